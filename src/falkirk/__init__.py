@@ -1,0 +1,18 @@
+"""falkirk: rollback recovery for dataflow systems (the Falkirk Wheel framework).
+
+Core API: time domains and frontiers (:mod:`falkirk.domains`), the dataflow
+model and solver (:mod:`falkirk.solver`). ``import falkirk`` never imports
+PySpark or hypothesis; those live behind :mod:`falkirk.spark` and
+:mod:`falkirk.testing`.
+
+>>> import falkirk
+>>> falkirk.Frontier.top(falkirk.Epoch()).is_top
+True
+"""
+
+from falkirk.domains import Epoch, Frontier, Lexicographic, Product, Sequence
+from falkirk.errors import FalkirkError
+
+__version__ = "0.1.0"
+
+__all__ = ["Epoch", "Frontier", "Lexicographic", "Product", "Sequence", "FalkirkError", "__version__"]

@@ -1,0 +1,152 @@
+"""Metadata of a processor at any frontier, for a given set of failed processors.
+
+The solver, :func:`~falkirk.solver.check_consistent` and the brute-force
+reference all read ``N``, ``M_e``, ``D_e`` and ``φ_e`` through this one
+accessor, so the derived metadata of stateless processors (SPEC §3) and the
+projection rules for frontiers outside ``F(p)`` live in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from falkirk.domains import Frontier
+from falkirk.errors import SolverError, UnknownNameError
+from falkirk.solver.model import Dataflow, Meta
+from falkirk.solver.resolve import _delivered_default, edge_view
+
+__all__ = ["View", "normalise_failed"]
+
+
+def normalise_failed(df: Dataflow, failed: Iterable[str] | str) -> frozenset[str]:
+    """``failed`` as a set of names; ``"all"`` means every processor."""
+    if failed == "all":
+        return frozenset(df.processors)
+    if isinstance(failed, str):
+        failed = [failed]
+    out = frozenset(failed)
+    unknown = sorted(out - set(df.processors))
+    if unknown:
+        raise UnknownNameError(f"failed names unknown processor(s) {unknown}")
+    return out
+
+
+class View:
+    """``F(p)`` and metadata of every processor of ``df`` given ``failed``."""
+
+    def __init__(self, df: Dataflow, failed: frozenset[str]) -> None:
+        self.df = df
+        self.failed = failed
+        self.cands: dict[str, list[Meta]] = {}
+        self.recorded: dict[str, dict[str, list[Meta]]] = {}
+        for name, p in df.processors.items():
+            cands = df.candidates(name, failed=name in failed)
+            if not p.restartable:
+                cands = cands[1:]
+            self.cands[name] = cands
+            if p.stateless:
+                self.recorded[name] = {
+                    e: [m for m in cands if m.frontier.is_empty or e in m.recorded or m.frontier.is_top]
+                    for e in df.outputs[name]
+                }
+
+    # -- F(p) ---------------------------------------------------------------------
+    def is_stateless(self, name: str) -> bool:
+        return self.df.processors[name].stateless
+
+    def initial(self, name: str) -> Frontier:
+        """``max F(p)``: ``⊤`` unless failed; a failed stateless processor starts at ``c``."""
+        cands = self.cands[name]
+        if not cands:
+            raise SolverError(
+                f"processor {name!r} has no available frontier: it is not restartable "
+                "(∅ ∉ F(p)) and has no checkpoint"
+            )
+        return cands[-1].frontier
+
+    def available(self, name: str, f: Frontier) -> bool:
+        """C1: ``f ∈ F(p)``."""
+        if self.is_stateless(name):
+            return f <= self.initial(name)
+        return any(m.frontier == f for m in self.cands[name])
+
+    # -- metadata at a frontier ---------------------------------------------------
+    def meta(self, name: str, f: Frontier) -> Meta | None:
+        """Resolved metadata of a stateful processor at ``f ∈ F(p)`` (``None`` if absent)."""
+        for m in self.cands[name]:
+            if m.frontier == f:
+                return m
+        return None
+
+    def notifications(self, name: str, f: Frontier) -> Frontier:
+        """``N_p(f)``."""
+        if self.is_stateless(name):
+            return f if self.df.receives_notifications[name] else Frontier.empty(f.domain)
+        return self._stateful(name, f).notifications
+
+    def delivered(self, name: str, edge: str, f: Frontier) -> Frontier:
+        """``M_e(f)`` for input edge ``edge``."""
+        if self.is_stateless(name):
+            return _delivered_default(self.df.domains[name], f, edge)
+        return self._stateful(name, f).delivered[edge]
+
+    def discarded(self, name: str, edge: str, f: Frontier) -> Frontier:
+        """``D_e(f)`` for output edge ``edge``."""
+        if self.is_stateless(name):
+            if edge in self.df.processors[name].logs:
+                return Frontier.empty(self.df.bound[edge].target)
+            return self.projection(name, edge, f)
+        return self._stateful(name, f).discarded[edge]
+
+    def projection(self, name: str, edge: str, f: Frontier) -> Frontier:
+        """``φ_e(f)`` at any frontier ``f`` of the sender (SPEC §3's rule outside ``F(p)``)."""
+        b = self.df.bound[edge]
+        if f.is_top:
+            return Frontier.top(b.target)
+        if not self.is_stateless(name):
+            best = None
+            for m in self.cands[name]:
+                if m.frontier <= f:
+                    best = m
+                else:
+                    break
+            if best is not None and best.frontier == f:
+                return best.projection[edge]
+            if not b.recorded:
+                return b.apply(f)
+            return best.projection[edge] if best is not None else Frontier.empty(b.target)
+        if not b.recorded:
+            return b.apply(f)
+        out = Frontier.empty(b.target)
+        for m in self.recorded[name][edge]:
+            if m.frontier <= f:
+                out = m.projection[edge]
+        return out
+
+    def residual(self, name: str, edge: str, y: Frontier) -> Frontier:
+        """Largest frontier of stateless ``name`` whose ``φ_edge`` is inside ``y``."""
+        b = self.df.bound[edge]
+        if not b.recorded:
+            r = b.residual(y) if b.has_residual else None
+            if r is None:
+                raise SolverError(
+                    f"processor {name!r}: edge {edge!r} is not logged and its projection "
+                    f"{b.spec.name!r} has no residual at {y!r}; log the edge or give the "
+                    "processor checkpoints"
+                )
+            return r
+        best = Frontier.empty(self.df.domains[name])
+        for m in self.recorded[name][edge]:
+            if m.projection[edge] <= y:
+                best = m.frontier
+        return best
+
+    def incoming(self, name: str, edge: str, phi: Frontier) -> Frontier:
+        """What ``φ_e(·)`` bounds for receiver ``name``: itself, or that edge's count alone."""
+        return edge_view(self.df.domains[name], phi, edge)
+
+    def _stateful(self, name: str, f: Frontier) -> Meta:
+        m = self.meta(name, f)
+        if m is None:
+            raise SolverError(f"processor {name!r}: {f!r} is not one of its available frontiers")
+        return m

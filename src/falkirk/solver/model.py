@@ -1,0 +1,228 @@
+"""The dataflow model: processors, edges, checkpoint metadata (SPEC §2–§3).
+
+Value objects are frozen; a :class:`Dataflow` validates them at construction
+and resolves every omitted field to its safe default (SPEC §9), so the solver
+only ever sees complete, monotone, chain-ordered metadata.
+
+Frontier-valued fields accept a :class:`~falkirk.domains.Frontier` or the
+domain's JSON encoding (``2`` for epoch 2, ``{"e1": 3}`` for sequence counts,
+``"top"``, ``"empty"``…).
+
+>>> from falkirk.solver import Checkpoint, Dataflow, Edge, Processor
+>>> df = Dataflow(
+...     [Processor("src", "epoch", stateless=True),
+...      Processor("sum", "epoch", logs=["e2"],
+...                checkpoints=[Checkpoint(2, notifications=2, delivered={"e1": 2})]),
+...      Processor("sink", "epoch", checkpoints=[Checkpoint(1, delivered={"e2": 1})],
+...                live=Checkpoint("top", delivered={"e2": 4}))],
+...     [Edge("e1", "src", "sum"), Edge("e2", "sum", "sink")])
+>>> [str(m.frontier) for m in df.candidates("sink", failed=False)]
+['Frontier(epoch, empty)', 'Frontier(epoch, 1)', 'Frontier(epoch, top)']
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from attrs import field, frozen
+
+from falkirk.domains import INPUT_EDGE, Domain, Frontier, Sequence, make_domain
+from falkirk.domains.projections import BoundProjection, Identity, Projection, projection_from_spec
+from falkirk.errors import FalkirkError, UnknownNameError, ValidationError
+
+__all__ = ["Checkpoint", "Processor", "Edge", "Dataflow"]
+
+
+def _frozen_map(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return dict(value or {})
+
+
+@frozen
+class Checkpoint:
+    """Metadata persisted for one available frontier ``f`` (paper Table 1).
+
+    ``notifications`` is ``N_p(f)``; ``delivered[e]`` is ``M_e(f)`` per input
+    edge; ``discarded[e]`` is ``D_e(f)`` and ``projection[e]`` is ``φ_e(f)``
+    per output edge; ``logged[e]`` is an opaque reference to ``L_e(f)``;
+    ``state`` an opaque handle to ``S_p(f)``. ``None``/missing means the safe
+    default. As ``live`` metadata of a processor, ``frontier`` is ``"top"``.
+    """
+
+    frontier: Any
+    notifications: Any = None
+    delivered: Mapping[str, Any] = field(factory=dict, converter=_frozen_map)
+    discarded: Mapping[str, Any] = field(factory=dict, converter=_frozen_map)
+    projection: Mapping[str, Any] = field(factory=dict, converter=_frozen_map)
+    logged: Mapping[str, Any] = field(factory=dict, converter=_frozen_map)
+    state: Any = None
+
+
+@frozen
+class Processor:
+    """A processor: name, domain, regime and its checkpoints.
+
+    ``domain`` is a domain object or a registry name (``arity`` for tuple
+    domains; a ``"sequence"`` domain takes its edges from the graph).
+    ``stateless`` processors keep no state between times; their
+    ``checkpoints`` are the complete frontiers they reported. ``logs`` names
+    the output edges whose messages are logged. ``live`` is the metadata at
+    ``⊤`` used while the processor has not failed (safe defaults if omitted).
+    ``notifications=False`` declares that it receives none (``N = ∅``).
+    ``restartable=False`` means ``∅ ∉ F(p)``: it must never need to restart.
+    """
+
+    name: str
+    domain: Domain | str
+    stateless: bool = False
+    logs: frozenset[str] = field(factory=frozenset, converter=frozenset)
+    checkpoints: tuple[Checkpoint, ...] = field(factory=tuple, converter=tuple)
+    live: Checkpoint | None = None
+    arity: int | None = None
+    notifications: bool | None = None
+    restartable: bool = True
+
+
+@frozen
+class Edge:
+    """An edge ``src → dst`` whose messages carry times of ``dst``'s domain."""
+
+    name: str
+    src: str
+    dst: str
+    projection: Any = field(factory=Identity)
+
+
+@frozen
+class Meta:
+    """Resolved metadata of one available frontier (every field filled in)."""
+
+    frontier: Frontier
+    notifications: Frontier
+    delivered: Mapping[str, Frontier]
+    discarded: Mapping[str, Frontier]
+    projection: Mapping[str, Frontier]
+    logged: Mapping[str, Any]
+    state: Any
+    recorded: frozenset[str]  # output edges whose projection was given explicitly
+
+
+class Dataflow:
+    """A validated dataflow graph with resolved checkpoint metadata.
+
+    Raises :class:`~falkirk.errors.ValidationError` (or a subclass) naming
+    the processor, edge or field when the input is not well formed.
+    """
+
+    def __init__(self, processors: Iterable[Processor], edges: Iterable[Edge], *, notifications: bool = True) -> None:
+        from falkirk.solver.resolve import resolve_processor
+
+        self.processors: dict[str, Processor] = {}
+        for p in processors:
+            if not isinstance(p, Processor):
+                raise ValidationError(f"expected a Processor, got {p!r}")
+            if p.name in self.processors:
+                raise ValidationError(f"processor {p.name!r} is declared twice")
+            self.processors[p.name] = p
+        self.edges: dict[str, Edge] = {}
+        self.inputs: dict[str, list[str]] = {n: [] for n in self.processors}
+        self.outputs: dict[str, list[str]] = {n: [] for n in self.processors}
+        for e in edges:
+            if e.name in self.edges:
+                raise ValidationError(f"edge {e.name!r} is declared twice")
+            for end, who in (("src", e.src), ("dst", e.dst)):
+                if who not in self.processors:
+                    raise UnknownNameError(f"edge {e.name!r}: {end} {who!r} is not a declared processor")
+            self.edges[e.name] = e
+            self.outputs[e.src].append(e.name)
+            self.inputs[e.dst].append(e.name)
+        self.system_notifications = notifications
+        self.domains: dict[str, Domain] = {n: self._domain(p) for n, p in self.processors.items()}
+        self.bound: dict[str, BoundProjection] = {}
+        for e in self.edges.values():
+            spec = e.projection
+            try:
+                if not hasattr(spec, "bind"):
+                    spec = projection_from_spec(spec)
+                self.bound[e.name] = spec.bind(self.domains[e.src], self.domains[e.dst], e.name)
+            except FalkirkError as exc:
+                msg = str(exc)
+                raise type(exc)(msg if e.name in msg else f"edge {e.name!r}: {msg}") from None
+        for p in self.processors.values():
+            unknown = sorted(set(p.logs) - set(self.outputs[p.name]))
+            if unknown:
+                raise UnknownNameError(f"processor {p.name!r}: logs {unknown}, which are not its output edges")
+        self.receives_notifications: dict[str, bool] = {
+            n: self._notifications(p) for n, p in self.processors.items()
+        }
+        self._resolved = {n: resolve_processor(self, n) for n in self.processors}
+
+    # -- construction helpers ---------------------------------------------------
+    def _domain(self, p: Processor) -> Domain:
+        if not isinstance(p.domain, str):
+            if isinstance(p.domain, Sequence):
+                self._check_sequence_edges(p, p.domain)
+            return p.domain
+        options: dict[str, Any] = {}
+        if p.domain == "sequence":
+            options["edges"] = self.inputs[p.name] or [INPUT_EDGE]
+        elif p.domain in ("product", "lexicographic"):
+            if p.arity is None:
+                raise ValidationError(f"processor {p.name!r}: domain {p.domain!r} needs an arity")
+            options["arity"] = p.arity
+        elif p.arity is not None:
+            options["arity"] = p.arity
+        try:
+            dom = make_domain(p.domain, **options)
+        except FalkirkError as exc:
+            raise type(exc)(f"processor {p.name!r}: {exc}") from None
+        return dom
+
+    def _check_sequence_edges(self, p: Processor, dom: Sequence) -> None:
+        want = tuple(sorted(self.inputs[p.name] or [INPUT_EDGE]))
+        if dom.edges != want:
+            raise ValidationError(
+                f"processor {p.name!r}: its sequence domain has edges {list(dom.edges)} "
+                f"but its input edges are {list(want)}"
+            )
+
+    def _notifications(self, p: Processor) -> bool:
+        if isinstance(self.domains[p.name], Sequence):
+            return False
+        if p.notifications is not None:
+            return p.notifications
+        return self.system_notifications
+
+    # -- queries ----------------------------------------------------------------
+    def processor(self, name: str) -> Processor:
+        """The processor called ``name`` (``UnknownNameError`` otherwise)."""
+        try:
+            return self.processors[name]
+        except KeyError:
+            raise UnknownNameError(f"unknown processor {name!r}") from None
+
+    def candidates(self, name: str, *, failed: bool) -> list[Meta]:
+        """``F(p)`` of a stateful processor, ascending (a chain), resolved.
+
+        For a stateless processor: its recorded frontiers (``∅``, reported
+        complete frontiers, and ``⊤`` when it has not failed).
+        """
+        res = self._resolved[self.processor(name).name]
+        out = list(res.chain)
+        if not failed:
+            out.append(res.live)
+        return out
+
+    def empty_meta(self, name: str) -> Meta:
+        """The resolved metadata at ``∅``."""
+        return self._resolved[name].chain[0]
+
+    def live_meta(self, name: str) -> Meta:
+        """The resolved metadata at ``⊤`` (live history of a processor that has not failed)."""
+        return self._resolved[name].live
+
+    def topological_names(self) -> list[str]:
+        """Processor names in declaration order (deterministic iteration order)."""
+        return list(self.processors)
+
+    def __repr__(self) -> str:
+        return f"<Dataflow: {len(self.processors)} processors, {len(self.edges)} edges>"

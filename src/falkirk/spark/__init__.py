@@ -1,0 +1,1 @@
+"""PySpark integration (planned; see the issues). Importing this module requires the `spark` extra."""

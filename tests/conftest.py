@@ -1,0 +1,20 @@
+"""Shared pytest configuration: hypothesis profiles.
+
+Pick one with ``HYPOTHESIS_PROFILE`` (``dev`` by default; ``scripts/test.sh``
+uses ``ci`` when ``CI`` is set).
+"""
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("dev", max_examples=100, deadline=None)
+settings.register_profile(
+    "ci",
+    max_examples=300,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("thorough", max_examples=2000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))

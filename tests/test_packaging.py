@@ -1,0 +1,94 @@
+"""Packaging and set-up script checks."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+JAVA_SH = ROOT / "scripts" / "_java.sh"
+BASH = shutil.which("bash") or "/bin/bash"
+
+
+def test_import_falkirk_does_not_import_pyspark_or_hypothesis() -> None:
+    """`import falkirk` succeeds and pulls in neither pyspark nor hypothesis."""
+    code = (
+        "import sys, falkirk; "
+        "assert 'pyspark' not in sys.modules and 'hypothesis' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _fake_java(directory: Path, version_line: str) -> None:
+    """Write a fake `java` into directory that prints version_line to stderr."""
+    java = directory / "java"
+    java.write_text(f"#!{BASH}\necho '{version_line}' >&2\n")
+    java.chmod(0o755)
+
+
+def _check_java(path: Path, java_home: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run falkirk_check_java with only `path` on PATH (and JAVA_HOME if given)."""
+    env = {"PATH": str(path)}
+    if java_home is not None:
+        env["JAVA_HOME"] = str(java_home)
+    return subprocess.run(
+        [BASH, "-c", f"source '{JAVA_SH}'; falkirk_check_java"],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize(
+    "version_line",
+    ['openjdk version "11.0.2" 2019-01-15', 'java version "1.8.0_292"'],
+)
+def test_java_check_rejects_old_java(tmp_path: Path, version_line: str) -> None:
+    """A Java older than 17 fails the check with a message naming Java 17."""
+    _fake_java(tmp_path, version_line)
+    result = _check_java(tmp_path)
+    assert result.returncode != 0
+    assert "Java 17" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "version_line",
+    ['openjdk version "17.0.15" 2025-04-15', 'openjdk version "21" 2023-09-19'],
+)
+def test_java_check_accepts_java_17_or_newer(tmp_path: Path, version_line: str) -> None:
+    """Java 17 or newer passes the check silently."""
+    _fake_java(tmp_path, version_line)
+    result = _check_java(tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+
+
+def test_java_check_fails_without_java(tmp_path: Path) -> None:
+    """No java on PATH and no JAVA_HOME fails the check with a clear message."""
+    result = _check_java(tmp_path)
+    assert result.returncode != 0
+    assert "Java 17" in result.stderr
+    assert "no 'java' found" in result.stderr
+
+
+def test_java_check_prefers_java_home(tmp_path: Path) -> None:
+    """JAVA_HOME's java is checked instead of the one on PATH."""
+    on_path = tmp_path / "path"
+    java_home = tmp_path / "jdk"
+    (java_home / "bin").mkdir(parents=True)
+    on_path.mkdir()
+    _fake_java(on_path, 'openjdk version "11.0.2"')
+    _fake_java(java_home / "bin", 'openjdk version "21.0.1"')
+    assert _check_java(on_path, java_home).returncode == 0
+    assert _check_java(java_home / "bin", on_path.parent / "missing").returncode != 0
+
+
+def test_scripts_are_executable() -> None:
+    """The set-up scripts and the CI entry point have the executable bit set."""
+    names = ["scripts/_env.sh", "scripts/_java.sh", "scripts/run.sh", "scripts/test.sh", ".ci/run"]
+    for name in names:
+        assert os.access(ROOT / name, os.X_OK), name
