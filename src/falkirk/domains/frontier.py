@@ -70,6 +70,7 @@ class Frontier:
 
     domain: Domain
     antichain: tuple[Any, ...]
+    _hash: int | None
 
     def __init__(self, domain: Domain, antichain: tuple[Any, ...]) -> None:
         object.__setattr__(self, "domain", domain)

@@ -147,7 +147,7 @@ class _Solver:
         notes = df.receives_notifications[p]
         while True:
             m = cands[i]
-            why = None
+            why: tuple[str, str | None, str | None] | None = None
             if notes and not m.notifications <= self.n[p]:
                 why = ("C4", None, None)
             if why is None:

@@ -151,6 +151,15 @@ class Dataflow:
             unknown = sorted(set(p.logs) - set(self.outputs[p.name]))
             if unknown:
                 raise UnknownNameError(f"processor {p.name!r}: logs {unknown}, which are not its output edges")
+            if p.stateless:
+                for e in self.outputs[p.name]:
+                    b = self.bound[e]
+                    if e not in p.logs and not b.recorded and not b.has_residual:
+                        raise ValidationError(
+                            f"processor {p.name!r}: stateless, but edge {e!r} is not logged and its "
+                            f"projection {b.spec.name!r} has no residual (SPEC §3); log the edge or "
+                            "make the processor stateful"
+                        )
         self.receives_notifications: dict[str, bool] = {
             n: self._notifications(p) for n, p in self.processors.items()
         }

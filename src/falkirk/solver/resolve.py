@@ -91,8 +91,7 @@ def resolve_processor(df: Dataflow, name: str) -> Resolved:
     if live_ck.frontier not in ("top", None) and coerce(dom, live_ck.frontier, where) != top:
         raise ValidationError(f"{where}: the live frontier is 'top'")
     live = _meta(df, name, live_ck, top, where, live=True)
-    if not p.stateless:
-        _check_monotone(name, chain + [live])
+    _check_monotone(name, chain + [live])
     return Resolved(tuple(chain), live)
 
 
