@@ -1,0 +1,42 @@
+"""Shared constants and fixtures for the command-line tests.
+
+(Not a conftest.py: scripts/test.sh runs pytest with --doctest-modules over tests/,
+which clashes with a second conftest module.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from falkirk.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The scenario file of SPEC §9, beside the clone (CI checks shared/ out next to it).
+SHARED_SPEC = (ROOT.parent / "shared" / "design" / "examples" / "spec_example.json").resolve()
+#: The example scenarios shipped with the repository.
+EXAMPLES = sorted((ROOT / "examples" / "scenarios").glob("*.json"))
+
+#: The answer SPEC §9 gives for its example.
+SPEC_ANSWER = {
+    "format": "falkirk-plan/1",
+    "frontiers": {"src": 2, "sum": 2, "sink": 1},
+    "notification_frontiers": {"src": 2, "sum": 2, "sink": 1},
+    "actions": {"src": "rollback", "sum": "restore", "sink": "rollback"},
+    "replay": {"e2": {"log_frontier": 2, "exclude": 1}},
+}
+
+
+def shared_spec() -> Path:
+    """Path of shared/design/examples/spec_example.json (skips the test when shared/ is absent)."""
+    if not SHARED_SPEC.exists():
+        pytest.skip(f"{SHARED_SPEC} not found: the shared design folder is not next to the repository")
+    return SHARED_SPEC
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run ``falkirk *argv`` in-process; return (exit status, stdout, stderr)."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
