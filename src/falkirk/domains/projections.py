@@ -73,6 +73,20 @@ class BoundProjection:
         """Largest ``f`` with ``φ_e(f) ⊆ y``, or ``None`` when there is none."""
         return None
 
+    def discarded(self, f: Frontier) -> Frontier:
+        """The exact image: times of every message sent because of events in ``f``.
+
+        This is what stands in for ``D_e(f)`` on an unlogged edge (SPEC §2: there
+        ``φ_e`` must be exact). It equals :meth:`apply` for projections whose
+        sender sends at the time of the causing event; a projection that can send
+        "into the future" (``sequence_to_epoch`` windows) overrides it.
+        """
+        return self.apply(f)
+
+    def discarded_residual(self, y: Frontier) -> Frontier | None:
+        """Largest ``f`` with ``discarded(f) ⊆ y`` (``None`` when there is none)."""
+        return self.residual(y)
+
     def __repr__(self) -> str:
         return f"<{self.spec.name} {self.source} -> {self.target} on {self.edge!r}>"
 
@@ -230,7 +244,7 @@ class _BoundSequenceToEpoch(BoundProjection):
             if k and not cuts[k - 1] <= cuts[k]:
                 raise ProjectionError(f"edge {edge!r}: sequence_to_epoch cuts must grow, cut {k} does not")
         self.cuts = cuts
-        self.has_residual = len(source.edges) == 1
+        self.has_residual = True  # of the exact image (discarded_residual), for any edge count
 
     def apply(self, f: Frontier) -> Frontier:
         if f.is_top:
@@ -243,7 +257,7 @@ class _BoundSequenceToEpoch(BoundProjection):
         return self.target.frontier(k)  # type: ignore[attr-defined]
 
     def residual(self, y: Frontier) -> Frontier | None:
-        if not self.has_residual:
+        if len(self.source.edges) != 1:  # type: ignore[attr-defined]
             return None
         if y.is_top:
             return Frontier.top(self.source)
@@ -253,6 +267,26 @@ class _BoundSequenceToEpoch(BoundProjection):
         (edge,) = self.source.edges  # type: ignore[attr-defined]
         n = self.source.count(self.cuts[k], edge)  # type: ignore[attr-defined]
         return self.source.frontier({edge: max(n - 1, 0)})  # type: ignore[attr-defined]
+
+    def discarded(self, f: Frontier) -> Frontier:
+        # A message read into f may fall in an epoch that is not complete in f:
+        # the exact image holds every epoch that has a message in f.
+        if f.is_top:
+            return Frontier.top(self.target)
+        for k, cut in enumerate(self.cuts):
+            if f <= cut:
+                prev = self.cuts[k - 1] if k else Frontier.empty(self.source)
+                return self.target.frontier(k - 1 if f <= prev else k)  # type: ignore[attr-defined]
+        return Frontier.top(self.target)  # messages beyond the last cut: epochs not yet known
+
+    def discarded_residual(self, y: Frontier) -> Frontier | None:
+        # discarded(f) ⊆ ↓k exactly when every message of f lies in epochs <= k.
+        if y.is_top:
+            return Frontier.top(self.source)
+        k = self.target.last(y)  # type: ignore[attr-defined]
+        if k < 0:
+            return Frontier.empty(self.source)
+        return self.cuts[min(k, len(self.cuts) - 1)] if self.cuts else Frontier.empty(self.source)
 
 
 @frozen

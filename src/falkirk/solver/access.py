@@ -95,7 +95,9 @@ class View:
         if self.is_stateless(name):
             if edge in self.df.processors[name].logs:
                 return Frontier.empty(self.df.bound[edge].target)
-            return self.projection(name, edge, f)
+            b = self.df.bound[edge]
+            image = self.projection(name, edge, f) if b.recorded or f.is_top else b.discarded(f)
+            return _delivered_default(b.target, image, edge)
         return self._stateful(name, f).discarded[edge]
 
     def projection(self, name: str, edge: str, f: Frontier) -> Frontier:
@@ -127,7 +129,7 @@ class View:
         """Largest frontier of stateless ``name`` whose ``φ_edge`` is inside ``y``."""
         b = self.df.bound[edge]
         if not b.recorded:
-            r = b.residual(y) if b.has_residual else None
+            r = b.discarded_residual(y) if b.has_residual else None
             if r is None:
                 raise SolverError(
                     f"processor {name!r}: edge {edge!r} is not logged and its projection "

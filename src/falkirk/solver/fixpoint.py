@@ -5,7 +5,10 @@ when ``f(p)`` shrinks only p's senders, receivers and p itself are
 re-examined; when ``n(p)`` shrinks, p and its receivers) or as the literal
 round-robin of Figure 6 (kept as the reference and benchmark baseline).
 Both apply the same update to one processor (:meth:`_Solver.examine`), so
-they reach the same fixed point.
+they reach the same fixed point. ``fixed_point(strategy="worklist")`` runs
+the faster driver of :mod:`falkirk.solver.worklist`, which applies that
+update to the constraints whose inputs changed only (same answer, same
+reasons); :meth:`_Solver.run_worklist` is the plain version of it.
 
 Tie-breaking: there is none to make. A stateful processor's ``F(p)`` is a
 chain, so the largest candidate satisfying the constraints is unique; a
@@ -62,8 +65,9 @@ class Reason:
 def _fmt(f: Frontier | None) -> str:
     if f is None:
         return "?"
-    enc = getattr(f.domain, "encode", None)
-    return str(enc(f)) if enc else repr(f)
+    from falkirk.solver.plan import frontier_text
+
+    return frontier_text(f)
 
 
 @frozen
@@ -210,10 +214,12 @@ class _Solver:
 
 def fixed_point(view: View, *, strategy: Literal["worklist", "round_robin"] = "worklist") -> FixedPoint:
     """Run the iteration of SPEC §5 over ``view`` and return the fixed point."""
-    s = _Solver(view)
     if strategy == "worklist":
-        s.run_worklist()
-    elif strategy == "round_robin":
+        from falkirk.solver.worklist import run_worklist  # the fast driver (same update, dirty constraints only)
+
+        return run_worklist(view)
+    s = _Solver(view)
+    if strategy == "round_robin":
         s.run_round_robin()
     else:
         raise ValueError(f"unknown strategy {strategy!r}: use 'worklist' or 'round_robin'")

@@ -37,6 +37,14 @@ def _frozen_map(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return dict(value or {})
 
 
+def _names(value: Iterable[str]) -> frozenset[str]:
+    return frozenset(value)
+
+
+def _checkpoints(value: Iterable[Checkpoint]) -> tuple[Checkpoint, ...]:
+    return tuple(value)
+
+
 @frozen
 class Checkpoint:
     """Metadata persisted for one available frontier ``f`` (paper Table 1).
@@ -74,8 +82,8 @@ class Processor:
     name: str
     domain: Domain | str
     stateless: bool = False
-    logs: frozenset[str] = field(factory=frozenset, converter=frozenset)
-    checkpoints: tuple[Checkpoint, ...] = field(factory=tuple, converter=tuple)
+    logs: frozenset[str] = field(factory=frozenset, converter=_names)
+    checkpoints: tuple[Checkpoint, ...] = field(factory=tuple, converter=_checkpoints)
     live: Checkpoint | None = None
     arity: int | None = None
     notifications: bool | None = None

@@ -19,6 +19,7 @@ sink top → 1 by C3 on e2: it had received messages that sum at 2 will send aga
 
 from __future__ import annotations
 
+import json
 from typing import Any, Iterable, Literal
 
 from attrs import frozen
@@ -32,6 +33,12 @@ __all__ = ["Replay", "RollbackPlan", "solve_frontiers", "encode_frontier", "ACTI
 
 #: The actions of SPEC §9.
 ACTIONS = ("keep", "rollback", "restore", "restart")
+
+
+def frontier_text(f: Frontier) -> str:
+    """``f``'s canonical encoding as compact text (``2``, ``{"e1": 3}``, ``top``)."""
+    enc = encode_frontier(f)
+    return enc if isinstance(enc, str) else json.dumps(enc, separators=(", ", ": "))
 
 
 def encode_frontier(f: Frontier) -> Any:
@@ -113,7 +120,7 @@ class RollbackPlan:
         """A human-readable table of the plan."""
         rows = [("processor", "action", "frontier f(p)", "notifications n(p)")]
         for p, f in self.frontiers.items():
-            rows.append((p, self.actions[p], str(encode_frontier(f)), str(encode_frontier(self.notification_frontiers[p]))))
+            rows.append((p, self.actions[p], frontier_text(f), frontier_text(self.notification_frontiers[p])))
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
@@ -122,8 +129,8 @@ class RollbackPlan:
             lines.append("replay (logged messages to re-send):")
             for e, r in self.replay.items():
                 lines.append(
-                    f"  {e} ({r.sender} -> {r.receiver}): L_e({encode_frontier(r.log_frontier)}) "
-                    f"minus times in {encode_frontier(r.exclude)}"
+                    f"  {e} ({r.sender} -> {r.receiver}): L_e({frontier_text(r.log_frontier)}) "
+                    f"minus times in {frontier_text(r.exclude)}"
                 )
         return "\n".join(lines)
 

@@ -174,8 +174,13 @@ def _meta(df: Dataflow, name: str, ck: Checkpoint, f: Frontier, where: str, *, l
                 f"{where}: edge {e!r} has a recorded projection ({b.spec.name!r}) with no record "
                 "at this checkpoint, so 'discarded' must be given for it"
             )
-        else:
+        elif live or b.recorded or e in ck.projection:
             discarded[e] = projection[e]
+        else:
+            discarded[e] = b.discarded(f)
+        if isinstance(tgt, Sequence):  # SPEC §7: φ_e and D_e concern edge e's count only
+            projection[e] = _delivered_default(tgt, projection[e], e)
+            discarded[e] = _delivered_default(tgt, discarded[e], e)
     return Meta(
         frontier=f,
         notifications=notes,
@@ -212,7 +217,9 @@ def _check_monotone(name: str, chain: list[Meta]) -> None:
             pairs.extend((f"{fld}[{e!r}]", x[e], y[e]) for e in y)
         for fld, lo, hi in pairs:
             if not lo <= hi:
+                from falkirk.solver.plan import frontier_text as t
+
                 raise NotMonotoneError(
-                    f"processor {name!r}, {label} ({b.frontier!r}): {fld} = {hi!r} is not monotone: "
-                    f"the smaller frontier {a.frontier!r} has {lo!r}"
+                    f"processor {name!r}, {label} (frontier {t(b.frontier)}): {fld} = {t(hi)} is not "
+                    f"monotone: the smaller frontier {t(a.frontier)} has {t(lo)}"
                 )
