@@ -45,8 +45,9 @@ class View:
                 cands = cands[1:]
             self.cands[name] = cands
             if p.stateless:
+                empty = Frontier.empty(df.domains[name])  # once, not once per candidate and edge
                 self.recorded[name] = {
-                    e: [m for m in cands if m.frontier.is_empty or e in m.recorded or m.frontier.is_top]
+                    e: [m for m in cands if m.frontier == empty or e in m.recorded or m.frontier.is_top]
                     for e in df.outputs[name]
                 }
 
@@ -96,9 +97,24 @@ class View:
             if edge in self.df.processors[name].logs:
                 return Frontier.empty(self.df.bound[edge].target)
             b = self.df.bound[edge]
-            image = self.projection(name, edge, f) if b.recorded or f.is_top else b.discarded(f)
+            if f.is_top:
+                image = Frontier.top(b.target)
+            elif b.recorded:
+                image = self._recorded_discarded(name, edge, f)
+            else:
+                image = b.discarded(f)
             return _delivered_default(b.target, image, edge)
         return self._stateful(name, f).discarded[edge]
+
+    def _recorded_discarded(self, name: str, edge: str, f: Frontier) -> Frontier:
+        """Exact ``D_e(f)`` of a stateless sender on a recorded edge: ``φ_e`` at the
+        smallest record containing ``f`` (everything sent because of events in
+        ``f`` is inside it); ``⊤`` when no record contains ``f``. The union rule
+        of SPEC §3 would under-count between two records."""
+        for m in self.recorded[name][edge]:
+            if f <= m.frontier:
+                return m.projection[edge]
+        return Frontier.top(self.df.bound[edge].target)
 
     def projection(self, name: str, edge: str, f: Frontier) -> Frontier:
         """``φ_e(f)`` at any frontier ``f`` of the sender (SPEC §3's rule outside ``F(p)``)."""
