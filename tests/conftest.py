@@ -18,3 +18,10 @@ settings.register_profile(
 )
 settings.register_profile("thorough", max_examples=2000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+def pytest_ignore_collect(collection_path, config):  # type: ignore[no-untyped-def]
+    """Keep conftest files out of doctest collection (they are loaded as plugins all the same)."""
+    if collection_path.name == "conftest.py":
+        return True
+    return None

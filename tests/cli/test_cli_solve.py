@@ -91,8 +91,13 @@ def test_explain_a_processor_that_keeps_top(capsys: pytest.CaptureFixture[str]) 
 def test_commands_are_registered_from_the_module_list() -> None:
     """Every module in COMMANDS registers a subcommand with a run function."""
     parser = build_parser()
+    example_args = {
+        "explain": ["f.json", "p"],
+        "draw": ["f.json", "-o", "x.png"],
+        "monitor": ["--db", "m.sqlite", "status"],
+    }
     for name in COMMANDS:
-        args = parser.parse_args([name, "f.json"] + (["p"] if name == "explain" else []) + (["-o", "x.png"] if name == "draw" else []))
+        args = parser.parse_args([name, *example_args.get(name, ["f.json"])])
         assert callable(args.run)
 
 

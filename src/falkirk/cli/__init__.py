@@ -29,7 +29,7 @@ from falkirk.errors import FalkirkError
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 #: Subcommand modules, in the order ``falkirk --help`` lists them.
-COMMANDS: list[str] = ["solve", "check", "explain", "draw"]
+COMMANDS: list[str] = ["solve", "check", "explain", "draw", "gc", "monitor"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,7 +11,9 @@
 from falkirk.solver.consistency import Violation, check_consistent
 from falkirk.solver.fixpoint import Reason
 from falkirk.solver.model import Checkpoint, Dataflow, Edge, Meta, Processor
+from falkirk.solver.monitor import Changes, Monitor
 from falkirk.solver.plan import ACTIONS, Replay, RollbackPlan, encode_frontier, solve_frontiers
+from falkirk.solver.store import MemoryStore, MetadataStore, SQLiteStore
 
 __all__ = [
     "Checkpoint",
@@ -27,4 +29,9 @@ __all__ = [
     "check_consistent",
     "encode_frontier",
     "solve_frontiers",
+    "Monitor",
+    "Changes",
+    "MetadataStore",
+    "MemoryStore",
+    "SQLiteStore",
 ]

@@ -7,8 +7,9 @@ round-robin of Figure 6 (kept as the reference and benchmark baseline).
 Both apply the same update to one processor (:meth:`_Solver.examine`), so
 they reach the same fixed point. ``fixed_point(strategy="worklist")`` runs
 the faster driver of :mod:`falkirk.solver.worklist`, which applies that
-update to the constraints whose inputs changed only (same answer, same
-reasons); :meth:`_Solver.run_worklist` is the plain version of it.
+update to the constraints whose inputs changed only (same answer; every
+step down gets a reason found as here); :meth:`_Solver.run_worklist` is the
+plain version of it.
 
 Tie-breaking: there is none to make. A stateful processor's ``F(p)`` is a
 chain, so the largest candidate satisfying the constraints is unique; a

@@ -26,7 +26,8 @@ from attrs import frozen
 
 from falkirk.domains import Frontier
 from falkirk.solver.access import View, normalise_failed
-from falkirk.solver.fixpoint import Reason, fixed_point
+from falkirk.solver import dispatch
+from falkirk.solver.fixpoint import Reason
 from falkirk.solver.model import Dataflow
 
 __all__ = ["Replay", "RollbackPlan", "solve_frontiers", "encode_frontier", "ACTIONS"]
@@ -145,20 +146,25 @@ def solve_frontiers(
     dataflow: Dataflow,
     failed: Iterable[str] | str = (),
     *,
-    strategy: Literal["worklist", "round_robin"] = "worklist",
+    strategy: Literal["worklist", "round_robin", "vectorised"] = "worklist",
+    fast: bool = True,
 ) -> RollbackPlan:
     """Choose a consistent rollback frontier for every processor (SPEC §5).
 
     ``failed`` names the processors that failed (they lose ``⊤``); ``"all"``
     computes low-watermarks for garbage collection (SPEC §6). ``strategy``
-    selects the worklist iteration (default) or the literal round-robin of
-    Figure 6; both return the same plan.
+    selects the worklist iteration (default), the literal round-robin of
+    Figure 6, or the vectorised solver for totally ordered domains. With
+    ``fast=True`` (default) the worklist gives way to the vectorised solver
+    automatically when that applies and the dataflow is large;
+    ``fast=False`` forces the reference worklist (see
+    :mod:`falkirk.solver.dispatch`). All return the same frontiers.
 
     Raises :class:`~falkirk.errors.SolverError` when a processor that is not
     restartable would have to go below its lowest checkpoint.
     """
     failed_set = normalise_failed(dataflow, failed)
-    fp = fixed_point(View(dataflow, failed_set), strategy=strategy)
+    fp = dispatch.solve(View(dataflow, failed_set), strategy=strategy, fast=fast)
     actions = {p: _action(p in failed_set, f) for p, f in fp.frontiers.items()}
     replay = {}
     for p, proc in dataflow.processors.items():

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import gc
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from falkirk.domains import Domain, Frontier
 from falkirk.errors import SolverError
@@ -59,6 +59,16 @@ def _subset(domain: Domain) -> Callable[[Frontier, Frontier], bool]:
     return subset
 
 
+def _bound(cands: list[Meta], field: str, edge: str | None, sub: Callable[[Frontier, Frontier], bool], limit: Frontier, hi: int) -> int:
+    """Largest ``j <= hi`` whose ``field`` (``[edge]``) is inside ``limit``; ``-1`` if none."""
+
+    def ok(j: int) -> bool:
+        value = getattr(cands[j], field)
+        return sub(value if edge is None else value[edge], limit)
+
+    return _last_true(ok, hi)
+
+
 def _last_true(ok: Callable[[int], bool], hi: int) -> int:
     """Largest ``j <= hi`` with ``ok(j)``, for ``ok`` true on a prefix; ``-1`` if none."""
     if ok(hi):
@@ -74,208 +84,186 @@ def _last_true(ok: Callable[[int], bool], hi: int) -> int:
 
 
 class _Worklist:
+    """State of one run, keyed by processor and edge names like the reference."""
+
     def __init__(self, view: View) -> None:
         df = view.df
         self.view, self.df = view, df
-        names = list(df.processors)
-        self.names = names
-        index = {p: i for i, p in enumerate(names)}
-        self.edge_name = list(df.edges)
-        eidx = {e: k for k, e in enumerate(self.edge_name)}
-        self.esrc = [index[df.edges[e].src] for e in self.edge_name]
-        self.edst = [index[df.edges[e].dst] for e in self.edge_name]
-        self.outs = [[eidx[e] for e in df.outputs[p]] for p in names]
-        self.ins = [[eidx[e] for e in df.inputs[p]] for p in names]
-        # position of each edge in its sender's output list / receiver's input list
-        self.out_pos = [0] * len(self.edge_name)
-        self.in_pos = [0] * len(self.edge_name)
-        for lst, pos in ((self.outs, self.out_pos), (self.ins, self.in_pos)):
-            for es in lst:
-                for k, e in enumerate(es):
-                    pos[e] = k
-        self.stateless = [df.processors[p].stateless for p in names]
-        self.notes = [df.receives_notifications[p] for p in names]
-        subsets: dict[Domain, Callable[[Frontier, Frontier], bool]] = {}
-        for d in df.domains.values():
-            if d not in subsets:
-                subsets[d] = _subset(d)
-        self.sub = [subsets[df.domains[p]] for p in names]
-        self.unlogged = [df.edges[e].name not in df.processors[df.edges[e].src].logs for e in self.edge_name]
-        self.cands: list[list[Meta]] = [view.cands[p] for p in names]
-        self.f: list[Frontier] = [view.initial(p) for p in names]
-        self.n: list[Frontier] = list(self.f)
-        self.idx = [len(c) - 1 for c in self.cands]
-        self.reasons: dict[str, list[Reason]] = {p: [] for p in names}
+        self.edges, self.outputs, self.inputs = df.edges, df.outputs, df.inputs
+        self.procs = df.processors
+        self.cands: dict[str, list[Meta]] = view.cands
+        self.f: dict[str, Frontier] = {p: view.initial(p) for p in df.processors}
+        self.n: dict[str, Frontier] = dict(self.f)
+        self.idx = {p: len(c) - 1 for p, c in view.cands.items()}
+        self.reasons: dict[str, list[Reason]] = {p: [] for p in df.processors}
         self.examinations = 0
-        # dirty constraints since the last examination
-        self.full = [False] * len(names)  # everything (failed processors, first time)
-        self.dirty_n = [False] * len(names)  # n(p) changed: C4
-        self.dirty_out: list[set[int]] = [set() for _ in names]  # C2: receiver's f changed
-        self.dirty_in: list[set[int]] = [set() for _ in names]  # C3: sender's f changed
-        self.dirty_nin: list[set[int]] = [set() for _ in names]  # n: sender's n changed
-        self.queue: deque[int] = deque()
-        self.queued = [False] * len(names)
-        for p in names:
+        self._subsets: dict[Domain, Callable[[Frontier, Frontier], bool]] = {}
+        self._by_proc: dict[str, Callable[[Frontier, Frontier], bool]] = {}
+        # dirty constraints since the last examination (created on demand)
+        self.full: set[str] = set()  # everything (failed processors, first time)
+        self.dirty_n: set[str] = set()  # n(p) changed: C4
+        self.dirty_out: dict[str, set[str]] = {}  # C2: the receiver's f changed
+        self.dirty_in: dict[str, set[str]] = {}  # C3: the sender's f changed
+        self.dirty_nin: dict[str, set[str]] = {}  # n: the sender's n changed
+        self.queue: deque[str] = deque()
+        self.queued: set[str] = set()
+        for p in df.processors:
             if p in view.failed:
-                i = index[p]
-                self.reasons[p].append(Reason(p, "C1", None, self.f[i]))
-                self.full[i] = True
-                self._push(i)
-                self._changed(i, True, True)
+                self.reasons[p].append(Reason(p, "C1", None, self.f[p]))
+                self.full.add(p)
+                self._push(p)
+                self._changed(p, True, True)
 
     # -- bookkeeping ----------------------------------------------------------------
-    def _push(self, i: int) -> None:
-        if not self.queued[i]:
-            self.queued[i] = True
-            self.queue.append(i)
+    def _push(self, p: str) -> None:
+        if p not in self.queued:
+            self.queued.add(p)
+            self.queue.append(p)
 
-    def _changed(self, i: int, f_changed: bool, n_changed: bool) -> None:
-        """Mark the constraints that read ``f(i)`` / ``n(i)`` dirty and queue their owners."""
+    def _sub(self, p: str) -> Callable[[Frontier, Frontier], bool]:
+        """``⊆`` for frontiers of ``p``'s domain (cached per processor and per domain)."""
+        fn = self._by_proc.get(p)
+        if fn is None:
+            d = self.df.domains[p]
+            fn = self._subsets.get(d)
+            if fn is None:
+                fn = self._subsets[d] = _subset(d)
+            self._by_proc[p] = fn
+        return fn
+
+    def _changed(self, p: str, f_changed: bool, n_changed: bool) -> None:
+        """Mark the constraints that read ``f(p)`` / ``n(p)`` dirty and queue their owners."""
+        edges = self.edges
         if f_changed:
-            for e in self.ins[i]:
-                u = self.esrc[e]
-                self.dirty_out[u].add(e)
+            for e in self.inputs[p]:
+                u = edges[e].src
+                self.dirty_out.setdefault(u, set()).add(e)
                 self._push(u)
         if f_changed or n_changed:
-            for e in self.outs[i]:
-                q = self.edst[e]
+            for e in self.outputs[p]:
+                q = edges[e].dst
                 if f_changed:
-                    self.dirty_in[q].add(e)
+                    self.dirty_in.setdefault(q, set()).add(e)
                 if n_changed:
-                    self.dirty_nin[q].add(e)
+                    self.dirty_nin.setdefault(q, set()).add(e)
                 self._push(q)
         if n_changed:
-            self.dirty_n[i] = True
-            self._push(i)
+            self.dirty_n.add(p)
+            self._push(p)
 
-    def _dirty(self, i: int) -> tuple[bool, list[int], list[int], list[int]]:
-        """Take (and clear) the dirty constraints of ``i``, edges in the reference's order."""
-        if self.full[i]:
-            self.full[i] = False
-            c4, outs, ins, nins = True, self.outs[i], self.ins[i], self.ins[i]
-        else:
-            c4 = self.dirty_n[i]
-            outs = sorted(self.dirty_out[i], key=self.out_pos.__getitem__)
-            ins = sorted(self.dirty_in[i], key=self.in_pos.__getitem__)
-            nins = sorted(self.dirty_nin[i], key=self.in_pos.__getitem__)
-        self.dirty_n[i] = False
-        self.dirty_out[i].clear()
-        self.dirty_in[i].clear()
-        self.dirty_nin[i].clear()
-        return c4, outs, ins, nins
+    @staticmethod
+    def _ordered(dirty: set[str] | None, order: list[str]) -> list[str]:
+        """The edges of ``dirty`` in the order of ``order`` (the processor's edge list)."""
+        if not dirty:
+            return []
+        if len(dirty) == 1:
+            return list(dirty)
+        return [e for e in order if e in dirty]
 
-    def _phi_f(self, e: int) -> Frontier:
+    def _dirty(self, p: str) -> tuple[bool, list[str], list[str], list[str]]:
+        """Take (and clear) the dirty constraints of ``p``, edges in the reference's order."""
+        c4 = p in self.dirty_n
+        self.dirty_n.discard(p)
+        outs, ins, nins = self.dirty_out.pop(p, None), self.dirty_in.pop(p, None), self.dirty_nin.pop(p, None)
+        if p in self.full:
+            self.full.discard(p)
+            return True, self.outputs[p], self.inputs[p], self.inputs[p]
+        return c4, self._ordered(outs, self.outputs[p]), self._ordered(ins, self.inputs[p]), self._ordered(nins, self.inputs[p])
+
+    def _phi_f(self, e: str) -> Frontier:
         """``incoming(φ_e(f(u)))`` for the sender ``u`` of ``e`` at its current frontier."""
-        u, q = self.esrc[e], self.edst[e]
-        name = self.edge_name[e]
-        if self.stateless[u]:
-            phi = self.view.projection(self.names[u], name, self.f[u])
+        edge = self.edges[e]
+        u = edge.src
+        if self.procs[u].stateless:
+            phi = self.view.projection(u, e, self.f[u])
         else:  # f(u) is a chain element: its resolved projection (SPEC §3)
-            phi = self.cands[u][self.idx[u]].projection[name]
-        return self.view.incoming(self.names[q], name, phi)
+            phi = self.cands[u][self.idx[u]].projection[e]
+        return self.view.incoming(edge.dst, e, phi)
 
-    def _phi_n(self, e: int) -> Frontier:
-        u, q = self.esrc[e], self.edst[e]
-        name = self.edge_name[e]
-        phi = self.view.projection(self.names[u], name, self.n[u])
-        return self.view.incoming(self.names[q], name, phi)
+    def _phi_n(self, e: str) -> Frontier:
+        edge = self.edges[e]
+        return self.view.incoming(edge.dst, e, self.view.projection(edge.src, e, self.n[edge.src]))
 
-    def _note(self, i: int, constraint: str, before: Frontier, after: Frontier, e: int | None, nb: int | None) -> None:
-        p = self.names[i]
-        self.reasons[p].append(
-            Reason(
-                p,
-                constraint,
-                before,
-                after,
-                None if e is None else self.edge_name[e],
-                None if nb is None else self.names[nb],
-                None if nb is None else self.f[nb],
-            )
-        )
+    def _note(self, p: str, constraint: str, before: Frontier, after: Frontier, e: str | None, nb: str | None) -> None:
+        self.reasons[p].append(Reason(p, constraint, before, after, e, nb, None if nb is None else self.f[nb]))
 
     # -- one examination ---------------------------------------------------------------
-    def examine(self, i: int) -> None:
+    def examine(self, p: str) -> None:
         self.examinations += 1
-        c4, outs, ins, nins = self._dirty(i)
-        old_f, old_n = self.f[i], self.n[i]
-        if self.stateless[i]:
-            new_f = self._stateless_f(i, c4, outs, ins)
+        c4, outs, ins, nins = self._dirty(p)
+        old_f, old_n = self.f[p], self.n[p]
+        if self.procs[p].stateless:
+            new_f = self._stateless_f(p, c4, outs, ins)
         else:
-            new_f = self._stateful_f(i, c4, outs, ins)
-        self.f[i] = new_f
+            new_f = self._stateful_f(p, c4, outs, ins)
+        self.f[p] = new_f
         f_changed = new_f != old_f
         new_n = old_n & new_f if f_changed else old_n
         for e in nins:
             new_n = new_n & self._phi_n(e)
-        self.n[i] = new_n
+        self.n[p] = new_n
         n_changed = new_n != old_n
         if f_changed or n_changed:
-            self._changed(i, f_changed, n_changed)
+            self._changed(p, f_changed, n_changed)
 
-    def _stateless_f(self, i: int, c4: bool, outs: list[int], ins: list[int]) -> Frontier:
-        view, p = self.view, self.names[i]
-        cur = self.f[i]
-        if c4 and self.notes[i]:
-            nxt = cur & self.n[i]
+    def _stateless_f(self, p: str, c4: bool, outs: list[str], ins: list[str]) -> Frontier:
+        view, df = self.view, self.df
+        cur = self.f[p]
+        if c4 and df.receives_notifications[p]:
+            nxt = cur & self.n[p]
             if nxt != cur:
-                self._note(i, "C4", cur, nxt, None, None)
+                self._note(p, "C4", cur, nxt, None, None)
                 cur = nxt
+        logs = self.procs[p].logs
         for e in outs:
-            if not self.unlogged[e]:
+            if e in logs:
                 continue
-            q = self.edst[e]
-            nxt = cur & view.residual(p, self.edge_name[e], self.f[q])
+            q = self.edges[e].dst
+            nxt = cur & view.residual(p, e, self.f[q])
             if nxt != cur:
-                self._note(i, "C2", cur, nxt, e, q)
+                self._note(p, "C2", cur, nxt, e, q)
                 cur = nxt
         for e in ins:
             nxt = cur & self._phi_f(e)
             if nxt != cur:
-                self._note(i, "C3", cur, nxt, e, self.esrc[e])
+                self._note(p, "C3", cur, nxt, e, self.edges[e].src)
                 cur = nxt
         return cur
 
-    def _stateful_f(self, i: int, c4: bool, outs: list[int], ins: list[int]) -> Frontier:
-        cands, top = self.cands[i], self.idx[i]
+    def _stateful_f(self, p: str, c4: bool, outs: list[str], ins: list[str]) -> Frontier:
+        cands, top = self.cands[p], self.idx[p]
         # (bound, constraint, edge, neighbour) per dirty constraint, in the reference's order
-        checks: list[tuple[int, str, int | None, int | None]] = []
-        sub, subs = self.sub[i], self.sub
-        if c4 and self.notes[i]:
-            n = self.n[i]
-            b = _last_true(lambda j: sub(cands[j].notifications, n), top)
-            checks.append((b, "C4", None, None))
+        checks: list[tuple[int, str, str | None, str | None]] = []
+        sub = self._sub(p)
+        if c4 and self.df.receives_notifications[p]:
+            n = self.n[p]
+            checks.append((_bound(cands, "notifications", None, sub, n, top), "C4", None, None))
         for e in outs:
-            q, name = self.edst[e], self.edge_name[e]
-            fq, subq = self.f[q], subs[q]
-            b = _last_true(lambda j: subq(cands[j].discarded[name], fq), top)
-            checks.append((b, "C2", e, q))
+            q = self.edges[e].dst
+            checks.append((_bound(cands, "discarded", e, self._sub(q), self.f[q], top), "C2", e, q))
         for e in ins:
-            name, x = self.edge_name[e], self._phi_f(e)
-            b = _last_true(lambda j: sub(cands[j].delivered[name], x), top)
-            checks.append((b, "C3", e, self.esrc[e]))
+            checks.append((_bound(cands, "delivered", e, sub, self._phi_f(e), top), "C3", e, self.edges[e].src))
         new = min((c[0] for c in checks), default=top)
-        for k in range(top, max(new, 0), -1):
-            _, why, e, nb = next(c for c in checks if c[0] < k)
-            self._note(i, why, cands[k].frontier, cands[k - 1].frontier, e, nb)
+        for k in range(top, max(new, 0), -1):  # one reason per step down, as the reference records
+            _, why, edge, nb = checks[0] if len(checks) == 1 else next(c for c in checks if c[0] < k)
+            self._note(p, why, cands[k].frontier, cands[k - 1].frontier, edge, nb)
         if new < 0:
-            _, why, e, _nb = next(c for c in checks if c[0] < 0)
-            where = f" on {self.edge_name[e]}" if e is not None else ""
+            _, why, edge, _nb = next(c for c in checks if c[0] < 0)
+            where = f" on {edge}" if edge is not None else ""
             raise SolverError(
-                f"processor {self.names[i]!r} cannot roll back far enough: its lowest available frontier "
+                f"processor {p!r} cannot roll back far enough: its lowest available frontier "
                 f"{cands[0].frontier!r} violates {why}{where} and it is not restartable (∅ ∉ F(p))"
             )
-        self.idx[i] = new
+        self.idx[p] = new
         return cands[new].frontier
 
     def run(self) -> FixedPoint:
         queue, queued = self.queue, self.queued
         while queue:
-            i = queue.popleft()
-            queued[i] = False
-            self.examine(i)
-        names = self.names
-        return FixedPoint(dict(zip(names, self.f)), dict(zip(names, self.n)), self.reasons, self.examinations)
+            p = queue.popleft()
+            queued.discard(p)
+            self.examine(p)
+        return FixedPoint(self.f, self.n, self.reasons, self.examinations)
 
 
 def run_worklist(view: View) -> FixedPoint:

@@ -1,0 +1,1 @@
+"""Benchmarks of falkirk (issue 9): graph families and timing scripts; results in ``benchmarks/results/``."""

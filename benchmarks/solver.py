@@ -1,0 +1,354 @@
+"""Solver benchmarks (issue 9): worklist vs the literal round robin, the fast paths, memory.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/solver.py --quick   # under 2 minutes
+    .venv/bin/python benchmarks/solver.py           # full: up to 10^5 processors (about half an hour)
+
+Prints tables and writes ``benchmarks/results/solver.json`` (and PNG plots
+with ``benchmarks/plot_solver.py``, which the full run calls).
+
+Sections:
+
+1. **worklist vs round robin** — ``solve_frontiers(df, failed, fast=False)``
+   (the worklist) and ``strategy="round_robin"`` (Figure 6, literally) on the
+   same :class:`~falkirk.solver.Dataflow`, for every graph family of
+   ``benchmarks/graphs.py`` declared in topological order (the round robin's
+   best case), two of them also in a random order, and the vectorised solver on the same Dataflow (conversion
+   included). The round robin stops after a CPU budget (2 s quick, 60 s
+   full); a stopped run's time is a *lower bound* (marked ``>``), and so is
+   the ratio computed from it. ``sweeps`` counts the round robin's passes
+   over all processors.
+2. **vectorised from arrays** — ``TotalProblem`` built straight from the
+   generator's arrays (no Dataflow) and solved, up to 10^5 processors and
+   10^6 edges.
+3. **compressed stage graphs** — a 10,000 × 6,000 all-to-all job.
+4. **memory** (full run) — ``tracemalloc`` peak of each large case in a
+   separate untimed run, and the process's peak RSS.
+5. **a huge Dataflow** (full run) — building a 10^5-processor, 10^6-edge
+   :class:`~falkirk.solver.Dataflow` and solving it with the worklist and
+   the vectorised solver: what the array form saves.
+
+Times are the best of a few runs; ``wall`` is ``time.perf_counter`` and
+``cpu`` is ``time.process_time`` of this process (the same on an idle
+machine; the CPU time is the fairer figure on a shared one). The cyclic
+garbage collector is frozen after building each graph and disabled during
+timed solves, for every solver alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import resource
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.graphs import make  # noqa: E402
+from falkirk.solver import solve_frontiers  # noqa: E402
+from falkirk.solver.compressed import Stage, StageEdge, StageGraph  # noqa: E402
+from falkirk.solver.fast_total import solve_total  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+
+#: (label, family, options) of the worklist-vs-round-robin series.
+FAMILIES = [
+    ("chain", "chain", {}),
+    ("diamonds", "diamonds", {}),
+    ("random_dag(d=4)", "random_dag", {"degree": 4}),
+    ("loops(8)", "loops", {"length": 8}),
+    ("shuffle(w=8)", "shuffle", {"width": 8}),
+]
+#: Families whose processors are also declared in a random order (``Graph.dataflow(order="random")``).
+SHUFFLED = [("chain, random order", "chain", {}), ("loops(8), random order", "loops", {"length": 8})]
+#: (label, family, options) of the vectorised series, at 10^5 processors about 10^6 edges for the last two.
+DENSE = FAMILIES[:4] + [("random_dag(d=10)", "random_dag", {"degree": 10}), ("shuffle(w=10)", "shuffle", {"width": 10})]
+
+
+def timed(fn: Callable[[], Any], repeat: int) -> tuple[Any, float, float]:
+    """``(result, best wall seconds, best cpu seconds)`` over ``repeat`` runs, GC disabled."""
+    best_w = best_c = float("inf")
+    out = None
+    for _ in range(repeat):
+        gc.disable()
+        try:
+            w, c = time.perf_counter(), time.process_time()
+            out = fn()
+            w, c = time.perf_counter() - w, time.process_time() - c
+        finally:
+            gc.enable()
+        best_w, best_c = min(best_w, w), min(best_c, c)
+    return out, best_w, best_c
+
+
+def peak_mb(fn: Callable[[], Any]) -> float:
+    """``tracemalloc`` peak (MB) of one untimed run of ``fn``."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
+def round_robin(df: Any, failed: list[str], budget: float) -> dict[str, Any]:
+    """Figure 6's round robin, literally (``fixpoint._Solver``'s sweeps), stopped after ``budget`` CPU seconds.
+
+    Returns its times, sweeps and, when it finished, ``f`` and ``n``; a stopped
+    run's time is a lower bound of the full run's.
+    """
+    from falkirk.solver.access import View, normalise_failed
+    from falkirk.solver.fixpoint import _Solver
+
+    gc.disable()
+    try:
+        w0, c0 = time.perf_counter(), time.process_time()
+        s = _Solver(View(df, normalise_failed(df, failed)))
+        names, sweeps, changed = list(df.processors), 0, True
+        while changed:
+            changed = False
+            for p in names:
+                f_changed, n_changed = s.examine(p)
+                changed = changed or f_changed or n_changed
+            sweeps += 1
+            if changed and time.process_time() - c0 > budget:
+                break
+        w, c = time.perf_counter() - w0, time.process_time() - c0
+    finally:
+        gc.enable()
+    out: dict[str, Any] = {"wall": w, "cpu": c, "sweeps": sweeps, "complete": not changed}
+    if not changed:
+        out["f"], out["n"] = s.f, s.n
+    return out
+
+
+def _repeat(n: int) -> int:
+    return 2 if n <= 3000 else 1
+
+
+# -- 1. worklist vs round robin ------------------------------------------------------------------
+def worklist_vs_round_robin(sizes: list[int], budget: float, vectorised: bool, memory: bool) -> list[dict[str, Any]]:
+    rows = []
+    for label, family, opts in FAMILIES + SHUFFLED:
+        order = "random" if "random order" in label else "topological"
+        for n in sizes:
+            if order == "random" and budget < 10 and n > 1000:
+                continue  # quick run: the shuffled families only up to 1000 processors
+            g = make(family, n, seed=1, **opts)
+            failed = g.failed_names()
+            df, build_w, build_c = timed(partial(g.dataflow, order), 1)
+            gc.collect()
+            gc.freeze()
+            row: dict[str, Any] = {"family": label, "processors": g.n, "edges": g.m, "build_s": build_w, "build_cpu_s": build_c}
+            ref, row["worklist_s"], row["worklist_cpu_s"] = timed(partial(solve_frontiers, df, failed, fast=False), _repeat(n))
+            row["worklist_examinations"] = ref.examinations
+            rr = round_robin(df, failed, budget)
+            if rr["complete"] and g.n <= 3000:  # small: best of a few
+                rr = min((round_robin(df, failed, budget) for _ in range(2)), key=lambda r: r["cpu"], default=rr)
+            if rr["complete"]:
+                assert rr["f"] == ref.frontiers and rr["n"] == ref.notification_frontiers
+            row["round_robin_s"], row["round_robin_cpu_s"] = rr["wall"], rr["cpu"]
+            row["round_robin_sweeps"], row["round_robin_complete"] = rr["sweeps"], rr["complete"]
+            row["ratio"] = row["round_robin_cpu_s"] / row["worklist_cpu_s"]
+            if vectorised:
+                vec, row["vectorised_s"], row["vectorised_cpu_s"] = timed(
+                    partial(solve_frontiers, df, failed, strategy="vectorised"), _repeat(n)
+                )
+                assert vec.frontiers == ref.frontiers and vec.notification_frontiers == ref.notification_frontiers
+            if memory and n == sizes[-1]:
+                row["worklist_peak_mb"] = peak_mb(partial(solve_frontiers, df, failed, fast=False))
+                if vectorised:
+                    row["vectorised_peak_mb"] = peak_mb(partial(solve_frontiers, df, failed, strategy="vectorised"))
+            gc.unfreeze()
+            del df
+            gc.collect()
+            rows.append(row)
+            _print_row(row)
+    return rows
+
+
+def _print_row(row: dict[str, Any]) -> None:
+    rr = f"{'>' if not row['round_robin_complete'] else ' '}{row['round_robin_cpu_s']:9.3f}"
+    vec = f"{row['vectorised_cpu_s']:8.3f}" if "vectorised_cpu_s" in row else "       -"
+    print(
+        f"{row['family']:22s} {row['processors']:>7d} {row['edges']:>8d} {row['build_cpu_s']:8.2f} "
+        f"{row['worklist_cpu_s']:9.3f} {rr} {'>' if not row['round_robin_complete'] else ' '}{row['ratio']:7.1f}x {row['round_robin_sweeps']:>6d} {vec}",
+        flush=True,
+    )
+
+
+def _solve_graph(g: Any) -> Any:
+    return solve_total(g.problem())
+
+
+# -- 2. vectorised from arrays ----------------------------------------------------------------------
+def vectorised_from_arrays(sizes: list[int], memory: bool, repeat: int = 3) -> list[dict[str, Any]]:
+    rows = []
+    for label, family, opts in DENSE:
+        for n in sizes:
+            g = make(family, n, seed=1, **opts)
+            prob, pw, pc = timed(g.problem, repeat)
+            sol, sw, sc = timed(partial(solve_total, prob), repeat if n <= 10_000 else max(repeat - 1, 1))
+            row = {
+                "family": label, "processors": g.n, "edges": g.m, "problem_s": pw, "problem_cpu_s": pc,
+                "solve_s": sw, "solve_cpu_s": sc, "total_s": pw + sw, "total_cpu_s": pc + sc,
+                "rounds": sol.rounds, "evaluations": sol.evaluations,
+                "rolled_back": int((sol.f != prob.init).sum()),
+            }
+            if memory and n == sizes[-1]:
+                row["peak_mb"] = peak_mb(partial(_solve_graph, g))
+            rows.append(row)
+            print(
+                f"{label:17s} {g.n:>7d} {g.m:>8d} {pc:8.3f} {sc:8.3f} {pc + sc:8.3f} {sol.rounds:>6d} "
+                f"{row.get('peak_mb', float('nan')):8.1f}",
+                flush=True,
+            )
+    return rows
+
+
+# -- 3. compressed stage graphs -----------------------------------------------------------------------
+def stage_job(widths: tuple[int, int], k: int, seed: int = 0) -> StageGraph:
+    """Two stages, all-to-all: ``k`` checkpoints per task, one failed task in the first stage."""
+    rng = np.random.default_rng(seed)
+
+    def ck(w: int) -> np.ndarray:
+        return np.sort(rng.integers(0, 1000, size=(w, k)), axis=1) + np.arange(k)[None, :]
+
+    a, b = widths
+    return StageGraph(
+        [Stage("map", a, checkpoints=ck(a), failed=[int(rng.integers(a))]), Stage("reduce", b, checkpoints=ck(b))],
+        [StageEdge("map", "reduce")],
+    )
+
+
+def _solve_stages(widths: tuple[int, int], k: int) -> Any:
+    return stage_job(widths, k).solve()
+
+
+def compressed(ks: list[int], memory: bool) -> list[dict[str, Any]]:
+    rows = []
+    for k in ks:
+        widths = (10_000, 6_000)
+        g, bw, bc = timed(partial(stage_job, widths, k), 1)
+        plan, sw, sc = timed(g.solve, 3)
+        row = {
+            "stages": list(widths), "logical_edges": widths[0] * widths[1], "checkpoints_per_task": k,
+            "declare_s": bw, "declare_cpu_s": bc, "solve_s": sw, "solve_cpu_s": sc, "rounds": plan.rounds,
+        }
+        if memory:
+            row["peak_mb"] = peak_mb(partial(_solve_stages, widths, k))
+        rows.append(row)
+        print(f"10000 x 6000 (60M edges), k={k:>3d}: declare {bc:.3f}s  solve {sc:.3f}s cpu ({sw:.3f}s wall)  rounds {plan.rounds}", flush=True)
+    return rows
+
+
+# -- 5. a Dataflow at the scale of the array benchmarks --------------------------------------------
+def huge_dataflow(n: int) -> dict[str, Any]:
+    """Build a 10^5-processor, ~10^6-edge Dataflow and solve it both ways (what the arrays avoid)."""
+    g = make("random_dag", n, seed=1, degree=10)
+    failed = g.failed_names()
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    df, bw, bc = timed(g.dataflow, 1)
+    rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    gc.collect()
+    gc.freeze()
+    ref, ww, wc = timed(partial(solve_frontiers, df, failed, fast=False), 1)
+    vec, vw, vc = timed(partial(solve_frontiers, df, failed, strategy="vectorised"), 1)
+    assert vec.frontiers == ref.frontiers and vec.notification_frontiers == ref.notification_frontiers
+    row = {
+        "family": "random_dag(d=10)", "processors": g.n, "edges": g.m, "build_s": bw, "build_cpu_s": bc,
+        "build_peak_rss_growth_mb": (rss1 - rss0) / 1024, "worklist_s": ww, "worklist_cpu_s": wc,
+        "vectorised_s": vw, "vectorised_cpu_s": vc,
+    }
+    gc.unfreeze()
+    print(
+        f"Dataflow {g.n} processors / {g.m} edges: build {bc:.1f}s cpu (+{row['build_peak_rss_growth_mb']:.0f} MB RSS), "
+        f"worklist {wc:.2f}s, vectorised incl. conversion {vc:.2f}s",
+        flush=True,
+    )
+    return row
+
+
+# -- driver -----------------------------------------------------------------------------------------
+def summary(res: dict[str, Any]) -> dict[str, Any]:
+    """Each issue-9 target with the measured value and whether it is met."""
+    out: dict[str, Any] = {}
+    at = [r for r in res["worklist_vs_round_robin"] if r["processors"] >= 9000]
+    if at:
+        out["worklist_20x_at_1e4"] = {
+            r["family"]: {"ratio": round(r["ratio"], 1), "lower_bound": not r["round_robin_complete"], "met": r["ratio"] >= 20}
+            for r in at if r["processors"] < 90_000
+        }
+    big = [r for r in res.get("vectorised", []) if r["processors"] >= 90_000 and r["edges"] >= 900_000]
+    if big:
+        out["1e5_processors_1e6_edges_under_2s"] = {
+            r["family"]: {"total_cpu_s": round(r["total_cpu_s"], 3), "total_wall_s": round(r["total_s"], 3), "met": r["total_cpu_s"] < 2}
+            for r in big
+        }
+    if res.get("compressed"):
+        out["10000x6000_under_4s"] = {
+            f"k={r['checkpoints_per_task']}": {"cpu_s": round(r["declare_cpu_s"] + r["solve_cpu_s"], 3), "met": r["declare_cpu_s"] + r["solve_cpu_s"] < 4}
+            for r in res["compressed"]
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes, under 2 minutes")
+    ap.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
+    args = ap.parse_args(argv)
+    quick = args.quick
+    started = time.time()
+    res: dict[str, Any] = {
+        "format": "falkirk-bench-solver/1",
+        "mode": "quick" if quick else "full",
+        "machine": {
+            "cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
+            "platform": platform.platform(), "load_average_at_start": os.getloadavg(),
+        },
+        "timing": "best of 1-3 runs; *_s wall (perf_counter), *_cpu_s process CPU time; GC disabled while timed",
+    }
+    print(f"{'worklist vs round robin':22s} {'procs':>7s} {'edges':>8s} {'build':>8s} {'worklist':>9s} {'round-rob':>10s} {'ratio':>9s} {'sweeps':>6s} {'vector':>8s}   (cpu s; > = round robin stopped at the budget: a lower bound)")
+    sizes = [100, 300, 1000, 3000] if quick else [100, 1000, 10_000, 100_000]
+    res["worklist_vs_round_robin"] = worklist_vs_round_robin(sizes, 2.0 if quick else 60.0, vectorised=True, memory=not quick)
+    print(f"\n{'vectorised/arrays':17s} {'procs':>7s} {'edges':>8s} {'problem':>8s} {'solve':>8s} {'total':>8s} {'rounds':>6s} {'peak MB':>8s}   (cpu s)")
+    res["vectorised"] = vectorised_from_arrays([10_000, 100_000] if quick else [1000, 10_000, 100_000], memory=not quick, repeat=1 if quick else 3)
+    print()
+    res["compressed"] = compressed([10] if quick else [1, 10, 100], memory=not quick)
+    if not quick:
+        print()
+        res["huge_dataflow"] = huge_dataflow(100_000)
+    res["targets"] = summary(res)
+    res["machine"]["load_average_at_end"] = os.getloadavg()
+    res["machine"]["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    res["elapsed_s"] = time.time() - started
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "solver.json").write_text(json.dumps(res, indent=1) + "\n")
+    print("\ntargets:", json.dumps(res["targets"], indent=1))
+    print(f"wrote {RESULTS / 'solver.json'} in {res['elapsed_s']:.0f}s")
+    if not args.no_plots:
+        from benchmarks.plot_solver import plot
+
+        for path in plot(res, RESULTS):
+            print(f"wrote {path}")
+    return res
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,309 @@
+"""The simulation loop: a seeded scheduler runs events, policies persist, failures roll back.
+
+Each step the scheduler picks, uniformly at random (``random.Random(seed)``),
+one enabled action:
+
+* a source reads its next epoch's batch;
+* a processor takes a message from one of its input queues — the head, or,
+  for epoch and loop processors that roll back selectively
+  (``partitioned``/``stateless`` operators), any message no earlier message
+  on that queue has a time ``≤`` to (SPEC §2 re-ordering rule);
+* a processor receives a notification it asked for (:mod:`falkirk.sim.progress`).
+
+After every step each policy may persist at its processor's settled
+frontier, and garbage collection runs from the planner's low-watermarks.
+Failures from the schedule strike before the step they name (and, once
+nothing is left to do, one by one at the end), and are recovered at once by
+:func:`falkirk.sim.recovery.fail_and_recover`. The same graph, seed and
+schedule always give the same run.
+
+>>> from falkirk.sim import Node, Link, SimGraph, Source, Sum, Output, Ephemeral, Lazy, Commit
+>>> g = SimGraph([Node("src", Source(), Ephemeral()), Node("sum", Sum(), Lazy()),
+...               Node("out", Output(), Commit())],
+...              [Link("e1", "src", "sum"), Link("e2", "sum", "out")],
+...              inputs={"src": [[1, 2], [3]]})
+>>> Simulation(g, seed=1).run().output
+{'out': {0: (3,), 1: (3,)}}
+>>> r = Simulation(g, seed=1, failures=[Failure(4, {"sum"})]).run()
+>>> r.output, r.rollbacks
+({'out': {0: (3,), 1: (3,)}}, 1)
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from attrs import define, field, frozen
+
+from falkirk.domains import Frontier
+from falkirk.sim.external import ExternalInput, ExternalOutput, NoProgress, ProtocolViolation
+from falkirk.sim.graph import SimGraph
+from falkirk.sim.planner import Planner, default_planner
+from falkirk.sim.progress import Stamps, deliverable, frontiers
+from falkirk.sim.state import Event, Msg, Proc, Sent, Store
+
+__all__ = ["Failure", "Result", "Simulation"]
+
+
+def _names(value: Iterable[str]) -> frozenset[str]:
+    return frozenset(value)
+
+
+@frozen
+class Failure:
+    """``processors`` fail just before step ``step`` (0-based)."""
+
+    step: int
+    processors: frozenset[str] = field(converter=_names)
+
+    def __str__(self) -> str:
+        return f"step {self.step}: fail {', '.join(sorted(self.processors))}"
+
+
+@define
+class Result:
+    """What a run produced: acknowledged and released output per output processor, and counters."""
+
+    output: dict[str, dict[Any, tuple[Any, ...]]]
+    released: dict[str, dict[Any, tuple[Any, ...]]]
+    choices: dict[tuple[str, Any, str], int]
+    steps: int
+    rollbacks: int
+    checkpoints: int
+    solves: int
+    trace: list[str]
+
+
+class _Ctx:
+    """The :class:`~falkirk.sim.operators.Context` of one event."""
+
+    __slots__ = ("sim", "proc", "time", "replay")
+
+    def __init__(self, sim: Simulation, proc: Proc, time: Any, replay: bool = False) -> None:
+        self.sim, self.proc, self.time, self.replay = sim, proc, time, replay
+
+    def send(self, payload: Any, port: str = "out") -> None:
+        if not self.replay:
+            for e in self.sim.ports[self.proc.name].get(port, ()):
+                self.sim.send(self.proc, e, self.time, payload)
+
+    def notify_at(self) -> None:
+        self.proc.requests.add(self.time)
+
+    def le(self, a: Any, b: Any) -> bool:
+        return bool(self.proc.domain.less_equal(a, b))
+
+    def choose(self, label: str, n: int) -> int:
+        return self.sim.choose(self.proc.name, self.time, label, n, replay=self.replay)
+
+
+class Simulation:
+    """One deterministic run of ``graph`` (see the module docstring).
+
+    ``failures``: :class:`Failure` events. ``planner``: where plans and
+    low-watermarks come from (default: the incremental monitor,
+    :func:`~falkirk.sim.planner.default_planner`).
+    ``gc_every``: run garbage collection after that many persisted records
+    (``0``: never). ``choices``: fixed non-deterministic choices (the oracle's
+    reference run). ``trace``: keep a readable log of failures and plans.
+    """
+
+    def __init__(
+        self,
+        graph: SimGraph,
+        *,
+        seed: int = 0,
+        failures: Iterable[Failure] = (),
+        planner: Planner | None = None,
+        gc_every: int = 1,
+        choices: Mapping[tuple[str, Any, str], int] | None = None,
+        max_steps: int = 50_000,
+        trace: bool = False,
+    ) -> None:
+        self.graph = graph
+        self.rng = random.Random(seed)
+        self.pending = sorted(failures, key=lambda f: f.step)
+        self.planner: Planner = planner if planner is not None else default_planner(graph)
+        self.gc_every = gc_every
+        self.fixed = dict(choices or {})
+        self.choices: dict[tuple[str, Any, str], int] = {}
+        self.max_steps = max_steps
+        self.tracing = trace
+        self.trace: list[str] = []
+        self.steps = self.rollbacks = self.checkpoints = self.since_gc = 0
+        self.ports: dict[str, dict[str, list[str]]] = {n: {} for n in graph.nodes}
+        for e in graph.links.values():
+            self.ports[e.src].setdefault(e.port, []).append(e.name)
+        self.logged = {n: node.policy.logged_edges(graph.outputs_of[n]) for n, node in graph.nodes.items()}
+        self.claimed = {n: node.policy.claimed_edges(graph.outputs_of[n]) for n, node in graph.nodes.items()}
+        self.inputs = {n: ExternalInput(n, b) for n, b in graph.inputs.items()}
+        self.outputs = {n: ExternalOutput(graph.domain(n)) for n in graph.outputs}
+        self.procs: dict[str, Proc] = {}
+        for n, node in graph.nodes.items():
+            dom = graph.domain(n)
+            self.procs[n] = Proc(n, dom, node.op.fresh(), {e: deque() for e in graph.inputs_of[n]}, Store())
+            self.procs[n].next_read = 0 if n in self.inputs else None
+        self.sequence_nodes = [n for n, node in graph.nodes.items() if node.domain == "sequence"]
+        self.complete: dict[str, Frontier] = {}
+        self.settled: dict[str, Frontier] = {}
+
+    # -- the loop -------------------------------------------------------------------
+    def run(self) -> Result:
+        """Run to the end (every input read, every time settled) and return the result."""
+        from falkirk.sim.persistence import persist_all
+        from falkirk.sim.recovery import fail_and_recover
+
+        while True:
+            while self.pending and self.pending[0].step <= self.steps:
+                fail_and_recover(self, self.pending.pop(0).processors)
+            self.progress()
+            persist_all(self, final=False)
+            actions = self.actions()
+            if not actions:
+                if self.pending:
+                    fail_and_recover(self, self.pending.pop(0).processors)
+                    continue
+                persist_all(self, final=True)
+                break
+            self.execute(actions[self.rng.randrange(len(actions))])
+            self.steps += 1
+            if self.steps > self.max_steps:
+                raise NoProgress(f"no end after {self.max_steps} steps")
+        return Result(
+            output={n: dict(o.acknowledged) for n, o in self.outputs.items()},
+            released={n: dict(o.released_records) for n, o in self.outputs.items()},
+            choices=dict(self.choices),
+            steps=self.steps,
+            rollbacks=self.rollbacks,
+            checkpoints=self.checkpoints,
+            solves=getattr(self.planner, "solves", 0),
+            trace=self.trace,
+        )
+
+    def progress(self) -> None:
+        """Recompute the complete and settled frontiers of every processor."""
+        stamps = {}
+        for n, p in self.procs.items():
+            caps = {p.next_read} if p.next_read is not None else set()
+            stamps[n] = Stamps(p.queued_times(), set(p.requests), caps)
+        self.complete, self.settled = frontiers(self.graph, stamps)
+        for n in self.sequence_nodes:
+            p = self.procs[n]
+            counts = {e: max((s for _, s in p.history.delivered.get(e, ())), default=0) for e in p.queues}
+            self.complete[n] = self.settled[n] = p.domain.frontier(counts)  # type: ignore[attr-defined]
+
+    def actions(self) -> list[tuple[Any, ...]]:
+        """Every action enabled now, in a deterministic order."""
+        out: list[tuple[Any, ...]] = []
+        epochs = self.graph.epochs
+        for n, p in self.procs.items():
+            if p.next_read is not None and p.next_read < epochs:
+                out.append(("read", n))
+            selective = (p.op.partitioned or p.op.stateless) and n not in self.sequence_nodes
+            le = p.domain.less_equal
+            for e, q in p.queues.items():
+                if not q:
+                    continue
+                if not selective:
+                    out.append(("msg", n, e, 0))
+                    continue
+                for i, m in enumerate(q):
+                    if not any(le(q[j].time, m.time) for j in range(i)):
+                        out.append(("msg", n, e, i))
+            for t in deliverable(self.graph, n, p.requests, self.complete[n]):
+                out.append(("note", n, t))
+        return out
+
+    def execute(self, action: tuple[Any, ...]) -> None:
+        """Run one action."""
+        kind, n = action[0], action[1]
+        p = self.procs[n]
+        if kind == "read":
+            t = p.next_read
+            assert t is not None
+            records = self.inputs[n].read(t)
+            p.next_read = t + 1
+            self.log_event(p, Event("read", t))
+            p.op.on_read(_Ctx(self, p, t), records)
+        elif kind == "msg":
+            e, i = action[2], action[3]
+            q = p.queues[e]
+            m = q[i]
+            del q[i]
+            p.history.delivered.setdefault(e, set()).add(m.time)
+            self.log_event(p, Event("msg", m.time, e, m.payload))
+            p.op.on_message(_Ctx(self, p, m.time), e, m.payload)
+        else:
+            t = action[2]
+            p.requests.discard(t)
+            p.history.notified.add(t)
+            self.log_event(p, Event("note", t))
+            p.op.on_notify(_Ctx(self, p, t))
+
+    def log_event(self, p: Proc, ev: Event) -> None:
+        if self.graph.nodes[p.name].policy.persists == "history":
+            p.store.events.append(ev)
+
+    def replay(self, p: Proc, events: Iterable[Event]) -> None:
+        """Re-run ``events`` on ``p``'s operator with sends suppressed (HistoryLog restore)."""
+        for ev in events:
+            ctx = _Ctx(self, p, ev.time, replay=True)
+            if ev.kind == "read":
+                p.op.on_read(ctx, self.inputs[p.name].read(ev.time))
+            elif ev.kind == "msg":
+                p.op.on_message(ctx, ev.edge or "", ev.payload)
+            else:
+                p.requests.discard(ev.time)
+                p.op.on_notify(ctx)
+
+    # -- what operators call ------------------------------------------------------------
+    def send(self, p: Proc, edge: str, cause: Any, payload: Any) -> None:
+        """``p`` sends ``payload`` on ``edge`` because of an event at ``cause``."""
+        link = self.graph.links[edge]
+        q = self.procs[link.dst]
+        if link.transform == "sequence":
+            order = p.history.numbered.setdefault(edge, [])
+            order.append(cause)
+            msg = Msg((edge, len(order)), payload)
+            have = max((s for _, s in q.history.delivered.get(edge, ())), default=0) + len(q.queues[edge])
+            if len(order) != have + 1:
+                raise ProtocolViolation(
+                    f"{p.name} sent message {len(order)} on sequence edge {edge!r}, but {q.name} "
+                    f"has {have} and expects message {have + 1}"
+                )
+        else:
+            msg = Msg(self.graph.transforms[edge].apply(cause), payload)
+        le = q.domain.less_equal
+        late = [s for s in q.history.notified if le(msg.time, s)]
+        if late or any(f is not None and msg.time in f for f in (q.floor_notified, q.history.completed)):
+            raise ProtocolViolation(
+                f"{p.name} sent a message at {msg.time!r} on {edge!r} to {q.name}, which was already "
+                f"notified that {late[0] if late else msg.time!r} is complete"
+            )
+        stale = [r.frontier for r in q.store.records if msg.time in r.frontier]
+        if stale or (q.store.reported is not None and msg.time in q.store.reported):
+            raise ProtocolViolation(
+                f"{p.name} sent a message at {msg.time!r} on {edge!r} to {q.name}, which has a checkpoint "
+                f"at {stale[0] if stale else q.store.reported!r} claiming that time complete"
+            )
+        q.queues[edge].append(msg)
+        if edge in self.logged[p.name]:
+            p.store.logs.setdefault(edge, []).append(Sent(cause, edge, msg))
+        else:
+            p.history.discarded.setdefault(edge, set()).add((cause, msg.time))
+
+    def choose(self, name: str, time: Any, label: str, n: int, *, replay: bool = False) -> int:
+        """A non-deterministic choice, recorded per (processor, time, label)."""
+        key = (name, time, label)
+        if replay and key in self.choices:
+            return self.choices[key]
+        v = self.fixed[key] if key in self.fixed else self.rng.randrange(n)
+        self.choices[key] = v
+        return v
+
+    def note(self, text: str) -> None:
+        if self.tracing:
+            self.trace.append(f"[step {self.steps}] {text}")

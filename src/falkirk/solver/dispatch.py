@@ -1,0 +1,118 @@
+"""Which solver :func:`~falkirk.solver.solve_frontiers` runs (SPEC §5).
+
+* ``"round_robin"`` — the literal iteration of Figure 6 (the reference).
+* ``"worklist"`` (the default) — the worklist iteration
+  (:mod:`falkirk.solver.worklist`); with ``fast=True`` (the default) the
+  vectorised solver (:mod:`falkirk.solver.fast_total`) replaces it when it
+  applies — every domain totally ordered — and the dataflow has at least
+  :data:`VECTORISE_FROM` processors and :data:`DENSE_FROM` edges per
+  processor. ``fast=False`` always runs the worklist.
+* ``"vectorised"`` — the vectorised solver, or
+  :class:`~falkirk.solver.fast_build.NotApplicable` (a
+  :class:`~falkirk.errors.SolverError`) saying why it does not apply.
+
+All of them return the same frontiers and notification frontiers (the
+unique greatest fixed point, SPEC §5). The vectorised solver records no
+per-step reasons; its plan computes them on first use (``plan.explain()``)
+by running the worklist, so explanations are the same whichever solver ran.
+
+Why those thresholds (``benchmarks/solver.py``): below a thousand processors
+both solvers take milliseconds and the worklist's reasons come for free.
+Converting a Dataflow to arrays costs time in proportion to the whole graph,
+while the worklist's cost is proportional to the part that rolls back; on
+the dense families (random DAGs, shuffles) the vectorised solver, conversion
+included, is about twice as fast, on chains and loops the two are even (or
+the worklist wins when little rolls back). Built straight from arrays
+(:meth:`~falkirk.solver.fast_total.TotalProblem.from_epochs`,
+:mod:`falkirk.solver.compressed`) it needs no conversion at all.
+
+>>> from falkirk.solver import Checkpoint, Dataflow, Edge, Processor, solve_frontiers
+>>> df = Dataflow([Processor("a", "epoch", logs=["ab"], checkpoints=[Checkpoint(3)]),
+...                Processor("b", "epoch", checkpoints=[Checkpoint(1)])], [Edge("ab", "a", "b")])
+>>> choose(df, strategy="worklist", fast=True)
+'worklist'
+>>> plan = solve_frontiers(df, ["a"], strategy="vectorised")
+>>> plan.to_json()["frontiers"], plan.explain("b")
+({'a': 3, 'b': 1}, ['a failed: ⊤ is gone, its best available frontier is 3', 'b top → 1 by C3 on ab: it had received messages that a at 3 will send again'])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Literal
+
+from falkirk.solver.access import View
+from falkirk.solver.fast_build import NotApplicable, solve_view
+from falkirk.solver.fixpoint import FixedPoint, Reason, fixed_point
+from falkirk.solver.model import Dataflow
+
+__all__ = ["Strategy", "VECTORISE_FROM", "DENSE_FROM", "choose", "solve", "LazyReasons"]
+
+Strategy = Literal["worklist", "round_robin", "vectorised"]
+
+#: Smallest dataflow (in processors) for which ``fast=True`` picks the vectorised solver.
+VECTORISE_FROM = 1000
+#: ... and the least number of edges per processor (sparse graphs: the worklist is as fast).
+DENSE_FROM = 2.0
+
+
+class LazyReasons(Mapping[str, list[Reason]]):
+    """The reasons of a fixed point, computed by the worklist when first read."""
+
+    def __init__(self, view: View) -> None:
+        self._view = view
+        self._reasons: dict[str, list[Reason]] | None = None
+
+    def _get(self) -> dict[str, list[Reason]]:
+        if self._reasons is None:
+            self._reasons = fixed_point(self._view, strategy="worklist").reasons
+        return self._reasons
+
+    def __getitem__(self, name: str) -> list[Reason]:
+        return self._get()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._view.df.processors)
+
+    def __repr__(self) -> str:
+        state = "computed" if self._reasons is not None else "not computed yet"
+        return f"<LazyReasons for {len(self)} processors, {state}>"
+
+
+def choose(dataflow: Dataflow, *, strategy: Strategy = "worklist", fast: bool = True) -> str:
+    """The solver :func:`solve` runs for ``dataflow``: ``"vectorised"``, ``"worklist"`` or ``"round_robin"``."""
+    if strategy not in ("worklist", "round_robin", "vectorised"):
+        raise ValueError(f"unknown strategy {strategy!r}: use 'worklist', 'round_robin' or 'vectorised'")
+    if strategy != "worklist" or not fast:
+        return strategy
+    n = len(dataflow.processors)
+    if n >= VECTORISE_FROM and len(dataflow.edges) >= DENSE_FROM * n and _total(dataflow):
+        return "vectorised"
+    return "worklist"
+
+
+def _total(dataflow: Dataflow) -> bool:
+    return all(d.is_total for d in dataflow.domains.values())
+
+
+def solve(view: View, *, strategy: Strategy = "worklist", fast: bool = True) -> FixedPoint:
+    """The fixed point of SPEC §5 over ``view``, by the solver :func:`choose` picks.
+
+    When the automatic choice is the vectorised solver but it turns out not
+    to apply (e.g. projections whose frontiers do not close over a small
+    universe), the worklist runs instead.
+    """
+    chosen = choose(view.df, strategy=strategy, fast=fast)
+    if chosen == "vectorised":
+        try:
+            f, n, work = solve_view(view)
+        except NotApplicable:
+            if strategy == "vectorised":
+                raise
+        else:
+            return FixedPoint(f, n, LazyReasons(view), work)  # type: ignore[arg-type]
+        chosen = "worklist"
+    return fixed_point(view, strategy=chosen)  # type: ignore[arg-type]

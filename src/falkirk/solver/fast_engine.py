@@ -1,0 +1,302 @@
+"""The array engine behind :func:`falkirk.solver.fast_total.solve_total`.
+
+Rounds of array operations while many constraints are dirty (every dirty
+group and processor at once, Jacobi style), and a scalar worklist over the
+same arrays while few are (a long, thin cascade would otherwise cost one
+round of numpy calls per hop). Both apply the monotone update of SPEC §5 to
+the same state, so any interleaving reaches the same greatest fixed point.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+
+from falkirk.errors import SolverError
+from falkirk.solver.fast_total import CHAIN, NONE, Array, TotalProblem, TotalSolution, ranges
+
+__all__ = ["Engine"]
+
+def _by(keys: Array, size: int) -> tuple[Array, Array]:
+    """CSR grouping: ``(ptr, order)`` with ``order[ptr[k]:ptr[k+1]]`` the positions whose key is ``k``."""
+    order = np.argsort(keys, kind="stable")
+    ptr = np.zeros(size + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys, minlength=size), out=ptr[1:])
+    return ptr, order
+
+
+def _lower(target: Array, at: Array, values: Array, scratch: Array) -> Array:
+    """``target[at] = min(target[at], values)`` (repeats allowed); the positions that went down.
+
+    ``scratch`` is an int array as long as ``target``, used to drop repeats without sorting.
+    """
+    if at.size == 0:
+        return at
+    before = target[at]
+    np.minimum.at(target, at, values)
+    down = at[target[at] < before]
+    if down.size > 1:
+        k = np.arange(down.size)
+        scratch[down] = k
+        down = down[scratch[down] == k]  # the last write wins: one entry per position
+    return down
+
+
+def _members(ptr: Array, ids: Array, single: bool) -> Array:
+    """The members of groups/processors ``ids`` (``ids`` itself when every one has exactly one)."""
+    return ids if single else ranges(ptr, ids)
+
+
+class Engine:
+    """State of one :func:`solve_total` run (arrays named as in :class:`TotalProblem`)."""
+
+    def __init__(self, prob: TotalProblem) -> None:
+        self.prob = prob
+        P, G = prob.size, prob.groups
+        self.ps_ptr, self.ps_mem = _by(prob.s_proc, P)  # sender members of each processor
+        self.pr_ptr, self.pr_mem = _by(prob.r_proc, P)  # receiver members of each processor
+        self.gs_ptr = np.searchsorted(prob.s_group, np.arange(G + 1))  # members are sorted by group
+        self.gr_ptr = np.searchsorted(prob.r_group, np.arange(G + 1))
+        self.gs_single = bool((np.diff(self.gs_ptr) == 1).all())
+        self.gr_single = bool((np.diff(self.gr_ptr) == 1).all())
+        self.p_scratch = np.zeros(P, dtype=np.int64)
+        self.g_scratch = np.zeros(G, dtype=np.int64)
+        # one pool of ascending segments: chains (P), N (P), custom tables
+        C = prob.c_val.shape[0]
+        pool = np.concatenate([prob.c_val, prob.c_N, prob.t_val])
+        self.seg_start = np.concatenate([prob.c_ptr[:-1], C + prob.c_ptr[:-1], 2 * C + prob.t_ptr[:-1]])
+        self.pool = pool
+        self.seg_len = seg_len = np.concatenate([np.diff(prob.c_ptr), np.diff(prob.c_ptr), np.diff(prob.t_ptr)])
+        tops = [int(prob.init.max(initial=0)), int(pool.max(initial=0)), int(prob.m_val.max(initial=0))]
+        self.big = max(tops) + 1  # above every rank: "no constraint"
+        self.W = self.big + 1
+        self.keys = np.repeat(np.arange(seg_len.shape[0], dtype=np.int64), seg_len) * self.W + pool
+
+        def seg(ref: Array, owner: Array) -> Array:
+            return np.where(ref == CHAIN, owner, np.where(ref >= 0, 2 * P + ref, NONE))
+
+        self.s_seg = seg(prob.s_d, prob.s_proc)
+        self.r_seg = seg(prob.r_m, prob.r_proc)
+        self.stateful = ~prob.stateless
+        # what each member constrains: 0 nothing, 1 a chain index (table), 2 a stateless rank
+        sf_s, sf_r = self.stateful[prob.s_proc], self.stateful[prob.r_proc]
+        self.s_kind = np.where(sf_s, np.where(self.s_seg >= 0, 1, 0), np.where(prob.s_unlogged, 2, 0))
+        self.r_kind = np.where(sf_r, np.where(self.r_seg >= 0, 1, 0), 2)
+        self.idx = np.where(self.stateful, np.diff(prob.c_ptr) - 1, -1)
+        self.f = prob.init.astype(np.int64).copy()
+        self.n = self.f.copy()
+        self.evaluations = 0
+
+    # -- helpers ------------------------------------------------------------------------
+    def last_ok(self, seg: Array, x: Array) -> Array:
+        """Largest index ``j`` of each segment with entry ``<= x`` (``-1`` if none)."""
+        self.evaluations += seg.shape[0]
+        pos = np.searchsorted(self.keys, seg * self.W + x, side="right")
+        return pos - self.seg_start[seg] - 1
+
+    def apply(self, maps: Array, x: Array) -> Array:
+        """Each map of ``maps`` (or the identity) applied to the matching rank of ``x``."""
+        sel = maps >= 0
+        if not sel.any():
+            return x
+        out = x.copy()
+        out[sel] = self.prob.m_val[self.prob.m_ptr[maps[sel]] + x[sel]]
+        return out
+
+    # -- the iteration ---------------------------------------------------------------------
+    def run(self) -> TotalSolution:
+        prob, G = self.prob, self.prob.groups
+        big = self.big
+        self.Rf = Rf = np.full(G, big, dtype=np.int64)  # least f over receivers (C2 for senders)
+        self.Sf = Sf = np.full(G, big, dtype=np.int64)  # least φ(f) over senders (C3 for receivers)
+        self.Sn = Sn = np.full(G, big, dtype=np.int64)  # least φ(n) over senders (n of receivers)
+        np.minimum.at(Rf, prob.r_group, self.f[prob.r_proc])
+        np.minimum.at(Sf, prob.s_group, self.apply(prob.s_phi, self.f[prob.s_proc]))
+        np.minimum.at(Sn, prob.s_group, self.apply(prob.s_phi, self.n[prob.s_proc]))
+        every = np.arange(G, dtype=np.int64)
+        dirty = (every, every, every, np.flatnonzero(prob.notes))
+        self.rounds = 0
+        while any(d.size for d in dirty):
+            if sum(d.size for d in dirty) <= self.SCALAR_BELOW:
+                dirty = self.scalar(dirty)
+            else:
+                dirty = self.round(dirty)
+        return TotalSolution(self.f, self.n, self.idx, self.rounds, self.evaluations)
+
+    #: Below this many dirty groups/processors the scalar worklist takes over, until
+    #: :attr:`SCALAR_UNTIL` are queued.
+    SCALAR_BELOW = 24
+    SCALAR_UNTIL = 256
+
+    def round(self, dirty: tuple[Array, Array, Array, Array]) -> tuple[Array, Array, Array, Array]:
+        """One Jacobi round over every dirty constraint; the constraints it makes dirty."""
+        prob, Rf, Sf, Sn = self.prob, self.Rf, self.Sf, self.Sn
+        d_rf, d_sf, d_sn, d_c4 = dirty
+        self.rounds += 1
+        at_i, by_i, at_v, by_v = self.bounds(d_rf, d_sf, d_c4)
+        P, G = self.p_scratch, self.g_scratch
+        ch_i = _lower(self.idx, at_i, by_i, P)
+        if ch_i.size and self.idx[ch_i].min() < 0:
+            self.fail(int(ch_i[self.idx[ch_i] < 0][0]))
+        self.f[ch_i] = prob.c_val[prob.c_ptr[ch_i] + self.idx[ch_i]]
+        ch_f = np.concatenate([ch_i, _lower(self.f, at_v, by_v, P)])
+        # n(p) = n(p) ∩ f(p) ∩ φ(n(u)) for the receivers of groups whose Sn went down
+        mem = _members(self.gr_ptr, d_sn, self.gr_single)
+        at_n = np.concatenate([ch_f, prob.r_proc[mem]])
+        by_n = np.concatenate([self.f[ch_f], Sn[prob.r_group[mem]]])
+        ch_n = _lower(self.n, at_n, by_n, P)
+        # aggregates of the groups these processors belong to
+        d_rf = d_sf = d_sn = ch_f[:0]
+        if ch_f.size:
+            rm = self.pr_mem[ranges(self.pr_ptr, ch_f)]
+            d_rf = _lower(Rf, prob.r_group[rm], self.f[prob.r_proc[rm]], G)
+            sm = self.ps_mem[ranges(self.ps_ptr, ch_f)]
+            d_sf = _lower(Sf, prob.s_group[sm], self.apply(prob.s_phi[sm], self.f[prob.s_proc[sm]]), G)
+        if ch_n.size:
+            sm = self.ps_mem[ranges(self.ps_ptr, ch_n)]
+            d_sn = _lower(Sn, prob.s_group[sm], self.apply(prob.s_phi[sm], self.n[prob.s_proc[sm]]), G)
+        return d_rf, d_sf, d_sn, ch_n[prob.notes[ch_n]]
+
+    def bounds(self, d_rf: Array, d_sf: Array, d_c4: Array) -> tuple[Array, Array, Array, Array]:
+        """New upper bounds from the dirty constraints: (processors, chain indices) for stateful
+        processors and (processors, ranks) for stateless ones."""
+        prob = self.prob
+        at_i, by_i, at_v, by_v = [], [], [], []
+        sides = []
+        if d_rf.size:  # C2: senders of groups whose least receiver frontier went down
+            mem = _members(self.gs_ptr, d_rf, self.gs_single)
+            sides.append((prob.s_proc[mem], self.Rf[prob.s_group[mem]], self.s_kind[mem], self.s_seg[mem], prob.s_res[mem]))
+        if d_sf.size:  # C3: receivers of groups whose least sender projection went down
+            mem = _members(self.gr_ptr, d_sf, self.gr_single)
+            kind = self.r_kind[mem]
+            sides.append((prob.r_proc[mem], self.Sf[prob.r_group[mem]], kind, self.r_seg[mem], None))
+        for p, x, kind, seg, res in sides:
+            kind = np.where(x < self.big, kind, 0)
+            one, two = kind == 1, kind == 2
+            at_i.append(p[one])
+            by_i.append(self.last_ok(seg[one], x[one]))
+            at_v.append(p[two])
+            by_v.append(x[two] if res is None else self.apply(res[two], x[two]))
+        if d_c4.size:  # C4: processors whose n went down
+            full = self.stateful[d_c4]
+            at_i.append(d_c4[full])
+            by_i.append(self.last_ok(d_c4[full] + prob.size, self.n[d_c4[full]]))
+            at_v.append(d_c4[~full])
+            by_v.append(self.n[d_c4[~full]])
+        if not at_i:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty, empty
+        cat = np.concatenate
+        return cat(at_i), cat(by_i), cat(at_v), cat(by_v)
+
+    def fail(self, p: int) -> None:
+        cands = self.prob.c_ptr
+        raise SolverError(
+            f"processor {self.prob.name(int(p))!r} cannot roll back far enough: even its lowest "
+            f"available frontier (of {int(cands[p + 1] - cands[p])}) violates C2–C4 and it is not "
+            "restartable (∅ ∉ F(p))"
+        )
+
+    # -- the scalar worklist ------------------------------------------------------------
+    def scalar(self, dirty: tuple[Array, Array, Array, Array]) -> tuple[Array, Array, Array, Array]:
+        """Work through the dirty constraints one by one until none or many are left."""
+        queue: deque[tuple[int, int]] = deque()
+        queued: set[tuple[int, int]] = set()
+
+        def push(item: tuple[int, int]) -> None:
+            if item not in queued:
+                queued.add(item)
+                queue.append(item)
+
+        for kind, ids in enumerate(dirty):
+            for x in ids.tolist():
+                push((kind, x))
+        self.rounds += 1
+        prob, big = self.prob, self.big
+        stateful, s_seg, r_seg = self.stateful, self.s_seg, self.r_seg
+        while queue and len(queue) <= self.SCALAR_UNTIL:
+            item = queue.popleft()
+            queued.discard(item)
+            kind, x = item
+            if kind == 0:  # C2 for the senders of group x
+                bound = int(self.Rf[x])
+                for m in range(self.gs_ptr[x], self.gs_ptr[x + 1]):
+                    p = int(prob.s_proc[m])
+                    if bound >= big:
+                        break
+                    if stateful[p]:
+                        if s_seg[m] >= 0:
+                            self.lower_idx(p, self.last_ok1(int(s_seg[m]), bound), push)
+                    elif prob.s_unlogged[m]:
+                        self.lower_f(p, self.apply1(int(prob.s_res[m]), bound), push)
+            elif kind in (1, 2):  # C3 (or n) for the receivers of group x
+                bound = int(self.Sf[x] if kind == 1 else self.Sn[x])
+                for m in range(self.gr_ptr[x], self.gr_ptr[x + 1]):
+                    p = int(prob.r_proc[m])
+                    if bound >= big:
+                        break
+                    if kind == 2:
+                        self.lower_n(p, bound, push)
+                    elif not stateful[p]:
+                        self.lower_f(p, bound, push)
+                    elif r_seg[m] >= 0:
+                        self.lower_idx(p, self.last_ok1(int(r_seg[m]), bound), push)
+            elif stateful[x]:  # C4
+                self.lower_idx(x, self.last_ok1(x + prob.size, int(self.n[x])), push)
+            else:
+                self.lower_f(x, int(self.n[x]), push)
+        left: list[list[int]] = [[], [], [], []]
+        for kind, x in queue:
+            left[kind].append(x)
+        return tuple(np.array(sorted(ids), dtype=np.int64) for ids in left)  # type: ignore[return-value]
+
+    def last_ok1(self, seg: int, x: int) -> int:
+        self.evaluations += 1
+        lo = int(self.seg_start[seg])
+        return bisect_right(self.pool, x, lo, lo + int(self.seg_len[seg])) - lo - 1
+
+    def apply1(self, m: int, x: int) -> int:
+        return x if m < 0 else int(self.prob.m_val[self.prob.m_ptr[m] + x])
+
+    def lower_idx(self, p: int, j: int, push: Callable[[tuple[int, int]], None]) -> None:
+        if j < self.idx[p]:
+            if j < 0:
+                self.fail(p)
+            self.idx[p] = j
+            prob = self.prob
+            self.lower_f(p, int(prob.c_val[prob.c_ptr[p] + j]), push)
+
+    def lower_f(self, p: int, v: int, push: Callable[[tuple[int, int]], None]) -> None:
+        if v >= self.f[p]:
+            return
+        prob = self.prob
+        self.f[p] = v
+        for k in range(self.pr_ptr[p], self.pr_ptr[p + 1]):
+            g = int(prob.r_group[self.pr_mem[k]])
+            if v < self.Rf[g]:
+                self.Rf[g] = v
+                push((0, g))
+        for k in range(self.ps_ptr[p], self.ps_ptr[p + 1]):
+            m = self.ps_mem[k]
+            g, y = int(prob.s_group[m]), self.apply1(int(prob.s_phi[m]), v)
+            if y < self.Sf[g]:
+                self.Sf[g] = y
+                push((1, g))
+        self.lower_n(p, v, push)
+
+    def lower_n(self, p: int, v: int, push: Callable[[tuple[int, int]], None]) -> None:
+        if v >= self.n[p]:
+            return
+        prob = self.prob
+        self.n[p] = v
+        for k in range(self.ps_ptr[p], self.ps_ptr[p + 1]):
+            m = self.ps_mem[k]
+            g, y = int(prob.s_group[m]), self.apply1(int(prob.s_phi[m]), v)
+            if y < self.Sn[g]:
+                self.Sn[g] = y
+                push((2, g))
+        if prob.notes[p]:
+            push((3, p))

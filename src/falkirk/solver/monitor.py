@@ -1,0 +1,368 @@
+"""The incremental monitor: low-watermarks kept up to date as checkpoints arrive (SPEC §6).
+
+A :class:`Monitor` holds a dataflow's persisted checkpoint metadata and its
+**low-watermarks** ``lw(p)``: SPEC §5 solved with every processor failed
+(``solve_frontiers(df, failed="all")``). :meth:`Monitor.record` accepts a new
+checkpoint, updates the watermarks incrementally and returns the
+:class:`~falkirk.solver.monitor_checkpoint.Changes` it allows (checkpoints,
+logged messages and input to delete or acknowledge, output to commit).
+:meth:`Monitor.plan_rollback` answers a failure. With a
+:class:`~falkirk.solver.store.SQLiteStore` every acknowledged report is
+durable and :meth:`Monitor.open` restarts with exactly that state.
+
+External inputs are the processors without input edges; external outputs
+are declared with ``outputs=``: stateful processors that take no checkpoints
+of their own; when the external service has persisted everything sent at
+times in ``f``, :meth:`Monitor.acknowledge_output` records ``f`` as their
+checkpoint, and ``lw(p)`` is what is committed.
+
+>>> from falkirk.solver import Checkpoint, Dataflow, Edge, Processor
+>>> df = Dataflow([Processor("src", "epoch", stateless=True, checkpoints=[Checkpoint(1)]),
+...                Processor("sum", "epoch", logs=["out"], checkpoints=[Checkpoint(1)]),
+...                Processor("sink", "epoch")],
+...               [Edge("in", "src", "sum"), Edge("out", "sum", "sink")])
+>>> m = Monitor(df, outputs=["sink"])
+>>> m.record("sum", Checkpoint(3)).to_json()
+{'watermarks': {}, 'logs': {}, 'inputs': {}, 'outputs': {}}
+>>> m.record("src", Checkpoint(4)).to_json()["watermarks"]
+{'src': 3, 'sum': 3}
+>>> m.acknowledge_output("sink", 2).to_json()
+{'watermarks': {'sink': 2}, 'logs': {'out': 2}, 'inputs': {}, 'outputs': {'sink': 2}}
+>>> m.plan_rollback(["sum"]).to_json()["frontiers"]
+{'src': 3, 'sum': 3, 'sink': 2}
+>>> m.plan_rollback(["sum"], live={"sink": Checkpoint("top", notifications=3, delivered={"out": 3})}).actions
+{'src': 'rollback', 'sum': 'restore', 'sink': 'keep'}
+
+Why the incremental update is exact
+-----------------------------------
+Write ``G`` for one round of SPEC §5 on an assignment ``x = (f, n)``:
+``G(x)(p)`` is the largest ``f ∈ F(p)`` meeting C2–C4 against ``x`` and
+``n' = f ∩ ⋂ φ_e(n(u))``. With chains and monotone metadata (enforced; the
+monitor also refuses a recorded projection that differs from its edge's
+function, which would make ``φ`` non-monotone) ``G`` is monotone, the
+consistent assignments are its post-fixed points ``x ≤ G(x)``, and the
+watermarks are the greatest one, ``z = gfp(G)``.
+
+1. *A checkpoint only raises G.* A new checkpoint at ``a`` strictly contains
+   every frontier ``a`` had, so ``F(a)`` grows, no earlier metadata changes,
+   and ``φ`` on ``a``'s edges is unchanged on every frontier inside the old
+   ``max F(a)``, the only values ``a`` ever took. So ``G_new ≥ G_old`` and
+   ``z_new ≥ z_old``: watermarks never fall (checked anyway: a fall is refused).
+2. *Derivations.* Each step lowering a value of ``p`` reads the current
+   values of some neighbours (recorded in ``deps[p]`` by
+   :class:`~falkirk.solver.monitor_solver.TrackingSolver`) and ``p``'s own
+   metadata, and proves "every consistent ``x`` has ``x(p) ≤`` the new value"
+   from the same statement for those neighbours (metadata and ``φ`` are
+   monotone); the axioms are ``x(p) ≤ max F(p)``. A step only reads values
+   set by earlier steps, so these proofs are well founded.
+3. *The region.* ``R`` is ``a`` plus every processor whose ``deps`` reach
+   ``a``, transitively. A processor outside ``R`` has a proof of
+   ``x(p) ≤ z_old(p)`` that mentions only processors outside ``R``, whose
+   axioms and metadata did not change: it holds for ``G_new``, so
+   ``z_new(p) ≤ z_old(p)``, hence ``z_new(p) = z_old(p)`` by 1.
+4. *The re-run.* Let ``y`` be ``z_old`` outside ``R`` and ``max F_new(p)``
+   inside. By 3, ``y ≥ z_new``. Iterating ``x ← x ∧ G_new(x)`` from any
+   ``y ≥ z_new`` ends at ``z_new``: ``z_new = G(z_new) ≤ G(x)`` keeps
+   ``z_new ≤ x``, and the end is a post-fixed point, so it is ``≤ z_new``.
+   Processors outside ``R`` already hold ``z_new`` and satisfy their
+   constraints at any ``x ≥ z_new``, so the worklist visits ``R`` only, and
+   the derivations it records for ``R`` read values of this run or unchanged
+   ones outside ``R``: 2 holds again for the next event.
+
+So each report costs a solve of ``R``, the processors whose watermark
+derivation passes through the reporting processor (``Changes.examined``
+counts the updates), not of the graph. ``_check`` compares the state with a
+full re-solve; the tests call it after every step.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from falkirk.domains import Frontier
+from falkirk.errors import MonitorError, UnknownNameError
+from falkirk.solver.access import normalise_failed
+from falkirk.solver.model import Checkpoint, Dataflow, Meta
+from falkirk.solver.monitor_checkpoint import (
+    Changes,
+    check_functional_projections,
+    projected_checkpoints,
+    resolve_next,
+)
+from falkirk.solver.monitor_codec import checkpoint_to_json
+from falkirk.solver.monitor_solver import MonitorView, TrackingSolver
+from falkirk.solver.plan import RollbackPlan, encode_frontier, solve_frontiers
+from falkirk.solver.store import MemoryStore, MetadataStore, SQLiteStore, StoredState, with_checkpoints
+
+__all__ = ["Monitor", "Changes"]
+
+
+class Monitor:
+    """Incrementally maintained low-watermarks of ``dataflow`` (see the module docstring).
+
+    ``dataflow``'s processors list their already persisted checkpoints (their
+    ``live`` metadata is ignored: pass it to :meth:`plan_rollback`).
+    ``outputs`` names the external outputs. ``store`` receives every
+    acknowledged report (default: a :class:`~falkirk.solver.store.MemoryStore`);
+    use :meth:`create` / :meth:`open` for an SQLite database. Not thread-safe.
+    """
+
+    def __init__(
+        self, dataflow: Dataflow, *, outputs: Iterable[str] = (), store: MetadataStore | None = None
+    ) -> None:
+        self._setup(dataflow, frozenset(outputs))
+        self._store: MetadataStore = MemoryStore() if store is None else store
+        self._store.create(StoredState(dataflow, self._outputs, dict(self._announced)))
+
+    @classmethod
+    def create(
+        cls,
+        dataflow: Dataflow,
+        path: str | os.PathLike[str],
+        *,
+        outputs: Iterable[str] = (),
+        synchronous: str = "FULL",
+    ) -> Monitor:
+        """A new monitor persisted in the SQLite database at ``path`` (refused if it holds one)."""
+        store = SQLiteStore(path, synchronous=synchronous)
+        try:
+            return cls(dataflow, outputs=outputs, store=store)
+        except BaseException:
+            store.close()
+            raise
+
+    @classmethod
+    def open(cls, source: str | os.PathLike[str] | MetadataStore, *, synchronous: str = "FULL") -> Monitor:
+        """Restart the monitor stored at ``source`` (an SQLite path or a store) with its acknowledged state."""
+        hint = "create one first (Monitor.create, or `falkirk monitor init`)"
+        store: MetadataStore
+        if isinstance(source, (str, os.PathLike)):
+            path = os.fspath(source)
+            if path != ":memory:" and not os.path.exists(path):
+                raise MonitorError(f"no monitor database at {path!r}; {hint}")
+            store = SQLiteStore(path, synchronous=synchronous)
+        else:
+            store = source
+        owned = store is not source
+        try:
+            state = store.load()
+            if state is None:
+                raise MonitorError(f"{store!r} holds no monitor; {hint}")
+            self = cls.__new__(cls)
+            self._setup(state.dataflow, state.outputs)
+            self._store = store
+            if self._announced != state.watermarks:
+                differ = sorted(p for p in self._announced if state.watermarks.get(p) != self._announced[p])
+                raise MonitorError(
+                    f"{store!r} is inconsistent: its stored watermarks of {differ} differ from the ones "
+                    "its checkpoints give"
+                )
+        except BaseException:
+            if owned:
+                store.close()
+            raise
+        return self
+
+    def _setup(self, df: Dataflow, outputs: frozenset[str]) -> None:
+        for p in sorted(outputs):
+            if p not in df.processors:
+                raise UnknownNameError(f"outputs names unknown processor {p!r}")
+            if df.processors[p].stateless:
+                raise MonitorError(
+                    f"external output {p!r} must be a stateful processor (SPEC §6), not stateless"
+                )
+        self._graph = df
+        self._outputs = outputs
+        self._inputs = frozenset(p for p in df.processors if not df.inputs[p] and p not in outputs)
+        self._raw: dict[str, list[Checkpoint]] = {n: list(p.checkpoints) for n, p in df.processors.items()}
+        self._last: dict[str, Meta] = {}
+        self._projected: dict[str, dict[str, Checkpoint]] = {}
+        for n in df.processors:
+            metas = df.candidates(n, failed=True)
+            check_functional_projections(df, n, metas[1:])
+            self._last[n] = metas[-1]
+            proj: dict[str, Checkpoint] = {}
+            for ck in self._raw[n]:
+                proj = projected_checkpoints(df, n, proj, ck)
+            self._projected[n] = proj
+        self._view = MonitorView(df)
+        self._solver = TrackingSolver(self._view)
+        self._solver.run(list(df.processors))
+        self._announced: dict[str, Frontier] = dict(self._solver.f)
+        self._closed = False
+
+    # -- reports ---------------------------------------------------------------------------
+    def record(self, processor: str, checkpoint: Checkpoint) -> Changes:
+        """Accept ``checkpoint``, just persisted by ``processor``; return what it allows.
+
+        The frontier must strictly contain the processor's previous one and
+        the metadata must be monotone (:class:`~falkirk.errors.MonitorError`
+        otherwise, and nothing changes). The report is durable when this returns.
+        """
+        name = self._name(processor)
+        if name in self._outputs:
+            raise MonitorError(
+                f"processor {name!r} is an external output: report what the service persisted with acknowledge_output"
+            )
+        return self._add(name, checkpoint)
+
+    def acknowledge_output(self, processor: str, frontier: Any) -> Changes:
+        """The external service persisted everything output ``processor`` sent at times in ``frontier``."""
+        name = self._name(processor)
+        if name not in self._outputs:
+            raise MonitorError(f"processor {name!r} is not an external output (declare it with outputs=)")
+        return self._add(name, Checkpoint(frontier))
+
+    def _add(self, name: str, ck: Checkpoint) -> Changes:
+        self._usable()
+        meta = resolve_next(self._graph, name, self._last[name], self._projected[name].values(), ck)
+        solver, view = self._solver, self._view
+        region = solver.region([name])
+        saved = solver.save(region)
+        view.push(name, meta)
+        self._raw[name].append(ck)
+        try:
+            solver.reset(region)
+            solver.run(region)
+            changes = self._changes(region, solver.examinations - saved.examinations)
+            self._store.append(name, ck, changes.watermarks)
+        except BaseException:
+            solver.restore(saved)
+            view.pop(name)
+            self._raw[name].pop()
+            raise
+        self._announced.update(changes.watermarks)
+        self._last[name] = meta
+        self._projected[name] = projected_checkpoints(self._graph, name, self._projected[name], ck)
+        return changes
+
+    def _changes(self, names: Iterable[str], examined: int) -> Changes:
+        raised: dict[str, Frontier] = {}
+        for p in names:
+            new, old = self._solver.f[p], self._announced[p]
+            if new != old:
+                if not old <= new:
+                    raise MonitorError(
+                        f"processor {p!r}: its low-watermark would fall from {encode_frontier(old)} to "
+                        f"{encode_frontier(new)}; the metadata is not monotone (SPEC §5), report refused"
+                    )
+                raised[p] = new
+        return Changes.of(self._graph, raised, self._outputs, examined)
+
+    # -- failures ----------------------------------------------------------------------------
+    def plan_rollback(
+        self, failed: Iterable[str] | str, live: Mapping[str, Checkpoint] | None = None
+    ) -> RollbackPlan:
+        """The rollback plan after ``failed`` fail: every other processor gets a temporary ``⊤``.
+
+        ``live[p]`` is the live metadata (at ``"top"``) of a processor that did
+        not fail (safe defaults if absent). The plan is the one
+        ``solve_frontiers`` gives on :meth:`dataflow` with that live metadata;
+        the monitor's state does not change. Refused
+        (:class:`~falkirk.errors.MonitorError`) if it would take a processor
+        below its announced low-watermark.
+        """
+        self._usable()
+        failed_set = normalise_failed(self._graph, failed)
+        live = dict(live or {})
+        for p in live:
+            self._name(p)
+            if p in failed_set:
+                raise MonitorError(
+                    f"live metadata given for {p!r}, which failed (a failed processor has no ⊤)"
+                )
+        plan = solve_frontiers(with_checkpoints(self._graph, self._raw, live), failed_set)
+        below = {p: lw for p, lw in self._announced.items() if not lw <= plan.frontiers[p]}
+        if below:
+            p, lw = next(iter(below.items()))
+            raise MonitorError(
+                f"rollback plan refused: it takes {sorted(below)} below their announced low-watermarks "
+                f"(e.g. {p!r}: {encode_frontier(plan.frontiers[p])}, watermark {encode_frontier(lw)}); "
+                "state they need may already be deleted"
+            )
+        return plan
+
+    # -- queries -----------------------------------------------------------------------------
+    @property
+    def watermarks(self) -> dict[str, Frontier]:
+        """The announced low-watermark ``lw(p)`` of every processor."""
+        return dict(self._announced)
+
+    @property
+    def notification_watermarks(self) -> dict[str, Frontier]:
+        """The notification frontiers ``n(p)`` of the low-watermark solve."""
+        return dict(self._solver.n)
+
+    @property
+    def inputs(self) -> frozenset[str]:
+        """The external inputs: processors without input edges (other than outputs)."""
+        return self._inputs
+
+    @property
+    def outputs(self) -> frozenset[str]:
+        """The declared external outputs."""
+        return self._outputs
+
+    @property
+    def store(self) -> MetadataStore:
+        """Where acknowledged reports go."""
+        return self._store
+
+    def checkpoints(self, processor: str) -> tuple[Checkpoint, ...]:
+        """The checkpoints ``processor`` reported, oldest first (initial ones included)."""
+        return tuple(self._raw[self._name(processor)])
+
+    def current(self) -> Changes:
+        """Everything the current watermarks allow, as if announced at once."""
+        return Changes.of(self._graph, self._announced, self._outputs)
+
+    def dataflow(self, live: Mapping[str, Checkpoint] | None = None) -> Dataflow:
+        """The graph with every checkpoint acknowledged so far (and ``live`` metadata, if given)."""
+        return with_checkpoints(self._graph, self._raw, live)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The acknowledged state as JSON: checkpoints per processor and watermarks."""
+        df = self._graph
+        return {
+            "checkpoints": {p: [checkpoint_to_json(df, p, ck) for ck in cks] for p, cks in self._raw.items()},
+            "watermarks": {p: encode_frontier(f) for p, f in self._announced.items()},
+            "outputs": sorted(self._outputs),
+        }
+
+    def close(self) -> None:
+        """Close the store; the monitor refuses further calls."""
+        if not self._closed:
+            self._closed = True
+            self._store.close()
+
+    def __enter__(self) -> Monitor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Monitor: {len(self._graph.processors)} processors, store {self._store!r}>"
+
+    def _name(self, processor: str) -> str:
+        if processor not in self._graph.processors:
+            raise UnknownNameError(f"unknown processor {processor!r}")
+        return processor
+
+    def _usable(self) -> None:
+        if self._closed:
+            raise MonitorError("this monitor is closed; open it again with Monitor.open")
+
+    def _check(self) -> None:
+        """Verify the state against a full re-solve (``AssertionError`` if it differs)."""
+        plan = solve_frontiers(self.dataflow(), "all")
+        assert plan.frontiers == self._solver.f, "watermarks differ from a full re-solve"
+        assert plan.notification_frontiers == self._solver.n, "n differs from a full re-solve"
+        assert self._announced == self._solver.f, "announced watermarks out of date"
+        s = self._solver
+        for p, deps in s.deps.items():
+            assert all(p in s.dependents[q] for q in deps), f"dependents index misses {p!r}"
+        for q, users in s.dependents.items():
+            assert all(q in s.deps[p] for p in users), f"dependents index has stale entries for {q!r}"
