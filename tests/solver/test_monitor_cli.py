@@ -22,7 +22,9 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
-def test_gc_json_is_solve_json_with_failed_all(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_gc_json_is_solve_json_with_failed_all(
+    path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`falkirk gc FILE --json` prints what `falkirk solve` prints for FILE with "failed": "all"."""
     doc = json.loads(path.read_text())
     doc["failed"] = "all"

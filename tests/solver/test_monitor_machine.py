@@ -87,7 +87,9 @@ def grow(rng: random.Random, lo: Frontier, hi: Frontier | None = None, *, strict
     return g if hi is None else g & hi
 
 
-def next_checkpoint(rng: random.Random, df: Dataflow, p: str, m: Meta, last_raw: Checkpoint | None) -> Checkpoint:
+def next_checkpoint(
+    rng: random.Random, df: Dataflow, p: str, m: Meta, last_raw: Checkpoint | None
+) -> Checkpoint:
     """A random valid checkpoint for ``p`` of ``df``'s graph, after the one resolved as ``m``."""
     f = grow(rng, m.frontier, strict=True)
     proc = df.processors[p]

@@ -51,7 +51,26 @@ def register(subparsers: Any) -> None:
 
 
 def watermark_report(df: Dataflow, watermarks: Mapping[str, Frontier], outputs: Iterable[str] = ()) -> str:
-    """The human-readable report of ``watermarks`` for ``df`` (shared with ``falkirk monitor status``)."""
+    """The human-readable report of ``watermarks`` for ``df`` (shared with ``falkirk monitor status``).
+
+    >>> from falkirk.solver import Checkpoint, Dataflow, Edge, Processor, solve_frontiers
+    >>> df = Dataflow([Processor("a", "epoch", logs=["ab"], checkpoints=[Checkpoint(1), Checkpoint(2)]),
+    ...                Processor("b", "epoch", checkpoints=[Checkpoint(2)])], [Edge("ab", "a", "b")])
+    >>> print(watermark_report(df, solve_frontiers(df, "all").frontiers, ["b"]))
+    processor  kind    low-watermark  checkpoints  deletable
+    ---------  ------  -------------  -----------  ---------
+    a          input   2              2            1
+    b          output  2              1            0
+    <BLANKLINE>
+    logged messages senders may delete (times inside the receiver's low-watermark):
+      ab (a -> b): 2
+    <BLANKLINE>
+    input sources may acknowledge:
+      a: 2
+    <BLANKLINE>
+    committed external output:
+      b: 2
+    """
     outs = frozenset(outputs)
     changes = Changes.of(df, watermarks, outs)
     rows = [("processor", "kind", "low-watermark", "checkpoints", "deletable")]
