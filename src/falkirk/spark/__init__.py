@@ -1,1 +1,92 @@
-"""PySpark integration (planned; see the issues). Importing this module requires the `spark` extra."""
+"""PySpark pipelines with per-step checkpoint regimes and falkirk's selective rollback recovery.
+
+Importing this package needs the ``spark`` extra (PySpark and a Java 17+ runtime); ``import
+falkirk`` alone never imports PySpark.
+
+A :class:`Pipeline` is a chain of PySpark steps over epochs of input logs; each step is a
+falkirk processor with a regime (:class:`Ephemeral`, :class:`Batch`, :class:`Lazy`,
+:class:`Eager`, :class:`Output`). Running it persists what each regime asks for under one
+root directory; when a step fails, falkirk's solver picks the rollback frontier of every step
+and the executor restores, replays and re-runs only what is needed.
+
+>>> from falkirk.spark import Lazy
+>>> Lazy(every=3).checkpoints_at(2)
+True
+
+Modules: :mod:`~falkirk.spark.pipeline` (the API), :mod:`~falkirk.spark.regimes`,
+:mod:`~falkirk.spark.inputlog`, :mod:`~falkirk.spark.storage`, :mod:`~falkirk.spark.planner`,
+:mod:`~falkirk.spark.executor`, :mod:`~falkirk.spark.runners`, :mod:`~falkirk.spark.failures`,
+:mod:`~falkirk.spark.report`, :mod:`~falkirk.spark.verify`, :mod:`~falkirk.spark.flagship`
+(the paper's Figure 1 application) and :mod:`~falkirk.spark.demo` (``python -m falkirk.spark.demo``).
+"""
+
+from falkirk.spark.errors import CorruptDataError, PipelineError, RecoveryError, StepFailure, StorageError
+from falkirk.spark.executor import Executor, RunResult
+from falkirk.spark.failures import Injection
+from falkirk.spark.inputlog import Cut, InputLog
+from falkirk.spark.pipeline import Pipeline, Step
+from falkirk.spark.planner import Planner
+from falkirk.spark.regimes import Batch, Eager, Ephemeral, Lazy, Output, Regime
+from falkirk.spark.session import local_session
+from falkirk.spark.storage import Manifest, Storage
+from falkirk.spark.verify import Comparison, compare_runs
+
+# Spark lineage as a falkirk graph, and Structured Streaming rollback (issue 7).
+from falkirk.spark.lineage import Lineage, Unit, build_lineage, lineage, static_plans
+from falkirk.spark.lineage_model import LineageError, SparkConnectError
+from falkirk.spark.listener import JobRecorder, RecordedJob, SparkEvents
+from falkirk.spark.rerun import Rerun, lose_outputs, what_must_rerun
+from falkirk.spark.streaming import (
+    QueryCheckpoint,
+    apply_plan,
+    plan_rollback,
+    query_dataflow,
+    read_checkpoint,
+    rollback_query,
+)
+
+__all__ = [
+    "Pipeline",
+    "Step",
+    "Regime",
+    "Ephemeral",
+    "Batch",
+    "Lazy",
+    "Eager",
+    "Output",
+    "InputLog",
+    "Cut",
+    "Storage",
+    "Manifest",
+    "Planner",
+    "Executor",
+    "RunResult",
+    "Injection",
+    "Comparison",
+    "compare_runs",
+    "local_session",
+    "PipelineError",
+    "StorageError",
+    "CorruptDataError",
+    "StepFailure",
+    "RecoveryError",
+    "lineage",
+    "build_lineage",
+    "Lineage",
+    "Unit",
+    "static_plans",
+    "what_must_rerun",
+    "Rerun",
+    "lose_outputs",
+    "SparkEvents",
+    "JobRecorder",
+    "RecordedJob",
+    "read_checkpoint",
+    "QueryCheckpoint",
+    "query_dataflow",
+    "plan_rollback",
+    "rollback_query",
+    "apply_plan",
+    "LineageError",
+    "SparkConnectError",
+]

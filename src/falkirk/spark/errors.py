@@ -1,0 +1,51 @@
+"""Errors of the Spark integration (all rooted in :class:`falkirk.errors.FalkirkError`).
+
+>>> from falkirk.errors import FalkirkError
+>>> issubclass(CorruptDataError, StorageError) and issubclass(StorageError, FalkirkError)
+True
+>>> str(StepFailure("cc", 7, "injected failure (mid-step)"))
+'step cc failed at epoch 7: injected failure (mid-step)'
+"""
+
+from __future__ import annotations
+
+from falkirk.errors import FalkirkError, ValidationError
+
+__all__ = ["PipelineError", "StorageError", "CorruptDataError", "StepFailure", "RecoveryError"]
+
+
+class PipelineError(ValidationError):
+    """A pipeline definition that cannot work (unknown input, cycle, bad regime…), naming the step."""
+
+
+class StorageError(FalkirkError, OSError):
+    """Durable storage under the pipeline's root is missing something or cannot be written."""
+
+
+class CorruptDataError(StorageError):
+    """A manifest names data that is missing or differs from what was written.
+
+    ``step``, ``kind`` and ``epoch`` say which checkpoint, log or output; the
+    planner treats it as unavailable.
+    """
+
+    def __init__(self, step: str, kind: str, epoch: int, detail: str) -> None:
+        super().__init__(f"step {step}: {kind} at epoch {epoch} is unusable: {detail}")
+        self.step = step
+        self.kind = kind
+        self.epoch = epoch
+
+
+class StepFailure(FalkirkError, RuntimeError):
+    """Step ``step`` failed while working on ``epoch`` (a raised error, a failed Spark job, an injection)."""
+
+    def __init__(self, step: str, epoch: int, cause: str, *, injected: bool = False) -> None:
+        super().__init__(f"step {step} failed at epoch {epoch}: {cause}")
+        self.step = step
+        self.epoch = epoch
+        self.cause = cause
+        self.injected = injected
+
+
+class RecoveryError(FalkirkError, RuntimeError):
+    """No consistent rollback can be executed (e.g. the data it needs was deleted or is corrupt)."""

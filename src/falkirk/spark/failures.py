@@ -1,0 +1,126 @@
+"""Injected failures: ``STEP@EPOCH[:WHERE]``, fired once each.
+
+========  ===================================================================
+where     what happens when step ``STEP`` works on epoch ``EPOCH``
+========  ===================================================================
+before    the step fails before it starts the epoch (between steps)
+mid       it fails after computing and writing its data, before it publishes
+          its manifest and reports to the monitor (the default)
+task      one Spark task of its output fails on its first attempt; Spark
+          retries it (``local[N,M]``, ``M > 1``): survivable by Spark alone
+job       every attempt of one task fails: the Spark job fails, falkirk
+          recovers the step
+kill      the driver process is killed with SIGKILL before the step starts
+kill-mid  … or at the mid point
+========  ===================================================================
+
+A failed step loses its memory (state, queued input); falkirk plans the
+rollback and the executor applies it.
+
+>>> Injection.parse("cc@7")
+Injection(step='cc', epoch=7, where='mid')
+>>> Injection.parse("heavy@3:before").where
+'before'
+>>> Injection.parse("cc@x")
+Traceback (most recent call last):
+...
+falkirk.spark.errors.PipelineError: bad failure 'cc@x': expected STEP@EPOCH[:WHERE] with WHERE in before, mid, task, job, kill, kill-mid
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from attrs import frozen
+
+from falkirk.spark.errors import PipelineError, StepFailure
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["WHERE", "Injection", "Injector"]
+
+WHERE = ("before", "mid", "task", "job", "kill", "kill-mid")
+_SPEC = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)@(\d+)(?::([a-z-]+))?$")
+
+
+@frozen
+class Injection:
+    """Fail ``step`` at ``epoch``, at point ``where`` (see the module docstring)."""
+
+    step: str
+    epoch: int
+    where: str = "mid"
+
+    @classmethod
+    def parse(cls, text: str) -> Injection:
+        """Parse ``STEP@EPOCH[:WHERE]``."""
+        m = _SPEC.match(text.strip())
+        if not m or (m.group(3) or "mid") not in WHERE:
+            raise PipelineError(f"bad failure {text!r}: expected STEP@EPOCH[:WHERE] with WHERE in {', '.join(WHERE)}")
+        return cls(m.group(1), int(m.group(2)), m.group(3) or "mid")
+
+    def __str__(self) -> str:
+        return f"{self.step}@{self.epoch}:{self.where}"
+
+
+def _failing_filter(df: DataFrame, label: str, every_attempt: bool) -> DataFrame:
+    """``df`` behind a filter whose first partition fails (first attempt only, or always)."""
+    from pyspark import TaskContext
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType
+
+    def ok(_):  # type: ignore[no-untyped-def]  # no hints: PySpark would try to infer a pandas UDF
+        tc = TaskContext.get()
+        if tc is not None and tc.partitionId() == 0 and (every_attempt or tc.attemptNumber() == 0):
+            raise RuntimeError(f"falkirk injected task failure ({label}, attempt {tc.attemptNumber()})")
+        return True
+
+    udf = F.udf(ok, BooleanType(), useArrow=False).asNondeterministic()
+    return df.where(udf(F.lit(1)))
+
+
+class Injector:
+    """The pending injections of one run; each fires at most once."""
+
+    def __init__(self, injections: Iterable[Injection | str] = ()) -> None:
+        if isinstance(injections, (str, Injection)):
+            injections = [injections]
+        self.pending = [i if isinstance(i, Injection) else Injection.parse(i) for i in injections]
+        self.fired: list[Injection] = []
+
+    def validate(self, steps: Iterable[str]) -> None:
+        """Reject injections naming unknown steps."""
+        known = set(steps)
+        for i in self.pending:
+            if i.step not in known:
+                raise PipelineError(f"failure {i}: unknown step {i.step!r} (steps: {', '.join(sorted(known))})")
+
+    def _take(self, step: str, epoch: int, where: Iterable[str]) -> Injection | None:
+        for i in self.pending:
+            if (i.step, i.epoch) == (step, epoch) and i.where in where:
+                self.pending.remove(i)
+                self.fired.append(i)
+                return i
+        return None
+
+    def at(self, step: str, epoch: int, point: str) -> None:
+        """Fire a ``before`` or ``mid`` injection (or kill) at ``point`` of ``step``'s epoch, if one is pending."""
+        kill = "kill" if point == "before" else "kill-mid"
+        i = self._take(step, epoch, (point, kill))
+        if i is None:
+            return
+        if i.where.startswith("kill"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise StepFailure(step, epoch, f"injected failure ({point})", injected=True)
+
+    def wrap(self, step: str, epoch: int, df: DataFrame) -> DataFrame:
+        """``df`` with an injected task (retried by Spark) or job failure, if one is pending."""
+        i = self._take(step, epoch, ("task", "job"))
+        if i is None:
+            return df
+        return _failing_filter(df, str(i), every_attempt=i.where == "job")

@@ -1,0 +1,96 @@
+"""SparkSession defaults for small local pipelines, job groups and Spark-level task failures.
+
+falkirk does not hide Spark: a :class:`~falkirk.spark.Pipeline` takes the
+``SparkSession`` you built. :func:`local_session` is the convenience for
+everyone else: ``local[2,3]`` (two cores, three attempts per task, so Spark
+itself survives a failed task), no UI, two shuffle partitions.
+
+>>> sorted(LOCAL_DEFAULTS)[:2]
+['spark.default.parallelism', 'spark.sql.shuffle.partitions']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["LOCAL_DEFAULTS", "local_session", "job_group", "failed_tasks", "detach"]
+
+#: Configuration :func:`local_session` applies (small data: few partitions, no UI).
+LOCAL_DEFAULTS = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+}
+
+
+def local_session(
+    master: str = "local[2,3]", app_name: str = "falkirk", conf: Mapping[str, str] | None = None
+) -> SparkSession:
+    """A local ``SparkSession`` with :data:`LOCAL_DEFAULTS` (``getOrCreate``: reuses a running one).
+
+    ``conf`` adds or overrides settings (``{"spark.sql.shuffle.partitions": "4"}``).
+    The log level is set to ``ERROR`` so that progress lines stay readable.
+    """
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    settings = dict(LOCAL_DEFAULTS)
+    settings.update(conf or {})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+@contextmanager
+def job_group(spark: SparkSession, group: str, description: str = "") -> Iterator[str]:
+    """Run the enclosed Spark jobs in job group ``group`` (for :func:`failed_tasks` and cancellation)."""
+    sc = spark.sparkContext
+    sc.setJobGroup(group, description or group)
+    try:
+        yield group
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
+
+
+def failed_tasks(spark: SparkSession, group: str) -> tuple[int, int]:
+    """``(jobs, failed task attempts)`` of the Spark jobs run in job group ``group``.
+
+    Read from Spark's status tracker. Failed attempts in jobs that still
+    succeeded were retried by Spark on its own, without falkirk.
+    """
+    tracker = spark.sparkContext.statusTracker()
+    jobs = tracker.getJobIdsForGroup(group)
+    failed = 0
+    for job in jobs:
+        info = tracker.getJobInfo(job)
+        for stage in info.stageIds if info else ():
+            s = tracker.getStageInfo(stage)
+            failed += s.numFailedTasks if s else 0
+    return len(jobs), failed
+
+
+def detach(df: DataFrame, *, eager: bool = True) -> DataFrame:
+    """A copy of ``df`` with its lineage **and** its plan statistics cut (a local checkpoint).
+
+    ``df.localCheckpoint()`` alone keeps the size estimate of the plan it came
+    from, and Spark estimates a join's size as the product of its sides'; a
+    state that is joined and checkpointed again every epoch (or every
+    iteration) then carries an estimate whose number of digits doubles each
+    time, until planning spends minutes multiplying big integers. Rebuilding
+    the DataFrame from its rows (JVM side, no Python) resets the estimate.
+    ``eager=False`` materialises it on its first use.
+    """
+    from pyspark.sql import DataFrame as _DataFrame
+
+    jdf = df._jdf
+    fresh = df.sparkSession._jsparkSession.createDataFrame(jdf.javaRDD(), jdf.schema())
+    return _DataFrame(fresh, df.sparkSession).localCheckpoint(eager=eager)

@@ -1,0 +1,42 @@
+"""Shared fixtures of the Spark tests: ONE session-scoped SparkSession and a failure-free reference run.
+
+The session is ``local[2,3]`` (three attempts per task), UI off, two shuffle
+partitions, default parallelism 2, from ``getOrCreate`` and never stopped
+between tests. The flagship runs on tiny data (``spark_support.SMALL``) for
+``EPOCHS`` epochs so that a whole run costs seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_support import EPOCHS, SMALL
+
+
+@pytest.fixture(scope="session")
+def spark() -> Any:
+    """The one SparkSession of the test session (``local[2,3]``, UI off, 2 shuffle partitions)."""
+    pytest.importorskip("pyspark")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("no Java runtime")
+    from falkirk.spark.session import local_session
+
+    return local_session(
+        "local[2,3]",
+        "falkirk-tests",
+        {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2", "spark.ui.enabled": "false"},
+    )
+
+
+@pytest.fixture(scope="session")
+def reference(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Root of a failure-free run of the tiny flagship with falkirk off (``durable=False``)."""
+    from falkirk.spark.flagship import build
+
+    root = tmp_path_factory.mktemp("reference")
+    build(root, spark, durable=False, **SMALL).run(EPOCHS)
+    return root

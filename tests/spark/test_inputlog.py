@@ -1,0 +1,102 @@
+"""The input log: idempotent appends, immutable cuts, detection of missing segments, acknowledgement."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from falkirk.spark import CorruptDataError, InputLog
+
+
+def _log(tmp: Path, partitions: int = 2) -> InputLog:
+    return InputLog(tmp, "events", "user BIGINT, v BIGINT", partitions=partitions, key="user", fsync=False)
+
+
+def test_resending_a_batch_appends_nothing(tmp_path: Path) -> None:
+    """A batch re-sent after a crash (same key) is ignored; a new key appends."""
+    log = _log(tmp_path)
+    recs = [{"user": u, "v": u} for u in range(10)]
+    first = log.append(recs, batch="b0")
+    assert sum(first.values()) == 10
+    assert log.append(recs, batch="b0") == {}
+    assert sum(log.end_offsets().values()) == 10
+    assert sum(log.append(recs, batch="b1").values()) == 10
+
+
+def test_half_written_batch_is_completed_on_resend(tmp_path: Path) -> None:
+    """If only one partition's segment of a batch was written, re-sending writes the other one only."""
+    log = _log(tmp_path)
+    recs = [{"user": u, "v": u} for u in range(10)]
+    written = log.append(recs, batch="b0")
+    lost = max(written)
+    for seg in log.segments(lost):
+        seg.path.unlink()
+    again = log.append(recs, batch="b0")
+    assert again == {lost: written[lost]}
+
+
+@settings(max_examples=25)
+@given(st.lists(st.integers(0, 12), min_size=1, max_size=6))
+def test_cuts_partition_the_log(tmp_path_factory: Any, sizes: list[int]) -> None:
+    """Epoch cuts are contiguous, never change, and hold exactly the records appended before each cut."""
+    log = _log(tmp_path_factory.mktemp("log"), partitions=3)
+    total = 0
+    for epoch, n in enumerate(sizes):
+        log.append([{"user": epoch * 100 + i, "v": i} for i in range(n)], batch=f"e{epoch}")
+        cut = log.cut(epoch)
+        assert cut.records == n and log.cut(epoch) == cut
+        if epoch:
+            assert cut.start == log.get_cut(epoch - 1).end
+        total += n
+    assert sum(log.end_offsets().values()) == total
+
+
+def test_missing_segment_is_detected(tmp_path: Path) -> None:
+    """Deleting a segment an epoch needs makes that epoch unreadable, naming the offsets."""
+    log = _log(tmp_path, partitions=1)
+    for e in range(3):
+        log.append([{"user": e, "v": e}, {"user": e, "v": -e}], batch=f"e{e}")
+        log.cut(e)
+    log.segments(0)[1].path.unlink()
+    assert log.files(log.get_cut(0)) and log.files(log.get_cut(2))
+    with pytest.raises(CorruptDataError, match=r"partition 0 offsets 2\.\.3 are missing"):
+        log.files(log.get_cut(1))
+
+
+def test_acknowledge_deletes_only_wholly_consumed_segments(tmp_path: Path) -> None:
+    """Acknowledging epoch 1 deletes the segments and cuts before it, keeps what later epochs need."""
+    log = _log(tmp_path, partitions=1)
+    for e in range(4):
+        log.append([{"user": e, "v": e}], batch=f"e{e}")
+        log.cut(e)
+    assert log.acknowledge(1) > 0
+    assert log.cut_epochs() == [1, 2, 3]
+    assert [s.start for s in log.segments(0)] == [2, 3]
+    assert log.files(log.get_cut(3))
+    with pytest.raises(CorruptDataError):
+        log.files(log.get_cut(1))
+
+
+def test_new_cut_needs_the_previous_one(tmp_path: Path) -> None:
+    """Epochs are cut in order: cutting epoch 2 without a cut for epoch 1 is refused."""
+    log = _log(tmp_path)
+    log.cut(0)
+    with pytest.raises(CorruptDataError, match="epochs must be cut in order"):
+        log.cut(2)
+
+
+@pytest.mark.spark
+def test_read_returns_exactly_the_epoch(spark: Any, tmp_path: Path) -> None:
+    """Reading an epoch with Spark returns its records with their partitions and offsets."""
+    log = _log(tmp_path)
+    log.append([{"user": u, "v": u} for u in range(6)], batch="a")
+    log.cut(0)
+    log.append([{"user": u, "v": 10 * u} for u in range(6, 9)], batch="b")
+    log.cut(1)
+    rows = log.read(spark, 1).collect()
+    assert sorted(r["user"] for r in rows) == [6, 7, 8]
+    assert all(r["_offset"] >= log.get_cut(0).end[r["_partition"]] for r in rows)
