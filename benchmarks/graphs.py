@@ -117,7 +117,9 @@ class Graph:
 
     def _epoch_processor(self, p: int, ins: list[int], outs: list[int]) -> Processor:
         cks = [Checkpoint(c) for c in self.checkpoints_of(p)]
-        return Processor(self.name(p), "epoch", stateless=bool(self.stateless[p]), logs=self._logs(outs), checkpoints=cks)
+        return Processor(
+            self.name(p), "epoch", stateless=bool(self.stateless[p]), logs=self._logs(outs), checkpoints=cks
+        )
 
     def _sequence_processor(self, p: int, ins: list[int], outs: list[int]) -> Processor:
         rate = self.rate.tolist()
@@ -135,7 +137,9 @@ class Graph:
         live = None
         if ins and not stateless:
             live = Checkpoint("top", delivered={f"e{e}": rate[e] * self.horizon for e in ins})
-        return Processor(self.name(p), "sequence", stateless=stateless, logs=self._logs(outs), checkpoints=cks, live=live)
+        return Processor(
+            self.name(p), "sequence", stateless=stateless, logs=self._logs(outs), checkpoints=cks, live=live
+        )
 
     def problem(self) -> Any:
         """The graph as a :class:`~falkirk.solver.fast_total.TotalProblem` (epoch domain only)."""

@@ -76,7 +76,10 @@ FAMILIES = [
 #: Families whose processors are also declared in a random order (``Graph.dataflow(order="random")``).
 SHUFFLED = [("chain, random order", "chain", {}), ("loops(8), random order", "loops", {"length": 8})]
 #: (label, family, options) of the vectorised series, at 10^5 processors about 10^6 edges for the last two.
-DENSE = FAMILIES[:4] + [("random_dag(d=10)", "random_dag", {"degree": 10}), ("shuffle(w=10)", "shuffle", {"width": 10})]
+DENSE = FAMILIES[:4] + [
+    ("random_dag(d=10)", "random_dag", {"degree": 10}),
+    ("shuffle(w=10)", "shuffle", {"width": 10}),
+]
 
 
 def timed(fn: Callable[[], Any], repeat: int) -> tuple[Any, float, float]:
@@ -142,7 +145,9 @@ def _repeat(n: int) -> int:
 
 
 # -- 1. worklist vs round robin ------------------------------------------------------------------
-def worklist_vs_round_robin(sizes: list[int], budget: float, vectorised: bool, memory: bool) -> list[dict[str, Any]]:
+def worklist_vs_round_robin(
+    sizes: list[int], budget: float, vectorised: bool, memory: bool
+) -> list[dict[str, Any]]:
     rows = []
     for label, family, opts in FAMILIES + SHUFFLED:
         order = "random" if "random order" in label else "topological"
@@ -154,12 +159,23 @@ def worklist_vs_round_robin(sizes: list[int], budget: float, vectorised: bool, m
             df, build_w, build_c = timed(partial(g.dataflow, order), 1)
             gc.collect()
             gc.freeze()
-            row: dict[str, Any] = {"family": label, "processors": g.n, "edges": g.m, "build_s": build_w, "build_cpu_s": build_c}
-            ref, row["worklist_s"], row["worklist_cpu_s"] = timed(partial(solve_frontiers, df, failed, fast=False), _repeat(n))
+            row: dict[str, Any] = {
+                "family": label,
+                "processors": g.n,
+                "edges": g.m,
+                "build_s": build_w,
+                "build_cpu_s": build_c,
+            }
+            ref, row["worklist_s"], row["worklist_cpu_s"] = timed(
+                partial(solve_frontiers, df, failed, fast=False), _repeat(n)
+            )
             row["worklist_examinations"] = ref.examinations
+            row["rolled_back"] = sum(1 for f in ref.frontiers.values() if not f.is_top)
             rr = round_robin(df, failed, budget)
             if rr["complete"] and g.n <= 3000:  # small: best of a few
-                rr = min((round_robin(df, failed, budget) for _ in range(2)), key=lambda r: r["cpu"], default=rr)
+                rr = min(
+                    (round_robin(df, failed, budget) for _ in range(2)), key=lambda r: r["cpu"], default=rr
+                )
             if rr["complete"]:
                 assert rr["f"] == ref.frontiers and rr["n"] == ref.notification_frontiers
             row["round_robin_s"], row["round_robin_cpu_s"] = rr["wall"], rr["cpu"]
@@ -169,11 +185,16 @@ def worklist_vs_round_robin(sizes: list[int], budget: float, vectorised: bool, m
                 vec, row["vectorised_s"], row["vectorised_cpu_s"] = timed(
                     partial(solve_frontiers, df, failed, strategy="vectorised"), _repeat(n)
                 )
-                assert vec.frontiers == ref.frontiers and vec.notification_frontiers == ref.notification_frontiers
+                assert (
+                    vec.frontiers == ref.frontiers
+                    and vec.notification_frontiers == ref.notification_frontiers
+                )
             if memory and n == sizes[-1]:
                 row["worklist_peak_mb"] = peak_mb(partial(solve_frontiers, df, failed, fast=False))
                 if vectorised:
-                    row["vectorised_peak_mb"] = peak_mb(partial(solve_frontiers, df, failed, strategy="vectorised"))
+                    row["vectorised_peak_mb"] = peak_mb(
+                        partial(solve_frontiers, df, failed, strategy="vectorised")
+                    )
             gc.unfreeze()
             del df
             gc.collect()
@@ -186,7 +207,7 @@ def _print_row(row: dict[str, Any]) -> None:
     rr = f"{'>' if not row['round_robin_complete'] else ' '}{row['round_robin_cpu_s']:9.3f}"
     vec = f"{row['vectorised_cpu_s']:8.3f}" if "vectorised_cpu_s" in row else "       -"
     print(
-        f"{row['family']:22s} {row['processors']:>7d} {row['edges']:>8d} {row['build_cpu_s']:8.2f} "
+        f"{row['family']:22s} {row['processors']:>7d} {row['edges']:>8d} {row['rolled_back']:>7d} {row['build_cpu_s']:8.2f} "
         f"{row['worklist_cpu_s']:9.3f} {rr} {'>' if not row['round_robin_complete'] else ' '}{row['ratio']:7.1f}x {row['round_robin_sweeps']:>6d} {vec}",
         flush=True,
     )
@@ -205,9 +226,17 @@ def vectorised_from_arrays(sizes: list[int], memory: bool, repeat: int = 3) -> l
             prob, pw, pc = timed(g.problem, repeat)
             sol, sw, sc = timed(partial(solve_total, prob), repeat if n <= 10_000 else max(repeat - 1, 1))
             row = {
-                "family": label, "processors": g.n, "edges": g.m, "problem_s": pw, "problem_cpu_s": pc,
-                "solve_s": sw, "solve_cpu_s": sc, "total_s": pw + sw, "total_cpu_s": pc + sc,
-                "rounds": sol.rounds, "evaluations": sol.evaluations,
+                "family": label,
+                "processors": g.n,
+                "edges": g.m,
+                "problem_s": pw,
+                "problem_cpu_s": pc,
+                "solve_s": sw,
+                "solve_cpu_s": sc,
+                "total_s": pw + sw,
+                "total_cpu_s": pc + sc,
+                "rounds": sol.rounds,
+                "evaluations": sol.evaluations,
                 "rolled_back": int((sol.f != prob.init).sum()),
             }
             if memory and n == sizes[-1]:
@@ -231,7 +260,10 @@ def stage_job(widths: tuple[int, int], k: int, seed: int = 0) -> StageGraph:
 
     a, b = widths
     return StageGraph(
-        [Stage("map", a, checkpoints=ck(a), failed=[int(rng.integers(a))]), Stage("reduce", b, checkpoints=ck(b))],
+        [
+            Stage("map", a, checkpoints=ck(a), failed=[int(rng.integers(a))]),
+            Stage("reduce", b, checkpoints=ck(b)),
+        ],
         [StageEdge("map", "reduce")],
     )
 
@@ -247,14 +279,34 @@ def compressed(ks: list[int], memory: bool) -> list[dict[str, Any]]:
         g, bw, bc = timed(partial(stage_job, widths, k), 1)
         plan, sw, sc = timed(g.solve, 3)
         row = {
-            "stages": list(widths), "logical_edges": widths[0] * widths[1], "checkpoints_per_task": k,
-            "declare_s": bw, "declare_cpu_s": bc, "solve_s": sw, "solve_cpu_s": sc, "rounds": plan.rounds,
+            "stages": list(widths),
+            "logical_edges": widths[0] * widths[1],
+            "checkpoints_per_task": k,
+            "declare_s": bw,
+            "declare_cpu_s": bc,
+            "solve_s": sw,
+            "solve_cpu_s": sc,
+            "rounds": plan.rounds,
         }
         if memory:
             row["peak_mb"] = peak_mb(partial(_solve_stages, widths, k))
         rows.append(row)
-        print(f"10000 x 6000 (60M edges), k={k:>3d}: declare {bc:.3f}s  solve {sc:.3f}s cpu ({sw:.3f}s wall)  rounds {plan.rounds}", flush=True)
+        print(
+            f"10000 x 6000 (60M edges), k={k:>3d}: declare {bc:.3f}s  solve {sc:.3f}s cpu ({sw:.3f}s wall)  rounds {plan.rounds}",
+            flush=True,
+        )
     return rows
+
+
+def _rss_mb() -> float:
+    """Current resident set size in MB (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 # -- 5. a Dataflow at the scale of the array benchmarks --------------------------------------------
@@ -262,22 +314,29 @@ def huge_dataflow(n: int) -> dict[str, Any]:
     """Build a 10^5-processor, ~10^6-edge Dataflow and solve it both ways (what the arrays avoid)."""
     g = make("random_dag", n, seed=1, degree=10)
     failed = g.failed_names()
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss0 = _rss_mb()
     df, bw, bc = timed(g.dataflow, 1)
-    rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss1 = _rss_mb()
     gc.collect()
     gc.freeze()
     ref, ww, wc = timed(partial(solve_frontiers, df, failed, fast=False), 1)
     vec, vw, vc = timed(partial(solve_frontiers, df, failed, strategy="vectorised"), 1)
     assert vec.frontiers == ref.frontiers and vec.notification_frontiers == ref.notification_frontiers
     row = {
-        "family": "random_dag(d=10)", "processors": g.n, "edges": g.m, "build_s": bw, "build_cpu_s": bc,
-        "build_peak_rss_growth_mb": (rss1 - rss0) / 1024, "worklist_s": ww, "worklist_cpu_s": wc,
-        "vectorised_s": vw, "vectorised_cpu_s": vc,
+        "family": "random_dag(d=10)",
+        "processors": g.n,
+        "edges": g.m,
+        "build_s": bw,
+        "build_cpu_s": bc,
+        "build_rss_growth_mb": rss1 - rss0,
+        "worklist_s": ww,
+        "worklist_cpu_s": wc,
+        "vectorised_s": vw,
+        "vectorised_cpu_s": vc,
     }
     gc.unfreeze()
     print(
-        f"Dataflow {g.n} processors / {g.m} edges: build {bc:.1f}s cpu (+{row['build_peak_rss_growth_mb']:.0f} MB RSS), "
+        f"Dataflow {g.n} processors / {g.m} edges: build {bc:.1f}s cpu (+{row['build_rss_growth_mb']:.0f} MB RSS), "
         f"worklist {wc:.2f}s, vectorised incl. conversion {vc:.2f}s",
         flush=True,
     )
@@ -291,18 +350,30 @@ def summary(res: dict[str, Any]) -> dict[str, Any]:
     at = [r for r in res["worklist_vs_round_robin"] if r["processors"] >= 9000]
     if at:
         out["worklist_20x_at_1e4"] = {
-            r["family"]: {"ratio": round(r["ratio"], 1), "lower_bound": not r["round_robin_complete"], "met": r["ratio"] >= 20}
-            for r in at if r["processors"] < 90_000
+            r["family"]: {
+                "ratio": round(r["ratio"], 1),
+                "lower_bound": not r["round_robin_complete"],
+                "met": r["ratio"] >= 20,
+            }
+            for r in at
+            if r["processors"] < 90_000
         }
     big = [r for r in res.get("vectorised", []) if r["processors"] >= 90_000 and r["edges"] >= 900_000]
     if big:
         out["1e5_processors_1e6_edges_under_2s"] = {
-            r["family"]: {"total_cpu_s": round(r["total_cpu_s"], 3), "total_wall_s": round(r["total_s"], 3), "met": r["total_cpu_s"] < 2}
+            r["family"]: {
+                "total_cpu_s": round(r["total_cpu_s"], 3),
+                "total_wall_s": round(r["total_s"], 3),
+                "met": r["total_cpu_s"] < 2,
+            }
             for r in big
         }
     if res.get("compressed"):
         out["10000x6000_under_4s"] = {
-            f"k={r['checkpoints_per_task']}": {"cpu_s": round(r["declare_cpu_s"] + r["solve_cpu_s"], 3), "met": r["declare_cpu_s"] + r["solve_cpu_s"] < 4}
+            f"k={r['checkpoints_per_task']}": {
+                "cpu_s": round(r["declare_cpu_s"] + r["solve_cpu_s"], 3),
+                "met": r["declare_cpu_s"] + r["solve_cpu_s"] < 4,
+            }
             for r in res["compressed"]
         }
     return out
@@ -319,16 +390,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "format": "falkirk-bench-solver/1",
         "mode": "quick" if quick else "full",
         "machine": {
-            "cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
-            "platform": platform.platform(), "load_average_at_start": os.getloadavg(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "platform": platform.platform(),
+            "load_average_at_start": os.getloadavg(),
         },
         "timing": "best of 1-3 runs; *_s wall (perf_counter), *_cpu_s process CPU time; GC disabled while timed",
     }
-    print(f"{'worklist vs round robin':22s} {'procs':>7s} {'edges':>8s} {'build':>8s} {'worklist':>9s} {'round-rob':>10s} {'ratio':>9s} {'sweeps':>6s} {'vector':>8s}   (cpu s; > = round robin stopped at the budget: a lower bound)")
+    print(
+        f"{'worklist vs round robin':22s} {'procs':>7s} {'edges':>8s} {'rolled':>7s} {'build':>8s} {'worklist':>9s} {'round-rob':>10s} {'ratio':>9s} {'sweeps':>6s} {'vector':>8s}   (cpu s; > = round robin stopped at the budget: a lower bound)"
+    )
     sizes = [100, 300, 1000, 3000] if quick else [100, 1000, 10_000, 100_000]
-    res["worklist_vs_round_robin"] = worklist_vs_round_robin(sizes, 2.0 if quick else 60.0, vectorised=True, memory=not quick)
-    print(f"\n{'vectorised/arrays':17s} {'procs':>7s} {'edges':>8s} {'problem':>8s} {'solve':>8s} {'total':>8s} {'rounds':>6s} {'peak MB':>8s}   (cpu s)")
-    res["vectorised"] = vectorised_from_arrays([10_000, 100_000] if quick else [1000, 10_000, 100_000], memory=not quick, repeat=1 if quick else 3)
+    res["worklist_vs_round_robin"] = worklist_vs_round_robin(
+        sizes, 2.0 if quick else 60.0, vectorised=True, memory=not quick
+    )
+    print(
+        f"\n{'vectorised/arrays':17s} {'procs':>7s} {'edges':>8s} {'problem':>8s} {'solve':>8s} {'total':>8s} {'rounds':>6s} {'peak MB':>8s}   (cpu s)"
+    )
+    res["vectorised"] = vectorised_from_arrays(
+        [10_000, 100_000] if quick else [1000, 10_000, 100_000], memory=not quick, repeat=1 if quick else 3
+    )
     print()
     res["compressed"] = compressed([10] if quick else [1, 10, 100], memory=not quick)
     if not quick:

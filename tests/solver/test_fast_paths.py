@@ -19,13 +19,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from falkirk.domains import Epoch, Frontier, FunctionProjection, Lexicographic, Product, Sequence
+from falkirk.domains import (
+    Epoch,
+    Frontier,
+    FunctionProjection,
+    Lexicographic,
+    Product,
+    Sequence,
+    SequenceToEpoch,
+)
 from falkirk.errors import FalkirkError, SolverError
 from falkirk.solver import Checkpoint, Dataflow, Edge, Processor, check_consistent, dispatch, solve_frontiers
 from falkirk.solver.access import View
 from falkirk.solver.compressed import EMPTY, TOP, Stage, StageEdge, StageGraph
-from falkirk.solver.fast_engine import Engine
 from falkirk.solver.fast_build import NotApplicable
+from falkirk.solver.fast_engine import Engine
 from falkirk.solver.fast_total import TotalProblem, solve_total
 
 E, L2, P2 = Epoch(), Lexicographic(2), Product(2)
@@ -55,7 +63,9 @@ def _frontier(rng: random.Random, dom: Any) -> Frontier:
     if isinstance(dom, Sequence):
         return dom.frontier({e: rng.randint(0, 6) for e in dom.edges})
     if isinstance(dom, Product):
-        return Frontier.before(dom, [(rng.randint(0, 3), rng.randint(0, 3)) for _ in range(rng.randint(1, 2))])
+        return Frontier.before(
+            dom, [(rng.randint(0, 3), rng.randint(0, 3)) for _ in range(rng.randint(1, 2))]
+        )
     return Frontier.below(dom, (rng.randint(0, 3), rng.randint(0, 3)))
 
 
@@ -76,6 +86,7 @@ def _projection(rng: random.Random, src: str, dst: str) -> Any:
         ("lex", "lex"): ["identity"],
         ("product", "product"): ["identity"],
         ("lex", "epoch"): [EXIT, "recorded"],
+        ("seq", "epoch"): ["recorded", "windows"],  # windows: sequence_to_epoch, cut below
         ("seq", "seq"): ["sequence"],
         ("epoch", "seq"): ["epoch_to_sequence"],
     }.get((src, dst), ["recorded"])
@@ -105,7 +116,9 @@ def random_case(seed: int, *, total: bool = False) -> tuple[Dataflow, Any] | Non
     """
     rng = random.Random(seed)
     n = rng.randint(1, 6)
-    kinds = [rng.choice(["epoch", "epoch", "lex", "seq"] + ([] if total else ["product", "seq"])) for _ in range(n)]
+    kinds = [
+        rng.choice(["epoch", "epoch", "lex", "seq"] + ([] if total else ["product", "seq"])) for _ in range(n)
+    ]
     edges: list[tuple[str, int, int, Any]] = []
     for _ in range(rng.randint(0, 2 * n)):
         a, b = rng.randrange(n), rng.randrange(n)
@@ -113,8 +126,17 @@ def random_case(seed: int, *, total: bool = False) -> tuple[Dataflow, Any] | Non
             continue  # a sequence domain with one input edge is totally ordered
         edges.append((f"e{len(edges)}", a, b, _projection(rng, kinds[a], kinds[b])))
     ins = {i: [e for e, _, b, _ in edges if b == i] for i in range(n)}
+    for k, (e, a, b, p) in enumerate(edges):
+        if p == "windows":  # epoch j is complete once every input edge of a has reached its cut j
+            counts = dict.fromkeys(ins[a] or ["@input"], 0)
+            cuts = []
+            for _ in range(rng.randint(1, 4)):
+                counts = {x: c + rng.randint(0, 3) for x, c in counts.items()}
+                cuts.append(dict(counts))
+            edges[k] = (e, a, b, SequenceToEpoch(cuts))
     doms = [
-        {"epoch": E, "lex": L2, "product": P2}.get(kinds[i]) or Sequence(tuple(ins[i] or ["@input"])) for i in range(n)
+        {"epoch": E, "lex": L2, "product": P2}.get(kinds[i]) or Sequence(tuple(ins[i] or ["@input"]))
+        for i in range(n)
     ]
     recorded = ("recorded", "sequence", "epoch_to_sequence")
     procs = []
@@ -125,8 +147,14 @@ def random_case(seed: int, *, total: bool = False) -> tuple[Dataflow, Any] | Non
         outs = [(e, b, p) for e, a, b, p in edges if a == i]
         # EXIT has no residual; LAG's residual grows frontiers, so the vectorised solver does not
         # apply to it (see test_vectorised_falls_back_on_unbounded_residuals)
-        logs = [e for e, _, p in outs if rng.random() < 0.35 or (stateless and (p is EXIT or (total and p is LAG)))]
-        fields: list[dict[str, dict[str, Frontier]]] = [{"delivered": {}, "discarded": {}, "projection": {}} for _ in range(k + 1)]
+        logs = [
+            e
+            for e, _, p in outs
+            if rng.random() < 0.35 or (stateless and (p is EXIT or (total and p is LAG)))
+        ]
+        fields: list[dict[str, dict[str, Frontier]]] = [
+            {"delivered": {}, "discarded": {}, "projection": {}} for _ in range(k + 1)
+        ]
         notes = None if stateless or kinds[i] == "seq" else _given(rng, dom, k + 1, 0.3)
         for e, b, p in outs:
             proj = _given(rng, doms[b], k, 1.0 if p in recorded else (0.6 if stateless else 0.25))
@@ -141,15 +169,35 @@ def random_case(seed: int, *, total: bool = False) -> tuple[Dataflow, Any] | Non
             for j in range(k + 1):
                 if got is not None:
                     fields[j]["delivered"][e] = got[j]
-        cks = [Checkpoint(chain[j], notifications=None if notes is None else notes[j], **fields[j]) for j in range(k)]
+        cks = [
+            Checkpoint(chain[j], notifications=None if notes is None else notes[j], **fields[j])
+            for j in range(k)
+        ]
         live = None
         if not stateless and rng.random() < 0.6:
-            live = Checkpoint("top", notifications=None if notes is None else notes[k], delivered=fields[k]["delivered"], discarded=fields[k]["discarded"])
+            live = Checkpoint(
+                "top",
+                notifications=None if notes is None else notes[k],
+                delivered=fields[k]["delivered"],
+                discarded=fields[k]["discarded"],
+            )
         restartable = stateless or not chain or rng.random() > 0.1
-        procs.append(Processor(f"p{i}", dom, stateless=stateless, logs=logs, checkpoints=cks, live=live, restartable=restartable))
+        procs.append(
+            Processor(
+                f"p{i}",
+                dom,
+                stateless=stateless,
+                logs=logs,
+                checkpoints=cks,
+                live=live,
+                restartable=restartable,
+            )
+        )
     failed: Any = "all" if rng.random() < 0.1 else [f"p{i}" for i in range(n) if rng.random() < 0.35]
     try:
-        df = Dataflow(procs, [Edge(e, f"p{a}", f"p{b}", p) for e, a, b, p in edges], notifications=rng.random() < 0.8)
+        df = Dataflow(
+            procs, [Edge(e, f"p{a}", f"p{b}", p) for e, a, b, p in edges], notifications=rng.random() < 0.8
+        )
     except FalkirkError:
         return None
     return df, failed
@@ -187,7 +235,12 @@ def _check_worklist(df: Dataflow, failed: Any) -> None:
         assert ref == "error"
         return
     assert (plan.frontiers, plan.notification_frontiers) == ref
-    assert check_consistent(df, plan.frontiers, failed=failed, notification_frontiers=plan.notification_frontiers) == []
+    assert (
+        check_consistent(
+            df, plan.frontiers, failed=failed, notification_frontiers=plan.notification_frontiers
+        )
+        == []
+    )
     for p, steps in plan.reasons.items():  # the reasons of a processor lead from max F(p) to f(p)
         for before, after in zip(steps, steps[1:], strict=False):
             assert after.before == before.after
@@ -288,10 +341,27 @@ def test_total_problem_from_epochs_matches_dataflow() -> None:
         logged, stateless, failed = rng.random(2 * n) < 0.3, rng.random(n) < 0.3, rng.random(n) < 0.4
         cks = [sorted(set(rng.integers(0, 9, size=int(rng.integers(0, 4))).tolist())) for _ in range(n)]
         ptr = np.cumsum([0] + [len(c) for c in cks])
-        prob = TotalProblem.from_epochs(src=src, dst=dst, logged=logged, stateless=stateless, failed=failed, ck_ptr=ptr, ck_val=np.array(sum(cks, []), dtype=np.int64))
+        prob = TotalProblem.from_epochs(
+            src=src,
+            dst=dst,
+            logged=logged,
+            stateless=stateless,
+            failed=failed,
+            ck_ptr=ptr,
+            ck_val=np.array(sum(cks, []), dtype=np.int64),
+        )
         sol = solve_total(prob)
         df = Dataflow(
-            [Processor(f"p{i}", "epoch", stateless=bool(stateless[i]), logs=[f"e{k}" for k in range(2 * n) if src[k] == i and logged[k]], checkpoints=[Checkpoint(c) for c in cks[i]]) for i in range(n)],
+            [
+                Processor(
+                    f"p{i}",
+                    "epoch",
+                    stateless=bool(stateless[i]),
+                    logs=[f"e{k}" for k in range(2 * n) if src[k] == i and logged[k]],
+                    checkpoints=[Checkpoint(c) for c in cks[i]],
+                )
+                for i in range(n)
+            ],
             [Edge(f"e{k}", f"p{src[k]}", f"p{dst[k]}") for k in range(2 * n)],
         )
         plan = solve_frontiers(df, [f"p{i}" for i in range(n) if failed[i]], strategy="round_robin").to_json()
@@ -309,13 +379,31 @@ def random_stage_graph(seed: int) -> StageGraph:
         cks = [sorted(rng.sample(range(9), rng.randint(0, 3))) for _ in range(w)]
         delivered = live = None
         if not stateless and rng.random() < 0.5:
-            delivered = [[max(rng.randint(-1, 9) for _ in range(j + 1)) for j in range(len(row))] for row in cks]
+            delivered = [
+                [max(rng.randint(-1, 9) for _ in range(j + 1)) for j in range(len(row))] for row in cks
+            ]
             delivered = [[max(r[: j + 1]) for j in range(len(r))] for r in delivered]
             live = [rng.choice([TOP, max(r, default=EMPTY) + rng.randint(0, 3)]) for r in delivered]
         failed = [i for i in range(w) if rng.random() < 0.3]
-        stages.append(Stage(f"s{k}", w, checkpoints=cks, stateless=stateless, failed=failed, delivered=delivered, live_delivered=live, notifications=rng.random() < 0.7))
+        stages.append(
+            Stage(
+                f"s{k}",
+                w,
+                checkpoints=cks,
+                stateless=stateless,
+                failed=failed,
+                delivered=delivered,
+                live_delivered=live,
+                notifications=rng.random() < 0.7,
+            )
+        )
     edges = [
-        StageEdge(f"s{rng.randrange(len(stages))}", f"s{rng.randrange(len(stages))}", logged=rng.random() < 0.4, name=f"x{j}")
+        StageEdge(
+            f"s{rng.randrange(len(stages))}",
+            f"s{rng.randrange(len(stages))}",
+            logged=rng.random() < 0.4,
+            name=f"x{j}",
+        )
         for j in range(rng.randint(0, 2 * len(stages)))
     ]
     return StageGraph(stages, edges)

@@ -98,6 +98,7 @@ class StageEdge:
 
     @property
     def label(self) -> str:
+        """The edge's name (``"src->dst"`` unless named)."""
         return self.name if self.name is not None else f"{self.src}->{self.dst}"
 
 
@@ -109,7 +110,7 @@ class StagePlan:
     notification_frontiers: dict[str, np.ndarray]
     rounds: int = 0
     evaluations: int = 0
-    _names: list[tuple[str, int]] = field(default_factory=list, repr=False)
+    tasks: list[tuple[str, int]] = field(default_factory=list, repr=False)  # (stage, index), in order
 
     def encoded(self) -> dict[str, dict[str, Any]]:
         """``{"frontiers": {"stage[i]": enc}, "notification_frontiers": …}`` in SPEC §9 encodings."""
@@ -118,8 +119,11 @@ class StagePlan:
             return "top" if x == TOP else ("empty" if x == EMPTY else x)
 
         return {
-            key: {f"{s}[{i}]": enc(int(arrs[s][i])) for s, i in self._names}
-            for key, arrs in (("frontiers", self.frontiers), ("notification_frontiers", self.notification_frontiers))
+            key: {f"{s}[{i}]": enc(int(arrs[s][i])) for s, i in self.tasks}
+            for key, arrs in (
+                ("frontiers", self.frontiers),
+                ("notification_frontiers", self.notification_frontiers),
+            )
         }
 
 
@@ -151,9 +155,15 @@ class StageGraph:
             return None
         ck = self.ck[k]
         d = ck.copy() if s.delivered is None else _rows(s.delivered, s.width, f"stage {s.name!r} delivered")
-        live = np.full(s.width, TOP, dtype=np.int64) if s.live_delivered is None else np.asarray(s.live_delivered, dtype=np.int64)
+        live = (
+            np.full(s.width, TOP, dtype=np.int64)
+            if s.live_delivered is None
+            else np.asarray(s.live_delivered, dtype=np.int64)
+        )
         if d.shape != ck.shape or live.shape != (s.width,):
-            raise ValidationError(f"stage {s.name!r}: delivered must match checkpoints, live_delivered one per task")
+            raise ValidationError(
+                f"stage {s.name!r}: delivered must match checkpoints, live_delivered one per task"
+            )
         full = np.concatenate([np.where(ck >= 0, d, EMPTY), live[:, None]], axis=1)
         if (full[:, 1:] < full[:, :-1]).any():
             raise ValidationError(f"stage {s.name!r}: delivered must not shrink as checkpoints grow")
@@ -180,7 +190,9 @@ class StageGraph:
                 n_chains.append(np.zeros(s.width, dtype=np.int64))
                 t_ref.append(np.full(s.width, NONE))
                 continue
-            cols = np.concatenate([np.zeros((s.width, 1), dtype=np.int64), ranks, np.where(failed, -1, top)[:, None]], axis=1)
+            cols = np.concatenate(
+                [np.zeros((s.width, 1), dtype=np.int64), ranks, np.where(failed, -1, top)[:, None]], axis=1
+            )
             keep = cols >= 0
             chains.append(cols[keep])
             n_chains.append(keep.sum(axis=1))
@@ -294,6 +306,14 @@ class StageGraph:
                     v = int(given[i][-1])
                     live = Checkpoint("top", delivered={e: ("top" if v == TOP else v) for e in inputs})
                 procs.append(
-                    Processor(name, "epoch", stateless=s.stateless, logs=outs.get(name, []), checkpoints=cks, live=live, notifications=s.notifications)
+                    Processor(
+                        name,
+                        "epoch",
+                        stateless=s.stateless,
+                        logs=outs.get(name, []),
+                        checkpoints=cks,
+                        live=live,
+                        notifications=s.notifications,
+                    )
                 )
         return Dataflow(procs, edges), failed

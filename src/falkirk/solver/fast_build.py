@@ -3,7 +3,11 @@
 Applies when every processor's domain is totally ordered. Each domain gets a
 sorted universe of the frontiers the iteration can produce: the candidate
 chains, the initial frontiers, ``∅`` and ``⊤``, recorded projections, closed
-under the edges' projections and residuals. Metadata that is only compared
+under the edges' projections and (for stateless senders of unlogged edges)
+the residuals of their exact discarded image. A residual that grows
+frontiers (e.g. of a projection that lags by one epoch) makes that closure
+infinite: the vectorised solver then raises :class:`NotApplicable` and
+``solve_frontiers`` falls back to the worklist. Metadata that is only compared
 (``N``, ``M_e``, ``D_e``) becomes a *ceiling rank* (the least universe rank
 containing it). Projections become rank maps: one shared map per
 (projection, source domain, target domain) for functional projections, and a
@@ -47,7 +51,7 @@ class NotApplicable(SolverError):
 
 
 def applicable(view: View) -> str | None:
-    """``None`` when :func:`build_problem` accepts ``view`` cheaply checked, else the reason."""
+    """Why :func:`build_problem` would refuse ``view`` at first sight (``None``: it may accept it)."""
     for p, d in view.df.domains.items():
         if not d.is_total:
             return f"processor {p!r} has domain {d}, which is not totally ordered"
@@ -150,9 +154,13 @@ class _Builder:
         for _ in range(_ROUNDS):
             grew = False
             for key, b in self.classes.items():
-                grew |= add(b.target, [self._call(b.apply, f) for f in list(vals[b.source].values()) if f.antichain])
+                grew |= add(
+                    b.target, [self._call(b.apply, f) for f in list(vals[b.source].values()) if f.antichain]
+                )
                 if key in self.residual_needed:
-                    grew |= add(b.source, [self._call(b.discarded_residual, y) for y in list(vals[b.target].values())])
+                    grew |= add(
+                        b.source, [self._call(b.discarded_residual, y) for y in list(vals[b.target].values())]
+                    )
             if sum(len(v) for v in vals.values()) > MAX_UNIVERSE:
                 raise NotApplicable("the universe of reachable frontiers is too large")
             if not grew:
@@ -175,10 +183,14 @@ class _Builder:
         return out
 
     # -- maps and tables ------------------------------------------------------------------
-    def _class_map(self, key: Hashable, residual: bool, cache: dict[tuple[Hashable, bool], np.ndarray]) -> np.ndarray:
+    def _class_map(
+        self, key: Hashable, residual: bool, cache: dict[tuple[Hashable, bool], np.ndarray]
+    ) -> np.ndarray:
         if (key, residual) not in cache:
             b = self.classes[key]
-            src, tgt = (self.U[b.target], self.U[b.source]) if residual else (self.U[b.source], self.U[b.target])
+            src, tgt = (
+                (self.U[b.target], self.U[b.source]) if residual else (self.U[b.source], self.U[b.target])
+            )
             if residual:
                 out = [tgt.of(self._call(b.discarded_residual, y)) for y in src.values]
             else:  # φ(⊤) = ⊤ without asking the projection, as View.projection does
@@ -186,7 +198,9 @@ class _Builder:
             cache[key, residual] = np.array(out, dtype=np.int64)
         return cache[key, residual]
 
-    def _step_map(self, src: _Universe, tgt: _Universe, xs: list[Frontier], ys: list[Frontier], base: np.ndarray | None) -> np.ndarray:
+    def _step_map(
+        self, src: _Universe, tgt: _Universe, xs: list[Frontier], ys: list[Frontier], base: np.ndarray | None
+    ) -> np.ndarray:
         """``φ(v)`` = ``ys[j]`` for the last ``xs[j] ⊆ v`` (exact matches only when ``base`` is given)."""
         v = np.arange(len(src.values))
         x = np.array([src.of(f) for f in xs], dtype=np.int64)
@@ -233,7 +247,9 @@ class _Builder:
         def table(i: int, values: list[Frontier], universe: _Universe) -> int:
             """Reference to the ceiling ranks of ``values`` (one per candidate of processor ``i``)."""
             cands = view.cands[self.names[i]]
-            if universe is self.uof[i] and all(v.antichain == m.frontier.antichain for v, m in zip(values, cands, strict=True)):
+            if universe is self.uof[i] and all(
+                v.antichain == m.frontier.antichain for v, m in zip(values, cands, strict=True)
+            ):
                 return CHAIN  # e.g. the defaults M_e(f) = f, D_e(f) = φ_e(f) = f
             bottom = universe.values[0].antichain
             if all(v.antichain == bottom for v in values):
@@ -254,7 +270,11 @@ class _Builder:
             if self.stateless[ui]:
                 if b.recorded:
                     rec = view.recorded[sender][e]
-                    phi = add_map(self._step_map(su, st, [m.frontier for m in rec], [m.projection[e] for m in rec], None))
+                    phi = add_map(
+                        self._step_map(
+                            su, st, [m.frontier for m in rec], [m.projection[e] for m in rec], None
+                        )
+                    )
                     if not logged:
                         res = add_map(self._residual_map(su, st, rec, e))
                 elif base is not None:
@@ -269,7 +289,11 @@ class _Builder:
                 at = [su.of(m.frontier) for m in cands]
                 plain = base if base is not None else np.arange(len(su.values))
                 if b.recorded or [st.of(y) for y in own] != plain[at].tolist():
-                    phi = add_map(self._step_map(su, st, [m.frontier for m in cands], own, None if b.recorded else plain))
+                    phi = add_map(
+                        self._step_map(
+                            su, st, [m.frontier for m in cands], own, None if b.recorded else plain
+                        )
+                    )
                 elif base is not None:
                     phi = add_map(base)
                 d = table(ui, [m.discarded[e] for m in view.cands[sender]], st)
@@ -293,7 +317,17 @@ class _Builder:
         j = np.searchsorted(proj, y, side="right") - 1
         return np.where(j >= 0, front[np.maximum(j, 0)], 0)
 
-    def _problem(self, P: int, init: list[int], c_ptr: list[int], c_val: list[int], c_N: list[int], cols: dict[str, list[int]], tables: list[list[int]], maps: list[np.ndarray]) -> TotalProblem:
+    def _problem(
+        self,
+        P: int,
+        init: list[int],
+        c_ptr: list[int],
+        c_val: list[int],
+        c_N: list[int],
+        cols: dict[str, list[int]],
+        tables: list[list[int]],
+        maps: list[np.ndarray],
+    ) -> TotalProblem:
         def arr(x: Any) -> np.ndarray:
             return np.asarray(x, dtype=np.int64)
 

@@ -20,6 +20,7 @@ from falkirk.solver.fast_total import CHAIN, NONE, Array, TotalProblem, TotalSol
 
 __all__ = ["Engine"]
 
+
 def _by(keys: Array, size: int) -> tuple[Array, Array]:
     """CSR grouping: ``(ptr, order)`` with ``order[ptr[k]:ptr[k+1]]`` the positions whose key is ``k``."""
     order = np.argsort(keys, kind="stable")
@@ -69,7 +70,9 @@ class Engine:
         pool = np.concatenate([prob.c_val, prob.c_N, prob.t_val])
         self.seg_start = np.concatenate([prob.c_ptr[:-1], C + prob.c_ptr[:-1], 2 * C + prob.t_ptr[:-1]])
         self.pool = pool
-        self.seg_len = seg_len = np.concatenate([np.diff(prob.c_ptr), np.diff(prob.c_ptr), np.diff(prob.t_ptr)])
+        self.seg_len = seg_len = np.concatenate(
+            [np.diff(prob.c_ptr), np.diff(prob.c_ptr), np.diff(prob.t_ptr)]
+        )
         tops = [int(prob.init.max(initial=0)), int(pool.max(initial=0)), int(prob.m_val.max(initial=0))]
         self.big = max(tops) + 1  # above every rank: "no constraint"
         self.W = self.big + 1
@@ -168,7 +171,15 @@ class Engine:
         sides = []
         if d_rf.size:  # C2: senders of groups whose least receiver frontier went down
             mem = _members(self.gs_ptr, d_rf, self.gs_single)
-            sides.append((prob.s_proc[mem], self.Rf[prob.s_group[mem]], self.s_kind[mem], self.s_seg[mem], prob.s_res[mem]))
+            sides.append(
+                (
+                    prob.s_proc[mem],
+                    self.Rf[prob.s_group[mem]],
+                    self.s_kind[mem],
+                    self.s_seg[mem],
+                    prob.s_res[mem],
+                )
+            )
         if d_sf.size:  # C3: receivers of groups whose least sender projection went down
             mem = _members(self.gr_ptr, d_sf, self.gr_single)
             kind = self.r_kind[mem]

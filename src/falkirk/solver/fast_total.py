@@ -22,8 +22,13 @@ constraint a group imposes reads one aggregate: C2 for a sender, the least
 operations (all affected processors at once, Jacobi style), re-evaluating
 only the members of groups whose aggregate went down. Every update is
 monotone and deflationary, so this reaches the same greatest fixed point as
-the reference iteration (SPEC §5). Each round costs one hop of propagation,
-so very deep rollback cascades (long chains) take many cheap rounds.
+the reference iteration (SPEC §5). A round costs one hop of propagation,
+so when few constraints are dirty (a long, thin cascade) the engine works
+through them one by one instead (:mod:`falkirk.solver.fast_engine`).
+
+Build a problem from arrays (:meth:`TotalProblem.from_epochs`), from a
+Dataflow (:mod:`falkirk.solver.fast_build`, which ``solve_frontiers`` uses)
+or from a stage graph (:mod:`falkirk.solver.compressed`).
 
 >>> import numpy as np
 >>> # a -> b, epochs; a failed with a checkpoint at epoch 3, b has checkpoints 1 and 5
@@ -204,8 +209,6 @@ class TotalSolution:
     idx: Array
     rounds: int
     evaluations: int
-
-
 
 
 def solve_total(prob: TotalProblem) -> TotalSolution:

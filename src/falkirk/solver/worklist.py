@@ -59,7 +59,14 @@ def _subset(domain: Domain) -> Callable[[Frontier, Frontier], bool]:
     return subset
 
 
-def _bound(cands: list[Meta], field: str, edge: str | None, sub: Callable[[Frontier, Frontier], bool], limit: Frontier, hi: int) -> int:
+def _bound(
+    cands: list[Meta],
+    field: str,
+    edge: str | None,
+    sub: Callable[[Frontier, Frontier], bool],
+    limit: Frontier,
+    hi: int,
+) -> int:
     """Largest ``j <= hi`` whose ``field`` (``[edge]``) is inside ``limit``; ``-1`` if none."""
 
     def ok(j: int) -> bool:
@@ -168,7 +175,12 @@ class _Worklist:
         if p in self.full:
             self.full.discard(p)
             return True, self.outputs[p], self.inputs[p], self.inputs[p]
-        return c4, self._ordered(outs, self.outputs[p]), self._ordered(ins, self.inputs[p]), self._ordered(nins, self.inputs[p])
+        return (
+            c4,
+            self._ordered(outs, self.outputs[p]),
+            self._ordered(ins, self.inputs[p]),
+            self._ordered(nins, self.inputs[p]),
+        )
 
     def _phi_f(self, e: str) -> Frontier:
         """``incoming(φ_e(f(u)))`` for the sender ``u`` of ``e`` at its current frontier."""
@@ -184,8 +196,12 @@ class _Worklist:
         edge = self.edges[e]
         return self.view.incoming(edge.dst, e, self.view.projection(edge.src, e, self.n[edge.src]))
 
-    def _note(self, p: str, constraint: str, before: Frontier, after: Frontier, e: str | None, nb: str | None) -> None:
-        self.reasons[p].append(Reason(p, constraint, before, after, e, nb, None if nb is None else self.f[nb]))
+    def _note(
+        self, p: str, constraint: str, before: Frontier, after: Frontier, e: str | None, nb: str | None
+    ) -> None:
+        self.reasons[p].append(
+            Reason(p, constraint, before, after, e, nb, None if nb is None else self.f[nb])
+        )
 
     # -- one examination ---------------------------------------------------------------
     def examine(self, p: str) -> None:
@@ -242,7 +258,9 @@ class _Worklist:
             q = self.edges[e].dst
             checks.append((_bound(cands, "discarded", e, self._sub(q), self.f[q], top), "C2", e, q))
         for e in ins:
-            checks.append((_bound(cands, "delivered", e, sub, self._phi_f(e), top), "C3", e, self.edges[e].src))
+            checks.append(
+                (_bound(cands, "delivered", e, sub, self._phi_f(e), top), "C3", e, self.edges[e].src)
+            )
         new = min((c[0] for c in checks), default=top)
         for k in range(top, max(new, 0), -1):  # one reason per step down, as the reference records
             _, why, edge, nb = checks[0] if len(checks) == 1 else next(c for c in checks if c[0] < k)
