@@ -105,7 +105,8 @@ class Executor:
         self.planner = Planner(
             pipeline.dataflow(), outputs=pipeline.external_outputs,
             known={n: r.available() for n, r in self.runners.items()},
-            path=pipeline.root / "meta.sqlite" if pipeline.monitor else None, monitor=pipeline.monitor,
+            path=pipeline.root / "meta.sqlite" if pipeline.monitor and pipeline.durable else None,
+            monitor=pipeline.monitor and pipeline.durable,
         )
         self._pins: dict[int, list[Any]] = {}
         self._counts: dict[int, tuple[weakref.ref[Any], int]] = {}
@@ -343,7 +344,15 @@ class Executor:
             f = epoch_of(plan.frontiers[n])
             if f == TOP:
                 continue
-            self.runners[n].reset(f)
+            runner = self.runners[n]
+            runner.reset(f)
+            rescaled = getattr(runner, "rescaled", None)
+            if rescaled is not None:
+                old_n, new_n, reads = rescaled
+                rec.rescaled[n] = (old_n, new_n)
+                self.say(f"  {n}: keyed checkpoint at {f} restored from {old_n} into {new_n} partitions "
+                         f"(by key group; new partition <- old: {reads})")
+                runner.rescaled = None
             self.planner.truncate(n, f)
             self.done[n] = f
         for link in self.links:

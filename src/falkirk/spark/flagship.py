@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from falkirk.spark.pipeline import Pipeline
 from falkirk.spark.regimes import Batch, Eager, Ephemeral, Lazy
-from falkirk.spark.session import detach
+from falkirk.spark.session import SMALL_DATA, detach
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -184,8 +184,12 @@ def build(
     queries_per_epoch: int = 60, users: int = 300, nodes: int = 1500, cc_every: int = 3, seed: int = 7,
     **options: Any,
 ) -> Pipeline:
-    """The Figure 1 pipeline rooted at ``root`` (``options`` go to :class:`~falkirk.spark.Pipeline`)."""
-    pipe = Pipeline(root, spark, **options)
+    """The Figure 1 pipeline rooted at ``root`` (``options`` go to :class:`~falkirk.spark.Pipeline`).
+
+    Its epochs are small, so it runs with :data:`~falkirk.spark.session.SMALL_DATA` unless
+    ``spark_conf`` says otherwise.
+    """
+    pipe = Pipeline(root, spark, **{"spark_conf": SMALL_DATA, **options})
     pipe.input("events", EVENT_SCHEMA, partitions=2, key="user",
                source=events_source(events_per_epoch, users, nodes, seed))
     pipe.input("queries", QUERY_SCHEMA, partitions=1, source=queries_source(queries_per_epoch, users, nodes, seed))

@@ -56,6 +56,7 @@ class Recovery:
     finished: float | None = None
     problems: list[str] = field(factory=list)
     replayed: dict[str, tuple[int, int]] = field(factory=dict)  # edge -> (first, last) epoch replayed
+    rescaled: dict[str, tuple[int, int]] = field(factory=dict)  # step -> (old, new) partitions of keyed state
     planner: str = ""
 
     @property

@@ -101,14 +101,18 @@ class Pipeline:
     (``False``: call the solver directly). ``durable=False`` turns falkirk
     off (no checkpoint, log, manifest or monitor; only the external outputs
     and the input log are written): the no-checkpointing baseline, which
-    cannot recover from a failure.
+    cannot recover from a failure. ``spark_conf``: runtime SQL settings applied
+    to the session for the duration of a run and restored afterwards (e.g.
+    :data:`~falkirk.spark.session.SMALL_DATA`).
     """
 
     def __init__(
         self, root: str | os.PathLike[str], spark: SparkSession | None = None, *, fsync: bool = True,
         checksums: bool = True, gc: bool = True, monitor: bool = True, durable: bool = True,
+        spark_conf: Mapping[str, str] | None = None,
     ) -> None:
         self.root = Path(root)
+        self.spark_conf = dict(spark_conf or {})
         self.spark = spark
         self.durable = durable
         self.fsync = fsync
@@ -168,12 +172,9 @@ class Pipeline:
         self._check_new(name)
         if not isinstance(regime, Regime):
             raise PipelineError(f"step {name!r}: regime must be a falkirk.spark regime, got {regime!r}")
-        params: list[str] = []
-        if fn is not None:
-            for p in inspect.signature(fn).parameters.values():
-                if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                    continue
-                params.append(p.name)
+        signature = list(inspect.signature(fn).parameters.values()) if fn is not None else []
+        params = [p.name for p in signature if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        takes_any = any(p.kind == p.VAR_KEYWORD for p in signature)
         wants = frozenset(params) & RESERVED
         names = tuple(inputs) if inputs is not None else tuple(p for p in params if p not in RESERVED)
         if fn is None and len(names) != 1:
@@ -183,11 +184,9 @@ class Pipeline:
         for u in names:
             if u not in self.order:
                 raise PipelineError(f"step {name!r}: input {u!r} is not an input or an earlier step")
-        if fn is not None and inputs is not None:
-            missing = [u for u in names if u not in params] if not any(
-                p.kind == p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values()) else []
-            if missing:
-                raise PipelineError(f"step {name!r}: its function has no parameter for input(s) {missing}")
+        missing = [u for u in names if u not in params]
+        if fn is not None and missing and not takes_any:
+            raise PipelineError(f"step {name!r}: its function has no parameter for input(s) {missing}")
         need = {"state"} if regime.takes_state else {"db"} if getattr(regime, "database", None) else set()
         if fn is not None and not need <= wants:
             raise PipelineError(
@@ -252,7 +251,8 @@ class Pipeline:
                 theirs = json.load(fh)
             if theirs != mine:
                 raise PipelineError(
-                    f"{self.root} holds a different pipeline (pipeline.json differs); use a new root or delete it"
+                    f"{self.root} holds a different pipeline ({_difference(theirs, mine)}); "
+                    "use a new root or delete it"
                 )
         else:
             write_json_atomic(path, mine, fsync=self.fsync)
@@ -267,12 +267,30 @@ class Pipeline:
         receives one line per executed step and recovery event.
         """
         from falkirk.spark.executor import Executor
+        from falkirk.spark.session import local_session, sql_conf
 
-        ex = Executor(self, fail=fail, progress=progress)
-        try:
-            return ex.run(epochs)
-        finally:
-            ex.close()
+        if self.spark is None:
+            self.spark = local_session()
+        with sql_conf(self.spark, self.spark_conf):
+            ex = Executor(self, fail=fail, progress=progress)
+            try:
+                return ex.run(epochs)
+            finally:
+                ex.close()
 
     def __repr__(self) -> str:
         return f"<Pipeline {str(self.root)!r}: {len(self.inputs)} inputs, {len(self.steps)} steps>"
+
+
+def _difference(theirs: Any, mine: Any) -> str:
+    """What differs between two pipeline descriptions, naming the input or step."""
+    for section in ("inputs", "steps"):
+        a, b = theirs.get(section, {}), mine.get(section, {})
+        for name in sorted(set(a) | set(b)):
+            if name not in b:
+                return f"{section[:-1]} {name!r} is missing here"
+            if name not in a:
+                return f"{section[:-1]} {name!r} is new"
+            if a[name] != b[name]:
+                return f"{section[:-1]} {name!r} was {json.dumps(a[name])}, now {json.dumps(b[name])}"
+    return "pipeline.json differs"

@@ -22,6 +22,8 @@ Any regime may also log its output (``log=True``); :class:`Batch` always does.
 (True, False)
 >>> Batch().logs, Ephemeral().stateless, Eager(database="stats.sqlite", tables={"stats": "epoch"}).kind
 (True, True, 'eager')
+>>> Lazy(every=2, key="user", partitions=3).describe()
+{'kind': 'lazy', 'log': False, 'key': 'user', 'max_parallelism': 16, 'every': 2}
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from attrs import field, frozen
 
 from falkirk.spark.errors import PipelineError
 
-__all__ = ["Regime", "Ephemeral", "Batch", "Lazy", "Eager", "Output"]
+__all__ = ["Regime", "Keyed", "Ephemeral", "Batch", "Lazy", "Eager", "Output"]
 
 
 def _positive(instance: object, attribute: Any, value: int) -> None:
@@ -95,8 +97,46 @@ class Batch(Regime):
             raise PipelineError("Batch: the batch regime always logs its output (log=False is not allowed)")
 
 
+def _optional_positive(instance: object, attribute: Any, value: int | None) -> None:
+    if value is not None:
+        _positive(instance, attribute, value)
+
+
 @frozen
-class Lazy(Regime):
+class Keyed(Regime):
+    """A stateful regime whose DataFrame state may be **keyed** (:mod:`falkirk.spark.keyed`).
+
+    ``key``: the state's key column; ``partitions``: how many partitions the
+    state is kept and checkpointed in (by key-group range, at most
+    ``max_parallelism``, the number of key groups). ``partitions`` is a
+    deployment choice, not part of the pipeline's shape: a restarted
+    pipeline may change it, and its checkpoints are then redistributed by
+    key group (rescaling on recovery).
+    """
+
+    key: str | None = field(default=None, kw_only=True)
+    partitions: int | None = field(default=None, validator=_optional_positive, kw_only=True)
+    max_parallelism: int = field(default=16, validator=_positive, kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        if self.key is None and self.partitions is not None:
+            raise PipelineError(f"{type(self).__name__}: partitions= needs key= (the state's key column)")
+        if self.partitions is not None and self.partitions > self.max_parallelism:
+            raise PipelineError(
+                f"{type(self).__name__}: partitions={self.partitions} exceeds max_parallelism={self.max_parallelism}")
+
+    @property
+    def parallelism(self) -> int:
+        """The number of partitions of the keyed state (2 when not given)."""
+        return self.partitions or 2
+
+    def describe(self) -> dict[str, Any]:
+        keyed = {"key": self.key, "max_parallelism": self.max_parallelism} if self.key else {}
+        return {**super().describe(), **keyed}
+
+
+@frozen
+class Lazy(Keyed):
     """Stateful; checkpoints its state (Parquet) after epochs ``every-1, 2*every-1, …``."""
 
     every: int = field(default=1, validator=_positive, kw_only=True)
@@ -114,7 +154,7 @@ class Lazy(Regime):
 
 
 @frozen
-class Eager(Regime):
+class Eager(Keyed):
     """Stateful; checkpoints after every epoch.
 
     With ``database`` (a path, relative to the pipeline root unless
@@ -135,8 +175,11 @@ class Eager(Regime):
         return self.database is None
 
     def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
         if self.database is not None and not self.tables:
             raise PipelineError("Eager: with a database, name the tables it writes (tables={'name': 'epoch_column'})")
+        if self.database is not None and self.key is not None:
+            raise PipelineError("Eager: a database step's state is its database; key= applies to DataFrame state")
 
     def checkpoints_at(self, epoch: int) -> bool:
         return True

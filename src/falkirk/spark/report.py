@@ -15,6 +15,12 @@ measurements of the same run (:class:`~falkirk.spark.journal.Journal`):
 "input re-read / replayed" counts rows read again from the input log or a
 step's log; "est. compute" sums the measured time of the first execution of
 each recomputed (step, epoch).
+
+>>> print(format_costs([Cost("falkirk (this run)", 196, 1291, 6.4, 6), Cost("global rollback to epoch 2", 1416, 840, 11.4, 10)]))
+scheme                      records recomputed  input/log records re-read  (step, epoch) redone  est. compute
+--------------------------  ------------------  -------------------------  --------------------  ------------
+falkirk (this run)                         196                       1291                     6         6.4 s
+global rollback to epoch 2                1416                        840                    10        11.4 s
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from falkirk.spark.errors import CorruptDataError
+from falkirk.spark import keyed
+from falkirk.spark.errors import CorruptDataError, PipelineError
 from falkirk.spark.regimes import Output
 from falkirk.spark.session import detach
 from falkirk.spark.storage import Manifest
@@ -125,6 +126,8 @@ class StepRunner(Runner):
         self.regime = step.regime
         self.state: DataFrame | None = None
         self.storage = ex.storage
+        #: after a restore that rescaled keyed state: (old partitions, new partitions, old read per new)
+        self.rescaled: tuple[int, int, dict[int, list[int]]] | None = None
 
     # -- what exists ------------------------------------------------------------------
     @property
@@ -167,7 +170,7 @@ class StepRunner(Runner):
                 pending.append(Manifest(self.name, "checkpoint", epoch, 0, extra={"empty": True}))
             else:
                 state_rows = rows if new_state is out else new_state.count()
-                pending.append(storage.write_frame(new_state, self.name, "checkpoint", epoch, state_rows))
+                pending.append(self._write_state(new_state, epoch, state_rows))
         if isinstance(regime, Output):
             loc = f"output/{self.name}/epoch={epoch}"
             pending.append(storage.write_frame(out, self.name, "output", epoch, rows, location=loc))
@@ -185,6 +188,36 @@ class StepRunner(Runner):
         return out, rows
 
     # -- failures and rollback ----------------------------------------------------------------
+    def _write_state(self, state: DataFrame, epoch: int, rows: int) -> Manifest:
+        """Write a state checkpoint: plain Parquet, or one directory per partition for keyed state."""
+        regime = self.regime
+        key = getattr(regime, "key", None)
+        if key is None:
+            return self.storage.write_frame(state, self.name, "checkpoint", epoch, rows)
+        n, groups = regime.parallelism, regime.max_parallelism  # type: ignore[attr-defined]
+        laid_out = keyed.layout(state, key, n, groups)
+        return self.storage.write_frame(
+            laid_out, self.name, "checkpoint", epoch, rows, partition_by=keyed.SUBTASK,
+            keyed={"key": key, "max_parallelism": groups, "parallelism": n})
+
+    def _read_state(self, m: Manifest) -> DataFrame:
+        """A checkpoint's state; keyed state redistributed by key group into the step's partitions."""
+        frame = self.storage.read_frame(self.ex.spark, m)
+        layout = m.extra.get("keyed")
+        self.rescaled = None
+        if layout is None:
+            return frame
+        regime = self.regime
+        if layout["key"] != getattr(regime, "key", None) or layout["max_parallelism"] != getattr(regime, "max_parallelism", None):
+            raise PipelineError(
+                f"step {self.name!r}: its checkpoint at epoch {m.epoch} is keyed by {layout['key']!r} over "
+                f"{layout['max_parallelism']} key groups; the step now declares key={getattr(regime, 'key', None)!r}, "
+                f"max_parallelism={getattr(regime, 'max_parallelism', None)} (key groups cannot change)")
+        new = regime.parallelism  # type: ignore[attr-defined]
+        if layout["parallelism"] != new:
+            self.rescaled = (layout["parallelism"], new, keyed.plan_rescale(layout["parallelism"], new, layout["max_parallelism"]))
+        return keyed.restore(frame, new, layout["max_parallelism"])
+
     def lose(self) -> None:
         self.ex.release(self.state)
         self.state = None
@@ -201,7 +234,7 @@ class StepRunner(Runner):
             if frontier >= 0:
                 m = storage.get(self.name, "checkpoint", frontier)
                 if not m.extra.get("empty"):
-                    self.state = detach(storage.read_frame(self.ex.spark, m))
+                    self.state = detach(self._read_state(m))
         for kind in ("checkpoint", "log", "output", "complete"):
             storage.remove_where(self.name, kind, lambda e: e <= frontier)
         if self.regime.stateless and frontier >= 0 and frontier not in storage.epochs(self.name, "complete"):

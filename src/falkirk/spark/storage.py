@@ -215,28 +215,35 @@ class Storage:
         return f"data/{step}/{kind}/{epoch:08d}-{uuid.uuid4().hex[:12]}"
 
     def write_frame(
-        self, df: DataFrame, step: str, kind: str, epoch: int, rows: int, *, location: str | None = None, **extra: Any
+        self, df: DataFrame, step: str, kind: str, epoch: int, rows: int, *, location: str | None = None,
+        partition_by: str | None = None, **extra: Any,
     ) -> Manifest:
         """Write ``df`` as Parquet (into ``location`` or a fresh directory) and describe it.
 
+        ``partition_by``: a column whose values become subdirectories
+        (``col=value/part-*``; keyed checkpoints, :mod:`falkirk.spark.keyed`).
         The returned manifest is *not* published: call :meth:`put` once
         everything that belongs to the item is written.
         """
         location = location or self.new_location(step, kind, epoch)
-        df.write.mode("overwrite").parquet(str(self.root / location))
+        writer = df.write.mode("overwrite")
+        if partition_by is not None:
+            writer = writer.partitionBy(partition_by)
+        writer.parquet(str(self.root / location))
         files = self._describe(self.root / location)
         return Manifest(step, kind, epoch, rows, location, files, df.schema.json(), extra)
 
     def _describe(self, directory: Path) -> list[FileEntry]:
         out = []
-        for p in sorted(directory.glob("part-*")):
+        for p in sorted(directory.rglob("part-*")):
             if self.fsync:
                 fd = os.open(p, os.O_RDONLY)
                 try:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-            out.append(FileEntry(p.name, p.stat().st_size, _sha256(p) if self.checksums else ""))
+            name = p.relative_to(directory).as_posix()
+            out.append(FileEntry(name, p.stat().st_size, _sha256(p) if self.checksums else ""))
         return out
 
     def verify(self, m: Manifest) -> None:
@@ -265,7 +272,10 @@ class Storage:
         if not m.files:
             return spark.createDataFrame([], schema)
         base = self.root / (m.location or "")
-        return spark.read.schema(schema).parquet(*(str(base / f.name) for f in m.files))
+        reader = spark.read.schema(schema)
+        if any("/" in f.name for f in m.files):  # partitioned directories: their values are columns
+            reader = reader.option("basePath", str(base))
+        return reader.parquet(*(str(base / f.name) for f in m.files))
 
     # -- housekeeping -----------------------------------------------------------------
     def referenced(self) -> set[str]:

@@ -1,0 +1,122 @@
+"""Steady-state overhead of falkirk's mixed regimes on the flagship, versus no checkpointing at all.
+
+Runs the Figure 1 pipeline (:mod:`falkirk.spark.flagship`) in three
+configurations on one SparkSession, alternating them ``--reps`` times with
+fresh roots:
+
+* ``baseline`` — falkirk off (``durable=False``): the same steps and the same
+  executor (each step's output is materialised and counted, inputs come from
+  the input log, responses and the SQLite database are written), but no
+  checkpoint, log, manifest, monitor or garbage collection;
+* ``falkirk`` — the mixed regimes as shipped: logs (heavy), Parquet state
+  checkpoints (cc every 3 epochs), SQLite commits with manifests (stats),
+  output manifests, SHA-256 checksums, fsync, the SQLite monitor, GC;
+* ``falkirk-nofsync`` — the same without fsync and checksums.
+
+The first ``--warmup`` epochs of every run are dropped (JIT and code
+generation); the median epoch time over the rest is the steady state. Per
+step, the median time shows where the overhead goes. Prints a table and
+writes ``benchmarks/results/spark_overhead.json``.
+
+Usage: ``.venv/bin/python benchmarks/spark_overhead.py [--epochs 8] [--events 4000] [--reps 2]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from falkirk.spark.flagship import build
+from falkirk.spark.session import local_session
+
+CONFIGS: dict[str, dict[str, Any]] = {
+    "baseline": {"durable": False},
+    "falkirk": {},
+    "falkirk-nofsync": {"fsync": False, "checksums": False},
+}
+RESULTS = Path(__file__).resolve().parent / "results" / "spark_overhead.json"
+
+
+def one_run(spark: Any, root: Path, config: dict[str, Any], epochs: int, size: dict[str, int]) -> dict[str, Any]:
+    """Run the flagship once; per-epoch wall times and per-(step, epoch) times."""
+    stamps: dict[int, float] = {}
+    t0 = time.perf_counter()
+
+    def progress(line: str) -> None:
+        if line.startswith("epoch"):
+            stamps[int(line.split()[1])] = time.perf_counter()
+
+    result = build(root, spark, **size, **config).run(epochs, progress=progress)
+    total = time.perf_counter() - t0
+    starts = [t0] + [stamps[e] for e in range(epochs - 1)]
+    per_epoch = [stamps[e] - starts[e] for e in range(epochs)]
+    steps: dict[str, list[float]] = {}
+    for x in result.journal.executions:
+        steps.setdefault(x.step, []).append(x.seconds)
+    return {"total": total, "epochs": per_epoch, "steps": steps, "root_bytes": result.root_bytes}
+
+
+def main() -> None:
+    """Run the benchmark and report."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--epochs", type=int, default=8)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--events", type=int, default=4000)
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args()
+    size = {"events_per_epoch": args.events, "queries_per_epoch": 60, "users": 300, "nodes": 1500, "cc_every": 3}
+    spark = local_session()
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in CONFIGS}
+    scratch = Path(tempfile.mkdtemp(prefix="falkirk-bench-"))
+    try:
+        for rep in range(args.reps):
+            for name, config in CONFIGS.items():
+                root = scratch / f"{name}-{rep}"
+                r = one_run(spark, root, config, args.epochs, size)
+                runs[name].append(r)
+                print(f"rep {rep} {name:16} {r['total']:6.1f} s", flush=True)
+                shutil.rmtree(root, ignore_errors=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    w = args.warmup
+    summary: dict[str, Any] = {}
+    for name, rs in runs.items():
+        steady = [t for r in rs for t in r["epochs"][w:]]
+        steps = {s: statistics.median([t for r in rs for t in r["steps"][s][w:]]) for s in rs[0]["steps"]}
+        summary[name] = {"epoch_median_s": statistics.median(steady), "epoch_mean_s": statistics.mean(steady),
+                         "step_median_s": steps, "root_bytes": rs[-1]["root_bytes"]}
+    base = summary["baseline"]["epoch_median_s"]
+    for s in summary.values():
+        s["overhead_vs_baseline"] = s["epoch_median_s"] / base - 1.0
+    print()
+    print(f"steady state (epochs {w}..{args.epochs - 1}, {args.reps} reps, {args.events} events/epoch), median per epoch:")
+    print(f"{'configuration':18} {'epoch (s)':>10} {'overhead':>9} {'root after run':>15}")
+    for name, s in summary.items():
+        print(f"{name:18} {s['epoch_median_s']:10.2f} {s['overhead_vs_baseline']:+9.1%} {s['root_bytes'] / 1e6:12.2f} MB")
+    print()
+    step_names = list(summary["baseline"]["step_median_s"])
+    print(f"{'step (median s)':16}" + "".join(f"{n:>18}" for n in summary))
+    for st in step_names:
+        print(f"{st:16}" + "".join(f"{summary[n]['step_median_s'][st]:18.3f}" for n in summary))
+    doc = {
+        "benchmark": "spark_overhead", "epochs": args.epochs, "warmup": w, "reps": args.reps, "size": size,
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                    "spark": spark.version, "load_average": os.getloadavg()},
+        "summary": summary, "runs": runs,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

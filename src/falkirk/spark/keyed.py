@@ -1,0 +1,134 @@
+"""Keyed state by key group, and restoring it into a different number of partitions.
+
+A stateful step declared with a key (``Lazy(every=2, key="user",
+partitions=3)``) keeps its state the way Flink keeps keyed state (seed 001):
+every key belongs to one of ``max_parallelism`` **key groups**
+(``pmod(xxhash64(key), max_parallelism)``), and partition ``i`` of ``n``
+owns the contiguous range of key groups :func:`key_group_range` gives it.
+A checkpoint is written as one directory per partition
+(``_subtask=i/``), each holding exactly that partition's key groups, and
+the manifest records the layout.
+
+Restoring at a **different** parallelism ``m`` (rescaling on recovery) is a
+redistribution by key group: new partition ``j`` needs the old partitions
+whose ranges overlap its own (:func:`plan_rescale`), reads them and keeps
+the records of its key groups, which the restored DataFrame holds in its
+partition ``j``. Keyed state has no order to keep, so nothing else is
+needed; a step's *output* is recomputed from its inputs and is not
+affected by the new layout.
+
+>>> key_group_range(0, 3, 16), key_group_range(2, 3, 16)
+((0, 5), (11, 15))
+>>> [subtask_of(g, 3, 16) for g in (0, 5, 6, 10, 11, 15)]
+[0, 0, 1, 1, 2, 2]
+>>> plan_rescale(2, 3, 16)
+{0: [0], 1: [0, 1], 2: [1]}
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from falkirk.spark.errors import PipelineError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+__all__ = ["KG", "SUBTASK", "key_group_range", "subtask_of", "plan_rescale", "key_group", "layout",
+           "partition_exactly", "check_layout"]
+
+#: column holding a record's key group in checkpoint files
+KG = "_kg"
+#: directory partition column of a keyed checkpoint (``_subtask=i``)
+SUBTASK = "_subtask"
+_SALT = "_falkirk_partition"
+_salts: dict[int, list[int]] = {}
+
+
+def key_group_range(subtask: int, parallelism: int, max_parallelism: int) -> tuple[int, int]:
+    """The key groups ``(first, last)`` (inclusive) that partition ``subtask`` of ``parallelism`` owns.
+
+    The same assignment as Flink's ``KeyGroupRangeAssignment``: contiguous,
+    sizes differing by at most one, every group owned exactly once.
+    """
+    if not 0 < parallelism <= max_parallelism:
+        raise PipelineError(f"parallelism {parallelism} must be between 1 and max_parallelism={max_parallelism}")
+    if not 0 <= subtask < parallelism:
+        raise PipelineError(f"partition {subtask} does not exist at parallelism {parallelism}")
+    first = (subtask * max_parallelism + parallelism - 1) // parallelism
+    last = ((subtask + 1) * max_parallelism - 1) // parallelism
+    return first, last
+
+
+def subtask_of(group: int, parallelism: int, max_parallelism: int) -> int:
+    """The partition of ``parallelism`` that owns key group ``group``."""
+    return group * parallelism // max_parallelism
+
+
+def plan_rescale(old: int, new: int, max_parallelism: int) -> dict[int, list[int]]:
+    """For each new partition, the old partitions it must read (their key-group ranges overlap)."""
+    plan: dict[int, list[int]] = {}
+    for j in range(new):
+        lo, hi = key_group_range(j, new, max_parallelism)
+        plan[j] = [i for i in range(old)
+                   if not (key_group_range(i, old, max_parallelism)[1] < lo or key_group_range(i, old, max_parallelism)[0] > hi)]
+    return plan
+
+
+def key_group(key: str, max_parallelism: int) -> Column:
+    """The key group of column ``key``: ``pmod(xxhash64(key), max_parallelism)``."""
+    from pyspark.sql import functions as F
+
+    return F.pmod(F.xxhash64(F.col(key)), F.lit(max_parallelism)).cast("int")
+
+
+def _salt_values(spark: SparkSession, n: int) -> list[int]:
+    """Values ``v_j`` with ``pmod(hash(v_j), n) == j``: hash-partitioning by ``v_j`` sends rows to partition ``j``."""
+    if n not in _salts:
+        from pyspark.sql import functions as F
+
+        rows = spark.range(0, 64 * n).select("id", F.pmod(F.hash("id"), F.lit(n)).alias("p")).collect()
+        first: dict[int, int] = {}
+        for r in rows:
+            first.setdefault(int(r["p"]), int(r["id"]))
+        if len(first) < n:
+            raise PipelineError(f"could not find a partitioning key for each of {n} partitions")
+        _salts[n] = [first[j] for j in range(n)]
+    return _salts[n]
+
+
+def partition_exactly(df: DataFrame, subtask: Column, n: int) -> DataFrame:
+    """``df`` in ``n`` partitions, row ``r`` in partition ``subtask(r)`` (``0 <= subtask < n``)."""
+    from pyspark.sql import functions as F
+
+    salts = _salt_values(df.sparkSession, n)
+    salt = F.element_at(F.array(*[F.lit(v).cast("bigint") for v in salts]), subtask + 1)
+    return df.withColumn(_SALT, salt).repartition(n, _SALT).drop(_SALT)
+
+
+def layout(df: DataFrame, key: str, parallelism: int, max_parallelism: int) -> DataFrame:
+    """``df`` with its key group and owning partition, in ``parallelism`` partitions (for writing)."""
+    from pyspark.sql import functions as F
+
+    with_kg = df.withColumn(KG, key_group(key, max_parallelism))
+    owner = F.floor(F.col(KG) * parallelism / max_parallelism).cast("int")
+    return partition_exactly(with_kg.withColumn(SUBTASK, owner), F.col(SUBTASK), parallelism)
+
+
+def restore(df: DataFrame, parallelism: int, max_parallelism: int) -> DataFrame:
+    """Checkpoint rows (with their ``_kg``) redistributed into ``parallelism`` partitions; internal columns dropped."""
+    from pyspark.sql import functions as F
+
+    owner = F.floor(F.col(KG) * parallelism / max_parallelism).cast("int")
+    cols = [c for c in df.columns if c not in (KG, SUBTASK)]
+    return partition_exactly(df, owner, parallelism).select(*cols)
+
+
+def check_layout(df: DataFrame, key: str, parallelism: int, max_parallelism: int) -> list[Any]:
+    """Rows of ``df`` that sit in a partition other than the one owning their key group (empty: correct)."""
+    from pyspark.sql import functions as F
+
+    kg = key_group(key, max_parallelism)
+    owner = F.floor(kg * parallelism / max_parallelism).cast("int")
+    return df.select(F.col(key), F.spark_partition_id().alias("partition"), owner.alias("owner")).where(
+        "partition != owner").collect()
