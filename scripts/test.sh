@@ -15,7 +15,11 @@ export HYPOTHESIS_PROFILE
 if (($# > 0)); then
     exec .venv/bin/python -m pytest "$@"
 fi
-# src/falkirk/spark is skipped for doctests until PySpark is part of the dev
-# environment (importing it needs the `spark` extra).
+# Two xdist workers (FALKIRK_TEST_WORKERS=0 runs in one process): every test
+# using the shared SparkSession stays on one worker (tests/conftest.py), the
+# CPU-bound property tests run on the other.
+workers=${FALKIRK_TEST_WORKERS:-2}
+parallel=()
+if [[ $workers != 0 ]]; then parallel=(-n "$workers" --dist loadgroup); fi
 exec .venv/bin/python -m pytest tests --doctest-modules src/falkirk \
-    --ignore=src/falkirk/spark -p no:cacheprovider
+    -p no:cacheprovider "${parallel[@]}"

@@ -8,6 +8,7 @@
 {'a': 3, 'b': 1}
 """
 
+from falkirk.solver.compressed import Stage, StageEdge, StageGraph, StagePlan
 from falkirk.solver.consistency import Violation, check_consistent
 from falkirk.solver.fixpoint import Reason
 from falkirk.solver.model import Checkpoint, Dataflow, Edge, Meta, Processor
@@ -16,6 +17,10 @@ from falkirk.solver.plan import ACTIONS, Replay, RollbackPlan, encode_frontier, 
 from falkirk.solver.store import MemoryStore, MetadataStore, SQLiteStore
 
 __all__ = [
+    "Stage",
+    "StageEdge",
+    "StageGraph",
+    "StagePlan",
     "Checkpoint",
     "Dataflow",
     "Edge",
