@@ -47,7 +47,8 @@ from falkirk.sim.operators import (
     Chooser as ChooserOp,
 )
 from falkirk.sim.oracle import Verdict, check_run
-from falkirk.sim.policies import Batch, Commit, Eager, Ephemeral, HistoryLog, Lazy, Never, Policy, WrongLog
+from falkirk.sim.policies import Batch, Eager, Ephemeral, HistoryLog, Lazy, Never, Policy, WrongLog
+from falkirk.sim.schemes.base import Role, Scheme, falkirk_policy
 
 __all__ = ["Case", "Chooser", "RandomChooser", "build_case", "check_case", "policy_for"]
 
@@ -148,11 +149,23 @@ def build_case(
     max_failures: int = 3,
     max_step: int = 40,
     broken: bool = False,
+    scheme: Scheme | None = None,
 ) -> Case:
     """Draw a random :class:`Case` (see the module docstring).
 
     ``broken`` mixes in the deliberately wrong :class:`~falkirk.sim.policies.WrongLog`.
+    ``scheme`` picks every processor's policy (:mod:`falkirk.sim.schemes`;
+    default: falkirk's own mix); its ``case_options`` further restrict the
+    graph (a scheme without loops turns ``loops`` off, integer options are
+    capped).
     """
+    if scheme is not None:
+        limits = scheme.case_options
+        loops = loops and limits.get("loops", True)
+        sequences = sequences and limits.get("sequences", True)
+        nondeterministic = nondeterministic and limits.get("nondeterministic", True)
+        max_ops = min(max_ops, limits.get("max_ops", max_ops))
+        max_failures = min(max_failures, limits.get("max_failures", max_failures))
     specs: list[tuple[str, Operator, str]] = []  # name, op, domain
     links: list[tuple[str, str, str, str]] = []  # src, dst, transform, port
     n_src = 1 + int(c.integer(0, 3) == 3)
@@ -168,7 +181,7 @@ def build_case(
             pool = [f for f in pool if f(RandomChooser(0)).deterministic]
         op = c.choice(pool)(c)
         name = f"{type(op).__name__.lower()}{i}"
-        for src in {c.choice(epoch_nodes) for _ in range(c.integer(1, 2))}:
+        for src in dict.fromkeys(c.choice(epoch_nodes) for _ in range(c.integer(1, 2))):  # draw order, not hash order
             links.append((src, name, "identity", "out"))
         specs.append((name, op, "epoch"))
         epoch_nodes.append(name)
@@ -187,13 +200,9 @@ def build_case(
         out_edges.setdefault(e.src, []).append(e.name)
     nodes = []
     for name, op, dom in specs:
-        outs_of = out_edges.get(name, [])
-        if isinstance(op, Output):
-            pol: Policy = Commit(every=c.integer(1, 2))
-        elif isinstance(op, Source):
-            pol = c.choice([Ephemeral(every=c.integer(1, 2)), Batch()])
-        else:
-            pol = policy_for(c, op, outs_of, stateless_ok=not _leaves(edges, name) and dom != "sequence", broken=broken)
+        role = Role(name, op, tuple(out_edges.get(name, [])), dom,
+                    stateless_ok=not _leaves(edges, name) and dom != "sequence")
+        pol = falkirk_policy(c, role, broken=broken) if scheme is None else scheme.policy(c, role)
         nodes.append(Node(name, op, pol, dom))
     graph = SimGraph(nodes, edges, inputs=inputs)
     names = [n for n, _, _ in specs]

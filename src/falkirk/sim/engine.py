@@ -43,7 +43,7 @@ from falkirk.sim.external import ExternalInput, ExternalOutput, NoProgress, Prot
 from falkirk.sim.graph import SimGraph
 from falkirk.sim.planner import Planner, default_planner
 from falkirk.sim.progress import Stamps, deliverable, frontiers
-from falkirk.sim.state import Event, Msg, Proc, Sent, Store
+from falkirk.sim.state import Event, Msg, Proc, Sent, Store, nbytes
 
 __all__ = ["Failure", "Result", "Simulation"]
 
@@ -65,7 +65,23 @@ class Failure:
 
 @define
 class Result:
-    """What a run produced: acknowledged and released output per output processor, and counters."""
+    """What a run produced: acknowledged and released output per output processor, and counters.
+
+    Cost counters (for comparing schemes; all but ``events`` and ``replayed``
+    need ``Simulation(measure=True)``, sizes are :func:`~falkirk.sim.state.nbytes`):
+
+    * ``events`` — events executed (reads, messages, notifications); minus
+      the ``events`` of the failure-free run, plus ``replayed``, it is the
+      number of **records recomputed** because of failures;
+    * ``replayed`` — events re-run from a history log to restore state;
+    * ``checkpoint_bytes`` — bytes of state written (snapshots, deltas);
+    * ``log_bytes_peak`` / ``log_bytes_end`` — bytes that must be retained
+      for replay (logged messages, history logs, input read but not yet
+      acknowledged to its source), at the peak and at the end;
+    * ``recovery_steps`` — per failure, the scheduler steps until every
+      processor has again settled every time it had settled just before the
+      failure, summed over failures.
+    """
 
     output: dict[str, dict[Any, tuple[Any, ...]]]
     released: dict[str, dict[Any, tuple[Any, ...]]]
@@ -75,6 +91,12 @@ class Result:
     checkpoints: int
     solves: int
     trace: list[str]
+    events: int = 0
+    replayed: int = 0
+    checkpoint_bytes: int = 0
+    log_bytes_peak: int = 0
+    log_bytes_end: int = 0
+    recovery_steps: int = 0
 
 
 class _Ctx:
@@ -109,6 +131,7 @@ class Simulation:
     ``gc_every``: run garbage collection after that many persisted records
     (``0``: never). ``choices``: fixed non-deterministic choices (the oracle's
     reference run). ``trace``: keep a readable log of failures and plans.
+    ``measure``: keep the cost counters of :class:`Result`.
     """
 
     def __init__(
@@ -122,6 +145,7 @@ class Simulation:
         choices: Mapping[tuple[str, Any, str], int] | None = None,
         max_steps: int = 50_000,
         trace: bool = False,
+        measure: bool = False,
     ) -> None:
         self.graph = graph
         self.rng = random.Random(seed)
@@ -134,6 +158,11 @@ class Simulation:
         self.tracing = trace
         self.trace: list[str] = []
         self.steps = self.rollbacks = self.checkpoints = self.since_gc = 0
+        self.measure = measure
+        self.events = self.replayed = self.checkpoint_bytes = self.recovery_steps = 0
+        self.log_bytes_peak = self.log_bytes_end = 0
+        self._recovering: list[tuple[int, dict[str, Frontier]]] = []  # (step of the failure, settled then)
+        self._read: dict[str, int] = {}  # sources: epochs read so far (high-water mark)
         self.ports: dict[str, dict[str, list[str]]] = {n: {} for n in graph.nodes}
         for e in graph.links.values():
             self.ports[e.src].setdefault(e.port, []).append(e.name)
@@ -154,19 +183,22 @@ class Simulation:
     def run(self) -> Result:
         """Run to the end (every input read, every time settled) and return the result."""
         from falkirk.sim.persistence import persist_all
-        from falkirk.sim.recovery import fail_and_recover
 
         while True:
             while self.pending and self.pending[0].step <= self.steps:
-                fail_and_recover(self, self.pending.pop(0).processors)
+                self.fail(self.pending.pop(0).processors)
             self.progress()
+            if self.measure:
+                self.measure_step()
             persist_all(self, final=False)
             actions = self.actions()
             if not actions:
                 if self.pending:
-                    fail_and_recover(self, self.pending.pop(0).processors)
+                    self.fail(self.pending.pop(0).processors)
                     continue
                 persist_all(self, final=True)
+                if self.measure:
+                    self.measure_step(end=True)
                 break
             self.execute(actions[self.rng.randrange(len(actions))])
             self.steps += 1
@@ -181,7 +213,48 @@ class Simulation:
             checkpoints=self.checkpoints,
             solves=getattr(self.planner, "solves", 0),
             trace=self.trace,
+            events=self.events,
+            replayed=self.replayed,
+            checkpoint_bytes=self.checkpoint_bytes,
+            log_bytes_peak=self.log_bytes_peak,
+            log_bytes_end=self.log_bytes_end,
+            recovery_steps=self.recovery_steps,
         )
+
+    def fail(self, names: Iterable[str]) -> None:
+        """Fail ``names`` now and recover (:func:`~falkirk.sim.recovery.fail_and_recover`)."""
+        from falkirk.sim.recovery import fail_and_recover
+
+        if self.measure:
+            self._recovering.append((self.steps, dict(self.settled)))
+        fail_and_recover(self, frozenset(names))
+
+    def measure_step(self, *, end: bool = False) -> None:
+        """Update the measured counters of :class:`Result` (after a step, or at the ``end``)."""
+        size = self.log_bytes()
+        self.log_bytes_peak = max(self.log_bytes_peak, size)
+        if end:
+            self.log_bytes_end = size
+        pending = []
+        for start, before in self._recovering:
+            if end or all(f <= self.settled[n] for n, f in before.items()):
+                self.recovery_steps += self.steps - start
+            else:
+                pending.append((start, before))
+        self._recovering = pending
+
+    def log_bytes(self) -> int:
+        """Bytes retained for replay now: logged messages, history logs, read but unacknowledged input."""
+        items: list[Any] = []
+        for n, p in self.procs.items():
+            for log in p.store.logs.values():
+                items.extend((s.msg.time, s.msg.payload) for s in log)
+            items.extend((ev.kind, ev.time, ev.edge, ev.payload) for ev in p.store.events)
+            if n in self.inputs:
+                src = self.inputs[n]
+                read = self._read[n] = max(self._read.get(n, 0), p.next_read or 0)
+                items.extend(src.batches[e] for e in range(min(read, len(src.batches))) if e not in src.acked)
+        return nbytes(items) if items else 0
 
     def progress(self) -> None:
         """Recompute the complete and settled frontiers of every processor."""
@@ -244,12 +317,14 @@ class Simulation:
             p.op.on_notify(_Ctx(self, p, t))
 
     def log_event(self, p: Proc, ev: Event) -> None:
+        self.events += 1
         if self.graph.nodes[p.name].policy.persists == "history":
             p.store.events.append(ev)
 
     def replay(self, p: Proc, events: Iterable[Event]) -> None:
         """Re-run ``events`` on ``p``'s operator with sends suppressed (HistoryLog restore)."""
         for ev in events:
+            self.replayed += 1
             ctx = _Ctx(self, p, ev.time, replay=True)
             if ev.kind == "read":
                 p.op.on_read(ctx, self.inputs[p.name].read(ev.time))

@@ -60,7 +60,41 @@ __all__ = [
     "Output",
     "Sequencer",
     "Scan",
+    "state_delta",
+    "apply_state_delta",
 ]
+
+
+def state_delta(base: Any, new: Any) -> Any:
+    """The delta from snapshot ``base`` to snapshot ``new`` (``None`` is the initial state).
+
+    Dict snapshots (time-partitioned ``parts``) give ``("patch", changed,
+    removed)``: only the entries that changed; anything else is replaced
+    whole, ``("replace", new)``. :func:`apply_state_delta` inverts it.
+
+    >>> d = state_delta({0: 3, 1: 4}, {1: 5, 2: 6})
+    >>> d
+    ('patch', {1: 5, 2: 6}, (0,))
+    >>> apply_state_delta({0: 3, 1: 4}, d)
+    {1: 5, 2: 6}
+    >>> apply_state_delta(7, state_delta(7, (8, [1])))
+    (8, [1])
+    """
+    if isinstance(new, dict) and (base is None or isinstance(base, dict)):
+        old = base or {}
+        changed = {k: copy.deepcopy(v) for k, v in new.items() if k not in old or old[k] != v}
+        return ("patch", changed, tuple(k for k in old if k not in new))
+    return ("replace", copy.deepcopy(new))
+
+
+def apply_state_delta(base: Any, delta: Any) -> Any:
+    """``base`` with a :func:`state_delta` applied (a new snapshot; ``base`` is not modified)."""
+    if delta[0] == "replace":
+        return copy.deepcopy(delta[1])
+    _, changed, removed = delta
+    out = {k: v for k, v in (base or {}).items() if k not in removed}
+    out.update(copy.deepcopy(changed))
+    return out
 
 
 class Context(Protocol):
@@ -126,6 +160,19 @@ class Operator:
         """Drop the state of times outside ``frontier``; ``False`` if that is impossible."""
         self.parts = {t: v for t, v in self.parts.items() if t in frontier}
         return True
+
+    def get_delta(self, base: Any, frontier: Frontier) -> Any:
+        """DBSP's ``get_delta``: the change from the snapshot ``base`` to ``get_state(frontier)``.
+
+        ``base`` is a snapshot :meth:`get_state` returned (``None``: the
+        initial state). The default derives the delta from the two snapshots
+        (:func:`state_delta`); an operator with a cheaper one may override it.
+        """
+        return state_delta(base, self.get_state(frontier))
+
+    def apply_delta(self, base: Any, delta: Any) -> Any:
+        """DBSP's ``apply_delta`` on snapshots: ``base`` with ``delta`` applied (for :meth:`set_state`)."""
+        return apply_state_delta(base, delta)
 
     def fresh(self) -> Operator:
         """A new instance in the initial state (the prototype is never run)."""

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from falkirk.domains import Frontier
 from falkirk.sim.external import SimulationError
-from falkirk.sim.state import History, Proc, Record, down
+from falkirk.sim.state import History, Proc, Record, down, nbytes
 from falkirk.solver import Checkpoint
 
 if TYPE_CHECKING:
@@ -82,8 +82,11 @@ def persist_all(sim: Simulation, *, final: bool) -> None:
             p.seen = s
             p.advances += 1
         if final or p.advances >= policy.every:
-            persist(sim, p, s)
-            p.advances = 0
+            points = policy.persist_points(sim, p, s)  # default [s]; schemes may move or postpone it
+            for point in points:
+                persist(sim, p, point)
+            if points:
+                p.advances = 0
 
 
 def persist(sim: Simulation, p: Proc, s: Frontier) -> None:
@@ -100,6 +103,10 @@ def persist(sim: Simulation, p: Proc, s: Frontier) -> None:
             p.history.completed = s if p.history.completed is None else p.history.completed | s
             p.op.parts = {t: v for t, v in p.op.parts.items() if t not in s}
         state = p.op.get_state(s) if kind in ("snapshot", "commit") else None
+        if kind == "delta":  # the policy writes its own handle (DBSP snapshots + deltas, a store's write set)
+            state = sim.graph.nodes[name].policy.save_state(p.op, p.store, s)
+        if sim.measure and kind in ("snapshot", "delta"):
+            sim.checkpoint_bytes += nbytes(state)
         rec = Record(s, state, p.history.restricted(s))
         p.store.records.append(rec)
         sim.planner.record(name, metadata(sim, name, s, rec.history))

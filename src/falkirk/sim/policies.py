@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 
 from attrs import field, frozen
 
+from falkirk.domains import Frontier
 from falkirk.errors import ValidationError
 from falkirk.sim.operators import Operator, Output, Source
 
@@ -95,6 +96,23 @@ class Policy:
                 f"processor {name!r}: {type(self).__name__} needs a stateless operator, "
                 f"but {type(op).__name__} keeps state between times"
             )
+
+    # -- hooks for schemes (falkirk.sim.schemes); the defaults are the plain behaviour --
+    def persist_points(self, sim: Any, proc: Any, settled: Frontier) -> list[Frontier]:
+        """Where to persist now that ``proc`` is due at its settled frontier (default: ``[settled]``).
+
+        Each point must lie inside ``settled`` and strictly contain the previous
+        one; ``[]`` postpones (the policy is asked again at the next pass).
+        """
+        return [settled]
+
+    def save_state(self, op: Operator, store: Any, frontier: Frontier) -> Any:
+        """The state handle a ``persists = "delta"`` policy writes at ``frontier``."""
+        return op.get_state(frontier)
+
+    def load_state(self, op: Operator, record: Any) -> Any:
+        """The snapshot to give ``op.set_state`` when restoring ``record`` (``persists = "delta"``)."""
+        return record.state
 
     def describe(self) -> str:
         """Short readable form, e.g. ``Lazy(every=2, logs=['e'])``."""

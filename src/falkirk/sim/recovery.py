@@ -154,6 +154,8 @@ def _restore(sim: Simulation, p: Proc, f: Frontier) -> None:
         raise SimulationError(f"{p.name}: the plan restores {encode_frontier(f)}, but no checkpoint exists there")
     if node.policy.persists == "history":
         sim.replay(p, list(p.store.events))
+    elif node.policy.persists == "delta":  # the policy rebuilds the snapshot (e.g. DBSP snapshot + deltas)
+        p.op.set_state(node.policy.load_state(p.op, rec))
     else:
         p.op.set_state(rec.state)
     p.history = rec.history.copy()

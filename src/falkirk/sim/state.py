@@ -22,6 +22,7 @@ Frontier(product(2), before=[(0, 3), (1, 1), (2, 0)])
 
 from __future__ import annotations
 
+import pickle
 from collections import deque
 from collections.abc import Iterable
 from typing import Any
@@ -32,7 +33,20 @@ from falkirk.domains import Frontier
 from falkirk.domains.base import Domain
 from falkirk.sim.operators import Operator
 
-__all__ = ["Msg", "Sent", "Event", "History", "Record", "Store", "Proc", "down"]
+__all__ = ["Msg", "Sent", "Event", "History", "Record", "Store", "Proc", "down", "nbytes"]
+
+
+def nbytes(obj: Any) -> int:
+    """Bytes ``obj`` takes when written: its pickled size (``0`` for ``None``).
+
+    A state handle that knows what it actually wrote (a delta, a write set)
+    says so with a ``written`` attribute, which is measured instead.
+
+    >>> nbytes(None), nbytes({0: 1}) > 0
+    (0, True)
+    """
+    obj = getattr(obj, "written", obj)
+    return 0 if obj is None else len(pickle.dumps(obj, protocol=5))
 
 
 def down(domain: Domain, times: Iterable[Any]) -> Frontier:

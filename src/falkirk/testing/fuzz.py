@@ -12,7 +12,9 @@ diverged.
 ``--broken`` mixes in the deliberately wrong ``WrongLog`` policy (it claims
 to log edges it does not log), to see the fuzzer catch it. ``--planner``
 picks where rollback plans and low-watermarks come from: the incremental
-``monitor`` (default) or the reference ``solver``.
+``monitor`` (default) or the reference ``solver``. ``--scheme`` fuzzes one
+of the seeds' recovery schemes (:mod:`falkirk.sim.schemes`) instead of
+falkirk's own policy mix.
 
 >>> import io
 >>> buf = io.StringIO()
@@ -35,6 +37,7 @@ from attrs import define, field
 from falkirk.sim import SimGraph, Simulation
 from falkirk.sim.cases import Case, RandomChooser, build_case, check_case
 from falkirk.sim.planner import PLANNERS, Planner
+from falkirk.sim.schemes import SCHEMES
 from falkirk.sim.shrink import shrink
 
 __all__ = ["FuzzReport", "case_for", "fuzz", "main"]
@@ -90,7 +93,7 @@ def fuzz(
 
     ``planner`` builds the planner under test (default: the monitor);
     ``options`` go to :func:`~falkirk.sim.cases.build_case` (``max_ops``,
-    ``loops``, ``sequences``, ``nondeterministic``, ``max_failures``, ``broken``).
+    ``loops``, ``sequences``, ``nondeterministic``, ``max_failures``, ``broken``, ``scheme``).
     """
     out = sys.stdout if out is None else out
     report = FuzzReport(cases)
@@ -136,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deterministic", action="store_true", help="no non-deterministic operators")
     ap.add_argument("--broken", action="store_true", help="mix in the deliberately wrong WrongLog policy")
     ap.add_argument("--no-shrink", action="store_true", help="print the first divergent case as drawn")
+    ap.add_argument("--scheme", choices=sorted(SCHEMES), default="falkirk",
+                    help="recovery scheme choosing every processor's policy (default falkirk's mix)")
     ap.add_argument("--planner", choices=sorted(PLANNERS), default="monitor", help="where plans come from (default monitor)")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     args = ap.parse_args(argv)
@@ -153,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         sequences=not args.no_sequences,
         nondeterministic=not args.deterministic,
         broken=args.broken,
+        scheme=None if args.scheme == "falkirk" else SCHEMES[args.scheme],
     )
     return 1 if report.divergent else 0
 
