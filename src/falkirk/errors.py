@@ -15,6 +15,7 @@ True
 from __future__ import annotations
 
 __all__ = [
+    "RescaleError",
     "FalkirkError",
     "DomainError",
     "ProjectionError",
@@ -68,6 +69,10 @@ class ScenarioError(ValidationError):
     def __init__(self, message: str, path: str = "") -> None:
         super().__init__(f"{path}: {message}" if path else message)
         self.path = path
+
+
+class RescaleError(ValidationError):
+    """A checkpoint that cannot be restored at the requested parallelism (names the edge or step)."""
 
 
 class SolverError(FalkirkError, RuntimeError):

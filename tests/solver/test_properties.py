@@ -11,8 +11,7 @@ import os
 from typing import Any
 
 import attrs
-import pytest
-from hypothesis import HealthCheck, assume, given, note, settings
+from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from falkirk.domains import Frontier, Recorded

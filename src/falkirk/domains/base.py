@@ -33,7 +33,8 @@ A domain must be hashable and compare equal to an equivalent domain.
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Protocol, runtime_checkable
+from collections.abc import Hashable
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["Domain", "Time"]
 

@@ -30,7 +30,8 @@ meet O((a+b)²), join O((a·b)²) comparisons; each O(1) in a total domain.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from falkirk.domains.base import Domain
 from falkirk.errors import DomainError

@@ -15,8 +15,6 @@ Frontier(lexicographic(2), before=[(1, 3)])
 
 from __future__ import annotations
 
-from typing import Any
-
 from attrs import field, frozen
 
 from falkirk.domains.tuples import TupleCodec, check_arity

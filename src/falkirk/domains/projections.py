@@ -26,7 +26,8 @@ Frontier(epoch, 0)
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Protocol, Sequence as Seq
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from attrs import field, frozen
 

@@ -14,7 +14,8 @@ Sequence(edges=('a', 'b'))
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from falkirk.domains.base import Domain
 from falkirk.domains.epoch import Epoch

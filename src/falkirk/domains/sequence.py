@@ -20,7 +20,8 @@ first message it excludes on each edge.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from attrs import field, frozen
 

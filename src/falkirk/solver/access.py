@@ -8,7 +8,7 @@ projection rules for frontiers outside ``F(p)`` live in one place.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from falkirk.domains import Frontier
 from falkirk.errors import SolverError, UnknownNameError

@@ -16,7 +16,8 @@ Violation(constraint='C3', processor='b', edge='ab', message="b keeps messages o
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from attrs import frozen
 

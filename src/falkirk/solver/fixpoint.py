@@ -216,7 +216,9 @@ class _Solver:
 def fixed_point(view: View, *, strategy: Literal["worklist", "round_robin"] = "worklist") -> FixedPoint:
     """Run the iteration of SPEC §5 over ``view`` and return the fixed point."""
     if strategy == "worklist":
-        from falkirk.solver.worklist import run_worklist  # the fast driver (same update, dirty constraints only)
+        from falkirk.solver.worklist import (
+            run_worklist,  # the fast driver (same update, dirty constraints only)
+        )
 
         return run_worklist(view)
     s = _Solver(view)

@@ -22,12 +22,13 @@ domain's JSON encoding (``2`` for epoch 2, ``{"e1": 3}`` for sequence counts,
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from attrs import field, frozen
 
 from falkirk.domains import INPUT_EDGE, Domain, Frontier, Sequence, make_domain
-from falkirk.domains.projections import BoundProjection, Identity, Projection, projection_from_spec
+from falkirk.domains.projections import BoundProjection, Identity, projection_from_spec
 from falkirk.errors import FalkirkError, UnknownNameError, ValidationError
 
 __all__ = ["Checkpoint", "Processor", "Edge", "Dataflow"]
@@ -160,11 +161,11 @@ class Dataflow:
             if unknown:
                 raise UnknownNameError(f"processor {p.name!r}: logs {unknown}, which are not its output edges")
             if p.stateless:
-                for e in self.outputs[p.name]:
-                    b = self.bound[e]
-                    if e not in p.logs and not b.recorded and not b.has_residual:
+                for out in self.outputs[p.name]:
+                    b = self.bound[out]
+                    if out not in p.logs and not b.recorded and not b.has_residual:
                         raise ValidationError(
-                            f"processor {p.name!r}: stateless, but edge {e!r} is not logged and its "
+                            f"processor {p.name!r}: stateless, but edge {out!r} is not logged and its "
                             f"projection {b.spec.name!r} has no residual (SPEC §3); log the edge or "
                             "make the processor stateful"
                         )

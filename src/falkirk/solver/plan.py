@@ -20,13 +20,14 @@ sink top → 1 by C3 on e2: it had received messages that sum at 2 will send aga
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Literal
+from collections.abc import Iterable
+from typing import Any, Literal
 
 from attrs import frozen
 
 from falkirk.domains import Frontier
-from falkirk.solver.access import View, normalise_failed
 from falkirk.solver import dispatch
+from falkirk.solver.access import View, normalise_failed
 from falkirk.solver.fixpoint import Reason
 from falkirk.solver.model import Dataflow
 

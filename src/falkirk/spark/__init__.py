@@ -28,6 +28,7 @@ from falkirk.spark.pipeline import Pipeline, Step
 from falkirk.spark.planner import Planner
 from falkirk.spark.regimes import Batch, Eager, Ephemeral, Lazy, Output, Regime
 from falkirk.spark.session import local_session
+from falkirk.spark.keyed import key_group_range, plan_rescale
 from falkirk.spark.storage import Manifest, Storage
 from falkirk.spark.verify import Comparison, compare_runs
 
@@ -46,6 +47,8 @@ from falkirk.spark.streaming import (
 )
 
 __all__ = [
+    "key_group_range",
+    "plan_rescale",
     "Pipeline",
     "Step",
     "Regime",

@@ -346,7 +346,7 @@ class Executor:
                 continue
             runner = self.runners[n]
             runner.reset(f)
-            rescaled = getattr(runner, "rescaled", None)
+            rescaled = runner.rescaled
             if rescaled is not None:
                 old_n, new_n, reads = rescaled
                 rec.rescaled[n] = (old_n, new_n)

@@ -42,6 +42,8 @@ class Runner:
     def __init__(self, ex: Executor, name: str) -> None:
         self.ex = ex
         self.name = name
+        #: after a restore that rescaled keyed state: (old partitions, new partitions, old read per new)
+        self.rescaled: tuple[int, int, dict[int, list[int]]] | None = None
 
     def available(self) -> list[int]:
         """Epochs of the frontiers persisted for this node (what the planner starts from)."""
@@ -126,8 +128,6 @@ class StepRunner(Runner):
         self.regime = step.regime
         self.state: DataFrame | None = None
         self.storage = ex.storage
-        #: after a restore that rescaled keyed state: (old partitions, new partitions, old read per new)
-        self.rescaled: tuple[int, int, dict[int, list[int]]] | None = None
 
     # -- what exists ------------------------------------------------------------------
     @property

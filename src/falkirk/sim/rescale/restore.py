@@ -42,7 +42,7 @@ from typing import Any
 from attrs import define, frozen
 
 from falkirk.domains import Sequence as SequenceDomain
-from falkirk.errors import ValidationError
+from falkirk.errors import RescaleError, ValidationError
 from falkirk.sim.external import SimulationError
 from falkirk.sim.rescale.job import Job, split_owner
 from falkirk.sim.rescale.keygroups import overlapping, owner
@@ -51,10 +51,6 @@ from falkirk.solver import Checkpoint, Dataflow, Edge, Processor, solve_frontier
 __all__ = ["STRATEGIES", "RescaleError", "Snap", "Channel", "Cut", "Restored", "choose_cut", "redistribute"]
 
 STRATEGIES = ("key-groups", "modulo", "unordered", "per-task")
-
-
-class RescaleError(ValidationError):
-    """A checkpoint that cannot be restored at the requested parallelism (names the edge)."""
 
 
 @frozen
