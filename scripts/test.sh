@@ -7,9 +7,15 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/_env.sh
 
-if [[ -z ${HYPOTHESIS_PROFILE:-} ]]; then
-    if [[ -n ${CI:-} ]]; then HYPOTHESIS_PROFILE=ci; else HYPOTHESIS_PROFILE=dev; fi
+# The whole suite (no arguments) always runs at CI strength: the `ci`
+# hypothesis profile, 2,000 cases per solver property and per recovery scheme.
+# A subset (arguments given) uses the quicker `dev` defaults unless CI is set.
+if (($# == 0)) || [[ -n ${CI:-} ]]; then
+    HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci}
+    export FALKIRK_PROPERTY_EXAMPLES=${FALKIRK_PROPERTY_EXAMPLES:-2000}
+    export FALKIRK_SCHEME_CASES=${FALKIRK_SCHEME_CASES:-2000}
 fi
+HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-dev}
 export HYPOTHESIS_PROFILE
 
 if (($# > 0)); then

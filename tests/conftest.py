@@ -1,7 +1,7 @@
 """Shared pytest configuration: hypothesis profiles.
 
 Pick one with ``HYPOTHESIS_PROFILE`` (``dev`` by default; ``scripts/test.sh``
-uses ``ci`` when ``CI`` is set).
+uses ``ci`` for the whole suite and whenever ``CI`` is set).
 """
 
 import os
@@ -28,6 +28,7 @@ def pytest_ignore_collect(collection_path, config):  # type: ignore[no-untyped-d
     return None
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
     """Keep every test that uses the ``spark`` fixture on one xdist worker.
 
