@@ -92,3 +92,19 @@ def test_scripts_are_executable() -> None:
     names = ["scripts/_env.sh", "scripts/_java.sh", "scripts/run.sh", "scripts/test.sh", ".ci/run"]
     for name in names:
         assert os.access(ROOT / name, os.X_OK), name
+
+
+def test_spark_tests_share_one_xdist_worker() -> None:
+    """Under `--dist loadgroup` every Spark test lands in the `spark` group, all on one worker (one SparkSession)."""
+    pytest.importorskip("xdist")
+    env = {**os.environ, "HYPOTHESIS_PROFILE": "dev", "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", "-v",
+         "tests/spark/test_keyed.py", "tests/domains/test_domain_registry.py"],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=False,
+    )
+    assert run.returncode == 0, run.stdout[-2000:]
+    spark = [line for line in run.stdout.splitlines() if "PASSED" in line and "tests/spark/" in line]
+    assert len(spark) == 2 and all(line.rstrip().endswith("@spark") for line in spark), spark
+    assert len({line.split()[0] for line in spark}) == 1, spark  # the same [gwN]
