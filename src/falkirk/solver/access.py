@@ -8,7 +8,8 @@ projection rules for frontiers outside ``F(p)`` live in one place.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from falkirk.domains import Frontier
 from falkirk.errors import SolverError, UnknownNameError
@@ -31,25 +32,52 @@ def normalise_failed(df: Dataflow, failed: Iterable[str] | str) -> frozenset[str
     return out
 
 
-class View:
-    """``F(p)`` and metadata of every processor of ``df`` given ``failed``."""
+class Lazy(dict):  # type: ignore[type-arg]
+    """A dict whose missing entries are computed by ``make(key)`` on first access (and kept)."""
 
-    def __init__(self, df: Dataflow, failed: frozenset[str]) -> None:
+    def __init__(self, make: Callable[[str], Any]) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, key: str) -> Any:
+        value = self[key] = self._make(key)
+        return value
+
+
+class View:
+    """``F(p)`` and metadata of every processor of ``df`` given ``failed``.
+
+    ``F(p)`` is resolved on first use (``lazy=True``), so a solve that only
+    touches the part of a large graph that rolls back does not pay for the
+    rest; ``lazy=False`` resolves every processor at once (for callers that
+    iterate over :attr:`cands`).
+    """
+
+    def __init__(self, df: Dataflow, failed: frozenset[str], *, lazy: bool = True) -> None:
         self.df = df
         self.failed = failed
-        self.cands: dict[str, list[Meta]] = {}
-        self.recorded: dict[str, dict[str, list[Meta]]] = {}
-        for name, p in df.processors.items():
-            cands = df.candidates(name, failed=name in failed)
-            if not p.restartable:
-                cands = cands[1:]
-            self.cands[name] = cands
-            if p.stateless:
-                empty = Frontier.empty(df.domains[name])  # once, not once per candidate and edge
-                self.recorded[name] = {
-                    e: [m for m in cands if m.frontier == empty or e in m.recorded or m.frontier.is_top]
-                    for e in df.outputs[name]
-                }
+        self.cands: dict[str, list[Meta]] = Lazy(self._candidates)
+        self.recorded: dict[str, dict[str, list[Meta]]] = Lazy(self._recorded)
+        if not lazy:
+            for name, p in df.processors.items():
+                self.cands[name]
+                if p.stateless:
+                    self.recorded[name]
+
+    def _candidates(self, name: str) -> list[Meta]:
+        p = self.df.processors[name]
+        cands = self.df.candidates(name, failed=name in self.failed)
+        return cands if p.restartable else cands[1:]
+
+    def _recorded(self, name: str) -> dict[str, list[Meta]]:
+        if not self.df.processors[name].stateless:
+            raise KeyError(name)
+        cands = self.cands[name]
+        empty = Frontier.empty(self.df.domains[name])  # once, not once per candidate and edge
+        return {
+            e: [m for m in cands if m.frontier == empty or e in m.recorded or m.frontier.is_top]
+            for e in self.df.outputs[name]
+        }
 
     # -- F(p) ---------------------------------------------------------------------
     def is_stateless(self, name: str) -> bool:
@@ -57,6 +85,8 @@ class View:
 
     def initial(self, name: str) -> Frontier:
         """``max F(p)``: ``⊤`` unless failed; a failed stateless processor starts at ``c``."""
+        if name not in self.failed:  # ⊤, without resolving F(p)
+            return self.df.live_meta(name).frontier
         cands = self.cands[name]
         if not cands:
             raise SolverError(

@@ -46,7 +46,7 @@ class MonitorView(View):
     """
 
     def __init__(self, df: Dataflow) -> None:
-        super().__init__(df, frozenset(df.processors))
+        super().__init__(df, frozenset(df.processors), lazy=False)
         self._index: dict[str, dict[Frontier, Meta]] = {
             p: {m.frontier: m for m in cands} for p, cands in self.cands.items() if not self.is_stateless(p)
         }

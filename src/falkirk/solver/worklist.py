@@ -40,7 +40,7 @@ from collections.abc import Callable
 
 from falkirk.domains import Domain, Frontier
 from falkirk.errors import SolverError
-from falkirk.solver.access import View
+from falkirk.solver.access import Lazy, View
 from falkirk.solver.fixpoint import FixedPoint, Reason
 from falkirk.solver.model import Meta
 
@@ -99,10 +99,12 @@ class _Worklist:
         self.edges, self.outputs, self.inputs = df.edges, df.outputs, df.inputs
         self.procs = df.processors
         self.cands: dict[str, list[Meta]] = view.cands
-        self.f: dict[str, Frontier] = {p: view.initial(p) for p in df.processors}
-        self.n: dict[str, Frontier] = dict(self.f)
-        self.idx = {p: len(c) - 1 for p, c in view.cands.items()}
-        self.reasons: dict[str, list[Reason]] = {p: [] for p in df.processors}
+        # f, n, chain positions and reasons of a processor are created when the
+        # run first reaches it: the part of the graph that keeps ⊤ costs nothing
+        self.f: dict[str, Frontier] = Lazy(view.initial)
+        self.n: dict[str, Frontier] = Lazy(self.f.__getitem__)
+        self.idx: dict[str, int] = Lazy(lambda p: len(self.cands[p]) - 1)
+        self.reasons: dict[str, list[Reason]] = Lazy(lambda p: [])
         self.examinations = 0
         self._subsets: dict[Domain, Callable[[Frontier, Frontier], bool]] = {}
         self._by_proc: dict[str, Callable[[Frontier, Frontier], bool]] = {}
@@ -281,7 +283,15 @@ class _Worklist:
             p = queue.popleft()
             queued.discard(p)
             self.examine(p)
-        return FixedPoint(self.f, self.n, self.reasons, self.examinations)
+        f, n, reasons = self.f, self.n, self.reasons
+        live = self.df.live_meta  # a processor never reached has not failed: it keeps ⊤
+        frontiers = {p: f[p] if p in f else live(p).frontier for p in self.procs}
+        return FixedPoint(
+            frontiers,
+            {p: n[p] if p in n else frontiers[p] for p in self.procs},
+            {p: reasons[p] if p in reasons else [] for p in self.procs},
+            self.examinations,
+        )
 
 
 def run_worklist(view: View) -> FixedPoint:
