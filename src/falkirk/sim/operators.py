@@ -41,6 +41,7 @@ Class attributes declare what an operator is:
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from falkirk.domains import Frontier
@@ -135,6 +136,12 @@ class Operator:
     def __init__(self) -> None:
         self.parts: dict[Any, Any] = {}
 
+    def open_part(self, ctx: Context, initial: Callable[[], Any]) -> None:
+        """Create the part of ``ctx.time`` (``initial()``) on its first event, asking for its notification."""
+        if ctx.time not in self.parts:
+            self.parts[ctx.time] = initial()
+            ctx.notify_at()
+
     # -- events ------------------------------------------------------------------
     def on_message(self, ctx: Context, edge: str, payload: Any) -> None:
         """Handle a message on input edge ``edge`` at ``ctx.time``."""
@@ -228,9 +235,7 @@ class Sum(Operator):
     notifications = True
 
     def on_message(self, ctx: Context, edge: str, payload: Any) -> None:
-        if ctx.time not in self.parts:
-            self.parts[ctx.time] = 0
-            ctx.notify_at()
+        self.open_part(ctx, int)
         self.parts[ctx.time] += payload
 
     def on_notify(self, ctx: Context) -> None:
@@ -243,9 +248,7 @@ class Buffer(Operator):
     notifications = True
 
     def on_message(self, ctx: Context, edge: str, payload: Any) -> None:
-        if ctx.time not in self.parts:
-            self.parts[ctx.time] = []
-            ctx.notify_at()
+        self.open_part(ctx, list)
         self.parts[ctx.time].append(payload)
 
     def on_notify(self, ctx: Context) -> None:
@@ -269,9 +272,7 @@ class RunningTotal(Operator):
         self.folded: list[Any] = []
 
     def on_message(self, ctx: Context, edge: str, payload: Any) -> None:
-        if ctx.time not in self.parts:
-            self.parts[ctx.time] = 0
-            ctx.notify_at()
+        self.open_part(ctx, int)
         self.parts[ctx.time] += payload
 
     def on_notify(self, ctx: Context) -> None:
@@ -323,9 +324,7 @@ class Salt(Operator):
         self.choices = choices
 
     def on_message(self, ctx: Context, edge: str, payload: Any) -> None:
-        if ctx.time not in self.parts:
-            self.parts[ctx.time] = ctx.choose("salt", self.choices)
-            ctx.notify_at()
+        self.open_part(ctx, lambda: ctx.choose("salt", self.choices))
         ctx.send(payload + self.parts[ctx.time])
 
     def on_notify(self, ctx: Context) -> None:
@@ -339,9 +338,7 @@ class Chooser(Operator):
     notifications = True
 
     def on_message(self, ctx: Context, edge: str, payload: Any) -> None:
-        if ctx.time not in self.parts:
-            self.parts[ctx.time] = 0
-            ctx.notify_at()
+        self.open_part(ctx, int)
         self.parts[ctx.time] += 1
 
     def on_notify(self, ctx: Context) -> None:
@@ -371,9 +368,7 @@ class Sequencer(Operator):
     ordered = True
 
     def on_message(self, ctx: Context, edge: str, payload: Any) -> None:
-        if ctx.time not in self.parts:
-            self.parts[ctx.time] = []
-            ctx.notify_at()
+        self.open_part(ctx, list)
         self.parts[ctx.time].append(payload)
 
     def on_notify(self, ctx: Context) -> None:

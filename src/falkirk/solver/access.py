@@ -32,7 +32,7 @@ def normalise_failed(df: Dataflow, failed: Iterable[str] | str) -> frozenset[str
     return out
 
 
-class Lazy(dict):  # type: ignore[type-arg]
+class Lazy(dict[str, Any]):
     """A dict whose missing entries are computed by ``make(key)`` on first access (and kept)."""
 
     def __init__(self, make: Callable[[str], Any]) -> None:

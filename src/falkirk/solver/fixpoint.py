@@ -21,6 +21,7 @@ changes how much work is done, never the answer.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from typing import Literal
 
 from attrs import frozen
@@ -181,12 +182,20 @@ class _Solver:
         return cands[i].frontier
 
     # -- drivers ------------------------------------------------------------------------
-    def run_worklist(self) -> None:
+    def neighbours(self) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        """``(senders, receivers)`` of every processor (the processors its constraints read)."""
         df = self.df
         senders = {p: [df.edges[e].src for e in df.inputs[p]] for p in df.processors}
         receivers = {p: [df.edges[e].dst for e in df.outputs[p]] for p in df.processors}
-        queue = deque(df.processors)
-        queued = set(queue)
+        return senders, receivers
+
+    def run_worklist(self, names: Iterable[str] | None = None) -> None:
+        """The plain worklist over ``names`` (default: every processor); every other processor stays fixed."""
+        order = list(dict.fromkeys(self.df.processors if names is None else names))
+        inside = set(order)
+        queue = deque(order)
+        queued = set(order)
+        senders, receivers = self.neighbours()
         while queue:
             p = queue.popleft()
             queued.discard(p)
@@ -199,7 +208,7 @@ class _Solver:
             if n_changed:
                 todo.append(p)
             for q in todo:
-                if q not in queued:
+                if q in inside and q not in queued:
                     queued.add(q)
                     queue.append(q)
 

@@ -189,7 +189,7 @@ class Monitor:
             self._projected[n] = proj
         self._view = MonitorView(df)
         self._solver = TrackingSolver(self._view)
-        self._solver.run(list(df.processors))
+        self._solver.run_worklist()
         self._announced: dict[str, Frontier] = dict(self._solver.f)
         self._closed = False
 
@@ -225,7 +225,7 @@ class Monitor:
         self._raw[name].append(ck)
         try:
             solver.reset(region)
-            solver.run(region)
+            solver.run_worklist(region)
             changes = self._changes(region, solver.examinations - saved.examinations)
             self._store.append(name, ck, changes.watermarks)
         except BaseException:

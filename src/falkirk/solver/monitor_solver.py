@@ -8,7 +8,7 @@ for every processor ``p``, ``deps[p]``: the neighbours whose frontiers were
 read by some step that lowered ``f(p)`` or ``n(p)`` since ``p`` was last
 reset (``dependents`` is the reverse index). :meth:`TrackingSolver.region`
 closes a set of processors under ``dependents``; :meth:`~TrackingSolver.reset`
-puts a region back at ``max F(p)`` and :meth:`~TrackingSolver.run` re-runs the
+puts a region back at ``max F(p)`` and ``run_worklist(region)`` re-runs the
 worklist on it, leaving every other processor alone. Why that is exact is
 argued in :mod:`falkirk.solver.monitor`.
 
@@ -16,14 +16,13 @@ argued in :mod:`falkirk.solver.monitor`.
 >>> df = Dataflow([Processor("a", "epoch", logs=["ab"], checkpoints=[Checkpoint(1), Checkpoint(2)]),
 ...                Processor("b", "epoch", checkpoints=[Checkpoint(3)])], [Edge("ab", "a", "b")])
 >>> s = TrackingSolver(MonitorView(df))
->>> s.run(["a", "b"])
+>>> s.run_worklist(["a", "b"])
 >>> {p: df.domains[p].encode(f) for p, f in s.f.items()}, s.deps["b"], s.region(["a"])
 ({'a': 2, 'b': 'empty'}, {'a'}, ['a', 'b'])
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable
 
 from attrs import frozen
@@ -249,25 +248,6 @@ class TrackingSolver(_Solver):
                 self.idx[p] = len(view.cands[p]) - 1
             self.reasons[p] = [Reason(p, "C1", None, f0)] if p in view.failed else []
 
-    def run(self, names: Iterable[str]) -> None:
-        """The worklist of SPEC §5 restricted to ``names``; every other processor stays fixed."""
-        order = list(dict.fromkeys(names))
-        inside = set(order)
-        queue = deque(order)
-        queued = set(order)
-        receivers, senders = self._receivers, self._senders
-        while queue:
-            p = queue.popleft()
-            queued.discard(p)
-            f_changed, n_changed = self.examine(p)
-            if not (f_changed or n_changed):
-                continue
-            todo: list[str] = list(receivers[p])
-            if f_changed:
-                todo.extend(senders[p])
-            if n_changed:
-                todo.append(p)
-            for q in todo:
-                if q in inside and q not in queued:
-                    queued.add(q)
-                    queue.append(q)
+    def neighbours(self) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:  # type: ignore[override]
+        """``(senders, receivers)``, built once for the monitor's many runs."""
+        return self._senders, self._receivers
