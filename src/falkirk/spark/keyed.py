@@ -67,12 +67,19 @@ def subtask_of(group: int, parallelism: int, max_parallelism: int) -> int:
 
 def plan_rescale(old: int, new: int, max_parallelism: int) -> dict[int, list[int]]:
     """For each new partition, the old partitions it must read (their key-group ranges overlap)."""
+    before = [key_group_range(i, old, max_parallelism) for i in range(old)]
     plan: dict[int, list[int]] = {}
     for j in range(new):
         lo, hi = key_group_range(j, new, max_parallelism)
-        plan[j] = [i for i in range(old)
-                   if not (key_group_range(i, old, max_parallelism)[1] < lo or key_group_range(i, old, max_parallelism)[0] > hi)]
+        plan[j] = [i for i, (first, last) in enumerate(before) if first <= hi and last >= lo]
     return plan
+
+
+def _owner(group: Column, parallelism: int, max_parallelism: int) -> Column:
+    """:func:`subtask_of` as a column expression."""
+    from pyspark.sql import functions as F
+
+    return F.floor(group * parallelism / max_parallelism).cast("int")
 
 
 def key_group(key: str, max_parallelism: int) -> Column:
@@ -111,7 +118,7 @@ def layout(df: DataFrame, key: str, parallelism: int, max_parallelism: int) -> D
     from pyspark.sql import functions as F
 
     with_kg = df.withColumn(KG, key_group(key, max_parallelism))
-    owner = F.floor(F.col(KG) * parallelism / max_parallelism).cast("int")
+    owner = _owner(F.col(KG), parallelism, max_parallelism)
     return partition_exactly(with_kg.withColumn(SUBTASK, owner), F.col(SUBTASK), parallelism)
 
 
@@ -119,16 +126,14 @@ def restore(df: DataFrame, parallelism: int, max_parallelism: int) -> DataFrame:
     """Checkpoint rows (with their ``_kg``) redistributed into ``parallelism`` partitions; internal columns dropped."""
     from pyspark.sql import functions as F
 
-    owner = F.floor(F.col(KG) * parallelism / max_parallelism).cast("int")
     cols = [c for c in df.columns if c not in (KG, SUBTASK)]
-    return partition_exactly(df, owner, parallelism).select(*cols)
+    return partition_exactly(df, _owner(F.col(KG), parallelism, max_parallelism), parallelism).select(*cols)
 
 
 def check_layout(df: DataFrame, key: str, parallelism: int, max_parallelism: int) -> list[Any]:
     """Rows of ``df`` that sit in a partition other than the one owning their key group (empty: correct)."""
     from pyspark.sql import functions as F
 
-    kg = key_group(key, max_parallelism)
-    owner = F.floor(kg * parallelism / max_parallelism).cast("int")
+    owner = _owner(key_group(key, max_parallelism), parallelism, max_parallelism)
     return df.select(F.col(key), F.spark_partition_id().alias("partition"), owner.alias("owner")).where(
         "partition != owner").collect()

@@ -17,7 +17,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from attrs import field, frozen
@@ -92,7 +92,3 @@ def falkirk_policy(c: Chooser, role: Role, *, broken: bool = False) -> Policy:
 #: falkirk's mixed per-processor policies (the default scheme).
 FALKIRK = Scheme("falkirk", "falkirk's mixed per-processor policies", falkirk_policy)
 
-
-def policies(scheme: Scheme, c: Chooser, roles: Sequence[Role]) -> list[Policy]:
-    """The policy of each role under ``scheme`` (in order)."""
-    return [scheme.policy(c, r) for r in roles]
