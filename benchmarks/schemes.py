@@ -31,9 +31,8 @@ length. Each run is measured (``Simulation(measure=True)``, see
 * **recovery steps** — per failure, scheduler steps until every processor
   has settled again every time it had settled before the failure.
 
-Run ``python -m benchmarks.schemes`` (or ``--quick``, under a minute); it
-re-runs itself with ``PYTHONHASHSEED=0``, because the random graphs of
-``build_case`` depend on string hashing.
+Run ``python -m benchmarks.schemes`` (or ``--quick``, under a minute); the
+same seed always gives the same workloads.
 Prints the tables and writes ``benchmarks/results/schemes.json`` and
 ``benchmarks/results/schemes.md``.
 """
@@ -42,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -287,8 +285,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    if os.environ.get("PYTHONHASHSEED") != "0":
-        # build_case iterates a set of processor names, so its graphs depend on str hashing:
-        # pin it, so that the same seed always gives the same workloads
-        os.execve(sys.executable, [sys.executable, __file__, *sys.argv[1:]], {**os.environ, "PYTHONHASHSEED": "0"})
     sys.exit(main())
