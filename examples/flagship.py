@@ -31,8 +31,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from falkirk.spark.flagship import build
-from falkirk.spark.report import format_recovery
+from falkirk.spark.pipeline.flagship import build
+from falkirk.spark.pipeline.report import format_recovery
 
 
 def main(root: Path) -> None:

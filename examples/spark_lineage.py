@@ -29,9 +29,9 @@ def pagerank(sc: Any, iterations: int = 3) -> Any:
 
 def main(spark: Any = None) -> dict[str, Any]:
     """Run the demonstration; return what falkirk predicted and what Spark did."""
-    from falkirk.spark.lineage import lineage
-    from falkirk.spark.listener import JobRecorder
-    from falkirk.spark.rerun import lose_outputs, what_must_rerun
+    from falkirk.spark.lineage.graph import lineage
+    from falkirk.spark.lineage.listener import JobRecorder
+    from falkirk.spark.lineage.rerun import lose_outputs, what_must_rerun
 
     if spark is None:
         from falkirk.spark import local_session

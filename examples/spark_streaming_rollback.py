@@ -24,7 +24,7 @@ def main(spark: Any = None, workdir: str | None = None) -> dict[str, Any]:
     """Run the demonstration in ``workdir`` (a temporary directory by default)."""
     from pyspark.sql import functions as F
 
-    from falkirk.spark.streaming import apply_plan, plan_rollback, read_checkpoint
+    from falkirk.spark.streaming.rollback import apply_plan, plan_rollback, read_checkpoint
 
     if spark is None:
         from falkirk.spark import local_session

@@ -1,20 +1,18 @@
-"""Shared fixtures of the Spark tests: ONE session-scoped SparkSession and a failure-free reference run.
+"""The one SparkSession every Spark test shares (pipeline, lineage and streaming tests).
 
 The session is ``local[2,3]`` (three attempts per task), UI off, two shuffle
 partitions, default parallelism 2, from ``getOrCreate`` and never stopped
-between tests. The flagship runs on tiny data (``spark_support.SMALL``) for
-``EPOCHS`` epochs so that a whole run costs seconds.
+between tests: pytest's process exit ends the JVM. xdist keeps every Spark test
+on one worker (``tests/conftest.py``), so a run starts one JVM.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_support import EPOCHS, SMALL
 
 
 @pytest.fixture(scope="session")
@@ -23,7 +21,7 @@ def spark() -> Any:
     pytest.importorskip("pyspark")
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("no Java runtime")
-    from falkirk.spark.session import local_session
+    from falkirk.spark.pipeline.session import local_session
 
     return local_session(
         "local[2,3]",
@@ -33,10 +31,6 @@ def spark() -> Any:
 
 
 @pytest.fixture(scope="session")
-def reference(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Root of a failure-free run of the tiny flagship with falkirk off (``durable=False``)."""
-    from falkirk.spark.flagship import build
-
-    root = tmp_path_factory.mktemp("reference")
-    build(root, spark, durable=False, **SMALL).run(EPOCHS)
-    return root
+def sc(spark: Any) -> Any:
+    """The shared session's SparkContext."""
+    return spark.sparkContext

@@ -13,31 +13,31 @@ and the executor restores, replays and re-runs only what is needed.
 >>> Lazy(every=3).checkpoints_at(2)
 True
 
-Modules: :mod:`~falkirk.spark.pipeline` (the API), :mod:`~falkirk.spark.regimes`,
-:mod:`~falkirk.spark.inputlog`, :mod:`~falkirk.spark.storage`, :mod:`~falkirk.spark.planner`,
-:mod:`~falkirk.spark.executor`, :mod:`~falkirk.spark.runners`, :mod:`~falkirk.spark.failures`,
-:mod:`~falkirk.spark.report`, :mod:`~falkirk.spark.verify`, :mod:`~falkirk.spark.flagship`
-(the paper's Figure 1 application) and :mod:`~falkirk.spark.demo` (``python -m falkirk.spark.demo``).
+Modules: :mod:`~falkirk.spark.pipeline.definition` (the API), :mod:`~falkirk.spark.pipeline.regimes`,
+:mod:`~falkirk.spark.pipeline.inputlog`, :mod:`~falkirk.spark.pipeline.storage`, :mod:`~falkirk.spark.pipeline.planner`,
+:mod:`~falkirk.spark.pipeline.executor`, :mod:`~falkirk.spark.pipeline.runners`, :mod:`~falkirk.spark.pipeline.failures`,
+:mod:`~falkirk.spark.pipeline.report`, :mod:`~falkirk.spark.pipeline.verify`, :mod:`~falkirk.spark.pipeline.flagship`
+(the paper's Figure 1 application) and :mod:`~falkirk.spark.pipeline.demo` (``python -m falkirk.spark.demo``).
 """
 
 from falkirk.spark.errors import CorruptDataError, PipelineError, RecoveryError, StepFailure, StorageError
-from falkirk.spark.executor import Executor, RunResult
-from falkirk.spark.failures import Injection
-from falkirk.spark.inputlog import Cut, InputLog
-from falkirk.spark.pipeline import Pipeline, Step
-from falkirk.spark.planner import Planner
-from falkirk.spark.regimes import Batch, Eager, Ephemeral, Lazy, Output, Regime
-from falkirk.spark.session import local_session
-from falkirk.spark.keyed import key_group_range, plan_rescale
-from falkirk.spark.storage import Manifest, Storage
-from falkirk.spark.verify import Comparison, compare_runs
+from falkirk.spark.pipeline.executor import Executor, RunResult
+from falkirk.spark.pipeline.failures import Injection
+from falkirk.spark.pipeline.inputlog import Cut, InputLog
+from falkirk.spark.pipeline.definition import Pipeline, Step
+from falkirk.spark.pipeline.planner import Planner
+from falkirk.spark.pipeline.regimes import Batch, Eager, Ephemeral, Lazy, Output, Regime
+from falkirk.spark.pipeline.session import local_session
+from falkirk.spark.pipeline.keyed import key_group_range, plan_rescale
+from falkirk.spark.pipeline.storage import Manifest, Storage
+from falkirk.spark.pipeline.verify import Comparison, compare_runs
 
 # Spark lineage as a falkirk graph, and Structured Streaming rollback (issue 7).
-from falkirk.spark.lineage import Lineage, Unit, build_lineage, lineage, static_plans
-from falkirk.spark.lineage_model import LineageError, SparkConnectError
-from falkirk.spark.listener import JobRecorder, RecordedJob, SparkEvents
-from falkirk.spark.rerun import Rerun, lose_outputs, what_must_rerun
-from falkirk.spark.streaming import (
+from falkirk.spark.lineage.graph import Lineage, Unit, build_lineage, lineage, static_plans
+from falkirk.spark.lineage.model import LineageError, SparkConnectError
+from falkirk.spark.lineage.listener import JobRecorder, RecordedJob, SparkEvents
+from falkirk.spark.lineage.rerun import Rerun, lose_outputs, what_must_rerun
+from falkirk.spark.streaming.rollback import (
     QueryCheckpoint,
     apply_plan,
     plan_rollback,

@@ -1,0 +1,261 @@
+"""A partitioned, append-only input log with offsets (the role Kafka plays), cut into epochs.
+
+Each partition is a sequence of JSON-lines **segments**,
+``part-<k>/<start-offset>[@<batch>].jsonl``, written atomically (temporary
+file, then ``os.replace``); every record carries ``_partition`` and
+``_offset``. An **epoch** is a recorded **cut**: the end offset of every
+partition, ``cuts/<epoch>.json`` (atomic), so epoch ``e`` is the records
+between cut ``e-1`` and cut ``e`` — a sequence→epoch projection. Once
+written, a cut never changes: replaying an epoch re-reads exactly its
+records. :meth:`InputLog.acknowledge` deletes segments that lie wholly
+inside an epoch no step can roll back to any more (the monitor's
+low-watermark).
+
+``append(..., batch=key)`` is idempotent per key: a producer that crashed
+half-way through a batch (some partitions written) can simply send it again.
+
+>>> import tempfile
+>>> log = InputLog(tempfile.mkdtemp(), "events", "user BIGINT, v BIGINT", partitions=2, key="user")
+>>> log.append([{"user": u, "v": 10 * u} for u in range(5)], batch="b0")
+{0: 1, 1: 4}
+>>> log.append([{"user": 9, "v": 90}], batch="b0")   # already sent: ignored
+{}
+>>> log.cut(0).end, log.end_offsets()
+({0: 1, 1: 4}, {0: 1, 1: 4})
+>>> log.append([{"user": 7, "v": 70}], batch="b1")
+{0: 1}
+>>> c = log.cut(1); (c.start, c.end)
+({0: 1, 1: 4}, {0: 2, 1: 4})
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+import zlib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from attrs import frozen
+
+from falkirk.spark.errors import CorruptDataError, PipelineError
+from falkirk.spark.pipeline.storage import write_json_atomic
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["Cut", "InputLog"]
+
+_SEGMENT = re.compile(r"^(\d{12})(?:@([A-Za-z0-9_.-]+))?\.jsonl$")
+_KEY = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+@frozen
+class Cut:
+    """Epoch ``epoch`` of an input: offsets ``[start[k], end[k])`` of every partition ``k``."""
+
+    epoch: int
+    start: dict[int, int]
+    end: dict[int, int]
+
+    @property
+    def records(self) -> int:
+        """How many records the epoch holds."""
+        return sum(self.end[k] - self.start[k] for k in self.end)
+
+
+@frozen
+class _Segment:
+    partition: int
+    start: int
+    batch: str | None
+    path: Path
+
+
+class InputLog:
+    """The log of input ``name`` under ``directory`` (see the module docstring).
+
+    ``schema`` is a Spark DDL string of the records' fields; ``key`` names the
+    field that chooses the partition (``crc32(str(value)) % partitions``;
+    records without a key are spread round-robin).
+    """
+
+    def __init__(
+        self, directory: str | os.PathLike[str], name: str, schema: str, *, partitions: int = 1,
+        key: str | None = None, fsync: bool = True,
+    ) -> None:
+        if partitions < 1:
+            raise PipelineError(f"input {name!r}: partitions={partitions} must be at least 1")
+        self.name = name
+        self.schema = schema
+        self.partitions = partitions
+        self.key = key
+        self.fsync = fsync
+        self.dir = Path(directory) / "input" / name
+        for k in range(partitions):
+            (self.dir / f"part-{k}").mkdir(parents=True, exist_ok=True)
+        (self.dir / "cuts").mkdir(parents=True, exist_ok=True)
+
+    # -- segments ---------------------------------------------------------------------
+    def segments(self, partition: int) -> list[_Segment]:
+        """The segments of ``partition`` in offset order."""
+        out = []
+        for p in (self.dir / f"part-{partition}").iterdir():
+            m = _SEGMENT.match(p.name)
+            if m:
+                out.append(_Segment(partition, int(m.group(1)), m.group(2), p))
+        return sorted(out, key=lambda s: s.start)
+
+    @staticmethod
+    def _lines(path: Path) -> int:
+        with open(path, "rb") as fh:
+            return sum(1 for _ in fh)
+
+    def end_offsets(self) -> dict[int, int]:
+        """The next offset of every partition (what a new cut would end at)."""
+        ends = {}
+        last = self.last_cut()
+        for k in range(self.partitions):
+            segs = self.segments(k)
+            end = segs[-1].start + self._lines(segs[-1].path) if segs else 0
+            ends[k] = max(end, last.end[k] if last else 0)
+        return ends
+
+    def append(self, records: Iterable[Mapping[str, Any]], *, batch: str | None = None) -> dict[int, int]:
+        """Append ``records`` (one new segment per partition); how many went to each partition.
+
+        With ``batch``, partitions whose last segment already belongs to that
+        batch are skipped, so re-sending a batch after a crash is harmless.
+        """
+        if batch is not None and not _KEY.match(batch):
+            raise PipelineError(f"input {self.name!r}: batch key {batch!r} may only use letters, digits, '_', '-', '.'")
+        parts: dict[int, list[Mapping[str, Any]]] = {}
+        for i, r in enumerate(records):
+            k = (zlib.crc32(str(r[self.key]).encode()) if self.key else i) % self.partitions
+            parts.setdefault(k, []).append(r)
+        ends = self.end_offsets()
+        written = {}
+        for k in sorted(parts):
+            segs = self.segments(k)
+            if batch is not None and segs and segs[-1].batch == batch:
+                continue
+            start = ends[k]
+            name = f"{start:012d}{'@' + batch if batch else ''}.jsonl"
+            path = self.dir / f"part-{k}" / name
+            tmp = path.with_name(f".{name}.{uuid.uuid4().hex[:8]}.tmp")
+            with open(tmp, "w", encoding="utf-8") as fh:
+                for i, r in enumerate(parts[k]):
+                    fh.write(json.dumps({**r, "_partition": k, "_offset": start + i}, sort_keys=True) + "\n")
+                fh.flush()
+                if self.fsync:
+                    os.fsync(fh.fileno())
+            os.replace(tmp, path)
+            written[k] = len(parts[k])
+        return written
+
+    # -- cuts ------------------------------------------------------------------------
+    def _cut_path(self, epoch: int) -> Path:
+        return self.dir / "cuts" / f"{epoch:08d}.json"
+
+    def cut_epochs(self) -> list[int]:
+        """Epochs with a recorded cut, ascending."""
+        return sorted(int(p.stem) for p in (self.dir / "cuts").glob("*.json") if p.stem.isdigit())
+
+    def get_cut(self, epoch: int) -> Cut | None:
+        """The recorded cut of ``epoch``, or ``None``."""
+        try:
+            with open(self._cut_path(epoch), encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise CorruptDataError(self.name, "input cut", epoch, str(exc)) from None
+        return Cut(epoch, {int(k): v for k, v in doc["start"].items()}, {int(k): v for k, v in doc["end"].items()})
+
+    def last_cut(self) -> Cut | None:
+        """The most recent cut, or ``None``."""
+        epochs = self.cut_epochs()
+        return self.get_cut(epochs[-1]) if epochs else None
+
+    def cut(self, epoch: int) -> Cut:
+        """Epoch ``epoch``'s cut: the recorded one, or a new one at the current end offsets.
+
+        A new cut must follow the previous epoch's (``CorruptDataError`` if
+        that one is missing: epochs are cut in order).
+        """
+        existing = self.get_cut(epoch)
+        if existing is not None:
+            return existing
+        prev = self.get_cut(epoch - 1) if epoch > 0 else None
+        if epoch > 0 and prev is None:
+            raise CorruptDataError(self.name, "input cut", epoch - 1, "missing: epochs must be cut in order")
+        start = prev.end if prev else {k: 0 for k in range(self.partitions)}
+        end = self.end_offsets()
+        c = Cut(epoch, dict(start), {k: max(end[k], start[k]) for k in range(self.partitions)})
+        write_json_atomic(self._cut_path(epoch), {"epoch": epoch, "start": c.start, "end": c.end}, fsync=self.fsync)
+        return c
+
+    # -- reading -----------------------------------------------------------------------
+    def files(self, cut: Cut) -> list[Path]:
+        """The segments holding ``cut``'s records; ``CorruptDataError`` if some are missing."""
+        out = []
+        for k in range(self.partitions):
+            lo, hi = cut.start[k], cut.end[k]
+            if lo == hi:
+                continue
+            covered = lo
+            for s in self.segments(k):
+                n = self._lines(s.path) if s.start < hi else 0
+                if s.start < hi and s.start + n > lo:
+                    if s.start > covered:
+                        break
+                    out.append(s.path)
+                    covered = max(covered, s.start + n)
+            if covered < hi:
+                raise CorruptDataError(
+                    self.name, "input", cut.epoch,
+                    f"partition {k} offsets {covered}..{hi - 1} are missing from the log (deleted or truncated segment)",
+                )
+        return out
+
+    def read(self, spark: SparkSession, epoch: int) -> DataFrame:
+        """The records of ``epoch`` (its recorded cut) as a DataFrame with ``_partition`` and ``_offset``."""
+        from pyspark.sql import functions as F
+
+        c = self.get_cut(epoch)
+        if c is None:
+            raise CorruptDataError(self.name, "input cut", epoch, "missing")
+        schema = f"{self.schema}, _partition INT, _offset BIGINT"
+        files = self.files(c)
+        if not files:
+            return spark.createDataFrame([], schema)
+        df = spark.read.schema(schema).json([str(p) for p in files])
+        cond = None
+        for k in range(self.partitions):
+            if c.start[k] < c.end[k]:
+                term = (F.col("_partition") == k) & F.col("_offset").between(c.start[k], c.end[k] - 1)
+                cond = term if cond is None else cond | term
+        assert cond is not None  # some partition has records, since some file does
+        return df.where(cond)
+
+    # -- acknowledgement -------------------------------------------------------------------
+    def acknowledge(self, epoch: int) -> int:
+        """Delete segments wholly inside epochs ``≤ epoch`` and cuts before ``epoch``; bytes freed."""
+        c = self.get_cut(epoch)
+        if c is None:
+            return 0
+        freed = 0
+        for k in range(self.partitions):
+            segs = self.segments(k)
+            for s, nxt in zip(segs, segs[1:], strict=False):  # never the last segment: it gives the end offset
+                if nxt.start <= c.end[k]:
+                    freed += s.path.stat().st_size
+                    s.path.unlink(missing_ok=True)
+        for e in self.cut_epochs():
+            if e < epoch:
+                freed += self._cut_path(e).stat().st_size
+                self._cut_path(e).unlink(missing_ok=True)
+        return freed

@@ -1,0 +1,80 @@
+"""Pipeline definitions: inputs from parameter names, regimes, validation errors, the falkirk dataflow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from falkirk.spark import Batch, Eager, Ephemeral, Lazy, Pipeline, PipelineError
+from falkirk.spark.pipeline.flagship import build
+
+
+def _pipe(tmp: Path) -> Pipeline:
+    p = Pipeline(tmp, fsync=False)
+    p.input("src", "x BIGINT")
+    return p
+
+
+def test_inputs_come_from_parameter_names(tmp_path: Path) -> None:
+    """Non-reserved parameters name the inputs; epoch/state/db/spark are supplied by the executor."""
+    p = _pipe(tmp_path)
+
+    def a(src: Any, *, epoch: int) -> Any:
+        return src
+
+    def b(a: Any, src: Any, *, state: Any, spark: Any) -> Any:
+        return a, state
+
+    p.step(a)
+    p.step(b, regime=Lazy(every=2))
+    assert p.steps["b"].inputs == ("a", "src") and p.steps["b"].wants == {"state", "spark"}
+    assert [e.name for e in p.edges] == ["src->a", "a->b", "src->b"]
+
+
+@pytest.mark.parametrize(
+    ("fn_src", "regime", "message"),
+    [
+        ("def f(nope): pass", Ephemeral(), "input 'nope' is not an input or an earlier step"),
+        ("def f(src): pass", Lazy(every=2), r"passes \['state'\]"),
+        ("def f(*, epoch): pass", Ephemeral(), "it has no inputs"),
+        ("def epoch(src): pass", Ephemeral(), "reserved"),
+    ],
+)
+def test_bad_steps_are_rejected(tmp_path: Path, fn_src: str, regime: Any, message: str) -> None:
+    """Unknown inputs, missing regime parameters, no inputs and reserved names are refused, naming the step."""
+    p = _pipe(tmp_path)
+    ns: dict[str, Any] = {}
+    exec(fn_src, ns)
+    fn = next(v for k, v in ns.items() if callable(v) and not k.startswith("__"))
+    with pytest.raises(PipelineError, match=message):
+        p.step(fn, regime=regime)
+
+
+def test_regime_validation() -> None:
+    """Bad regime parameters are refused."""
+    with pytest.raises(PipelineError, match="every=0"):
+        Lazy(every=0)
+    with pytest.raises(PipelineError, match="always logs"):
+        Batch(log=False)
+    with pytest.raises(PipelineError, match="name the tables"):
+        Eager(database="x.sqlite")
+
+
+def test_flagship_dataflow(tmp_path: Path) -> None:
+    """The flagship maps to falkirk processors: stateless readers/ephemeral/batch, logged readers and heavy."""
+    df = build(tmp_path, None).dataflow()
+    stateless = {n for n, p in df.processors.items() if p.stateless}
+    assert stateless == {"events", "queries", "parse_batch", "heavy", "parse_graph", "answer"}
+    logs = {n: sorted(p.logs) for n, p in df.processors.items() if p.logs}
+    assert logs == {"events": ["events->parse_batch", "events->parse_graph"], "queries": ["queries->answer"],
+                    "heavy": ["heavy->answer"]}
+
+
+def test_root_holds_one_pipeline(tmp_path: Path) -> None:
+    """A root written by one pipeline refuses a different one."""
+    build(tmp_path, None).check_root()
+    build(tmp_path, None).check_root()
+    with pytest.raises(PipelineError, match="different pipeline"):
+        build(tmp_path, None, cc_every=5).check_root()
