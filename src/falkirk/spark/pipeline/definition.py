@@ -111,7 +111,11 @@ class Pipeline:
         checksums: bool = True, gc: bool = True, monitor: bool = True, durable: bool = True,
         spark_conf: Mapping[str, str] | None = None,
     ) -> None:
-        self.root = Path(root)
+        from falkirk.spark.pipeline.rootfs import Root
+
+        #: The root's storage (driver side); ``root`` is a local ``Path`` or the URI.
+        self.location = root if isinstance(root, Root) else Root(root, fsync=fsync)
+        self.root: Path | str = self.location.local_path() or self.location.uri
         self.spark_conf = dict(spark_conf or {})
         self.spark = spark
         self.durable = durable
@@ -142,7 +146,7 @@ class Pipeline:
         is cut to append that epoch's records (idempotently, batch ``epoch-<e>``).
         """
         self._check_new(name)
-        log = InputLog(self.root, name, schema, partitions=partitions, key=key, fsync=self.fsync)
+        log = InputLog(self.location, name, schema, partitions=partitions, key=key, fsync=self.fsync)
         self.inputs[name] = Input(name, log, source)
         self.order.append(name)
         return log
@@ -242,20 +246,17 @@ class Pipeline:
 
     def check_root(self) -> None:
         """Write ``root/pipeline.json``, or check that the one there describes this pipeline."""
-        from falkirk.spark.pipeline.storage import write_json_atomic
-
-        path = self.root / "pipeline.json"
         mine = json.loads(json.dumps(self.describe()))
-        if path.exists():
-            with open(path, encoding="utf-8") as fh:
-                theirs = json.load(fh)
-            if theirs != mine:
-                raise PipelineError(
-                    f"{self.root} holds a different pipeline ({_difference(theirs, mine)}); "
-                    "use a new root or delete it"
-                )
-        else:
-            write_json_atomic(path, mine, fsync=self.fsync)
+        try:
+            theirs = json.loads(self.location.read_bytes("pipeline.json"))
+        except FileNotFoundError:
+            self.location.replace("pipeline.json", json.dumps(mine, sort_keys=True).encode())
+            return
+        if theirs != mine:
+            raise PipelineError(
+                f"{self.location.uri} holds a different pipeline ({_difference(theirs, mine)}); "
+                "use a new root or delete it"
+            )
 
     # -- running --------------------------------------------------------------------------
     def run(self, epochs: int, *, fail: Any = (), progress: Callable[[str], None] | None = None) -> RunResult:

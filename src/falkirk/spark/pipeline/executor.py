@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attrs import define, field
@@ -43,8 +44,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from falkirk.spark.pipeline.definition import Pipeline
+    from falkirk.spark.pipeline.rootfs import Root
 
-__all__ = ["Executor", "RunResult"]
+__all__ = ["Executor", "RunResult", "metadata_cache"]
 
 MAX_ATTEMPTS = 3
 
@@ -70,6 +72,29 @@ class RunResult:
     fired: list[Injection] = field(factory=list)
 
 
+def metadata_cache(root: Root) -> Path:
+    """Where the monitor's SQLite database lives for ``root``.
+
+    It is a cache: a starting executor rebuilds it from the manifests under
+    the root (the source of truth), so a driver restarted on another machine
+    with only the root URI resumes correctly. On a local (or mounted) root it
+    is ``root/meta.sqlite`` (``falkirk monitor --db`` reads it there); for any
+    other root, a per-root directory under ``$FALKIRK_CACHE`` (default: the
+    system's temporary directory).
+    """
+    local = root.local_path("meta.sqlite")
+    if local is not None:
+        return local
+    import hashlib
+    import os
+    import tempfile
+
+    base = Path(os.environ.get("FALKIRK_CACHE") or Path(tempfile.gettempdir()) / "falkirk-cache")
+    where = base / hashlib.sha256(root.uri.encode()).hexdigest()[:16]
+    where.mkdir(parents=True, exist_ok=True)
+    return where / "meta.sqlite"
+
+
 def _frontier(epoch: int) -> Any:
     return "empty" if epoch < 0 else epoch
 
@@ -91,7 +116,7 @@ class Executor:
         self.spark = pipeline.spark if pipeline.spark is not None else local_session()
         pipeline.spark = self.spark
         pipeline.check_root()
-        self.storage = Storage(pipeline.root, fsync=pipeline.fsync, checksums=pipeline.checksums)
+        self.storage = Storage(pipeline.location, fsync=pipeline.fsync, checksums=pipeline.checksums)
         self.injector = Injector(fail)  # type: ignore[arg-type]
         self.injector.validate(pipeline.order)
         self.say = progress or (lambda _: None)
@@ -105,7 +130,7 @@ class Executor:
         self.planner = Planner(
             pipeline.dataflow(), outputs=pipeline.external_outputs,
             known={n: r.available() for n, r in self.runners.items()},
-            path=pipeline.root / "meta.sqlite" if pipeline.monitor and pipeline.durable else None,
+            path=metadata_cache(pipeline.location) if pipeline.monitor and pipeline.durable else None,
             monitor=pipeline.monitor and pipeline.durable,
         )
         self._pins: dict[int, list[Any]] = {}

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from falkirk.spark.pipeline.executor import Executor
     from falkirk.spark.pipeline.definition import Input, Step
+    from falkirk.spark.pipeline.rootfs import Root
 
 __all__ = ["Runner", "InputRunner", "StepRunner", "DatabaseRunner", "make_runner"]
 
@@ -274,7 +275,7 @@ class DatabaseRunner(StepRunner):
         super().__init__(ex, step)
         db = getattr(step.regime, "database", None)
         assert db is not None
-        self.path = Path(db) if Path(db).is_absolute() else ex.pipeline.root / db
+        self.path = database_path(ex.pipeline.location, step.name, db)
         self.tables: dict[str, str] = dict(getattr(step.regime, "tables", {}))
         self.db: sqlite3.Connection | None = None
 
@@ -346,6 +347,20 @@ class DatabaseRunner(StepRunner):
     def collect(self, lw: int, lw_consumers: int) -> None:
         super().collect(lw, lw_consumers)
         self.connect().execute("PRAGMA wal_checkpoint(TRUNCATE)")  # keep the database's WAL small
+
+
+def database_path(root: Root, step: str, db: str) -> Path:
+    """An Eager step's SQLite database: ``db`` itself if absolute, else relative to a local root."""
+    if Path(db).is_absolute():
+        return Path(db)
+    local = root.local_path(db)
+    if local is None:
+        raise PipelineError(
+            f"step {step!r}: its database {db!r} is relative to the root, but the root {root.uri} is not a local "
+            "filesystem; give the database an absolute path on the driver (an Eager step's database is an "
+            "external system, like the outputs)"
+        )
+    return local
 
 
 def make_runner(ex: Executor, name: str) -> Runner:
