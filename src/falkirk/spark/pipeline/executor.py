@@ -24,6 +24,7 @@ reference to a logged epoch, read when it is consumed.
 from __future__ import annotations
 
 import time
+import uuid
 import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -33,11 +34,13 @@ from attrs import define, field
 
 from falkirk.solver import Checkpoint
 from falkirk.spark.errors import CorruptDataError, RecoveryError, StepFailure
+from falkirk.spark.pipeline.causes import root_cause, unreadable_input
 from falkirk.spark.pipeline.failures import Injection, Injector
 from falkirk.spark.pipeline.journal import Journal, Recovery
 from falkirk.spark.pipeline.planner import TOP, Planner, epoch_of
+from falkirk.spark.pipeline.probe import check_shared, is_local_master
 from falkirk.spark.pipeline.runners import Runner, make_runner
-from falkirk.spark.pipeline.session import failed_tasks, job_group, local_session
+from falkirk.spark.pipeline.session import executors, failed_tasks, job_group, local_session
 from falkirk.spark.pipeline.storage import Storage
 
 if TYPE_CHECKING:
@@ -99,12 +102,6 @@ def _frontier(epoch: int) -> Any:
     return "empty" if epoch < 0 else epoch
 
 
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = next((line for line in text if line.strip()), "")
-    return f"{type(exc).__name__}: {first[:200]}"
-
-
 class Executor:
     """Runs ``pipeline`` (see the module docstring); one instance = one driver process's memory."""
 
@@ -115,10 +112,14 @@ class Executor:
         self.pipeline = pipeline
         self.spark = pipeline.spark if pipeline.spark is not None else local_session()
         pipeline.spark = self.spark
+        self.injector = Injector(fail)  # type: ignore[arg-type]
+        self.injector.validate(pipeline.order, local=is_local_master(self.spark))
+        if check_shared(self.spark, pipeline.location):  # before anything is written under the root
+            self.probed = f"storage probe: the driver and the executors share {pipeline.location.uri}"
+        else:
+            self.probed = ""
         pipeline.check_root()
         self.storage = Storage(pipeline.location, fsync=pipeline.fsync, checksums=pipeline.checksums)
-        self.injector = Injector(fail)  # type: ignore[arg-type]
-        self.injector.validate(pipeline.order)
         self.say = progress or (lambda _: None)
         self.order = list(pipeline.order)
         self.links = pipeline.edges
@@ -133,6 +134,9 @@ class Executor:
             path=metadata_cache(pipeline.location) if pipeline.monitor and pipeline.durable else None,
             monitor=pipeline.monitor and pipeline.durable,
         )
+        self.executors = executors(self.spark)
+        #: unique per executor: its Spark job groups (tags) never collide with another pipeline's in one session
+        self.run_id = uuid.uuid4().hex[:12]
         self._pins: dict[int, list[Any]] = {}
         self._counts: dict[int, tuple[weakref.ref[Any], int]] = {}
         self._released: list[Any] = []
@@ -205,18 +209,58 @@ class Executor:
             if lo >= epochs:
                 break
             step = next(n for n in self.order if self.done[n] < lo)
+            failure: StepFailure | CorruptDataError | None = None
             try:
                 self._execute(step, lo)
             except (StepFailure, CorruptDataError) as exc:
-                if not self.pipeline.durable:
-                    raise RecoveryError(f"{exc}; the pipeline runs with durable=False and cannot recover") from exc
-                key = (step, lo)
-                attempts[key] = attempts.get(key, 0) + 1
-                if attempts[key] > MAX_ATTEMPTS:
-                    raise RecoveryError(f"step {step} failed {attempts[key]} times at epoch {lo}; giving up: {exc}") from exc
-                lost = exc if isinstance(exc, CorruptDataError) else None
-                self._recover({step}, str(exc), lost=lost)
+                failure = exc
+            failed = {step} if failure is not None else set()
+            lost, why = self._lost_state(step, lo)
+            if lost:
+                failed |= set(lost)
+                if failure is None:
+                    failure = StepFailure(lost[0], lo, why)
+            if failure is None:
+                continue
+            if not self.pipeline.durable:
+                raise RecoveryError(f"{failure}; the pipeline runs with durable=False and cannot recover") from failure
+            key = (step, lo)
+            attempts[key] = attempts.get(key, 0) + 1
+            if attempts[key] > MAX_ATTEMPTS:
+                raise RecoveryError(f"step {step} failed {attempts[key]} times at epoch {lo}; giving up: {failure}") from failure
+            cause = str(failure) if not lost or why in str(failure) else f"{failure} ({why})"
+            self._recover(failed, cause, lost=failure if isinstance(failure, CorruptDataError) else None)
         return RunResult(self.journal, dict(self.done), self.storage.size(), self.planner.rebuilds, list(self.injector.fired))
+
+    def _memory_state(self) -> list[str]:
+        """Steps holding state in executor memory now (Lazy/Eager DataFrame state between checkpoints)."""
+        return [n for n in self.order if getattr(self.runners[n], "state", None) is not None]
+
+    def _lost_state(self, step: str, epoch: int) -> tuple[list[str], str]:
+        """Steps whose in-memory state went with executors lost since the last look, and why (noted in the journal).
+
+        An executor killed, or lost with its worker, takes the blocks of every
+        state kept in executor memory between checkpoints (a Lazy or Eager
+        DataFrame state, ``localCheckpoint``-ed) with it. Spark may even
+        finish the running step (it reruns the lost tasks elsewhere), but such
+        a state cannot be read again, so every step holding one is treated as
+        failed: falkirk rolls it back to its last checkpoint.
+        """
+        if self.executors is None:
+            return [], ""
+        now = executors(self.spark)
+        if now is None:
+            return [], ""
+        gone, self.executors = self.executors - now, now
+        if not gone:
+            return [], ""
+        lost = [n for n in self.order if getattr(self.runners[n], "state", None) is not None]
+        what = (f"the in-memory state of {', '.join(lost)} (kept on executors between checkpoints) went with it "
+                "and is rolled back to its last checkpoint" if lost else "no step kept state in executor memory")
+        note = f"executor(s) {', '.join(sorted(gone))} lost during {step}@{epoch}; {what}"
+        self.journal.note(note)
+        self.say(f"  {note}")
+        return lost, note
 
     def _end_of_epoch(self, epoch: int) -> None:
         if self.pipeline.gc and self.pipeline.durable:
@@ -231,7 +275,7 @@ class Executor:
         runner = self.runners[name]
         self.injector.at(name, epoch, "before")
         t0 = time.perf_counter()
-        group = f"falkirk:{name}@{epoch}:{len(self.journal.executions)}"
+        group = f"falkirk-{self.run_id}:{name}@{epoch}:{len(self.journal.executions)}"
         with job_group(self.spark, group):
             inputs = {link.src: self._take(link.name, epoch) for link in self.links if link.dst == name}
             try:
@@ -239,8 +283,12 @@ class Executor:
             except (StepFailure, CorruptDataError):
                 raise
             except Exception as exc:
-                raise StepFailure(name, epoch, _describe(exc)) from exc
-            jobs, retried = failed_tasks(self.spark, group)
+                cause = root_cause(exc)
+                source = unreadable_input(cause, self.pipeline.location.uri, self.pipeline.inputs)
+                if source is not None:  # the input's fault, not the step's: no recovery reads it back
+                    raise CorruptDataError(source, "input", epoch, f"unreadable while {name} read it: {cause}") from exc
+                raise StepFailure(name, epoch, f"{type(exc).__name__}: {cause}") from exc
+            jobs, retried = failed_tasks(self.spark, group) or (0, 0)
         if retried:
             self.journal.note(f"{name}@{epoch}: Spark retried {retried} failed task attempt(s) itself; falkirk not involved")
             self.say(f"  {name}@{epoch}: Spark retried {retried} failed task(s) on its own (no falkirk recovery needed)")

@@ -19,8 +19,8 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from falkirk.spark.pipeline import keyed
 from falkirk.spark.errors import CorruptDataError, PipelineError
+from falkirk.spark.pipeline import keyed
 from falkirk.spark.pipeline.regimes import Output
 from falkirk.spark.pipeline.session import detach
 from falkirk.spark.pipeline.storage import Manifest
@@ -28,8 +28,8 @@ from falkirk.spark.pipeline.storage import Manifest
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from falkirk.spark.pipeline.executor import Executor
     from falkirk.spark.pipeline.definition import Input, Step
+    from falkirk.spark.pipeline.executor import Executor
     from falkirk.spark.pipeline.rootfs import Root
 
 __all__ = ["Runner", "InputRunner", "StepRunner", "DatabaseRunner", "make_runner"]
