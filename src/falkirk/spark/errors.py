@@ -11,11 +11,36 @@ from __future__ import annotations
 
 from falkirk.errors import FalkirkError, ValidationError
 
-__all__ = ["PipelineError", "StorageError", "CorruptDataError", "StepFailure", "RecoveryError"]
+__all__ = [
+    "PipelineError", "SchemaError", "RecordError", "StorageError", "CorruptDataError", "StepFailure", "RecoveryError",
+]
 
 
 class PipelineError(ValidationError):
     """A pipeline definition that cannot work (unknown input, cycle, bad regime…), naming the step."""
+
+
+class SchemaError(PipelineError):
+    """An input's Spark DDL schema that falkirk cannot check records against (names the field and the type)."""
+
+
+class RecordError(FalkirkError, ValueError):
+    """A record that does not fit its input's declared schema; nothing of its batch was appended.
+
+    ``input``, ``partition`` and ``offset`` say where the record would have
+    gone, ``index`` its position in the appended batch, ``field`` the culprit.
+    """
+
+    def __init__(self, input: str, partition: int, offset: int, index: int, field: str, problem: str) -> None:
+        super().__init__(
+            f"input {input!r}, partition {partition}, offset {offset} (record {index} of the batch): {problem}; "
+            "nothing of the batch was appended (fix the record, or declare the input with dead_letter=True "
+            "to divert bad records)")
+        self.input = input
+        self.partition = partition
+        self.offset = offset
+        self.index = index
+        self.field = field
 
 
 class StorageError(FalkirkError, OSError):

@@ -68,9 +68,13 @@ def root_cause(exc: BaseException) -> str:
     if python:
         return python
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    for line in lines:
-        if _ERROR_CLASS.search(line):
-            return _JAVA_PREFIX.sub("", line)[:400]
+    classed = [_JAVA_PREFIX.sub("", line.removeprefix("Caused by:").strip()) for line in lines if _ERROR_CLASS.search(line)]
+    if classed:
+        first, last = classed[0], classed[-1]
+        inner = _ERROR_CLASS.search(last).group(0)  # type: ignore[union-attr]
+        if inner not in first:  # a wrapper (e.g. FAILED_READ_FILE.NO_HINT) around the real problem
+            return f"{first[:300]} (caused by {last[:300]})"
+        return first[:400]
     caused = [line for line in lines if line.startswith("Caused by:")]
     if caused:
         return _JAVA_PREFIX.sub("", caused[-1][len("Caused by:"):].strip())[:400]

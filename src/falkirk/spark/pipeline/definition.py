@@ -138,15 +138,20 @@ class Pipeline:
 
     def input(
         self, name: str, schema: str, *, partitions: int = 1, key: str | None = None,
-        source: Callable[[int], Iterable[Mapping[str, Any]]] | None = None,
+        source: Callable[[int], Iterable[Mapping[str, Any]]] | None = None, dead_letter: bool = False,
     ) -> InputLog:
         """Declare input ``name``: a log of records with Spark DDL ``schema``; returns the log.
 
         ``source(epoch)``, if given, is called once per epoch before the epoch
         is cut to append that epoch's records (idempotently, batch ``epoch-<e>``).
+        Records are checked against ``schema`` when appended; a bad one stops
+        the run with :class:`~falkirk.spark.errors.RecordError`, or with
+        ``dead_letter=True`` it goes to the input's dead-letter log
+        (``root/input/<name>/dead-letter/``) and the run's notes count it.
         """
         self._check_new(name)
-        log = InputLog(self.location, name, schema, partitions=partitions, key=key, fsync=self.fsync)
+        log = InputLog(self.location, name, schema, partitions=partitions, key=key, fsync=self.fsync,
+                       dead_letter=dead_letter)
         self.inputs[name] = Input(name, log, source)
         self.order.append(name)
         return log

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from attrs import define, field
 
 from falkirk.solver import Checkpoint
-from falkirk.spark.errors import CorruptDataError, RecoveryError, StepFailure
+from falkirk.spark.errors import CorruptDataError, RecordError, RecoveryError, StepFailure
 from falkirk.spark.pipeline.causes import root_cause, unreadable_input
 from falkirk.spark.pipeline.failures import Injection, Injector
 from falkirk.spark.pipeline.journal import Journal, Recovery
@@ -280,7 +280,7 @@ class Executor:
             inputs = {link.src: self._take(link.name, epoch) for link in self.links if link.dst == name}
             try:
                 out, rows = runner.execute(epoch, inputs)
-            except (StepFailure, CorruptDataError):
+            except (StepFailure, CorruptDataError, RecordError):  # a bad input record: the input's problem, stop
                 raise
             except Exception as exc:
                 cause = root_cause(exc)

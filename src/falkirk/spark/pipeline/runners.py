@@ -94,7 +94,12 @@ class InputRunner(Runner):
 
     def execute(self, epoch: int, inputs: dict[str, DataFrame]) -> tuple[DataFrame | None, int]:
         if self.log.get_cut(epoch) is None and self.input.source is not None:
-            self.log.append(self.input.source(epoch), batch=f"epoch-{epoch}")
+            batch = f"epoch-{epoch}"
+            self.log.append(self.input.source(epoch), batch=batch)
+            diverted = self.log.dead_letters(batch) if self.log.dead_letter else 0
+            if diverted:
+                self.ex.journal.note(f"input {self.name}@{epoch}: {diverted} record(s) did not fit the schema and went "
+                                     f"to the dead-letter log {self.ex.storage.fs.describe(self.log.dead_letter_dir)}")
         cut = self.log.cut(epoch)
         df = self.ex.injector.wrap(self.name, epoch, self.log.read(self.ex.spark, epoch))
         out, rows = self.ex.materialise(df, rows=cut.records)  # cached lazily by its first consumer
