@@ -26,6 +26,7 @@ from falkirk.spark.errors import (
     RecordError,
     RecoveryError,
     SchemaError,
+    StepError,
     StepFailure,
     StorageError,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "PipelineError",
     "StorageError",
     "RecordError",
+    "StepError",
     "SchemaError",
     "CorruptDataError",
     "StepFailure",

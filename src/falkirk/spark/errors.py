@@ -13,6 +13,7 @@ from falkirk.errors import FalkirkError, ValidationError
 
 __all__ = [
     "PipelineError", "SchemaError", "RecordError", "StorageError", "CorruptDataError", "StepFailure", "RecoveryError",
+    "StepError",
 ]
 
 
@@ -64,13 +65,32 @@ class CorruptDataError(StorageError):
 class StepFailure(FalkirkError, RuntimeError):
     """Step ``step`` failed while working on ``epoch`` (a raised error, a failed Spark job, an injection)."""
 
-    def __init__(self, step: str, epoch: int, cause: str, *, injected: bool = False) -> None:
+    def __init__(
+        self, step: str, epoch: int, cause: str, *, injected: bool = False, deterministic: bool = False,
+    ) -> None:
         super().__init__(f"step {step} failed at epoch {epoch}: {cause}")
         self.step = step
         self.epoch = epoch
         self.cause = cause
         self.injected = injected
+        #: an error in the step's own code or query that will recur on the same data (retried at most once)
+        self.deterministic = deterministic
 
 
 class RecoveryError(FalkirkError, RuntimeError):
     """No consistent rollback can be executed (e.g. the data it needs was deleted or is corrupt)."""
+
+
+class StepError(RecoveryError):
+    """A step failed again, the same deterministic way, after one recovery: falkirk stops retrying.
+
+    ``step``, ``epoch`` and ``cause`` (the root cause: the user's error and where it was raised).
+    """
+
+    def __init__(self, failure: StepFailure, attempts: int) -> None:
+        super().__init__(
+            f"step {failure.step} failed at epoch {failure.epoch} with an error in its own code or query that "
+            f"recurs: {failure.cause}; stopped after {attempts} attempts (a recovery did not clear it)")
+        self.step = failure.step
+        self.epoch = failure.epoch
+        self.cause = failure.cause

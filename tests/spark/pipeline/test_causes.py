@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from falkirk.spark import Ephemeral, Pipeline, RecoveryError
+from falkirk.spark import Ephemeral, Pipeline, RecoveryError, StepError
 from falkirk.spark.pipeline.causes import root_cause, unreadable_input
 
 pytestmark = [pytest.mark.spark]
@@ -25,23 +25,43 @@ def _pipe(root: Path, spark: Any, step: Any) -> Pipeline:
     return p
 
 
-def test_user_error_in_a_udf_is_reported_with_its_traceback_line(spark: Any, tmp_path: Path) -> None:
-    """A KeyError raised in the user's UDF on an executor: the report names it, not ``Py4JJavaError … o123.count``."""
+def test_user_error_in_a_udf_is_reported_and_not_retried_blindly(spark: Any, tmp_path: Path) -> None:
+    """A KeyError in the user's UDF: reported by name and place (not ``Py4JJavaError … o123.count``), and
+    retried once (one recovery) instead of three times."""
     from pyspark.sql import functions as F
 
-    def lookup(clicks: Any) -> Any:
-        @F.udf("string")
-        def region(user: str) -> str:
+    calls: list[int] = []
+
+    def lookup(clicks: Any, *, epoch: int) -> Any:
+        calls.append(epoch)
+
+        def region(user):  # type: ignore[no-untyped-def]
             return {"u1": "eu"}[user]  # KeyError for every other user
 
-        return clicks.select(region("user").alias("region"))
+        return clicks.select(F.udf(region, "string")("user").alias("region"))
 
-    with pytest.raises(RecoveryError) as err:
+    with pytest.raises(StepError) as err:
         _pipe(tmp_path, spark, lookup).run(1)
     text = str(err.value)
-    assert "KeyError: 'u0'" in text or "KeyError: 'u" in text, text
-    assert "o1" not in text.split("giving up:")[1][:40]  # not the py4j call id
-    assert "in region" in text
+    assert "KeyError: 'u" in text and "in region" in text, text
+    assert ".count" not in text
+    assert calls == [0, 0] and err.value.step == "lookup"
+
+
+@pytest.mark.parametrize("kind", ["driver", "analysis"])
+def test_deterministic_errors_stop_after_one_recovery(spark: Any, tmp_path: Path, kind: str) -> None:
+    """A KeyError raised by the step on the driver, or a query naming a missing column: two attempts, then StepError."""
+    calls: list[int] = []
+
+    def broken(clicks: Any, *, epoch: int) -> Any:
+        calls.append(epoch)
+        if kind == "driver":
+            return {"a": clicks}["b"]
+        return clicks.select("usr")
+
+    with pytest.raises(StepError, match="KeyError: 'b'" if kind == "driver" else "usr") as err:
+        _pipe(tmp_path, spark, broken).run(1)
+    assert calls == [0, 0] and "stopped after 2 attempts" in str(err.value)
 
 
 def test_input_file_gone_is_an_input_problem_not_retried(spark: Any, tmp_path: Path) -> None:
@@ -54,7 +74,7 @@ def test_input_file_gone_is_an_input_problem_not_retried(spark: Any, tmp_path: P
             f.unlink()  # the data behind the (lazy) DataFrame disappears before Spark reads it
         return clicks
 
-    with pytest.raises(RecoveryError, match=r"input clicks|step clicks") as err:
+    with pytest.raises(RecoveryError, match=r"step clicks: input at epoch 0") as err:
         _pipe(tmp_path, spark, count).run(1)
     assert "input at epoch 0 is unusable: unreadable while" in str(err.value)
     assert "FILE_NOT_EXIST" in str(err.value) or "does not exist" in str(err.value)

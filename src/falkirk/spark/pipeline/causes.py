@@ -30,7 +30,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["root_cause", "unreadable_input"]
+__all__ = ["root_cause", "unreadable_input", "is_deterministic"]
+
+#: Failures another attempt may not see: resources, executors, the network, falkirk's own injections.
+_TRANSIENT = re.compile(
+    r"FetchFailed|ExecutorLost|Lost executor|executor \S+ (?:lost|exited)|TaskKilled|was killed|killed by|"
+    r"CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND|BlockNotFound|Connection (?:reset|refused)|Py4JNetworkError|"
+    r"SparkContext (?:was|has been) shut down|Python worker exited unexpectedly|OutOfMemoryError|heartbeat|"
+    r"falkirk injected|database is locked|disk I/O error|TimeoutException", re.IGNORECASE)
+#: SQLSTATE classes of errors that recur on the same data: syntax/analysis, data, unsupported, constraints.
+_DETERMINISTIC_STATES = ("42", "22", "0A", "21", "23", "38")
+_SQLSTATE = re.compile(r"SQLSTATE:\s*([0-9A-Z]{2})")
+_DRIVER_BUGS = (KeyError, IndexError, TypeError, ValueError, AttributeError, NameError, ZeroDivisionError,
+                AssertionError, NotImplementedError, LookupError, ArithmeticError)
 
 _ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*\]")
 _PY_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)|AssertionError)\b")
@@ -80,6 +92,43 @@ def root_cause(exc: BaseException) -> str:
         return _JAVA_PREFIX.sub("", caused[-1][len("Caused by:"):].strip())[:400]
     useful = [line for line in lines if not line.startswith("An error occurred while calling")]
     return _JAVA_PREFIX.sub("", (useful or lines or [type(exc).__name__])[0])[:400]
+
+
+def is_deterministic(exc: BaseException, cause: str) -> bool:
+    """Will ``exc`` (root cause ``cause``) recur if the step runs again on the same data?
+
+    Yes for an exception the step's own code raised on the driver (``KeyError``,
+    ``TypeError``…, an unpicklable value), a Python error raised in the user's
+    UDF on an executor, query analysis and parsing errors, and SQL states of
+    syntax, data and constraint errors (including SQLite's); no for lost
+    executors, fetch failures, killed tasks, network and resource trouble, and
+    falkirk's injected failures.
+
+    >>> is_deterministic(KeyError("user"), "KeyError: 'user'")
+    True
+    >>> is_deterministic(RuntimeError("x"), "[CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND] Checkpoint block rdd_3_0 not found!")
+    False
+    >>> is_deterministic(RuntimeError("x"), "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column `usr` cannot be resolved. SQLSTATE: 42703")
+    True
+    """
+    import pickle
+    import sqlite3
+
+    text = f"{cause}\n{exc}"
+    if _TRANSIENT.search(cause) or _TRANSIENT.search(str(exc)[:2000]):
+        return False
+    name = type(exc).__name__
+    if "AnalysisException" in name or "ParseException" in name or isinstance(exc, pickle.PicklingError):
+        return True
+    if isinstance(exc, sqlite3.Error):
+        return not isinstance(exc, sqlite3.OperationalError) or bool(
+            re.search(r"syntax error|no such (?:table|column)|has no column|already exists", str(exc)))
+    if isinstance(exc, _DRIVER_BUGS) and not type(exc).__module__.startswith(("py4j", "pyspark")):
+        return True
+    state = _SQLSTATE.search(text)
+    if state and state.group(1) in _DETERMINISTIC_STATES:
+        return True
+    return _python_cause(str(exc)) is not None and "(in " in cause  # a Python error raised in the user's UDF
 
 
 def unreadable_input(cause: str, root_uri: str, inputs: Iterable[str]) -> str | None:

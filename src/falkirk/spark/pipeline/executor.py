@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 from attrs import define, field
 
 from falkirk.solver import Checkpoint
-from falkirk.spark.errors import CorruptDataError, RecordError, RecoveryError, StepFailure
-from falkirk.spark.pipeline.causes import root_cause, unreadable_input
+from falkirk.spark.errors import CorruptDataError, RecordError, RecoveryError, StepError, StepFailure
+from falkirk.spark.pipeline.causes import is_deterministic, root_cause, unreadable_input
 from falkirk.spark.pipeline.failures import Injection, Injector
 from falkirk.spark.pipeline.journal import Journal, Recovery
 from falkirk.spark.pipeline.planner import TOP, Planner, epoch_of
@@ -51,7 +51,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Executor", "RunResult", "metadata_cache"]
 
+#: Recoveries per step and epoch before giving up: transient failures (lost executors, fetch failures,
+#: killed tasks, injections) and deterministic ones (an error in the step's own code or query: one
+#: recovery, in case rolled-back state was the cause, then :class:`~falkirk.spark.errors.StepError`).
 MAX_ATTEMPTS = 3
+MAX_DETERMINISTIC = 1
 
 
 @define
@@ -226,6 +230,8 @@ class Executor:
                 raise RecoveryError(f"{failure}; the pipeline runs with durable=False and cannot recover") from failure
             key = (step, lo)
             attempts[key] = attempts.get(key, 0) + 1
+            if getattr(failure, "deterministic", False) and attempts[key] > MAX_DETERMINISTIC:
+                raise StepError(failure, attempts[key]) from failure  # type: ignore[arg-type]
             if attempts[key] > MAX_ATTEMPTS:
                 raise RecoveryError(f"step {step} failed {attempts[key]} times at epoch {lo}; giving up: {failure}") from failure
             cause = str(failure) if not lost or why in str(failure) else f"{failure} ({why})"
@@ -287,7 +293,8 @@ class Executor:
                 source = unreadable_input(cause, self.pipeline.location.uri, self.pipeline.inputs)
                 if source is not None:  # the input's fault, not the step's: no recovery reads it back
                     raise CorruptDataError(source, "input", epoch, f"unreadable while {name} read it: {cause}") from exc
-                raise StepFailure(name, epoch, f"{type(exc).__name__}: {cause}") from exc
+                raise StepFailure(name, epoch, f"{type(exc).__name__}: {cause}",
+                                  deterministic=is_deterministic(exc, cause)) from exc
             jobs, retried = failed_tasks(self.spark, group) or (0, 0)
         if retried:
             self.journal.note(f"{name}@{epoch}: Spark retried {retried} failed task attempt(s) itself; falkirk not involved")
