@@ -22,6 +22,7 @@ Modules: :mod:`~falkirk.spark.pipeline.definition` (the API), :mod:`~falkirk.spa
 
 from falkirk.spark.errors import (
     CorruptDataError,
+    EagerWriteError,
     PipelineError,
     RecordError,
     RecoveryError,
@@ -80,6 +81,7 @@ __all__ = [
     "PipelineError",
     "StorageError",
     "RecordError",
+    "EagerWriteError",
     "StepError",
     "SchemaError",
     "CorruptDataError",

@@ -109,10 +109,15 @@ class Pipeline:
     def __init__(
         self, root: str | os.PathLike[str], spark: SparkSession | None = None, *, fsync: bool = True,
         checksums: bool = True, gc: bool = True, monitor: bool = True, durable: bool = True,
-        spark_conf: Mapping[str, str] | None = None,
+        spark_conf: Mapping[str, str] | None = None, retain: int = 2,
     ) -> None:
         from falkirk.spark.pipeline.rootfs import Root
 
+        if isinstance(retain, bool) or not isinstance(retain, int) or retain < 1:
+            raise PipelineError(f"retain={retain!r}: the number of checkpoints kept per step must be an integer >= 1")
+        #: garbage collection keeps each stateful step's ``retain`` latest checkpoints and everything needed
+        #: to recover from the oldest of them (input, logs), so a corrupt latest checkpoint falls back
+        self.retain = retain
         #: The root's storage (driver side); ``root`` is a local ``Path`` or the URI.
         self.location = root if isinstance(root, Root) else Root(root, fsync=fsync)
         self.root: Path | str = self.location.local_path() or self.location.uri

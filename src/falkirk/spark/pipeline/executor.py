@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING, Any
 from attrs import define, field
 
 from falkirk.solver import Checkpoint
-from falkirk.spark.errors import CorruptDataError, RecordError, RecoveryError, StepError, StepFailure
+from falkirk.spark.errors import (
+    CorruptDataError,
+    PipelineError,
+    RecordError,
+    RecoveryError,
+    StepError,
+    StepFailure,
+)
 from falkirk.spark.pipeline.causes import is_deterministic, root_cause, unreadable_input
 from falkirk.spark.pipeline.failures import Injection, Injector
 from falkirk.spark.pipeline.journal import Journal, Recovery
@@ -286,7 +293,7 @@ class Executor:
             inputs = {link.src: self._take(link.name, epoch) for link in self.links if link.dst == name}
             try:
                 out, rows = runner.execute(epoch, inputs)
-            except (StepFailure, CorruptDataError, RecordError):  # a bad input record: the input's problem, stop
+            except (StepFailure, CorruptDataError, RecordError, PipelineError):  # bad input or definition: stop
                 raise
             except Exception as exc:
                 cause = root_cause(exc)
@@ -343,7 +350,9 @@ class Executor:
         """React to unusable durable data found while recovering or replaying."""
         name, kind, epoch = err.step, err.kind, err.epoch
         if name in self.pipeline.inputs or name not in self.runners:
-            raise RecoveryError(f"cannot recover: {err}; the input data is gone") from err
+            hint = (f"; garbage collection keeps {self.pipeline.retain} checkpoint(s) per step and the input they "
+                    "need (Pipeline(retain=...)): a larger retain would have kept older ones" if self.pipeline.gc else "")
+            raise RecoveryError(f"cannot recover: {err}; the input data is gone{hint}") from err
         if kind == "checkpoint":
             self.planner.forget(name, epoch)
             self.storage.remove(name, kind, epoch)
@@ -456,9 +465,34 @@ class Executor:
         self._flush()
 
     # -- garbage collection ----------------------------------------------------------------------------
-    def collect(self) -> None:
-        """Delete what the low-watermarks allow: old checkpoints, consumed logs, acknowledged input."""
+    def retained_watermarks(self) -> dict[str, int]:
+        """The low-watermarks with retention: as if each stateful step's newest ``retain - 1`` checkpoints were lost.
+
+        What a recovery would need if those checkpoints turned out corrupt or
+        deleted: garbage collection keeps it (``Pipeline(retain=1)``: the
+        plain low-watermarks).
+        """
         lw = self.planner.watermarks()
+        extra = self.pipeline.retain - 1
+        if extra <= 0:
+            return lw
+        from falkirk.solver import solve_frontiers
+
+        saved = self.planner.available
+        stateful = {n for n, r in self.runners.items() if getattr(getattr(r, "regime", None), "takes_state", False)}
+        restricted = {n: (es[:-extra] if n in stateful else es) for n, es in saved.items()}
+        if restricted == saved:
+            return lw
+        self.planner.available = restricted
+        try:
+            marks = solve_frontiers(self.planner.dataflow(), "all").frontiers
+        finally:
+            self.planner.available = saved
+        return {n: min(lw[n], epoch_of(marks[n])) for n in lw}
+
+    def collect(self) -> None:
+        """Delete what the low-watermarks allow (with retention): old checkpoints, consumed logs, acknowledged input."""
+        lw = self.retained_watermarks()
         for n in self.order:
             consumers = self.pipeline.consumers(n)
             self.runners[n].collect(lw[n], min((lw[q] for q in consumers), default=lw[n]))
