@@ -32,7 +32,10 @@ def spark() -> Any:
     return local_session(
         "local[2,3]",
         "falkirk-tests",
-        {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2", "spark.ui.enabled": "false"},
+        # 2 GB: the one session serves every Spark test of the run (hundreds of pipelines); with the
+        # default 1 GB its JVM spent long GC pauses late in the run, until its heartbeats failed.
+        {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2", "spark.ui.enabled": "false",
+         "spark.driver.memory": "2g"},
     )
 
 
