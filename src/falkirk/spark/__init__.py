@@ -20,7 +20,20 @@ Modules: :mod:`~falkirk.spark.pipeline.definition` (the API), :mod:`~falkirk.spa
 (the paper's Figure 1 application) and :mod:`~falkirk.spark.pipeline.demo` (``python -m falkirk.spark.demo``).
 """
 
-from falkirk.spark.errors import CorruptDataError, PipelineError, RecoveryError, StepFailure, StorageError
+from falkirk.spark.errors import (
+    CorruptDataError,
+    EagerWriteError,
+    InputDataError,
+    PipelineError,
+    RecordError,
+    RecoveryError,
+    SchemaError,
+    StepError,
+    StepFailure,
+    StorageError,
+)
+from falkirk.spark.pipeline.faults import Retries
+from falkirk.spark.pipeline.retention import Retain
 from falkirk.spark.pipeline.executor import Executor, RunResult
 from falkirk.spark.pipeline.failures import Injection
 from falkirk.spark.pipeline.inputlog import Cut, InputLog
@@ -57,6 +70,8 @@ __all__ = [
     "Lazy",
     "Eager",
     "Output",
+    "Retain",
+    "Retries",
     "InputLog",
     "Cut",
     "Storage",
@@ -73,6 +88,11 @@ __all__ = [
     "CorruptDataError",
     "StepFailure",
     "RecoveryError",
+    "StepError",
+    "SchemaError",
+    "RecordError",
+    "InputDataError",
+    "EagerWriteError",
     "lineage",
     "build_lineage",
     "Lineage",

@@ -43,8 +43,10 @@ from attrs import frozen
 
 from falkirk.solver import Dataflow, Edge, Processor
 from falkirk.spark.errors import PipelineError
+from falkirk.spark.pipeline.faults import Retries
 from falkirk.spark.pipeline.inputlog import InputLog
 from falkirk.spark.pipeline.regimes import Ephemeral, Output, Regime
+from falkirk.spark.pipeline.retention import Retain
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -103,14 +105,25 @@ class Pipeline:
     and the input log are written): the no-checkpointing baseline, which
     cannot recover from a failure. ``spark_conf``: runtime SQL settings applied
     to the session for the duration of a run and restored afterwards (e.g.
-    :data:`~falkirk.spark.pipeline.session.SMALL_DATA`).
+    :data:`~falkirk.spark.pipeline.session.SMALL_DATA`). ``retain``: what
+    garbage collection keeps beyond the low-watermarks
+    (:class:`~falkirk.spark.pipeline.retention.Retain`, or a number of
+    checkpoints; default 2: a corrupt or deleted latest checkpoint falls back
+    to an older one). ``retries``: how often a failed step is recovered
+    (:class:`~falkirk.spark.pipeline.faults.Retries`: transient failures 3
+    times, errors in the step's own code or query once).
     """
 
     def __init__(
         self, root: str | os.PathLike[str], spark: SparkSession | None = None, *, fsync: bool = True,
         checksums: bool = True, gc: bool = True, monitor: bool = True, durable: bool = True,
-        spark_conf: Mapping[str, str] | None = None,
+        spark_conf: Mapping[str, str] | None = None, retain: int | Retain | None = None,
+        retries: Retries | None = None,
     ) -> None:
+        if retries is not None and not isinstance(retries, Retries):
+            raise PipelineError(f"retries={retries!r}: expected a falkirk.spark.Retries(transient=…, deterministic=…)")
+        self.retain = Retain.of(retain)
+        self.retries = retries or Retries()
         self.root = Path(root)
         self.spark_conf = dict(spark_conf or {})
         self.spark = spark
@@ -134,15 +147,20 @@ class Pipeline:
 
     def input(
         self, name: str, schema: str, *, partitions: int = 1, key: str | None = None,
-        source: Callable[[int], Iterable[Mapping[str, Any]]] | None = None,
+        source: Callable[[int], Iterable[Mapping[str, Any]]] | None = None, dead_letter: bool = False,
     ) -> InputLog:
         """Declare input ``name``: a log of records with Spark DDL ``schema``; returns the log.
 
         ``source(epoch)``, if given, is called once per epoch before the epoch
         is cut to append that epoch's records (idempotently, batch ``epoch-<e>``).
+        Records are checked against ``schema`` when appended; a bad one stops
+        the run with :class:`~falkirk.spark.errors.RecordError`, or with
+        ``dead_letter=True`` it goes to the input's dead-letter log
+        (``root/input/<name>/dead-letter/``) and the run report counts it.
         """
         self._check_new(name)
-        log = InputLog(self.root, name, schema, partitions=partitions, key=key, fsync=self.fsync)
+        log = InputLog(self.root, name, schema, partitions=partitions, key=key, fsync=self.fsync,
+                       dead_letter=dead_letter)
         self.inputs[name] = Input(name, log, source)
         self.order.append(name)
         return log

@@ -31,10 +31,20 @@ from typing import TYPE_CHECKING, Any
 from attrs import define, field
 
 from falkirk.solver import Checkpoint
-from falkirk.spark.errors import CorruptDataError, RecoveryError, StepFailure
+from falkirk.spark.errors import (
+    CorruptDataError,
+    InputDataError,
+    PipelineError,
+    RecordError,
+    RecoveryError,
+    StepError,
+    StepFailure,
+)
 from falkirk.spark.pipeline.failures import Injection, Injector
+from falkirk.spark.pipeline.faults import classify, describe_file
 from falkirk.spark.pipeline.journal import Journal, Recovery
 from falkirk.spark.pipeline.planner import TOP, Planner, epoch_of
+from falkirk.spark.pipeline.retention import needed_retention
 from falkirk.spark.pipeline.runners import Runner, make_runner
 from falkirk.spark.pipeline.session import failed_tasks, job_group, local_session
 from falkirk.spark.pipeline.storage import Storage
@@ -45,8 +55,6 @@ if TYPE_CHECKING:
     from falkirk.spark.pipeline.definition import Pipeline
 
 __all__ = ["Executor", "RunResult"]
-
-MAX_ATTEMPTS = 3
 
 
 @define
@@ -68,16 +76,12 @@ class RunResult:
     root_bytes: int
     planner_rebuilds: int
     fired: list[Injection] = field(factory=list)
+    #: records in each input's dead-letter log (inputs declared with ``dead_letter=True``)
+    dead_letters: dict[str, int] = field(factory=dict)
 
 
 def _frontier(epoch: int) -> Any:
     return "empty" if epoch < 0 else epoch
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = next((line for line in text if line.strip()), "")
-    return f"{type(exc).__name__}: {first[:200]}"
 
 
 class Executor:
@@ -111,6 +115,7 @@ class Executor:
         self._pins: dict[int, list[Any]] = {}
         self._counts: dict[int, tuple[weakref.ref[Any], int]] = {}
         self._released: list[Any] = []
+        self._dropped: dict[str, list[int]] = {}  # checkpoints found unusable in the current recovery
 
     # -- DataFrame lifetime ------------------------------------------------------------------
     def materialise(self, df: DataFrame, *, cached: bool = False, rows: int | None = None) -> tuple[DataFrame, int]:
@@ -170,7 +175,8 @@ class Executor:
     def run(self, epochs: int) -> RunResult:
         """Recover persisted state, then run until every node completed epochs ``0..epochs-1``."""
         self._recover(set(self.order), "driver (re)start: resume from persisted state", restart=True)
-        attempts: dict[tuple[str, int], int] = {}
+        attempts: dict[tuple[str, int, str], int] = {}
+        retries = self.pipeline.retries
         finished = min(self.done.values())
         while True:
             lo = min(self.done.values()) + 1
@@ -183,15 +189,25 @@ class Executor:
             try:
                 self._execute(step, lo)
             except (StepFailure, CorruptDataError) as exc:
+                if isinstance(exc, InputDataError):
+                    raise  # an input problem: no rollback can repair the input log
                 if not self.pipeline.durable:
                     raise RecoveryError(f"{exc}; the pipeline runs with durable=False and cannot recover") from exc
-                key = (step, lo)
+                kind = exc.fault if isinstance(exc, StepFailure) else "transient"
+                key = (step, lo, kind)
                 attempts[key] = attempts.get(key, 0) + 1
-                if attempts[key] > MAX_ATTEMPTS:
-                    raise RecoveryError(f"step {step} failed {attempts[key]} times at epoch {lo}; giving up: {exc}") from exc
+                if attempts[key] >= retries.attempts(kind):
+                    if kind == "deterministic":
+                        assert isinstance(exc, StepFailure)
+                        raise StepError(exc, attempts[key], str(retries)) from exc
+                    raise RecoveryError(
+                        f"step {step} failed {attempts[key]} times at epoch {lo}; giving up ({retries}): {exc}") from exc
                 lost = exc if isinstance(exc, CorruptDataError) else None
-                self._recover({step}, str(exc), lost=lost)
-        return RunResult(self.journal, dict(self.done), self.storage.size(), self.planner.rebuilds, list(self.injector.fired))
+                detail = exc.detail if isinstance(exc, StepFailure) else ""
+                self._recover({step}, str(exc), lost=lost, fault=kind, detail=detail)
+        dead = {n: i.log.dead_letters() for n, i in self.pipeline.inputs.items() if i.log.dead_letter}
+        return RunResult(self.journal, dict(self.done), self.storage.size(), self.planner.rebuilds,
+                         list(self.injector.fired), dead)
 
     def _end_of_epoch(self, epoch: int) -> None:
         if self.pipeline.gc and self.pipeline.durable:
@@ -211,10 +227,10 @@ class Executor:
             inputs = {link.src: self._take(link.name, epoch) for link in self.links if link.dst == name}
             try:
                 out, rows = runner.execute(epoch, inputs)
-            except (StepFailure, CorruptDataError):
+            except (StepFailure, CorruptDataError, PipelineError, RecordError):
                 raise
             except Exception as exc:
-                raise StepFailure(name, epoch, _describe(exc)) from exc
+                raise self._failure(name, epoch, exc) from exc
             jobs, retried = failed_tasks(self.spark, group)
         if retried:
             self.journal.note(f"{name}@{epoch}: Spark retried {retried} failed task attempt(s) itself; falkirk not involved")
@@ -241,6 +257,19 @@ class Executor:
                 self.say(f"recovery {r.index} complete: every step is back where it was ({r.seconds:.2f} s)")
         self._flush()
 
+    def _failure(self, name: str, epoch: int, exc: Exception) -> StepFailure | InputDataError:
+        """The falkirk error for ``exc``, raised while ``name`` ran ``epoch``: an input problem or a classified step failure."""
+        fault = classify(exc, inputs={n: i.log.dir for n, i in self.pipeline.inputs.items()})
+        if fault.kind == "input":
+            assert fault.input is not None and fault.file is not None
+            file = describe_file(fault.file, self.pipeline.root)
+            return InputDataError(
+                fault.input, epoch,
+                f"Spark cannot read {file} (while step {name} ran): {fault.summary}; the input log's file is "
+                "missing, unreadable or holds a record that does not fit the schema (was it written by "
+                "InputLog.append, and can every executor see the root?)", file=fault.file)
+        return StepFailure(name, epoch, fault.summary, fault=fault.kind, detail=fault.detail)
+
     def _take(self, edge: str, epoch: int) -> DataFrame:
         item = self.queues[edge].pop(epoch, None)
         if item is None:
@@ -263,8 +292,9 @@ class Executor:
         """React to unusable durable data found while recovering or replaying."""
         name, kind, epoch = err.step, err.kind, err.epoch
         if name in self.pipeline.inputs or name not in self.runners:
-            raise RecoveryError(f"cannot recover: {err}; the input data is gone") from err
+            raise RecoveryError(f"cannot recover: {err}; the input data is gone; {self._retention_hint()}") from err
         if kind == "checkpoint":
+            self._dropped.setdefault(name, []).append(epoch)
             self.planner.forget(name, epoch)
             self.storage.remove(name, kind, epoch)
         else:  # a lost log (or output) epoch: the step must recompute from before it
@@ -274,6 +304,23 @@ class Executor:
                 failed.add(name)
                 self._lose(name)
 
+    def _retention_hint(self) -> str:
+        """Why the data a rollback needed is gone, and which :class:`Retain` would have kept it."""
+        retain, dropped = self.pipeline.retain, self._dropped
+        if not dropped:
+            return ("no checkpoint was unusable, so falkirk's garbage collection did not delete what this rollback "
+                    "needs: the data was removed or damaged outside falkirk")
+        need = needed_retention(dropped, self.planner.available)
+        lost = "; ".join(f"{n} lost checkpoint(s) at epoch(s) {sorted(es)}" for n, es in dropped.items())
+        if not self.pipeline.gc:
+            return f"{lost}; garbage collection is off, so the data the fallback needs was removed outside falkirk"
+        best = max(need.values())
+        if best <= retain.checkpoints:
+            return (f"{lost}; {retain} keeps enough to fall back past them, so the data the fallback needs was "
+                    "removed or damaged outside falkirk")
+        return (f"{lost}; garbage collection kept only what {retain} needs — Pipeline(retain=Retain(checkpoints={best})) "
+                f"would have kept the older checkpoints and input to fall back to")
+
     def _live(self, name: str) -> Checkpoint:
         d = self.done[name]
         delivered = {
@@ -282,15 +329,20 @@ class Executor:
         }
         return Checkpoint("top", notifications=_frontier(d), delivered=delivered)
 
-    def _recover(self, failed: set[str], cause: str, *, lost: CorruptDataError | None = None, restart: bool = False) -> None:
+    def _recover(
+        self, failed: set[str], cause: str, *, lost: CorruptDataError | None = None, restart: bool = False,
+        fault: str = "", detail: str = "",
+    ) -> None:
         done_before = dict(self.done) if not restart else dict(self.high)
         rec = Recovery(
             len(self.journal.recoveries) + 1, cause, tuple(sorted(failed, key=self.order.index)), done_before,
             {n: list(v) for n, v in self.planner.available.items()}, restart=restart,
             planner="falkirk.solver.Monitor (meta.sqlite)" if self.pipeline.monitor else "falkirk.solver.solve_frontiers",
+            fault=fault, detail=detail,
         )
+        self._dropped = {}
         if not restart:
-            self.say(f"FAILURE: {cause}")
+            self.say(f"FAILURE ({fault or 'transient'}): {cause}")
         for n in failed:
             self._lose(n)
         if lost is not None:
@@ -377,11 +429,20 @@ class Executor:
 
     # -- garbage collection ----------------------------------------------------------------------------
     def collect(self) -> None:
-        """Delete what the low-watermarks allow: old checkpoints, consumed logs, acknowledged input."""
-        lw = self.planner.watermarks()
+        """Delete what the retained low-watermarks allow: old checkpoints, consumed logs, acknowledged input.
+
+        The watermarks are :meth:`Planner.retained_watermarks` of the
+        pipeline's :class:`~falkirk.spark.pipeline.retention.Retain`; inputs
+        keep ``Retain.epochs`` more epochs.
+        """
+        retain = self.pipeline.retain
+        lw = self.planner.retained_watermarks(retain.checkpoints)
         for n in self.order:
             consumers = self.pipeline.consumers(n)
-            self.runners[n].collect(lw[n], min((lw[q] for q in consumers), default=lw[n]))
+            mine, theirs = lw[n], min((lw[q] for q in consumers), default=lw[n])
+            if n in self.pipeline.inputs:
+                mine, theirs = mine - retain.epochs, theirs - retain.epochs
+            self.runners[n].collect(mine, theirs)
         self.storage.sweep_orphans()
         self.planner.compact()
 
