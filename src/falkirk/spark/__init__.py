@@ -22,8 +22,6 @@ Modules: :mod:`~falkirk.spark.pipeline.definition` (the API), :mod:`~falkirk.spa
 
 from falkirk.spark.errors import (
     CorruptDataError,
-    EagerWriteError,
-    InputDataError,
     PipelineError,
     RecordError,
     RecoveryError,
@@ -32,8 +30,6 @@ from falkirk.spark.errors import (
     StepFailure,
     StorageError,
 )
-from falkirk.spark.pipeline.faults import Retries
-from falkirk.spark.pipeline.retention import Retain
 from falkirk.spark.pipeline.executor import Executor, RunResult
 from falkirk.spark.pipeline.failures import Injection
 from falkirk.spark.pipeline.inputlog import Cut, InputLog
@@ -70,8 +66,6 @@ __all__ = [
     "Lazy",
     "Eager",
     "Output",
-    "Retain",
-    "Retries",
     "InputLog",
     "Cut",
     "Storage",
@@ -85,14 +79,12 @@ __all__ = [
     "local_session",
     "PipelineError",
     "StorageError",
+    "RecordError",
+    "StepError",
+    "SchemaError",
     "CorruptDataError",
     "StepFailure",
     "RecoveryError",
-    "StepError",
-    "SchemaError",
-    "RecordError",
-    "InputDataError",
-    "EagerWriteError",
     "lineage",
     "build_lineage",
     "Lineage",

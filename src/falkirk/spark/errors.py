@@ -12,8 +12,8 @@ from __future__ import annotations
 from falkirk.errors import FalkirkError, ValidationError
 
 __all__ = [
-    "PipelineError", "SchemaError", "EagerWriteError", "RecordError", "StorageError", "CorruptDataError",
-    "InputDataError", "StepFailure", "RecoveryError", "StepError",
+    "PipelineError", "SchemaError", "RecordError", "StorageError", "CorruptDataError", "StepFailure", "RecoveryError",
+    "StepError",
 ]
 
 
@@ -23,15 +23,6 @@ class PipelineError(ValidationError):
 
 class SchemaError(PipelineError):
     """An input's Spark DDL schema that falkirk cannot check records against (names the field and the type)."""
-
-
-class EagerWriteError(PipelineError):
-    """An eager database step wrote what falkirk cannot undo per epoch (``step``, ``table``; the message says the fix)."""
-
-    def __init__(self, step: str, table: str, message: str) -> None:
-        super().__init__(message)
-        self.step = step
-        self.table = table
 
 
 class RecordError(FalkirkError, ValueError):
@@ -71,40 +62,19 @@ class CorruptDataError(StorageError):
         self.epoch = epoch
 
 
-class InputDataError(CorruptDataError):
-    """An input log's data that Spark cannot read for ``epoch`` (missing, unreadable or malformed ``file``).
-
-    An input problem, not a failure of the step that happened to read it:
-    re-running cannot help, so the run stops with this error.
-    """
-
-    def __init__(self, name: str, epoch: int, detail: str, *, file: str | None = None) -> None:
-        StorageError.__init__(self, f"input {name!r}, epoch {epoch}: {detail}")
-        self.step = name
-        self.kind = "input"
-        self.epoch = epoch
-        self.file = file
-
-
 class StepFailure(FalkirkError, RuntimeError):
-    """Step ``step`` failed while working on ``epoch`` (a raised error, a failed Spark job, an injection).
-
-    ``fault`` is ``"transient"`` (lost executors, fetch failures, killed
-    tasks, injections: worth a recovery) or ``"deterministic"`` (an error in
-    the step's own code or in query analysis: it will recur);
-    ``detail`` holds the root cause with the user's traceback where there is one.
-    """
+    """Step ``step`` failed while working on ``epoch`` (a raised error, a failed Spark job, an injection)."""
 
     def __init__(
-        self, step: str, epoch: int, cause: str, *, injected: bool = False, fault: str = "transient", detail: str = ""
+        self, step: str, epoch: int, cause: str, *, injected: bool = False, deterministic: bool = False,
     ) -> None:
         super().__init__(f"step {step} failed at epoch {epoch}: {cause}")
         self.step = step
         self.epoch = epoch
         self.cause = cause
         self.injected = injected
-        self.fault = fault
-        self.detail = detail
+        #: an error in the step's own code or query that will recur on the same data (retried at most once)
+        self.deterministic = deterministic
 
 
 class RecoveryError(FalkirkError, RuntimeError):
@@ -112,18 +82,15 @@ class RecoveryError(FalkirkError, RuntimeError):
 
 
 class StepError(RecoveryError):
-    """A step failed the same deterministic way again after a recovery: falkirk stops retrying.
+    """A step failed again, the same deterministic way, after one recovery: falkirk stops retrying.
 
-    ``step``, ``epoch``, ``attempts``; ``detail`` is the root cause with the
-    user's traceback (also in the message).
+    ``step``, ``epoch`` and ``cause`` (the root cause: the user's error and where it was raised).
     """
 
-    def __init__(self, failure: StepFailure, attempts: int, policy: str) -> None:
+    def __init__(self, failure: StepFailure, attempts: int) -> None:
         super().__init__(
             f"step {failure.step} failed at epoch {failure.epoch} with an error in its own code or query that "
-            f"recurs ({failure.cause}); stopped after {attempts} attempt(s) ({policy})"
-            + (f"\n{failure.detail}" if failure.detail else ""))
+            f"recurs: {failure.cause}; stopped after {attempts} attempts (a recovery did not clear it)")
         self.step = failure.step
         self.epoch = failure.epoch
-        self.attempts = attempts
-        self.detail = failure.detail
+        self.cause = failure.cause

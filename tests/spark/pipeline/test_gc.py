@@ -9,7 +9,7 @@ import pytest
 from spark_support import flagship
 
 from falkirk.spark import Storage
-from falkirk.spark.pipeline.storage import tree_size
+from falkirk.spark.pipeline.rootfs import Root
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -18,8 +18,9 @@ LONG = 8
 
 def falkirk_bytes(root: Path) -> int:
     """Bytes under ``root`` that falkirk keeps for recovery (not the external outputs: responses, stats DB)."""
-    outputs = tree_size(root / "output") + sum(p.stat().st_size for p in root.glob("stats.sqlite*"))
-    return tree_size(root) - outputs
+    fs = Root(root)
+    outputs = fs.size("output") + sum(p.stat().st_size for p in root.glob("stats.sqlite*"))
+    return fs.size() - outputs
 
 
 def test_gc_keeps_the_root_bounded(spark: Any, tmp_path: Path) -> None:

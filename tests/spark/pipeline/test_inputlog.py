@@ -34,7 +34,7 @@ def test_half_written_batch_is_completed_on_resend(tmp_path: Path) -> None:
     written = log.append(recs, batch="b0")
     lost = max(written)
     for seg in log.segments(lost):
-        seg.path.unlink()
+        log.fs.delete(seg.path)
     again = log.append(recs, batch="b0")
     assert again == {lost: written[lost]}
 
@@ -61,7 +61,7 @@ def test_missing_segment_is_detected(tmp_path: Path) -> None:
     for e in range(3):
         log.append([{"user": e, "v": e}, {"user": e, "v": -e}], batch=f"e{e}")
         log.cut(e)
-    log.segments(0)[1].path.unlink()
+    log.fs.delete(log.segments(0)[1].path)
     assert log.files(log.get_cut(0)) and log.files(log.get_cut(2))
     with pytest.raises(CorruptDataError, match=r"partition 0 offsets 2\.\.3 are missing"):
         log.files(log.get_cut(1))

@@ -10,8 +10,8 @@ The modules, in the order a run uses them:
 * :mod:`~falkirk.spark.pipeline.planner` — the monitor's metadata and the solver's plans;
 * :mod:`~falkirk.spark.pipeline.executor` and :mod:`~falkirk.spark.pipeline.runners` — running
   epochs, restoring, replaying and re-running;
-* :mod:`~falkirk.spark.pipeline.failures` — injected failures; :mod:`~falkirk.spark.pipeline.faults` —
-  what kind a real failure is and how often it is retried;
+* :mod:`~falkirk.spark.pipeline.failures` — injected failures; :mod:`~falkirk.spark.pipeline.causes` —
+  a real failure's root cause and whether it recurs;
 * :mod:`~falkirk.spark.pipeline.retention` — what garbage collection keeps beyond the watermarks;
 * :mod:`~falkirk.spark.pipeline.guard` — what an eager database step may write;
 * :mod:`~falkirk.spark.pipeline.journal`, :mod:`~falkirk.spark.pipeline.report` and
@@ -28,7 +28,6 @@ from falkirk.spark.pipeline.failures import Injection
 from falkirk.spark.pipeline.inputlog import Cut, InputLog
 from falkirk.spark.pipeline.keyed import key_group_range, plan_rescale
 from falkirk.spark.pipeline.planner import Planner
-from falkirk.spark.pipeline.faults import Retries
 from falkirk.spark.pipeline.regimes import Batch, Eager, Ephemeral, Lazy, Output, Regime
 from falkirk.spark.pipeline.retention import Retain
 from falkirk.spark.pipeline.session import local_session
@@ -53,7 +52,6 @@ __all__ = [
     "Eager",
     "Output",
     "Retain",
-    "Retries",
     "local_session",
     "Manifest",
     "Storage",

@@ -43,10 +43,8 @@ from attrs import frozen
 
 from falkirk.solver import Dataflow, Edge, Processor
 from falkirk.spark.errors import PipelineError
-from falkirk.spark.pipeline.faults import Retries
 from falkirk.spark.pipeline.inputlog import InputLog
 from falkirk.spark.pipeline.regimes import Ephemeral, Output, Regime
-from falkirk.spark.pipeline.retention import Retain
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -105,26 +103,19 @@ class Pipeline:
     and the input log are written): the no-checkpointing baseline, which
     cannot recover from a failure. ``spark_conf``: runtime SQL settings applied
     to the session for the duration of a run and restored afterwards (e.g.
-    :data:`~falkirk.spark.pipeline.session.SMALL_DATA`). ``retain``: what
-    garbage collection keeps beyond the low-watermarks
-    (:class:`~falkirk.spark.pipeline.retention.Retain`, or a number of
-    checkpoints; default 2: a corrupt or deleted latest checkpoint falls back
-    to an older one). ``retries``: how often a failed step is recovered
-    (:class:`~falkirk.spark.pipeline.faults.Retries`: transient failures 3
-    times, errors in the step's own code or query once).
+    :data:`~falkirk.spark.pipeline.session.SMALL_DATA`).
     """
 
     def __init__(
         self, root: str | os.PathLike[str], spark: SparkSession | None = None, *, fsync: bool = True,
         checksums: bool = True, gc: bool = True, monitor: bool = True, durable: bool = True,
-        spark_conf: Mapping[str, str] | None = None, retain: int | Retain | None = None,
-        retries: Retries | None = None,
+        spark_conf: Mapping[str, str] | None = None,
     ) -> None:
-        if retries is not None and not isinstance(retries, Retries):
-            raise PipelineError(f"retries={retries!r}: expected a falkirk.spark.Retries(transient=…, deterministic=…)")
-        self.retain = Retain.of(retain)
-        self.retries = retries or Retries()
-        self.root = Path(root)
+        from falkirk.spark.pipeline.rootfs import Root
+
+        #: The root's storage (driver side); ``root`` is a local ``Path`` or the URI.
+        self.location = root if isinstance(root, Root) else Root(root, fsync=fsync)
+        self.root: Path | str = self.location.local_path() or self.location.uri
         self.spark_conf = dict(spark_conf or {})
         self.spark = spark
         self.durable = durable
@@ -156,10 +147,10 @@ class Pipeline:
         Records are checked against ``schema`` when appended; a bad one stops
         the run with :class:`~falkirk.spark.errors.RecordError`, or with
         ``dead_letter=True`` it goes to the input's dead-letter log
-        (``root/input/<name>/dead-letter/``) and the run report counts it.
+        (``root/input/<name>/dead-letter/``) and the run's notes count it.
         """
         self._check_new(name)
-        log = InputLog(self.root, name, schema, partitions=partitions, key=key, fsync=self.fsync,
+        log = InputLog(self.location, name, schema, partitions=partitions, key=key, fsync=self.fsync,
                        dead_letter=dead_letter)
         self.inputs[name] = Input(name, log, source)
         self.order.append(name)
@@ -260,20 +251,17 @@ class Pipeline:
 
     def check_root(self) -> None:
         """Write ``root/pipeline.json``, or check that the one there describes this pipeline."""
-        from falkirk.spark.pipeline.storage import write_json_atomic
-
-        path = self.root / "pipeline.json"
         mine = json.loads(json.dumps(self.describe()))
-        if path.exists():
-            with open(path, encoding="utf-8") as fh:
-                theirs = json.load(fh)
-            if theirs != mine:
-                raise PipelineError(
-                    f"{self.root} holds a different pipeline ({_difference(theirs, mine)}); "
-                    "use a new root or delete it"
-                )
-        else:
-            write_json_atomic(path, mine, fsync=self.fsync)
+        try:
+            theirs = json.loads(self.location.read_bytes("pipeline.json"))
+        except FileNotFoundError:
+            self.location.replace("pipeline.json", json.dumps(mine, sort_keys=True).encode())
+            return
+        if theirs != mine:
+            raise PipelineError(
+                f"{self.location.uri} holds a different pipeline ({_difference(theirs, mine)}); "
+                "use a new root or delete it"
+            )
 
     # -- running --------------------------------------------------------------------------
     def run(self, epochs: int, *, fail: Any = (), progress: Callable[[str], None] | None = None) -> RunResult:

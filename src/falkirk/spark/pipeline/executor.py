@@ -24,37 +24,38 @@ reference to a logged epoch, read when it is consumed.
 from __future__ import annotations
 
 import time
+import uuid
 import weakref
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attrs import define, field
 
 from falkirk.solver import Checkpoint
-from falkirk.spark.errors import (
-    CorruptDataError,
-    InputDataError,
-    PipelineError,
-    RecordError,
-    RecoveryError,
-    StepError,
-    StepFailure,
-)
+from falkirk.spark.errors import CorruptDataError, RecordError, RecoveryError, StepError, StepFailure
+from falkirk.spark.pipeline.causes import is_deterministic, root_cause, unreadable_input
 from falkirk.spark.pipeline.failures import Injection, Injector
-from falkirk.spark.pipeline.faults import classify, describe_file
 from falkirk.spark.pipeline.journal import Journal, Recovery
 from falkirk.spark.pipeline.planner import TOP, Planner, epoch_of
-from falkirk.spark.pipeline.retention import needed_retention
+from falkirk.spark.pipeline.probe import check_shared, is_local_master
 from falkirk.spark.pipeline.runners import Runner, make_runner
-from falkirk.spark.pipeline.session import failed_tasks, job_group, local_session
+from falkirk.spark.pipeline.session import executors, failed_tasks, job_group, local_session
 from falkirk.spark.pipeline.storage import Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from falkirk.spark.pipeline.definition import Pipeline
+    from falkirk.spark.pipeline.rootfs import Root
 
-__all__ = ["Executor", "RunResult"]
+__all__ = ["Executor", "RunResult", "metadata_cache"]
+
+#: Recoveries per step and epoch before giving up: transient failures (lost executors, fetch failures,
+#: killed tasks, injections) and deterministic ones (an error in the step's own code or query: one
+#: recovery, in case rolled-back state was the cause, then :class:`~falkirk.spark.errors.StepError`).
+MAX_ATTEMPTS = 3
+MAX_DETERMINISTIC = 1
 
 
 @define
@@ -76,8 +77,29 @@ class RunResult:
     root_bytes: int
     planner_rebuilds: int
     fired: list[Injection] = field(factory=list)
-    #: records in each input's dead-letter log (inputs declared with ``dead_letter=True``)
-    dead_letters: dict[str, int] = field(factory=dict)
+
+
+def metadata_cache(root: Root) -> Path:
+    """Where the monitor's SQLite database lives for ``root``.
+
+    It is a cache: a starting executor rebuilds it from the manifests under
+    the root (the source of truth), so a driver restarted on another machine
+    with only the root URI resumes correctly. On a local (or mounted) root it
+    is ``root/meta.sqlite`` (``falkirk monitor --db`` reads it there); for any
+    other root, a per-root directory under ``$FALKIRK_CACHE`` (default: the
+    system's temporary directory).
+    """
+    local = root.local_path("meta.sqlite")
+    if local is not None:
+        return local
+    import hashlib
+    import os
+    import tempfile
+
+    base = Path(os.environ.get("FALKIRK_CACHE") or Path(tempfile.gettempdir()) / "falkirk-cache")
+    where = base / hashlib.sha256(root.uri.encode()).hexdigest()[:16]
+    where.mkdir(parents=True, exist_ok=True)
+    return where / "meta.sqlite"
 
 
 def _frontier(epoch: int) -> Any:
@@ -94,10 +116,14 @@ class Executor:
         self.pipeline = pipeline
         self.spark = pipeline.spark if pipeline.spark is not None else local_session()
         pipeline.spark = self.spark
-        pipeline.check_root()
-        self.storage = Storage(pipeline.root, fsync=pipeline.fsync, checksums=pipeline.checksums)
         self.injector = Injector(fail)  # type: ignore[arg-type]
-        self.injector.validate(pipeline.order)
+        self.injector.validate(pipeline.order, local=is_local_master(self.spark))
+        if check_shared(self.spark, pipeline.location):  # before anything is written under the root
+            self.probed = f"storage probe: the driver and the executors share {pipeline.location.uri}"
+        else:
+            self.probed = ""
+        pipeline.check_root()
+        self.storage = Storage(pipeline.location, fsync=pipeline.fsync, checksums=pipeline.checksums)
         self.say = progress or (lambda _: None)
         self.order = list(pipeline.order)
         self.links = pipeline.edges
@@ -109,13 +135,15 @@ class Executor:
         self.planner = Planner(
             pipeline.dataflow(), outputs=pipeline.external_outputs,
             known={n: r.available() for n, r in self.runners.items()},
-            path=pipeline.root / "meta.sqlite" if pipeline.monitor and pipeline.durable else None,
+            path=metadata_cache(pipeline.location) if pipeline.monitor and pipeline.durable else None,
             monitor=pipeline.monitor and pipeline.durable,
         )
+        self.executors = executors(self.spark)
+        #: unique per executor: its Spark job groups (tags) never collide with another pipeline's in one session
+        self.run_id = uuid.uuid4().hex[:12]
         self._pins: dict[int, list[Any]] = {}
         self._counts: dict[int, tuple[weakref.ref[Any], int]] = {}
         self._released: list[Any] = []
-        self._dropped: dict[str, list[int]] = {}  # checkpoints found unusable in the current recovery
 
     # -- DataFrame lifetime ------------------------------------------------------------------
     def materialise(self, df: DataFrame, *, cached: bool = False, rows: int | None = None) -> tuple[DataFrame, int]:
@@ -175,8 +203,7 @@ class Executor:
     def run(self, epochs: int) -> RunResult:
         """Recover persisted state, then run until every node completed epochs ``0..epochs-1``."""
         self._recover(set(self.order), "driver (re)start: resume from persisted state", restart=True)
-        attempts: dict[tuple[str, int, str], int] = {}
-        retries = self.pipeline.retries
+        attempts: dict[tuple[str, int], int] = {}
         finished = min(self.done.values())
         while True:
             lo = min(self.done.values()) + 1
@@ -186,28 +213,60 @@ class Executor:
             if lo >= epochs:
                 break
             step = next(n for n in self.order if self.done[n] < lo)
+            failure: StepFailure | CorruptDataError | None = None
             try:
                 self._execute(step, lo)
             except (StepFailure, CorruptDataError) as exc:
-                if isinstance(exc, InputDataError):
-                    raise  # an input problem: no rollback can repair the input log
-                if not self.pipeline.durable:
-                    raise RecoveryError(f"{exc}; the pipeline runs with durable=False and cannot recover") from exc
-                kind = exc.fault if isinstance(exc, StepFailure) else "transient"
-                key = (step, lo, kind)
-                attempts[key] = attempts.get(key, 0) + 1
-                if attempts[key] >= retries.attempts(kind):
-                    if kind == "deterministic":
-                        assert isinstance(exc, StepFailure)
-                        raise StepError(exc, attempts[key], str(retries)) from exc
-                    raise RecoveryError(
-                        f"step {step} failed {attempts[key]} times at epoch {lo}; giving up ({retries}): {exc}") from exc
-                lost = exc if isinstance(exc, CorruptDataError) else None
-                detail = exc.detail if isinstance(exc, StepFailure) else ""
-                self._recover({step}, str(exc), lost=lost, fault=kind, detail=detail)
-        dead = {n: i.log.dead_letters() for n, i in self.pipeline.inputs.items() if i.log.dead_letter}
-        return RunResult(self.journal, dict(self.done), self.storage.size(), self.planner.rebuilds,
-                         list(self.injector.fired), dead)
+                failure = exc
+            failed = {step} if failure is not None else set()
+            lost, why = self._lost_state(step, lo)
+            if lost:
+                failed |= set(lost)
+                if failure is None:
+                    failure = StepFailure(lost[0], lo, why)
+            if failure is None:
+                continue
+            if not self.pipeline.durable:
+                raise RecoveryError(f"{failure}; the pipeline runs with durable=False and cannot recover") from failure
+            key = (step, lo)
+            attempts[key] = attempts.get(key, 0) + 1
+            if getattr(failure, "deterministic", False) and attempts[key] > MAX_DETERMINISTIC:
+                raise StepError(failure, attempts[key]) from failure  # type: ignore[arg-type]
+            if attempts[key] > MAX_ATTEMPTS:
+                raise RecoveryError(f"step {step} failed {attempts[key]} times at epoch {lo}; giving up: {failure}") from failure
+            cause = str(failure) if not lost or why in str(failure) else f"{failure} ({why})"
+            self._recover(failed, cause, lost=failure if isinstance(failure, CorruptDataError) else None)
+        return RunResult(self.journal, dict(self.done), self.storage.size(), self.planner.rebuilds, list(self.injector.fired))
+
+    def _memory_state(self) -> list[str]:
+        """Steps holding state in executor memory now (Lazy/Eager DataFrame state between checkpoints)."""
+        return [n for n in self.order if getattr(self.runners[n], "state", None) is not None]
+
+    def _lost_state(self, step: str, epoch: int) -> tuple[list[str], str]:
+        """Steps whose in-memory state went with executors lost since the last look, and why (noted in the journal).
+
+        An executor killed, or lost with its worker, takes the blocks of every
+        state kept in executor memory between checkpoints (a Lazy or Eager
+        DataFrame state, ``localCheckpoint``-ed) with it. Spark may even
+        finish the running step (it reruns the lost tasks elsewhere), but such
+        a state cannot be read again, so every step holding one is treated as
+        failed: falkirk rolls it back to its last checkpoint.
+        """
+        if self.executors is None:
+            return [], ""
+        now = executors(self.spark)
+        if now is None:
+            return [], ""
+        gone, self.executors = self.executors - now, now
+        if not gone:
+            return [], ""
+        lost = [n for n in self.order if getattr(self.runners[n], "state", None) is not None]
+        what = (f"the in-memory state of {', '.join(lost)} (kept on executors between checkpoints) went with it "
+                "and is rolled back to its last checkpoint" if lost else "no step kept state in executor memory")
+        note = f"executor(s) {', '.join(sorted(gone))} lost during {step}@{epoch}; {what}"
+        self.journal.note(note)
+        self.say(f"  {note}")
+        return lost, note
 
     def _end_of_epoch(self, epoch: int) -> None:
         if self.pipeline.gc and self.pipeline.durable:
@@ -222,16 +281,21 @@ class Executor:
         runner = self.runners[name]
         self.injector.at(name, epoch, "before")
         t0 = time.perf_counter()
-        group = f"falkirk:{name}@{epoch}:{len(self.journal.executions)}"
+        group = f"falkirk-{self.run_id}:{name}@{epoch}:{len(self.journal.executions)}"
         with job_group(self.spark, group):
             inputs = {link.src: self._take(link.name, epoch) for link in self.links if link.dst == name}
             try:
                 out, rows = runner.execute(epoch, inputs)
-            except (StepFailure, CorruptDataError, PipelineError, RecordError):
+            except (StepFailure, CorruptDataError, RecordError):  # a bad input record: the input's problem, stop
                 raise
             except Exception as exc:
-                raise self._failure(name, epoch, exc) from exc
-            jobs, retried = failed_tasks(self.spark, group)
+                cause = root_cause(exc)
+                source = unreadable_input(cause, self.pipeline.location.uri, self.pipeline.inputs)
+                if source is not None:  # the input's fault, not the step's: no recovery reads it back
+                    raise CorruptDataError(source, "input", epoch, f"unreadable while {name} read it: {cause}") from exc
+                raise StepFailure(name, epoch, f"{type(exc).__name__}: {cause}",
+                                  deterministic=is_deterministic(exc, cause)) from exc
+            jobs, retried = failed_tasks(self.spark, group) or (0, 0)
         if retried:
             self.journal.note(f"{name}@{epoch}: Spark retried {retried} failed task attempt(s) itself; falkirk not involved")
             self.say(f"  {name}@{epoch}: Spark retried {retried} failed task(s) on its own (no falkirk recovery needed)")
@@ -257,19 +321,6 @@ class Executor:
                 self.say(f"recovery {r.index} complete: every step is back where it was ({r.seconds:.2f} s)")
         self._flush()
 
-    def _failure(self, name: str, epoch: int, exc: Exception) -> StepFailure | InputDataError:
-        """The falkirk error for ``exc``, raised while ``name`` ran ``epoch``: an input problem or a classified step failure."""
-        fault = classify(exc, inputs={n: i.log.dir for n, i in self.pipeline.inputs.items()})
-        if fault.kind == "input":
-            assert fault.input is not None and fault.file is not None
-            file = describe_file(fault.file, self.pipeline.root)
-            return InputDataError(
-                fault.input, epoch,
-                f"Spark cannot read {file} (while step {name} ran): {fault.summary}; the input log's file is "
-                "missing, unreadable or holds a record that does not fit the schema (was it written by "
-                "InputLog.append, and can every executor see the root?)", file=fault.file)
-        return StepFailure(name, epoch, fault.summary, fault=fault.kind, detail=fault.detail)
-
     def _take(self, edge: str, epoch: int) -> DataFrame:
         item = self.queues[edge].pop(epoch, None)
         if item is None:
@@ -292,9 +343,8 @@ class Executor:
         """React to unusable durable data found while recovering or replaying."""
         name, kind, epoch = err.step, err.kind, err.epoch
         if name in self.pipeline.inputs or name not in self.runners:
-            raise RecoveryError(f"cannot recover: {err}; the input data is gone; {self._retention_hint()}") from err
+            raise RecoveryError(f"cannot recover: {err}; the input data is gone") from err
         if kind == "checkpoint":
-            self._dropped.setdefault(name, []).append(epoch)
             self.planner.forget(name, epoch)
             self.storage.remove(name, kind, epoch)
         else:  # a lost log (or output) epoch: the step must recompute from before it
@@ -304,23 +354,6 @@ class Executor:
                 failed.add(name)
                 self._lose(name)
 
-    def _retention_hint(self) -> str:
-        """Why the data a rollback needed is gone, and which :class:`Retain` would have kept it."""
-        retain, dropped = self.pipeline.retain, self._dropped
-        if not dropped:
-            return ("no checkpoint was unusable, so falkirk's garbage collection did not delete what this rollback "
-                    "needs: the data was removed or damaged outside falkirk")
-        need = needed_retention(dropped, self.planner.available)
-        lost = "; ".join(f"{n} lost checkpoint(s) at epoch(s) {sorted(es)}" for n, es in dropped.items())
-        if not self.pipeline.gc:
-            return f"{lost}; garbage collection is off, so the data the fallback needs was removed outside falkirk"
-        best = max(need.values())
-        if best <= retain.checkpoints:
-            return (f"{lost}; {retain} keeps enough to fall back past them, so the data the fallback needs was "
-                    "removed or damaged outside falkirk")
-        return (f"{lost}; garbage collection kept only what {retain} needs — Pipeline(retain=Retain(checkpoints={best})) "
-                f"would have kept the older checkpoints and input to fall back to")
-
     def _live(self, name: str) -> Checkpoint:
         d = self.done[name]
         delivered = {
@@ -329,20 +362,15 @@ class Executor:
         }
         return Checkpoint("top", notifications=_frontier(d), delivered=delivered)
 
-    def _recover(
-        self, failed: set[str], cause: str, *, lost: CorruptDataError | None = None, restart: bool = False,
-        fault: str = "", detail: str = "",
-    ) -> None:
+    def _recover(self, failed: set[str], cause: str, *, lost: CorruptDataError | None = None, restart: bool = False) -> None:
         done_before = dict(self.done) if not restart else dict(self.high)
         rec = Recovery(
             len(self.journal.recoveries) + 1, cause, tuple(sorted(failed, key=self.order.index)), done_before,
             {n: list(v) for n, v in self.planner.available.items()}, restart=restart,
             planner="falkirk.solver.Monitor (meta.sqlite)" if self.pipeline.monitor else "falkirk.solver.solve_frontiers",
-            fault=fault, detail=detail,
         )
-        self._dropped = {}
         if not restart:
-            self.say(f"FAILURE ({fault or 'transient'}): {cause}")
+            self.say(f"FAILURE: {cause}")
         for n in failed:
             self._lose(n)
         if lost is not None:
@@ -429,20 +457,11 @@ class Executor:
 
     # -- garbage collection ----------------------------------------------------------------------------
     def collect(self) -> None:
-        """Delete what the retained low-watermarks allow: old checkpoints, consumed logs, acknowledged input.
-
-        The watermarks are :meth:`Planner.retained_watermarks` of the
-        pipeline's :class:`~falkirk.spark.pipeline.retention.Retain`; inputs
-        keep ``Retain.epochs`` more epochs.
-        """
-        retain = self.pipeline.retain
-        lw = self.planner.retained_watermarks(retain.checkpoints)
+        """Delete what the low-watermarks allow: old checkpoints, consumed logs, acknowledged input."""
+        lw = self.planner.watermarks()
         for n in self.order:
             consumers = self.pipeline.consumers(n)
-            mine, theirs = lw[n], min((lw[q] for q in consumers), default=lw[n])
-            if n in self.pipeline.inputs:
-                mine, theirs = mine - retain.epochs, theirs - retain.epochs
-            self.runners[n].collect(mine, theirs)
+            self.runners[n].collect(lw[n], min((lw[q] for q in consumers), default=lw[n]))
         self.storage.sweep_orphans()
         self.planner.compact()
 

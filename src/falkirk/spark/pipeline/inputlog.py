@@ -1,8 +1,9 @@
 """A partitioned, append-only input log with offsets (the role Kafka plays), cut into epochs.
 
 Each partition is a sequence of JSON-lines **segments**,
-``part-<k>/<start-offset>[@<batch>].jsonl``, written atomically (temporary
-file, then ``os.replace``); every record carries ``_partition`` and
+``part-<k>/<start-offset>[@<batch>].jsonl``, published write-once through the
+root's filesystem (:mod:`~falkirk.spark.pipeline.rootfs`; the root may be a
+path or a URI); every record carries ``_partition`` and
 ``_offset``. An **epoch** is a recorded **cut**: the end offset of every
 partition, ``cuts/<epoch>.json`` (atomic), so epoch ``e`` is the records
 between cut ``e-1`` and cut ``e`` — a sequence→epoch projection. Once
@@ -24,8 +25,7 @@ garbage-collected) and the others are appended. Spark reads the log in
 ``FAILFAST`` mode, so a file that bypassed :meth:`InputLog.append` fails
 loudly instead of turning into NULL values.
 
->>> import tempfile
->>> log = InputLog(tempfile.mkdtemp(), "events", "user BIGINT, v BIGINT", partitions=2, key="user")
+>>> log = InputLog("memory://falkirk-doc/inputlog", "events", "user BIGINT, v BIGINT", partitions=2, key="user")
 >>> log.append([{"user": u, "v": 10 * u} for u in range(5)], batch="b0")
 {0: 1, 1: 4}
 >>> log.append([{"user": 9, "v": 90}], batch="b0")   # already sent: ignored
@@ -50,14 +50,14 @@ import re
 import uuid
 import zlib
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
 from falkirk.spark.errors import CorruptDataError, PipelineError, RecordError
 from falkirk.spark.pipeline.records import RecordSchema, parse_schema
-from falkirk.spark.pipeline.storage import write_json_atomic
+from falkirk.spark.pipeline.rootfs import Root
+from falkirk.spark.pipeline.storage import as_root
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -87,7 +87,7 @@ class _Segment:
     partition: int
     start: int
     batch: str | None
-    path: Path
+    path: str
 
 
 class InputLog:
@@ -101,7 +101,7 @@ class InputLog:
     """
 
     def __init__(
-        self, directory: str | os.PathLike[str], name: str, schema: str, *, partitions: int = 1,
+        self, directory: Root | str | os.PathLike[str], name: str, schema: str, *, partitions: int = 1,
         key: str | None = None, fsync: bool = True, dead_letter: bool = False,
     ) -> None:
         if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
@@ -120,25 +120,25 @@ class InputLog:
         self.partitions = partitions
         self.key = key
         self.fsync = fsync
-        self.dir = Path(directory) / "input" / name
+        self.fs = as_root(directory, fsync=fsync)
+        self.dir = f"input/{name}"
         for k in range(partitions):
-            (self.dir / f"part-{k}").mkdir(parents=True, exist_ok=True)
-        (self.dir / "cuts").mkdir(parents=True, exist_ok=True)
+            self.fs.makedirs(f"{self.dir}/part-{k}")
+        self.fs.makedirs(f"{self.dir}/cuts")
 
     # -- segments ---------------------------------------------------------------------
     def segments(self, partition: int) -> list[_Segment]:
         """The segments of ``partition`` in offset order."""
         out = []
-        for p in (self.dir / f"part-{partition}").iterdir():
-            m = _SEGMENT.match(p.name)
+        where = f"{self.dir}/part-{partition}"
+        for name in self.fs.listdir(where):
+            m = _SEGMENT.match(name)
             if m:
-                out.append(_Segment(partition, int(m.group(1)), m.group(2), p))
+                out.append(_Segment(partition, int(m.group(1)), m.group(2), f"{where}/{name}"))
         return sorted(out, key=lambda s: s.start)
 
-    @staticmethod
-    def _lines(path: Path) -> int:
-        with open(path, "rb") as fh:
-            return sum(1 for _ in fh)
+    def _lines(self, path: str) -> int:
+        return self.fs.read_bytes(path).count(b"\n")
 
     def end_offsets(self) -> dict[int, int]:
         """The next offset of every partition (what a new cut would end at)."""
@@ -189,59 +189,51 @@ class InputLog:
                 continue
             start = ends[k]
             name = f"{start:012d}{'@' + batch if batch else ''}.jsonl"
-            path = self.dir / f"part-{k}" / name
-            tmp = path.with_name(f".{name}.{uuid.uuid4().hex[:8]}.tmp")
-            with open(tmp, "w", encoding="utf-8") as fh:
-                for i, r in enumerate(parts[k]):
-                    fh.write(json.dumps({**r, "_partition": k, "_offset": start + i}, sort_keys=True) + "\n")
-                fh.flush()
-                if self.fsync:
-                    os.fsync(fh.fileno())
-            os.replace(tmp, path)
+            text = "".join(json.dumps({**r, "_partition": k, "_offset": start + i}, sort_keys=True) + "\n"
+                           for i, r in enumerate(parts[k]))
+            self.fs.publish(f"{self.dir}/part-{k}/{name}", text.encode("utf-8"))
             written[k] = len(parts[k])
         return written
 
     # -- dead letters ------------------------------------------------------------------
     @property
-    def dead_letter_dir(self) -> Path:
-        """Where diverted records go (``dead-letter/<batch>.jsonl``, one JSON object per record)."""
-        return self.dir / "dead-letter"
+    def dead_letter_dir(self) -> str:
+        """Where diverted records go, relative to the root (``dead-letter/<batch>.jsonl``, one JSON object each)."""
+        return f"{self.dir}/dead-letter"
 
     def _divert(self, rejected: list[dict[str, Any]], batch: str | None) -> None:
-        path = self.dead_letter_dir / f"{batch or uuid.uuid4().hex}.jsonl"
-        if path.exists():
-            return  # this batch was sent before: its bad records are already there
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for r in rejected:
-                fh.write(json.dumps({"input": self.name, "batch": batch, **r}, sort_keys=True) + "\n")
-            fh.flush()
-            if self.fsync:
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        text = "".join(json.dumps({"input": self.name, "batch": batch, **r}, sort_keys=True) + "\n" for r in rejected)
+        try:
+            self.fs.publish(f"{self.dead_letter_dir}/{batch or uuid.uuid4().hex}.jsonl", text.encode("utf-8"))
+        except FileExistsError:
+            pass  # this batch was sent before: its bad records are already there
 
     def dead_letters(self, batch: str | None = None) -> int:
         """How many records were diverted to the dead-letter log (of one ``batch``, or in all)."""
-        d = self.dead_letter_dir
-        if not d.is_dir():
-            return 0
-        paths = [d / f"{batch}.jsonl"] if batch is not None else sorted(d.glob("*.jsonl"))
-        return sum(self._lines(p) for p in paths if p.exists())
+        if batch is not None:
+            names = [f"{batch}.jsonl"]
+        else:
+            names = [n for n in self.fs.listdir(self.dead_letter_dir) if n.endswith(".jsonl")]
+        total = 0
+        for n in names:
+            try:
+                total += self._lines(f"{self.dead_letter_dir}/{n}")
+            except FileNotFoundError:
+                pass
+        return total
 
     # -- cuts ------------------------------------------------------------------------
-    def _cut_path(self, epoch: int) -> Path:
-        return self.dir / "cuts" / f"{epoch:08d}.json"
+    def _cut_path(self, epoch: int) -> str:
+        return f"{self.dir}/cuts/{epoch:08d}.json"
 
     def cut_epochs(self) -> list[int]:
         """Epochs with a recorded cut, ascending."""
-        return sorted(int(p.stem) for p in (self.dir / "cuts").glob("*.json") if p.stem.isdigit())
+        return sorted(int(n[:-5]) for n in self.fs.listdir(f"{self.dir}/cuts") if n.endswith(".json") and n[:-5].isdigit())
 
     def get_cut(self, epoch: int) -> Cut | None:
         """The recorded cut of ``epoch``, or ``None``."""
         try:
-            with open(self._cut_path(epoch), encoding="utf-8") as fh:
-                doc = json.load(fh)
+            doc = json.loads(self.fs.read_bytes(self._cut_path(epoch)))
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
@@ -268,11 +260,15 @@ class InputLog:
         start = prev.end if prev else {k: 0 for k in range(self.partitions)}
         end = self.end_offsets()
         c = Cut(epoch, dict(start), {k: max(end[k], start[k]) for k in range(self.partitions)})
-        write_json_atomic(self._cut_path(epoch), {"epoch": epoch, "start": c.start, "end": c.end}, fsync=self.fsync)
+        doc = json.dumps({"epoch": epoch, "start": c.start, "end": c.end}, sort_keys=True).encode()
+        try:
+            self.fs.publish(self._cut_path(epoch), doc)
+        except FileExistsError:  # another driver cut it first: a cut never changes, so use that one
+            return self.get_cut(epoch) or c
         return c
 
     # -- reading -----------------------------------------------------------------------
-    def files(self, cut: Cut) -> list[Path]:
+    def files(self, cut: Cut) -> list[str]:
         """The segments holding ``cut``'s records; ``CorruptDataError`` if some are missing."""
         out = []
         for k in range(self.partitions):
@@ -306,7 +302,7 @@ class InputLog:
         if not files:
             return spark.createDataFrame([], schema)
         # FAILFAST: a malformed line (a file that bypassed append) fails the read instead of becoming NULLs
-        df = spark.read.schema(schema).option("mode", "FAILFAST").json([str(p) for p in files])
+        df = spark.read.schema(schema).option("mode", "FAILFAST").json([self.fs.spark_uri(p) for p in files])
         cond = None
         for k in range(self.partitions):
             if c.start[k] < c.end[k]:
@@ -326,12 +322,12 @@ class InputLog:
             segs = self.segments(k)
             for s, nxt in zip(segs, segs[1:], strict=False):  # never the last segment: it gives the end offset
                 if nxt.start <= c.end[k]:
-                    freed += s.path.stat().st_size
-                    s.path.unlink(missing_ok=True)
+                    freed += self.fs.size(s.path)
+                    self.fs.delete(s.path)
         for e in self.cut_epochs():
             if e < epoch:
-                freed += self._cut_path(e).stat().st_size
-                self._cut_path(e).unlink(missing_ok=True)
+                freed += self.fs.size(self._cut_path(e))
+                self.fs.delete(self._cut_path(e))
         return freed
 
 

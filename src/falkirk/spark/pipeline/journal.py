@@ -58,8 +58,6 @@ class Recovery:
     replayed: dict[str, tuple[int, int]] = field(factory=dict)  # edge -> (first, last) epoch replayed
     rescaled: dict[str, tuple[int, int]] = field(factory=dict)  # step -> (old, new) partitions of keyed state
     planner: str = ""
-    fault: str = ""  # the failure's kind (falkirk.spark.pipeline.faults.KINDS), "" for a restart
-    detail: str = ""  # its root cause with the user's traceback, when there is one
 
     @property
     def seconds(self) -> float | None:

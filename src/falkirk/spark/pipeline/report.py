@@ -101,13 +101,6 @@ def format_recovery(journal: Journal, rec: Recovery, *, inputs: set[str], statef
     took = "not finished" if rec.seconds is None else f"{rec.seconds:.2f} s"
     out.append(f"  failed: {', '.join(rec.failed)}; planned by {rec.planner} in {rec.plan_seconds * 1000:.1f} ms; "
                f"recovery wall time (until every step was back where it had been): {took}")
-    if rec.fault:
-        out.append(f"  kind: {rec.fault} failure" + (
-            " (in the step's own code or query: it recurs, so it is retried at most Retries.deterministic times)"
-            if rec.fault == "deterministic" else ""))
-    if rec.detail:
-        out.append("  root cause:")
-        out.extend("    " + line for line in rec.detail.splitlines())
     for p in rec.problems:
         out.append(f"  unusable data found and skipped: {p}")
     rows = [("step", "action", "frontier", "had done", "why")]

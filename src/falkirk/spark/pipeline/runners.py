@@ -19,9 +19,8 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from falkirk.spark.pipeline import keyed
 from falkirk.spark.errors import CorruptDataError, PipelineError
-from falkirk.spark.pipeline.guard import WriteGuard
+from falkirk.spark.pipeline import keyed
 from falkirk.spark.pipeline.regimes import Output
 from falkirk.spark.pipeline.session import detach
 from falkirk.spark.pipeline.storage import Manifest
@@ -29,8 +28,9 @@ from falkirk.spark.pipeline.storage import Manifest
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from falkirk.spark.pipeline.executor import Executor
     from falkirk.spark.pipeline.definition import Input, Step
+    from falkirk.spark.pipeline.executor import Executor
+    from falkirk.spark.pipeline.rootfs import Root
 
 __all__ = ["Runner", "InputRunner", "StepRunner", "DatabaseRunner", "make_runner"]
 
@@ -98,9 +98,8 @@ class InputRunner(Runner):
             self.log.append(self.input.source(epoch), batch=batch)
             diverted = self.log.dead_letters(batch) if self.log.dead_letter else 0
             if diverted:
-                self.ex.journal.note(f"{self.name}@{epoch}: {diverted} record(s) did not fit the schema and went to "
-                                     f"the dead-letter log {self.log.dead_letter_dir / (batch + '.jsonl')}")
-                self.ex.say(f"  {self.name}@{epoch}: {diverted} bad record(s) diverted to the dead-letter log")
+                self.ex.journal.note(f"input {self.name}@{epoch}: {diverted} record(s) did not fit the schema and went "
+                                     f"to the dead-letter log {self.ex.storage.fs.describe(self.log.dead_letter_dir)}")
         cut = self.log.cut(epoch)
         df = self.ex.injector.wrap(self.name, epoch, self.log.read(self.ex.spark, epoch))
         out, rows = self.ex.materialise(df, rows=cut.records)  # cached lazily by its first consumer
@@ -281,10 +280,9 @@ class DatabaseRunner(StepRunner):
         super().__init__(ex, step)
         db = getattr(step.regime, "database", None)
         assert db is not None
-        self.path = Path(db) if Path(db).is_absolute() else ex.pipeline.root / db
+        self.path = database_path(ex.pipeline.location, step.name, db)
         self.tables: dict[str, str] = dict(getattr(step.regime, "tables", {}))
         self.db: sqlite3.Connection | None = None
-        self.guard: WriteGuard | None = None
 
     def connect(self) -> sqlite3.Connection:
         """The open connection (autocommit mode; transactions are explicit)."""
@@ -297,7 +295,6 @@ class DatabaseRunner(StepRunner):
                 f"CREATE TABLE IF NOT EXISTS {self.COMMITS} "
                 "(step TEXT NOT NULL, epoch INTEGER NOT NULL, rows INTEGER NOT NULL, PRIMARY KEY (step, epoch))"
             )
-            self.guard = WriteGuard(self.db, self.name, self.tables, own=(self.COMMITS,))
         return self.db
 
     def _existing(self, db: sqlite3.Connection) -> dict[str, str]:
@@ -306,15 +303,11 @@ class DatabaseRunner(StepRunner):
 
     def execute(self, epoch: int, inputs: dict[str, DataFrame]) -> tuple[DataFrame | None, int]:
         db = self.connect()
-        guard = self.guard
-        assert guard is not None
-        guard.install()  # refuses writes a rollback could not undo (falkirk.spark.pipeline.guard)
         db.execute("BEGIN IMMEDIATE")
         try:
             for t, col in self._existing(db).items():
                 db.execute(f'DELETE FROM "{t}" WHERE "{col}" = ?', (epoch,))
-            with guard.watch(epoch):
-                result = self.call(epoch, inputs, db=db)
+            result = self.call(epoch, inputs, db=db)
             rows = sum(db.execute(f'SELECT count(*) FROM "{t}" WHERE "{c}" = ?', (epoch,)).fetchone()[0]
                        for t, c in self._existing(db).items())
             db.execute(f"INSERT OR REPLACE INTO {self.COMMITS} (step, epoch, rows) VALUES (?, ?, ?)", (self.name, epoch, rows))
@@ -336,7 +329,6 @@ class DatabaseRunner(StepRunner):
         if self.db is not None:
             self.db.close()  # an open transaction is rolled back
             self.db = None
-            self.guard = None
 
     def verify(self, frontier: int) -> None:
         if frontier < 0:
@@ -360,6 +352,20 @@ class DatabaseRunner(StepRunner):
     def collect(self, lw: int, lw_consumers: int) -> None:
         super().collect(lw, lw_consumers)
         self.connect().execute("PRAGMA wal_checkpoint(TRUNCATE)")  # keep the database's WAL small
+
+
+def database_path(root: Root, step: str, db: str) -> Path:
+    """An Eager step's SQLite database: ``db`` itself if absolute, else relative to a local root."""
+    if Path(db).is_absolute():
+        return Path(db)
+    local = root.local_path(db)
+    if local is None:
+        raise PipelineError(
+            f"step {step!r}: its database {db!r} is relative to the root, but the root {root.uri} is not a local "
+            "filesystem; give the database an absolute path on the driver (an Eager step's database is an "
+            "external system, like the outputs)"
+        )
+    return local
 
 
 def make_runner(ex: Executor, name: str) -> Runner:

@@ -1,94 +1,83 @@
-"""Durable storage under one root: Parquet data plus an atomic JSON manifest per item.
+"""Durable storage under one root: Parquet data plus a write-once JSON manifest per item.
 
 Every checkpoint, logged epoch, reported complete frontier and committed
 output epoch of a step is described by a **manifest**,
-``manifests/<step>/<kind>/<epoch>.json``, written with ``os.replace`` *after*
-its data is written. The manifest is the only source of truth that the item
-exists; it lists the data files with their sizes and SHA-256 checksums, so a
-deleted or corrupt file is detected (:meth:`Storage.verify` raises
-:class:`~falkirk.spark.errors.CorruptDataError`) and the item is treated as
-unavailable instead of silently yielding wrong data.
+``manifests/<step>/<kind>/<epoch>.json``, published write-once
+(:meth:`~falkirk.spark.pipeline.rootfs.Root.publish`) *after* its data is
+written and seen. The manifest is the only source of truth that the item
+exists, and it **proves its data**: it lists every data file with its size
+and a checksum, taken from what the driver sees through the root's
+filesystem — the same storage the executors wrote to. A manifest that would
+claim rows with no file behind it is refused at publish time
+(:class:`~falkirk.spark.errors.StorageError`): that is what a root on one
+machine's local disk produces on a cluster, where the executors' files stay
+on their own disks. :meth:`Storage.verify` then detects a missing, truncated
+or altered file (:class:`~falkirk.spark.errors.CorruptDataError`), so the
+item is treated as unavailable instead of silently yielding wrong data.
+
+All I/O goes through :class:`~falkirk.spark.pipeline.rootfs.Root`, so the
+root may be a path or a URI (``file://``, ``hdfs://``, ``s3a://``…).
 
 Layout::
 
     root/pipeline.json              the pipeline's shape (checked on restart)
-    root/meta.sqlite                the monitor's metadata (falkirk.solver.Monitor)
+    root/meta.sqlite                the monitor's metadata (a cache of the manifests; local roots)
     root/input/<name>/...           input logs (falkirk.spark.pipeline.inputlog)
     root/manifests/<step>/<kind>/<epoch>.json
     root/data/<step>/<kind>/<epoch>-<id>/part-*.parquet
     root/output/<step>/epoch=<e>/   external output (overwritten per epoch)
 
->>> import tempfile
->>> s = Storage(tempfile.mkdtemp())
->>> s.put(Manifest("cc", "checkpoint", 5, rows=3))
+>>> s = Storage("memory://falkirk-doc/storage")
+>>> s.put(Manifest("cc", "checkpoint", 5, rows=0))
 >>> s.epochs("cc", "checkpoint"), s.get("cc", "checkpoint", 5).rows
-([5], 3)
+([5], 0)
 >>> s.get("cc", "checkpoint", 4)
 Traceback (most recent call last):
 ...
 falkirk.spark.errors.CorruptDataError: step cc: checkpoint at epoch 4 is unusable: no manifest
+>>> s.put(Manifest("cc", "checkpoint", 6, rows=3, location="data/cc/checkpoint/6"))
+Traceback (most recent call last):
+...
+falkirk.spark.errors.StorageError: step cc: refusing to publish checkpoint at epoch 6: it claims 3 rows but no data file is visible under memory://falkirk-doc/storage/data/cc/checkpoint/6 (do the executors and the driver see the same storage?)
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
+import posixpath
 import uuid
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attrs import field, frozen
 
 from falkirk.spark.errors import CorruptDataError, StorageError
+from falkirk.spark.pipeline.rootfs import Root
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["KINDS", "FileEntry", "Manifest", "Storage", "write_json_atomic", "tree_size"]
+__all__ = ["KINDS", "FileEntry", "Manifest", "Storage", "as_root"]
 
 #: What a manifest can describe.
 KINDS = ("checkpoint", "log", "complete", "output")
 FORMAT = "falkirk-manifest/1"
 
 
-def write_json_atomic(path: Path, obj: Any, *, fsync: bool = True) -> None:
-    """Write ``obj`` as JSON to ``path`` atomically (temporary file, then ``os.replace``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(obj, fh, sort_keys=True)
-        fh.flush()
-        if fsync:
-            os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def tree_size(path: Path) -> int:
-    """Total size in bytes of the files under ``path`` (0 if it does not exist)."""
-    total = 0
-    for dirpath, _, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.path.getsize(os.path.join(dirpath, f))
-            except OSError:
-                pass
-    return total
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def as_root(root: Root | str | os.PathLike[str], *, fsync: bool = True) -> Root:
+    """``root`` as a :class:`~falkirk.spark.pipeline.rootfs.Root` (a path or URI is opened)."""
+    return root if isinstance(root, Root) else Root(root, fsync=fsync)
 
 
 @frozen
 class FileEntry:
-    """One data file of a manifest: name (relative to the manifest's location), size, SHA-256."""
+    """One data file of a manifest: name (relative to the manifest's location), size, checksum.
+
+    ``sha256`` holds the checksum: ``sha256:<hex>`` computed by the driver, the
+    filesystem's own (``etag:…``, ``md5hash:…``), a bare hex SHA-256 (older
+    manifests), or ``""`` when checksums are off.
+    """
 
     name: str
     size: int
@@ -149,58 +138,85 @@ class Manifest:
 class Storage:
     """The durable storage of one pipeline under ``root`` (see the module docstring).
 
-    ``fsync`` makes manifests and data files durable across a power loss (a
-    killed process needs only ``os.replace``); ``checksums`` records and
-    verifies SHA-256 of data files (sizes are always checked).
+    ``root`` is a path, a URI or a :class:`~falkirk.spark.pipeline.rootfs.Root`.
+    ``fsync`` makes local manifests and data files durable across a power loss;
+    ``checksums`` records and verifies a checksum per data file (sizes are
+    always checked).
     """
 
-    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True, checksums: bool = True) -> None:
-        self.root = Path(root)
+    def __init__(self, root: Root | str | os.PathLike[str], *, fsync: bool = True, checksums: bool = True) -> None:
+        self.fs = as_root(root, fsync=fsync)
         self.fsync = fsync
         self.checksums = checksums
-        self.root.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def root(self) -> str:
+        """The root's URI (what Spark is given)."""
+        return self.fs.uri
 
     # -- manifests ------------------------------------------------------------------
-    def _manifest_path(self, step: str, kind: str, epoch: int) -> Path:
+    def _manifest_rel(self, step: str, kind: str, epoch: int) -> str:
         if kind not in KINDS:
             raise StorageError(f"step {step}: unknown manifest kind {kind!r} (one of {list(KINDS)})")
-        return self.root / "manifests" / step / kind / f"{epoch:08d}.json"
+        return f"manifests/{step}/{kind}/{epoch:08d}.json"
 
     def epochs(self, step: str, kind: str) -> list[int]:
         """The epochs for which a ``kind`` manifest of ``step`` exists, ascending."""
-        d = self._manifest_path(step, kind, 0).parent
-        if not d.is_dir():
-            return []
-        return sorted(int(p.stem) for p in d.glob("*.json") if p.stem.isdigit())
+        d = posixpath.dirname(self._manifest_rel(step, kind, 0))
+        return sorted(int(n[:-5]) for n in self.fs.listdir(d) if n.endswith(".json") and n[:-5].isdigit())
 
     def put(self, manifest: Manifest) -> None:
-        """Publish ``manifest`` atomically (after its data was written)."""
-        write_json_atomic(self._manifest_path(manifest.step, manifest.kind, manifest.epoch), manifest.to_json(), fsync=self.fsync)
+        """Publish ``manifest`` write-once, after checking that it proves its data.
+
+        Refused with :class:`~falkirk.spark.errors.StorageError` when it
+        claims rows but lists no data file, or when a file it lists is not
+        visible with its size. Publishing the same document twice is a
+        no-op; a different document for the same item is refused.
+        """
+        m = manifest
+        if m.location is not None and m.rows > 0 and not m.files:
+            raise StorageError(
+                f"step {m.step}: refusing to publish {m.kind} at epoch {m.epoch}: it claims {m.rows} rows but no "
+                f"data file is visible under {self.fs.describe(m.location)} (do the executors and the driver "
+                "see the same storage?)"
+            )
+        if m.files:
+            self._check_visible(m, problem=StorageError)
+        rel = self._manifest_rel(m.step, m.kind, m.epoch)
+        data = json.dumps(m.to_json(), sort_keys=True).encode()
+        try:
+            self.fs.publish(rel, data)
+        except FileExistsError:
+            if self.fs.read_bytes(rel) != data:
+                raise StorageError(
+                    f"step {m.step}: {m.kind} at epoch {m.epoch} is already published with different contents "
+                    f"({self.fs.describe(rel)}); manifests are write-once"
+                ) from None
 
     def get(self, step: str, kind: str, epoch: int) -> Manifest:
         """The manifest of ``step``'s ``kind`` at ``epoch`` (``CorruptDataError`` if absent or unreadable)."""
-        path = self._manifest_path(step, kind, epoch)
+        rel = self._manifest_rel(step, kind, epoch)
+        where = self.fs.describe(rel)
         try:
-            with open(path, encoding="utf-8") as fh:
-                m = Manifest.from_json(json.load(fh))
+            m = Manifest.from_json(json.loads(self.fs.read_bytes(rel)))
         except FileNotFoundError:
             raise CorruptDataError(step, kind, epoch, "no manifest") from None
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise CorruptDataError(step, kind, epoch, f"manifest {path} is unreadable ({exc})") from None
+            raise CorruptDataError(step, kind, epoch, f"manifest {where} is unreadable ({exc})") from None
         if (m.step, m.kind, m.epoch) != (step, kind, epoch):
-            raise CorruptDataError(step, kind, epoch, f"manifest {path} describes {m.step}/{m.kind}/{m.epoch}")
+            raise CorruptDataError(step, kind, epoch, f"manifest {where} describes {m.step}/{m.kind}/{m.epoch}")
         return m
 
     def remove(self, step: str, kind: str, epoch: int) -> None:
         """Delete a manifest (first: the item stops existing) and then its data directory."""
-        path = self._manifest_path(step, kind, epoch)
+        rel = self._manifest_rel(step, kind, epoch)
         try:
             m = self.get(step, kind, epoch)
         except CorruptDataError:
             m = None
-        path.unlink(missing_ok=True)
+        self.fs.delete(rel)
         if m is not None and m.location and m.location.startswith("data/"):
-            shutil.rmtree(self.root / m.location, ignore_errors=True)
+            self.fs.delete(m.location, recursive=True)
 
     def remove_where(self, step: str, kind: str, keep: Any) -> list[int]:
         """Remove every ``kind`` manifest of ``step`` whose epoch fails ``keep(epoch)``; the removed epochs."""
@@ -218,47 +234,61 @@ class Storage:
         self, df: DataFrame, step: str, kind: str, epoch: int, rows: int, *, location: str | None = None,
         partition_by: str | None = None, **extra: Any,
     ) -> Manifest:
-        """Write ``df`` as Parquet (into ``location`` or a fresh directory) and describe it.
+        """Write ``df`` as Parquet (into ``location`` or a fresh directory) and describe what the driver sees.
 
         ``partition_by``: a column whose values become subdirectories
         (``col=value/part-*``; keyed checkpoints, :mod:`falkirk.spark.pipeline.keyed`).
         The returned manifest is *not* published: call :meth:`put` once
-        everything that belongs to the item is written.
+        everything that belongs to the item is written (it refuses a
+        manifest whose files the driver cannot see).
         """
         location = location or self.new_location(step, kind, epoch)
         writer = df.write.mode("overwrite")
         if partition_by is not None:
             writer = writer.partitionBy(partition_by)
-        writer.parquet(str(self.root / location))
-        files = self._describe(self.root / location)
+        writer.parquet(self.fs.spark_uri(location))
+        files = self.describe_files(location)
         return Manifest(step, kind, epoch, rows, location, files, df.schema.json(), extra)
 
-    def _describe(self, directory: Path) -> list[FileEntry]:
+    def describe_files(self, location: str) -> list[FileEntry]:
+        """The data files (``part-*``) under ``location`` as the driver sees them: name, size, checksum."""
+        if self.fsync:
+            self.fs.sync_dir(location)
         out = []
-        for p in sorted(directory.rglob("part-*")):
-            if self.fsync:
-                fd = os.open(p, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-            name = p.relative_to(directory).as_posix()
-            out.append(FileEntry(name, p.stat().st_size, _sha256(p) if self.checksums else ""))
+        for name, size in self.fs.walk_files(location):
+            if not posixpath.basename(name).startswith("part-"):
+                continue
+            checksum = self.fs.checksum(posixpath.join(location, name)) if self.checksums else ""
+            out.append(FileEntry(name, size, checksum))
         return out
+
+    def _check_visible(self, m: Manifest, *, problem: type[Exception]) -> None:
+        for f in m.files:
+            rel = posixpath.join(m.location or "", f.name)
+            try:
+                size = int(self.fs.info(rel).get("size") or 0)
+            except FileNotFoundError:
+                size = -1
+            if size != f.size:
+                what = "is missing" if size < 0 else f"has {size} bytes, expected {f.size}"
+                text = f"data file {self.fs.describe(rel)} {what}"
+                if problem is StorageError:
+                    raise StorageError(f"step {m.step}: refusing to publish {m.kind} at epoch {m.epoch}: {text}")
+                raise CorruptDataError(m.step, m.kind, m.epoch, text)
 
     def verify(self, m: Manifest) -> None:
         """Check that every file ``m`` lists exists with its size (and checksum); ``CorruptDataError`` if not."""
-        base = self.root / (m.location or "")
+        self._check_visible(m, problem=CorruptDataError)
+        if not self.checksums:
+            return
         for f in m.files:
-            p = base / f.name
-            try:
-                size = p.stat().st_size
-            except OSError:
-                raise CorruptDataError(m.step, m.kind, m.epoch, f"data file {p} is missing") from None
-            if size != f.size:
-                raise CorruptDataError(m.step, m.kind, m.epoch, f"data file {p} has {size} bytes, expected {f.size}")
-            if self.checksums and f.sha256 and _sha256(p) != f.sha256:
-                raise CorruptDataError(m.step, m.kind, m.epoch, f"data file {p} fails its SHA-256 check")
+            if not f.sha256:
+                continue
+            rel = posixpath.join(m.location or "", f.name)
+            want = f.sha256 if ":" in f.sha256 else f"sha256:{f.sha256}"
+            if self.fs.checksum(rel) != want:
+                kind = want.split(":", 1)[0].replace("sha256", "SHA-256")
+                raise CorruptDataError(m.step, m.kind, m.epoch, f"data file {self.fs.describe(rel)} fails its {kind} check")
 
     def read_frame(self, spark: SparkSession, m: Manifest, *, verify: bool = True) -> DataFrame:
         """The DataFrame ``m`` describes, read from exactly its listed files (verified first)."""
@@ -270,45 +300,47 @@ class Storage:
             raise CorruptDataError(m.step, m.kind, m.epoch, "the manifest has no schema")
         schema = StructType.fromJson(json.loads(m.schema))
         if not m.files:
+            if m.rows > 0:
+                raise CorruptDataError(m.step, m.kind, m.epoch, f"the manifest claims {m.rows} rows but lists no data file")
             return spark.createDataFrame([], schema)
-        base = self.root / (m.location or "")
+        base = self.fs.spark_uri(m.location or "")
         reader = spark.read.schema(schema)
         if any("/" in f.name for f in m.files):  # partitioned directories: their values are columns
-            reader = reader.option("basePath", str(base))
-        return reader.parquet(*(str(base / f.name) for f in m.files))
+            reader = reader.option("basePath", base)
+        return reader.parquet(*(f"{base}/{f.name}" for f in m.files))
 
     # -- housekeeping -----------------------------------------------------------------
     def referenced(self) -> set[str]:
         """Data directories named by a manifest."""
         refs = set()
-        mroot = self.root / "manifests"
-        for p in mroot.glob("*/*/*.json") if mroot.is_dir() else ():
-            try:
-                with open(p, encoding="utf-8") as fh:
-                    loc = json.load(fh).get("location")
-            except (OSError, ValueError):
-                continue
-            if loc:
-                refs.add(loc)
+        for step in self.fs.listdir("manifests"):
+            for kind in self.fs.listdir(f"manifests/{step}"):
+                for name in self.fs.listdir(f"manifests/{step}/{kind}"):
+                    try:
+                        loc = json.loads(self.fs.read_bytes(f"manifests/{step}/{kind}/{name}")).get("location")
+                    except (OSError, ValueError):
+                        continue
+                    if loc:
+                        refs.add(loc)
         return refs
 
     def sweep_orphans(self, steps: Iterable[str] | None = None) -> int:
         """Delete data directories no manifest names (left by a crash or replaced); the count removed."""
         refs = self.referenced()
-        droot = self.root / "data"
         removed = 0
-        names = list(steps) if steps is not None else ([p.name for p in droot.iterdir()] if droot.is_dir() else [])
+        names = list(steps) if steps is not None else self.fs.listdir("data")
         for step in names:
-            for d in (droot / step).glob("*/*"):
-                rel = d.relative_to(self.root).as_posix()
-                if d.is_dir() and rel not in refs:
-                    shutil.rmtree(d, ignore_errors=True)
-                    removed += 1
+            for kind in self.fs.listdir(f"data/{step}"):
+                for item in self.fs.listdir(f"data/{step}/{kind}"):
+                    rel = f"data/{step}/{kind}/{item}"
+                    if rel not in refs and self.fs.isdir(rel):
+                        self.fs.delete(rel, recursive=True)
+                        removed += 1
         return removed
 
     def size(self) -> int:
         """Bytes under the root."""
-        return tree_size(self.root)
+        return self.fs.size()
 
     def __repr__(self) -> str:
-        return f"Storage({str(self.root)!r})"
+        return f"Storage({self.root!r})"

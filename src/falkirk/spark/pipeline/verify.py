@@ -12,6 +12,7 @@ rows are compared as multisets, so a duplicated or missing row shows up
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections import Counter
 from pathlib import Path
@@ -20,6 +21,9 @@ from typing import TYPE_CHECKING, Any
 from attrs import frozen
 
 from falkirk.spark.pipeline.regimes import Output
+from falkirk.spark.pipeline.rootfs import Root
+from falkirk.spark.pipeline.runners import database_path
+from falkirk.spark.pipeline.storage import as_root
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -52,17 +56,20 @@ class Comparison:
     differences: tuple[Difference, ...]
 
 
-def output_rows(spark: SparkSession, root: Path, step: str) -> dict[int, Counter[tuple[Any, ...]]]:
-    """The rows of every epoch partition of output ``step`` under ``root``, as multisets."""
+def output_rows(spark: SparkSession, root: Root | str | os.PathLike[str], step: str) -> dict[int, Counter[tuple[Any, ...]]]:
+    """The rows of every epoch partition of output ``step`` under ``root`` (a path or URI), as multisets."""
+    fs = as_root(root)
     out: dict[int, Counter[tuple[Any, ...]]] = {}
-    base = root / "output" / step
-    for d in sorted(base.glob("epoch=*")) if base.is_dir() else ():
-        files = [str(p) for p in d.glob("part-*")]
+    base = f"output/{step}"
+    for d in fs.listdir(base):
+        if not d.startswith("epoch="):
+            continue
+        files = [fs.spark_uri(f"{base}/{d}/{n}") for n in fs.listdir(f"{base}/{d}") if n.startswith("part-")]
         if not files:
-            out[int(d.name.split("=")[1])] = Counter()
+            out[int(d.split("=")[1])] = Counter()
             continue
         rows = spark.read.parquet(*files).collect()
-        out[int(d.name.split("=")[1])] = Counter(tuple(r) for r in rows)
+        out[int(d.split("=")[1])] = Counter(tuple(r) for r in rows)
     return out
 
 
@@ -82,8 +89,15 @@ def _diff(what: str, epoch: int | None, ref: Counter[Any], got: Counter[Any]) ->
     return Difference(what, epoch, missing, extra) if missing or extra else None
 
 
-def compare_runs(spark: SparkSession, pipeline: Pipeline, root: Path, reference: Path) -> Comparison:
-    """Compare the external effects of ``pipeline`` run at ``root`` with those at ``reference``."""
+def compare_runs(
+    spark: SparkSession, pipeline: Pipeline, root: Root | str | os.PathLike[str], reference: Root | str | os.PathLike[str],
+) -> Comparison:
+    """Compare the external effects of ``pipeline`` run at ``root`` with those at ``reference`` (paths or URIs).
+
+    Outputs are compared per epoch and SQLite tables whole, as multisets: a
+    duplicated or a missing row is a difference.
+    """
+    root, reference = as_root(root), as_root(reference)
     diffs: list[Difference] = []
     compared = 0
     for name, step in pipeline.steps.items():
@@ -97,8 +111,8 @@ def compare_runs(spark: SparkSession, pipeline: Pipeline, root: Path, reference:
         db = getattr(step.regime, "database", None)
         if db:
             for table in [*step.regime.tables, "falkirk_epochs"]:  # type: ignore[attr-defined]
-                path_got = Path(db) if Path(db).is_absolute() else root / db
-                path_ref = Path(db) if Path(db).is_absolute() else reference / db
+                path_got = database_path(root, name, db)
+                path_ref = database_path(reference, name, db)
                 ref_rows, got_rows = table_rows(path_ref, table), table_rows(path_got, table)
                 compared += sum(ref_rows.values())
                 d = _diff(f"{Path(db).name}:{table}", None, ref_rows, got_rows)
