@@ -22,6 +22,7 @@ Modules: :mod:`~falkirk.spark.pipeline.definition` (the API), :mod:`~falkirk.spa
 
 from falkirk.spark.errors import (
     CorruptDataError,
+    EagerWriteError,
     PipelineError,
     RecordError,
     RecoveryError,
@@ -82,6 +83,7 @@ __all__ = [
     "RecordError",
     "StepError",
     "SchemaError",
+    "EagerWriteError",
     "CorruptDataError",
     "StepFailure",
     "RecoveryError",

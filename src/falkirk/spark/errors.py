@@ -12,7 +12,7 @@ from __future__ import annotations
 from falkirk.errors import FalkirkError, ValidationError
 
 __all__ = [
-    "PipelineError", "SchemaError", "RecordError", "StorageError", "CorruptDataError", "StepFailure", "RecoveryError",
+    "PipelineError", "SchemaError", "EagerWriteError", "RecordError", "StorageError", "CorruptDataError", "StepFailure", "RecoveryError",
     "StepError",
 ]
 
@@ -23,6 +23,15 @@ class PipelineError(ValidationError):
 
 class SchemaError(PipelineError):
     """An input's Spark DDL schema that falkirk cannot check records against (names the field and the type)."""
+
+
+class EagerWriteError(PipelineError):
+    """An eager database step wrote what falkirk cannot undo per epoch (``step``, ``table``; the message says the fix)."""
+
+    def __init__(self, step: str, table: str, message: str) -> None:
+        super().__init__(message)
+        self.step = step
+        self.table = table
 
 
 class RecordError(FalkirkError, ValueError):

@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING, Any
 from attrs import define, field
 
 from falkirk.solver import Checkpoint
-from falkirk.spark.errors import CorruptDataError, RecordError, RecoveryError, StepError, StepFailure
+from falkirk.spark.errors import (
+    CorruptDataError,
+    EagerWriteError,
+    RecordError,
+    RecoveryError,
+    StepError,
+    StepFailure,
+)
 from falkirk.spark.pipeline.causes import is_deterministic, root_cause, unreadable_input
 from falkirk.spark.pipeline.failures import Injection, Injector
 from falkirk.spark.pipeline.journal import Journal, Recovery
@@ -286,8 +293,8 @@ class Executor:
             inputs = {link.src: self._take(link.name, epoch) for link in self.links if link.dst == name}
             try:
                 out, rows = runner.execute(epoch, inputs)
-            except (StepFailure, CorruptDataError, RecordError):  # a bad input record: the input's problem, stop
-                raise
+            except (StepFailure, CorruptDataError, RecordError, EagerWriteError):
+                raise  # a bad input record, or a write no rollback could undo: stop (EagerWriteError, RecordError)
             except Exception as exc:
                 cause = root_cause(exc)
                 source = unreadable_input(cause, self.pipeline.location.uri, self.pipeline.inputs)

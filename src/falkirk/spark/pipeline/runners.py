@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from falkirk.spark.errors import CorruptDataError, PipelineError
 from falkirk.spark.pipeline import keyed
+from falkirk.spark.pipeline.guard import WriteGuard
 from falkirk.spark.pipeline.regimes import Output
 from falkirk.spark.pipeline.session import detach
 from falkirk.spark.pipeline.storage import Manifest
@@ -283,6 +284,7 @@ class DatabaseRunner(StepRunner):
         self.path = database_path(ex.pipeline.location, step.name, db)
         self.tables: dict[str, str] = dict(getattr(step.regime, "tables", {}))
         self.db: sqlite3.Connection | None = None
+        self.guard: WriteGuard | None = None
 
     def connect(self) -> sqlite3.Connection:
         """The open connection (autocommit mode; transactions are explicit)."""
@@ -295,6 +297,7 @@ class DatabaseRunner(StepRunner):
                 f"CREATE TABLE IF NOT EXISTS {self.COMMITS} "
                 "(step TEXT NOT NULL, epoch INTEGER NOT NULL, rows INTEGER NOT NULL, PRIMARY KEY (step, epoch))"
             )
+            self.guard = WriteGuard(self.db, self.name, self.tables, own=(self.COMMITS,))
         return self.db
 
     def _existing(self, db: sqlite3.Connection) -> dict[str, str]:
@@ -303,11 +306,15 @@ class DatabaseRunner(StepRunner):
 
     def execute(self, epoch: int, inputs: dict[str, DataFrame]) -> tuple[DataFrame | None, int]:
         db = self.connect()
+        guard = self.guard
+        assert guard is not None
+        guard.install()  # refuses writes a rollback could not undo (falkirk.spark.pipeline.guard)
         db.execute("BEGIN IMMEDIATE")
         try:
             for t, col in self._existing(db).items():
                 db.execute(f'DELETE FROM "{t}" WHERE "{col}" = ?', (epoch,))
-            result = self.call(epoch, inputs, db=db)
+            with guard.watch(epoch):
+                result = self.call(epoch, inputs, db=db)
             rows = sum(db.execute(f'SELECT count(*) FROM "{t}" WHERE "{c}" = ?', (epoch,)).fetchone()[0]
                        for t, c in self._existing(db).items())
             db.execute(f"INSERT OR REPLACE INTO {self.COMMITS} (step, epoch, rows) VALUES (?, ?, ?)", (self.name, epoch, rows))
@@ -329,6 +336,7 @@ class DatabaseRunner(StepRunner):
         if self.db is not None:
             self.db.close()  # an open transaction is rolled back
             self.db = None
+            self.guard = None
 
     def verify(self, frontier: int) -> None:
         if frontier < 0:
