@@ -37,7 +37,8 @@ def test_gc_keeps_the_root_bounded(spark: Any, tmp_path: Path) -> None:
     early, late = max(sizes[e] for e in range(2, 4)), max(sizes[e] for e in range(4, LONG))
     assert late <= 1.25 * early, sizes
     storage = Storage(tmp_path)
-    assert storage.epochs("cc", "checkpoint") == [LONG - 1]  # cc_every=2: the one at the watermark
+    # cc_every=2: the one at the watermark and one older (the default Retain(checkpoints=2))
+    assert storage.epochs("cc", "checkpoint") == [LONG - 3, LONG - 1]
     assert len(storage.epochs("heavy", "log")) <= 2
     assert len(list((tmp_path / "input" / "events" / "part-0").glob("*.jsonl"))) <= 3
     assert result.done == {n: LONG - 1 for n in result.done}

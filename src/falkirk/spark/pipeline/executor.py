@@ -45,6 +45,7 @@ from falkirk.spark.pipeline.causes import is_deterministic, root_cause, unreadab
 from falkirk.spark.pipeline.failures import Injection, Injector
 from falkirk.spark.pipeline.journal import Journal, Recovery
 from falkirk.spark.pipeline.planner import TOP, Planner, epoch_of
+from falkirk.spark.pipeline.retention import needed_retention
 from falkirk.spark.pipeline.probe import check_shared, is_local_master
 from falkirk.spark.pipeline.runners import Runner, make_runner
 from falkirk.spark.pipeline.session import executors, failed_tasks, job_group, local_session
@@ -151,6 +152,7 @@ class Executor:
         self._pins: dict[int, list[Any]] = {}
         self._counts: dict[int, tuple[weakref.ref[Any], int]] = {}
         self._released: list[Any] = []
+        self._dropped: dict[str, list[int]] = {}  # checkpoints found unusable in the current recovery
 
     # -- DataFrame lifetime ------------------------------------------------------------------
     def materialise(self, df: DataFrame, *, cached: bool = False, rows: int | None = None) -> tuple[DataFrame, int]:
@@ -350,8 +352,9 @@ class Executor:
         """React to unusable durable data found while recovering or replaying."""
         name, kind, epoch = err.step, err.kind, err.epoch
         if name in self.pipeline.inputs or name not in self.runners:
-            raise RecoveryError(f"cannot recover: {err}; the input data is gone") from err
+            raise RecoveryError(f"cannot recover: {err}; the input data is gone; {self._retention_hint()}") from err
         if kind == "checkpoint":
+            self._dropped.setdefault(name, []).append(epoch)
             self.planner.forget(name, epoch)
             self.storage.remove(name, kind, epoch)
         else:  # a lost log (or output) epoch: the step must recompute from before it
@@ -360,6 +363,22 @@ class Executor:
             if name not in failed:
                 failed.add(name)
                 self._lose(name)
+
+    def _retention_hint(self) -> str:
+        """Why the data a rollback needed is gone, and which :class:`Retain` would have kept it."""
+        retain, dropped = self.pipeline.retain, self._dropped
+        if not dropped:
+            return ("no checkpoint was found unusable, so falkirk's garbage collection did not delete what this "
+                    "rollback needs: the data was removed or damaged outside falkirk")
+        lost = "; ".join(f"{n} lost its checkpoint(s) at epoch(s) {sorted(es)}" for n, es in dropped.items())
+        if not self.pipeline.gc:
+            return f"{lost}; garbage collection is off, so the data the fallback needs was removed outside falkirk"
+        best = max(needed_retention(dropped, self.planner.available).values())
+        if best <= retain.checkpoints:
+            return (f"{lost}; {retain} keeps enough to fall back past them, so the data the fallback needs was "
+                    "removed or damaged outside falkirk")
+        return (f"{lost}; garbage collection kept only what {retain} needs: Pipeline(retain=Retain(checkpoints="
+                f"{best})) (or retain={best}) would have kept an older checkpoint and the input after it")
 
     def _live(self, name: str) -> Checkpoint:
         d = self.done[name]
@@ -376,6 +395,7 @@ class Executor:
             {n: list(v) for n, v in self.planner.available.items()}, restart=restart,
             planner="falkirk.solver.Monitor (meta.sqlite)" if self.pipeline.monitor else "falkirk.solver.solve_frontiers",
         )
+        self._dropped = {}
         if not restart:
             self.say(f"FAILURE: {cause}")
         for n in failed:
@@ -464,11 +484,20 @@ class Executor:
 
     # -- garbage collection ----------------------------------------------------------------------------
     def collect(self) -> None:
-        """Delete what the low-watermarks allow: old checkpoints, consumed logs, acknowledged input."""
-        lw = self.planner.watermarks()
+        """Delete what the retained low-watermarks allow: old checkpoints, consumed logs, acknowledged input.
+
+        The watermarks are :meth:`Planner.retained_watermarks` of the
+        pipeline's :class:`~falkirk.spark.pipeline.retention.Retain`; inputs
+        keep ``Retain.epochs`` more epochs.
+        """
+        retain = self.pipeline.retain
+        lw = self.planner.retained_watermarks(retain.checkpoints)
         for n in self.order:
             consumers = self.pipeline.consumers(n)
-            self.runners[n].collect(lw[n], min((lw[q] for q in consumers), default=lw[n]))
+            mine, theirs = lw[n], min((lw[q] for q in consumers), default=lw[n])
+            if n in self.pipeline.inputs:
+                mine, theirs = mine - retain.epochs, theirs - retain.epochs
+            self.runners[n].collect(mine, theirs)
         self.storage.sweep_orphans()
         self.planner.compact()
 
