@@ -193,9 +193,24 @@ class Planner:
         self._dirty = False
         self.rebuilds += 1
 
+    def stale(self) -> bool:
+        """Does the monitor hold checkpoints the storage no longer has (collected, forgotten or truncated)?"""
+        m = self._monitor
+        return m is not None and any(len(m.checkpoints(n)) != len(es) for n, es in self.available.items())
+
     def compact(self) -> None:
-        """Keep the monitor's database small: fold its write-ahead log back into it (SQLite ``TRUNCATE`` checkpoint)."""
-        self._ensure()  # rebuilds it when it holds many more checkpoints than are still available
+        """Make the monitor's database agree with the storage, and keep it small.
+
+        Called after garbage collection: when the monitor holds checkpoints
+        below the watermarks that were collected (or ones a rollback
+        abandoned, :meth:`truncate`, or :meth:`forget`), it is rebuilt from
+        the available ones, so ``falkirk monitor --db ROOT/meta.sqlite status``
+        counts what is on disk and the file stays bounded over a long run;
+        then its write-ahead log is folded back (SQLite ``TRUNCATE`` checkpoint).
+        """
+        if self.stale():
+            self._dirty = True
+        self._ensure()
         if self.path is not None and self.path.exists():
             with sqlite3.connect(self.path) as db:
                 db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
