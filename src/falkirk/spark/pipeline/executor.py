@@ -45,8 +45,8 @@ from falkirk.spark.pipeline.causes import is_deterministic, root_cause, unreadab
 from falkirk.spark.pipeline.failures import Injection, Injector
 from falkirk.spark.pipeline.journal import Journal, Recovery
 from falkirk.spark.pipeline.planner import TOP, Planner, epoch_of
-from falkirk.spark.pipeline.retention import needed_retention
 from falkirk.spark.pipeline.probe import check_shared, is_local_master
+from falkirk.spark.pipeline.retention import needed_retention
 from falkirk.spark.pipeline.runners import Runner, make_runner
 from falkirk.spark.pipeline.session import executors, failed_tasks, job_group, local_session
 from falkirk.spark.pipeline.storage import Storage
