@@ -88,3 +88,15 @@ def test_root_cause_of_plain_errors() -> None:
         == "disk gone"
     assert unreadable_input("[PATH_NOT_FOUND] Path does not exist: file:/r/input/a/x", "file:///r", ["a", "b"]) == "a"
     assert unreadable_input("KeyError: 'a'", "file:///r", ["a"]) is None
+
+
+def test_job_groups_do_not_collide_across_pipelines(spark: Any, tmp_path: Path) -> None:
+    """Two pipelines of the same shape in one SparkSession: the second, failure-free, reports no task retries
+    (its job groups are its own; before, it counted the first one's retried task)."""
+    def copy(clicks: Any) -> Any:
+        return clicks.select("user", "n")
+
+    first = _pipe(tmp_path / "a", spark, copy).run(1, fail="copy@0:task")
+    assert any("Spark retried 1 failed task" in n for n in first.journal.notes), first.journal.notes
+    second = _pipe(tmp_path / "b", spark, copy).run(1)
+    assert not [n for n in second.journal.notes if "retried" in n], second.journal.notes

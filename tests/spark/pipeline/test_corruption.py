@@ -37,29 +37,9 @@ def test_corrupt_checkpoint_falls_back_to_an_earlier_one(spark: Any, reference: 
     assert_identical(spark, tmp_path, reference)
 
 
-def test_deleted_latest_checkpoint_falls_back_with_the_default_retention(
-    spark: Any, reference: Path, tmp_path: Path,
-) -> None:
-    """With GC on, cc's latest checkpoint deleted. Before (GC kept exactly one checkpoint and acknowledged the input
-    below it): ``RecoveryError: cannot recover: step events: input at epoch 0 is unusable``. Now the default
-    ``Retain(checkpoints=2)`` kept the one before and the input after it: the restart falls back, output identical."""
-    flagship(tmp_path, spark).run(EPOCHS)
-    storage = Storage(tmp_path)
-    assert storage.epochs("cc", "checkpoint") == [1, 3]  # cc_every=2: the latest and one older
-    _data_file(tmp_path, "cc", "checkpoint", 3).unlink()
-
-    result = flagship(tmp_path, spark).run(EPOCHS)  # a restarted driver
-    (rec,) = result.journal.recoveries
-    assert any("cc: checkpoint at epoch 3" in p and "missing" in p for p in rec.problems), rec.problems
-    assert epoch_of(rec.plan.frontiers["cc"]) == 1 and rec.plan.actions["cc"] == "restore"
-    assert_identical(spark, tmp_path, reference)
-
-
-def test_deleted_checkpoint_without_fallback_says_which_retention_would_have_saved_it(
-    spark: Any, tmp_path: Path,
-) -> None:
-    """With ``retain=1`` only cc's checkpoint at its watermark is kept; deleted, no plan can work, and the error says
-    what was lost and that ``Retain(checkpoints=2)`` would have kept enough; the outputs are left alone."""
+def test_deleted_checkpoint_without_fallback_is_a_clear_error(spark: Any, tmp_path: Path) -> None:
+    """With GC keeping one checkpoint (retain=1), the only cc checkpoint left deleted: no plan can work, it says
+    why, and which setting would have saved it."""
     flagship(tmp_path, spark, retain=1).run(EPOCHS)
     storage = Storage(tmp_path)
     assert storage.epochs("cc", "checkpoint") == [3]  # GC removed the one at 1
@@ -68,9 +48,23 @@ def test_deleted_checkpoint_without_fallback_says_which_retention_would_have_sav
 
     with pytest.raises(RecoveryError, match=r"cannot recover: step events: input at epoch 0 is unusable") as err:
         flagship(tmp_path, spark, retain=1).run(EPOCHS + 1)
-    text = str(err.value)
-    assert "cc lost its checkpoint(s) at epoch(s) [3]" in text and "Retain(checkpoints=2)" in text, text
+    assert "retain=" in str(err.value) and "keeps 1 checkpoint" in str(err.value)
     assert sorted(p.name for p in (tmp_path / "output" / "responses").iterdir()) == before
+
+
+def test_default_retention_survives_a_deleted_latest_checkpoint(spark: Any, reference: Path, tmp_path: Path) -> None:
+    """GC on with the default retain=2: cc's checkpoints at 1 and 3 and the input since epoch 2 are kept, so
+    losing the latest checkpoint falls back to the older one and the output is identical."""
+    flagship(tmp_path, spark).run(EPOCHS)
+    storage = Storage(tmp_path)
+    assert storage.epochs("cc", "checkpoint") == [1, 3]
+    _data_file(tmp_path, "cc", "checkpoint", 3).unlink()
+
+    result = flagship(tmp_path, spark).run(EPOCHS)  # a restarted driver
+    (rec,) = result.journal.recoveries
+    assert any("cc: checkpoint at epoch 3" in p for p in rec.problems), rec.problems
+    assert epoch_of(rec.plan.frontiers["cc"]) == 1 and rec.plan.actions["cc"] == "restore"
+    assert_identical(spark, tmp_path, reference)
 
 
 def test_deleted_log_is_recomputed(spark: Any, reference: Path, tmp_path: Path) -> None:

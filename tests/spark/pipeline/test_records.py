@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 
-from falkirk.spark import Ephemeral, InputLog, Pipeline, PipelineError, RecordError, RecoveryError, SchemaError
+from falkirk.spark import (
+    Ephemeral,
+    InputLog,
+    Pipeline,
+    PipelineError,
+    RecordError,
+    RecoveryError,
+    SchemaError,
+)
 
 SCHEMA = "user STRING NOT NULL, ts BIGINT, url STRING"
 

@@ -4,16 +4,12 @@ The modules, in the order a run uses them:
 
 * :mod:`~falkirk.spark.pipeline.definition` — :class:`Pipeline` and :class:`Step` (the API);
 * :mod:`~falkirk.spark.pipeline.regimes` — what each step persists (SPEC §8);
-* :mod:`~falkirk.spark.pipeline.inputlog` — partitioned, append-only input logs and their cuts,
-  whose records :mod:`~falkirk.spark.pipeline.records` checks against the declared schema;
+* :mod:`~falkirk.spark.pipeline.inputlog` — partitioned, append-only input logs and their cuts;
 * :mod:`~falkirk.spark.pipeline.storage` — manifests, checkpoints and logs under the root;
 * :mod:`~falkirk.spark.pipeline.planner` — the monitor's metadata and the solver's plans;
 * :mod:`~falkirk.spark.pipeline.executor` and :mod:`~falkirk.spark.pipeline.runners` — running
   epochs, restoring, replaying and re-running;
-* :mod:`~falkirk.spark.pipeline.failures` — injected failures; :mod:`~falkirk.spark.pipeline.causes` —
-  a real failure's root cause and whether it recurs;
-* :mod:`~falkirk.spark.pipeline.retention` — what garbage collection keeps beyond the watermarks;
-* :mod:`~falkirk.spark.pipeline.guard` — what an eager database step may write;
+* :mod:`~falkirk.spark.pipeline.failures` — injected failures;
 * :mod:`~falkirk.spark.pipeline.journal`, :mod:`~falkirk.spark.pipeline.report` and
   :mod:`~falkirk.spark.pipeline.verify` — what a run did, and whether it matches a reference;
 * :mod:`~falkirk.spark.pipeline.keyed` — keyed state by key group;
@@ -29,7 +25,6 @@ from falkirk.spark.pipeline.inputlog import Cut, InputLog
 from falkirk.spark.pipeline.keyed import key_group_range, plan_rescale
 from falkirk.spark.pipeline.planner import Planner
 from falkirk.spark.pipeline.regimes import Batch, Eager, Ephemeral, Lazy, Output, Regime
-from falkirk.spark.pipeline.retention import Retain
 from falkirk.spark.pipeline.session import local_session
 from falkirk.spark.pipeline.storage import Manifest, Storage
 from falkirk.spark.pipeline.verify import Comparison, compare_runs
@@ -51,7 +46,6 @@ __all__ = [
     "Lazy",
     "Eager",
     "Output",
-    "Retain",
     "local_session",
     "Manifest",
     "Storage",

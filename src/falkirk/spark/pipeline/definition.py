@@ -45,7 +45,6 @@ from falkirk.solver import Dataflow, Edge, Processor
 from falkirk.spark.errors import PipelineError
 from falkirk.spark.pipeline.inputlog import InputLog
 from falkirk.spark.pipeline.regimes import Ephemeral, Output, Regime
-from falkirk.spark.pipeline.retention import Retain
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -104,21 +103,21 @@ class Pipeline:
     and the input log are written): the no-checkpointing baseline, which
     cannot recover from a failure. ``spark_conf``: runtime SQL settings applied
     to the session for the duration of a run and restored afterwards (e.g.
-    :data:`~falkirk.spark.pipeline.session.SMALL_DATA`). ``retain``: what
-    garbage collection keeps beyond the low-watermarks
-    (:class:`~falkirk.spark.pipeline.retention.Retain`, or a number of
-    checkpoints; default 2: a corrupt or deleted latest checkpoint falls back
-    to an older one).
+    :data:`~falkirk.spark.pipeline.session.SMALL_DATA`).
     """
 
     def __init__(
         self, root: str | os.PathLike[str], spark: SparkSession | None = None, *, fsync: bool = True,
         checksums: bool = True, gc: bool = True, monitor: bool = True, durable: bool = True,
-        spark_conf: Mapping[str, str] | None = None, retain: int | Retain | None = None,
+        spark_conf: Mapping[str, str] | None = None, retain: int = 2,
     ) -> None:
-        self.retain = Retain.of(retain)
         from falkirk.spark.pipeline.rootfs import Root
 
+        if isinstance(retain, bool) or not isinstance(retain, int) or retain < 1:
+            raise PipelineError(f"retain={retain!r}: the number of checkpoints kept per step must be an integer >= 1")
+        #: garbage collection keeps each stateful step's ``retain`` latest checkpoints and everything needed
+        #: to recover from the oldest of them (input, logs), so a corrupt latest checkpoint falls back
+        self.retain = retain
         #: The root's storage (driver side); ``root`` is a local ``Path`` or the URI.
         self.location = root if isinstance(root, Root) else Root(root, fsync=fsync)
         self.root: Path | str = self.location.local_path() or self.location.uri

@@ -35,7 +35,7 @@ from attrs import define, field
 from falkirk.solver import Checkpoint
 from falkirk.spark.errors import (
     CorruptDataError,
-    EagerWriteError,
+    PipelineError,
     RecordError,
     RecoveryError,
     StepError,
@@ -46,7 +46,6 @@ from falkirk.spark.pipeline.failures import Injection, Injector
 from falkirk.spark.pipeline.journal import Journal, Recovery
 from falkirk.spark.pipeline.planner import TOP, Planner, epoch_of
 from falkirk.spark.pipeline.probe import check_shared, is_local_master
-from falkirk.spark.pipeline.retention import needed_retention
 from falkirk.spark.pipeline.runners import Runner, make_runner
 from falkirk.spark.pipeline.session import executors, failed_tasks, job_group, local_session
 from falkirk.spark.pipeline.storage import Storage
@@ -152,7 +151,6 @@ class Executor:
         self._pins: dict[int, list[Any]] = {}
         self._counts: dict[int, tuple[weakref.ref[Any], int]] = {}
         self._released: list[Any] = []
-        self._dropped: dict[str, list[int]] = {}  # checkpoints found unusable in the current recovery
 
     # -- DataFrame lifetime ------------------------------------------------------------------
     def materialise(self, df: DataFrame, *, cached: bool = False, rows: int | None = None) -> tuple[DataFrame, int]:
@@ -295,8 +293,8 @@ class Executor:
             inputs = {link.src: self._take(link.name, epoch) for link in self.links if link.dst == name}
             try:
                 out, rows = runner.execute(epoch, inputs)
-            except (StepFailure, CorruptDataError, RecordError, EagerWriteError):
-                raise  # a bad input record, or a write no rollback could undo: stop (EagerWriteError, RecordError)
+            except (StepFailure, CorruptDataError, RecordError, PipelineError):  # bad input or definition: stop
+                raise
             except Exception as exc:
                 cause = root_cause(exc)
                 source = unreadable_input(cause, self.pipeline.location.uri, self.pipeline.inputs)
@@ -352,9 +350,10 @@ class Executor:
         """React to unusable durable data found while recovering or replaying."""
         name, kind, epoch = err.step, err.kind, err.epoch
         if name in self.pipeline.inputs or name not in self.runners:
-            raise RecoveryError(f"cannot recover: {err}; the input data is gone; {self._retention_hint()}") from err
+            hint = (f"; garbage collection keeps {self.pipeline.retain} checkpoint(s) per step and the input they "
+                    "need (Pipeline(retain=...)): a larger retain would have kept older ones" if self.pipeline.gc else "")
+            raise RecoveryError(f"cannot recover: {err}; the input data is gone{hint}") from err
         if kind == "checkpoint":
-            self._dropped.setdefault(name, []).append(epoch)
             self.planner.forget(name, epoch)
             self.storage.remove(name, kind, epoch)
         else:  # a lost log (or output) epoch: the step must recompute from before it
@@ -363,22 +362,6 @@ class Executor:
             if name not in failed:
                 failed.add(name)
                 self._lose(name)
-
-    def _retention_hint(self) -> str:
-        """Why the data a rollback needed is gone, and which :class:`Retain` would have kept it."""
-        retain, dropped = self.pipeline.retain, self._dropped
-        if not dropped:
-            return ("no checkpoint was found unusable, so falkirk's garbage collection did not delete what this "
-                    "rollback needs: the data was removed or damaged outside falkirk")
-        lost = "; ".join(f"{n} lost its checkpoint(s) at epoch(s) {sorted(es)}" for n, es in dropped.items())
-        if not self.pipeline.gc:
-            return f"{lost}; garbage collection is off, so the data the fallback needs was removed outside falkirk"
-        best = max(needed_retention(dropped, self.planner.available).values())
-        if best <= retain.checkpoints:
-            return (f"{lost}; {retain} keeps enough to fall back past them, so the data the fallback needs was "
-                    "removed or damaged outside falkirk")
-        return (f"{lost}; garbage collection kept only what {retain} needs: Pipeline(retain=Retain(checkpoints="
-                f"{best})) (or retain={best}) would have kept an older checkpoint and the input after it")
 
     def _live(self, name: str) -> Checkpoint:
         d = self.done[name]
@@ -395,7 +378,6 @@ class Executor:
             {n: list(v) for n, v in self.planner.available.items()}, restart=restart,
             planner="falkirk.solver.Monitor (meta.sqlite)" if self.pipeline.monitor else "falkirk.solver.solve_frontiers",
         )
-        self._dropped = {}
         if not restart:
             self.say(f"FAILURE: {cause}")
         for n in failed:
@@ -483,21 +465,37 @@ class Executor:
         self._flush()
 
     # -- garbage collection ----------------------------------------------------------------------------
-    def collect(self) -> None:
-        """Delete what the retained low-watermarks allow: old checkpoints, consumed logs, acknowledged input.
+    def retained_watermarks(self) -> dict[str, int]:
+        """The low-watermarks with retention: as if each stateful step's newest ``retain - 1`` checkpoints were lost.
 
-        The watermarks are :meth:`Planner.retained_watermarks` of the
-        pipeline's :class:`~falkirk.spark.pipeline.retention.Retain`; inputs
-        keep ``Retain.epochs`` more epochs.
+        What a recovery would need if those checkpoints turned out corrupt or
+        deleted: garbage collection keeps it (``Pipeline(retain=1)``: the
+        plain low-watermarks).
         """
-        retain = self.pipeline.retain
-        lw = self.planner.retained_watermarks(retain.checkpoints)
+        lw = self.planner.watermarks()
+        extra = self.pipeline.retain - 1
+        if extra <= 0:
+            return lw
+        from falkirk.solver import solve_frontiers
+
+        saved = self.planner.available
+        stateful = {n for n, r in self.runners.items() if getattr(getattr(r, "regime", None), "takes_state", False)}
+        restricted = {n: (es[:-extra] if n in stateful else es) for n, es in saved.items()}
+        if restricted == saved:
+            return lw
+        self.planner.available = restricted
+        try:
+            marks = solve_frontiers(self.planner.dataflow(), "all").frontiers
+        finally:
+            self.planner.available = saved
+        return {n: min(lw[n], epoch_of(marks[n])) for n in lw}
+
+    def collect(self) -> None:
+        """Delete what the low-watermarks allow (with retention): old checkpoints, consumed logs, acknowledged input."""
+        lw = self.retained_watermarks()
         for n in self.order:
             consumers = self.pipeline.consumers(n)
-            mine, theirs = lw[n], min((lw[q] for q in consumers), default=lw[n])
-            if n in self.pipeline.inputs:
-                mine, theirs = mine - retain.epochs, theirs - retain.epochs
-            self.runners[n].collect(mine, theirs)
+            self.runners[n].collect(lw[n], min((lw[q] for q in consumers), default=lw[n]))
         self.storage.sweep_orphans()
         self.planner.compact()
 

@@ -171,7 +171,8 @@ class WriteGuard:
             return self._refuse(arg1 or "", "attaches another database: its writes cannot be rolled back with the epoch")
         if action == sqlite3.SQLITE_TRANSACTION:
             return self._refuse("", f"runs {arg1}: falkirk commits the step's writes together with the epoch they "
-                                    "belong to; do not begin, commit or roll back transactions in the step")
+                                    "belong to; do not begin, commit or roll back transactions in the step (note: "
+                                    "sqlite3's executescript() commits first; run each statement with execute())")
         return sqlite3.SQLITE_OK
 
     def _row_check(self, table: str, op: str, value: Any) -> int:

@@ -336,7 +336,6 @@ class DatabaseRunner(StepRunner):
         if self.db is not None:
             self.db.close()  # an open transaction is rolled back
             self.db = None
-            self.guard = None
 
     def verify(self, frontier: int) -> None:
         if frontier < 0:
