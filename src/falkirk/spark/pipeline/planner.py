@@ -144,23 +144,6 @@ class Planner:
         marks = monitor.watermarks if monitor is not None else solve_frontiers(self.dataflow(), "all").frontiers
         return {n: epoch_of(f) for n, f in marks.items()}
 
-    def retained_watermarks(self, checkpoints: int) -> dict[str, int]:
-        """The low-watermarks if every stateful step lost its ``checkpoints - 1`` newest checkpoints.
-
-        What garbage collection may collect below with
-        :class:`~falkirk.spark.pipeline.retention.Retain` ``(checkpoints)``;
-        ``checkpoints=1`` gives :meth:`watermarks`. Never above them.
-        """
-        full = self.watermarks()
-        if checkpoints <= 1:
-            return full
-        drop = checkpoints - 1
-        kept = {n: es if n in self.stateless or n in self.outputs else es[:max(0, len(es) - drop)]
-                for n, es in self.available.items()}
-        df = with_checkpoints(self.template, {n: [Checkpoint(e) for e in es] for n, es in kept.items()})
-        marks = solve_frontiers(df, "all").frontiers
-        return {n: min(epoch_of(marks[n]), full[n]) for n in full}
-
     # -- the monitor ------------------------------------------------------------------------
     def _ensure(self) -> Any:
         if not self.use_monitor:
