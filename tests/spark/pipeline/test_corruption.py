@@ -49,6 +49,7 @@ def test_deleted_checkpoint_without_fallback_is_a_clear_error(spark: Any, tmp_pa
     with pytest.raises(RecoveryError, match=r"cannot recover: step events: input at epoch 0 is unusable") as err:
         flagship(tmp_path, spark, retain=1).run(EPOCHS + 1)
     assert "retain=" in str(err.value) and "keeps 1 checkpoint" in str(err.value)
+    assert "cc lost its checkpoint(s) at epoch(s) [3]: Pipeline(retain=2) would have kept" in str(err.value), err.value
     assert sorted(p.name for p in (tmp_path / "output" / "responses").iterdir()) == before
 
 

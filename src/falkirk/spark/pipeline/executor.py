@@ -109,6 +109,22 @@ def metadata_cache(root: Root) -> Path:
     return where / "meta.sqlite"
 
 
+def needed_retain(dropped: dict[str, list[int]], available: dict[str, list[int]]) -> dict[str, int]:
+    """Per step, the ``Pipeline(retain=…)`` that survives losing its ``dropped`` checkpoint epochs.
+
+    ``available``: the step's checkpoints still usable. Losing the ``k``-th
+    newest checkpoint needs ``k + 1`` kept.
+
+    >>> needed_retain({"cc": [3]}, {"cc": []}), needed_retain({"cc": [5, 3]}, {"cc": [1]})
+    ({'cc': 2}, {'cc': 3})
+    """
+    out = {}
+    for step, lost in dropped.items():
+        every = set(lost) | set(available.get(step, ()))
+        out[step] = max(sum(1 for c in every if c >= e) for e in lost) + 1
+    return out
+
+
 def _frontier(epoch: int) -> Any:
     return "empty" if epoch < 0 else epoch
 
@@ -151,6 +167,7 @@ class Executor:
         self._pins: dict[int, list[Any]] = {}
         self._counts: dict[int, tuple[weakref.ref[Any], int]] = {}
         self._released: list[Any] = []
+        self._dropped: dict[str, list[int]] = {}  # checkpoints found unusable during the current recovery
 
     # -- DataFrame lifetime ------------------------------------------------------------------
     def materialise(self, df: DataFrame, *, cached: bool = False, rows: int | None = None) -> tuple[DataFrame, int]:
@@ -352,8 +369,15 @@ class Executor:
         if name in self.pipeline.inputs or name not in self.runners:
             hint = (f"; garbage collection keeps {self.pipeline.retain} checkpoint(s) per step and the input they "
                     "need (Pipeline(retain=...)): a larger retain would have kept older ones" if self.pipeline.gc else "")
+            if self.pipeline.gc and self._dropped:
+                lost = "; ".join(f"{n} lost its checkpoint(s) at epoch(s) {sorted(es)}" for n, es in self._dropped.items())
+                need = max(needed_retain(self._dropped, self.planner.available).values())
+                hint += (f" ({lost}: Pipeline(retain={need}) would have kept an older one)" if need > self.pipeline.retain
+                         else f" ({lost}; retain={self.pipeline.retain} covers that, so the older data was removed "
+                              "or damaged outside falkirk)")
             raise RecoveryError(f"cannot recover: {err}; the input data is gone{hint}") from err
         if kind == "checkpoint":
+            self._dropped.setdefault(name, []).append(epoch)
             self.planner.forget(name, epoch)
             self.storage.remove(name, kind, epoch)
         else:  # a lost log (or output) epoch: the step must recompute from before it
@@ -373,6 +397,7 @@ class Executor:
 
     def _recover(self, failed: set[str], cause: str, *, lost: CorruptDataError | None = None, restart: bool = False) -> None:
         done_before = dict(self.done) if not restart else dict(self.high)
+        self._dropped = {}
         rec = Recovery(
             len(self.journal.recoveries) + 1, cause, tuple(sorted(failed, key=self.order.index)), done_before,
             {n: list(v) for n, v in self.planner.available.items()}, restart=restart,
