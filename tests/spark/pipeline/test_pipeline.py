@@ -78,3 +78,12 @@ def test_root_holds_one_pipeline(tmp_path: Path) -> None:
     build(tmp_path, None).check_root()
     with pytest.raises(PipelineError, match="different pipeline"):
         build(tmp_path, None, cc_every=5).check_root()
+
+
+def test_regime_arguments_are_keyword_only_and_checked() -> None:
+    """``Lazy(3)`` used to mean log=3, every=1; now it is refused, and log must be a bool."""
+    with pytest.raises(TypeError):
+        Lazy(3)  # type: ignore[misc]
+    with pytest.raises(PipelineError, match=r"Ephemeral: log='yes' must be True or False"):
+        Ephemeral(log="yes")  # type: ignore[arg-type]
+    assert Lazy(every=3).every == 3 and not Lazy(every=3).log

@@ -47,11 +47,20 @@ def _tables(value: Mapping[str, str] | None) -> dict[str, str]:
     return dict(value or {})
 
 
+def _flag(instance: object, attribute: Any, value: bool) -> None:
+    if not isinstance(value, bool):
+        raise PipelineError(f"{type(instance).__name__}: {attribute.name}={value!r} must be True or False")
+
+
 @frozen
 class Regime:
-    """Base of the regimes: what a step persists and how it comes back after a failure."""
+    """Base of the regimes: what a step persists and how it comes back after a failure.
 
-    log: bool = False
+    Every argument is keyword-only (``Lazy(3)`` is a ``TypeError``; write
+    ``Lazy(every=3)``) and checked when the regime is built.
+    """
+
+    log: bool = field(default=False, validator=_flag, kw_only=True)
 
     #: name used in reports and pipeline.json
     kind: ClassVar[str] = "regime"
@@ -88,7 +97,7 @@ class Ephemeral(Regime):
 class Batch(Regime):
     """Restarts each epoch from empty state and logs its output (a firewall for rollbacks)."""
 
-    log: bool = field(default=True)
+    log: bool = field(default=True, validator=_flag, kw_only=True)
     kind: ClassVar[str] = "batch"
     stateless: ClassVar[bool] = True
 
