@@ -20,7 +20,17 @@ Modules: :mod:`~falkirk.spark.pipeline.definition` (the API), :mod:`~falkirk.spa
 (the paper's Figure 1 application) and :mod:`~falkirk.spark.pipeline.demo` (``python -m falkirk.spark.demo``).
 """
 
-from falkirk.spark.errors import CorruptDataError, PipelineError, RecoveryError, StepFailure, StorageError
+from falkirk.spark.errors import (
+    CorruptDataError,
+    EagerWriteError,
+    PipelineError,
+    RecordError,
+    RecoveryError,
+    SchemaError,
+    StepError,
+    StepFailure,
+    StorageError,
+)
 from falkirk.spark.pipeline.executor import Executor, RunResult
 from falkirk.spark.pipeline.failures import Injection
 from falkirk.spark.pipeline.inputlog import Cut, InputLog
@@ -70,6 +80,10 @@ __all__ = [
     "local_session",
     "PipelineError",
     "StorageError",
+    "RecordError",
+    "EagerWriteError",
+    "StepError",
+    "SchemaError",
     "CorruptDataError",
     "StepFailure",
     "RecoveryError",

@@ -11,11 +11,46 @@ from __future__ import annotations
 
 from falkirk.errors import FalkirkError, ValidationError
 
-__all__ = ["PipelineError", "StorageError", "CorruptDataError", "StepFailure", "RecoveryError"]
+__all__ = [
+    "PipelineError", "SchemaError", "EagerWriteError", "RecordError", "StorageError", "CorruptDataError", "StepFailure", "RecoveryError",
+    "StepError",
+]
 
 
 class PipelineError(ValidationError):
     """A pipeline definition that cannot work (unknown input, cycle, bad regime…), naming the step."""
+
+
+class SchemaError(PipelineError):
+    """An input's Spark DDL schema that falkirk cannot check records against (names the field and the type)."""
+
+
+class EagerWriteError(PipelineError):
+    """An eager database step wrote what falkirk cannot undo per epoch (``step``, ``table``; the message says the fix)."""
+
+    def __init__(self, step: str, table: str, message: str) -> None:
+        super().__init__(message)
+        self.step = step
+        self.table = table
+
+
+class RecordError(FalkirkError, ValueError):
+    """A record that does not fit its input's declared schema; nothing of its batch was appended.
+
+    ``input``, ``partition`` and ``offset`` say where the record would have
+    gone, ``index`` its position in the appended batch, ``field`` the culprit.
+    """
+
+    def __init__(self, input: str, partition: int, offset: int, index: int, field: str, problem: str) -> None:
+        super().__init__(
+            f"input {input!r}, partition {partition}, offset {offset} (record {index} of the batch): {problem}; "
+            "nothing of the batch was appended (fix the record, or declare the input with dead_letter=True "
+            "to divert bad records)")
+        self.input = input
+        self.partition = partition
+        self.offset = offset
+        self.index = index
+        self.field = field
 
 
 class StorageError(FalkirkError, OSError):
@@ -39,13 +74,32 @@ class CorruptDataError(StorageError):
 class StepFailure(FalkirkError, RuntimeError):
     """Step ``step`` failed while working on ``epoch`` (a raised error, a failed Spark job, an injection)."""
 
-    def __init__(self, step: str, epoch: int, cause: str, *, injected: bool = False) -> None:
+    def __init__(
+        self, step: str, epoch: int, cause: str, *, injected: bool = False, deterministic: bool = False,
+    ) -> None:
         super().__init__(f"step {step} failed at epoch {epoch}: {cause}")
         self.step = step
         self.epoch = epoch
         self.cause = cause
         self.injected = injected
+        #: an error in the step's own code or query that will recur on the same data (retried at most once)
+        self.deterministic = deterministic
 
 
 class RecoveryError(FalkirkError, RuntimeError):
     """No consistent rollback can be executed (e.g. the data it needs was deleted or is corrupt)."""
+
+
+class StepError(RecoveryError):
+    """A step failed again, the same deterministic way, after one recovery: falkirk stops retrying.
+
+    ``step``, ``epoch`` and ``cause`` (the root cause: the user's error and where it was raised).
+    """
+
+    def __init__(self, failure: StepFailure, attempts: int) -> None:
+        super().__init__(
+            f"step {failure.step} failed at epoch {failure.epoch} with an error in its own code or query that "
+            f"recurs: {failure.cause}; stopped after {attempts} attempts (a recovery did not clear it)")
+        self.step = failure.step
+        self.epoch = failure.epoch
+        self.cause = failure.cause

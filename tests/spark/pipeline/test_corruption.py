@@ -38,16 +38,34 @@ def test_corrupt_checkpoint_falls_back_to_an_earlier_one(spark: Any, reference: 
 
 
 def test_deleted_checkpoint_without_fallback_is_a_clear_error(spark: Any, tmp_path: Path) -> None:
-    """With GC on, the only cc checkpoint left (at its watermark) deleted: no plan can work, and it says why."""
-    flagship(tmp_path, spark).run(EPOCHS)
+    """With GC keeping one checkpoint (retain=1), the only cc checkpoint left deleted: no plan can work, it says
+    why, and which setting would have saved it."""
+    flagship(tmp_path, spark, retain=1).run(EPOCHS)
     storage = Storage(tmp_path)
     assert storage.epochs("cc", "checkpoint") == [3]  # GC removed the one at 1
     _data_file(tmp_path, "cc", "checkpoint", 3).unlink()
     before = sorted(p.name for p in (tmp_path / "output" / "responses").iterdir())
 
-    with pytest.raises(RecoveryError, match=r"cannot recover: step events: input at epoch 0 is unusable"):
-        flagship(tmp_path, spark).run(EPOCHS + 1)
+    with pytest.raises(RecoveryError, match=r"cannot recover: step events: input at epoch 0 is unusable") as err:
+        flagship(tmp_path, spark, retain=1).run(EPOCHS + 1)
+    assert "retain=" in str(err.value) and "keeps 1 checkpoint" in str(err.value)
+    assert "cc lost its checkpoint(s) at epoch(s) [3]: Pipeline(retain=2) would have kept" in str(err.value), err.value
     assert sorted(p.name for p in (tmp_path / "output" / "responses").iterdir()) == before
+
+
+def test_default_retention_survives_a_deleted_latest_checkpoint(spark: Any, reference: Path, tmp_path: Path) -> None:
+    """GC on with the default retain=2: cc's checkpoints at 1 and 3 and the input since epoch 2 are kept, so
+    losing the latest checkpoint falls back to the older one and the output is identical."""
+    flagship(tmp_path, spark).run(EPOCHS)
+    storage = Storage(tmp_path)
+    assert storage.epochs("cc", "checkpoint") == [1, 3]
+    _data_file(tmp_path, "cc", "checkpoint", 3).unlink()
+
+    result = flagship(tmp_path, spark).run(EPOCHS)  # a restarted driver
+    (rec,) = result.journal.recoveries
+    assert any("cc: checkpoint at epoch 3" in p for p in rec.problems), rec.problems
+    assert epoch_of(rec.plan.frontiers["cc"]) == 1 and rec.plan.actions["cc"] == "restore"
+    assert_identical(spark, tmp_path, reference)
 
 
 def test_deleted_log_is_recomputed(spark: Any, reference: Path, tmp_path: Path) -> None:

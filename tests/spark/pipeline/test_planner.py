@@ -70,3 +70,55 @@ def test_monitor_database_is_rebuilt_and_compacted(tmp_path: Path) -> None:
     p.compact()
     assert not (tmp_path / "meta.sqlite-wal").exists() or (tmp_path / "meta.sqlite-wal").stat().st_size == 0
     p.close()
+
+
+def test_monitor_metadata_is_pruned_to_what_storage_keeps(tmp_path: Path) -> None:
+    """Before: the monitor kept every checkpoint ever recorded until it held 4x more than available, so
+    ``falkirk monitor status`` counted collected checkpoints (``checkpoints 3, deletable 2`` with one on disk) and
+    the database grew. Now compaction after GC prunes it: status agrees with what is available, the file stays
+    bounded over a long run, and the reopened monitor's watermarks equal those before pruning."""
+    import contextlib
+    import io
+
+    from falkirk.cli import main
+    from falkirk.solver.monitor import Monitor
+
+    p = _planner(tmp_path, True)
+    sizes = []
+    for e in range(60):
+        for n in ["events", "queries", "parse_batch", "heavy", "parse_graph", "answer", "stats", "responses"]:
+            p.record(n, e)
+        if (e + 1) % 3 == 0:
+            p.record("cc", e)
+        lw = p.watermarks()
+        for n in ["cc", "stats"]:  # what the executor's GC does for stateful steps
+            p.prune(n, lw[n])
+        before = p.watermarks()
+        p.compact()
+        sizes.append((tmp_path / "meta.sqlite").stat().st_size)
+        assert p.watermarks() == before
+    assert p.available["cc"] == [59] and p.available["stats"] == [59]
+    with Monitor.open(tmp_path / "meta.sqlite") as m:
+        assert {n: len(m.checkpoints(n)) for n in p.available} == {n: len(es) for n, es in p.available.items()}
+        assert {n: epoch_of(f) for n, f in m.watermarks.items()} == p.watermarks()
+    p.close()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["monitor", "--db", str(tmp_path / "meta.sqlite"), "status"]) == 0
+    row = next(line.split() for line in out.getvalue().splitlines() if line.startswith("cc "))
+    assert row[-2:] == ["1", "0"], out.getvalue()  # one checkpoint, none deletable: as on disk
+    assert max(sizes[30:]) <= max(sizes[5:10]) * 1.5, sizes
+
+
+def test_truncated_checkpoints_leave_the_monitor(tmp_path: Path) -> None:
+    """Checkpoints a rollback abandoned (``truncate``) are gone from the monitor's database after compaction."""
+    from falkirk.solver.monitor import Monitor
+
+    p = _planner(tmp_path, True)
+    _feed(p, 9)
+    p.watermarks()
+    p.truncate("cc", 4)
+    p.compact()
+    p.close()
+    with Monitor.open(tmp_path / "meta.sqlite") as m:
+        assert len(m.checkpoints("cc")) == 1 and p.available["cc"] == [2]

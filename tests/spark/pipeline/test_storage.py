@@ -6,10 +6,9 @@ Most tests run twice: on a local directory and on fsspec's in-memory filesystem
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
-
-import uuid
 
 import pytest
 

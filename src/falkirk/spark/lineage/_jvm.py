@@ -55,6 +55,11 @@ def _connect_error(obj: Any, attr: str) -> SparkConnectError:
     )
 
 
+def _remote(obj: Any) -> bool:
+    """A Spark Connect object: its attribute lookups return Columns, never JVM handles."""
+    return type(obj).__module__.startswith("pyspark.sql.connect")
+
+
 def java_context(obj: Any) -> Any:
     """The JVM ``SparkContext`` behind a SparkSession, SparkContext, RDD or DataFrame."""
     sc = _python_context(obj)
@@ -65,6 +70,8 @@ def java_context(obj: Any) -> Any:
 
 
 def _python_context(obj: Any) -> Any:
+    if _remote(obj):
+        raise _connect_error(obj, "_jsc")
     if hasattr(obj, "_jsc") and hasattr(obj, "_gateway"):  # a SparkContext
         return obj
     for attr in ("sparkContext", "context", "ctx"):
@@ -120,6 +127,8 @@ def _block_manager(obj: Any) -> Any:
 # -- lineage ---------------------------------------------------------------------------
 def describe(obj: Any) -> tuple[str, dict[str, Node]]:
     """The lineage of an RDD or DataFrame as ``(root key, {key: Node})``; runs no job."""
+    if _remote(obj):
+        raise _connect_error(obj, "_jdf")
     if hasattr(obj, "_jrdd"):
         return _rdd_nodes(obj)
     if hasattr(obj, "_jdf"):

@@ -109,10 +109,15 @@ class Pipeline:
     def __init__(
         self, root: str | os.PathLike[str], spark: SparkSession | None = None, *, fsync: bool = True,
         checksums: bool = True, gc: bool = True, monitor: bool = True, durable: bool = True,
-        spark_conf: Mapping[str, str] | None = None,
+        spark_conf: Mapping[str, str] | None = None, retain: int = 2,
     ) -> None:
         from falkirk.spark.pipeline.rootfs import Root
 
+        if isinstance(retain, bool) or not isinstance(retain, int) or retain < 1:
+            raise PipelineError(f"retain={retain!r}: the number of checkpoints kept per step must be an integer >= 1")
+        #: garbage collection keeps each stateful step's ``retain`` latest checkpoints and everything needed
+        #: to recover from the oldest of them (input, logs), so a corrupt latest checkpoint falls back
+        self.retain = retain
         #: The root's storage (driver side); ``root`` is a local ``Path`` or the URI.
         self.location = root if isinstance(root, Root) else Root(root, fsync=fsync)
         self.root: Path | str = self.location.local_path() or self.location.uri
@@ -138,15 +143,20 @@ class Pipeline:
 
     def input(
         self, name: str, schema: str, *, partitions: int = 1, key: str | None = None,
-        source: Callable[[int], Iterable[Mapping[str, Any]]] | None = None,
+        source: Callable[[int], Iterable[Mapping[str, Any]]] | None = None, dead_letter: bool = False,
     ) -> InputLog:
         """Declare input ``name``: a log of records with Spark DDL ``schema``; returns the log.
 
         ``source(epoch)``, if given, is called once per epoch before the epoch
         is cut to append that epoch's records (idempotently, batch ``epoch-<e>``).
+        Records are checked against ``schema`` when appended; a bad one stops
+        the run with :class:`~falkirk.spark.errors.RecordError`, or with
+        ``dead_letter=True`` it goes to the input's dead-letter log
+        (``root/input/<name>/dead-letter/``) and the run's notes count it.
         """
         self._check_new(name)
-        log = InputLog(self.location, name, schema, partitions=partitions, key=key, fsync=self.fsync)
+        log = InputLog(self.location, name, schema, partitions=partitions, key=key, fsync=self.fsync,
+                       dead_letter=dead_letter)
         self.inputs[name] = Input(name, log, source)
         self.order.append(name)
         return log

@@ -12,15 +12,27 @@ with status 1 if they are not. ``ROOT/run`` is resumed if it already holds
 a run (a restarted driver), so ``--fail cc@5:kill`` followed by a second
 invocation without it demonstrates recovery after ``SIGKILL``.
 
+On a cluster, give the master and a root every node reaches (a path on a
+shared mount, or a URI: ``hdfs://``, ``s3a://``, ``abfss://``, ``gs://``)::
+
+    python -m falkirk.spark.demo --master spark://HOST:7077 --root hdfs://namenode:8020/falkirk/demo
+
+or run it through ``spark-submit`` (the master and settings then come from
+``spark-submit``; ``--master`` is not needed)::
+
+    spark-submit --master spark://HOST:7077 $(python -c "import falkirk.spark.demo as d; print(d.__file__)") \
+        --root hdfs://namenode:8020/falkirk/demo
+
 >>> args = parser().parse_args(["--fail", "cc@3:before", "--epochs", "5"])
 >>> [str(f) for f in args.fail], args.epochs
 (['cc@3:before'], 5)
+>>> parser().parse_args(["--master", "spark://h:7077", "--root", "file:///shared/demo"]).root
+'file:///shared/demo'
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import tempfile
 import time
@@ -51,7 +63,10 @@ def parser() -> argparse.ArgumentParser:
                    help="inject a failure (repeatable); WHERE: before, mid (default), task, job, kill, "
                    "kill-mid. Default: cc@7:mid. Use --fail none for a failure-free run")
     p.add_argument("--epochs", type=int, default=10, help="epochs to run (default 10)")
-    p.add_argument("--root", type=Path, help="directory for the run (default: a new temporary directory)")
+    p.add_argument("--root", help="directory or URI (file://, hdfs://, s3a://, abfss://, gs://) for the run "
+                   "(default: a new temporary directory); on a cluster, storage every node reaches")
+    p.add_argument("--master", help="Spark master URL (default local[2,3]; under spark-submit, spark-submit's)")
+    p.add_argument("--remote", metavar="sc://HOST:PORT", help="run through a Spark Connect server instead")
     p.add_argument("--events", type=int, default=4000, help="events per epoch (default 4000)")
     p.add_argument("--queries", type=int, default=60, help="queries per epoch (default 60)")
     p.add_argument("--users", type=int, default=300, help="distinct users (default 300)")
@@ -71,7 +86,33 @@ def _say(quiet: bool) -> Any:
     return say
 
 
-def _picture(plan: Any, path: Path, title: str) -> str:
+def _session(master: str | None, remote: str | None = None) -> Any:
+    """The demo's SparkSession: ``local[2,3]``, the given master, a Connect server, or spark-submit's session."""
+    import os
+
+    from pyspark.sql import SparkSession
+
+    from falkirk.spark.pipeline.session import LOCAL_DEFAULTS, local_session, quiet
+
+    if remote is not None:
+        return SparkSession.builder.remote(remote).appName("falkirk-demo").getOrCreate()
+    if master is None and os.environ.get("PYSPARK_GATEWAY_PORT"):  # launched by spark-submit
+        builder = SparkSession.builder.appName("falkirk-demo")
+        for key, value in LOCAL_DEFAULTS.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        quiet(spark)
+        return spark
+    return local_session(master or "local[2,3]", "falkirk-demo")
+
+
+def _join(root: str, name: str) -> str:
+    return f"{root.rstrip('/')}/{name}" if "://" in root else str(Path(root) / name)
+
+
+def _picture(plan: Any, path: Path | None, title: str) -> str:
+    if path is None:
+        return "plan picture skipped (the root is not a local directory)"
     try:
         from falkirk.cli._render import render_plan
 
@@ -85,20 +126,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; the exit status is 0 when the recovered output is identical to the reference."""
     from falkirk.spark.pipeline.flagship import build
     from falkirk.spark.pipeline.report import format_recovery
-    from falkirk.spark.pipeline.session import local_session
+    from falkirk.spark.pipeline.rootfs import Root
     from falkirk.spark.pipeline.verify import compare_runs
 
     args = parser().parse_args(argv)
     fails = [Injection("cc", 7, "mid")] if args.fail is None else [f for f in args.fail if f is not None]
-    root = args.root or Path(tempfile.mkdtemp(prefix="falkirk-demo-"))
+    root = args.root or tempfile.mkdtemp(prefix="falkirk-demo-")
+    top = Root(root)
     size = {"events_per_epoch": args.events, "queries_per_epoch": args.queries, "users": args.users,
             "nodes": args.nodes, "seed": args.seed, "cc_every": args.cc_every}
     t0 = time.perf_counter()
     say = _say(args.quiet)
     say(f"falkirk Spark demo: the Figure 1 pipeline, {args.epochs} epochs, root {root}")
-    spark = local_session()
-    say(f"Spark {spark.version}, master {spark.sparkContext.master}; failures: {', '.join(map(str, fails)) or 'none'}")
-    pipe = build(root / "run", spark, **size)
+    spark = _session(args.master, args.remote)
+    say(f"Spark {spark.version}, master {spark.conf.get('spark.master', '?')}; "
+        f"failures: {', '.join(map(str, fails)) or 'none'}")
+    pipe = build(_join(root, "run"), spark, **size)
     say("steps: " + ", ".join(f"{n} ({pipe.steps[n].regime.kind})" if n in pipe.steps else f"{n} (input)"
                                for n in pipe.order))
     result = pipe.run(args.epochs, fail=fails, progress=say)
@@ -109,25 +152,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     report += result.journal.notes
     if result.journal.recoveries:
         first = result.journal.recoveries[0]
-        report.append(_picture(first.plan, root / "plan.png", f"falkirk plan: {first.cause}"))
+        report.append(_picture(first.plan, top.local_path("plan.png"), f"falkirk plan: {first.cause}"))
     say("")
     say("=" * 100)
     say("RECOVERY REPORT" if result.journal.recoveries else "no recovery was needed")
     say("=" * 100)
     text = "\n\n".join(report)
     say(text)
-    (root / "report.txt").write_text(text + "\n", encoding="utf-8")
-    say(f"\nroot size after the run (GC on): {result.root_bytes / 1e6:.2f} MB; report: {root / 'report.txt'}")
+    top.replace("report.txt", (text + "\n").encode())
+    say(f"\nroot size after the run (GC on): {result.root_bytes / 1e6:.2f} MB; report: {top.local_path('report.txt') or top.describe('report.txt')}")
     status = 0
     if not args.no_reference:
-        ref_root = root / "reference"
-        shutil.rmtree(ref_root, ignore_errors=True)
+        ref_root = _join(root, "reference")
+        top.delete("reference", recursive=True)
         say("\nreference: the same input, no failure, falkirk off (durable=False) …")
         t1 = time.perf_counter()
         ref = build(ref_root, spark, durable=False, **size)
         ref.run(args.epochs)
         say(f"reference run: {time.perf_counter() - t1:.1f} s")
-        cmp = compare_runs(spark, pipe, root / "run", ref_root)
+        cmp = compare_runs(spark, pipe, _join(root, "run"), ref_root)
         for d in cmp.differences:
             say(f"  DIFFERENCE {d.describe()}")
         say(f"compared {cmp.rows_compared} rows (responses and the SQLite database)")

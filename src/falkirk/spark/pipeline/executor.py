@@ -24,6 +24,7 @@ reference to a logged epoch, read when it is consumed.
 from __future__ import annotations
 
 import time
+import uuid
 import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -32,12 +33,21 @@ from typing import TYPE_CHECKING, Any
 from attrs import define, field
 
 from falkirk.solver import Checkpoint
-from falkirk.spark.errors import CorruptDataError, RecoveryError, StepFailure
+from falkirk.spark.errors import (
+    CorruptDataError,
+    PipelineError,
+    RecordError,
+    RecoveryError,
+    StepError,
+    StepFailure,
+)
+from falkirk.spark.pipeline.causes import is_deterministic, root_cause, unreadable_input
 from falkirk.spark.pipeline.failures import Injection, Injector
 from falkirk.spark.pipeline.journal import Journal, Recovery
 from falkirk.spark.pipeline.planner import TOP, Planner, epoch_of
+from falkirk.spark.pipeline.probe import check_shared, is_local_master
 from falkirk.spark.pipeline.runners import Runner, make_runner
-from falkirk.spark.pipeline.session import failed_tasks, job_group, local_session
+from falkirk.spark.pipeline.session import executors, failed_tasks, job_group, local_session
 from falkirk.spark.pipeline.storage import Storage
 
 if TYPE_CHECKING:
@@ -48,7 +58,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Executor", "RunResult", "metadata_cache"]
 
+#: Recoveries per step and epoch before giving up: transient failures (lost executors, fetch failures,
+#: killed tasks, injections) and deterministic ones (an error in the step's own code or query: one
+#: recovery, in case rolled-back state was the cause, then :class:`~falkirk.spark.errors.StepError`).
 MAX_ATTEMPTS = 3
+MAX_DETERMINISTIC = 1
 
 
 @define
@@ -95,14 +109,24 @@ def metadata_cache(root: Root) -> Path:
     return where / "meta.sqlite"
 
 
+def needed_retain(dropped: dict[str, list[int]], available: dict[str, list[int]]) -> dict[str, int]:
+    """Per step, the ``Pipeline(retain=…)`` that survives losing its ``dropped`` checkpoint epochs.
+
+    ``available``: the step's checkpoints still usable. Losing the ``k``-th
+    newest checkpoint needs ``k + 1`` kept.
+
+    >>> needed_retain({"cc": [3]}, {"cc": []}), needed_retain({"cc": [5, 3]}, {"cc": [1]})
+    ({'cc': 2}, {'cc': 3})
+    """
+    out = {}
+    for step, lost in dropped.items():
+        every = set(lost) | set(available.get(step, ()))
+        out[step] = max(sum(1 for c in every if c >= e) for e in lost) + 1
+    return out
+
+
 def _frontier(epoch: int) -> Any:
     return "empty" if epoch < 0 else epoch
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = next((line for line in text if line.strip()), "")
-    return f"{type(exc).__name__}: {first[:200]}"
 
 
 class Executor:
@@ -115,10 +139,14 @@ class Executor:
         self.pipeline = pipeline
         self.spark = pipeline.spark if pipeline.spark is not None else local_session()
         pipeline.spark = self.spark
+        self.injector = Injector(fail)  # type: ignore[arg-type]
+        self.injector.validate(pipeline.order, local=is_local_master(self.spark))
+        if check_shared(self.spark, pipeline.location):  # before anything is written under the root
+            self.probed = f"storage probe: the driver and the executors share {pipeline.location.uri}"
+        else:
+            self.probed = ""
         pipeline.check_root()
         self.storage = Storage(pipeline.location, fsync=pipeline.fsync, checksums=pipeline.checksums)
-        self.injector = Injector(fail)  # type: ignore[arg-type]
-        self.injector.validate(pipeline.order)
         self.say = progress or (lambda _: None)
         self.order = list(pipeline.order)
         self.links = pipeline.edges
@@ -133,9 +161,13 @@ class Executor:
             path=metadata_cache(pipeline.location) if pipeline.monitor and pipeline.durable else None,
             monitor=pipeline.monitor and pipeline.durable,
         )
+        self.executors = executors(self.spark)
+        #: unique per executor: its Spark job groups (tags) never collide with another pipeline's in one session
+        self.run_id = uuid.uuid4().hex[:12]
         self._pins: dict[int, list[Any]] = {}
         self._counts: dict[int, tuple[weakref.ref[Any], int]] = {}
         self._released: list[Any] = []
+        self._dropped: dict[str, list[int]] = {}  # checkpoints found unusable during the current recovery
 
     # -- DataFrame lifetime ------------------------------------------------------------------
     def materialise(self, df: DataFrame, *, cached: bool = False, rows: int | None = None) -> tuple[DataFrame, int]:
@@ -205,18 +237,60 @@ class Executor:
             if lo >= epochs:
                 break
             step = next(n for n in self.order if self.done[n] < lo)
+            failure: StepFailure | CorruptDataError | None = None
             try:
                 self._execute(step, lo)
             except (StepFailure, CorruptDataError) as exc:
-                if not self.pipeline.durable:
-                    raise RecoveryError(f"{exc}; the pipeline runs with durable=False and cannot recover") from exc
-                key = (step, lo)
-                attempts[key] = attempts.get(key, 0) + 1
-                if attempts[key] > MAX_ATTEMPTS:
-                    raise RecoveryError(f"step {step} failed {attempts[key]} times at epoch {lo}; giving up: {exc}") from exc
-                lost = exc if isinstance(exc, CorruptDataError) else None
-                self._recover({step}, str(exc), lost=lost)
+                failure = exc
+            failed = {step} if failure is not None else set()
+            lost, why = self._lost_state(step, lo)
+            if lost:
+                failed |= set(lost)
+                if failure is None:
+                    failure = StepFailure(lost[0], lo, why)
+            if failure is None:
+                continue
+            if not self.pipeline.durable:
+                raise RecoveryError(f"{failure}; the pipeline runs with durable=False and cannot recover") from failure
+            key = (step, lo)
+            attempts[key] = attempts.get(key, 0) + 1
+            if getattr(failure, "deterministic", False) and attempts[key] > MAX_DETERMINISTIC:
+                raise StepError(failure, attempts[key]) from failure  # type: ignore[arg-type]
+            if attempts[key] > MAX_ATTEMPTS:
+                raise RecoveryError(f"step {step} failed {attempts[key]} times at epoch {lo}; giving up: {failure}") from failure
+            cause = str(failure) if not lost or why in str(failure) else f"{failure} ({why})"
+            self._recover(failed, cause, lost=failure if isinstance(failure, CorruptDataError) else None)
         return RunResult(self.journal, dict(self.done), self.storage.size(), self.planner.rebuilds, list(self.injector.fired))
+
+    def _memory_state(self) -> list[str]:
+        """Steps holding state in executor memory now (Lazy/Eager DataFrame state between checkpoints)."""
+        return [n for n in self.order if getattr(self.runners[n], "state", None) is not None]
+
+    def _lost_state(self, step: str, epoch: int) -> tuple[list[str], str]:
+        """Steps whose in-memory state went with executors lost since the last look, and why (noted in the journal).
+
+        An executor killed, or lost with its worker, takes the blocks of every
+        state kept in executor memory between checkpoints (a Lazy or Eager
+        DataFrame state, ``localCheckpoint``-ed) with it. Spark may even
+        finish the running step (it reruns the lost tasks elsewhere), but such
+        a state cannot be read again, so every step holding one is treated as
+        failed: falkirk rolls it back to its last checkpoint.
+        """
+        if self.executors is None:
+            return [], ""
+        now = executors(self.spark)
+        if now is None:
+            return [], ""
+        gone, self.executors = self.executors - now, now
+        if not gone:
+            return [], ""
+        lost = [n for n in self.order if getattr(self.runners[n], "state", None) is not None]
+        what = (f"the in-memory state of {', '.join(lost)} (kept on executors between checkpoints) went with it "
+                "and is rolled back to its last checkpoint" if lost else "no step kept state in executor memory")
+        note = f"executor(s) {', '.join(sorted(gone))} lost during {step}@{epoch}; {what}"
+        self.journal.note(note)
+        self.say(f"  {note}")
+        return lost, note
 
     def _end_of_epoch(self, epoch: int) -> None:
         if self.pipeline.gc and self.pipeline.durable:
@@ -231,16 +305,21 @@ class Executor:
         runner = self.runners[name]
         self.injector.at(name, epoch, "before")
         t0 = time.perf_counter()
-        group = f"falkirk:{name}@{epoch}:{len(self.journal.executions)}"
+        group = f"falkirk-{self.run_id}:{name}@{epoch}:{len(self.journal.executions)}"
         with job_group(self.spark, group):
             inputs = {link.src: self._take(link.name, epoch) for link in self.links if link.dst == name}
             try:
                 out, rows = runner.execute(epoch, inputs)
-            except (StepFailure, CorruptDataError):
+            except (StepFailure, CorruptDataError, RecordError, PipelineError):  # bad input or definition: stop
                 raise
             except Exception as exc:
-                raise StepFailure(name, epoch, _describe(exc)) from exc
-            jobs, retried = failed_tasks(self.spark, group)
+                cause = root_cause(exc)
+                source = unreadable_input(cause, self.pipeline.location.uri, self.pipeline.inputs)
+                if source is not None:  # the input's fault, not the step's: no recovery reads it back
+                    raise CorruptDataError(source, "input", epoch, f"unreadable while {name} read it: {cause}") from exc
+                raise StepFailure(name, epoch, f"{type(exc).__name__}: {cause}",
+                                  deterministic=is_deterministic(exc, cause)) from exc
+            jobs, retried = failed_tasks(self.spark, group) or (0, 0)
         if retried:
             self.journal.note(f"{name}@{epoch}: Spark retried {retried} failed task attempt(s) itself; falkirk not involved")
             self.say(f"  {name}@{epoch}: Spark retried {retried} failed task(s) on its own (no falkirk recovery needed)")
@@ -288,8 +367,17 @@ class Executor:
         """React to unusable durable data found while recovering or replaying."""
         name, kind, epoch = err.step, err.kind, err.epoch
         if name in self.pipeline.inputs or name not in self.runners:
-            raise RecoveryError(f"cannot recover: {err}; the input data is gone") from err
+            hint = (f"; garbage collection keeps {self.pipeline.retain} checkpoint(s) per step and the input they "
+                    "need (Pipeline(retain=...)): a larger retain would have kept older ones" if self.pipeline.gc else "")
+            if self.pipeline.gc and self._dropped:
+                lost = "; ".join(f"{n} lost its checkpoint(s) at epoch(s) {sorted(es)}" for n, es in self._dropped.items())
+                need = max(needed_retain(self._dropped, self.planner.available).values())
+                hint += (f" ({lost}: Pipeline(retain={need}) would have kept an older one)" if need > self.pipeline.retain
+                         else f" ({lost}; retain={self.pipeline.retain} covers that, so the older data was removed "
+                              "or damaged outside falkirk)")
+            raise RecoveryError(f"cannot recover: {err}; the input data is gone{hint}") from err
         if kind == "checkpoint":
+            self._dropped.setdefault(name, []).append(epoch)
             self.planner.forget(name, epoch)
             self.storage.remove(name, kind, epoch)
         else:  # a lost log (or output) epoch: the step must recompute from before it
@@ -309,6 +397,7 @@ class Executor:
 
     def _recover(self, failed: set[str], cause: str, *, lost: CorruptDataError | None = None, restart: bool = False) -> None:
         done_before = dict(self.done) if not restart else dict(self.high)
+        self._dropped = {}
         rec = Recovery(
             len(self.journal.recoveries) + 1, cause, tuple(sorted(failed, key=self.order.index)), done_before,
             {n: list(v) for n, v in self.planner.available.items()}, restart=restart,
@@ -401,9 +490,34 @@ class Executor:
         self._flush()
 
     # -- garbage collection ----------------------------------------------------------------------------
-    def collect(self) -> None:
-        """Delete what the low-watermarks allow: old checkpoints, consumed logs, acknowledged input."""
+    def retained_watermarks(self) -> dict[str, int]:
+        """The low-watermarks with retention: as if each stateful step's newest ``retain - 1`` checkpoints were lost.
+
+        What a recovery would need if those checkpoints turned out corrupt or
+        deleted: garbage collection keeps it (``Pipeline(retain=1)``: the
+        plain low-watermarks).
+        """
         lw = self.planner.watermarks()
+        extra = self.pipeline.retain - 1
+        if extra <= 0:
+            return lw
+        from falkirk.solver import solve_frontiers
+
+        saved = self.planner.available
+        stateful = {n for n, r in self.runners.items() if getattr(getattr(r, "regime", None), "takes_state", False)}
+        restricted = {n: (es[:-extra] if n in stateful else es) for n, es in saved.items()}
+        if restricted == saved:
+            return lw
+        self.planner.available = restricted
+        try:
+            marks = solve_frontiers(self.planner.dataflow(), "all").frontiers
+        finally:
+            self.planner.available = saved
+        return {n: min(lw[n], epoch_of(marks[n])) for n in lw}
+
+    def collect(self) -> None:
+        """Delete what the low-watermarks allow (with retention): old checkpoints, consumed logs, acknowledged input."""
+        lw = self.retained_watermarks()
         for n in self.order:
             consumers = self.pipeline.consumers(n)
             self.runners[n].collect(lw[n], min((lw[q] for q in consumers), default=lw[n]))

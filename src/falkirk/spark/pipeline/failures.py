@@ -12,6 +12,9 @@ job       every attempt of one task fails: the Spark job fails, falkirk
           recovers the step
 kill      the driver process is killed with SIGKILL before the step starts
 kill-mid  … or at the mid point
+executor  the executor JVM running the first task of its output is killed
+          with SIGKILL (a lost executor, mid-step; needs a cluster master:
+          in ``local`` mode the executor is the driver)
 ========  ===================================================================
 
 A failed step loses its memory (state, queued input); falkirk plans the
@@ -24,7 +27,7 @@ Injection(step='cc', epoch=7, where='mid')
 >>> Injection.parse("cc@x")
 Traceback (most recent call last):
 ...
-falkirk.spark.errors.PipelineError: bad failure 'cc@x': expected STEP@EPOCH[:WHERE] with WHERE in before, mid, task, job, kill, kill-mid
+falkirk.spark.errors.PipelineError: bad failure 'cc@x': expected STEP@EPOCH[:WHERE] with WHERE in before, mid, task, job, kill, kill-mid, executor
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["WHERE", "Injection", "Injector"]
 
-WHERE = ("before", "mid", "task", "job", "kill", "kill-mid")
+WHERE = ("before", "mid", "task", "job", "kill", "kill-mid", "executor")
 _SPEC = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)@(\d+)(?::([a-z-]+))?$")
 
 
@@ -84,6 +87,54 @@ def _failing_filter(df: DataFrame, label: str, every_attempt: bool) -> DataFrame
     return df.where(udf(F.lit(1)))
 
 
+def _executor_process(pid: int) -> int | None:
+    """The pid of the executor JVM above process ``pid`` (a Python worker), or ``None`` (Linux ``/proc``)."""
+    for _ in range(8):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                pid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except (OSError, ValueError, IndexError):
+            return None
+        if b"CoarseGrainedExecutorBackend" in cmdline:
+            return pid
+    return None
+
+
+def _killing_filter(df: DataFrame, label: str) -> DataFrame:
+    """``df`` behind a filter whose first task SIGKILLs the executor JVM it runs in.
+
+    It fires on the first attempt of partition 0, once per machine: a marker
+    in the machine's temporary directory stops a resubmitted stage from
+    killing the replacement executor there too.
+    """
+    import tempfile
+    import uuid
+
+    from pyspark import TaskContext
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType
+
+    marker = os.path.join(tempfile.gettempdir(), f"falkirk-injection-{uuid.uuid4().hex}")
+
+    def ok(_):  # type: ignore[no-untyped-def]
+        tc = TaskContext.get()
+        if tc is not None and tc.partitionId() == 0 and tc.attemptNumber() == 0:
+            try:
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return True
+            jvm = _executor_process(os.getpid())
+            if jvm is None:
+                raise RuntimeError(f"falkirk injection {label}: no executor JVM above this Python worker")
+            os.kill(jvm, signal.SIGKILL)
+        return True
+
+    udf = F.udf(ok, BooleanType(), useArrow=False).asNondeterministic()
+    return df.where(udf(F.lit(1)))
+
+
 class Injector:
     """The pending injections of one run; each fires at most once."""
 
@@ -93,12 +144,17 @@ class Injector:
         self.pending = [i if isinstance(i, Injection) else Injection.parse(i) for i in injections]
         self.fired: list[Injection] = []
 
-    def validate(self, steps: Iterable[str]) -> None:
-        """Reject injections naming unknown steps."""
+    def validate(self, steps: Iterable[str], *, local: bool = True) -> None:
+        """Reject injections naming unknown steps, and executor kills on a ``local`` master."""
         known = set(steps)
         for i in self.pending:
             if i.step not in known:
                 raise PipelineError(f"failure {i}: unknown step {i.step!r} (steps: {', '.join(sorted(known))})")
+            if i.where == "executor" and local:
+                raise PipelineError(
+                    f"failure {i}: killing an executor needs a cluster master (in local mode the executor "
+                    "is the driver's own JVM)"
+                )
 
     def _take(self, step: str, epoch: int, where: Iterable[str]) -> Injection | None:
         for i in self.pending:
@@ -120,7 +176,9 @@ class Injector:
 
     def wrap(self, step: str, epoch: int, df: DataFrame) -> DataFrame:
         """``df`` with an injected task (retried by Spark) or job failure, if one is pending."""
-        i = self._take(step, epoch, ("task", "job"))
+        i = self._take(step, epoch, ("task", "job", "executor"))
         if i is None:
             return df
+        if i.where == "executor":
+            return _killing_filter(df, str(i))
         return _failing_filter(df, str(i), every_attempt=i.where == "job")

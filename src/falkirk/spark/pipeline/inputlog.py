@@ -15,6 +15,16 @@ low-watermark).
 ``append(..., batch=key)`` is idempotent per key: a producer that crashed
 half-way through a batch (some partitions written) can simply send it again.
 
+**Records are checked** against the declared schema when appended
+(:mod:`falkirk.spark.pipeline.records`: types, ``NOT NULL``, unknown
+fields): a bad record raises :class:`~falkirk.spark.errors.RecordError`
+naming the input, partition, offset and field, and nothing of the batch is
+written — or, with ``dead_letter=True``, bad records go to
+``dead-letter/<batch>.jsonl`` beside the log (with the reason; never
+garbage-collected) and the others are appended. Spark reads the log in
+``FAILFAST`` mode, so a file that bypassed :meth:`InputLog.append` fails
+loudly instead of turning into NULL values.
+
 >>> log = InputLog("memory://falkirk-doc/inputlog", "events", "user BIGINT, v BIGINT", partitions=2, key="user")
 >>> log.append([{"user": u, "v": 10 * u} for u in range(5)], batch="b0")
 {0: 1, 1: 4}
@@ -26,6 +36,10 @@ half-way through a batch (some partitions written) can simply send it again.
 {0: 1}
 >>> c = log.cut(1); (c.start, c.end)
 ({0: 1, 1: 4}, {0: 2, 1: 4})
+>>> log.append([{"user": 8, "v": "ten"}])
+Traceback (most recent call last):
+...
+falkirk.spark.errors.RecordError: input 'events', partition 1, offset 4 (record 0 of the batch): field 'v': expected BIGINT, got str 'ten'; nothing of the batch was appended (fix the record, or declare the input with dead_letter=True to divert bad records)
 """
 
 from __future__ import annotations
@@ -33,13 +47,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import uuid
 import zlib
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
-from falkirk.spark.errors import CorruptDataError, PipelineError
+from falkirk.spark.errors import CorruptDataError, PipelineError, RecordError
+from falkirk.spark.pipeline.records import RecordSchema, parse_schema
 from falkirk.spark.pipeline.rootfs import Root
 from falkirk.spark.pipeline.storage import as_root
 
@@ -77,19 +93,30 @@ class _Segment:
 class InputLog:
     """The log of input ``name`` under ``directory`` (see the module docstring).
 
-    ``schema`` is a Spark DDL string of the records' fields; ``key`` names the
-    field that chooses the partition (``crc32(str(value)) % partitions``;
-    records without a key are spread round-robin).
+    ``schema`` is a Spark DDL string of the records' fields (checked at once:
+    :class:`~falkirk.spark.errors.SchemaError`); ``key`` names the field that
+    chooses the partition (``crc32(str(value)) % partitions``; records without
+    a key value are spread round-robin); ``dead_letter`` diverts records that
+    do not fit the schema to the dead-letter log instead of refusing the batch.
     """
 
     def __init__(
         self, directory: Root | str | os.PathLike[str], name: str, schema: str, *, partitions: int = 1,
-        key: str | None = None, fsync: bool = True,
+        key: str | None = None, fsync: bool = True, dead_letter: bool = False,
     ) -> None:
-        if partitions < 1:
-            raise PipelineError(f"input {name!r}: partitions={partitions} must be at least 1")
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+            raise PipelineError(f"input {name!r}: partitions={partitions!r} must be an integer >= 1")
+        try:
+            self.record_schema: RecordSchema = parse_schema(schema)
+        except PipelineError as exc:
+            raise type(exc)(f"input {name!r}: {exc}") from None
+        if key is not None and self.record_schema.field(key) is None:
+            raise PipelineError(
+                f"input {name!r}: key={key!r} is not a field of its schema "
+                f"({', '.join(f.name for f in self.record_schema.fields)})")
         self.name = name
         self.schema = schema
+        self.dead_letter = dead_letter
         self.partitions = partitions
         self.key = key
         self.fsync = fsync
@@ -128,14 +155,33 @@ class InputLog:
 
         With ``batch``, partitions whose last segment already belongs to that
         batch are skipped, so re-sending a batch after a crash is harmless.
+        Every record is checked against the schema first (see the module
+        docstring): :class:`~falkirk.spark.errors.RecordError` and nothing
+        written, or, with ``dead_letter``, the bad ones diverted.
         """
         if batch is not None and not _KEY.match(batch):
             raise PipelineError(f"input {self.name!r}: batch key {batch!r} may only use letters, digits, '_', '-', '.'")
-        parts: dict[int, list[Mapping[str, Any]]] = {}
-        for i, r in enumerate(records):
-            k = (zlib.crc32(str(r[self.key]).encode()) if self.key else i) % self.partitions
-            parts.setdefault(k, []).append(r)
         ends = self.end_offsets()
+        parts: dict[int, list[Mapping[str, Any]]] = {}
+        rejected: list[dict[str, Any]] = []
+        spread = 0
+        for i, r in enumerate(records):
+            value = r.get(self.key) if self.key and isinstance(r, Mapping) else None
+            if value is None:
+                k, spread = spread % self.partitions, spread + 1
+            else:
+                k = zlib.crc32(str(value).encode()) % self.partitions
+            problem = self.record_schema.check(r)
+            if problem is not None:
+                if not self.dead_letter:
+                    offset = ends[k] + len(parts.get(k, ()))
+                    raise RecordError(self.name, k, offset, i, problem.field, str(problem))
+                rejected.append({"index": i, "partition": k, "field": problem.field, "problem": str(problem),
+                                 "record": _jsonable(r)})
+                continue
+            parts.setdefault(k, []).append(self.record_schema.encode(r))
+        if rejected:
+            self._divert(rejected, batch)
         written = {}
         for k in sorted(parts):
             segs = self.segments(k)
@@ -148,6 +194,33 @@ class InputLog:
             self.fs.publish(f"{self.dir}/part-{k}/{name}", text.encode("utf-8"))
             written[k] = len(parts[k])
         return written
+
+    # -- dead letters ------------------------------------------------------------------
+    @property
+    def dead_letter_dir(self) -> str:
+        """Where diverted records go, relative to the root (``dead-letter/<batch>.jsonl``, one JSON object each)."""
+        return f"{self.dir}/dead-letter"
+
+    def _divert(self, rejected: list[dict[str, Any]], batch: str | None) -> None:
+        text = "".join(json.dumps({"input": self.name, "batch": batch, **r}, sort_keys=True) + "\n" for r in rejected)
+        try:
+            self.fs.publish(f"{self.dead_letter_dir}/{batch or uuid.uuid4().hex}.jsonl", text.encode("utf-8"))
+        except FileExistsError:
+            pass  # this batch was sent before: its bad records are already there
+
+    def dead_letters(self, batch: str | None = None) -> int:
+        """How many records were diverted to the dead-letter log (of one ``batch``, or in all)."""
+        if batch is not None:
+            names = [f"{batch}.jsonl"]
+        else:
+            names = [n for n in self.fs.listdir(self.dead_letter_dir) if n.endswith(".jsonl")]
+        total = 0
+        for n in names:
+            try:
+                total += self._lines(f"{self.dead_letter_dir}/{n}")
+            except FileNotFoundError:
+                pass
+        return total
 
     # -- cuts ------------------------------------------------------------------------
     def _cut_path(self, epoch: int) -> str:
@@ -228,7 +301,8 @@ class InputLog:
         files = self.files(c)
         if not files:
             return spark.createDataFrame([], schema)
-        df = spark.read.schema(schema).json([self.fs.spark_uri(p) for p in files])
+        # FAILFAST: a malformed line (a file that bypassed append) fails the read instead of becoming NULLs
+        df = spark.read.schema(schema).option("mode", "FAILFAST").json([self.fs.spark_uri(p) for p in files])
         cond = None
         for k in range(self.partitions):
             if c.start[k] < c.end[k]:
@@ -255,3 +329,14 @@ class InputLog:
                 freed += self.fs.size(self._cut_path(e))
                 self.fs.delete(self._cut_path(e))
         return freed
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` with anything JSON cannot hold replaced by its ``repr`` (for the dead-letter log)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return repr(value)

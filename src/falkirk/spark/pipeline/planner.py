@@ -86,6 +86,7 @@ class Planner:
             self.available[n] = es[-1:] if n in self.stateless else es
         self._monitor: Any = None
         self._dirty = True
+        self._pruned = False
         self.rebuilds = 0
 
     # -- reports ----------------------------------------------------------------------
@@ -95,6 +96,8 @@ class Planner:
             self.truncate(step, epoch - 1)
         have = self.available[step]
         self.available[step] = [epoch] if step in self.stateless else [*have, epoch]
+        if step in self.stateless and have:
+            self._pruned = True  # its previous frontier is superseded: dropped from the monitor at compact()
         if self._dirty or self._monitor is None:
             return  # the rebuild on next use includes it
         try:
@@ -122,8 +125,11 @@ class Planner:
             self._dirty = True
 
     def prune(self, step: str, below: int) -> None:
-        """Garbage collection deleted ``step``'s frontiers strictly below ``below``."""
-        self.available[step] = [e for e in self.available[step] if e >= below]
+        """Garbage collection deleted ``step``'s frontiers strictly below ``below`` (dropped at :meth:`compact`)."""
+        kept = [e for e in self.available[step] if e >= below]
+        if kept != self.available[step]:
+            self.available[step] = kept
+            self._pruned = True
 
     # -- answers -------------------------------------------------------------------------
     def dataflow(self, live: Mapping[str, Checkpoint] | None = None) -> Dataflow:
@@ -177,8 +183,19 @@ class Planner:
         self.rebuilds += 1
 
     def compact(self) -> None:
-        """Keep the monitor's database small: fold its write-ahead log back into it (SQLite ``TRUNCATE`` checkpoint)."""
-        self._ensure()  # rebuilds it when it holds many more checkpoints than are still available
+        """After garbage collection: the monitor's database holds exactly the available checkpoints.
+
+        Metadata of checkpoints garbage collection deleted (or a rollback
+        abandoned) is dropped by rebuilding the database from the available
+        frontiers — a handful of rows per step, so ``falkirk monitor --db
+        ROOT/meta.sqlite status`` agrees with the storage and the database
+        stays bounded over a long run. Then its write-ahead log is folded
+        back into it (SQLite ``TRUNCATE`` checkpoint).
+        """
+        if self._pruned:
+            self._dirty = True
+            self._pruned = False
+        self._ensure()
         if self.path is not None and self.path.exists():
             with sqlite3.connect(self.path) as db:
                 db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -19,8 +19,9 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from falkirk.spark.pipeline import keyed
 from falkirk.spark.errors import CorruptDataError, PipelineError
+from falkirk.spark.pipeline import keyed
+from falkirk.spark.pipeline.guard import WriteGuard
 from falkirk.spark.pipeline.regimes import Output
 from falkirk.spark.pipeline.session import detach
 from falkirk.spark.pipeline.storage import Manifest
@@ -28,8 +29,8 @@ from falkirk.spark.pipeline.storage import Manifest
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from falkirk.spark.pipeline.executor import Executor
     from falkirk.spark.pipeline.definition import Input, Step
+    from falkirk.spark.pipeline.executor import Executor
     from falkirk.spark.pipeline.rootfs import Root
 
 __all__ = ["Runner", "InputRunner", "StepRunner", "DatabaseRunner", "make_runner"]
@@ -94,7 +95,12 @@ class InputRunner(Runner):
 
     def execute(self, epoch: int, inputs: dict[str, DataFrame]) -> tuple[DataFrame | None, int]:
         if self.log.get_cut(epoch) is None and self.input.source is not None:
-            self.log.append(self.input.source(epoch), batch=f"epoch-{epoch}")
+            batch = f"epoch-{epoch}"
+            self.log.append(self.input.source(epoch), batch=batch)
+            diverted = self.log.dead_letters(batch) if self.log.dead_letter else 0
+            if diverted:
+                self.ex.journal.note(f"input {self.name}@{epoch}: {diverted} record(s) did not fit the schema and went "
+                                     f"to the dead-letter log {self.ex.storage.fs.describe(self.log.dead_letter_dir)}")
         cut = self.log.cut(epoch)
         df = self.ex.injector.wrap(self.name, epoch, self.log.read(self.ex.spark, epoch))
         out, rows = self.ex.materialise(df, rows=cut.records)  # cached lazily by its first consumer
@@ -278,6 +284,7 @@ class DatabaseRunner(StepRunner):
         self.path = database_path(ex.pipeline.location, step.name, db)
         self.tables: dict[str, str] = dict(getattr(step.regime, "tables", {}))
         self.db: sqlite3.Connection | None = None
+        self.guard: WriteGuard | None = None
 
     def connect(self) -> sqlite3.Connection:
         """The open connection (autocommit mode; transactions are explicit)."""
@@ -290,6 +297,7 @@ class DatabaseRunner(StepRunner):
                 f"CREATE TABLE IF NOT EXISTS {self.COMMITS} "
                 "(step TEXT NOT NULL, epoch INTEGER NOT NULL, rows INTEGER NOT NULL, PRIMARY KEY (step, epoch))"
             )
+            self.guard = WriteGuard(self.db, self.name, self.tables, own=(self.COMMITS,))
         return self.db
 
     def _existing(self, db: sqlite3.Connection) -> dict[str, str]:
@@ -298,11 +306,15 @@ class DatabaseRunner(StepRunner):
 
     def execute(self, epoch: int, inputs: dict[str, DataFrame]) -> tuple[DataFrame | None, int]:
         db = self.connect()
+        guard = self.guard
+        assert guard is not None
+        guard.install()  # refuses writes a rollback could not undo (falkirk.spark.pipeline.guard)
         db.execute("BEGIN IMMEDIATE")
         try:
             for t, col in self._existing(db).items():
                 db.execute(f'DELETE FROM "{t}" WHERE "{col}" = ?', (epoch,))
-            result = self.call(epoch, inputs, db=db)
+            with guard.watch(epoch):
+                result = self.call(epoch, inputs, db=db)
             rows = sum(db.execute(f'SELECT count(*) FROM "{t}" WHERE "{c}" = ?', (epoch,)).fetchone()[0]
                        for t, c in self._existing(db).items())
             db.execute(f"INSERT OR REPLACE INTO {self.COMMITS} (step, epoch, rows) VALUES (?, ?, ?)", (self.name, epoch, rows))

@@ -1,4 +1,19 @@
-"""SparkSession defaults for small local pipelines, job groups and Spark-level task failures.
+"""SparkSession defaults, job tags and Spark-level task failures: the one place that knows classic from Connect.
+
+Everything in :mod:`falkirk.spark.pipeline` that needs more than the
+DataFrame API goes through this module, which works with a classic session
+(a JVM in the driver, reached through py4j) and with a Spark Connect session
+(``SparkSession.builder.remote("sc://…")``, no JVM on the client):
+
+==========================  ==================================  =================================
+need                        classic                             Spark Connect
+==========================  ==================================  =================================
+:func:`job_group`           a job group (``setJobGroup``)       a job tag (``addTag``/``removeTag``)
+:func:`failed_tasks`        the status tracker                  unknown (``None``)
+:func:`executors`           the JVM status tracker              unknown (``None``)
+:func:`detach`              rows re-wrapped in the JVM, then    ``localCheckpoint`` (plan statistics
+                            ``localCheckpoint``                 are kept)
+==========================  ==================================  =================================
 
 falkirk does not hide Spark: a :class:`~falkirk.spark.Pipeline` takes the
 ``SparkSession`` you built. :func:`local_session` is the convenience for
@@ -18,7 +33,26 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["LOCAL_DEFAULTS", "SMALL_DATA", "local_session", "sql_conf", "job_group", "failed_tasks", "detach"]
+__all__ = [
+    "LOCAL_DEFAULTS", "SMALL_DATA", "local_session", "sql_conf", "job_group", "failed_tasks", "detach", "executors",
+    "is_connect",
+]
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """``True`` for a Spark Connect session (no JVM on the client)."""
+    try:
+        from pyspark.sql.utils import is_remote_only
+
+        if is_remote_only():
+            return True
+    except ImportError:
+        pass
+    try:
+        from pyspark.sql.connect.session import SparkSession as RemoteSession
+    except Exception:  # the connect extra (grpcio, pandas, pyarrow) is not installed
+        return False
+    return isinstance(spark, RemoteSession)
 
 #: Configuration :func:`local_session` applies (small data: few partitions, no UI).
 LOCAL_DEFAULTS = {
@@ -43,19 +77,33 @@ def local_session(
 ) -> SparkSession:
     """A local ``SparkSession`` with :data:`LOCAL_DEFAULTS` (``getOrCreate``: reuses a running one).
 
+    On a ``local`` master, Python workers run this interpreter (``PYSPARK_PYTHON``
+    unless already set), so UDFs see the same packages as the driver.
+
     ``conf`` adds or overrides settings (``{"spark.sql.shuffle.partitions": "4"}``).
     The log level is set to ``ERROR`` so that progress lines stay readable.
     """
+    import os
+    import sys
+
     from pyspark.sql import SparkSession
 
+    if master.startswith("local"):  # Python workers run on this machine: use this interpreter (PySpark's default is python3)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
     settings = dict(LOCAL_DEFAULTS)
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    quiet(spark)
     return spark
+
+
+def quiet(spark: SparkSession) -> None:
+    """Log level ``ERROR`` for a classic session's driver (a Connect server logs on its own side)."""
+    if not is_connect(spark):
+        spark.sparkContext.setLogLevel("ERROR")
 
 
 @contextmanager
@@ -76,7 +124,15 @@ def sql_conf(spark: SparkSession, conf: Mapping[str, str] | None) -> Iterator[No
 
 @contextmanager
 def job_group(spark: SparkSession, group: str, description: str = "") -> Iterator[str]:
-    """Run the enclosed Spark jobs in job group ``group`` (for :func:`failed_tasks` and cancellation)."""
+    """Run the enclosed Spark jobs in job group ``group`` (a job tag through Spark Connect)."""
+    if is_connect(spark):
+        tag = group.replace(",", ";")
+        spark.addTag(tag)
+        try:
+            yield tag
+        finally:
+            spark.removeTag(tag)
+        return
     sc = spark.sparkContext
     sc.setJobGroup(group, description or group)
     try:
@@ -86,12 +142,15 @@ def job_group(spark: SparkSession, group: str, description: str = "") -> Iterato
         sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
 
 
-def failed_tasks(spark: SparkSession, group: str) -> tuple[int, int]:
-    """``(jobs, failed task attempts)`` of the Spark jobs run in job group ``group``.
+def failed_tasks(spark: SparkSession, group: str) -> tuple[int, int] | None:
+    """``(jobs, failed task attempts)`` of the Spark jobs run in job group ``group``; ``None`` if unknown.
 
     Read from Spark's status tracker. Failed attempts in jobs that still
-    succeeded were retried by Spark on its own, without falkirk.
+    succeeded were retried by Spark on its own, without falkirk. Spark
+    Connect does not expose the status tracker: ``None``.
     """
+    if is_connect(spark):
+        return None
     tracker = spark.sparkContext.statusTracker()
     jobs = tracker.getJobIdsForGroup(group)
     failed = 0
@@ -101,6 +160,27 @@ def failed_tasks(spark: SparkSession, group: str) -> tuple[int, int]:
             s = tracker.getStageInfo(stage)
             failed += s.numFailedTasks if s else 0
     return len(jobs), failed
+
+
+def executors(spark: SparkSession) -> frozenset[str] | None:
+    """``host:port`` of every executor the application has now, or ``None`` where unknown.
+
+    ``None`` on a ``local`` master (the executor is the driver: losing it is
+    a driver failure) and where the session has no JVM to ask. Read from
+    the JVM status tracker (one call); the driver's own entry is left out.
+    An executor killed or lost with its worker disappears from this set as
+    soon as the driver notices (its RPC connection drops).
+    """
+    try:
+        sc = spark.sparkContext
+        if sc.master.startswith("local"):
+            return None
+        infos = sc._jsc.sc().statusTracker().getExecutorInfos()
+        driver = f"{sc.getConf().get('spark.driver.host', '')}:{sc.getConf().get('spark.driver.port', '')}"
+    except Exception:  # no JVM (Spark Connect) or a stopped context
+        return None
+    # port 0: an executor whose block manager has not registered yet (it reappears with its port)
+    return frozenset(f"{i.host()}:{i.port()}" for i in infos if i.port() > 0) - {driver}
 
 
 def detach(df: DataFrame, *, eager: bool = True) -> DataFrame:
@@ -114,6 +194,8 @@ def detach(df: DataFrame, *, eager: bool = True) -> DataFrame:
     the DataFrame from its rows (JVM side, no Python) resets the estimate.
     ``eager=False`` materialises it on its first use.
     """
+    if is_connect(df.sparkSession):
+        return df.localCheckpoint(eager=eager)
     from pyspark.sql import DataFrame as _DataFrame
 
     jdf = df._jdf

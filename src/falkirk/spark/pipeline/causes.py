@@ -1,0 +1,143 @@
+"""The root cause of a failed step, in one line, and whether it was the input's fault.
+
+A failed Spark job reaches the driver as a ``Py4JJavaError`` (or a
+``PythonException``, ``SparkException``…) whose first line says only
+``An error occurred while calling o123.count.``; the cause is further down:
+the user's Python traceback from the executor, a Spark error class such as
+``[FAILED_READ_FILE.FILE_NOT_EXIST]``, or a ``Caused by:`` chain.
+:func:`root_cause` finds the most telling line; :func:`unreadable_input`
+says which of the pipeline's input logs an unreadable-file error points at.
+
+>>> text = '''An error occurred while calling o91.count.
+... : org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 3.0 failed 3 times,
+... most recent failure: org.apache.spark.api.python.PythonException: Traceback (most recent call last):
+...   File "/jobs/steps.py", line 12, in clean
+...     return row["user"]
+... KeyError: 'user'
+...
+... \tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:600)'''
+>>> root_cause(RuntimeError(text))
+"KeyError: 'user' (in clean, /jobs/steps.py:12)"
+>>> root_cause(RuntimeError("x\\n: org.apache.spark.SparkException: [FAILED_READ_FILE.FILE_NOT_EXIST] "
+...                         "Encountered error while reading file file:///r/input/events/p-0/1.jsonl."))
+'[FAILED_READ_FILE.FILE_NOT_EXIST] Encountered error while reading file file:///r/input/events/p-0/1.jsonl.'
+>>> unreadable_input("[FAILED_READ_FILE.FILE_NOT_EXIST] … file:///r/input/events/p-0/1.jsonl", "file:///r", ["events"])
+'events'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+__all__ = ["root_cause", "unreadable_input", "is_deterministic"]
+
+#: Failures another attempt may not see: resources, executors, the network, falkirk's own injections.
+_TRANSIENT = re.compile(
+    r"FetchFailed|ExecutorLost|Lost executor|executor \S+ (?:lost|exited)|TaskKilled|was killed|killed by|"
+    r"CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND|BlockNotFound|Connection (?:reset|refused)|Py4JNetworkError|"
+    r"SparkContext (?:was|has been) shut down|Python worker exited unexpectedly|OutOfMemoryError|heartbeat|"
+    r"falkirk injected|database is locked|disk I/O error|TimeoutException", re.IGNORECASE)
+#: SQLSTATE classes of errors that recur on the same data: syntax/analysis, data, unsupported, constraints.
+_DETERMINISTIC_STATES = ("42", "22", "0A", "21", "23", "38")
+_SQLSTATE = re.compile(r"SQLSTATE:\s*([0-9A-Z]{2})")
+_DRIVER_BUGS = (KeyError, IndexError, TypeError, ValueError, AttributeError, NameError, ZeroDivisionError,
+                AssertionError, NotImplementedError, LookupError, ArithmeticError)
+
+_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*\]")
+_PY_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)|AssertionError)\b")
+_FRAME = re.compile(r'^File "([^"]+)", line (\d+), in (\S+)')
+_UNREADABLE = re.compile(r"FAILED_READ_FILE|FILE_NOT_EXIST|PATH_NOT_FOUND|FileNotFoundException|MALFORMED_RECORD")
+_JAVA_PREFIX = re.compile(r"^(?::\s*)?(?:[a-z][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error):\s*")
+
+
+def _python_cause(text: str) -> str | None:
+    """The last ``Name: message`` line of the last Python traceback in ``text``, with its frame."""
+    at = text.rfind("Traceback (most recent call last):")
+    if at < 0:
+        return None
+    frame, last = None, None
+    for raw in text[at:].splitlines()[1:]:
+        line = raw.strip()
+        if raw.startswith("\tat ") or line.startswith("at org.") or (last and not line):
+            break
+        m = _FRAME.match(line)
+        if m:
+            frame = m
+        elif _PY_ERROR.match(line):
+            last = line
+    if last is None:
+        return None
+    if frame is not None and "/pyspark/" not in frame.group(1) and "pyspark.zip" not in frame.group(1):
+        return f"{last[:300]} (in {frame.group(3)}, {frame.group(1)}:{frame.group(2)})"
+    return last[:300]
+
+
+def root_cause(exc: BaseException) -> str:
+    """The most telling line of ``exc``: the user's Python error, a Spark error class, or the last ``Caused by``."""
+    text = str(exc)
+    python = _python_cause(text)
+    if python:
+        return python
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    classed = [_JAVA_PREFIX.sub("", line.removeprefix("Caused by:").strip()) for line in lines if _ERROR_CLASS.search(line)]
+    if classed:
+        first, last = classed[0], classed[-1]
+        inner = _ERROR_CLASS.search(last).group(0)  # type: ignore[union-attr]
+        if inner not in first:  # a wrapper (e.g. FAILED_READ_FILE.NO_HINT) around the real problem
+            return f"{first[:300]} (caused by {last[:300]})"
+        return first[:400]
+    caused = [line for line in lines if line.startswith("Caused by:")]
+    if caused:
+        return _JAVA_PREFIX.sub("", caused[-1][len("Caused by:"):].strip())[:400]
+    useful = [line for line in lines if not line.startswith("An error occurred while calling")]
+    return _JAVA_PREFIX.sub("", (useful or lines or [type(exc).__name__])[0])[:400]
+
+
+def is_deterministic(exc: BaseException, cause: str) -> bool:
+    """Will ``exc`` (root cause ``cause``) recur if the step runs again on the same data?
+
+    Yes for an exception the step's own code raised on the driver (``KeyError``,
+    ``TypeError``…, an unpicklable value), a Python error raised in the user's
+    UDF on an executor, query analysis and parsing errors, and SQL states of
+    syntax, data and constraint errors (including SQLite's); no for lost
+    executors, fetch failures, killed tasks, network and resource trouble, and
+    falkirk's injected failures.
+
+    >>> is_deterministic(KeyError("user"), "KeyError: 'user'")
+    True
+    >>> is_deterministic(RuntimeError("x"), "[CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND] Checkpoint block rdd_3_0 not found!")
+    False
+    >>> is_deterministic(RuntimeError("x"), "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column `usr` cannot be resolved. SQLSTATE: 42703")
+    True
+    """
+    import pickle
+    import sqlite3
+
+    text = f"{cause}\n{exc}"
+    if _TRANSIENT.search(cause) or _TRANSIENT.search(str(exc)[:2000]):
+        return False
+    name = type(exc).__name__
+    if "AnalysisException" in name or "ParseException" in name or isinstance(exc, pickle.PicklingError):
+        return True
+    if isinstance(exc, sqlite3.Error):
+        return not isinstance(exc, sqlite3.OperationalError) or bool(
+            re.search(r"syntax error|no such (?:table|column)|has no column|already exists", str(exc)))
+    if isinstance(exc, _DRIVER_BUGS) and not type(exc).__module__.startswith(("py4j", "pyspark")):
+        return True
+    state = _SQLSTATE.search(text)
+    if state and state.group(1) in _DETERMINISTIC_STATES:
+        return True
+    return _python_cause(str(exc)) is not None and "(in " in cause  # a Python error raised in the user's UDF
+
+
+def unreadable_input(cause: str, root_uri: str, inputs: Iterable[str]) -> str | None:
+    """The input whose log file ``cause`` (a :func:`root_cause`) could not read, if it is one."""
+    if not _UNREADABLE.search(cause):
+        return None
+    base = root_uri.rstrip("/")
+    for name in inputs:
+        for form in (f"{base}/input/{name}/", f"/input/{name}/"):
+            if form in cause:
+                return name
+    return None

@@ -1,0 +1,143 @@
+"""The tiny flagship on a real standalone cluster: shared storage by URI, executor, worker and driver deaths.
+
+Every run's responses and SQLite database are compared as multisets with a
+failure-free local run (``reference``): identical, nothing duplicated or
+missing. The drivers are separate processes (``tests/spark/driver_process.py``); one
+driver process runs several scenarios in one Spark application to pay for
+one application start.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import StandaloneCluster
+from spark_support import EPOCHS, assert_identical
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.cluster]
+
+#: The library's injections in one run: a task failure Spark retries, a failure mid-step, a failed
+#: job, a failure before a step, and the executor JVM running one of cc's tasks killed (SIGKILL).
+INJECTED = ["heavy@1:task", "cc@1:mid", "answer@2:job", "cc@2:executor", "parse_batch@3:before"]
+
+
+@pytest.fixture(scope="module")
+def storage_runs(cluster: StandaloneCluster, drive: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One driver: a root on the driver's own disk, an unreachable hdfs://, a publish from the workers'
+    disks, a failure-free run at a ``file://`` root, a run at a plain path with the library's injections
+    (an executor JVM killed among them) and a run during which a Worker is killed."""
+    private = tmp_path_factory.mktemp("driver-disk")  # under the driver's /tmp: the workers cannot see it
+    shared = cluster.shared / "storage"
+    killed: list[int] = []
+    scenario = [""]
+    # A first driver is SIGKILLed mid-step (cc's epoch 1); the second driver restarts on its root.
+    first = drive([{"name": "killed", "kind": "run", "root": str(shared / "driver"), "epochs": EPOCHS,
+                    "fail": ["cc@1:kill-mid"]}])
+
+    def during(proc: subprocess.Popen[str], line: str) -> None:
+        if line.startswith("== scenario "):
+            scenario[0] = line.split()[-1]
+        elif scenario[0] == "worker" and not killed and line.startswith("epoch   0"):
+            killed.append(cluster.kill_worker(1))  # SIGKILL of the Worker JVM while epoch 1 runs
+
+    try:
+        run = drive([
+        {"name": "driver_disk", "kind": "error", "root": str(private / "run"), "epochs": EPOCHS},
+        {"name": "hdfs", "kind": "error", "root": "hdfs://127.0.0.1:9/falkirk/run", "epochs": EPOCHS},
+        {"name": "publish", "kind": "publish", "root": str(private / "publish")},
+        {"name": "uri", "kind": "run", "root": (shared / "uri").as_uri(), "epochs": EPOCHS},
+        {"name": "injected", "kind": "run", "root": str(shared / "injected"), "epochs": EPOCHS,
+         "fail": INJECTED},
+        {"name": "worker", "kind": "run", "root": (shared / "worker").as_uri(), "epochs": EPOCHS},
+        {"name": "restart", "kind": "run", "root": str(shared / "driver"), "epochs": EPOCHS},
+        ], during=during)
+    finally:
+        if 1 not in cluster.workers:
+            cluster.start_worker(1)  # later tests get their two workers back
+    run.killed_worker = killed
+    run.killed_driver = first
+    print(f"cluster driver: {run.seconds:.1f} s, exit {run.returncode}")
+    for name, out in run.results.items():
+        print(f"  {name}: {out.get('wall')} s " + (f"{out.get('error')}: {out.get('message')}" if not out["ok"] else "ok"))
+    return run, private, shared
+
+
+def test_root_on_the_drivers_own_disk_is_refused_before_the_first_epoch(storage_runs: Any) -> None:
+    """The storage probe: an executor cannot read the driver's file (or the driver cannot see the executor's)."""
+    run, private, _ = storage_runs
+    out = run["driver_disk"]
+    assert not out["ok"] and out["error"] == "StorageError", out
+    assert "executors" in out["message"] and "driver" in out["message"]
+    written = [p for p in (private / "run").rglob("*") if p.is_file()]
+    assert written == []  # nothing of the pipeline was written (its input directories were declared, empty)
+
+
+def test_unreachable_hdfs_root_fails_clearly_before_writing(storage_runs: Any) -> None:
+    """``hdfs://`` with no namenode (or no HDFS client on the driver): a StorageError naming the root."""
+    run, _, _ = storage_runs
+    out = run["hdfs"]
+    assert not out["ok"] and out["error"] == "StorageError", out
+    assert "hdfs://127.0.0.1:9/falkirk/run" in out["message"]
+    assert not Path("hdfs:").exists() and not Path("hdfs:").is_symlink()
+
+
+def test_checkpoint_written_on_the_workers_disks_is_refused_at_publish(storage_runs: Any) -> None:
+    """Parquet written by executors to their own /tmp: the driver sees no data file, so no manifest is published."""
+    run, private, _ = storage_runs
+    out = run["publish"]
+    assert not out["ok"] and out["error"] == "StorageError", out
+    assert "refusing to publish" in out["message"] and "claims 1000 rows" in out["message"]
+    assert not list((private / "publish").glob("manifests/**/*.json"))
+
+
+def test_failure_free_run_at_a_file_uri_root(storage_runs: Any, spark: Any, reference: Path) -> None:
+    """A ``file://`` root on the shared filesystem: the run equals the local failure-free run."""
+    run, _, shared = storage_runs
+    out = run["uri"]
+    assert out["ok"], out
+    assert out["recoveries"] == [] and all(d == EPOCHS - 1 for d in out["done"].values())
+    assert_identical(spark, shared / "uri", reference)
+
+
+def test_library_injections_and_an_executor_kill_at_a_plain_path_root(storage_runs: Any, spark: Any, reference: Path) -> None:
+    """Task, job, mid-step, before-step injections and an executor JVM SIGKILLed mid-step: identical output."""
+    run, _, shared = storage_runs
+    out = run["injected"]
+    assert out["ok"], out
+    assert sorted(out["fired"]) == sorted(INJECTED)
+    print("injections:", [r["cause"] for r in out["recoveries"]], out["notes"])
+    causes = " | ".join(r["cause"] for r in out["recoveries"])
+    assert "injected failure (mid)" in causes and "injected failure (before)" in causes
+    lost = [n for n in out["notes"] if "lost during cc@2" in n]
+    assert lost and "in-memory state of cc" in lost[0]  # the lost executor is named, and what went with it
+    assert any("heavy@1: Spark retried" in n for n in out["notes"])  # the task failure never reached falkirk
+    assert_identical(spark, shared / "injected", reference)
+
+
+def test_worker_killed_mid_run(storage_runs: Any, spark: Any, reference: Path) -> None:
+    """SIGKILL of a Worker JVM while epoch 1 runs: the run finishes on the other worker, identical output."""
+    run, _, shared = storage_runs
+    out = run["worker"]
+    assert run.killed_worker, run.stdout[-3000:]
+    assert out["ok"], out
+    assert any(" lost during " in n for n in out["notes"]), out["notes"]  # the executor went with its worker
+    print(f"worker kill: {out['wall']} s; recoveries {[r['cause'] for r in out['recoveries']]}; notes {out['notes']}")
+    assert_identical(spark, shared / "worker", reference)
+
+
+def test_driver_killed_mid_epoch_then_restarted(storage_runs: Any, spark: Any, reference: Path) -> None:
+    """The driver SIGKILLed mid-step (cc's epoch 1); a new driver process on the same root finishes identically."""
+    run, _, shared = storage_runs
+    first = run.killed_driver
+    assert first.returncode == -signal.SIGKILL, first.stdout[-3000:]
+    assert "killed" not in first.results
+    out = run["restart"]
+    assert out["ok"], out
+    (rec,) = out["recoveries"]
+    assert rec["restart"]
+    print(f"driver kill: first driver {first.seconds:.1f} s, restart {out['wall']} s; plan {rec['actions']}")
+    assert_identical(spark, shared / "driver", reference)

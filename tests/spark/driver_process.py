@@ -1,0 +1,115 @@
+"""A pipeline driver process for the cluster and Connect tests: ``python driver_process.py SPEC.json RESULT.json``.
+
+It connects to the standalone master (``master``) or the Spark Connect
+server (``remote``) named in the spec — one session for all its scenarios,
+to pay for one start — runs each
+scenario in turn and writes what happened to the result file as JSON:
+a ``run`` scenario runs the tiny flagship (with injected failures) and
+records the recoveries and notes; an ``error`` scenario expects a falkirk
+error and records its type and message; ``publish`` writes a frame through
+:class:`~falkirk.spark.pipeline.storage.Storage` and tries to publish it.
+The driver is a separate process so that a test can kill it (SIGKILL) and
+start another on the same root, as a user restarting a job would.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from typing import Any
+
+
+def _session(spec: dict[str, Any]) -> Any:
+    from pyspark.sql import SparkSession
+
+    if "remote" in spec:
+        return SparkSession.builder.remote(spec["remote"]).getOrCreate()
+    builder = SparkSession.builder.master(spec["master"]).appName(spec.get("app", "falkirk-cluster-test"))
+    for key, value in spec.get("conf", {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _run(spark: Any, sc: dict[str, Any], small: dict[str, Any]) -> dict[str, Any]:
+    from falkirk.spark.pipeline.flagship import build
+
+    pipe = build(sc["root"], spark, **small)
+    t0 = time.perf_counter()
+    result = pipe.run(sc["epochs"], fail=sc.get("fail", []), progress=lambda line: print(line, flush=True))
+    return {
+        "seconds": round(time.perf_counter() - t0, 2),
+        "done": result.done,
+        "fired": [str(i) for i in result.fired],
+        "notes": list(result.journal.notes),
+        "recoveries": [
+            {"cause": r.cause, "failed": list(r.failed), "restart": r.restart, "problems": list(r.problems),
+             "actions": dict(r.plan.actions) if r.plan is not None else {}}
+            for r in result.journal.recoveries
+        ],
+    }
+
+
+def _publish(spark: Any, sc: dict[str, Any]) -> dict[str, Any]:
+    from falkirk.spark.pipeline.storage import Storage
+
+    storage = Storage(sc["root"])
+    df = spark.range(1000).repartition(2)
+    manifest = storage.write_frame(df, "probe", "checkpoint", 0, 1000)
+    storage.put(manifest)
+    return {"published": manifest.to_json()}
+
+
+def _lineage(spark: Any, sc: dict[str, Any]) -> dict[str, Any]:
+    """Call the JVM-only lineage features; under Connect each must raise SparkConnectError."""
+    from falkirk.spark import SparkConnectError, lineage, lose_outputs
+
+    df = spark.range(10).repartition(2)
+    raised = {}
+    for name, call in (("lineage", lambda: lineage(df)), ("lose_outputs", lambda: lose_outputs(spark, ["shuffle_0"]))):
+        try:
+            call()
+            raised[name] = None
+        except SparkConnectError as exc:
+            raised[name] = str(exc)
+        except Exception as exc:  # a different error is a failure of the test, reported as such
+            raised[name] = f"WRONG {type(exc).__name__}: {exc}"
+    return {"raised": raised}
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(open(argv[1]).read())
+    results: dict[str, Any] = {}
+    spark = _session(spec)
+    for sc in spec["scenarios"]:
+        print(f"== scenario {sc['name']}", flush=True)
+        t0 = time.perf_counter()
+        try:
+            if sc["kind"] == "run":
+                out = _run(spark, sc, spec["small"])
+            elif sc["kind"] == "lineage":
+                out = _lineage(spark, sc)
+            elif sc["kind"] == "publish":
+                out = _publish(spark, sc)
+            elif sc["kind"] == "error":
+                out = _run(spark, sc, spec["small"])
+            else:
+                raise ValueError(sc["kind"])
+            out["ok"] = True
+        except Exception as exc:
+            out = {"ok": False, "error": type(exc).__name__, "message": str(exc), "module": type(exc).__module__,
+                   "traceback": traceback.format_exc()[-4000:]}
+            print(f"   {type(exc).__name__}: {exc}", flush=True)
+        out["wall"] = round(time.perf_counter() - t0, 2)
+        results[sc["name"]] = out
+        with open(argv[2], "w") as f:
+            json.dump(results, f, indent=1)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,98 @@
+"""Helpers of the Spark tests: the tiny flagship configuration and output comparison."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: The driver process of the cluster and Connect tests.
+DRIVER = Path(__file__).with_name("driver_process.py")
+_COUNTER = itertools.count()
+
+#: Tiny flagship data: a few hundred events per epoch, a dozen queries, cc checkpoints every 2 epochs.
+SMALL: dict[str, Any] = {
+    "events_per_epoch": 300, "queries_per_epoch": 12, "users": 40, "nodes": 120, "cc_every": 2, "seed": 11,
+}
+#: Epochs of the short runs (and of the reference run).
+EPOCHS = 4
+
+
+def flagship(root: Path, spark: Any, **options: Any) -> Any:
+    """The tiny flagship pipeline at ``root`` (``options`` override ``SMALL`` and Pipeline options)."""
+    from falkirk.spark.pipeline.flagship import build
+
+    return build(root, spark, **{**SMALL, **options})
+
+
+def assert_identical(spark: Any, root: Path, reference: Path) -> None:
+    """The responses and the SQLite database at ``root`` equal the reference's, row for row."""
+    from falkirk.spark.pipeline.verify import compare_runs
+
+    cmp = compare_runs(spark, flagship(root, spark), root, reference)
+    assert not cmp.differences, [d.describe() for d in cmp.differences]
+    assert cmp.identical and cmp.rows_compared >= EPOCHS * SMALL["queries_per_epoch"]
+
+
+def demo_args(root: Path, *extra: str) -> list[str]:
+    """Command-line arguments of ``falkirk.spark.demo`` for the tiny flagship at ``root``."""
+    return [
+        "--root", str(root), "--epochs", str(EPOCHS), "--events", str(SMALL["events_per_epoch"]),
+        "--queries", str(SMALL["queries_per_epoch"]), "--users", str(SMALL["users"]),
+        "--nodes", str(SMALL["nodes"]), "--cc-every", str(SMALL["cc_every"]), "--seed", str(SMALL["seed"]),
+        "--no-reference", *extra,
+    ]
+
+
+class DriverRun:
+    """A finished driver process: its exit status, output and per-scenario results."""
+
+    def __init__(self, returncode: int, stdout: str, results: dict[str, Any], seconds: float) -> None:
+        self.returncode, self.stdout, self.results, self.seconds = returncode, stdout, results, seconds
+        self.killed_worker: list[int] = []
+        self.killed_driver: DriverRun | None = None
+
+    def __getitem__(self, name: str) -> dict[str, Any]:
+        assert name in self.results, f"scenario {name} did not finish; driver output:\n{self.stdout[-4000:]}"
+        return self.results[name]
+
+
+def run_driver(
+    base: dict[str, Any], scenarios: list[dict[str, Any]], where: Path, *,
+    during: Callable[[subprocess.Popen[str], str], None] | None = None, timeout: float = 900,
+) -> DriverRun:
+    """Run ``driver_process.py`` (session settings ``base``: ``master``+``conf`` or ``remote``) on ``scenarios``.
+
+    ``during(proc, line)`` sees each output line while the driver runs.
+    """
+    n = next(_COUNTER)
+    spec = {**base, "small": SMALL, "scenarios": scenarios, "app": f"falkirk-test-{n}"}
+    spec_path, result_path = where / f"spec-{n}.json", where / f"result-{n}.json"
+    spec_path.write_text(json.dumps(spec))
+    t0 = time.perf_counter()
+    # PySpark starts the executors' Python workers with the driver's PYSPARK_PYTHON: this venv's Python.
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    proc = subprocess.Popen([sys.executable, str(DRIVER), str(spec_path), str(result_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=where, env=env)
+    lines = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if during is not None:
+                during(proc, line)
+            if time.perf_counter() - t0 > timeout:
+                proc.kill()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    results = json.loads(result_path.read_text()) if result_path.exists() else {}
+    return DriverRun(proc.returncode, "".join(lines), results, time.perf_counter() - t0)
