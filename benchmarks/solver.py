@@ -61,7 +61,7 @@ if str(ROOT) not in sys.path:
 from benchmarks.graphs import make  # noqa: E402
 from falkirk.solver import solve_frontiers  # noqa: E402
 from falkirk.solver.compressed import Stage, StageEdge, StageGraph  # noqa: E402
-from falkirk.solver.fast_total import solve_total  # noqa: E402
+from falkirk.solver.fast_engine import solve_total  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 

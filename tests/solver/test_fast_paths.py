@@ -33,8 +33,8 @@ from falkirk.solver import Checkpoint, Dataflow, Edge, Processor, check_consiste
 from falkirk.solver.access import View
 from falkirk.solver.compressed import EMPTY, TOP, Stage, StageEdge, StageGraph
 from falkirk.solver.fast_build import NotApplicable
-from falkirk.solver.fast_engine import Engine
-from falkirk.solver.fast_total import TotalProblem, solve_total
+from falkirk.solver.fast_engine import Engine, solve_total
+from falkirk.solver.fast_total import TotalProblem
 
 E, L2, P2 = Epoch(), Lexicographic(2), Product(2)
 

@@ -14,7 +14,7 @@ from typing import Any
 from falkirk.domains import Frontier
 from falkirk.errors import SolverError, UnknownNameError
 from falkirk.solver.model import Dataflow, Meta
-from falkirk.solver.resolve import _delivered_default, edge_view
+from falkirk.solver.resolve import delivered_default, edge_view
 
 __all__ = ["View", "normalise_failed"]
 
@@ -118,7 +118,7 @@ class View:
     def delivered(self, name: str, edge: str, f: Frontier) -> Frontier:
         """``M_e(f)`` for input edge ``edge``."""
         if self.is_stateless(name):
-            return _delivered_default(self.df.domains[name], f, edge)
+            return delivered_default(self.df.domains[name], f, edge)
         return self._stateful(name, f).delivered[edge]
 
     def discarded(self, name: str, edge: str, f: Frontier) -> Frontier:
@@ -133,7 +133,7 @@ class View:
                 image = self._recorded_discarded(name, edge, f)
             else:
                 image = b.discarded(f)
-            return _delivered_default(b.target, image, edge)
+            return delivered_default(b.target, image, edge)
         return self._stateful(name, f).discarded[edge]
 
     def _recorded_discarded(self, name: str, edge: str, f: Frontier) -> Frontier:

@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 
 from falkirk.errors import UnknownNameError, ValidationError
-from falkirk.solver.fast_total import CHAIN, IDENTITY, NONE, TotalProblem, solve_total
+from falkirk.solver.fast_engine import solve_total
+from falkirk.solver.fast_total import CHAIN, IDENTITY, NONE, TotalProblem
 from falkirk.solver.model import Checkpoint, Dataflow, Edge, Processor
 
 __all__ = ["Stage", "StageEdge", "StageGraph", "StagePlan", "TOP", "EMPTY"]

@@ -41,7 +41,7 @@ class Violation:
 
 
 def _enc(f: Frontier) -> str:
-    from falkirk.solver.plan import encode_frontier
+    from falkirk.domains.encoding import encode_frontier
 
     return str(encode_frontier(f))
 
@@ -93,24 +93,47 @@ def check_consistent(
     if notification_frontiers is None:
         n = greatest_notification_frontiers(view, f)
     else:
-        n = {p: coerce(dataflow.domains[p], v, f"notification_frontiers[{p!r}]") for p, v in notification_frontiers.items()}
+        n = {
+            p: coerce(dataflow.domains[p], v, f"notification_frontiers[{p!r}]")
+            for p, v in notification_frontiers.items()
+        }
     for e, edge in dataflow.edges.items():
         p, q = edge.src, edge.dst
         d = view.discarded(p, e, f[p])
         if not d <= f[q]:
-            out.append(Violation("C2", p, e, f"{p} discarded messages on {e!r} up to {_enc(d)}, beyond f({q}) = {_enc(f[q])}"))
+            out.append(
+                Violation(
+                    "C2",
+                    p,
+                    e,
+                    f"{p} discarded messages on {e!r} up to {_enc(d)}, beyond f({q}) = {_enc(f[q])}",
+                )
+            )
         m = view.delivered(q, e, f[q])
         phi = view.incoming(q, e, view.projection(p, e, f[p]))
         if not m <= phi:
-            out.append(Violation("C3", q, e, f"{q} keeps messages on {e!r} up to {_enc(m)}, beyond φ(f({p})) = {_enc(phi)}"))
+            out.append(
+                Violation(
+                    "C3", q, e, f"{q} keeps messages on {e!r} up to {_enc(m)}, beyond φ(f({p})) = {_enc(phi)}"
+                )
+            )
         if notification_frontiers is not None:
             bound = view.incoming(q, e, view.projection(p, e, n[p]))
             if not n[q] <= bound:
-                out.append(Violation("C4", q, e, f"n({q}) = {_enc(n[q])} is not inside φ(n({p})) = {_enc(bound)}"))
+                out.append(
+                    Violation("C4", q, e, f"n({q}) = {_enc(n[q])} is not inside φ(n({p})) = {_enc(bound)}")
+                )
     for p in dataflow.processors:
         if notification_frontiers is not None and not n[p] <= f[p]:
             out.append(Violation("C4", p, None, f"n({p}) = {_enc(n[p])} is not inside f({p}) = {_enc(f[p])}"))
         notes = view.notifications(p, f[p])
         if not notes <= n[p]:
-            out.append(Violation("C4", p, None, f"{p} delivered notifications up to {_enc(notes)}, beyond n({p}) = {_enc(n[p])}"))
+            out.append(
+                Violation(
+                    "C4",
+                    p,
+                    None,
+                    f"{p} delivered notifications up to {_enc(notes)}, beyond n({p}) = {_enc(n[p])}",
+                )
+            )
     return out

@@ -43,8 +43,9 @@ from typing import Literal
 
 from falkirk.solver.access import View
 from falkirk.solver.fast_build import NotApplicable, solve_view
-from falkirk.solver.fixpoint import FixedPoint, Reason, fixed_point
+from falkirk.solver.fixpoint import FixedPoint, Reason, round_robin
 from falkirk.solver.model import Dataflow
+from falkirk.solver.worklist import run_worklist
 
 __all__ = ["Strategy", "VECTORISE_FROM", "DENSE_FROM", "choose", "solve", "LazyReasons"]
 
@@ -116,3 +117,18 @@ def solve(view: View, *, strategy: Strategy = "worklist", fast: bool = True) -> 
             return FixedPoint(f, n, LazyReasons(view), work)  # type: ignore[arg-type]
         chosen = "worklist"
     return fixed_point(view, strategy=chosen)  # type: ignore[arg-type]
+
+
+def fixed_point(view: View, *, strategy: Literal["worklist", "round_robin"] = "worklist") -> FixedPoint:
+    """Run the iteration of SPEC §5 over ``view`` and return the fixed point.
+
+    ``"worklist"`` re-examines only processors whose constraints changed
+    (:func:`falkirk.solver.worklist.run_worklist`); ``"round_robin"`` is the
+    reference scan (:func:`falkirk.solver.fixpoint.round_robin`). Both reach
+    the same fixed point.
+    """
+    if strategy == "worklist":
+        return run_worklist(view)
+    if strategy == "round_robin":
+        return round_robin(view)
+    raise ValueError(f"unknown strategy {strategy!r}: use 'worklist' or 'round_robin'")

@@ -36,7 +36,8 @@ import numpy as np
 from falkirk.domains import Domain, Frontier, Identity
 from falkirk.errors import FalkirkError, SolverError
 from falkirk.solver.access import View
-from falkirk.solver.fast_total import CHAIN, IDENTITY, NONE, TotalProblem, solve_total
+from falkirk.solver.fast_engine import solve_total
+from falkirk.solver.fast_total import CHAIN, IDENTITY, NONE, TotalProblem
 from falkirk.solver.model import Meta
 
 __all__ = ["NotApplicable", "applicable", "build_problem", "solve_view"]

@@ -1,4 +1,4 @@
-"""The array engine behind :func:`falkirk.solver.fast_total.solve_total`.
+"""The array engine for :class:`~falkirk.solver.fast_total.TotalProblem`, and :func:`solve_total` which runs it.
 
 Rounds of array operations while many constraints are dirty (every dirty
 group and processor at once, Jacobi style), and a scalar worklist over the
@@ -18,7 +18,7 @@ import numpy as np
 from falkirk.errors import SolverError
 from falkirk.solver.fast_total import CHAIN, NONE, Array, TotalProblem, TotalSolution, ranges
 
-__all__ = ["Engine"]
+__all__ = ["Engine", "solve_total"]
 
 
 def _by(keys: Array, size: int) -> tuple[Array, Array]:
@@ -311,3 +311,13 @@ class Engine:
                 push((2, g))
         if prob.notes[p]:
             push((3, p))
+
+
+def solve_total(prob: TotalProblem) -> TotalSolution:
+    """The greatest fixed point of SPEC §5 for ``prob`` (see the module docstring).
+
+    Raises :class:`~falkirk.errors.SolverError` when a processor would have
+    to go below the lowest frontier of its chain (only possible when the
+    chain lacks ``∅``).
+    """
+    return Engine(prob).run()

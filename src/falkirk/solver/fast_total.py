@@ -18,7 +18,7 @@ holds the whole fixed-point problem as arrays:
 In a total order ``⋂`` is ``min`` and projections are monotone, so every
 constraint a group imposes reads one aggregate: C2 for a sender, the least
 ``f`` of the receivers; C3 and C4 for a receiver, the least ``φ(f)`` /
-``φ(n)`` of the senders. :func:`solve_total` iterates Figure 6 with array
+``φ(n)`` of the senders. :func:`falkirk.solver.fast_engine.solve_total` iterates Figure 6 with array
 operations (all affected processors at once, Jacobi style), re-evaluating
 only the members of groups whose aggregate went down. Every update is
 monotone and deflationary, so this reaches the same greatest fixed point as
@@ -35,6 +35,7 @@ or from a stage graph (:mod:`falkirk.solver.compressed`).
 >>> prob = TotalProblem.from_epochs(src=np.array([0]), dst=np.array([1]), logged=np.array([True]),
 ...     stateless=np.array([False, False]), failed=np.array([True, False]),
 ...     ck_ptr=np.array([0, 1, 3]), ck_val=np.array([3, 1, 5]))
+>>> from falkirk.solver.fast_engine import solve_total
 >>> sol = solve_total(prob)
 >>> prob.epochs(sol.f), prob.epochs(sol.n)
 ([3, 1], [3, 1])
@@ -47,7 +48,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["TotalProblem", "TotalSolution", "solve_total", "spans", "ranges", "CHAIN", "NONE", "IDENTITY"]
+__all__ = ["TotalProblem", "TotalSolution", "spans", "ranges", "CHAIN", "NONE", "IDENTITY"]
 
 Array = np.ndarray
 #: Member table reference meaning "the processor's own chain" (e.g. ``M_e(f) = f``).
@@ -209,15 +210,3 @@ class TotalSolution:
     idx: Array
     rounds: int
     evaluations: int
-
-
-def solve_total(prob: TotalProblem) -> TotalSolution:
-    """The greatest fixed point of SPEC §5 for ``prob`` (see the module docstring).
-
-    Raises :class:`~falkirk.errors.SolverError` when a processor would have
-    to go below the lowest frontier of its chain (only possible when the
-    chain lacks ``∅``).
-    """
-    from falkirk.solver.fast_engine import Engine
-
-    return Engine(prob).run()

@@ -1,11 +1,12 @@
 """Choosing frontiers: the fixed point of SPEC §5 (paper Figure 6).
 
-:func:`fixed_point` runs the iteration either worklist-driven (default:
+:func:`falkirk.solver.dispatch.fixed_point` runs the iteration either worklist-driven (default:
 when ``f(p)`` shrinks only p's senders, receivers and p itself are
 re-examined; when ``n(p)`` shrinks, p and its receivers) or as the literal
 round-robin of Figure 6 (kept as the reference and benchmark baseline).
 Both apply the same update to one processor (:meth:`_Solver.examine`), so
-they reach the same fixed point. ``fixed_point(strategy="worklist")`` runs
+they reach the same fixed point (:func:`round_robin` here is the reference
+driver). ``fixed_point(strategy="worklist")`` runs
 the faster driver of :mod:`falkirk.solver.worklist`, which applies that
 update to the constraints whose inputs changed only (same answer; every
 step down gets a reason found as here); :meth:`_Solver.run_worklist` is the
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from typing import Literal
 
 from attrs import frozen
 
@@ -30,7 +30,7 @@ from falkirk.domains import Frontier
 from falkirk.errors import SolverError
 from falkirk.solver.access import View
 
-__all__ = ["Reason", "FixedPoint", "fixed_point"]
+__all__ = ["Reason", "FixedPoint", "round_robin"]
 
 
 @frozen
@@ -67,7 +67,7 @@ class Reason:
 def _fmt(f: Frontier | None) -> str:
     if f is None:
         return "?"
-    from falkirk.solver.plan import frontier_text
+    from falkirk.domains.encoding import frontier_text
 
     return frontier_text(f)
 
@@ -116,7 +116,15 @@ class _Solver:
         self.n[p] = new_n
         return new_f != old_f, new_n != old_n
 
-    def _note(self, p: str, constraint: str, before: Frontier, after: Frontier, edge: str | None = None, nb: str | None = None) -> None:
+    def _note(
+        self,
+        p: str,
+        constraint: str,
+        before: Frontier,
+        after: Frontier,
+        edge: str | None = None,
+        nb: str | None = None,
+    ) -> None:
         self.reasons[p].append(
             Reason(p, constraint, before, after, edge, nb, self.f[nb] if nb is not None else None)
         )
@@ -222,17 +230,8 @@ class _Solver:
                 changed = changed or f_changed or n_changed
 
 
-def fixed_point(view: View, *, strategy: Literal["worklist", "round_robin"] = "worklist") -> FixedPoint:
-    """Run the iteration of SPEC §5 over ``view`` and return the fixed point."""
-    if strategy == "worklist":
-        from falkirk.solver.worklist import (
-            run_worklist,  # the fast driver (same update, dirty constraints only)
-        )
-
-        return run_worklist(view)
+def round_robin(view: View) -> FixedPoint:
+    """Run the iteration of SPEC §5 over ``view`` round-robin (the reference driver) and return the fixed point."""
     s = _Solver(view)
-    if strategy == "round_robin":
-        s.run_round_robin()
-    else:
-        raise ValueError(f"unknown strategy {strategy!r}: use 'worklist' or 'round_robin'")
+    s.run_round_robin()
     return FixedPoint(dict(s.f), dict(s.n), s.reasons, s.examinations)

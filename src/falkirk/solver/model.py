@@ -20,99 +20,16 @@ domain's JSON encoding (``2`` for epoch 2, ``{"e1": 3}`` for sequence counts,
 ['Frontier(epoch, empty)', 'Frontier(epoch, 1)', 'Frontier(epoch, top)']
 """
 
-from __future__ import annotations
-
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
-from attrs import field, frozen
-
-from falkirk.domains import INPUT_EDGE, Domain, Frontier, Sequence, make_domain
-from falkirk.domains.projections import BoundProjection, Identity, projection_from_spec
+from falkirk.domains import INPUT_EDGE, Domain, Sequence, make_domain
+from falkirk.domains.projections import BoundProjection, projection_from_spec
 from falkirk.errors import FalkirkError, UnknownNameError, ValidationError
+from falkirk.solver.elements import Checkpoint, Edge, Meta, Processor
+from falkirk.solver.resolve import resolve_processor
 
-__all__ = ["Checkpoint", "Processor", "Edge", "Dataflow"]
-
-
-def _frozen_map(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return dict(value or {})
-
-
-def _names(value: Iterable[str]) -> frozenset[str]:
-    return frozenset(value)
-
-
-def _checkpoints(value: Iterable[Checkpoint]) -> tuple[Checkpoint, ...]:
-    return tuple(value)
-
-
-@frozen
-class Checkpoint:
-    """Metadata persisted for one available frontier ``f`` (paper Table 1).
-
-    ``notifications`` is ``N_p(f)``; ``delivered[e]`` is ``M_e(f)`` per input
-    edge; ``discarded[e]`` is ``D_e(f)`` and ``projection[e]`` is ``φ_e(f)``
-    per output edge; ``logged[e]`` is an opaque reference to ``L_e(f)``;
-    ``state`` an opaque handle to ``S_p(f)``. ``None``/missing means the safe
-    default. As ``live`` metadata of a processor, ``frontier`` is ``"top"``.
-    """
-
-    frontier: Any
-    notifications: Any = None
-    delivered: Mapping[str, Any] = field(factory=dict, converter=_frozen_map)
-    discarded: Mapping[str, Any] = field(factory=dict, converter=_frozen_map)
-    projection: Mapping[str, Any] = field(factory=dict, converter=_frozen_map)
-    logged: Mapping[str, Any] = field(factory=dict, converter=_frozen_map)
-    state: Any = None
-
-
-@frozen
-class Processor:
-    """A processor: name, domain, regime and its checkpoints.
-
-    ``domain`` is a domain object or a registry name (``arity`` for tuple
-    domains; a ``"sequence"`` domain takes its edges from the graph).
-    ``stateless`` processors keep no state between times; their
-    ``checkpoints`` are the complete frontiers they reported. ``logs`` names
-    the output edges whose messages are logged. ``live`` is the metadata at
-    ``⊤`` used while the processor has not failed (safe defaults if omitted).
-    ``notifications=False`` declares that it receives none (``N = ∅``).
-    ``restartable=False`` means ``∅ ∉ F(p)``: it must never need to restart.
-    """
-
-    name: str
-    domain: Domain | str
-    stateless: bool = False
-    logs: frozenset[str] = field(factory=frozenset, converter=_names)
-    checkpoints: tuple[Checkpoint, ...] = field(factory=tuple, converter=_checkpoints)
-    live: Checkpoint | None = None
-    arity: int | None = None
-    notifications: bool | None = None
-    restartable: bool = True
-
-
-@frozen
-class Edge:
-    """An edge ``src → dst`` whose messages carry times of ``dst``'s domain."""
-
-    name: str
-    src: str
-    dst: str
-    projection: Any = field(factory=Identity)
-
-
-@frozen
-class Meta:
-    """Resolved metadata of one available frontier (every field filled in)."""
-
-    frontier: Frontier
-    notifications: Frontier
-    delivered: Mapping[str, Frontier]
-    discarded: Mapping[str, Frontier]
-    projection: Mapping[str, Frontier]
-    logged: Mapping[str, Any]
-    state: Any
-    recorded: frozenset[str]  # output edges whose projection was given explicitly
+__all__ = ["Checkpoint", "Processor", "Edge", "Dataflow", "Meta"]
 
 
 class Dataflow:
@@ -122,9 +39,9 @@ class Dataflow:
     the processor, edge or field when the input is not well formed.
     """
 
-    def __init__(self, processors: Iterable[Processor], edges: Iterable[Edge], *, notifications: bool = True) -> None:
-        from falkirk.solver.resolve import resolve_processor
-
+    def __init__(
+        self, processors: Iterable[Processor], edges: Iterable[Edge], *, notifications: bool = True
+    ) -> None:
         self.processors: dict[str, Processor] = {}
         for p in processors:
             if not isinstance(p, Processor):
@@ -159,7 +76,9 @@ class Dataflow:
         for p in self.processors.values():
             unknown = sorted(set(p.logs) - set(self.outputs[p.name]))
             if unknown:
-                raise UnknownNameError(f"processor {p.name!r}: logs {unknown}, which are not its output edges")
+                raise UnknownNameError(
+                    f"processor {p.name!r}: logs {unknown}, which are not its output edges"
+                )
             if p.stateless:
                 for out in self.outputs[p.name]:
                     b = self.bound[out]

@@ -19,13 +19,13 @@ sink top → 1 by C3 on e2: it had received messages that sum at 2 will send aga
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any, Literal
 
 from attrs import frozen
 
 from falkirk.domains import Frontier
+from falkirk.domains.encoding import encode_frontier, frontier_text
 from falkirk.solver import dispatch
 from falkirk.solver.access import View, normalise_failed
 from falkirk.solver.fixpoint import Reason
@@ -35,24 +35,6 @@ __all__ = ["Replay", "RollbackPlan", "solve_frontiers", "encode_frontier", "ACTI
 
 #: The actions of SPEC §9.
 ACTIONS = ("keep", "rollback", "restore", "restart")
-
-
-def frontier_text(f: Frontier) -> str:
-    """``f``'s canonical encoding as compact text (``2``, ``{"e1": 3}``, ``top``)."""
-    enc = encode_frontier(f)
-    return enc if isinstance(enc, str) else json.dumps(enc, separators=(", ", ": "))
-
-
-def encode_frontier(f: Frontier) -> Any:
-    """The canonical JSON encoding of ``f`` (SPEC §9), using the domain's ``encode``."""
-    enc = getattr(f.domain, "encode", None)
-    if enc is not None:
-        return enc(f)
-    if f.is_top:
-        return "top"
-    if f.is_empty:
-        return "empty"
-    return {"before": [list(t) if isinstance(t, tuple) else t for t in f.antichain]}
 
 
 @frozen

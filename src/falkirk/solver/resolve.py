@@ -13,11 +13,12 @@ from attrs import frozen
 
 from falkirk.domains import Domain, Frontier, Sequence
 from falkirk.errors import DomainError, NotAChainError, NotMonotoneError, ValidationError
+from falkirk.solver.elements import Checkpoint, Meta
 
 if TYPE_CHECKING:
-    from falkirk.solver.model import Checkpoint, Dataflow, Meta
+    from falkirk.solver.model import Dataflow
 
-__all__ = ["Resolved", "resolve_processor", "coerce", "edge_view"]
+__all__ = ["Resolved", "resolve_processor", "coerce", "edge_view", "delivered_default"]
 
 
 @frozen
@@ -53,7 +54,7 @@ def edge_view(domain: Domain, f: Frontier, edge: str) -> Frontier:
     return f
 
 
-def _delivered_default(domain: Domain, f: Frontier, edge: str) -> Frontier:
+def delivered_default(domain: Domain, f: Frontier, edge: str) -> Frontier:
     """``M_e(f) = f`` (in a sequence domain: ``f``'s count on ``e`` only)."""
     if isinstance(domain, Sequence):
         return domain.restrict(f, edge)
@@ -62,7 +63,6 @@ def _delivered_default(domain: Domain, f: Frontier, edge: str) -> Frontier:
 
 def resolve_processor(df: Dataflow, name: str) -> Resolved:
     """Resolve processor ``name`` of ``df`` (see the module docstring)."""
-    from falkirk.solver.model import Checkpoint
 
     p = df.processors[name]
     dom = df.domains[name]
@@ -96,7 +96,6 @@ def resolve_processor(df: Dataflow, name: str) -> Resolved:
 
 
 def _empty_meta(df: Dataflow, name: str) -> Meta:
-    from falkirk.solver.model import Meta
 
     dom = df.domains[name]
     empty = Frontier.empty(dom)
@@ -117,7 +116,6 @@ def _empty_meta(df: Dataflow, name: str) -> Meta:
 
 
 def _meta(df: Dataflow, name: str, ck: Checkpoint, f: Frontier, where: str, *, live: bool) -> Meta:
-    from falkirk.solver.model import Meta
 
     p = df.processors[name]
     dom = df.domains[name]
@@ -148,9 +146,9 @@ def _meta(df: Dataflow, name: str, ck: Checkpoint, f: Frontier, where: str, *, l
     for e in df.inputs[name]:
         if e in ck.delivered:
             v = coerce(dom, ck.delivered[e], f"{where} delivered[{e!r}]", edge=e)
-            delivered[e] = _delivered_default(dom, v, e) if isinstance(dom, Sequence) else v
+            delivered[e] = delivered_default(dom, v, e) if isinstance(dom, Sequence) else v
         else:
-            delivered[e] = _delivered_default(dom, f, e)
+            delivered[e] = delivered_default(dom, f, e)
     projection, discarded, recorded = {}, {}, set()
     for e in df.outputs[name]:
         b = df.bound[e]
@@ -179,8 +177,8 @@ def _meta(df: Dataflow, name: str, ck: Checkpoint, f: Frontier, where: str, *, l
         else:
             discarded[e] = b.discarded(f)
         if isinstance(tgt, Sequence):  # SPEC §7: φ_e and D_e concern edge e's count only
-            projection[e] = _delivered_default(tgt, projection[e], e)
-            discarded[e] = _delivered_default(tgt, discarded[e], e)
+            projection[e] = delivered_default(tgt, projection[e], e)
+            discarded[e] = delivered_default(tgt, discarded[e], e)
     return Meta(
         frontier=f,
         notifications=notes,
@@ -203,7 +201,12 @@ def _union_rule(df: Dataflow, name: str, edge: str, f: Frontier, where: str) -> 
         if edge in ck.projection:
             fi = coerce(dom, ck.frontier, f"processor {name!r}, checkpoint {i} frontier")
             if fi <= f:
-                out = out | coerce(tgt, ck.projection[edge], f"processor {name!r}, checkpoint {i} projection[{edge!r}]", edge=edge)
+                out = out | coerce(
+                    tgt,
+                    ck.projection[edge],
+                    f"processor {name!r}, checkpoint {i} projection[{edge!r}]",
+                    edge=edge,
+                )
     return out
 
 
@@ -217,7 +220,7 @@ def _check_monotone(name: str, chain: list[Meta]) -> None:
             pairs.extend((f"{fld}[{e!r}]", x[e], y[e]) for e in y)
         for fld, lo, hi in pairs:
             if not lo <= hi:
-                from falkirk.solver.plan import frontier_text as t
+                from falkirk.domains.encoding import frontier_text as t
 
                 raise NotMonotoneError(
                     f"processor {name!r}, {label} (frontier {t(b.frontier)}): {fld} = {t(hi)} is not "

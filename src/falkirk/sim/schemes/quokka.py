@@ -100,7 +100,7 @@ from falkirk.sim.operators import Map, Output, Source, Sum
 from falkirk.sim.policies import Commit, Ephemeral, Lazy, Never, Policy
 from falkirk.sim.schemes.base import Role, Scheme
 from falkirk.solver import RollbackPlan
-from falkirk.solver.plan import frontier_text
+from falkirk.domains.encoding import frontier_text
 
 if TYPE_CHECKING:
     from falkirk.sim.cases import Chooser
