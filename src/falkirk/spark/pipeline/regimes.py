@@ -44,7 +44,25 @@ def _positive(instance: object, attribute: Any, value: int) -> None:
 
 
 def _tables(value: Mapping[str, str] | None) -> dict[str, str]:
-    return dict(value or {})
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and k and isinstance(v, str) and v
+                                                 for k, v in value.items()):
+        raise PipelineError(f"Eager: tables={value!r} must map table names to their epoch column "
+                            "({'name': 'epoch_column'})")
+    return dict(value)
+
+
+def _path(value: Any) -> Any:
+    """A ``pathlib.Path`` (any ``os.PathLike``) given as a database becomes its string."""
+    import os
+
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+
+def _name(instance: object, attribute: Any, value: str | None) -> None:
+    if value is not None and not (isinstance(value, str) and value):
+        raise PipelineError(f"{type(instance).__name__}: {attribute.name}={value!r} must be a non-empty string")
 
 
 def _flag(instance: object, attribute: Any, value: bool) -> None:
@@ -123,7 +141,7 @@ class Keyed(Regime):
     key group (rescaling on recovery).
     """
 
-    key: str | None = field(default=None, kw_only=True)
+    key: str | None = field(default=None, validator=_name, kw_only=True)
     partitions: int | None = field(default=None, validator=_optional_positive, kw_only=True)
     max_parallelism: int = field(default=16, validator=_positive, kw_only=True)
 
@@ -175,7 +193,7 @@ class Eager(Keyed):
     is a DataFrame, as for :class:`Lazy`.
     """
 
-    database: str | None = field(default=None, kw_only=True)
+    database: str | None = field(default=None, converter=_path, validator=_name, kw_only=True)
     tables: dict[str, str] = field(factory=dict, converter=_tables, kw_only=True)
     kind: ClassVar[str] = "eager"
 
