@@ -6,7 +6,8 @@ to pay for one start — runs each
 scenario in turn and writes what happened to the result file as JSON:
 a ``run`` scenario runs the tiny flagship (with injected failures) and
 records the recoveries and notes; an ``error`` scenario expects a falkirk
-error and records its type and message; ``publish`` writes a frame through
+error and records its type and message; ``stopped`` (last: it stops the
+session) runs a pipeline on the stopped session; ``publish`` writes a frame through
 :class:`~falkirk.spark.pipeline.storage.Storage` and tries to publish it.
 The driver is a separate process so that a test can kill it (SIGKILL) and
 start another on the same root, as a user restarting a job would.
@@ -95,6 +96,9 @@ def main(argv: list[str]) -> int:
             elif sc["kind"] == "publish":
                 out = _publish(spark, sc)
             elif sc["kind"] == "error":
+                out = _run(spark, sc, spec["small"])
+            elif sc["kind"] == "stopped":  # the session stopped, then a pipeline run: must be a SessionError
+                spark.stop()
                 out = _run(spark, sc, spec["small"])
             else:
                 raise ValueError(sc["kind"])

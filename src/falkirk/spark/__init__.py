@@ -27,26 +27,27 @@ from falkirk.spark.errors import (
     RecordError,
     RecoveryError,
     SchemaError,
+    SessionError,
     StepError,
     StepFailure,
     StorageError,
 )
-from falkirk.spark.pipeline.executor import Executor, RunResult
-from falkirk.spark.pipeline.failures import Injection
-from falkirk.spark.pipeline.inputlog import Cut, InputLog
-from falkirk.spark.pipeline.definition import Pipeline, Step
-from falkirk.spark.pipeline.planner import Planner
-from falkirk.spark.pipeline.regimes import Batch, Eager, Ephemeral, Lazy, Output, Regime
-from falkirk.spark.pipeline.session import local_session
-from falkirk.spark.pipeline.keyed import key_group_range, plan_rescale
-from falkirk.spark.pipeline.storage import Manifest, Storage
-from falkirk.spark.pipeline.verify import Comparison, compare_runs
 
 # Spark lineage as a falkirk graph, and Structured Streaming rollback (issue 7).
 from falkirk.spark.lineage.graph import Lineage, Unit, build_lineage, lineage, static_plans
-from falkirk.spark.lineage.model import LineageError, SparkConnectError
 from falkirk.spark.lineage.listener import JobRecorder, RecordedJob, SparkEvents
+from falkirk.spark.lineage.model import LineageError, SparkConnectError
 from falkirk.spark.lineage.rerun import Rerun, lose_outputs, what_must_rerun
+from falkirk.spark.pipeline.definition import Pipeline, Step
+from falkirk.spark.pipeline.executor import Executor, RunResult
+from falkirk.spark.pipeline.failures import Injection
+from falkirk.spark.pipeline.inputlog import Cut, InputLog
+from falkirk.spark.pipeline.keyed import key_group_range, plan_rescale
+from falkirk.spark.pipeline.planner import Planner
+from falkirk.spark.pipeline.regimes import Batch, Eager, Ephemeral, Lazy, Output, Regime
+from falkirk.spark.pipeline.session import local_session
+from falkirk.spark.pipeline.storage import Manifest, Storage
+from falkirk.spark.pipeline.verify import Comparison, compare_runs
 from falkirk.spark.streaming.rollback import (
     QueryCheckpoint,
     apply_plan,
@@ -84,6 +85,7 @@ __all__ = [
     "EagerWriteError",
     "StepError",
     "SchemaError",
+    "SessionError",
     "CorruptDataError",
     "StepFailure",
     "RecoveryError",

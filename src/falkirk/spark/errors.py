@@ -13,7 +13,7 @@ from falkirk.errors import FalkirkError, ValidationError
 
 __all__ = [
     "PipelineError", "SchemaError", "EagerWriteError", "RecordError", "StorageError", "CorruptDataError", "StepFailure", "RecoveryError",
-    "StepError",
+    "StepError", "SessionError",
 ]
 
 
@@ -51,6 +51,10 @@ class RecordError(FalkirkError, ValueError):
         self.offset = offset
         self.index = index
         self.field = field
+
+
+class SessionError(FalkirkError, RuntimeError):
+    """The ``SparkSession`` a pipeline was given cannot run anything (stopped, or not a session)."""
 
 
 class StorageError(FalkirkError, OSError):

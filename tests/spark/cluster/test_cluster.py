@@ -54,6 +54,7 @@ def storage_runs(cluster: StandaloneCluster, drive: Any, tmp_path_factory: pytes
          "fail": INJECTED},
         {"name": "worker", "kind": "run", "root": (shared / "worker").as_uri(), "epochs": EPOCHS},
         {"name": "restart", "kind": "run", "root": str(shared / "driver"), "epochs": EPOCHS},
+        {"name": "stopped", "kind": "stopped", "root": str(shared / "stopped"), "epochs": EPOCHS},
         ], during=during)
     finally:
         if 1 not in cluster.workers:
@@ -64,6 +65,15 @@ def storage_runs(cluster: StandaloneCluster, drive: Any, tmp_path_factory: pytes
     for name, out in run.results.items():
         print(f"  {name}: {out.get('wall')} s " + (f"{out.get('error')}: {out.get('message')}" if not out["ok"] else "ok"))
     return run, private, shared
+
+
+def test_a_stopped_session_is_a_clear_error(storage_runs: Any) -> None:
+    """``spark.stop()`` then ``pipeline.run``: a SessionError saying so (it was an AttributeError on None)."""
+    run, _, shared = storage_runs
+    out = run["stopped"]
+    assert not out["ok"] and out["error"] == "SessionError", out
+    assert "SparkSession was stopped" in out["message"], out
+    assert not (shared / "stopped" / "pipeline.json").exists()
 
 
 def test_root_on_the_drivers_own_disk_is_refused_before_the_first_epoch(storage_runs: Any) -> None:

@@ -31,6 +31,7 @@ def connect_runs(remote: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     second = remote([
         {"name": "restart", "kind": "run", "root": (base / "killed").as_uri(), "epochs": EPOCHS, "fail": INJECTED},
         {"name": "lineage", "kind": "lineage"},
+        {"name": "stopped", "kind": "stopped", "root": str(base / "stopped"), "epochs": EPOCHS},
     ])
     second.killed_driver = first
     print(f"connect: killed client {first.seconds:.1f} s, second client {second.seconds:.1f} s")
@@ -64,6 +65,15 @@ def test_jvm_only_features_name_themselves_through_connect(connect_runs: Any) ->
     for name, message in raised.items():
         assert message is not None and not message.startswith("WRONG"), (name, message)
         assert "classic" in message and "builder.master" in message
+
+
+def test_a_stopped_connect_session_is_a_clear_error(connect_runs: Any) -> None:
+    """A Connect session stopped on the client, then ``pipeline.run``: a SessionError saying so."""
+    run, base = connect_runs
+    out = run["stopped"]
+    assert not out["ok"] and out["error"] == "SessionError", out
+    assert "SparkSession was stopped" in out["message"], out
+    assert not (base / "stopped" / "pipeline.json").exists()
 
 
 def test_pipeline_code_touches_the_jvm_only_in_the_session_module() -> None:

@@ -87,3 +87,36 @@ def test_regime_arguments_are_keyword_only_and_checked() -> None:
     with pytest.raises(PipelineError, match=r"Ephemeral: log='yes' must be True or False"):
         Ephemeral(log="yes")  # type: ignore[arg-type]
     assert Lazy(every=3).every == 3 and not Lazy(every=3).log
+
+
+def test_eager_tables_without_a_database_are_refused() -> None:
+    """``Eager(tables=…)`` without ``database=`` used to be accepted and the tables ignored."""
+    with pytest.raises(PipelineError, match=r"tables=\{'stats': 'epoch'\} needs database="):
+        Eager(tables={"stats": "epoch"})
+
+
+def test_a_stopped_or_missing_session_is_a_clear_error(tmp_path: Path) -> None:
+    """Not a session (here: a string) fails before anything runs, naming what it needs; nothing is written."""
+    from falkirk.spark import SessionError
+
+    p = _pipe(tmp_path)
+    p.spark = "spark"  # type: ignore[assignment]
+    with pytest.raises(SessionError, match="needs a pyspark.sql.SparkSession, got str"):
+        p.run(1)
+    assert not (tmp_path / "pipeline.json").exists()
+
+
+def test_a_missing_state_key_column_stops_at_the_first_epoch(tmp_path: Path, spark: Any) -> None:
+    """``key=`` naming a column the state lacks is a PipelineError naming step and argument at epoch 0, not retried."""
+    p = Pipeline(tmp_path, spark)
+    p.input("events", "user BIGINT, amount BIGINT", source=lambda e: [{"user": 1, "amount": e}])
+
+    @p.step(regime=Lazy(every=2, key="usr", partitions=2))
+    def totals(events: Any, *, state: Any) -> Any:
+        new = events.groupBy("user").sum("amount")
+        return new, new
+
+    progress: list[str] = []
+    with pytest.raises(PipelineError, match=r"step 'totals': key='usr' is not a column of the state it returned"):
+        p.run(2, progress=progress.append)
+    assert not any("recover" in line for line in progress), progress

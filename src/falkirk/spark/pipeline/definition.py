@@ -269,21 +269,27 @@ class Pipeline:
             )
 
     # -- running --------------------------------------------------------------------------
-    def run(self, epochs: int, *, fail: Any = (), progress: Callable[[str], None] | None = None) -> RunResult:
+    def run(
+        self, epochs: int, *, fail: Any = (), progress: Callable[[str], None] | None = None, bar: bool = False,
+    ) -> RunResult:
         """Run (or resume) the pipeline until every step has completed epochs ``0..epochs-1``.
 
         State already persisted under the root is recovered first, as after
         a driver crash. ``fail`` injects failures (``"cc@7:mid"`` strings or
         :class:`~falkirk.spark.pipeline.failures.Injection` objects); ``progress``
-        receives one line per executed step and recovery event.
+        receives a line per epoch, per redone step and per recovery event;
+        ``bar=True`` draws a live progress bar (tqdm) of the step executions
+        left. Each step's start and finish (rows, seconds) is also logged to
+        the ``falkirk.spark`` logger (:mod:`~falkirk.spark.pipeline.progress`).
         """
         from falkirk.spark.pipeline.executor import Executor
-        from falkirk.spark.pipeline.session import local_session, sql_conf
+        from falkirk.spark.pipeline.session import check_usable, local_session, sql_conf
 
         if self.spark is None:
             self.spark = local_session()
+        check_usable(self.spark, f"pipeline at {self.location.uri}")
         with sql_conf(self.spark, self.spark_conf):
-            ex = Executor(self, fail=fail, progress=progress)
+            ex = Executor(self, fail=fail, progress=progress, bar=bar)
             try:
                 return ex.run(epochs)
             finally:

@@ -203,6 +203,10 @@ class Eager(Keyed):
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
+        if self.database is None and self.tables:
+            raise PipelineError(
+                f"Eager: tables={dict(self.tables)!r} needs database= (the SQLite file those tables live in); "
+                "without a database the step's state is a DataFrame and tables= does not apply")
         if self.database is not None and not self.tables:
             raise PipelineError("Eager: with a database, name the tables it writes (tables={'name': 'epoch_column'})")
         if self.database is not None and self.key is not None:

@@ -163,6 +163,11 @@ class StepRunner(Runner):
             if not (isinstance(result, tuple) and len(result) == 2):
                 raise TypeError(f"step {self.name}: a {regime.kind} step must return (output, new_state)")
             result, returned = result
+            key = getattr(regime, "key", None)
+            if returned is not None and key is not None and key not in returned.columns:
+                raise PipelineError(
+                    f"step {self.name!r}: key={key!r} is not a column of the state it returned "
+                    f"(columns: {', '.join(returned.columns)}); fix the regime's key= or the state")
             if returned is not None:  # materialised now: this also cuts the lineage to earlier epochs
                 new_state = detach(returned)
                 result = new_state if result is returned else result

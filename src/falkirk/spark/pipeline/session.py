@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOCAL_DEFAULTS", "SMALL_DATA", "local_session", "sql_conf", "job_group", "failed_tasks", "detach", "executors",
-    "is_connect",
+    "is_connect", "check_usable",
 ]
 
 
@@ -53,6 +53,37 @@ def is_connect(spark: SparkSession) -> bool:
     except Exception:  # the connect extra (grpcio, pandas, pyarrow) is not installed
         return False
     return isinstance(spark, RemoteSession)
+
+def check_usable(spark: object, what: str = "the pipeline") -> None:
+    """Raise :class:`~falkirk.spark.errors.SessionError` unless ``spark`` is a running ``SparkSession``.
+
+    A stopped classic session has no JVM context left (``sparkContext._jsc``
+    is ``None``) and a stopped Connect session says so (``is_stopped``);
+    either would otherwise fail deep inside the first Spark call.
+
+    >>> check_usable(object())
+    Traceback (most recent call last):
+    ...
+    falkirk.spark.errors.SessionError: the pipeline needs a pyspark.sql.SparkSession, got object
+    """
+    from falkirk.spark.errors import SessionError
+
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:  # pragma: no cover - falkirk[spark] not installed
+        raise SessionError(f"{what} needs PySpark: pip install 'falkirk[spark]'") from exc
+    if not isinstance(spark, SparkSession) and not is_connect(spark):  # type: ignore[arg-type]
+        raise SessionError(f"{what} needs a pyspark.sql.SparkSession, got {type(spark).__name__}")
+    if is_connect(spark):  # type: ignore[arg-type]
+        stopped = bool(getattr(spark, "is_stopped", False))
+    else:
+        sc = getattr(spark, "_sc", None)
+        stopped = sc is None or getattr(sc, "_jsc", None) is None
+    if stopped:
+        raise SessionError(
+            f"{what}: its SparkSession was stopped (spark.stop() was called, or Spark shut down after an error); "
+            "build a new one (SparkSession.builder.getOrCreate()) and pass it as Pipeline(..., spark=...)")
+
 
 #: Configuration :func:`local_session` applies (small data: few partitions, no UI).
 LOCAL_DEFAULTS = {
@@ -173,7 +204,7 @@ def executors(spark: SparkSession) -> frozenset[str] | None:
     """
     try:
         sc = spark.sparkContext
-        if sc.master.startswith("local"):
+        if (sc.master or "").startswith("local"):
             return None
         infos = sc._jsc.sc().statusTracker().getExecutorInfos()
         driver = f"{sc.getConf().get('spark.driver.host', '')}:{sc.getConf().get('spark.driver.port', '')}"
