@@ -10,9 +10,14 @@ PySpark or hypothesis; those live behind :mod:`falkirk.spark` and
 True
 """
 
+import logging
+
 from falkirk.domains import Epoch, Frontier, Lexicographic, Product, Sequence
 from falkirk.errors import FalkirkError
 
 __version__ = "0.1.0"
+
+# Library logging is quiet until the application configures it (falkirk.spark logs each step).
+logging.getLogger("falkirk").addHandler(logging.NullHandler())
 
 __all__ = ["Epoch", "Frontier", "Lexicographic", "Product", "Sequence", "FalkirkError", "__version__"]

@@ -33,10 +33,13 @@ or run it through ``spark-submit`` (the master and settings then come from
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
+import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +77,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=7, help="seed of the synthetic data (default 7)")
     p.add_argument("--cc-every", type=int, default=3, help="checkpoint interval of cc (default 3)")
     p.add_argument("--no-reference", action="store_true", help="skip the failure-free reference run and the check")
-    p.add_argument("--quiet", action="store_true", help="no per-epoch progress")
+    p.add_argument("--quiet", action="store_true", help="no per-epoch progress and no progress bar")
+    p.add_argument("--bar", action=argparse.BooleanOptionalAction, default=None,
+                   help="a live progress bar of the step executions left (default: when standard error is a terminal)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="log each step's start and finish (rows, seconds): the falkirk.spark logger at INFO")
+    p.add_argument("--spark-log", action="store_true",
+                   help="let Spark's own console output (log4j banner, startup warnings, stage bars) through; "
+                   "by default the JVM's console output goes to a log file whose path is printed")
     return p
 
 
@@ -86,8 +96,39 @@ def _say(quiet: bool) -> Any:
     return say
 
 
-def _session(master: str | None, remote: str | None = None) -> Any:
-    """The demo's SparkSession: ``local[2,3]``, the given master, a Connect server, or spark-submit's session."""
+@contextlib.contextmanager
+def _jvm_console_to(path: Path | None) -> Iterator[None]:
+    """Start a JVM inside the block with its standard error going to ``path`` (``None``: the terminal).
+
+    PySpark starts the driver's JVM as a child process that inherits file
+    descriptor 2; pointing it at a file while the session is built sends
+    Spark's log4j banner, startup warnings and console progress there for
+    the JVM's whole life, and leaves Python's own standard error alone.
+    """
+    if path is None:
+        yield
+        return
+    import os
+    import sys
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
+
+
+def _session(master: str | None, remote: str | None = None, spark_log: Path | None = None) -> Any:
+    """The demo's SparkSession: ``local[2,3]``, the given master, a Connect server, or spark-submit's session.
+
+    ``spark_log``: where the JVM's console output goes (``None``: the terminal).
+    """
     import os
 
     from pyspark.sql import SparkSession
@@ -103,7 +144,8 @@ def _session(master: str | None, remote: str | None = None) -> Any:
         spark = builder.getOrCreate()
         quiet(spark)
         return spark
-    return local_session(master or "local[2,3]", "falkirk-demo")
+    with _jvm_console_to(spark_log):
+        return local_session(master or "local[2,3]", "falkirk-demo")
 
 
 def _join(root: str, name: str) -> str:
@@ -137,14 +179,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             "nodes": args.nodes, "seed": args.seed, "cc_every": args.cc_every}
     t0 = time.perf_counter()
     say = _say(args.quiet)
+    if args.verbose:
+        logging.basicConfig(format="%(asctime)s %(name)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
+        logging.getLogger("falkirk").setLevel(logging.INFO)
+    bar = (not args.quiet and sys.stderr.isatty()) if args.bar is None else args.bar
     say(f"falkirk Spark demo: the Figure 1 pipeline, {args.epochs} epochs, root {root}")
-    spark = _session(args.master, args.remote)
+    spark_log = None if args.spark_log or args.remote else Path(tempfile.gettempdir()) / f"falkirk-demo-spark-{os.getpid()}.log"
+    spark = _session(args.master, args.remote, spark_log)
     say(f"Spark {spark.version}, master {spark.conf.get('spark.master', '?')}; "
         f"failures: {', '.join(map(str, fails)) or 'none'}")
+    if spark_log is not None and spark_log.exists():
+        say(f"Spark's own console output (log4j): {spark_log} (--spark-log shows it here)")
     pipe = build(_join(root, "run"), spark, **size)
     say("steps: " + ", ".join(f"{n} ({pipe.steps[n].regime.kind})" if n in pipe.steps else f"{n} (input)"
                                for n in pipe.order))
-    result = pipe.run(args.epochs, fail=fails, progress=say)
+    # with -v the log shows every line the progress callback would print, and more
+    result = pipe.run(args.epochs, fail=fails, progress=None if args.verbose else say, bar=bar)
     t_run = time.perf_counter() - t0
     inputs = set(pipe.inputs)
     stateful = [n for n in pipe.steps if not pipe.stateless(n)]

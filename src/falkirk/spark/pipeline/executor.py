@@ -23,6 +23,7 @@ reference to a logged epoch, read when it is consumed.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 import weakref
@@ -46,6 +47,7 @@ from falkirk.spark.pipeline.failures import Injection, Injector
 from falkirk.spark.pipeline.journal import Journal, Recovery
 from falkirk.spark.pipeline.planner import TOP, Planner, epoch_of
 from falkirk.spark.pipeline.probe import check_shared, is_local_master
+from falkirk.spark.pipeline.progress import Progress
 from falkirk.spark.pipeline.runners import Runner, make_runner
 from falkirk.spark.pipeline.session import executors, failed_tasks, job_group, local_session
 from falkirk.spark.pipeline.storage import Storage
@@ -134,7 +136,7 @@ class Executor:
 
     def __init__(
         self, pipeline: Pipeline, *, fail: Iterable[Injection | str] | str | Injection = (),
-        progress: Callable[[str], None] | None = None,
+        progress: Callable[[str], None] | None = None, bar: bool = False,
     ) -> None:
         self.pipeline = pipeline
         self.spark = pipeline.spark if pipeline.spark is not None else local_session()
@@ -147,7 +149,8 @@ class Executor:
             self.probed = ""
         pipeline.check_root()
         self.storage = Storage(pipeline.location, fsync=pipeline.fsync, checksums=pipeline.checksums)
-        self.say = progress or (lambda _: None)
+        self.progress = Progress(progress, bar=bar)
+        self.say = self.progress.line
         self.order = list(pipeline.order)
         self.links = pipeline.edges
         self.queues: dict[str, dict[int, _Item]] = {e.name: {} for e in self.links}
@@ -227,6 +230,10 @@ class Executor:
     def run(self, epochs: int) -> RunResult:
         """Recover persisted state, then run until every node completed epochs ``0..epochs-1``."""
         self._recover(set(self.order), "driver (re)start: resume from persisted state", restart=True)
+        with self.progress.running(sum(max(0, epochs - 1 - d) for d in self.done.values())):
+            return self._loop(epochs)
+
+    def _loop(self, epochs: int) -> RunResult:
         attempts: dict[tuple[str, int], int] = {}
         finished = min(self.done.values())
         while True:
@@ -305,6 +312,7 @@ class Executor:
         runner = self.runners[name]
         self.injector.at(name, epoch, "before")
         t0 = time.perf_counter()
+        self.progress.step_started(name, epoch, redo=epoch <= self.high[name])
         group = f"falkirk-{self.run_id}:{name}@{epoch}:{len(self.journal.executions)}"
         with job_group(self.spark, group):
             inputs = {link.src: self._take(link.name, epoch) for link in self.links if link.dst == name}
@@ -337,6 +345,7 @@ class Executor:
         rec = self.journal.open_recoveries()
         self.journal.executed(name, epoch, rows=rows, seconds=seconds, redo=redo, jobs=jobs,
                               recovery=rec[-1].index if rec and redo else None)
+        self.progress.step_finished(name, epoch, rows=rows, seconds=seconds, redo=redo)
         if redo:
             self.say(f"  redo {name}@{epoch}: {rows} rows ({seconds:.2f} s)")
         for r in rec:
@@ -404,7 +413,7 @@ class Executor:
             planner="falkirk.solver.Monitor (meta.sqlite)" if self.pipeline.monitor else "falkirk.solver.solve_frontiers",
         )
         if not restart:
-            self.say(f"FAILURE: {cause}")
+            self.progress.line(f"FAILURE: {cause}", level=logging.WARNING)
         for n in failed:
             self._lose(n)
         if lost is not None:
@@ -419,7 +428,7 @@ class Executor:
             if problem is None:
                 break
             rec.problems.append(str(problem))
-            self.say(f"  unusable data: {problem}; planning again without it")
+            self.progress.line(f"  unusable data: {problem}; planning again without it", level=logging.WARNING)
             self._lost_data(problem, failed)
         else:
             raise RecoveryError(f"no executable rollback plan after {cause}")
@@ -429,6 +438,8 @@ class Executor:
         if restart and all(d < 0 for d in done_before.values()):
             return  # a fresh start, nothing to report
         self.journal.recoveries.append(rec)
+        if not restart:
+            self.progress.more(sum(max(0, done_before[n] - self.done[n]) for n in self.order))
         lost_work = {n: (epoch_of(f), done_before[n]) for n, f in plan.frontiers.items() if epoch_of(f) < done_before[n]}
         self.say(f"recovery {rec.index}: plan in {rec.plan_seconds * 1000:.0f} ms; " + (", ".join(
             f"{n} {plan.actions[n]} to {_frontier(f)}" for n, (f, _) in lost_work.items()) or "nothing to redo"))
