@@ -6,8 +6,9 @@ it sends to ``sink``. ``sink`` has a checkpoint after epoch 1 and had already
 received epochs up to 4. falkirk chooses, for every processor, how far to
 roll back so that the system is consistent again (SPEC §4–§5).
 
-Run it with ``bash scripts/run.sh`` (or ``python examples/solve_spec_example.py``;
-``--json`` prints only the plan document). When the shared design folder is
+Run it with ``.venv/bin/python examples/solve_spec_example.py`` (``--json``
+prints only the plan document; ``bash scripts/run.sh`` is the Spark demo, not
+this example). When the shared design folder is
 next to the repository, the plan is also checked against the answer of the
 scenario file ``spec_example.json`` solved by the command-line path.
 """

@@ -5,6 +5,8 @@ uses ``ci`` for the whole suite and whenever ``CI`` is set).
 """
 
 import os
+import shutil
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -41,3 +43,31 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
         path = str(item.path).replace(os.sep, "/")
         if "spark" in getattr(item, "fixturenames", ()) or "/tests/spark" in path or "/falkirk/spark/" in path:
             item.add_marker(group)
+
+
+# The one SparkSession every Spark test shares (pipeline, lineage, streaming, cluster and docs tests):
+# ``local[2,3]`` (three attempts per task), UI off, two shuffle partitions, default parallelism 2, from
+# ``getOrCreate`` and never stopped between tests: pytest's process exit ends the JVM. xdist keeps every
+# test using it on one worker (above), so a run starts one JVM.
+@pytest.fixture(scope="session")
+def spark() -> Any:
+    """The one SparkSession of the test session (``local[2,3]``, UI off, 2 shuffle partitions)."""
+    pytest.importorskip("pyspark")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("no Java runtime")
+    from falkirk.spark.pipeline.session import local_session
+
+    return local_session(
+        "local[2,3]",
+        "falkirk-tests",
+        # 2 GB: the one session serves every Spark test of the run (hundreds of pipelines); with the
+        # default 1 GB its JVM spent long GC pauses late in the run, until its heartbeats failed.
+        {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2", "spark.ui.enabled": "false",
+         "spark.driver.memory": "2g"},
+    )
+
+
+@pytest.fixture(scope="session")
+def sc(spark: Any) -> Any:
+    """The shared session's SparkContext."""
+    return spark.sparkContext

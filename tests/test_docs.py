@@ -1,0 +1,81 @@
+"""Every Python block of README.md and docs/**/*.md runs as written.
+
+The blocks of one file run in order in one namespace (as a reader pasting
+them into one session would), from the repository's root. A block may opt out
+with the line ``<!-- docs-test: skip: REASON -->`` right before its fence; a
+marker without a reason fails. Files whose code uses PySpark run on the
+shared SparkSession (``tests/conftest.py``'s ``spark``), which their
+``local_session()``/``getOrCreate()`` calls then return.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
+FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
+MARKER = re.compile(r"<!--\s*docs-test:\s*skip\b:?\s*(.*?)\s*-->")
+
+
+def blocks(path: Path) -> list[tuple[int, str, str | None]]:
+    """``(line, code, skip_reason)`` of every Python block of ``path``, in order."""
+    text = path.read_text()
+    out = []
+    for m in FENCE.finditer(text):
+        before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        marker = MARKER.search(before)
+        reason = None
+        if marker is not None:
+            reason = marker.group(1)
+            if not reason:
+                raise AssertionError(f"{path.name}:{text.count(chr(10), 0, m.start()) + 1}: docs-test skip needs a reason")
+        out.append((text.count("\n", 0, m.start()) + 2, m.group(1), reason))
+    return out
+
+
+def _uses_spark(path: Path) -> bool:
+    return any("falkirk.spark" in code or "pyspark" in code for _, code, _ in blocks(path))
+
+
+def _run(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[int, list[str]]:
+    monkeypatch.chdir(ROOT)
+    namespace: dict[str, Any] = {"__name__": f"docs:{path.name}"}
+    ran, skipped = 0, []
+    for line, code, reason in blocks(path):
+        if reason is not None:
+            skipped.append(f"{path.name}:{line}: {reason}")
+            continue
+        exec(compile(code, f"{path.relative_to(ROOT)}:{line}", "exec"), namespace)
+        ran += 1
+    return ran, skipped
+
+
+PLAIN = [p for p in DOCS if blocks(p) and not _uses_spark(p)]
+SPARK = [p for p in DOCS if blocks(p) and _uses_spark(p)]
+
+
+def test_the_docs_have_python_blocks() -> None:
+    """The collection itself: README.md and docs/ hold Python blocks (a broken fence pattern would find none)."""
+    found = {p.relative_to(ROOT).as_posix(): len(blocks(p)) for p in DOCS if blocks(p)}
+    assert found.get("README.md", 0) >= 2 and found.get("docs/spark.md", 0) >= 3, found
+
+
+@pytest.mark.parametrize("path", PLAIN, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_python_blocks_run(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each Python block of a doc without Spark code runs without an error."""
+    ran, skipped = _run(path, monkeypatch)
+    assert ran + len(skipped) == len(blocks(path)) and ran > 0
+    print(f"{path.name}: {ran} blocks ran; skipped: {skipped}")
+
+
+@pytest.mark.parametrize("path", SPARK, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_spark_blocks_run(path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each Python block of a doc with PySpark code runs without an error on the shared session."""
+    ran, skipped = _run(path, monkeypatch)
+    assert ran + len(skipped) == len(blocks(path)) and ran > 0
+    print(f"{path.name}: {ran} blocks ran; skipped: {skipped}")
