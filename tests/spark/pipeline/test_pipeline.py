@@ -73,11 +73,16 @@ def test_flagship_dataflow(tmp_path: Path) -> None:
 
 
 def test_root_holds_one_pipeline(tmp_path: Path) -> None:
-    """A root written by one pipeline refuses a different one."""
+    """A root written by one pipeline refuses a different one (a removed step); a changed ``every`` is accepted
+    (tests/spark/pipeline/test_evolution.py has every case)."""
     build(tmp_path, None).check_root()
     build(tmp_path, None).check_root()
-    with pytest.raises(PipelineError, match="different pipeline"):
-        build(tmp_path, None, cc_every=5).check_root()
+    smaller = build(tmp_path, None)
+    del smaller.steps["responses"]
+    smaller.order.remove("responses")
+    with pytest.raises(PipelineError, match="different pipeline \\(step 'responses' is missing here\\)"):
+        smaller.check_root()
+    assert build(tmp_path, None, cc_every=5).check_root().accepted == ("step 'cc': every 3 → 5 (from the next epoch)",)
 
 
 def test_regime_arguments_are_keyword_only_and_checked() -> None:

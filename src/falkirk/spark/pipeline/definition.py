@@ -43,6 +43,7 @@ from attrs import frozen
 
 from falkirk.solver import Dataflow, Edge, Processor
 from falkirk.spark.errors import PipelineError
+from falkirk.spark.pipeline.evolution import Changes, changes, fingerprint
 from falkirk.spark.pipeline.inputlog import InputLog
 from falkirk.spark.pipeline.regimes import Ephemeral, Output, Regime
 
@@ -103,13 +104,17 @@ class Pipeline:
     and the input log are written): the no-checkpointing baseline, which
     cannot recover from a failure. ``spark_conf``: runtime SQL settings applied
     to the session for the duration of a run and restored afterwards (e.g.
-    :data:`~falkirk.spark.pipeline.session.SMALL_DATA`).
+    :data:`~falkirk.spark.pipeline.session.SMALL_DATA`). ``code_changes``: for
+    a step whose function changed since the root was written, ``"keep"`` (its
+    state and outputs stand) or an epoch to roll it and everything downstream
+    back to (:mod:`~falkirk.spark.pipeline.evolution`).
     """
 
     def __init__(
         self, root: str | os.PathLike[str], spark: SparkSession | None = None, *, fsync: bool = True,
         checksums: bool = True, gc: bool = True, monitor: bool = True, durable: bool = True,
         spark_conf: Mapping[str, str] | None = None, retain: int = 2,
+        code_changes: Mapping[str, str | int] | None = None,
     ) -> None:
         from falkirk.spark.pipeline.rootfs import Root
 
@@ -122,6 +127,8 @@ class Pipeline:
         self.location = root if isinstance(root, Root) else Root(root, fsync=fsync)
         self.root: Path | str = self.location.local_path() or self.location.uri
         self.spark_conf = dict(spark_conf or {})
+        #: what to do with steps whose function changed since the root was written (see evolution.py)
+        self.code_changes = dict(code_changes or {})
         self.spark = spark
         self.durable = durable
         self.fsync = fsync
@@ -250,23 +257,36 @@ class Pipeline:
             "format": FORMAT,
             "inputs": {n: {"schema": i.log.schema, "partitions": i.log.partitions, "key": i.log.key}
                        for n, i in self.inputs.items()},
-            "steps": {n: {"inputs": list(s.inputs), "regime": s.regime.describe()} for n, s in self.steps.items()},
+            "steps": {n: {"inputs": list(s.inputs), "regime": s.regime.describe(), "code": fingerprint(s.fn)}
+                      for n, s in self.steps.items()},
             "order": list(self.order),
         }
 
-    def check_root(self) -> None:
-        """Write ``root/pipeline.json``, or check that the one there describes this pipeline."""
+    def check_root(self, *, write: bool = True) -> Changes:
+        """Write ``root/pipeline.json``, or check the one there against this pipeline; the accepted changes.
+
+        A changed pipeline is accepted where falkirk can prove it safe
+        (:mod:`~falkirk.spark.pipeline.evolution`) and refused with a
+        :class:`PipelineError` naming the difference otherwise. With
+        ``write=False`` an accepted change is not recorded yet (the executor
+        records it with :meth:`write_root` once the restart's recovery worked).
+        """
         mine = json.loads(json.dumps(self.describe()))
         try:
             theirs = json.loads(self.location.read_bytes("pipeline.json"))
         except FileNotFoundError:
-            self.location.replace("pipeline.json", json.dumps(mine, sort_keys=True).encode())
-            return
-        if theirs != mine:
-            raise PipelineError(
-                f"{self.location.uri} holds a different pipeline ({_difference(theirs, mine)}); "
-                "use a new root or delete it"
-            )
+            self.write_root()
+            return Changes((), {})
+        if theirs == mine:
+            return Changes((), {})
+        found = changes(theirs, mine, code_changes=self.code_changes, where=self.location.uri)
+        if write:
+            self.write_root()
+        return found
+
+    def write_root(self) -> None:
+        """Record this pipeline's shape in ``root/pipeline.json``."""
+        self.location.replace("pipeline.json", json.dumps(json.loads(json.dumps(self.describe())), sort_keys=True).encode())
 
     # -- running --------------------------------------------------------------------------
     def run(
@@ -298,16 +318,3 @@ class Pipeline:
     def __repr__(self) -> str:
         return f"<Pipeline {str(self.root)!r}: {len(self.inputs)} inputs, {len(self.steps)} steps>"
 
-
-def _difference(theirs: Any, mine: Any) -> str:
-    """What differs between two pipeline descriptions, naming the input or step."""
-    for section in ("inputs", "steps"):
-        a, b = theirs.get(section, {}), mine.get(section, {})
-        for name in sorted(set(a) | set(b)):
-            if name not in b:
-                return f"{section[:-1]} {name!r} is missing here"
-            if name not in a:
-                return f"{section[:-1]} {name!r} is new"
-            if a[name] != b[name]:
-                return f"{section[:-1]} {name!r} was {json.dumps(a[name])}, now {json.dumps(b[name])}"
-    return "pipeline.json differs"

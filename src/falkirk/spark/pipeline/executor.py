@@ -50,7 +50,7 @@ from falkirk.spark.pipeline.probe import check_shared, is_local_master
 from falkirk.spark.pipeline.progress import Progress
 from falkirk.spark.pipeline.runners import Runner, make_runner
 from falkirk.spark.pipeline.session import executors, failed_tasks, job_group, local_session
-from falkirk.spark.pipeline.storage import Storage
+from falkirk.spark.pipeline.storage import Manifest, Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -147,8 +147,11 @@ class Executor:
             self.probed = f"storage probe: the driver and the executors share {pipeline.location.uri}"
         else:
             self.probed = ""
-        pipeline.check_root()
+        #: accepted changes of the pipeline since the root was written (recorded once the restart recovered)
+        self.evolution = pipeline.check_root(write=False)
         self.storage = Storage(pipeline.location, fsync=pipeline.fsync, checksums=pipeline.checksums)
+        self.journal = Journal()
+        self._roll_back_changed_code()
         self.progress = Progress(progress, bar=bar)
         self.say = self.progress.line
         self.order = list(pipeline.order)
@@ -157,7 +160,6 @@ class Executor:
         self.runners: dict[str, Runner] = {n: make_runner(self, n) for n in self.order}
         self.done = {n: -1 for n in self.order}
         self.high = {n: r.progress() for n, r in self.runners.items()}  # highest epoch ever completed
-        self.journal = Journal()
         self.planner = Planner(
             pipeline.dataflow(), outputs=pipeline.external_outputs,
             known={n: r.available() for n, r in self.runners.items()},
@@ -229,7 +231,21 @@ class Executor:
     # -- the run loop ---------------------------------------------------------------------------
     def run(self, epochs: int) -> RunResult:
         """Recover persisted state, then run until every node completed epochs ``0..epochs-1``."""
-        self._recover(set(self.order), "driver (re)start: resume from persisted state", restart=True)
+        try:
+            self._recover(set(self.order), "driver (re)start: resume from persisted state", restart=True)
+        except RecoveryError as exc:
+            if not self.evolution.new_steps:
+                raise
+            raise RecoveryError(
+                f"the changed pipeline cannot start on {self.pipeline.location.uri}: its new step(s) "
+                f"{', '.join(self.evolution.new_steps)} start at ∅ and need data that is gone ({exc}); the root "
+                "still holds the previous pipeline (run that, or start the new one on a new root)") from exc
+        if self.evolution:
+            self.pipeline.write_root()
+            for change in self.evolution.accepted:
+                self.journal.note(f"pipeline changed: {change}")
+                self.say(f"pipeline changed: {change}")
+            self.evolution = type(self.evolution)((), {})
         with self.progress.running(sum(max(0, epochs - 1 - d) for d in self.done.values())):
             return self._loop(epochs)
 
@@ -268,6 +284,31 @@ class Executor:
             cause = str(failure) if not lost or why in str(failure) else f"{failure} ({why})"
             self._recover(failed, cause, lost=failure if isinstance(failure, CorruptDataError) else None)
         return RunResult(self.journal, dict(self.done), self.storage.size(), self.planner.rebuilds, list(self.injector.fired))
+
+    def _roll_back_changed_code(self) -> None:
+        """``code_changes={step: E}``: drop what ``step`` and everything downstream persisted after epoch ``E``.
+
+        The restart's plan then finds nothing of theirs after ``E`` and
+        recomputes it (with the new code), rolling back what depends on it.
+        """
+        targets = {n: e for n, e in self.evolution.code.items() if e != "keep"}
+        if not targets:
+            return
+        limit: dict[str, int] = {}
+        for name in self.pipeline.order:  # topological: a step's bound is the lowest of its own and its inputs'
+            bounds = [limit[u] for u in (self.pipeline.steps[name].inputs if name in self.pipeline.steps else ())
+                      if u in limit]
+            if name in targets:
+                bounds.append(int(targets[name]))
+            if bounds:
+                limit[name] = min(bounds)
+        for name, epoch in limit.items():
+            before = max(self.storage.epochs(name, "complete"), default=-1)
+            for kind in ("checkpoint", "log", "output", "complete"):
+                self.storage.remove_where(name, kind, lambda e, epoch=epoch: e <= epoch)
+            if self.pipeline.stateless(name) and epoch >= 0 and before > epoch:
+                self.storage.put(Manifest(name, "complete", epoch))
+            self.journal.note(f"{name}: rolled back to epoch {epoch} (code_changes)")
 
     def _memory_state(self) -> list[str]:
         """Steps holding state in executor memory now (Lazy/Eager DataFrame state between checkpoints)."""
