@@ -9,7 +9,9 @@ module plus one entry in :data:`COMMANDS`.
 file or invalid JSON into one line on stderr,
 ``falkirk: error: <where>: <message>``, and exit status 2 (1 when the
 environment lacks something, e.g. matplotlib for ``draw``); it never shows a
-traceback for bad input.
+traceback for bad input. Packages add commands through the ``falkirk.cli``
+entry point group (a module with ``register(subparsers)``): ``falkirk.spark``
+adds ``pipeline``.
 
 >>> main(["check", "/nonexistent/scenario.json"])
 2
@@ -21,6 +23,8 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
+from typing import Any
 
 from falkirk import __version__
 from falkirk.cli._common import CommandError, report
@@ -43,7 +47,21 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"{__name__}.{name}").register(subparsers)
+    for plugin in entry_points(group="falkirk.cli"):  # e.g. falkirk.spark's ``pipeline`` command
+        try:
+            plugin.load().register(subparsers)
+        except ImportError as exc:  # its extra is not installed: the command says so when called
+            stub = subparsers.add_parser(plugin.name, help=f"(unavailable: {exc})")
+            stub.set_defaults(run=_unavailable(plugin.name, exc))
     return parser
+
+
+def _unavailable(name: str, exc: ImportError) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        raise CommandError(f"the {name!r} command needs a package that is not installed ({exc}); "
+                           "install falkirk with its extra, e.g. pip install 'falkirk[spark]'")
+
+    return run
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from falkirk.spark.pipeline.executor import RunResult
+    from falkirk.spark.pipeline.whatif import WhatIf
 
 __all__ = ["Pipeline", "Step", "Input", "Link", "RESERVED"]
 
@@ -138,6 +139,7 @@ class Pipeline:
         self.inputs: dict[str, Input] = {}
         self.steps: dict[str, Step] = {}
         self.order: list[str] = []
+        self._executor: Any = None  # the running executor, during run()
 
     # -- definition ------------------------------------------------------------------
     def _check_new(self, name: str) -> None:
@@ -241,12 +243,16 @@ class Pipeline:
         """The steps with the :class:`~falkirk.spark.pipeline.regimes.Output` regime."""
         return [n for n, s in self.steps.items() if isinstance(s.regime, Output)]
 
-    def dataflow(self) -> Dataflow:
-        """The pipeline as a falkirk dataflow (epoch domain, identity projections, no checkpoints yet)."""
+    def dataflow(self, *, also_logging: Iterable[str] = ()) -> Dataflow:
+        """The pipeline as a falkirk dataflow (epoch domain, identity projections, no checkpoints yet).
+
+        ``also_logging``: steps treated as logging their output (what-if plans of ``log=True``).
+        """
         edges = self.edges
+        extra = set(also_logging)
         procs = [
             Processor(n, "epoch", stateless=self.stateless(n),
-                      logs=[e.name for e in edges if e.src == n] if self.logs(n) else [])
+                      logs=[e.name for e in edges if e.src == n] if self.logs(n) or n in extra else [])
             for n in self.order
         ]
         return Dataflow(procs, [Edge(e.name, e.src, e.dst) for e in edges])
@@ -261,6 +267,33 @@ class Pipeline:
                       for n, s in self.steps.items()},
             "order": list(self.order),
         }
+
+    @classmethod
+    def from_root(cls, root: str | os.PathLike[str], **options: Any) -> Pipeline:
+        """The pipeline recorded in ``root/pipeline.json``, without its step functions (for plans, not runs).
+
+        Enough for :meth:`plan_failure` and ``falkirk pipeline plan``: the
+        shape, the regimes and the inputs come from the root; running it
+        needs the real definition.
+        """
+        from falkirk.spark.pipeline.regimes import from_description
+
+        pipe = cls(root, None, **options)
+        try:
+            doc = json.loads(pipe.location.read_bytes("pipeline.json"))
+        except FileNotFoundError:
+            raise PipelineError(f"{pipe.location.uri} holds no pipeline (no pipeline.json)") from None
+        if doc.get("format") != FORMAT:
+            raise PipelineError(f"{pipe.location.uri}/pipeline.json: format {doc.get('format')!r}, expected {FORMAT!r}")
+        for name in doc["order"]:
+            if name in doc["inputs"]:
+                i = doc["inputs"][name]
+                pipe.input(name, i["schema"], partitions=i["partitions"], key=i["key"])
+            else:
+                s = doc["steps"][name]
+                pipe.steps[name] = Step(name, None, tuple(s["inputs"]), from_description(name, s["regime"]), frozenset())
+                pipe.order.append(name)
+        return pipe
 
     def check_root(self, *, write: bool = True) -> Changes:
         """Write ``root/pipeline.json``, or check the one there against this pipeline; the accepted changes.
@@ -310,10 +343,30 @@ class Pipeline:
         check_usable(self.spark, f"pipeline at {self.location.uri}")
         with sql_conf(self.spark, self.spark_conf):
             ex = Executor(self, fail=fail, progress=progress, bar=bar)
+            self._executor = ex
             try:
                 return ex.run(epochs)
             finally:
+                self._executor = None
                 ex.close()
+
+    def plan_failure(self, steps: Iterable[str] | str, *, at: int | None = None) -> WhatIf:
+        """The rollback plan falkirk would execute if ``steps`` failed now — nothing is run or changed.
+
+        During a run (e.g. from the ``progress`` callback) the plan comes
+        from the running executor's state; otherwise from the manifests under
+        the root alone (no Spark), as for a driver that resumed and caught up
+        to the last epoch every step completed, or to epoch ``at``. The
+        :class:`~falkirk.spark.pipeline.whatif.WhatIf` has each step's
+        frontier, action and the constraint behind it (``table()``), the
+        epochs recomputed, the logs replayed, and ``draw(path)``.
+        """
+        from falkirk.spark.pipeline.whatif import check_steps, from_root
+
+        names = check_steps(self, steps)
+        if self._executor is not None and at is None:
+            return self._executor.plan_failure(names)
+        return from_root(self, names, at=at)
 
     def __repr__(self) -> str:
         return f"<Pipeline {str(self.root)!r}: {len(self.inputs)} inputs, {len(self.steps)} steps>"

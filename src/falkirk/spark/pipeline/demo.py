@@ -64,7 +64,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--fail", action="append", type=_failure, metavar="STEP@EPOCH[:WHERE]",
                    help="inject a failure (repeatable); WHERE: before, mid (default), task, job, kill, "
-                   "kill-mid. Default: cc@7:mid. Use --fail none for a failure-free run")
+                   "kill-mid, executor, after. Default: cc@7:mid. Use --fail none for a failure-free run")
     p.add_argument("--epochs", type=int, default=10, help="epochs to run (default 10)")
     p.add_argument("--root", help="directory or URI (file://, hdfs://, s3a://, abfss://, gs://) for the run "
                    "(default: a new temporary directory); on a cluster, storage every node reaches")

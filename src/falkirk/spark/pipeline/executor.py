@@ -51,6 +51,7 @@ from falkirk.spark.pipeline.progress import Progress
 from falkirk.spark.pipeline.runners import Runner, make_runner
 from falkirk.spark.pipeline.session import executors, failed_tasks, job_group, local_session
 from falkirk.spark.pipeline.storage import Manifest, Storage
+from falkirk.spark.pipeline.whatif import WhatIf, what_if
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -254,9 +255,19 @@ class Executor:
         finished = min(self.done.values())
         while True:
             lo = min(self.done.values()) + 1
+            failed_between = False
             while finished < lo - 1:
                 finished += 1
                 self._end_of_epoch(finished)
+                due = self.injector.after(finished)
+                if due:  # every step has completed ``finished``: these fail between epochs
+                    names = sorted({i.step for i in due}, key=self.order.index)
+                    self._recover(set(names), f"step(s) {', '.join(names)} failed after epoch {finished}: "
+                                  "injected failure (after)")
+                    failed_between = True
+                    break
+            if failed_between:
+                continue
             if lo >= epochs:
                 break
             step = next(n for n in self.order if self.done[n] < lo)
@@ -284,6 +295,12 @@ class Executor:
             cause = str(failure) if not lost or why in str(failure) else f"{failure} ({why})"
             self._recover(failed, cause, lost=failure if isinstance(failure, CorruptDataError) else None)
         return RunResult(self.journal, dict(self.done), self.storage.size(), self.planner.rebuilds, list(self.injector.fired))
+
+    def plan_failure(self, failed: Iterable[str]) -> WhatIf:
+        """The plan a failure of ``failed`` now would execute, from this executor's state; nothing is applied."""
+        lost = set(failed)
+        live = {n: self._live(n) for n in self.order if n not in lost and not self.pipeline.stateless(n)}
+        return what_if(self.pipeline, self.planner, lost, dict(self.done), live=live, journal=self.journal)
 
     def _roll_back_changed_code(self) -> None:
         """``code_changes={step: E}``: drop what ``step`` and everything downstream persisted after epoch ``E``.

@@ -15,6 +15,8 @@ kill-mid  … or at the mid point
 executor  the executor JVM running the first task of its output is killed
           with SIGKILL (a lost executor, mid-step; needs a cluster master:
           in ``local`` mode the executor is the driver)
+after     the step fails between epochs, once every step has completed
+          ``EPOCH`` (what :meth:`Pipeline.plan_failure` plans for)
 ========  ===================================================================
 
 A failed step loses its memory (state, queued input); falkirk plans the
@@ -27,7 +29,7 @@ Injection(step='cc', epoch=7, where='mid')
 >>> Injection.parse("cc@x")
 Traceback (most recent call last):
 ...
-falkirk.spark.errors.PipelineError: bad failure 'cc@x': expected STEP@EPOCH[:WHERE] with WHERE in before, mid, task, job, kill, kill-mid, executor
+falkirk.spark.errors.PipelineError: bad failure 'cc@x': expected STEP@EPOCH[:WHERE] with WHERE in before, mid, task, job, kill, kill-mid, executor, after
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = ["WHERE", "Injection", "Injector"]
 
-WHERE = ("before", "mid", "task", "job", "kill", "kill-mid", "executor")
+WHERE = ("before", "mid", "task", "job", "kill", "kill-mid", "executor", "after")
 _SPEC = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)@(\d+)(?::([a-z-]+))?$")
 
 
@@ -173,6 +175,14 @@ class Injector:
         if i.where.startswith("kill"):
             os.kill(os.getpid(), signal.SIGKILL)
         raise StepFailure(step, epoch, f"injected failure ({point})", injected=True)
+
+    def after(self, epoch: int) -> list[Injection]:
+        """The ``after`` injections of ``epoch`` (fired now: every step has completed ``epoch``)."""
+        due = [i for i in self.pending if i.epoch == epoch and i.where == "after"]
+        for i in due:
+            self.pending.remove(i)
+            self.fired.append(i)
+        return due
 
     def wrap(self, step: str, epoch: int, df: DataFrame) -> DataFrame:
         """``df`` with an injected task (retried by Spark) or job failure, if one is pending."""

@@ -35,7 +35,7 @@ from attrs import field, frozen
 
 from falkirk.spark.errors import PipelineError
 
-__all__ = ["Regime", "Keyed", "Ephemeral", "Batch", "Lazy", "Eager", "Output"]
+__all__ = ["Regime", "Keyed", "Ephemeral", "Batch", "Lazy", "Eager", "Output", "from_description"]
 
 
 def _positive(instance: object, attribute: Any, value: int) -> None:
@@ -224,3 +224,20 @@ class Output(Regime):
     """External output: each epoch's result overwrites ``output/<step>/epoch=<e>``; committed epochs are acknowledged."""
 
     kind: ClassVar[str] = "output"
+
+
+def from_description(step: str, d: Mapping[str, Any]) -> Regime:
+    """The regime :meth:`Regime.describe` described (as stored in ``pipeline.json``).
+
+    >>> from_description("cc", Lazy(every=2, key="user").describe())
+    Lazy(log=False, key='user', partitions=None, max_parallelism=16, every=2)
+    """
+    kinds: dict[str, type[Regime]] = {c.kind: c for c in (Ephemeral, Batch, Lazy, Eager, Output)}
+    kind = d.get("kind")
+    if kind not in kinds:
+        raise PipelineError(f"step {step!r}: unknown regime kind {kind!r} in the pipeline description")
+    args = {k: v for k, v in d.items() if k != "kind"}
+    try:
+        return kinds[kind](**args)
+    except TypeError as exc:
+        raise PipelineError(f"step {step!r}: regime description {dict(d)} does not fit {kind}: {exc}") from None
