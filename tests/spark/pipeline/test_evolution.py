@@ -140,7 +140,12 @@ def test_a_changed_function_is_detected_and_the_user_chooses(tmp_path: Path) -> 
 
 
 def test_accepted_changes_are_listed(tmp_path: Path) -> None:
-    """every, a new nullable column and a new output are accepted and described."""
+    """every, a new nullable column, a new output and log=True→False are accepted and described."""
+    logged = build(tmp_path / "logged", None)
+    logged.steps["clean"] = type(logged.steps["clean"])("clean", _clean, ("events",), Ephemeral(log=True), frozenset())
+    logged.check_root()
+    assert build(tmp_path / "logged", None).check_root().accepted == (
+        "step 'clean': log True → False (its consumers recompute instead of replaying, from the next epoch)",)
     build(tmp_path, None).check_root()
     found = build(tmp_path, None, every=3, tagged=True, report2=True).check_root(write=False)
     assert found.accepted == (
