@@ -58,3 +58,11 @@ def test_python_dash_m_entry_point() -> None:
         capture_output=True, text=True, check=True,
     ).stdout
     assert out.splitlines()[-1] == "3 cases, 0 divergences"
+
+
+def test_the_bar_counts_cases_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--bar``: a tqdm bar of the cases on stderr, the progress lines go, the summary stays on stdout."""
+    assert main(["--cases", "20", "--bar"]) == 0
+    out, err = capsys.readouterr()
+    assert "20/20" in err and "fuzz" in err
+    assert "fuzz: " not in out and out.strip().endswith("20 cases, 0 divergences")

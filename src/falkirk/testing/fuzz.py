@@ -87,11 +87,13 @@ def fuzz(
     quiet: bool = False,
     shrink_first: bool = True,
     planner: Callable[[SimGraph], Planner] | None = None,
+    bar: bool = False,
     **options: Any,
 ) -> FuzzReport:
     """Run ``cases`` cases; print progress and the summary line to ``out`` (default stdout).
 
     ``planner`` builds the planner under test (default: the monitor);
+    ``bar``: a live tqdm bar on stderr instead of the progress lines;
     ``options`` go to :func:`~falkirk.sim.cases.build_case` (``max_ops``,
     ``loops``, ``sequences``, ``nondeterministic``, ``max_failures``, ``broken``, ``scheme``).
     """
@@ -99,6 +101,11 @@ def fuzz(
     report = FuzzReport(cases)
     start = time.perf_counter()
     every = max(cases // 10, 1)
+    progress: Any = None
+    if bar and not quiet:
+        from tqdm.auto import tqdm
+
+        progress = tqdm(total=cases, unit="case", desc="fuzz", dynamic_ncols=True)
     for i in range(cases):
         case = case_for(seed, i, **options)
         problem = _problem(case, planner)
@@ -106,10 +113,16 @@ def fuzz(
             report.divergent.append(i)
             if report.first is None:
                 report.first, report.problem = case, problem
-        if not quiet and (i + 1) % every == 0 and i + 1 < cases:
+        if progress is not None:
+            progress.update(1)
+            if problem is not None:
+                progress.set_postfix(divergences=len(report.divergent))
+        elif not quiet and (i + 1) % every == 0 and i + 1 < cases:
             print(f"fuzz: {i + 1}/{cases} cases, {len(report.divergent)} divergences, "
                   f"{time.perf_counter() - start:.1f} s", file=out, flush=True)
     report.seconds = time.perf_counter() - start
+    if progress is not None:
+        progress.close()
     if report.first is not None:
         first = report.first
         if shrink_first:
@@ -143,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="recovery scheme choosing every processor's policy (default falkirk's mix)")
     ap.add_argument("--planner", choices=sorted(PLANNERS), default="monitor", help="where plans come from (default monitor)")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
+    ap.add_argument("--bar", action=argparse.BooleanOptionalAction, default=None,
+                    help="a live progress bar instead of progress lines (default: when standard error is a terminal)")
     args = ap.parse_args(argv)
     if args.cases < 0 or args.max_ops < 1 or args.max_failures < 0:
         ap.error("--cases and --max-failures must be >= 0, --max-ops >= 1")
@@ -150,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         args.cases,
         seed=args.seed,
         quiet=args.quiet,
+        bar=sys.stderr.isatty() if args.bar is None else args.bar,
         shrink_first=not args.no_shrink,
         planner=PLANNERS[args.planner],
         max_ops=args.max_ops,
