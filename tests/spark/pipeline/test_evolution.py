@@ -205,3 +205,20 @@ def test_changed_code_kept_or_rolled_back(base: Path, spark: Any, tmp_path: Path
     fresh = tmp_path / "fresh-rolled"
     build(fresh, spark, clean=_clean_doubled, durable=False).run(THEN)
     _same(spark, pipe, rolled, fresh)
+
+
+def test_fingerprints_are_the_same_in_every_process(tmp_path: Path) -> None:
+    """A set constant's order follows string hashing, which differs per process: the fingerprint must not."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "fp.py"
+    script.write_text(
+        "from falkirk.spark.pipeline.evolution import fingerprint\n"
+        "def step(events):\n"
+        "    return events.where(events.kind.isin(*{'view', 'buy', 'link', 'search', 'cart', 'wish'}))\n"
+        "print(fingerprint(step))\n")
+    seen = {subprocess.run([sys.executable, str(script)], env={**os.environ, "PYTHONHASHSEED": str(seed)},
+                           capture_output=True, text=True, check=True).stdout.strip() for seed in (1, 2, 3, 4)}
+    assert len(seen) == 1 and len(next(iter(seen))) == 16, seen

@@ -50,11 +50,19 @@ from falkirk.spark.errors import PipelineError
 __all__ = ["fingerprint", "changes", "Changes"]
 
 
+def _const(value: Any) -> Any:
+    """A constant in a form whose ``repr`` is the same in every process (set order follows string hashes)."""
+    if isinstance(value, types.CodeType):
+        return _code_parts(value)
+    if isinstance(value, (frozenset, set)):
+        return ["set", sorted(repr(_const(v)) for v in value)]
+    if isinstance(value, tuple):
+        return ["tuple", [_const(v) for v in value]]
+    return repr(value)
+
+
 def _code_parts(code: types.CodeType) -> list[Any]:
-    parts: list[Any] = [code.co_code, code.co_names, code.co_varnames, code.co_freevars]
-    for const in code.co_consts:
-        parts.append(_code_parts(const) if isinstance(const, types.CodeType) else repr(const))
-    return parts
+    return [code.co_code, code.co_names, code.co_varnames, code.co_freevars, [_const(c) for c in code.co_consts]]
 
 
 def fingerprint(fn: Any) -> str | None:
