@@ -222,3 +222,20 @@ def test_fingerprints_are_the_same_in_every_process(tmp_path: Path) -> None:
     seen = {subprocess.run([sys.executable, str(script)], env={**os.environ, "PYTHONHASHSEED": str(seed)},
                            capture_output=True, text=True, check=True).stdout.strip() for seed in (1, 2, 3, 4)}
     assert len(seen) == 1 and len(next(iter(seen))) == 16, seen
+
+
+def test_fingerprints_see_plain_values_from_the_closure_and_the_module() -> None:
+    """A threshold read from a closure or a module global is part of what the step computes."""
+    from falkirk.spark.pipeline.evolution import fingerprint
+
+    def make(limit: int) -> Callable[..., Any]:
+        def step(events: Any) -> Any:
+            return events.where(events.amount > limit)
+        return step
+
+    assert fingerprint(make(3)) == fingerprint(make(3)) != fingerprint(make(4))
+    namespace: dict[str, Any] = {"LIMIT": 3}
+    exec("def step(events):\n    return events.where(events.amount > LIMIT)\n", namespace)
+    before = fingerprint(namespace["step"])
+    namespace["LIMIT"] = 4
+    assert fingerprint(namespace["step"]) != before

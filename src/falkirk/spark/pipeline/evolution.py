@@ -66,10 +66,12 @@ def _code_parts(code: types.CodeType) -> list[Any]:
 
 
 def fingerprint(fn: Any) -> str | None:
-    """A fingerprint of ``fn``'s code: bytecode, names and constants (not line numbers, not the file).
+    """A fingerprint of ``fn``'s code: bytecode, names, constants, and the plain values (numbers,
+    strings, tuples of them) it reads from its closure or module — not line numbers, not the file.
 
     Editing a comment or moving the function leaves it unchanged; changing
-    what the function computes changes it. Cost: O(size of the code).
+    what the function computes, or a module-level threshold it reads,
+    changes it. Functions it calls are not followed. Cost: O(size of the code).
 
     >>> def f(x): return x + 1
     >>> def g(x): return x + 2
@@ -79,7 +81,38 @@ def fingerprint(fn: Any) -> str | None:
     code = getattr(fn, "__code__", None)
     if code is None:
         return None if fn is None else f"{type(fn).__module__}.{type(fn).__qualname__}"
-    return hashlib.sha256(repr(_code_parts(code)).encode()).hexdigest()[:16]
+    return hashlib.sha256(repr([_code_parts(code), _values(fn, code)]).encode()).hexdigest()[:16]
+
+
+def _simple(value: Any) -> bool:
+    if isinstance(value, (tuple, frozenset)):
+        return all(_simple(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str, bytes))
+
+
+def _names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
+
+
+def _values(fn: Any, code: types.CodeType) -> list[Any]:
+    """Plain values the code reads from its closure or its module (a threshold, a column name…)."""
+    cells = [(n, c.cell_contents) for n, c in zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False)
+             if _cell_is_set(c)]
+    module = getattr(fn, "__globals__", {})
+    found = cells + [(n, module[n]) for n in sorted(_names(code)) if n in module]
+    return [(n, _const(v)) for n, v in found if _simple(v)]
+
+
+def _cell_is_set(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
 
 
 @frozen
