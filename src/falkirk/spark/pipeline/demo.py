@@ -97,7 +97,7 @@ def _say(quiet: bool) -> Any:
 
 
 @contextlib.contextmanager
-def _jvm_console_to(path: Path | None) -> Iterator[None]:
+def _spark_console_to(path: Path | None) -> Iterator[None]:
     """Start a JVM inside the block with its standard error going to ``path`` (``None``: the terminal).
 
     PySpark starts the driver's JVM as a child process that inherits file
@@ -144,7 +144,7 @@ def _session(master: str | None, remote: str | None = None, spark_log: Path | No
         spark = builder.getOrCreate()
         quiet(spark)
         return spark
-    with _jvm_console_to(spark_log):
+    with _spark_console_to(spark_log):
         return local_session(master or "local[2,3]", "falkirk-demo")
 
 

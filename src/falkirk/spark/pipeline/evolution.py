@@ -39,6 +39,7 @@ step 'out' is new: it starts at ∅ and is backfilled from logged or replayable 
 from __future__ import annotations
 
 import hashlib
+import json
 import types
 from collections.abc import Mapping
 from typing import Any
@@ -200,7 +201,8 @@ def changes(
                     raise refuse(f"step {name!r}: log False → True would make earlier epochs replayable from a log "
                                  "that was never written; declare it on a new root")
                 else:
-                    raise refuse(f"step {name!r}: regime {key}={ra.get(key)!r}, now {rb.get(key)!r}")
+                    raise refuse(f"step {name!r} was {json.dumps(ra, sort_keys=True)}, now {json.dumps(rb, sort_keys=True)}: "
+                                 f"its {key} cannot change on a running pipeline")
         if a.get("code") is not None and b.get("code") is not None and a["code"] != b["code"]:
             choice = code_changes.get(name)
             if choice is None:
