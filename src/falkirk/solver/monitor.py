@@ -37,9 +37,9 @@ Why the incremental update is exact
 -----------------------------------
 Write ``G`` for one round of SPEC §5 on an assignment ``x = (f, n)``:
 ``G(x)(p)`` is the largest ``f ∈ F(p)`` meeting C2–C4 against ``x`` and
-``n' = f ∩ ⋂ φ_e(n(u))``. With chains and monotone metadata (enforced; the
-monitor also refuses a recorded projection that differs from its edge's
-function, which would make ``φ`` non-monotone) ``G`` is monotone, the
+``n' = f ∩ ⋂ φ_e(n(u))``. With chains and monotone metadata (enforced; a
+checkpoint may not give a projection on an edge whose projection is a
+function, which would make ``φ`` non-monotone, SPEC §9) ``G`` is monotone, the
 consistent assignments are its post-fixed points ``x ≤ G(x)``, and the
 watermarks are the greatest one, ``z = gfp(G)``.
 
@@ -85,12 +85,7 @@ from falkirk.domains import Frontier
 from falkirk.errors import MonitorError, UnknownNameError
 from falkirk.solver.access import normalise_failed
 from falkirk.solver.model import Checkpoint, Dataflow, Meta
-from falkirk.solver.monitor_checkpoint import (
-    Changes,
-    check_functional_projections,
-    projected_checkpoints,
-    resolve_next,
-)
+from falkirk.solver.monitor_checkpoint import Changes, projected_checkpoints, resolve_next
 from falkirk.solver.monitor_codec import checkpoint_to_json
 from falkirk.solver.monitor_solver import MonitorView, TrackingSolver
 from falkirk.solver.plan import RollbackPlan, encode_frontier, solve_frontiers
@@ -180,9 +175,7 @@ class Monitor:
         self._last: dict[str, Meta] = {}
         self._projected: dict[str, dict[str, Checkpoint]] = {}
         for n in df.processors:
-            metas = df.candidates(n, failed=True)
-            check_functional_projections(df, n, metas[1:])
-            self._last[n] = metas[-1]
+            self._last[n] = df.candidates(n, failed=True)[-1]
             proj: dict[str, Checkpoint] = {}
             for ck in self._raw[n]:
                 proj = projected_checkpoints(df, n, proj, ck)
@@ -199,7 +192,9 @@ class Monitor:
 
         The frontier must strictly contain the processor's previous one and
         the metadata must be monotone (:class:`~falkirk.errors.MonitorError`
-        otherwise, and nothing changes). The report is durable when this returns.
+        otherwise, and nothing changes; a checkpoint a dataflow lists twice at
+        one frontier, SPEC §5, is one checkpoint and is reported once). The
+        report is durable when this returns.
         """
         name = self._name(processor)
         if name in self._outputs:
@@ -217,7 +212,15 @@ class Monitor:
 
     def _add(self, name: str, ck: Checkpoint) -> Changes:
         self._usable()
-        meta = resolve_next(self._graph, name, self._last[name], self._projected[name].values(), ck)
+        raw = self._raw[name]
+        meta = resolve_next(
+            self._graph,
+            name,
+            self._last[name],
+            self._projected[name].values(),
+            ck,
+            last_checkpoint=raw[-1] if raw else None,
+        )
         solver, view = self._solver, self._view
         region = solver.region([name])
         saved = solver.save(region)

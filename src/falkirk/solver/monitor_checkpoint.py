@@ -29,9 +29,9 @@ from falkirk.domains import Frontier
 from falkirk.errors import FalkirkError, MonitorError
 from falkirk.solver.model import Checkpoint, Dataflow, Meta
 from falkirk.solver.plan import encode_frontier
-from falkirk.solver.resolve import _check_monotone, _meta, coerce
+from falkirk.solver.resolve import _meta, check_monotone, coerce, differing_fields, same_frontier_message
 
-__all__ = ["Changes", "resolve_next", "check_functional_projections", "projected_checkpoints"]
+__all__ = ["Changes", "resolve_next", "projected_checkpoints"]
 
 
 @frozen
@@ -110,14 +110,24 @@ class _Overlay:
 
 
 def resolve_next(
-    df: Dataflow, name: str, last: Meta, projected: Iterable[Checkpoint], ck: Checkpoint
+    df: Dataflow,
+    name: str,
+    last: Meta,
+    projected: Iterable[Checkpoint],
+    ck: Checkpoint,
+    *,
+    last_checkpoint: Checkpoint | None = None,
 ) -> Meta:
     """Resolve ``ck``, reported by ``name`` after the checkpoint resolved as ``last``.
 
     ``projected`` holds the earlier checkpoints of ``name`` that recorded a
     projection on an edge whose projection is recorded (the latest per edge
     suffices). Raises :class:`~falkirk.errors.MonitorError` naming the
-    processor when ``ck`` is out of order, not monotone, or malformed.
+    processor when ``ck`` is out of order, not monotone, or malformed. A
+    report at the frontier of ``last`` is refused too: if its metadata are
+    those of ``last_checkpoint`` (the report ``last`` was resolved from) it is
+    that checkpoint, already recorded; otherwise the message points at the
+    source edge that output produced without new input needs (SPEC §5).
     """
     if not isinstance(ck, Checkpoint):
         raise MonitorError(f"processor {name!r}: expected a Checkpoint, got {ck!r}")
@@ -128,6 +138,15 @@ def resolve_next(
             raise MonitorError(
                 f"{where}: a checkpoint at 'top' is the live state, not a persisted checkpoint"
             )
+        if last.frontier == f and last_checkpoint is not None and not f.is_empty:
+            fields = differing_fields(last_checkpoint, ck)
+            if not fields:
+                raise MonitorError(
+                    f"{where}: checkpoint at {encode_frontier(f)} is out of order: it repeats the latest "
+                    "one (same frontier and metadata), which is already recorded; report each checkpoint once"
+                )
+            subject = f"{where}: checkpoint at {encode_frontier(f)} is out of order: it"
+            raise MonitorError(same_frontier_message(subject, "the latest one", fields))
         if not (last.frontier <= f and last.frontier != f):
             raise MonitorError(
                 f"{where}: checkpoint at {encode_frontier(f)} is out of order: it does not strictly contain "
@@ -136,36 +155,13 @@ def resolve_next(
         proc = evolve(df.processors[name], checkpoints=(*{id(c): c for c in projected}.values(), ck))
         overlay = cast(Dataflow, _Overlay(df, name, proc))
         meta = _meta(overlay, name, ck, f, f"{where}, checkpoint at {encode_frontier(f)}", live=False)
-        _check_monotone(name, [last, meta])
+        check_monotone(name, [last, meta], ["", "reported checkpoint"])
     except MonitorError:
         raise
     except FalkirkError as exc:
         msg = str(exc)
         raise MonitorError(msg if repr(name) in msg else f"{where}: checkpoint rejected: {msg}") from None
-    check_functional_projections(df, name, [meta])
     return meta
-
-
-def check_functional_projections(df: Dataflow, name: str, metas: Iterable[Meta]) -> None:
-    """Refuse a recorded ``projection`` that differs from the edge's projection function.
-
-    The monitor needs ``φ_e`` monotone over all frontiers (SPEC §5: that is
-    what makes the answer unique and garbage collection sound); a value
-    recorded at one checkpoint, different from the function used at every
-    other frontier, breaks that. Use a recorded projection for such edges.
-    """
-    if df.processors[name].stateless:
-        return  # the solver applies the function to stateless processors regardless
-    for m in metas:
-        for e in m.recorded:
-            b = df.bound[e]
-            if not b.recorded and m.projection[e] != b.apply(m.frontier):
-                raise MonitorError(
-                    f"processor {name!r}, checkpoint at {encode_frontier(m.frontier)}: projection[{e!r}] = "
-                    f"{encode_frontier(m.projection[e])} differs from the edge's projection "
-                    f"{b.spec.name!r} ({encode_frontier(b.apply(m.frontier))}); the monitor needs φ monotone "
-                    "over all frontiers: omit it, or declare the edge's projection 'recorded'"
-                )
 
 
 def projected_checkpoints(
