@@ -35,44 +35,12 @@ checkpoint, and ``lw(p)`` is what is committed.
 
 Why the incremental update is exact
 -----------------------------------
-Write ``G`` for one round of SPEC §5 on an assignment ``x = (f, n)``:
-``G(x)(p)`` is the largest ``f ∈ F(p)`` meeting C2–C4 against ``x`` and
-``n' = f ∩ ⋂ φ_e(n(u))``. With chains and monotone metadata (enforced; a
-checkpoint may not give a projection on an edge whose projection is a
-function, which would make ``φ`` non-monotone, SPEC §9) ``G`` is monotone, the
-consistent assignments are its post-fixed points ``x ≤ G(x)``, and the
-watermarks are the greatest one, ``z = gfp(G)``.
-
-1. *A checkpoint only raises G.* A new checkpoint at ``a`` strictly contains
-   every frontier ``a`` had, so ``F(a)`` grows, no earlier metadata changes,
-   and ``φ`` on ``a``'s edges is unchanged on every frontier inside the old
-   ``max F(a)``, the only values ``a`` ever took. So ``G_new ≥ G_old`` and
-   ``z_new ≥ z_old``: watermarks never fall (checked anyway: a fall is refused).
-2. *Derivations.* Each step lowering a value of ``p`` reads the current
-   values of some neighbours (recorded in ``deps[p]`` by
-   :class:`~falkirk.solver.monitor_solver.TrackingSolver`) and ``p``'s own
-   metadata, and proves "every consistent ``x`` has ``x(p) ≤`` the new value"
-   from the same statement for those neighbours (metadata and ``φ`` are
-   monotone); the axioms are ``x(p) ≤ max F(p)``. A step only reads values
-   set by earlier steps, so these proofs are well founded.
-3. *The region.* ``R`` is ``a`` plus every processor whose ``deps`` reach
-   ``a``, transitively. A processor outside ``R`` has a proof of
-   ``x(p) ≤ z_old(p)`` that mentions only processors outside ``R``, whose
-   axioms and metadata did not change: it holds for ``G_new``, so
-   ``z_new(p) ≤ z_old(p)``, hence ``z_new(p) = z_old(p)`` by 1.
-4. *The re-run.* Let ``y`` be ``z_old`` outside ``R`` and ``max F_new(p)``
-   inside. By 3, ``y ≥ z_new``. Iterating ``x ← x ∧ G_new(x)`` from any
-   ``y ≥ z_new`` ends at ``z_new``: ``z_new = G(z_new) ≤ G(x)`` keeps
-   ``z_new ≤ x``, and the end is a post-fixed point, so it is ``≤ z_new``.
-   Processors outside ``R`` already hold ``z_new`` and satisfy their
-   constraints at any ``x ≥ z_new``, so the worklist visits ``R`` only, and
-   the derivations it records for ``R`` read values of this run or unchanged
-   ones outside ``R``: 2 holds again for the next event.
-
-So each report costs a solve of ``R``, the processors whose watermark
-derivation passes through the reporting processor (``Changes.examined``
-counts the updates), not of the graph. ``_check`` compares the state with a
-full re-solve; the tests call it after every step.
+Each report re-solves only ``R``: the reporting processor and every
+processor whose watermark derivation passes through it (``Changes.examined``
+counts the updates), not the graph. Why that gives the watermarks a full
+solve would give is argued once, with the fixed point itself, in
+:mod:`falkirk.solver.fixpoint` (item 5). ``_check`` compares the state with
+a full re-solve; the tests call it after every step.
 """
 
 from __future__ import annotations

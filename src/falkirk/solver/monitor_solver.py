@@ -10,7 +10,7 @@ reset (``dependents`` is the reverse index). :meth:`TrackingSolver.region`
 closes a set of processors under ``dependents``; :meth:`~TrackingSolver.reset`
 puts a region back at ``max F(p)`` and ``run_worklist(region)`` re-runs the
 worklist on it, leaving every other processor alone. Why that is exact is
-argued in :mod:`falkirk.solver.monitor`.
+argued in :mod:`falkirk.solver.fixpoint` (item 5).
 
 >>> from falkirk.solver import Checkpoint, Dataflow, Edge, Processor
 >>> df = Dataflow([Processor("a", "epoch", logs=["ab"], checkpoints=[Checkpoint(1), Checkpoint(2)]),
@@ -28,8 +28,8 @@ from collections.abc import Iterable
 from attrs import frozen
 
 from falkirk.domains import Frontier
-from falkirk.errors import SolverError
 from falkirk.solver.access import View
+from falkirk.solver.constraints import cannot_roll_back, first_violation, sent, violated
 from falkirk.solver.fixpoint import Reason, _Solver
 from falkirk.solver.model import Dataflow, Meta
 
@@ -140,36 +140,20 @@ class TrackingSolver(_Solver):
         i = self.idx[p]
         notes = self.n[p] if df.receives_notifications[p] else None
         outs = [(e, q, self.f[q]) for e, q in self._out[p]]
-        ins = [(e, u, view.incoming(p, e, view.projection(u, e, self.f[u]))) for e, u in self._in[p]]
-
-        def violation(m: Meta) -> tuple[str, str | None, str | None] | None:
-            if notes is not None and not m.notifications <= notes:
-                return ("C4", None, None)
-            for e, q, fq in outs:
-                if not m.discarded[e] <= fq:
-                    return ("C2", e, q)
-            for e, u, bound in ins:
-                if not m.delivered[e] <= bound:
-                    return ("C3", e, u)
-            return None
-
-        why = violation(cands[i])
+        ins = [(e, u, sent(view, p, e, u, self.f[u])) for e, u in self._in[p]]
+        why = first_violation(cands[i], notes, outs, ins)
         if why is None:
             return cands[i].frontier
         lo, hi = -1, i  # cands[hi] fails with `why`; everything <= lo meets the constraints
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            w = violation(cands[mid])
+            w = first_violation(cands[mid], notes, outs, ins)
             if w is None:
                 lo = mid
             else:
                 hi, why = mid, w
         if lo < 0:
-            raise SolverError(
-                f"processor {p!r} cannot roll back far enough: its lowest available frontier "
-                f"{cands[0].frontier!r} violates {why[0]}{' on ' + why[1] if why[1] else ''} and it is "
-                "not restartable (∅ ∉ F(p))"
-            )
+            raise cannot_roll_back(p, f"its lowest available frontier {cands[0].frontier!r}", violated(why))
         self._note(p, why[0], cands[i].frontier, cands[lo].frontier, why[1], why[2])
         self.idx[p] = lo
         return cands[lo].frontier
@@ -183,7 +167,7 @@ class TrackingSolver(_Solver):
         self.f[p] = new_f
         n = old_n & new_f
         for e, u in self._in[p]:
-            lowered = n & view.incoming(p, e, view.projection(u, e, self.n[u]))
+            lowered = n & sent(view, p, e, u, self.n[u])
             if lowered != n:
                 self._depend(p, u)
                 n = lowered
