@@ -10,7 +10,7 @@ with ``benchmarks/plot_solver.py``, which the full run calls).
 
 Sections:
 
-1. **worklist vs round robin** — ``solve_frontiers(df, failed, fast=False)``
+1. **worklist vs round robin** — ``solve_frontiers(df, failed, strategy="worklist")``
    (the worklist) and ``strategy="round_robin"`` (Figure 6, literally) on the
    same :class:`~falkirk.solver.Dataflow`, for every graph family of
    ``benchmarks/graphs.py`` declared in topological order (the round robin's
@@ -167,7 +167,7 @@ def worklist_vs_round_robin(
                 "build_cpu_s": build_c,
             }
             ref, row["worklist_s"], row["worklist_cpu_s"] = timed(
-                partial(solve_frontiers, df, failed, fast=False), _repeat(n)
+                partial(solve_frontiers, df, failed, strategy="worklist"), _repeat(n)
             )
             row["worklist_examinations"] = ref.examinations
             row["rolled_back"] = sum(1 for f in ref.frontiers.values() if not f.is_top)
@@ -190,7 +190,7 @@ def worklist_vs_round_robin(
                     and vec.notification_frontiers == ref.notification_frontiers
                 )
             if memory and n == sizes[-1]:
-                row["worklist_peak_mb"] = peak_mb(partial(solve_frontiers, df, failed, fast=False))
+                row["worklist_peak_mb"] = peak_mb(partial(solve_frontiers, df, failed, strategy="worklist"))
                 if vectorised:
                     row["vectorised_peak_mb"] = peak_mb(
                         partial(solve_frontiers, df, failed, strategy="vectorised")
@@ -319,7 +319,7 @@ def huge_dataflow(n: int) -> dict[str, Any]:
     rss1 = _rss_mb()
     gc.collect()
     gc.freeze()
-    ref, ww, wc = timed(partial(solve_frontiers, df, failed, fast=False), 1)
+    ref, ww, wc = timed(partial(solve_frontiers, df, failed, strategy="worklist"), 1)
     vec, vw, vc = timed(partial(solve_frontiers, df, failed, strategy="vectorised"), 1)
     assert vec.frontiers == ref.frontiers and vec.notification_frontiers == ref.notification_frontiers
     row = {

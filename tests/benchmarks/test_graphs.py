@@ -17,7 +17,7 @@ def test_family_builds_a_valid_dataflow(family: str, domain: str) -> None:
     g = make(family, 40, seed=3, domain=domain, checkpoints=(1, 5))
     df = g.dataflow()
     assert (len(df.processors), len(df.edges)) == (g.n, g.m)
-    plan = solve_frontiers(df, g.failed_names(), fast=False)
+    plan = solve_frontiers(df, g.failed_names(), strategy="worklist")
     assert set(plan.frontiers) == set(df.processors)
 
 
