@@ -110,18 +110,18 @@ def peak_mb(fn: Callable[[], Any]) -> float:
 
 
 def round_robin(df: Any, failed: list[str], budget: float) -> dict[str, Any]:
-    """Figure 6's round robin, literally (``fixpoint._Solver``'s sweeps), stopped after ``budget`` CPU seconds.
+    """Figure 6's round robin, literally (``fixpoint.Iteration``'s sweeps), stopped after ``budget`` CPU seconds.
 
     Returns its times, sweeps and, when it finished, ``f`` and ``n``; a stopped
     run's time is a lower bound of the full run's.
     """
     from falkirk.solver.access import View, normalise_failed
-    from falkirk.solver.fixpoint import _Solver
+    from falkirk.solver.fixpoint import Iteration
 
     gc.disable()
     try:
         w0, c0 = time.perf_counter(), time.process_time()
-        s = _Solver(View(df, normalise_failed(df, failed)))
+        s = Iteration(View(df, normalise_failed(df, failed)))
         names, sweeps, changed = list(df.processors), 0, True
         while changed:
             changed = False

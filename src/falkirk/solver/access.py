@@ -51,9 +51,17 @@ class View:
     touches the part of a large graph that rolls back does not pay for the
     rest; ``lazy=False`` resolves every processor at once (for callers that
     iterate over :attr:`cands`).
+
+    For incremental drivers (the monitor): :meth:`push` grows ``F(p)`` by a
+    new checkpoint and :meth:`pop` withdraws it; ``indexed=True`` finds
+    ``φ_e`` at a frontier of a stateful processor's chain by a dictionary
+    lookup instead of a scan (``O(1)`` instead of ``O(k)`` for ``k``
+    checkpoints).
     """
 
-    def __init__(self, df: Dataflow, failed: frozenset[str], *, lazy: bool = True) -> None:
+    def __init__(
+        self, df: Dataflow, failed: frozenset[str], *, lazy: bool = True, indexed: bool = False
+    ) -> None:
         self.df = df
         self.failed = failed
         self.cands: dict[str, list[Meta]] = Lazy(self._candidates)
@@ -63,6 +71,30 @@ class View:
                 self.cands[name]
                 if p.stateless:
                     self.recorded[name]
+        self._index: dict[str, dict[Frontier, Meta]] | None = None
+        if indexed:
+            self._index = Lazy(lambda name: {m.frontier: m for m in self.cands[name]})
+
+    # -- growing F(p) -------------------------------------------------------------
+    def push(self, name: str, meta: Meta) -> None:
+        """Append ``meta`` (strictly above the current chain) to ``F(name)``: a new checkpoint."""
+        self.cands[name].append(meta)
+        if self._index is not None and name in self._index:
+            self._index[name][meta.frontier] = meta
+        if name in self.recorded:
+            for e, metas in self.recorded[name].items():
+                if e in meta.recorded:
+                    metas.append(meta)
+
+    def pop(self, name: str) -> None:
+        """Withdraw the last :meth:`push` on ``name``."""
+        meta = self.cands[name].pop()
+        if self._index is not None and name in self._index:
+            del self._index[name][meta.frontier]
+        if name in self.recorded:
+            for metas in self.recorded[name].values():
+                if metas and metas[-1] is meta:
+                    metas.pop()
 
     def _candidates(self, name: str) -> list[Meta]:
         p = self.df.processors[name]
@@ -151,6 +183,10 @@ class View:
         b = self.df.bound[edge]
         if f.is_top:
             return Frontier.top(b.target)
+        if self._index is not None and not self.is_stateless(name):
+            m = self._index[name].get(f)
+            if m is not None:
+                return m.projection[edge]
         if not self.is_stateless(name):
             best = None
             for m in self.cands[name]:

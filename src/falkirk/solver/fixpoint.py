@@ -1,6 +1,6 @@
 """Choosing frontiers: the reference driver of SPEC §5 (paper Figure 6), and why every driver is exact.
 
-One update of one processor (:meth:`_Solver.examine`) lowers ``f(p)`` to
+One update of one processor (:meth:`Iteration.examine`) lowers ``f(p)`` to
 the largest candidate meeting C2–C4 against the neighbours' current values
 (:mod:`falkirk.solver.constraints`) and then ``n(p)`` to
 ``n(p) ∩ f(p) ∩ ⋂ φ_e(n(u))``. The drivers differ only in which processor
@@ -8,7 +8,7 @@ they update next:
 
 * :func:`round_robin` (here): the literal round-robin of Figure 6, the
   reference and benchmark baseline;
-* :meth:`_Solver.run_worklist` (here): FIFO over the processors whose
+* :meth:`Iteration.run_worklist` (here): FIFO over the processors whose
   neighbours changed (when ``f(p)`` shrinks, its senders and receivers;
   when ``n(p)`` shrinks, p and its receivers);
 * :func:`falkirk.solver.worklist.run_worklist`: the same, re-checking only
@@ -112,7 +112,7 @@ from falkirk.domains import Frontier
 from falkirk.solver.access import View
 from falkirk.solver.constraints import cannot_roll_back, first_violation, lower_stateless, sent, violated
 
-__all__ = ["Reason", "FixedPoint", "round_robin"]
+__all__ = ["Reason", "FixedPoint", "Iteration", "round_robin"]
 
 
 @frozen
@@ -164,16 +164,58 @@ class FixedPoint:
     examinations: int
 
 
-class _Solver:
-    def __init__(self, view: View) -> None:
+class Iteration:
+    """The state of one run of SPEC §5 over a :class:`~falkirk.solver.access.View`, and its update.
+
+    Every processor starts at ``max F(p)`` (``f = n``); :meth:`examine`
+    applies the update to one processor; :meth:`run_round_robin` and
+    :meth:`run_worklist` are the two orders of updates (see the module
+    docstring). ``f``, ``n``, ``idx`` (a stateful processor's position in
+    its chain), ``reasons`` and ``examinations`` are the state, readable by
+    anyone.
+
+    Hooks, for drivers that build on the iteration (the monitor's
+    :class:`~falkirk.solver.monitor_solver.TrackingSolver` does):
+
+    * :meth:`lowered` is called for every step that lowers ``f(p)``, with
+      the constraint, the edge and the neighbour whose value forced it (by
+      default it records a :class:`Reason`);
+    * :meth:`notification_lowered` is called for every input edge whose
+      sender's ``n`` lowered ``n(p)`` (by default nothing);
+    * ``jump=True`` finds a stateful processor's new candidate by binary
+      search and reports one step for the whole descent, whose witness is
+      the constraint the lowest failing candidate violates (by monotonicity
+      every higher one fails it too); the default reports every step down,
+      as Figure 6 takes them. Both reach the same frontiers.
+
+    Cost: :meth:`examine` reads every edge of ``p`` once
+    (``O(edges of p)`` frontier operations), times the candidates it steps
+    down (default) or their logarithm (``jump=True``).
+
+    >>> from falkirk.solver import Checkpoint, Dataflow, Edge, Processor
+    >>> from falkirk.solver.access import View
+    >>> df = Dataflow([Processor("a", "epoch", logs=["ab"], checkpoints=[Checkpoint(3)]),
+    ...                Processor("b", "epoch", checkpoints=[Checkpoint(1), Checkpoint(5)])], [Edge("ab", "a", "b")])
+    >>> it = Iteration(View(df, frozenset({"a"})), jump=True)
+    >>> it.run_worklist()
+    >>> {p: df.domains[p].encode(f) for p, f in it.f.items()}, [r.describe() for r in it.reasons["b"]]
+    ({'a': 3, 'b': 1}, ['b top → 1 by C3 on ab: it had received messages that a at 3 will send again'])
+    """
+
+    def __init__(self, view: View, *, jump: bool = False) -> None:
         self.view = view
         df = view.df
         self.df = df
+        self.jump = jump
         self.f: dict[str, Frontier] = {}
         self.n: dict[str, Frontier] = {}
         self.idx: dict[str, int] = {}
         self.reasons: dict[str, list[Reason]] = {p: [] for p in df.processors}
         self.examinations = 0
+        self._in = {p: tuple((e, df.edges[e].src) for e in df.inputs[p]) for p in df.processors}
+        self._out = {p: tuple((e, df.edges[e].dst) for e in df.outputs[p]) for p in df.processors}
+        self._senders = {p: tuple(u for _, u in self._in[p]) for p in df.processors}
+        self._receivers = {p: tuple(q for _, q in self._out[p]) for p in df.processors}
         for p in df.processors:
             f0 = view.initial(p)
             self.f[p] = f0
@@ -183,6 +225,32 @@ class _Solver:
             if p in view.failed:
                 self.reasons[p].append(Reason(p, "C1", None, f0))
 
+    # -- hooks ------------------------------------------------------------------------------
+    def lowered(
+        self,
+        p: str,
+        constraint: str,
+        before: Frontier,
+        after: Frontier,
+        edge: str | None = None,
+        neighbour: str | None = None,
+    ) -> None:
+        """``f(p)`` went from ``before`` to ``after`` by ``constraint`` (on ``edge``, read from ``neighbour``)."""
+        self.reasons[p].append(
+            Reason(
+                p,
+                constraint,
+                before,
+                after,
+                edge,
+                neighbour,
+                self.f[neighbour] if neighbour is not None else None,
+            )
+        )
+
+    def notification_lowered(self, p: str, edge: str, sender: str) -> None:
+        """``n(p)`` was lowered by ``φ_edge(n(sender))``."""
+
     # -- one update of Figure 6 -------------------------------------------------------
     def examine(self, p: str) -> tuple[bool, bool]:
         """Update ``f(p)`` then ``n(p)``; return which of them changed."""
@@ -190,72 +258,68 @@ class _Solver:
         old_f, old_n = self.f[p], self.n[p]
         new_f = self._stateless_f(p) if self.view.is_stateless(p) else self._stateful_f(p)
         self.f[p] = new_f
-        new_n = old_n & new_f
-        view, df = self.view, self.df
-        for e in df.inputs[p]:
-            u = df.edges[e].src
-            new_n = new_n & sent(view, p, e, u, self.n[u])
-        self.n[p] = new_n
-        return new_f != old_f, new_n != old_n
-
-    def _note(
-        self,
-        p: str,
-        constraint: str,
-        before: Frontier,
-        after: Frontier,
-        edge: str | None = None,
-        nb: str | None = None,
-    ) -> None:
-        self.reasons[p].append(
-            Reason(p, constraint, before, after, edge, nb, self.f[nb] if nb is not None else None)
-        )
+        n = old_n & new_f
+        view = self.view
+        for e, u in self._in[p]:
+            lowered = n & sent(view, p, e, u, self.n[u])
+            if lowered != n:
+                self.notification_lowered(p, e, u)
+                n = lowered
+        self.n[p] = n
+        return new_f != old_f, n != old_n
 
     def _stateless_f(self, p: str) -> Frontier:
-        view, df, f = self.view, self.df, self.f
-        logs = df.processors[p].logs
+        view, f = self.view, self.f
+        logs = self.df.processors[p].logs
         return lower_stateless(
             f[p],
-            self.n[p] if df.receives_notifications[p] else None,
-            (
-                (e, q, view.residual(p, e, f[q]))
-                for e in df.outputs[p]
-                if e not in logs
-                for q in (df.edges[e].dst,)
-            ),
-            ((e, u, sent(view, p, e, u, f[u])) for e in df.inputs[p] for u in (df.edges[e].src,)),
-            lambda constraint, before, after, edge, nb: self._note(p, constraint, before, after, edge, nb),
+            self.n[p] if self.df.receives_notifications[p] else None,
+            ((e, q, view.residual(p, e, f[q])) for e, q in self._out[p] if e not in logs),
+            ((e, u, sent(view, p, e, u, f[u])) for e, u in self._in[p]),
+            lambda constraint, before, after, edge, nb: self.lowered(p, constraint, before, after, edge, nb),
         )
 
     def _stateful_f(self, p: str) -> Frontier:
-        view, df, f = self.view, self.df, self.f
+        view, f = self.view, self.f
         cands = view.cands[p]
         i = self.idx[p]
-        notes = df.receives_notifications[p]
-        while True:
-            m = cands[i]
-            why = first_violation(
-                m,
-                self.n[p] if notes else None,
-                ((e, df.edges[e].dst, f[df.edges[e].dst]) for e in df.outputs[p]),
-                ((e, u, sent(view, p, e, u, f[u])) for e in df.inputs[p] for u in (df.edges[e].src,)),
-            )
-            if why is None:
-                break
+        notes = self.n[p] if self.df.receives_notifications[p] else None
+        outs = [(e, q, f[q]) for e, q in self._out[p]]
+        ins = [(e, u, sent(view, p, e, u, f[u])) for e, u in self._in[p]]
+        why = first_violation(cands[i], notes, outs, ins)
+        if why is None:
+            return cands[i].frontier
+        if self.jump:  # binary search: cands[hi] fails with `why`; everything <= lo meets the constraints
+            lo, hi = -1, i
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                w = first_violation(cands[mid], notes, outs, ins)
+                if w is None:
+                    lo = mid
+                else:
+                    hi, why = mid, w
+            if lo < 0:
+                raise cannot_roll_back(
+                    p, f"its lowest available frontier {cands[0].frontier!r}", violated(why)
+                )
+            self.lowered(p, why[0], cands[i].frontier, cands[lo].frontier, why[1], why[2])
+            self.idx[p] = lo
+            return cands[lo].frontier
+        while why is not None:
             if i == 0:
-                raise cannot_roll_back(p, f"its lowest available frontier {m.frontier!r}", violated(why))
-            self._note(p, why[0], m.frontier, cands[i - 1].frontier, why[1], why[2])
+                raise cannot_roll_back(
+                    p, f"its lowest available frontier {cands[0].frontier!r}", violated(why)
+                )
+            self.lowered(p, why[0], cands[i].frontier, cands[i - 1].frontier, why[1], why[2])
             i -= 1
+            why = first_violation(cands[i], notes, outs, ins)
         self.idx[p] = i
         return cands[i].frontier
 
     # -- drivers ------------------------------------------------------------------------
-    def neighbours(self) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    def neighbours(self) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
         """``(senders, receivers)`` of every processor (the processors its constraints read)."""
-        df = self.df
-        senders = {p: [df.edges[e].src for e in df.inputs[p]] for p in df.processors}
-        receivers = {p: [df.edges[e].dst for e in df.outputs[p]] for p in df.processors}
-        return senders, receivers
+        return self._senders, self._receivers
 
     def run_worklist(self, names: Iterable[str] | None = None) -> None:
         """The plain worklist over ``names`` (default: every processor); every other processor stays fixed."""
@@ -263,7 +327,7 @@ class _Solver:
         inside = set(order)
         queue = deque(order)
         queued = set(order)
-        senders, receivers = self.neighbours()
+        senders, receivers = self._senders, self._receivers
         while queue:
             p = queue.popleft()
             queued.discard(p)
@@ -281,6 +345,7 @@ class _Solver:
                     queue.append(q)
 
     def run_round_robin(self) -> None:
+        """Figure 6 literally: update every processor in declaration order until nothing changes."""
         names = list(self.df.processors)
         changed = True
         while changed:
@@ -292,6 +357,6 @@ class _Solver:
 
 def round_robin(view: View) -> FixedPoint:
     """Run the iteration of SPEC §5 over ``view`` round-robin (the reference driver) and return the fixed point."""
-    s = _Solver(view)
+    s = Iteration(view)
     s.run_round_robin()
     return FixedPoint(dict(s.f), dict(s.n), s.reasons, s.examinations)

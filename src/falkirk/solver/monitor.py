@@ -55,7 +55,7 @@ from falkirk.solver.access import normalise_failed
 from falkirk.solver.model import Checkpoint, Dataflow, Meta
 from falkirk.solver.monitor_checkpoint import Changes, projected_checkpoints, resolve_next
 from falkirk.solver.monitor_codec import checkpoint_to_json
-from falkirk.solver.monitor_solver import MonitorView, TrackingSolver
+from falkirk.solver.monitor_solver import TrackingSolver, monitor_view
 from falkirk.solver.plan import RollbackPlan, encode_frontier, solve_frontiers
 from falkirk.solver.store import MemoryStore, MetadataStore, SQLiteStore, StoredState, with_checkpoints
 
@@ -148,7 +148,7 @@ class Monitor:
             for ck in self._raw[n]:
                 proj = projected_checkpoints(df, n, proj, ck)
             self._projected[n] = proj
-        self._view = MonitorView(df)
+        self._view = monitor_view(df)
         self._solver = TrackingSolver(self._view)
         self._solver.run_worklist()
         self._announced: dict[str, Frontier] = dict(self._solver.f)

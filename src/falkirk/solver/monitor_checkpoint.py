@@ -19,17 +19,22 @@ falkirk.errors.MonitorError: processor 'a': checkpoint at 2 is out of order: it 
 
 from __future__ import annotations
 
-from collections import ChainMap
 from collections.abc import Iterable, Mapping
-from typing import Any, cast
+from typing import Any
 
-from attrs import evolve, field, frozen
+from attrs import field, frozen
 
 from falkirk.domains import Frontier
 from falkirk.errors import FalkirkError, MonitorError
 from falkirk.solver.model import Checkpoint, Dataflow, Meta
 from falkirk.solver.plan import encode_frontier
-from falkirk.solver.resolve import _meta, check_monotone, coerce, differing_fields, same_frontier_message
+from falkirk.solver.resolve import (
+    check_monotone,
+    coerce,
+    differing_fields,
+    resolve_checkpoint,
+    same_frontier_message,
+)
 
 __all__ = ["Changes", "resolve_next", "projected_checkpoints"]
 
@@ -98,17 +103,6 @@ class Changes:
         }
 
 
-class _Overlay:
-    """``df`` seen with one processor replaced (what :func:`_meta` reads)."""
-
-    def __init__(self, df: Dataflow, name: str, proc: Any) -> None:
-        self._df = df
-        self.processors = ChainMap({name: proc}, df.processors)
-
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(self._df, attr)
-
-
 def resolve_next(
     df: Dataflow,
     name: str,
@@ -152,9 +146,10 @@ def resolve_next(
                 f"{where}: checkpoint at {encode_frontier(f)} is out of order: it does not strictly contain "
                 f"the latest one, {encode_frontier(last.frontier)}; report checkpoints in increasing order"
             )
-        proc = evolve(df.processors[name], checkpoints=(*{id(c): c for c in projected}.values(), ck))
-        overlay = cast(Dataflow, _Overlay(df, name, proc))
-        meta = _meta(overlay, name, ck, f, f"{where}, checkpoint at {encode_frontier(f)}", live=False)
+        records = (*{id(c): c for c in projected}.values(), ck)
+        meta = resolve_checkpoint(
+            df, name, ck, f, f"{where}, checkpoint at {encode_frontier(f)}", live=False, records=records
+        )
         check_monotone(name, [last, meta], ["", "reported checkpoint"])
     except MonitorError:
         raise

@@ -7,6 +7,7 @@ processor, checkpoint and field.
 
 from __future__ import annotations
 
+from collections.abc import Sequence as Seq
 from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Resolved",
     "resolve_processor",
+    "resolve_checkpoint",
     "coerce",
     "edge_view",
     "delivered_default",
@@ -89,7 +91,7 @@ def resolve_processor(df: Dataflow, name: str) -> Resolved:
             raise ValidationError(f"{where}: the empty frontier is always implied; do not list it")
         if f.is_top:
             raise ValidationError(f"{where}: a checkpoint at 'top' is the live state; give it as 'live'")
-        metas.append(_meta(df, name, ck, f, where, live=False))
+        metas.append(resolve_checkpoint(df, name, ck, f, where, live=False))
     chain = [_empty_meta(df, name)]
     labels = ["empty"]  # what error messages call each chain element
     for i, meta in enumerate(metas):
@@ -113,7 +115,7 @@ def resolve_processor(df: Dataflow, name: str) -> Resolved:
     where = f"processor {name!r}, live"
     if live_ck.frontier not in ("top", None) and coerce(dom, live_ck.frontier, where) != top:
         raise ValidationError(f"{where}: the live frontier is 'top'")
-    live = _meta(df, name, live_ck, top, where, live=True)
+    live = resolve_checkpoint(df, name, live_ck, top, where, live=True)
     check_monotone(name, chain + [live], labels + ["live"])
     return Resolved(tuple(chain), live)
 
@@ -163,7 +165,24 @@ def _empty_meta(df: Dataflow, name: str) -> Meta:
     )
 
 
-def _meta(df: Dataflow, name: str, ck: Checkpoint, f: Frontier, where: str, *, live: bool) -> Meta:
+def resolve_checkpoint(
+    df: Dataflow,
+    name: str,
+    ck: Checkpoint,
+    f: Frontier,
+    where: str,
+    *,
+    live: bool,
+    records: Seq[Checkpoint] | None = None,
+) -> Meta:
+    """The complete metadata of checkpoint ``ck`` of ``name`` at frontier ``f`` (``where`` names it in errors).
+
+    Omitted fields take their safe defaults (SPEC §9). ``records`` are the
+    checkpoints whose recorded projections the union rule of SPEC §3 reads
+    (default: the processor's own; an incremental caller passes the ones it
+    kept). Cost: ``O(edges of p)`` coercions, plus ``O(records)`` per
+    recorded edge without a record here.
+    """
 
     p = df.processors[name]
     dom = df.domains[name]
@@ -210,7 +229,7 @@ def _meta(df: Dataflow, name: str, ck: Checkpoint, f: Frontier, where: str, *, l
             projection[e] = Frontier.top(tgt)
             recorded.add(e)
         elif b.recorded:
-            projection[e] = _union_rule(df, name, e, f, where)
+            projection[e] = _union_rule(df, name, e, f, p.checkpoints if records is None else records)
         else:
             projection[e] = b.apply(f)
         if e in ck.discarded:
@@ -252,13 +271,12 @@ def functional_projection_message(where: str, edge: str, projection: str) -> str
     )
 
 
-def _union_rule(df: Dataflow, name: str, edge: str, f: Frontier, where: str) -> Frontier:
-    """``φ_e(f) = ∪ {φ_e(f') : f' recorded, f' ⊆ f}`` over the checkpoints listed so far."""
-    p = df.processors[name]
+def _union_rule(df: Dataflow, name: str, edge: str, f: Frontier, records: Seq[Checkpoint]) -> Frontier:
+    """``φ_e(f) = ∪ {φ_e(f') : f' recorded, f' ⊆ f}`` over the checkpoints ``records``."""
     tgt = df.bound[edge].target
     dom = df.domains[name]
     out = Frontier.empty(tgt)
-    for i, ck in enumerate(p.checkpoints):
+    for i, ck in enumerate(records):
         if edge in ck.projection:
             fi = coerce(dom, ck.frontier, f"processor {name!r}, checkpoint {i} frontier")
             if fi <= f:

@@ -1,6 +1,6 @@
 """The worklist iteration of SPEC §5, driven by dirty constraints.
 
-Same update as :meth:`falkirk.solver.fixpoint._Solver.examine` (the
+Same update as :meth:`falkirk.solver.fixpoint.Iteration.examine` (the
 round-robin reference), but each examination only re-checks the
 constraints whose inputs changed since the processor was last examined;
 why that is the full update, and why only the failed processors start
