@@ -13,7 +13,7 @@ from typing import Any
 
 from falkirk.domains import Frontier
 from falkirk.errors import SolverError, UnknownNameError
-from falkirk.solver.model import Dataflow, Meta
+from falkirk.solver.model import Dataflow, ResolvedCheckpoint
 from falkirk.solver.resolve import delivered_default, edge_view
 
 __all__ = ["View", "normalise_failed"]
@@ -64,19 +64,19 @@ class View:
     ) -> None:
         self.df = df
         self.failed = failed
-        self.cands: dict[str, list[Meta]] = Lazy(self._candidates)
-        self.recorded: dict[str, dict[str, list[Meta]]] = Lazy(self._recorded)
+        self.cands: dict[str, list[ResolvedCheckpoint]] = Lazy(self._candidates)
+        self.recorded: dict[str, dict[str, list[ResolvedCheckpoint]]] = Lazy(self._recorded)
         if not lazy:
             for name, p in df.processors.items():
                 self.cands[name]
                 if p.stateless:
                     self.recorded[name]
-        self._index: dict[str, dict[Frontier, Meta]] | None = None
+        self._index: dict[str, dict[Frontier, ResolvedCheckpoint]] | None = None
         if indexed:
             self._index = Lazy(lambda name: {m.frontier: m for m in self.cands[name]})
 
     # -- growing F(p) -------------------------------------------------------------
-    def push(self, name: str, meta: Meta) -> None:
+    def push(self, name: str, meta: ResolvedCheckpoint) -> None:
         """Append ``meta`` (strictly above the current chain) to ``F(name)``: a new checkpoint."""
         self.cands[name].append(meta)
         if self._index is not None and name in self._index:
@@ -96,12 +96,12 @@ class View:
                 if metas and metas[-1] is meta:
                     metas.pop()
 
-    def _candidates(self, name: str) -> list[Meta]:
+    def _candidates(self, name: str) -> list[ResolvedCheckpoint]:
         p = self.df.processors[name]
         cands = self.df.candidates(name, failed=name in self.failed)
         return cands if p.restartable else cands[1:]
 
-    def _recorded(self, name: str) -> dict[str, list[Meta]]:
+    def _recorded(self, name: str) -> dict[str, list[ResolvedCheckpoint]]:
         if not self.df.processors[name].stateless:
             raise KeyError(name)
         cands = self.cands[name]
@@ -134,7 +134,7 @@ class View:
         return any(m.frontier == f for m in self.cands[name])
 
     # -- metadata at a frontier ---------------------------------------------------
-    def meta(self, name: str, f: Frontier) -> Meta | None:
+    def meta(self, name: str, f: Frontier) -> ResolvedCheckpoint | None:
         """Resolved metadata of a stateful processor at ``f ∈ F(p)`` (``None`` if absent)."""
         for m in self.cands[name]:
             if m.frontier == f:
@@ -229,7 +229,7 @@ class View:
         """What ``φ_e(·)`` bounds for receiver ``name``: itself, or that edge's count alone."""
         return edge_view(self.df.domains[name], phi, edge)
 
-    def _stateful(self, name: str, f: Frontier) -> Meta:
+    def _stateful(self, name: str, f: Frontier) -> ResolvedCheckpoint:
         m = self.meta(name, f)
         if m is None:
             raise SolverError(f"processor {name!r}: {f!r} is not one of its available frontiers")

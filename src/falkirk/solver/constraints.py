@@ -55,7 +55,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from falkirk.domains import Frontier
 from falkirk.errors import SolverError
 from falkirk.solver.access import View
-from falkirk.solver.model import Meta
+from falkirk.solver.model import ResolvedCheckpoint
 
 __all__ = [
     "Why",
@@ -127,7 +127,7 @@ def c4_notified(view: View, p: str, f: Frontier, n: Frontier) -> tuple[Frontier,
 
 
 def first_violation(
-    m: Meta,
+    m: ResolvedCheckpoint,
     notifications: Frontier | None,
     outs: Iterable[tuple[str, str, Frontier]],
     ins: Iterable[tuple[str, str, Frontier]],
@@ -150,7 +150,7 @@ def first_violation(
 
 
 def last_holding(
-    cands: Sequence[Meta],
+    cands: Sequence[ResolvedCheckpoint],
     constraint: str,
     edge: str | None,
     limit: Frontier,

@@ -38,7 +38,7 @@ from falkirk.errors import FalkirkError, SolverError
 from falkirk.solver.access import View
 from falkirk.solver.fast_engine import solve_total
 from falkirk.solver.fast_total import CHAIN, IDENTITY, NONE, TotalProblem
-from falkirk.solver.model import Meta
+from falkirk.solver.model import ResolvedCheckpoint
 
 __all__ = ["NotApplicable", "applicable", "build_problem", "solve_view"]
 
@@ -310,7 +310,9 @@ class _Builder:
         cols["r_m"] = r_m
         return self._problem(P, init, c_ptr, c_val, c_N, cols, tables, maps)
 
-    def _residual_map(self, su: _Universe, st: _Universe, rec: list[Meta], e: str) -> np.ndarray:
+    def _residual_map(
+        self, su: _Universe, st: _Universe, rec: list[ResolvedCheckpoint], e: str
+    ) -> np.ndarray:
         """``φ⁺(y)``: the last recorded frontier whose projection is inside ``y`` (``∅`` if none)."""
         y = np.arange(len(st.values))
         proj = np.array([st.of(m.projection[e]) for m in rec], dtype=np.int64)

@@ -52,7 +52,7 @@ from typing import Any
 from falkirk.domains import Frontier
 from falkirk.errors import MonitorError, UnknownNameError
 from falkirk.solver.access import normalise_failed
-from falkirk.solver.model import Checkpoint, Dataflow, Meta
+from falkirk.solver.model import Checkpoint, Dataflow, ResolvedCheckpoint
 from falkirk.solver.monitor_checkpoint import Changes, projected_checkpoints, resolve_next
 from falkirk.solver.monitor_codec import checkpoint_to_json
 from falkirk.solver.monitor_solver import TrackingSolver, monitor_view
@@ -140,7 +140,7 @@ class Monitor:
         self._outputs = outputs
         self._inputs = frozenset(p for p in df.processors if not df.inputs[p] and p not in outputs)
         self._raw: dict[str, list[Checkpoint]] = {n: list(p.checkpoints) for n, p in df.processors.items()}
-        self._last: dict[str, Meta] = {}
+        self._last: dict[str, ResolvedCheckpoint] = {}
         self._projected: dict[str, dict[str, Checkpoint]] = {}
         for n in df.processors:
             self._last[n] = df.candidates(n, failed=True)[-1]

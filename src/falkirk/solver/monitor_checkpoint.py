@@ -26,7 +26,7 @@ from attrs import field, frozen
 
 from falkirk.domains import Frontier
 from falkirk.errors import FalkirkError, MonitorError
-from falkirk.solver.model import Checkpoint, Dataflow, Meta
+from falkirk.solver.model import Checkpoint, Dataflow, ResolvedCheckpoint
 from falkirk.solver.plan import encode_frontier
 from falkirk.solver.resolve import (
     check_monotone,
@@ -106,12 +106,12 @@ class Changes:
 def resolve_next(
     df: Dataflow,
     name: str,
-    last: Meta,
+    last: ResolvedCheckpoint,
     projected: Iterable[Checkpoint],
     ck: Checkpoint,
     *,
     last_checkpoint: Checkpoint | None = None,
-) -> Meta:
+) -> ResolvedCheckpoint:
     """Resolve ``ck``, reported by ``name`` after the checkpoint resolved as ``last``.
 
     ``projected`` holds the earlier checkpoints of ``name`` that recorded a

@@ -14,7 +14,7 @@ from attrs import frozen
 
 from falkirk.domains import INPUT_EDGE, Domain, Frontier, Sequence
 from falkirk.errors import DomainError, NotAChainError, NotMonotoneError, ValidationError
-from falkirk.solver.elements import Checkpoint, Meta
+from falkirk.solver.elements import Checkpoint, ResolvedCheckpoint
 
 if TYPE_CHECKING:
     from falkirk.solver.model import Dataflow
@@ -38,8 +38,8 @@ __all__ = [
 class Resolved:
     """A processor's resolved chain (``∅`` first) and its live metadata at ``⊤``."""
 
-    chain: tuple[Meta, ...]
-    live: Meta
+    chain: tuple[ResolvedCheckpoint, ...]
+    live: ResolvedCheckpoint
 
 
 def coerce(domain: Domain, value: Any, where: str, *, edge: str | None = None) -> Frontier:
@@ -81,7 +81,7 @@ def resolve_processor(df: Dataflow, name: str) -> Resolved:
     dom = df.domains[name]
     empty = Frontier.empty(dom)
     top = Frontier.top(dom)
-    metas: list[Meta] = []
+    metas: list[ResolvedCheckpoint] = []
     for i, ck in enumerate(p.checkpoints):
         where = f"processor {name!r}, checkpoint {i}"
         if not isinstance(ck, Checkpoint):
@@ -145,7 +145,7 @@ def same_frontier_message(subject: str, before: str, fields: list[str]) -> str:
     )
 
 
-def _empty_meta(df: Dataflow, name: str) -> Meta:
+def _empty_meta(df: Dataflow, name: str) -> ResolvedCheckpoint:
 
     dom = df.domains[name]
     empty = Frontier.empty(dom)
@@ -153,7 +153,7 @@ def _empty_meta(df: Dataflow, name: str) -> Meta:
     for e in df.outputs[name]:
         b = df.bound[e]
         outs[e] = Frontier.empty(b.target) if b.recorded else b.apply(empty)
-    return Meta(
+    return ResolvedCheckpoint(
         frontier=empty,
         notifications=empty,
         delivered={e: Frontier.empty(dom) for e in df.inputs[name]},
@@ -174,7 +174,7 @@ def resolve_checkpoint(
     *,
     live: bool,
     records: Seq[Checkpoint] | None = None,
-) -> Meta:
+) -> ResolvedCheckpoint:
     """The complete metadata of checkpoint ``ck`` of ``name`` at frontier ``f`` (``where`` names it in errors).
 
     Omitted fields take their safe defaults (SPEC §9). ``records`` are the
@@ -248,7 +248,7 @@ def resolve_checkpoint(
         if isinstance(tgt, Sequence):  # SPEC §7: φ_e and D_e concern edge e's count only
             projection[e] = delivered_default(tgt, projection[e], e)
             discarded[e] = delivered_default(tgt, discarded[e], e)
-    return Meta(
+    return ResolvedCheckpoint(
         frontier=f,
         notifications=notes,
         delivered=delivered,
@@ -289,7 +289,7 @@ def _union_rule(df: Dataflow, name: str, edge: str, f: Frontier, records: Seq[Ch
     return out
 
 
-def check_monotone(name: str, chain: list[Meta], labels: list[str]) -> None:
+def check_monotone(name: str, chain: list[ResolvedCheckpoint], labels: list[str]) -> None:
     """Refuse metadata that is not monotone along ``chain`` (``labels[i]`` names ``chain[i]``)."""
     for i in range(1, len(chain)):
         a, b = chain[i - 1], chain[i]

@@ -36,7 +36,7 @@ from falkirk.domains import Domain, Frontier
 from falkirk.solver.access import Lazy, View
 from falkirk.solver.constraints import cannot_roll_back, last_holding, lower_stateless, sent, violated
 from falkirk.solver.fixpoint import FixedPoint, Reason
-from falkirk.solver.model import Meta
+from falkirk.solver.model import ResolvedCheckpoint
 
 __all__ = ["run_worklist"]
 
@@ -61,7 +61,7 @@ class _Worklist:
         self.view, self.df = view, df
         self.edges, self.outputs, self.inputs = df.edges, df.outputs, df.inputs
         self.procs = df.processors
-        self.cands: dict[str, list[Meta]] = view.cands
+        self.cands: dict[str, list[ResolvedCheckpoint]] = view.cands
         # f, n, chain positions and reasons of a processor are created when the
         # run first reaches it: the part of the graph that keeps ⊤ costs nothing
         self.f: dict[str, Frontier] = Lazy(view.initial)
