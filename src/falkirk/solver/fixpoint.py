@@ -8,7 +8,7 @@ they update next:
 
 * :func:`round_robin` (here): the literal round-robin of Figure 6, the
   reference and benchmark baseline;
-* :meth:`Iteration.run_worklist` (here): FIFO over the processors whose
+* :meth:`Iteration.run_queue` (here): FIFO over the processors whose
   neighbours changed (when ``f(p)`` shrinks, its senders and receivers;
   when ``n(p)`` shrinks, p and its receivers);
 * :func:`falkirk.solver.worklist.run_worklist`: the same, re-checking only
@@ -169,7 +169,7 @@ class Iteration:
 
     Every processor starts at ``max F(p)`` (``f = n``); :meth:`examine`
     applies the update to one processor; :meth:`run_round_robin` and
-    :meth:`run_worklist` are the two orders of updates (see the module
+    :meth:`run_queue` are the two orders of updates (see the module
     docstring). ``f``, ``n``, ``idx`` (a stateful processor's position in
     its chain), ``reasons`` and ``examinations`` are the state, readable by
     anyone.
@@ -197,7 +197,7 @@ class Iteration:
     >>> df = Dataflow([Processor("a", "epoch", logs=["ab"], checkpoints=[Checkpoint(3)]),
     ...                Processor("b", "epoch", checkpoints=[Checkpoint(1), Checkpoint(5)])], [Edge("ab", "a", "b")])
     >>> it = Iteration(View(df, frozenset({"a"})), jump=True)
-    >>> it.run_worklist()
+    >>> it.run_queue()
     >>> {p: df.domains[p].encode(f) for p, f in it.f.items()}, [r.describe() for r in it.reasons["b"]]
     ({'a': 3, 'b': 1}, ['b top → 1 by C3 on ab: it had received messages that a at 3 will send again'])
     """
@@ -321,7 +321,7 @@ class Iteration:
         """``(senders, receivers)`` of every processor (the processors its constraints read)."""
         return self._senders, self._receivers
 
-    def run_worklist(self, names: Iterable[str] | None = None) -> None:
+    def run_queue(self, names: Iterable[str] | None = None) -> None:
         """The plain worklist over ``names`` (default: every processor); every other processor stays fixed."""
         order = list(dict.fromkeys(self.df.processors if names is None else names))
         inside = set(order)

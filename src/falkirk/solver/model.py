@@ -37,6 +37,10 @@ class Dataflow:
 
     Raises :class:`~falkirk.errors.ValidationError` (or a subclass) naming
     the processor, edge or field when the input is not well formed.
+
+    Cost: ``O(V + E)``, plus resolving every processor's ``k`` checkpoints,
+    ``O(k · edges of p)`` (and ``O(k)`` more per recorded edge a checkpoint
+    leaves to the union rule).
     """
 
     def __init__(

@@ -150,7 +150,7 @@ class Monitor:
             self._projected[n] = proj
         self._view = monitor_view(df)
         self._solver = TrackingSolver(self._view)
-        self._solver.run_worklist()
+        self._solver.run_queue()
         self._announced: dict[str, Frontier] = dict(self._solver.f)
         self._closed = False
 
@@ -163,6 +163,11 @@ class Monitor:
         otherwise, and nothing changes; a checkpoint a dataflow lists twice at
         one frontier, SPEC §5, is one checkpoint and is reported once). The
         report is durable when this returns.
+
+        Cost: resolving the checkpoint (``O(edges of p)``), then a solve of
+        the processors whose watermark derives from ``processor``
+        (``Changes.examined`` updates), not of the graph; with an SQLite
+        store, one commit.
         """
         name = self._name(processor)
         if name in self._outputs:
@@ -196,7 +201,7 @@ class Monitor:
         self._raw[name].append(ck)
         try:
             solver.reset(region)
-            solver.run_worklist(region)
+            solver.run_queue(region)
             changes = self._changes(region, solver.examinations - saved.examinations)
             self._store.append(name, ck, changes.watermarks)
         except BaseException:

@@ -6,7 +6,7 @@ hooks remember, for every processor ``p``, ``deps[p]``: the neighbours whose fro
 read by some step that lowered ``f(p)`` or ``n(p)`` since ``p`` was last
 reset (``dependents`` is the reverse index). :meth:`TrackingSolver.region`
 closes a set of processors under ``dependents``; :meth:`~TrackingSolver.reset`
-puts a region back at ``max F(p)`` and ``run_worklist(region)`` re-runs the
+puts a region back at ``max F(p)`` and ``run_queue(region)`` re-runs the
 worklist on it, leaving every other processor alone. Why that is exact is
 argued in :mod:`falkirk.solver.fixpoint` (item 5).
 
@@ -14,7 +14,7 @@ argued in :mod:`falkirk.solver.fixpoint` (item 5).
 >>> df = Dataflow([Processor("a", "epoch", logs=["ab"], checkpoints=[Checkpoint(1), Checkpoint(2)]),
 ...                Processor("b", "epoch", checkpoints=[Checkpoint(3)])], [Edge("ab", "a", "b")])
 >>> s = TrackingSolver(monitor_view(df))
->>> s.run_worklist(["a", "b"])
+>>> s.run_queue(["a", "b"])
 >>> {p: df.domains[p].encode(f) for p, f in s.f.items()}, s.deps["b"], s.region(["a"])
 ({'a': 2, 'b': 'empty'}, {'a'}, ['a', 'b'])
 """
@@ -58,7 +58,7 @@ class TrackingSolver(Iteration):
     hooks (:meth:`lowered`, :meth:`notification_lowered`) record, per
     processor, the neighbours each lowering step read. The constructor only
     sets every processor at its initial frontier (``max F(p)``); call
-    :meth:`run_worklist` on all processors for a full solve.
+    :meth:`run_queue` on all processors for a full solve.
     ``examinations`` counts processor updates, as in
     :class:`~falkirk.solver.fixpoint.FixedPoint`.
     """
