@@ -60,8 +60,8 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.graphs import make  # noqa: E402
 from falkirk.solver import solve_frontiers  # noqa: E402
-from falkirk.solver.compressed import Stage, StageEdge, StageGraph  # noqa: E402
-from falkirk.solver.fast_engine import solve_total  # noqa: E402
+from falkirk.solver.vectorised.engine import solve_total  # noqa: E402
+from falkirk.solver.vectorised.stages import Stage, StageEdge, StageGraph  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -115,8 +115,8 @@ def round_robin(df: Any, failed: list[str], budget: float) -> dict[str, Any]:
     Returns its times, sweeps and, when it finished, ``f`` and ``n``; a stopped
     run's time is a lower bound of the full run's.
     """
-    from falkirk.solver.access import View, normalise_failed
     from falkirk.solver.fixpoint import Iteration
+    from falkirk.solver.model.access import View, normalise_failed
 
     gc.disable()
     try:

@@ -7,7 +7,7 @@ import pytest
 from benchmarks.graphs import FAMILIES, make
 
 from falkirk.solver import solve_frontiers
-from falkirk.solver.fast_engine import solve_total
+from falkirk.solver.vectorised.engine import solve_total
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

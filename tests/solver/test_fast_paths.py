@@ -1,8 +1,8 @@
 """The fast solvers agree with the literal round-robin reference (issue 9).
 
 * the worklist driver (:mod:`falkirk.solver.worklist`) on every domain;
-* the vectorised solver (:mod:`falkirk.solver.fast_total`) on totally ordered domains;
-* compressed stage graphs (:mod:`falkirk.solver.compressed`) against their expansion.
+* the vectorised solver (:mod:`falkirk.solver.vectorised.problem`) on totally ordered domains;
+* compressed stage graphs (:mod:`falkirk.solver.vectorised.stages`) against their expansion.
 
 Cases come from small generators below (random domains, projections,
 metadata, cycles, stateless processors, failures), driven by a
@@ -33,11 +33,11 @@ from falkirk.domains import (
 )
 from falkirk.errors import FalkirkError, SolverError
 from falkirk.solver import Checkpoint, Dataflow, Edge, Processor, check_consistent, dispatch, solve_frontiers
-from falkirk.solver.access import View
-from falkirk.solver.compressed import EMPTY, TOP, Stage, StageEdge, StageGraph
-from falkirk.solver.fast_build import NotApplicable
-from falkirk.solver.fast_engine import Engine, solve_total
-from falkirk.solver.fast_total import TotalProblem
+from falkirk.solver.model.access import View
+from falkirk.solver.vectorised.build import NotApplicable
+from falkirk.solver.vectorised.engine import Engine, solve_total
+from falkirk.solver.vectorised.problem import TotalProblem
+from falkirk.solver.vectorised.stages import EMPTY, TOP, Stage, StageEdge, StageGraph
 
 E, L2, P2 = Epoch(), Lexicographic(2), Product(2)
 

@@ -10,7 +10,7 @@ from falkirk.domains import Frontier
 from falkirk.errors import MonitorError, NotAChainError, ScenarioError, UnknownNameError, ValidationError
 from falkirk.scenario import loads
 from falkirk.solver import Checkpoint, Dataflow, Edge, Monitor, Processor, check_consistent, solve_frontiers
-from falkirk.solver.access import View
+from falkirk.solver.model.access import View
 
 
 def chain(*cks: Checkpoint, projection: Any = "identity", stateless: bool = False) -> Dataflow:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from falkirk.domains import Frontier, Recorded
 from falkirk.solver import Checkpoint, Dataflow, Edge, Processor, check_consistent, solve_frontiers
-from falkirk.solver.resolve import coerce
+from falkirk.solver.model.resolve import coerce
 from falkirk.testing import brute_force_solve, candidate_frontiers, dataflows, failure_sets, is_consistent
 from falkirk.testing.describe import dataflow_source
 

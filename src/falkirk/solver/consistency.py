@@ -25,10 +25,10 @@ from attrs import frozen
 
 from falkirk.domains import Frontier
 from falkirk.errors import UnknownNameError
-from falkirk.solver.access import View, normalise_failed
 from falkirk.solver.constraints import c2, c3, c4_edge, c4_notified
 from falkirk.solver.model import Dataflow
-from falkirk.solver.resolve import coerce
+from falkirk.solver.model.access import View, normalise_failed
+from falkirk.solver.model.resolve import coerce
 
 __all__ = ["Violation", "check_consistent", "greatest_notification_frontiers"]
 

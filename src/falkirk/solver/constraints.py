@@ -4,7 +4,7 @@ For an edge ``e = (p → q)`` and an assignment of frontiers ``f`` and
 notification frontiers ``n``:
 
 * **C1 available**: ``f(p) ∈ F(p)`` (:meth:`View.available
-  <falkirk.solver.access.View.available>`);
+  <falkirk.solver.model.access.View.available>`);
 * **C2 discarded**: ``D_e(f(p)) ⊆ f(q)``;
 * **C3 delivered**: ``M_e(f(q)) ⊆ φ_e(f(p))``, ``φ_e`` as ``q`` sees it
   (in a sequence domain: edge ``e``'s count alone, :func:`sent`);
@@ -13,7 +13,7 @@ notification frontiers ``n``:
 
 Each is a pair ``(left, right)`` that holds when ``left ⊆ right``:
 :func:`c2`, :func:`c3`, :func:`c4_edge`, :func:`c4_notified` (for any
-frontiers, through a :class:`~falkirk.solver.access.View`; what
+frontiers, through a :class:`~falkirk.solver.model.access.View`; what
 :func:`~falkirk.solver.check_consistent` reports). The drivers of SPEC §5
 (the reference round-robin, the worklist, the monitor's tracker) lower
 ``f(p)`` with the same constraints, read at a candidate of a stateful
@@ -33,7 +33,7 @@ in total domains, the antichains' sizes otherwise), except
 
 >>> from falkirk.domains import Frontier
 >>> from falkirk.solver import Checkpoint, Dataflow, Edge, Processor
->>> from falkirk.solver.access import View
+>>> from falkirk.solver.model.access import View
 >>> df = Dataflow([Processor("a", "epoch", logs=["ab"], checkpoints=[Checkpoint(3)]),
 ...                Processor("b", "epoch", checkpoints=[Checkpoint(1)])], [Edge("ab", "a", "b")])
 >>> view, ep = View(df, frozenset({"a"})), df.domains["a"]
@@ -54,8 +54,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from falkirk.domains import Frontier
 from falkirk.errors import SolverError
-from falkirk.solver.access import View
 from falkirk.solver.model import ResolvedCheckpoint
+from falkirk.solver.model.access import View
 
 __all__ = [
     "Why",
@@ -197,7 +197,7 @@ def lower_stateless(
 
     ``notifications`` is ``n(p)`` (C4; ``None`` when p receives none);
     ``outs`` lists ``(e, q, φ_e⁺(f(q)))`` for each output edge p does not log
-    (C2: the residual, :meth:`~falkirk.solver.access.View.residual`); ``ins``
+    (C2: the residual, :meth:`~falkirk.solver.model.access.View.residual`); ``ins``
     lists ``(e, u, φ_e(f(u)))`` for each input edge (C3: ``M_e(f) = f``).
     Every bound that lowers the frontier is reported as ``note(constraint,
     before, after, edge, neighbour)``, in that order.

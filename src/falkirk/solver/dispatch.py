@@ -8,8 +8,8 @@
   always.
 * ``"round_robin"`` — the literal iteration of Figure 6 (the reference,
   :mod:`falkirk.solver.fixpoint`).
-* ``"vectorised"`` — the vectorised solver (:mod:`falkirk.solver.fast_total`),
-  or :class:`~falkirk.solver.fast_build.NotApplicable` (a
+* ``"vectorised"`` — the vectorised solver (:mod:`falkirk.solver.vectorised.problem`),
+  or :class:`~falkirk.solver.vectorised.build.NotApplicable` (a
   :class:`~falkirk.errors.SolverError`) saying why it does not apply.
 
 All of them return the same frontiers and notification frontiers (the
@@ -29,8 +29,8 @@ while the worklist's cost is proportional to the part that rolls back; on
 the dense families (random DAGs, shuffles) the vectorised solver, conversion
 included, is about twice as fast, on chains and loops the two are even (or
 the worklist wins when little rolls back). Built straight from arrays
-(:meth:`~falkirk.solver.fast_total.TotalProblem.from_epochs`,
-:mod:`falkirk.solver.compressed`) it needs no conversion at all.
+(:meth:`~falkirk.solver.vectorised.problem.TotalProblem.from_epochs`,
+:mod:`falkirk.solver.vectorised.stages`) it needs no conversion at all.
 
 Cost: :func:`choose` is ``O(V)`` (a look at every domain) once the size
 thresholds are met, ``O(1)`` otherwise.
@@ -51,10 +51,10 @@ import warnings
 from collections.abc import Iterator, Mapping
 from typing import Literal, get_args
 
-from falkirk.solver.access import View
-from falkirk.solver.fast_build import NotApplicable, solve_view
 from falkirk.solver.fixpoint import FixedPoint, Reason, round_robin
 from falkirk.solver.model import Dataflow
+from falkirk.solver.model.access import View
+from falkirk.solver.vectorised.build import NotApplicable, solve_view
 from falkirk.solver.worklist import run_worklist
 
 __all__ = [

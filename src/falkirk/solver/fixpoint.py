@@ -13,9 +13,9 @@ they update next:
   when ``n(p)`` shrinks, p and its receivers);
 * :func:`falkirk.solver.worklist.run_worklist`: the same, re-checking only
   the constraints whose inputs changed (the default);
-* :class:`~falkirk.solver.monitor_solver.TrackingSolver`: the worklist
+* :class:`~falkirk.solver.monitor.tracker.TrackingSolver`: the worklist
   re-run on a region, for the monitor's incremental low-watermarks;
-* :mod:`falkirk.solver.fast_engine`: the same update on arrays.
+* :mod:`falkirk.solver.vectorised.engine`: the same update on arrays.
 
 Tie-breaking: there is none to make. The visiting order only changes how
 much work is done, never the answer, for the reasons below.
@@ -93,7 +93,7 @@ largest ``f ∈ F(p)`` below ``max F(p)`` meeting C2–C4 against ``x``, and
       event.
 
 >>> from falkirk.solver import Checkpoint, Dataflow, Edge, Processor
->>> from falkirk.solver.access import View
+>>> from falkirk.solver.model.access import View
 >>> df = Dataflow([Processor("a", "epoch", logs=["ab"], checkpoints=[Checkpoint(3)]),
 ...                Processor("b", "epoch", checkpoints=[Checkpoint(1), Checkpoint(5)])], [Edge("ab", "a", "b")])
 >>> fp = round_robin(View(df, frozenset({"a"})))
@@ -109,8 +109,8 @@ from collections.abc import Iterable
 from attrs import frozen
 
 from falkirk.domains import Frontier
-from falkirk.solver.access import View
 from falkirk.solver.constraints import cannot_roll_back, first_violation, lower_stateless, sent, violated
+from falkirk.solver.model.access import View
 
 __all__ = ["Reason", "FixedPoint", "Iteration", "round_robin"]
 
@@ -165,7 +165,7 @@ class FixedPoint:
 
 
 class Iteration:
-    """The state of one run of SPEC §5 over a :class:`~falkirk.solver.access.View`, and its update.
+    """The state of one run of SPEC §5 over a :class:`~falkirk.solver.model.access.View`, and its update.
 
     Every processor starts at ``max F(p)`` (``f = n``); :meth:`examine`
     applies the update to one processor; :meth:`run_round_robin` and
@@ -175,7 +175,7 @@ class Iteration:
     anyone.
 
     Hooks, for drivers that build on the iteration (the monitor's
-    :class:`~falkirk.solver.monitor_solver.TrackingSolver` does):
+    :class:`~falkirk.solver.monitor.tracker.TrackingSolver` does):
 
     * :meth:`lowered` is called for every step that lowers ``f(p)``, with
       the constraint, the edge and the neighbour whose value forced it (by
@@ -193,7 +193,7 @@ class Iteration:
     down (default) or their logarithm (``jump=True``).
 
     >>> from falkirk.solver import Checkpoint, Dataflow, Edge, Processor
-    >>> from falkirk.solver.access import View
+    >>> from falkirk.solver.model.access import View
     >>> df = Dataflow([Processor("a", "epoch", logs=["ab"], checkpoints=[Checkpoint(3)]),
     ...                Processor("b", "epoch", checkpoints=[Checkpoint(1), Checkpoint(5)])], [Edge("ab", "a", "b")])
     >>> it = Iteration(View(df, frozenset({"a"})), jump=True)

@@ -27,10 +27,10 @@ from attrs import frozen
 from falkirk.domains import Frontier
 from falkirk.domains.encoding import encode_frontier, frontier_text
 from falkirk.solver import dispatch
-from falkirk.solver.access import View, normalise_failed
 from falkirk.solver.dispatch import Strategy
 from falkirk.solver.fixpoint import Reason
 from falkirk.solver.model import Dataflow
+from falkirk.solver.model.access import View, normalise_failed
 
 __all__ = ["Replay", "RollbackPlan", "solve_frontiers", "encode_frontier", "ACTIONS"]
 

@@ -15,7 +15,7 @@ is precomputed; the cyclic garbage collector is paused during the run (the
 solver allocates many short-lived, acyclic objects).
 
 >>> from falkirk.solver import Checkpoint, Dataflow, Edge, Processor
->>> from falkirk.solver.access import View
+>>> from falkirk.solver.model.access import View
 >>> df = Dataflow([Processor("a", "epoch", logs=["ab"], checkpoints=[Checkpoint(3)]),
 ...                Processor("b", "epoch", checkpoints=[Checkpoint(1), Checkpoint(5)])],
 ...               [Edge("ab", "a", "b")])
@@ -33,10 +33,10 @@ from collections import deque
 from collections.abc import Callable
 
 from falkirk.domains import Domain, Frontier
-from falkirk.solver.access import Lazy, View
 from falkirk.solver.constraints import cannot_roll_back, last_holding, lower_stateless, sent, violated
 from falkirk.solver.fixpoint import FixedPoint, Reason
 from falkirk.solver.model import ResolvedCheckpoint
+from falkirk.solver.model.access import Lazy, View
 
 __all__ = ["run_worklist"]
 

@@ -14,10 +14,10 @@ from attrs import frozen
 
 from falkirk.domains import INPUT_EDGE, Domain, Frontier, Sequence
 from falkirk.errors import DomainError, NotAChainError, NotMonotoneError, ValidationError
-from falkirk.solver.elements import Checkpoint, ResolvedCheckpoint
+from falkirk.solver.model.elements import Checkpoint, ResolvedCheckpoint
 
 if TYPE_CHECKING:
-    from falkirk.solver.model import Dataflow
+    from falkirk.solver.model.dataflow import Dataflow
 
 __all__ = [
     "Resolved",

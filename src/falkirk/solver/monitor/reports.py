@@ -25,10 +25,10 @@ from typing import Any
 from attrs import field, frozen
 
 from falkirk.domains import Frontier
+from falkirk.domains.encoding import encode_frontier
 from falkirk.errors import FalkirkError, MonitorError
 from falkirk.solver.model import Checkpoint, Dataflow, ResolvedCheckpoint
-from falkirk.solver.plan import encode_frontier
-from falkirk.solver.resolve import (
+from falkirk.solver.model.resolve import (
     check_monotone,
     coerce,
     differing_fields,

@@ -26,8 +26,8 @@ from typing import Any
 from falkirk.domains import INPUT_EDGE, Domain, Sequence, make_domain
 from falkirk.domains.projections import BoundProjection, projection_from_spec
 from falkirk.errors import FalkirkError, UnknownNameError, ValidationError
-from falkirk.solver.elements import Checkpoint, Edge, Meta, Processor, ResolvedCheckpoint
-from falkirk.solver.resolve import resolve_processor
+from falkirk.solver.model.elements import Checkpoint, Edge, Meta, Processor, ResolvedCheckpoint
+from falkirk.solver.model.resolve import resolve_processor
 
 __all__ = ["Checkpoint", "Processor", "Edge", "Dataflow", "ResolvedCheckpoint", "Meta"]
 

@@ -4,10 +4,10 @@ A :class:`Monitor` holds a dataflow's persisted checkpoint metadata and its
 **low-watermarks** ``lw(p)``: SPEC §5 solved with every processor failed
 (``solve_frontiers(df, failed="all")``). :meth:`Monitor.record` accepts a new
 checkpoint, updates the watermarks incrementally and returns the
-:class:`~falkirk.solver.monitor_checkpoint.Changes` it allows (checkpoints,
+:class:`~falkirk.solver.monitor.reports.Changes` it allows (checkpoints,
 logged messages and input to delete or acknowledge, output to commit).
 :meth:`Monitor.plan_rollback` answers a failure. With a
-:class:`~falkirk.solver.store.SQLiteStore` every acknowledged report is
+:class:`~falkirk.solver.monitor.store.SQLiteStore` every acknowledged report is
 durable and :meth:`Monitor.open` restarts with exactly that state.
 
 External inputs are the processors without input edges; external outputs
@@ -50,14 +50,21 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from falkirk.domains import Frontier
+from falkirk.domains.encoding import encode_frontier
 from falkirk.errors import MonitorError, UnknownNameError
-from falkirk.solver.access import normalise_failed
 from falkirk.solver.model import Checkpoint, Dataflow, ResolvedCheckpoint
-from falkirk.solver.monitor_checkpoint import Changes, projected_checkpoints, resolve_next
-from falkirk.solver.monitor_codec import checkpoint_to_json
-from falkirk.solver.monitor_solver import TrackingSolver, monitor_view
-from falkirk.solver.plan import RollbackPlan, encode_frontier, solve_frontiers
-from falkirk.solver.store import MemoryStore, MetadataStore, SQLiteStore, StoredState, with_checkpoints
+from falkirk.solver.model.access import normalise_failed
+from falkirk.solver.monitor.codec import checkpoint_to_json
+from falkirk.solver.monitor.reports import Changes, projected_checkpoints, resolve_next
+from falkirk.solver.monitor.store import (
+    MemoryStore,
+    MetadataStore,
+    SQLiteStore,
+    StoredState,
+    with_checkpoints,
+)
+from falkirk.solver.monitor.tracker import TrackingSolver, monitor_view
+from falkirk.solver.plan import RollbackPlan, solve_frontiers
 
 __all__ = ["Monitor", "Changes"]
 
@@ -68,7 +75,7 @@ class Monitor:
     ``dataflow``'s processors list their already persisted checkpoints (their
     ``live`` metadata is ignored: pass it to :meth:`plan_rollback`).
     ``outputs`` names the external outputs. ``store`` receives every
-    acknowledged report (default: a :class:`~falkirk.solver.store.MemoryStore`);
+    acknowledged report (default: a :class:`~falkirk.solver.monitor.store.MemoryStore`);
     use :meth:`create` / :meth:`open` for an SQLite database. Not thread-safe.
     """
 

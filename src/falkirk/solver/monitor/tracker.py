@@ -26,9 +26,9 @@ from collections.abc import Iterable
 from attrs import frozen
 
 from falkirk.domains import Frontier
-from falkirk.solver.access import View
 from falkirk.solver.fixpoint import Iteration, Reason
 from falkirk.solver.model import Dataflow
+from falkirk.solver.model.access import View
 
 __all__ = ["monitor_view", "TrackingSolver", "Saved"]
 

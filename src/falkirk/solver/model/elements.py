@@ -1,10 +1,10 @@
 """The dataflow's value objects: :class:`Processor`, :class:`Edge`, :class:`Checkpoint` and the resolved :class:`ResolvedCheckpoint` (SPEC §2–§3).
 
-They sit below :mod:`falkirk.solver.resolve` (which fills in :class:`ResolvedCheckpoint`)
+They sit below :mod:`falkirk.solver.model.resolve` (which fills in :class:`ResolvedCheckpoint`)
 and :mod:`falkirk.solver.model` (whose :class:`~falkirk.solver.model.Dataflow`
 validates them), so the solver's modules import in one direction.
 
->>> from falkirk.solver.elements import Processor
+>>> from falkirk.solver.model.elements import Processor
 >>> Processor("src", "epoch", stateless=True).stateless
 True
 """

@@ -13,8 +13,9 @@ from typing import Any
 
 from falkirk.domains import Frontier
 from falkirk.errors import SolverError, UnknownNameError
-from falkirk.solver.model import Dataflow, ResolvedCheckpoint
-from falkirk.solver.resolve import delivered_default, edge_view
+from falkirk.solver.model.dataflow import Dataflow
+from falkirk.solver.model.elements import ResolvedCheckpoint
+from falkirk.solver.model.resolve import delivered_default, edge_view
 
 __all__ = ["View", "normalise_failed"]
 

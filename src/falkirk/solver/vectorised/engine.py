@@ -1,4 +1,4 @@
-"""The array engine for :class:`~falkirk.solver.fast_total.TotalProblem`, and :func:`solve_total` which runs it.
+"""The array engine for :class:`~falkirk.solver.vectorised.problem.TotalProblem`, and :func:`solve_total` which runs it.
 
 Rounds of array operations while many constraints are dirty (every dirty
 group and processor at once, Jacobi style), and a scalar worklist over the
@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from falkirk.solver.constraints import cannot_roll_back
-from falkirk.solver.fast_total import CHAIN, NONE, Array, TotalProblem, TotalSolution, ranges
+from falkirk.solver.vectorised.problem import CHAIN, NONE, Array, TotalProblem, TotalSolution, ranges
 
 __all__ = ["Engine", "solve_total"]
 
