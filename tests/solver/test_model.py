@@ -65,13 +65,21 @@ def test_same_frontier_with_other_metadata_points_at_a_source_edge() -> None:
     assert "discarded" in msg and "'@input'" in msg
 
 
-def test_a_given_field_and_its_default_count_as_different_metadata() -> None:
-    """Identity is of the metadata as given: an explicit value equal to the default is still another report."""
-    with pytest.raises(NotAChainError, match="delivered"):
+def test_a_given_field_equal_to_its_default_is_the_same_metadata() -> None:
+    """Metadata are compared resolved: an explicit value equal to the default is the same checkpoint."""
+    df = Dataflow(
+        [
+            Processor("s", "epoch", stateless=True),
+            Processor("a", "epoch", checkpoints=[Checkpoint(2), Checkpoint(2, delivered={"sa": 2})]),
+        ],
+        [Edge("sa", "s", "a")],
+    )
+    assert frontiers(df, "a") == ["empty", 2]
+    with pytest.raises(NotAChainError, match=r"metadata differ \(delivered\)"):
         Dataflow(
             [
                 Processor("s", "epoch", stateless=True),
-                Processor("a", "epoch", checkpoints=[Checkpoint(2), Checkpoint(2, delivered={"sa": 2})]),
+                Processor("a", "epoch", checkpoints=[Checkpoint(2), Checkpoint(2, delivered={"sa": 1})]),
             ],
             [Edge("sa", "s", "a")],
         )

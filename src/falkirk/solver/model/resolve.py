@@ -97,7 +97,7 @@ def resolve_processor(df: Dataflow, name: str) -> Resolved:
     for i, meta in enumerate(metas):
         prev, cur = chain[-1].frontier, meta.frontier
         if prev == cur and i > 0:
-            fields = differing_fields(p.checkpoints[i - 1], p.checkpoints[i])
+            fields = differing_fields(chain[-1], meta)
             if fields:
                 from falkirk.domains.encoding import frontier_text
 
@@ -120,17 +120,17 @@ def resolve_processor(df: Dataflow, name: str) -> Resolved:
     return Resolved(tuple(chain), live)
 
 
-#: The fields of a :class:`Checkpoint` besides its frontier.
-METADATA_FIELDS = ("notifications", "delivered", "discarded", "projection", "logged", "state")
+#: The fields of a :class:`ResolvedCheckpoint` besides its frontier (``recorded``: which edges record φ).
+METADATA_FIELDS = ("notifications", "delivered", "discarded", "projection", "logged", "state", "recorded")
 
 
-def differing_fields(a: Checkpoint, b: Checkpoint) -> list[str]:
-    """The metadata fields (frontier aside) in which two reported checkpoints differ, as given.
+def differing_fields(a: ResolvedCheckpoint, b: ResolvedCheckpoint) -> list[str]:
+    """The metadata fields (frontier aside) in which two resolved checkpoints differ.
 
     Two successive checkpoints at the same frontier are one checkpoint when
-    this is empty (SPEC §5: an idle period). The comparison is of the
-    reports as given, so a field given in one and left to its default in the
-    other counts as different (the safe reading: the checkpoint is refused).
+    this is empty (SPEC §5: an idle period). The metadata are compared
+    resolved, so a field given explicitly equals the same value left to its
+    default.
     """
     return [fld for fld in METADATA_FIELDS if getattr(a, fld) != getattr(b, fld)]
 

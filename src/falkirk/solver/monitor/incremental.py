@@ -192,15 +192,7 @@ class Monitor:
 
     def _add(self, name: str, ck: Checkpoint) -> Changes:
         self._usable()
-        raw = self._raw[name]
-        meta = resolve_next(
-            self._graph,
-            name,
-            self._last[name],
-            self._projected[name].values(),
-            ck,
-            last_checkpoint=raw[-1] if raw else None,
-        )
+        meta = resolve_next(self._graph, name, self._last[name], self._projected[name].values(), ck)
         solver, view = self._solver, self._view
         region = solver.region([name])
         saved = solver.save(region)

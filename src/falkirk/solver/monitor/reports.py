@@ -104,13 +104,7 @@ class Changes:
 
 
 def resolve_next(
-    df: Dataflow,
-    name: str,
-    last: ResolvedCheckpoint,
-    projected: Iterable[Checkpoint],
-    ck: Checkpoint,
-    *,
-    last_checkpoint: Checkpoint | None = None,
+    df: Dataflow, name: str, last: ResolvedCheckpoint, projected: Iterable[Checkpoint], ck: Checkpoint
 ) -> ResolvedCheckpoint:
     """Resolve ``ck``, reported by ``name`` after the checkpoint resolved as ``last``.
 
@@ -118,10 +112,10 @@ def resolve_next(
     projection on an edge whose projection is recorded (the latest per edge
     suffices). Raises :class:`~falkirk.errors.MonitorError` naming the
     processor when ``ck`` is out of order, not monotone, or malformed. A
-    report at the frontier of ``last`` is refused too: if its metadata are
-    those of ``last_checkpoint`` (the report ``last`` was resolved from) it is
-    that checkpoint, already recorded; otherwise the message points at the
-    source edge that output produced without new input needs (SPEC §5).
+    report at the frontier of ``last`` is refused too: with the same
+    (resolved) metadata it is that checkpoint, already recorded; otherwise
+    the message points at the source edge that output produced without new
+    input needs (SPEC §5).
     """
     if not isinstance(ck, Checkpoint):
         raise MonitorError(f"processor {name!r}: expected a Checkpoint, got {ck!r}")
@@ -132,16 +126,8 @@ def resolve_next(
             raise MonitorError(
                 f"{where}: a checkpoint at 'top' is the live state, not a persisted checkpoint"
             )
-        if last.frontier == f and last_checkpoint is not None and not f.is_empty:
-            fields = differing_fields(last_checkpoint, ck)
-            if not fields:
-                raise MonitorError(
-                    f"{where}: checkpoint at {encode_frontier(f)} is out of order: it repeats the latest "
-                    "one (same frontier and metadata), which is already recorded; report each checkpoint once"
-                )
-            subject = f"{where}: checkpoint at {encode_frontier(f)} is out of order: it"
-            raise MonitorError(same_frontier_message(subject, "the latest one", fields))
-        if not (last.frontier <= f and last.frontier != f):
+        same = last.frontier == f and not f.is_empty
+        if not same and not (last.frontier <= f and last.frontier != f):
             raise MonitorError(
                 f"{where}: checkpoint at {encode_frontier(f)} is out of order: it does not strictly contain "
                 f"the latest one, {encode_frontier(last.frontier)}; report checkpoints in increasing order"
@@ -150,6 +136,15 @@ def resolve_next(
         meta = resolve_checkpoint(
             df, name, ck, f, f"{where}, checkpoint at {encode_frontier(f)}", live=False, records=records
         )
+        if same:
+            fields = differing_fields(last, meta)
+            if not fields:
+                raise MonitorError(
+                    f"{where}: checkpoint at {encode_frontier(f)} is out of order: it repeats the latest "
+                    "one (same frontier and metadata), which is already recorded; report each checkpoint once"
+                )
+            subject = f"{where}: checkpoint at {encode_frontier(f)} is out of order: it"
+            raise MonitorError(same_frontier_message(subject, "the latest one", fields))
         check_monotone(name, [last, meta], ["", "reported checkpoint"])
     except MonitorError:
         raise
