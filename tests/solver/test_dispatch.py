@@ -8,7 +8,7 @@ import pytest
 
 from falkirk.cli import main
 from falkirk.solver import Checkpoint, Dataflow, Edge, Processor, dispatch, solve_frontiers
-from falkirk.solver.dispatch import STRATEGIES, LazyReasons, choose, strategy_of
+from falkirk.solver.dispatch import STRATEGIES, choose, strategy_of
 
 
 def chain(n: int) -> Dataflow:
@@ -35,16 +35,13 @@ def test_every_strategy_gives_the_same_plan(strategy: str) -> None:
     assert [plan.explain(p) for p in df.processors] == [ref.explain(p) for p in df.processors]
 
 
-def test_auto_is_the_worklist_below_the_threshold_and_vectorised_above(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """``"auto"`` picks the vectorised solver for large, dense, totally ordered dataflows only."""
+def test_worklist_means_the_worklist_even_where_auto_vectorises(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``"worklist"`` always runs the worklist; only ``"auto"`` switches (the switch itself: test_fast_paths)."""
     df = chain(4)
-    assert choose(df) == choose(df, strategy="auto") == "worklist"
+    assert choose(df) == choose(df, strategy="auto") == choose(df, strategy="worklist") == "worklist"
     monkeypatch.setattr(dispatch, "VECTORISE_FROM", 2)
     monkeypatch.setattr(dispatch, "DENSE_FROM", 0)
     assert choose(df) == "vectorised" and choose(df, strategy="worklist") == "worklist"
-    assert isinstance(solve_frontiers(df, ["p1"]).reasons, LazyReasons)
     assert isinstance(solve_frontiers(df, ["p1"], strategy="worklist").reasons, dict)
 
 
