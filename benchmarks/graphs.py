@@ -6,7 +6,7 @@ a dataflow with checkpoints and failures. From it one can build
 * a :class:`falkirk.solver.Dataflow` (:meth:`Graph.dataflow`) for the
   reference solvers — this is slow at 10^5 processors, see
   ``benchmarks/solver.py``, which measures it;
-* a :class:`falkirk.solver.fast_total.TotalProblem` (:meth:`Graph.problem`)
+* a :class:`falkirk.solver.vectorised.problem.TotalProblem` (:meth:`Graph.problem`)
   directly from the arrays, without any per-processor Python objects, for
   the vectorised solver (epoch domain only).
 
@@ -142,8 +142,8 @@ class Graph:
         )
 
     def problem(self) -> Any:
-        """The graph as a :class:`~falkirk.solver.fast_total.TotalProblem` (epoch domain only)."""
-        from falkirk.solver.fast_total import TotalProblem
+        """The graph as a :class:`~falkirk.solver.vectorised.problem.TotalProblem` (epoch domain only)."""
+        from falkirk.solver.vectorised.problem import TotalProblem
 
         if self.domain != "epoch":
             raise ValueError("only epoch-domain graphs have a direct array form")

@@ -10,7 +10,7 @@ with ``benchmarks/plot_solver.py``, which the full run calls).
 
 Sections:
 
-1. **worklist vs round robin** — ``solve_frontiers(df, failed, fast=False)``
+1. **worklist vs round robin** — ``solve_frontiers(df, failed, strategy="worklist")``
    (the worklist) and ``strategy="round_robin"`` (Figure 6, literally) on the
    same :class:`~falkirk.solver.Dataflow`, for every graph family of
    ``benchmarks/graphs.py`` declared in topological order (the round robin's
@@ -60,8 +60,8 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.graphs import make  # noqa: E402
 from falkirk.solver import solve_frontiers  # noqa: E402
-from falkirk.solver.compressed import Stage, StageEdge, StageGraph  # noqa: E402
-from falkirk.solver.fast_engine import solve_total  # noqa: E402
+from falkirk.solver.vectorised.engine import solve_total  # noqa: E402
+from falkirk.solver.vectorised.stages import Stage, StageEdge, StageGraph  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -110,18 +110,18 @@ def peak_mb(fn: Callable[[], Any]) -> float:
 
 
 def round_robin(df: Any, failed: list[str], budget: float) -> dict[str, Any]:
-    """Figure 6's round robin, literally (``fixpoint._Solver``'s sweeps), stopped after ``budget`` CPU seconds.
+    """Figure 6's round robin, literally (``fixpoint.Iteration``'s sweeps), stopped after ``budget`` CPU seconds.
 
     Returns its times, sweeps and, when it finished, ``f`` and ``n``; a stopped
     run's time is a lower bound of the full run's.
     """
-    from falkirk.solver.access import View, normalise_failed
-    from falkirk.solver.fixpoint import _Solver
+    from falkirk.solver.fixpoint import Iteration
+    from falkirk.solver.model.access import View, normalise_failed
 
     gc.disable()
     try:
         w0, c0 = time.perf_counter(), time.process_time()
-        s = _Solver(View(df, normalise_failed(df, failed)))
+        s = Iteration(View(df, normalise_failed(df, failed)))
         names, sweeps, changed = list(df.processors), 0, True
         while changed:
             changed = False
@@ -167,7 +167,7 @@ def worklist_vs_round_robin(
                 "build_cpu_s": build_c,
             }
             ref, row["worklist_s"], row["worklist_cpu_s"] = timed(
-                partial(solve_frontiers, df, failed, fast=False), _repeat(n)
+                partial(solve_frontiers, df, failed, strategy="worklist"), _repeat(n)
             )
             row["worklist_examinations"] = ref.examinations
             row["rolled_back"] = sum(1 for f in ref.frontiers.values() if not f.is_top)
@@ -190,7 +190,7 @@ def worklist_vs_round_robin(
                     and vec.notification_frontiers == ref.notification_frontiers
                 )
             if memory and n == sizes[-1]:
-                row["worklist_peak_mb"] = peak_mb(partial(solve_frontiers, df, failed, fast=False))
+                row["worklist_peak_mb"] = peak_mb(partial(solve_frontiers, df, failed, strategy="worklist"))
                 if vectorised:
                     row["vectorised_peak_mb"] = peak_mb(
                         partial(solve_frontiers, df, failed, strategy="vectorised")
@@ -319,7 +319,7 @@ def huge_dataflow(n: int) -> dict[str, Any]:
     rss1 = _rss_mb()
     gc.collect()
     gc.freeze()
-    ref, ww, wc = timed(partial(solve_frontiers, df, failed, fast=False), 1)
+    ref, ww, wc = timed(partial(solve_frontiers, df, failed, strategy="worklist"), 1)
     vec, vw, vc = timed(partial(solve_frontiers, df, failed, strategy="vectorised"), 1)
     assert vec.frontiers == ref.frontiers and vec.notification_frontiers == ref.notification_frontiers
     row = {

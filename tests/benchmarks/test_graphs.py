@@ -7,7 +7,7 @@ import pytest
 from benchmarks.graphs import FAMILIES, make
 
 from falkirk.solver import solve_frontiers
-from falkirk.solver.fast_engine import solve_total
+from falkirk.solver.vectorised.engine import solve_total
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -17,7 +17,7 @@ def test_family_builds_a_valid_dataflow(family: str, domain: str) -> None:
     g = make(family, 40, seed=3, domain=domain, checkpoints=(1, 5))
     df = g.dataflow()
     assert (len(df.processors), len(df.edges)) == (g.n, g.m)
-    plan = solve_frontiers(df, g.failed_names(), fast=False)
+    plan = solve_frontiers(df, g.failed_names(), strategy="worklist")
     assert set(plan.frontiers) == set(df.processors)
 
 

@@ -21,7 +21,7 @@ from falkirk.cli._common import add_file_argument, read_scenario, show_frontier
 from falkirk.domains import Frontier
 from falkirk.errors import UnknownNameError
 from falkirk.solver import Dataflow, solve_frontiers
-from falkirk.solver.monitor_checkpoint import Changes
+from falkirk.solver.monitor.reports import Changes
 
 __all__ = ["register", "run", "watermark_report"]
 

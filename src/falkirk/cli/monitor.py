@@ -19,7 +19,7 @@ from falkirk.cli._common import add_file_argument, read_scenario
 from falkirk.cli.gc import watermark_report
 from falkirk.errors import MonitorError
 from falkirk.solver.monitor import Monitor
-from falkirk.solver.monitor_codec import checkpoint_from_json
+from falkirk.solver.monitor.codec import checkpoint_from_json
 
 __all__ = ["register"]
 

@@ -1,4 +1,4 @@
-"""``falkirk solve FILE [--json] [--strategy worklist|round_robin]``: print the rollback plan."""
+"""``falkirk solve FILE [--json] [--strategy auto|worklist|round_robin|vectorised]``: print the rollback plan."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from falkirk.cli._common import add_file_argument, failed_summary, read_scenario
+from falkirk.solver.dispatch import STRATEGIES
 
 __all__ = ["register", "run"]
 
@@ -20,12 +21,15 @@ def register(subparsers: Any) -> None:
         "f(p), notification frontier n(p) and action, and the logged messages to replay.",
     )
     add_file_argument(parser)
-    parser.add_argument("--json", action="store_true", help="print the falkirk-plan/1 JSON document instead of a table")
+    parser.add_argument(
+        "--json", action="store_true", help="print the falkirk-plan/1 JSON document instead of a table"
+    )
     parser.add_argument(
         "--strategy",
-        choices=("worklist", "round_robin"),
-        default="worklist",
-        help="fixed-point iteration to use (both give the same plan; default: worklist)",
+        choices=STRATEGIES,
+        default="auto",
+        help="solver to use (all give the same plan; default: auto, the worklist or, on large "
+        "totally ordered dataflows, the vectorised solver)",
     )
     parser.set_defaults(run=run)
 
@@ -37,7 +41,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(plan.to_json(), indent=2))
         return 0
-    what = "all (low-watermarks for garbage collection)" if scenario.failed == "all" else failed_summary(scenario)
+    what = (
+        "all (low-watermarks for garbage collection)"
+        if scenario.failed == "all"
+        else failed_summary(scenario)
+    )
     print(f"failed: {what}\n")
     print(plan.table())
     return 0

@@ -18,6 +18,7 @@ from attrs import cmp_using, field, frozen
 
 from falkirk.errors import UnknownNameError
 from falkirk.solver import Dataflow, RollbackPlan, solve_frontiers
+from falkirk.solver.dispatch import Strategy
 
 __all__ = ["Scenario"]
 
@@ -68,6 +69,6 @@ class Scenario:
         names = self.dataflow.processors
         return [n for n in names if self.failed == "all" or n in self.failed]
 
-    def solve(self, *, strategy: Literal["worklist", "round_robin"] = "worklist") -> RollbackPlan:
-        """The rollback plan: :func:`falkirk.solver.solve_frontiers` on this scenario."""
+    def solve(self, *, strategy: Strategy = "auto") -> RollbackPlan:
+        """The rollback plan: :func:`falkirk.solver.solve_frontiers` on this scenario (same ``strategy``)."""
         return solve_frontiers(self.dataflow, self.failed, strategy=strategy)

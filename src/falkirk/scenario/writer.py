@@ -26,7 +26,7 @@ from falkirk.scenario.model import Scenario
 from falkirk.scenario.paths import error_at, join
 from falkirk.scenario.reader import FORMAT
 from falkirk.solver import Checkpoint, Dataflow, Processor, encode_frontier
-from falkirk.solver.resolve import coerce
+from falkirk.solver.model.resolve import coerce
 
 __all__ = ["dump", "dumps"]
 

@@ -20,16 +20,17 @@ sink top → 1 by C3 on e2: it had received messages that sum at 2 will send aga
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any
 
 from attrs import frozen
 
 from falkirk.domains import Frontier
 from falkirk.domains.encoding import encode_frontier, frontier_text
 from falkirk.solver import dispatch
-from falkirk.solver.access import View, normalise_failed
+from falkirk.solver.dispatch import Strategy
 from falkirk.solver.fixpoint import Reason
 from falkirk.solver.model import Dataflow
+from falkirk.solver.model.access import View, normalise_failed
 
 __all__ = ["Replay", "RollbackPlan", "solve_frontiers", "encode_frontier", "ACTIONS"]
 
@@ -129,25 +130,32 @@ def solve_frontiers(
     dataflow: Dataflow,
     failed: Iterable[str] | str = (),
     *,
-    strategy: Literal["worklist", "round_robin", "vectorised"] = "worklist",
-    fast: bool = True,
+    strategy: Strategy = "auto",
+    fast: bool | None = None,
 ) -> RollbackPlan:
     """Choose a consistent rollback frontier for every processor (SPEC §5).
 
     ``failed`` names the processors that failed (they lose ``⊤``); ``"all"``
     computes low-watermarks for garbage collection (SPEC §6). ``strategy``
-    selects the worklist iteration (default), the literal round-robin of
-    Figure 6, or the vectorised solver for totally ordered domains. With
-    ``fast=True`` (default) the worklist gives way to the vectorised solver
-    automatically when that applies and the dataflow is large;
-    ``fast=False`` forces the reference worklist (see
-    :mod:`falkirk.solver.dispatch`). All return the same frontiers.
+    picks the solver (:mod:`falkirk.solver.dispatch`): ``"auto"`` (default:
+    the worklist, or the vectorised solver on large dataflows whose domains
+    are all totally ordered), ``"worklist"``, ``"round_robin"`` (the literal
+    iteration of Figure 6) or ``"vectorised"``. All return the same
+    frontiers. ``fast=`` is a deprecated alias: ``fast=True`` is ``"auto"``,
+    ``fast=False`` is ``"worklist"`` (:class:`DeprecationWarning`).
+
+    Cost: the worklist examines only the part of the graph that rolls back;
+    each examination costs ``O(edges of p)`` frontier comparisons plus a
+    binary search over p's checkpoints. The round robin re-examines every
+    processor until nothing changes.
 
     Raises :class:`~falkirk.errors.SolverError` when a processor that is not
-    restartable would have to go below its lowest checkpoint.
+    restartable would have to go below its lowest checkpoint, and
+    :class:`ValueError` for an unknown strategy.
     """
+    strategy = dispatch.strategy_of(strategy, fast, stacklevel=2)
     failed_set = normalise_failed(dataflow, failed)
-    fp = dispatch.solve(View(dataflow, failed_set), strategy=strategy, fast=fast)
+    fp = dispatch.solve(View(dataflow, failed_set), strategy=strategy)
     actions = {p: _action(p in failed_set, f) for p, f in fp.frontiers.items()}
     replay = {}
     for p, proc in dataflow.processors.items():

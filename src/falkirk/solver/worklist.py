@@ -1,16 +1,10 @@
 """The worklist iteration of SPEC §5, driven by dirty constraints.
 
-Same update as :meth:`falkirk.solver.fixpoint._Solver.examine` (the
+Same update as :meth:`falkirk.solver.fixpoint.Iteration.examine` (the
 round-robin reference), but each examination only re-checks the
-constraints whose inputs changed since the processor was last examined:
-
-* every constraint of a stateful processor holds on a **prefix** of its
-  chain (``N``, ``M_e``, ``D_e`` are monotone), and neighbours' frontiers
-  only shrink, so a constraint that held at ``f(p)`` still holds at any
-  lower candidate until the neighbour it reads changes;
-* at the start every processor that has not failed sits at ``⊤`` with
-  ``⊤`` neighbours, where C1–C4 hold, so only the failed processors (and,
-  through them, their neighbours) need looking at.
+constraints whose inputs changed since the processor was last examined;
+why that is the full update, and why only the failed processors start
+queued, is argued in :mod:`falkirk.solver.fixpoint` (item 4).
 
 The new candidate is found by binary search over the chain (one comparison
 when nothing changed), and the :class:`~falkirk.solver.fixpoint.Reason` of
@@ -21,7 +15,7 @@ is precomputed; the cyclic garbage collector is paused during the run (the
 solver allocates many short-lived, acyclic objects).
 
 >>> from falkirk.solver import Checkpoint, Dataflow, Edge, Processor
->>> from falkirk.solver.access import View
+>>> from falkirk.solver.model.access import View
 >>> df = Dataflow([Processor("a", "epoch", logs=["ab"], checkpoints=[Checkpoint(3)]),
 ...                Processor("b", "epoch", checkpoints=[Checkpoint(1), Checkpoint(5)])],
 ...               [Edge("ab", "a", "b")])
@@ -39,10 +33,10 @@ from collections import deque
 from collections.abc import Callable
 
 from falkirk.domains import Domain, Frontier
-from falkirk.errors import SolverError
-from falkirk.solver.access import Lazy, View
+from falkirk.solver.constraints import cannot_roll_back, last_holding, lower_stateless, sent, violated
 from falkirk.solver.fixpoint import FixedPoint, Reason
-from falkirk.solver.model import Meta
+from falkirk.solver.model import ResolvedCheckpoint
+from falkirk.solver.model.access import Lazy, View
 
 __all__ = ["run_worklist"]
 
@@ -59,37 +53,6 @@ def _subset(domain: Domain) -> Callable[[Frontier, Frontier], bool]:
     return subset
 
 
-def _bound(
-    cands: list[Meta],
-    field: str,
-    edge: str | None,
-    sub: Callable[[Frontier, Frontier], bool],
-    limit: Frontier,
-    hi: int,
-) -> int:
-    """Largest ``j <= hi`` whose ``field`` (``[edge]``) is inside ``limit``; ``-1`` if none."""
-
-    def ok(j: int) -> bool:
-        value = getattr(cands[j], field)
-        return sub(value if edge is None else value[edge], limit)
-
-    return _last_true(ok, hi)
-
-
-def _last_true(ok: Callable[[int], bool], hi: int) -> int:
-    """Largest ``j <= hi`` with ``ok(j)``, for ``ok`` true on a prefix; ``-1`` if none."""
-    if ok(hi):
-        return hi
-    lo, hi = 0, hi - 1  # answer in [lo - 1, hi]
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            lo = mid + 1
-        else:
-            hi = mid - 1
-    return hi
-
-
 class _Worklist:
     """State of one run, keyed by processor and edge names like the reference."""
 
@@ -98,7 +61,7 @@ class _Worklist:
         self.view, self.df = view, df
         self.edges, self.outputs, self.inputs = df.edges, df.outputs, df.inputs
         self.procs = df.processors
-        self.cands: dict[str, list[Meta]] = view.cands
+        self.cands: dict[str, list[ResolvedCheckpoint]] = view.cands
         # f, n, chain positions and reasons of a processor are created when the
         # run first reaches it: the part of the graph that keeps ⊤ costs nothing
         self.f: dict[str, Frontier] = Lazy(view.initial)
@@ -196,7 +159,7 @@ class _Worklist:
 
     def _phi_n(self, e: str) -> Frontier:
         edge = self.edges[e]
-        return self.view.incoming(edge.dst, e, self.view.projection(edge.src, e, self.n[edge.src]))
+        return sent(self.view, edge.dst, e, edge.src, self.n[edge.src])
 
     def _note(
         self, p: str, constraint: str, before: Frontier, after: Frontier, e: str | None, nb: str | None
@@ -225,28 +188,15 @@ class _Worklist:
             self._changed(p, f_changed, n_changed)
 
     def _stateless_f(self, p: str, c4: bool, outs: list[str], ins: list[str]) -> Frontier:
-        view, df = self.view, self.df
-        cur = self.f[p]
-        if c4 and df.receives_notifications[p]:
-            nxt = cur & self.n[p]
-            if nxt != cur:
-                self._note(p, "C4", cur, nxt, None, None)
-                cur = nxt
+        view, edges, f = self.view, self.edges, self.f
         logs = self.procs[p].logs
-        for e in outs:
-            if e in logs:
-                continue
-            q = self.edges[e].dst
-            nxt = cur & view.residual(p, e, self.f[q])
-            if nxt != cur:
-                self._note(p, "C2", cur, nxt, e, q)
-                cur = nxt
-        for e in ins:
-            nxt = cur & self._phi_f(e)
-            if nxt != cur:
-                self._note(p, "C3", cur, nxt, e, self.edges[e].src)
-                cur = nxt
-        return cur
+        return lower_stateless(
+            f[p],
+            self.n[p] if c4 and self.df.receives_notifications[p] else None,
+            ((e, q, view.residual(p, e, f[q])) for e in outs if e not in logs for q in (edges[e].dst,)),
+            ((e, edges[e].src, self._phi_f(e)) for e in ins),
+            lambda constraint, before, after, edge, nb: self._note(p, constraint, before, after, edge, nb),
+        )
 
     def _stateful_f(self, p: str, c4: bool, outs: list[str], ins: list[str]) -> Frontier:
         cands, top = self.cands[p], self.idx[p]
@@ -255,24 +205,22 @@ class _Worklist:
         sub = self._sub(p)
         if c4 and self.df.receives_notifications[p]:
             n = self.n[p]
-            checks.append((_bound(cands, "notifications", None, sub, n, top), "C4", None, None))
+            checks.append((last_holding(cands, "C4", None, n, top, sub), "C4", None, None))
         for e in outs:
             q = self.edges[e].dst
-            checks.append((_bound(cands, "discarded", e, self._sub(q), self.f[q], top), "C2", e, q))
+            checks.append((last_holding(cands, "C2", e, self.f[q], top, self._sub(q)), "C2", e, q))
         for e in ins:
             checks.append(
-                (_bound(cands, "delivered", e, sub, self._phi_f(e), top), "C3", e, self.edges[e].src)
+                (last_holding(cands, "C3", e, self._phi_f(e), top, sub), "C3", e, self.edges[e].src)
             )
         new = min((c[0] for c in checks), default=top)
         for k in range(top, max(new, 0), -1):  # one reason per step down, as the reference records
             _, why, edge, nb = checks[0] if len(checks) == 1 else next(c for c in checks if c[0] < k)
             self._note(p, why, cands[k].frontier, cands[k - 1].frontier, edge, nb)
         if new < 0:
-            _, why, edge, _nb = next(c for c in checks if c[0] < 0)
-            where = f" on {edge}" if edge is not None else ""
-            raise SolverError(
-                f"processor {p!r} cannot roll back far enough: its lowest available frontier "
-                f"{cands[0].frontier!r} violates {why}{where} and it is not restartable (∅ ∉ F(p))"
+            _, why, edge, nb = next(c for c in checks if c[0] < 0)
+            raise cannot_roll_back(
+                p, f"its lowest available frontier {cands[0].frontier!r}", violated((why, edge, nb))
             )
         self.idx[p] = new
         return cands[new].frontier

@@ -43,7 +43,7 @@ import itertools
 from collections.abc import Iterable, Mapping
 
 from falkirk.domains import Domain, Frontier, Sequence
-from falkirk.solver import Dataflow, Meta
+from falkirk.solver import Dataflow, ResolvedCheckpoint
 
 __all__ = ["brute_force_solve", "candidate_frontiers", "is_consistent"]
 
@@ -74,7 +74,7 @@ class _Model:
     def __init__(self, df: Dataflow, failed: frozenset[str]) -> None:
         self.df = df
         self.failed = failed
-        self.metas: dict[str, list[Meta]] = {}
+        self.metas: dict[str, list[ResolvedCheckpoint]] = {}
         self.initial: dict[str, Frontier] = {}
         self.records: dict[tuple[str, str], list[tuple[Frontier, Frontier]]] = {}
         for p, proc in df.processors.items():
@@ -92,7 +92,7 @@ class _Model:
     def stateless(self, p: str) -> bool:
         return self.df.processors[p].stateless
 
-    def meta(self, p: str, f: Frontier) -> Meta | None:
+    def meta(self, p: str, f: Frontier) -> ResolvedCheckpoint | None:
         for m in self.metas[p]:
             if m.frontier == f:
                 return m

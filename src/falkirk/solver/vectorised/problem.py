@@ -10,7 +10,7 @@ holds the whole fixed-point problem as arrays:
 * **edge groups**: a group has sender members and receiver members and
   stands for an edge from every sender to every receiver. A plain edge is a
   group with one of each; an all-to-all stage pair is one group
-  (:mod:`falkirk.solver.compressed`). Each sender member has its
+  (:mod:`falkirk.solver.vectorised.stages`). Each sender member has its
   ``D_e`` per candidate (ceiling ranks), its projection ``φ_e`` as a map of
   ranks (``-1``: identity) and, if stateless and not logging, its residual
   ``φ⁺_e``; each receiver member its ``M_e`` per candidate.
@@ -18,24 +18,24 @@ holds the whole fixed-point problem as arrays:
 In a total order ``⋂`` is ``min`` and projections are monotone, so every
 constraint a group imposes reads one aggregate: C2 for a sender, the least
 ``f`` of the receivers; C3 and C4 for a receiver, the least ``φ(f)`` /
-``φ(n)`` of the senders. :func:`falkirk.solver.fast_engine.solve_total` iterates Figure 6 with array
+``φ(n)`` of the senders. :func:`falkirk.solver.vectorised.engine.solve_total` iterates Figure 6 with array
 operations (all affected processors at once, Jacobi style), re-evaluating
 only the members of groups whose aggregate went down. Every update is
 monotone and deflationary, so this reaches the same greatest fixed point as
 the reference iteration (SPEC §5). A round costs one hop of propagation,
 so when few constraints are dirty (a long, thin cascade) the engine works
-through them one by one instead (:mod:`falkirk.solver.fast_engine`).
+through them one by one instead (:mod:`falkirk.solver.vectorised.engine`).
 
 Build a problem from arrays (:meth:`TotalProblem.from_epochs`), from a
-Dataflow (:mod:`falkirk.solver.fast_build`, which ``solve_frontiers`` uses)
-or from a stage graph (:mod:`falkirk.solver.compressed`).
+Dataflow (:mod:`falkirk.solver.vectorised.build`, which ``solve_frontiers`` uses)
+or from a stage graph (:mod:`falkirk.solver.vectorised.stages`).
 
 >>> import numpy as np
 >>> # a -> b, epochs; a failed with a checkpoint at epoch 3, b has checkpoints 1 and 5
 >>> prob = TotalProblem.from_epochs(src=np.array([0]), dst=np.array([1]), logged=np.array([True]),
 ...     stateless=np.array([False, False]), failed=np.array([True, False]),
 ...     ck_ptr=np.array([0, 1, 3]), ck_val=np.array([3, 1, 5]))
->>> from falkirk.solver.fast_engine import solve_total
+>>> from falkirk.solver.vectorised.engine import solve_total
 >>> sol = solve_total(prob)
 >>> prob.epochs(sol.f), prob.epochs(sol.n)
 ([3, 1], [3, 1])

@@ -9,7 +9,7 @@ do not depend on which task is at the other end), the constraints of the
 pair only read aggregates: C2 for a task of A reads the least ``f`` over B,
 C3/C4 for a task of B the least ``f``/``n`` over A. A :class:`StageGraph` is
 solved as one edge *group* per stage pair by the vectorised engine
-(:mod:`falkirk.solver.fast_total`), in time linear in the number of tasks.
+(:mod:`falkirk.solver.vectorised.problem`), in time linear in the number of tasks.
 
 Frontiers are epochs (SPEC §7's encoding: ``k`` means epochs ``0..k``,
 :data:`EMPTY` ``= -1`` is ``∅``, :data:`TOP` is ``⊤``); edges are identity.
@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 from falkirk.errors import UnknownNameError, ValidationError
-from falkirk.solver.fast_engine import solve_total
-from falkirk.solver.fast_total import CHAIN, IDENTITY, NONE, TotalProblem
 from falkirk.solver.model import Checkpoint, Dataflow, Edge, Processor
+from falkirk.solver.vectorised.engine import solve_total
+from falkirk.solver.vectorised.problem import CHAIN, IDENTITY, NONE, TotalProblem
 
 __all__ = ["Stage", "StageEdge", "StageGraph", "StagePlan", "TOP", "EMPTY"]
 
@@ -172,7 +172,7 @@ class StageGraph:
 
     # -- the rank problem -------------------------------------------------------------------
     def problem(self) -> TotalProblem:
-        """The stage graph as one :class:`~falkirk.solver.fast_total.TotalProblem` (a group per stage edge)."""
+        """The stage graph as one :class:`~falkirk.solver.vectorised.problem.TotalProblem` (a group per stage edge)."""
         finite = [a[(a >= 0) & (a != TOP)] for a in self.ck + [d for d in self.dl if d is not None]]
         top = int(max((int(a.max()) for a in finite if a.size), default=-1)) + 2
         st, nt, init, chains, n_chains, t_ref = [], [], [], [], [], []

@@ -11,13 +11,13 @@ from falkirk.domains import FunctionProjection
 from falkirk.errors import MonitorError
 from falkirk.solver import Checkpoint, Dataflow, Edge, Processor, solve_frontiers
 from falkirk.solver.monitor import Monitor
-from falkirk.solver.monitor_codec import (
+from falkirk.solver.monitor.codec import (
     checkpoint_from_json,
     checkpoint_to_json,
     graph_from_json,
     graph_to_json,
 )
-from falkirk.solver.store import MemoryStore, SQLiteStore
+from falkirk.solver.monitor.store import MemoryStore, SQLiteStore
 
 
 def mixed() -> Dataflow:

@@ -1,4 +1,4 @@
-"""From a :class:`~falkirk.solver.Dataflow` to a :class:`~falkirk.solver.fast_total.TotalProblem`.
+"""From a :class:`~falkirk.solver.Dataflow` to a :class:`~falkirk.solver.vectorised.problem.TotalProblem`.
 
 Applies when every processor's domain is totally ordered. Each domain gets a
 sorted universe of the frontiers the iteration can produce: the candidate
@@ -12,11 +12,11 @@ infinite: the vectorised solver then raises :class:`NotApplicable` and
 containing it). Projections become rank maps: one shared map per
 (projection, source domain, target domain) for functional projections, and a
 map per edge where the sender recorded projections or overrode them at a
-checkpoint — both follow :meth:`falkirk.solver.access.View.projection`
+checkpoint — both follow :meth:`falkirk.solver.model.access.View.projection`
 exactly, so the ranks the engine computes are those of the reference.
 
 >>> from falkirk.solver import Checkpoint, Dataflow, Edge, Processor
->>> from falkirk.solver.access import View
+>>> from falkirk.solver.model.access import View
 >>> df = Dataflow([Processor("a", "epoch", logs=["ab"], checkpoints=[Checkpoint(3)]),
 ...                Processor("b", "lexicographic", arity=2, stateless=True)],
 ...               [Edge("ab", "a", "b", "epoch_to_loop")])
@@ -35,10 +35,10 @@ import numpy as np
 
 from falkirk.domains import Domain, Frontier, Identity
 from falkirk.errors import FalkirkError, SolverError
-from falkirk.solver.access import View
-from falkirk.solver.fast_engine import solve_total
-from falkirk.solver.fast_total import CHAIN, IDENTITY, NONE, TotalProblem
-from falkirk.solver.model import Meta
+from falkirk.solver.model import ResolvedCheckpoint
+from falkirk.solver.model.access import View
+from falkirk.solver.vectorised.engine import solve_total
+from falkirk.solver.vectorised.problem import CHAIN, IDENTITY, NONE, TotalProblem
 
 __all__ = ["NotApplicable", "applicable", "build_problem", "solve_view"]
 
@@ -310,7 +310,9 @@ class _Builder:
         cols["r_m"] = r_m
         return self._problem(P, init, c_ptr, c_val, c_N, cols, tables, maps)
 
-    def _residual_map(self, su: _Universe, st: _Universe, rec: list[Meta], e: str) -> np.ndarray:
+    def _residual_map(
+        self, su: _Universe, st: _Universe, rec: list[ResolvedCheckpoint], e: str
+    ) -> np.ndarray:
         """``φ⁺(y)``: the last recorded frontier whose projection is inside ``y`` (``∅`` if none)."""
         y = np.arange(len(st.values))
         proj = np.array([st.of(m.projection[e]) for m in rec], dtype=np.int64)

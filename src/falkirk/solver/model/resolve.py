@@ -7,26 +7,39 @@ processor, checkpoint and field.
 
 from __future__ import annotations
 
+from collections.abc import Sequence as Seq
 from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
-from falkirk.domains import Domain, Frontier, Sequence
+from falkirk.domains import INPUT_EDGE, Domain, Frontier, Sequence
 from falkirk.errors import DomainError, NotAChainError, NotMonotoneError, ValidationError
-from falkirk.solver.elements import Checkpoint, Meta
+from falkirk.solver.model.elements import Checkpoint, ResolvedCheckpoint
 
 if TYPE_CHECKING:
-    from falkirk.solver.model import Dataflow
+    from falkirk.solver.model.dataflow import Dataflow
 
-__all__ = ["Resolved", "resolve_processor", "coerce", "edge_view", "delivered_default"]
+__all__ = [
+    "Resolved",
+    "resolve_processor",
+    "resolve_checkpoint",
+    "coerce",
+    "edge_view",
+    "delivered_default",
+    "check_monotone",
+    "same_frontier_message",
+    "differing_fields",
+    "METADATA_FIELDS",
+    "functional_projection_message",
+]
 
 
 @frozen
 class Resolved:
     """A processor's resolved chain (``∅`` first) and its live metadata at ``⊤``."""
 
-    chain: tuple[Meta, ...]
-    live: Meta
+    chain: tuple[ResolvedCheckpoint, ...]
+    live: ResolvedCheckpoint
 
 
 def coerce(domain: Domain, value: Any, where: str, *, edge: str | None = None) -> Frontier:
@@ -68,7 +81,7 @@ def resolve_processor(df: Dataflow, name: str) -> Resolved:
     dom = df.domains[name]
     empty = Frontier.empty(dom)
     top = Frontier.top(dom)
-    chain = [_empty_meta(df, name)]
+    metas: list[ResolvedCheckpoint] = []
     for i, ck in enumerate(p.checkpoints):
         where = f"processor {name!r}, checkpoint {i}"
         if not isinstance(ck, Checkpoint):
@@ -78,24 +91,61 @@ def resolve_processor(df: Dataflow, name: str) -> Resolved:
             raise ValidationError(f"{where}: the empty frontier is always implied; do not list it")
         if f.is_top:
             raise ValidationError(f"{where}: a checkpoint at 'top' is the live state; give it as 'live'")
-        chain.append(_meta(df, name, ck, f, where, live=False))
-    for i in range(1, len(chain)):
-        prev, cur = chain[i - 1].frontier, chain[i].frontier
+        metas.append(resolve_checkpoint(df, name, ck, f, where, live=False))
+    chain = [_empty_meta(df, name)]
+    labels = ["empty"]  # what error messages call each chain element
+    for i, meta in enumerate(metas):
+        prev, cur = chain[-1].frontier, meta.frontier
+        if prev == cur and i > 0:
+            fields = differing_fields(chain[-1], meta)
+            if fields:
+                from falkirk.domains.encoding import frontier_text
+
+                subject = f"processor {name!r}: checkpoint {i} ({frontier_text(cur)})"
+                raise NotAChainError(same_frontier_message(subject, labels[-1], fields))
+            continue  # the same checkpoint again (an idle period) is that one checkpoint (SPEC §5)
         if not (prev <= cur and prev != cur):
             raise NotAChainError(
-                f"processor {name!r}: checkpoint {i - 1} ({cur!r}) does not strictly contain "
+                f"processor {name!r}: checkpoint {i} ({cur!r}) does not strictly contain "
                 f"the one before it ({prev!r}); checkpoints must be listed in increasing order"
             )
+        chain.append(meta)
+        labels.append(f"checkpoint {i}")
     live_ck = p.live if p.live is not None else Checkpoint("top")
     where = f"processor {name!r}, live"
     if live_ck.frontier not in ("top", None) and coerce(dom, live_ck.frontier, where) != top:
         raise ValidationError(f"{where}: the live frontier is 'top'")
-    live = _meta(df, name, live_ck, top, where, live=True)
-    _check_monotone(name, chain + [live])
+    live = resolve_checkpoint(df, name, live_ck, top, where, live=True)
+    check_monotone(name, chain + [live], labels + ["live"])
     return Resolved(tuple(chain), live)
 
 
-def _empty_meta(df: Dataflow, name: str) -> Meta:
+#: The fields of a :class:`ResolvedCheckpoint` besides its frontier (``recorded``: which edges record φ).
+METADATA_FIELDS = ("notifications", "delivered", "discarded", "projection", "logged", "state", "recorded")
+
+
+def differing_fields(a: ResolvedCheckpoint, b: ResolvedCheckpoint) -> list[str]:
+    """The metadata fields (frontier aside) in which two resolved checkpoints differ.
+
+    Two successive checkpoints at the same frontier are one checkpoint when
+    this is empty (SPEC §5: an idle period). The metadata are compared
+    resolved, so a field given explicitly equals the same value left to its
+    default.
+    """
+    return [fld for fld in METADATA_FIELDS if getattr(a, fld) != getattr(b, fld)]
+
+
+def same_frontier_message(subject: str, before: str, fields: list[str]) -> str:
+    """Why ``subject``, at the frontier of ``before`` with other metadata (``fields``), is refused (SPEC §5)."""
+    return (
+        f"{subject} is at the same frontier as {before} but its metadata differ ({', '.join(fields)}); "
+        "two checkpoints at one frontier are one checkpoint only when their metadata are identical. "
+        f"Output produced without new input needs a source edge ('{INPUT_EDGE}', SPEC §7) so that "
+        "the frontier moves"
+    )
+
+
+def _empty_meta(df: Dataflow, name: str) -> ResolvedCheckpoint:
 
     dom = df.domains[name]
     empty = Frontier.empty(dom)
@@ -103,7 +153,7 @@ def _empty_meta(df: Dataflow, name: str) -> Meta:
     for e in df.outputs[name]:
         b = df.bound[e]
         outs[e] = Frontier.empty(b.target) if b.recorded else b.apply(empty)
-    return Meta(
+    return ResolvedCheckpoint(
         frontier=empty,
         notifications=empty,
         delivered={e: Frontier.empty(dom) for e in df.inputs[name]},
@@ -115,7 +165,24 @@ def _empty_meta(df: Dataflow, name: str) -> Meta:
     )
 
 
-def _meta(df: Dataflow, name: str, ck: Checkpoint, f: Frontier, where: str, *, live: bool) -> Meta:
+def resolve_checkpoint(
+    df: Dataflow,
+    name: str,
+    ck: Checkpoint,
+    f: Frontier,
+    where: str,
+    *,
+    live: bool,
+    records: Seq[Checkpoint] | None = None,
+) -> ResolvedCheckpoint:
+    """The complete metadata of checkpoint ``ck`` of ``name`` at frontier ``f`` (``where`` names it in errors).
+
+    Omitted fields take their safe defaults (SPEC §9). ``records`` are the
+    checkpoints whose recorded projections the union rule of SPEC §3 reads
+    (default: the processor's own; an incremental caller passes the ones it
+    kept). Cost: ``O(edges of p)`` coercions, plus ``O(records)`` per
+    recorded edge without a record here.
+    """
 
     p = df.processors[name]
     dom = df.domains[name]
@@ -154,13 +221,15 @@ def _meta(df: Dataflow, name: str, ck: Checkpoint, f: Frontier, where: str, *, l
         b = df.bound[e]
         tgt = b.target
         if e in ck.projection:
+            if not b.recorded:
+                raise ValidationError(functional_projection_message(where, e, b.spec.name))
             projection[e] = coerce(tgt, ck.projection[e], f"{where} projection[{e!r}]", edge=e)
             recorded.add(e)
         elif live:
             projection[e] = Frontier.top(tgt)
             recorded.add(e)
         elif b.recorded:
-            projection[e] = _union_rule(df, name, e, f, where)
+            projection[e] = _union_rule(df, name, e, f, p.checkpoints if records is None else records)
         else:
             projection[e] = b.apply(f)
         if e in ck.discarded:
@@ -179,7 +248,7 @@ def _meta(df: Dataflow, name: str, ck: Checkpoint, f: Frontier, where: str, *, l
         if isinstance(tgt, Sequence):  # SPEC §7: φ_e and D_e concern edge e's count only
             projection[e] = delivered_default(tgt, projection[e], e)
             discarded[e] = delivered_default(tgt, discarded[e], e)
-    return Meta(
+    return ResolvedCheckpoint(
         frontier=f,
         notifications=notes,
         delivered=delivered,
@@ -191,13 +260,23 @@ def _meta(df: Dataflow, name: str, ck: Checkpoint, f: Frontier, where: str, *, l
     )
 
 
-def _union_rule(df: Dataflow, name: str, edge: str, f: Frontier, where: str) -> Frontier:
-    """``φ_e(f) = ∪ {φ_e(f') : f' recorded, f' ⊆ f}`` over the checkpoints listed so far."""
-    p = df.processors[name]
+def functional_projection_message(where: str, edge: str, projection: str) -> str:
+    """Why a checkpoint (``where``) may not give ``projection[edge]``: the edge's projection is a function (SPEC §9)."""
+    return (
+        f"{where}: projection[{edge!r}]: edge {edge!r} has the functional projection {projection!r}, so a "
+        "checkpoint may not give its projection; only recorded projections ('recorded', 'sequence', "
+        "'epoch_to_sequence') are given per checkpoint (SPEC §9): a value that differs from the edge's "
+        "projection function would make φ more than one function for the solver and the monitor. "
+        "Omit it, or declare the edge's projection 'recorded'"
+    )
+
+
+def _union_rule(df: Dataflow, name: str, edge: str, f: Frontier, records: Seq[Checkpoint]) -> Frontier:
+    """``φ_e(f) = ∪ {φ_e(f') : f' recorded, f' ⊆ f}`` over the checkpoints ``records``."""
     tgt = df.bound[edge].target
     dom = df.domains[name]
     out = Frontier.empty(tgt)
-    for i, ck in enumerate(p.checkpoints):
+    for i, ck in enumerate(records):
         if edge in ck.projection:
             fi = coerce(dom, ck.frontier, f"processor {name!r}, checkpoint {i} frontier")
             if fi <= f:
@@ -210,10 +289,11 @@ def _union_rule(df: Dataflow, name: str, edge: str, f: Frontier, where: str) -> 
     return out
 
 
-def _check_monotone(name: str, chain: list[Meta]) -> None:
+def check_monotone(name: str, chain: list[ResolvedCheckpoint], labels: list[str]) -> None:
+    """Refuse metadata that is not monotone along ``chain`` (``labels[i]`` names ``chain[i]``)."""
     for i in range(1, len(chain)):
         a, b = chain[i - 1], chain[i]
-        label = "live" if i == len(chain) - 1 and b.frontier.is_top else f"checkpoint {i - 1}"
+        label = labels[i]
         pairs: list[tuple[str, Frontier, Frontier]] = [("notifications", a.notifications, b.notifications)]
         for fld in ("delivered", "discarded", "projection"):
             x, y = getattr(a, fld), getattr(b, fld)

@@ -27,7 +27,7 @@ from falkirk.domains import Epoch, Frontier
 from falkirk.errors import FalkirkError, MonitorError
 from falkirk.solver import Checkpoint, Dataflow, Edge, Meta, Processor, solve_frontiers
 from falkirk.solver.monitor import Monitor
-from falkirk.solver.store import with_checkpoints
+from falkirk.solver.monitor.store import with_checkpoints
 
 SEEDS = st.integers(0, 2**16 - 1)
 STEPS: list[int] = []

@@ -17,7 +17,7 @@ import sys
 from falkirk.errors import MonitorError
 from falkirk.solver import Dataflow, Edge, Processor
 from falkirk.solver.monitor import Monitor
-from falkirk.solver.monitor_codec import checkpoint_from_json
+from falkirk.solver.monitor.codec import checkpoint_from_json
 
 NAMES = ["src", "a", "c", "b", "out"]
 OUTPUTS = ["out"]

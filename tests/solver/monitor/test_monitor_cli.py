@@ -11,7 +11,7 @@ from falkirk.cli import main
 from falkirk.scenario import load
 from falkirk.solver.monitor import Monitor
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCENARIOS = sorted((ROOT / "examples" / "scenarios").glob("*.json"))
 
 

@@ -10,7 +10,7 @@ from falkirk.domains import Frontier, FunctionProjection
 from falkirk.errors import MonitorError, UnknownNameError
 from falkirk.solver import Checkpoint, Dataflow, Edge, Processor, solve_frontiers
 from falkirk.solver.monitor import Changes, Monitor
-from falkirk.solver.store import MemoryStore
+from falkirk.solver.monitor.store import MemoryStore
 
 
 def pipeline(logged: bool = True) -> Dataflow:

@@ -19,19 +19,24 @@ falkirk.errors.MonitorError: processor 'a': checkpoint at 2 is out of order: it 
 
 from __future__ import annotations
 
-from collections import ChainMap
 from collections.abc import Iterable, Mapping
-from typing import Any, cast
+from typing import Any
 
-from attrs import evolve, field, frozen
+from attrs import field, frozen
 
 from falkirk.domains import Frontier
+from falkirk.domains.encoding import encode_frontier
 from falkirk.errors import FalkirkError, MonitorError
-from falkirk.solver.model import Checkpoint, Dataflow, Meta
-from falkirk.solver.plan import encode_frontier
-from falkirk.solver.resolve import _check_monotone, _meta, coerce
+from falkirk.solver.model import Checkpoint, Dataflow, ResolvedCheckpoint
+from falkirk.solver.model.resolve import (
+    check_monotone,
+    coerce,
+    differing_fields,
+    resolve_checkpoint,
+    same_frontier_message,
+)
 
-__all__ = ["Changes", "resolve_next", "check_functional_projections", "projected_checkpoints"]
+__all__ = ["Changes", "resolve_next", "projected_checkpoints"]
 
 
 @frozen
@@ -98,26 +103,19 @@ class Changes:
         }
 
 
-class _Overlay:
-    """``df`` seen with one processor replaced (what :func:`_meta` reads)."""
-
-    def __init__(self, df: Dataflow, name: str, proc: Any) -> None:
-        self._df = df
-        self.processors = ChainMap({name: proc}, df.processors)
-
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(self._df, attr)
-
-
 def resolve_next(
-    df: Dataflow, name: str, last: Meta, projected: Iterable[Checkpoint], ck: Checkpoint
-) -> Meta:
+    df: Dataflow, name: str, last: ResolvedCheckpoint, projected: Iterable[Checkpoint], ck: Checkpoint
+) -> ResolvedCheckpoint:
     """Resolve ``ck``, reported by ``name`` after the checkpoint resolved as ``last``.
 
     ``projected`` holds the earlier checkpoints of ``name`` that recorded a
     projection on an edge whose projection is recorded (the latest per edge
     suffices). Raises :class:`~falkirk.errors.MonitorError` naming the
-    processor when ``ck`` is out of order, not monotone, or malformed.
+    processor when ``ck`` is out of order, not monotone, or malformed. A
+    report at the frontier of ``last`` is refused too: with the same
+    (resolved) metadata it is that checkpoint, already recorded; otherwise
+    the message points at the source edge that output produced without new
+    input needs (SPEC §5).
     """
     if not isinstance(ck, Checkpoint):
         raise MonitorError(f"processor {name!r}: expected a Checkpoint, got {ck!r}")
@@ -128,44 +126,32 @@ def resolve_next(
             raise MonitorError(
                 f"{where}: a checkpoint at 'top' is the live state, not a persisted checkpoint"
             )
-        if not (last.frontier <= f and last.frontier != f):
+        same = last.frontier == f and not f.is_empty
+        if not same and not (last.frontier <= f and last.frontier != f):
             raise MonitorError(
                 f"{where}: checkpoint at {encode_frontier(f)} is out of order: it does not strictly contain "
                 f"the latest one, {encode_frontier(last.frontier)}; report checkpoints in increasing order"
             )
-        proc = evolve(df.processors[name], checkpoints=(*{id(c): c for c in projected}.values(), ck))
-        overlay = cast(Dataflow, _Overlay(df, name, proc))
-        meta = _meta(overlay, name, ck, f, f"{where}, checkpoint at {encode_frontier(f)}", live=False)
-        _check_monotone(name, [last, meta])
+        records = (*{id(c): c for c in projected}.values(), ck)
+        meta = resolve_checkpoint(
+            df, name, ck, f, f"{where}, checkpoint at {encode_frontier(f)}", live=False, records=records
+        )
+        if same:
+            fields = differing_fields(last, meta)
+            if not fields:
+                raise MonitorError(
+                    f"{where}: checkpoint at {encode_frontier(f)} is out of order: it repeats the latest "
+                    "one (same frontier and metadata), which is already recorded; report each checkpoint once"
+                )
+            subject = f"{where}: checkpoint at {encode_frontier(f)} is out of order: it"
+            raise MonitorError(same_frontier_message(subject, "the latest one", fields))
+        check_monotone(name, [last, meta], ["", "reported checkpoint"])
     except MonitorError:
         raise
     except FalkirkError as exc:
         msg = str(exc)
         raise MonitorError(msg if repr(name) in msg else f"{where}: checkpoint rejected: {msg}") from None
-    check_functional_projections(df, name, [meta])
     return meta
-
-
-def check_functional_projections(df: Dataflow, name: str, metas: Iterable[Meta]) -> None:
-    """Refuse a recorded ``projection`` that differs from the edge's projection function.
-
-    The monitor needs ``φ_e`` monotone over all frontiers (SPEC §5: that is
-    what makes the answer unique and garbage collection sound); a value
-    recorded at one checkpoint, different from the function used at every
-    other frontier, breaks that. Use a recorded projection for such edges.
-    """
-    if df.processors[name].stateless:
-        return  # the solver applies the function to stateless processors regardless
-    for m in metas:
-        for e in m.recorded:
-            b = df.bound[e]
-            if not b.recorded and m.projection[e] != b.apply(m.frontier):
-                raise MonitorError(
-                    f"processor {name!r}, checkpoint at {encode_frontier(m.frontier)}: projection[{e!r}] = "
-                    f"{encode_frontier(m.projection[e])} differs from the edge's projection "
-                    f"{b.spec.name!r} ({encode_frontier(b.apply(m.frontier))}); the monitor needs φ monotone "
-                    "over all frontiers: omit it, or declare the edge's projection 'recorded'"
-                )
 
 
 def projected_checkpoints(

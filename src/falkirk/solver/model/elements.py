@@ -1,10 +1,10 @@
-"""The dataflow's value objects: :class:`Processor`, :class:`Edge`, :class:`Checkpoint` and the resolved :class:`Meta` (SPEC §2–§3).
+"""The dataflow's value objects: :class:`Processor`, :class:`Edge`, :class:`Checkpoint` and the resolved :class:`ResolvedCheckpoint` (SPEC §2–§3).
 
-They sit below :mod:`falkirk.solver.resolve` (which fills in :class:`Meta`)
+They sit below :mod:`falkirk.solver.model.resolve` (which fills in :class:`ResolvedCheckpoint`)
 and :mod:`falkirk.solver.model` (whose :class:`~falkirk.solver.model.Dataflow`
 validates them), so the solver's modules import in one direction.
 
->>> from falkirk.solver.elements import Processor
+>>> from falkirk.solver.model.elements import Processor
 >>> Processor("src", "epoch", stateless=True).stateless
 True
 """
@@ -19,7 +19,7 @@ from attrs import field, frozen
 from falkirk.domains import Domain, Frontier
 from falkirk.domains.projections import Identity
 
-__all__ = ["Checkpoint", "Processor", "Edge", "Meta"]
+__all__ = ["Checkpoint", "Processor", "Edge", "ResolvedCheckpoint", "Meta"]
 
 
 def _frozen_map(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -90,7 +90,7 @@ class Edge:
 
 
 @frozen
-class Meta:
+class ResolvedCheckpoint:
     """Resolved metadata of one available frontier (every field filled in)."""
 
     frontier: Frontier
@@ -101,3 +101,7 @@ class Meta:
     logged: Mapping[str, Any]
     state: Any
     recorded: frozenset[str]  # output edges whose projection was given explicitly
+
+
+#: The earlier name of :class:`ResolvedCheckpoint`, kept importable.
+Meta = ResolvedCheckpoint

@@ -13,8 +13,9 @@ from typing import Any
 
 from falkirk.domains import Frontier
 from falkirk.errors import SolverError, UnknownNameError
-from falkirk.solver.model import Dataflow, Meta
-from falkirk.solver.resolve import delivered_default, edge_view
+from falkirk.solver.model.dataflow import Dataflow
+from falkirk.solver.model.elements import ResolvedCheckpoint
+from falkirk.solver.model.resolve import delivered_default, edge_view
 
 __all__ = ["View", "normalise_failed"]
 
@@ -51,25 +52,57 @@ class View:
     touches the part of a large graph that rolls back does not pay for the
     rest; ``lazy=False`` resolves every processor at once (for callers that
     iterate over :attr:`cands`).
+
+    For incremental drivers (the monitor): :meth:`push` grows ``F(p)`` by a
+    new checkpoint and :meth:`pop` withdraws it; ``indexed=True`` finds
+    ``φ_e`` at a frontier of a stateful processor's chain by a dictionary
+    lookup instead of a scan (``O(1)`` instead of ``O(k)`` for ``k``
+    checkpoints).
     """
 
-    def __init__(self, df: Dataflow, failed: frozenset[str], *, lazy: bool = True) -> None:
+    def __init__(
+        self, df: Dataflow, failed: frozenset[str], *, lazy: bool = True, indexed: bool = False
+    ) -> None:
         self.df = df
         self.failed = failed
-        self.cands: dict[str, list[Meta]] = Lazy(self._candidates)
-        self.recorded: dict[str, dict[str, list[Meta]]] = Lazy(self._recorded)
+        self.cands: dict[str, list[ResolvedCheckpoint]] = Lazy(self._candidates)
+        self.recorded: dict[str, dict[str, list[ResolvedCheckpoint]]] = Lazy(self._recorded)
         if not lazy:
             for name, p in df.processors.items():
                 self.cands[name]
                 if p.stateless:
                     self.recorded[name]
+        self._index: dict[str, dict[Frontier, ResolvedCheckpoint]] | None = None
+        if indexed:
+            self._index = Lazy(lambda name: {m.frontier: m for m in self.cands[name]})
 
-    def _candidates(self, name: str) -> list[Meta]:
+    # -- growing F(p) -------------------------------------------------------------
+    def push(self, name: str, meta: ResolvedCheckpoint) -> None:
+        """Append ``meta`` (strictly above the current chain) to ``F(name)``: a new checkpoint."""
+        self.cands[name].append(meta)
+        if self._index is not None and name in self._index:
+            self._index[name][meta.frontier] = meta
+        if name in self.recorded:
+            for e, metas in self.recorded[name].items():
+                if e in meta.recorded:
+                    metas.append(meta)
+
+    def pop(self, name: str) -> None:
+        """Withdraw the last :meth:`push` on ``name``."""
+        meta = self.cands[name].pop()
+        if self._index is not None and name in self._index:
+            del self._index[name][meta.frontier]
+        if name in self.recorded:
+            for metas in self.recorded[name].values():
+                if metas and metas[-1] is meta:
+                    metas.pop()
+
+    def _candidates(self, name: str) -> list[ResolvedCheckpoint]:
         p = self.df.processors[name]
         cands = self.df.candidates(name, failed=name in self.failed)
         return cands if p.restartable else cands[1:]
 
-    def _recorded(self, name: str) -> dict[str, list[Meta]]:
+    def _recorded(self, name: str) -> dict[str, list[ResolvedCheckpoint]]:
         if not self.df.processors[name].stateless:
             raise KeyError(name)
         cands = self.cands[name]
@@ -102,7 +135,7 @@ class View:
         return any(m.frontier == f for m in self.cands[name])
 
     # -- metadata at a frontier ---------------------------------------------------
-    def meta(self, name: str, f: Frontier) -> Meta | None:
+    def meta(self, name: str, f: Frontier) -> ResolvedCheckpoint | None:
         """Resolved metadata of a stateful processor at ``f ∈ F(p)`` (``None`` if absent)."""
         for m in self.cands[name]:
             if m.frontier == f:
@@ -151,6 +184,10 @@ class View:
         b = self.df.bound[edge]
         if f.is_top:
             return Frontier.top(b.target)
+        if self._index is not None and not self.is_stateless(name):
+            m = self._index[name].get(f)
+            if m is not None:
+                return m.projection[edge]
         if not self.is_stateless(name):
             best = None
             for m in self.cands[name]:
@@ -193,7 +230,7 @@ class View:
         """What ``φ_e(·)`` bounds for receiver ``name``: itself, or that edge's count alone."""
         return edge_view(self.df.domains[name], phi, edge)
 
-    def _stateful(self, name: str, f: Frontier) -> Meta:
+    def _stateful(self, name: str, f: Frontier) -> ResolvedCheckpoint:
         m = self.meta(name, f)
         if m is None:
             raise SolverError(f"processor {name!r}: {f!r} is not one of its available frontiers")

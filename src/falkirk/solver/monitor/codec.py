@@ -32,7 +32,7 @@ from typing import Any
 from falkirk.domains import INPUT_EDGE, Domain, make_domain
 from falkirk.errors import FalkirkError, MonitorError
 from falkirk.solver.model import Checkpoint, Dataflow, Edge, Processor
-from falkirk.solver.resolve import coerce
+from falkirk.solver.model.resolve import coerce
 
 __all__ = ["FORMAT", "graph_to_json", "graph_from_json", "checkpoint_to_json", "checkpoint_from_json"]
 

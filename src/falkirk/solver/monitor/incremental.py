@@ -4,10 +4,10 @@ A :class:`Monitor` holds a dataflow's persisted checkpoint metadata and its
 **low-watermarks** ``lw(p)``: SPEC §5 solved with every processor failed
 (``solve_frontiers(df, failed="all")``). :meth:`Monitor.record` accepts a new
 checkpoint, updates the watermarks incrementally and returns the
-:class:`~falkirk.solver.monitor_checkpoint.Changes` it allows (checkpoints,
+:class:`~falkirk.solver.monitor.reports.Changes` it allows (checkpoints,
 logged messages and input to delete or acknowledge, output to commit).
 :meth:`Monitor.plan_rollback` answers a failure. With a
-:class:`~falkirk.solver.store.SQLiteStore` every acknowledged report is
+:class:`~falkirk.solver.monitor.store.SQLiteStore` every acknowledged report is
 durable and :meth:`Monitor.open` restarts with exactly that state.
 
 External inputs are the processors without input edges; external outputs
@@ -35,44 +35,12 @@ checkpoint, and ``lw(p)`` is what is committed.
 
 Why the incremental update is exact
 -----------------------------------
-Write ``G`` for one round of SPEC §5 on an assignment ``x = (f, n)``:
-``G(x)(p)`` is the largest ``f ∈ F(p)`` meeting C2–C4 against ``x`` and
-``n' = f ∩ ⋂ φ_e(n(u))``. With chains and monotone metadata (enforced; the
-monitor also refuses a recorded projection that differs from its edge's
-function, which would make ``φ`` non-monotone) ``G`` is monotone, the
-consistent assignments are its post-fixed points ``x ≤ G(x)``, and the
-watermarks are the greatest one, ``z = gfp(G)``.
-
-1. *A checkpoint only raises G.* A new checkpoint at ``a`` strictly contains
-   every frontier ``a`` had, so ``F(a)`` grows, no earlier metadata changes,
-   and ``φ`` on ``a``'s edges is unchanged on every frontier inside the old
-   ``max F(a)``, the only values ``a`` ever took. So ``G_new ≥ G_old`` and
-   ``z_new ≥ z_old``: watermarks never fall (checked anyway: a fall is refused).
-2. *Derivations.* Each step lowering a value of ``p`` reads the current
-   values of some neighbours (recorded in ``deps[p]`` by
-   :class:`~falkirk.solver.monitor_solver.TrackingSolver`) and ``p``'s own
-   metadata, and proves "every consistent ``x`` has ``x(p) ≤`` the new value"
-   from the same statement for those neighbours (metadata and ``φ`` are
-   monotone); the axioms are ``x(p) ≤ max F(p)``. A step only reads values
-   set by earlier steps, so these proofs are well founded.
-3. *The region.* ``R`` is ``a`` plus every processor whose ``deps`` reach
-   ``a``, transitively. A processor outside ``R`` has a proof of
-   ``x(p) ≤ z_old(p)`` that mentions only processors outside ``R``, whose
-   axioms and metadata did not change: it holds for ``G_new``, so
-   ``z_new(p) ≤ z_old(p)``, hence ``z_new(p) = z_old(p)`` by 1.
-4. *The re-run.* Let ``y`` be ``z_old`` outside ``R`` and ``max F_new(p)``
-   inside. By 3, ``y ≥ z_new``. Iterating ``x ← x ∧ G_new(x)`` from any
-   ``y ≥ z_new`` ends at ``z_new``: ``z_new = G(z_new) ≤ G(x)`` keeps
-   ``z_new ≤ x``, and the end is a post-fixed point, so it is ``≤ z_new``.
-   Processors outside ``R`` already hold ``z_new`` and satisfy their
-   constraints at any ``x ≥ z_new``, so the worklist visits ``R`` only, and
-   the derivations it records for ``R`` read values of this run or unchanged
-   ones outside ``R``: 2 holds again for the next event.
-
-So each report costs a solve of ``R``, the processors whose watermark
-derivation passes through the reporting processor (``Changes.examined``
-counts the updates), not of the graph. ``_check`` compares the state with a
-full re-solve; the tests call it after every step.
+Each report re-solves only ``R``: the reporting processor and every
+processor whose watermark derivation passes through it (``Changes.examined``
+counts the updates), not the graph. Why that gives the watermarks a full
+solve would give is argued once, with the fixed point itself, in
+:mod:`falkirk.solver.fixpoint` (item 5). ``_check`` compares the state with
+a full re-solve; the tests call it after every step.
 """
 
 from __future__ import annotations
@@ -82,19 +50,21 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from falkirk.domains import Frontier
+from falkirk.domains.encoding import encode_frontier
 from falkirk.errors import MonitorError, UnknownNameError
-from falkirk.solver.access import normalise_failed
-from falkirk.solver.model import Checkpoint, Dataflow, Meta
-from falkirk.solver.monitor_checkpoint import (
-    Changes,
-    check_functional_projections,
-    projected_checkpoints,
-    resolve_next,
+from falkirk.solver.model import Checkpoint, Dataflow, ResolvedCheckpoint
+from falkirk.solver.model.access import normalise_failed
+from falkirk.solver.monitor.codec import checkpoint_to_json
+from falkirk.solver.monitor.reports import Changes, projected_checkpoints, resolve_next
+from falkirk.solver.monitor.store import (
+    MemoryStore,
+    MetadataStore,
+    SQLiteStore,
+    StoredState,
+    with_checkpoints,
 )
-from falkirk.solver.monitor_codec import checkpoint_to_json
-from falkirk.solver.monitor_solver import MonitorView, TrackingSolver
-from falkirk.solver.plan import RollbackPlan, encode_frontier, solve_frontiers
-from falkirk.solver.store import MemoryStore, MetadataStore, SQLiteStore, StoredState, with_checkpoints
+from falkirk.solver.monitor.tracker import TrackingSolver, monitor_view
+from falkirk.solver.plan import RollbackPlan, solve_frontiers
 
 __all__ = ["Monitor", "Changes"]
 
@@ -105,7 +75,7 @@ class Monitor:
     ``dataflow``'s processors list their already persisted checkpoints (their
     ``live`` metadata is ignored: pass it to :meth:`plan_rollback`).
     ``outputs`` names the external outputs. ``store`` receives every
-    acknowledged report (default: a :class:`~falkirk.solver.store.MemoryStore`);
+    acknowledged report (default: a :class:`~falkirk.solver.monitor.store.MemoryStore`);
     use :meth:`create` / :meth:`open` for an SQLite database. Not thread-safe.
     """
 
@@ -177,19 +147,17 @@ class Monitor:
         self._outputs = outputs
         self._inputs = frozenset(p for p in df.processors if not df.inputs[p] and p not in outputs)
         self._raw: dict[str, list[Checkpoint]] = {n: list(p.checkpoints) for n, p in df.processors.items()}
-        self._last: dict[str, Meta] = {}
+        self._last: dict[str, ResolvedCheckpoint] = {}
         self._projected: dict[str, dict[str, Checkpoint]] = {}
         for n in df.processors:
-            metas = df.candidates(n, failed=True)
-            check_functional_projections(df, n, metas[1:])
-            self._last[n] = metas[-1]
+            self._last[n] = df.candidates(n, failed=True)[-1]
             proj: dict[str, Checkpoint] = {}
             for ck in self._raw[n]:
                 proj = projected_checkpoints(df, n, proj, ck)
             self._projected[n] = proj
-        self._view = MonitorView(df)
+        self._view = monitor_view(df)
         self._solver = TrackingSolver(self._view)
-        self._solver.run_worklist()
+        self._solver.run_queue()
         self._announced: dict[str, Frontier] = dict(self._solver.f)
         self._closed = False
 
@@ -199,7 +167,14 @@ class Monitor:
 
         The frontier must strictly contain the processor's previous one and
         the metadata must be monotone (:class:`~falkirk.errors.MonitorError`
-        otherwise, and nothing changes). The report is durable when this returns.
+        otherwise, and nothing changes; a checkpoint a dataflow lists twice at
+        one frontier, SPEC §5, is one checkpoint and is reported once). The
+        report is durable when this returns.
+
+        Cost: resolving the checkpoint (``O(edges of p)``), then a solve of
+        the processors whose watermark derives from ``processor``
+        (``Changes.examined`` updates), not of the graph; with an SQLite
+        store, one commit.
         """
         name = self._name(processor)
         if name in self._outputs:
@@ -225,7 +200,7 @@ class Monitor:
         self._raw[name].append(ck)
         try:
             solver.reset(region)
-            solver.run_worklist(region)
+            solver.run_queue(region)
             changes = self._changes(region, solver.examinations - saved.examinations)
             self._store.append(name, ck, changes.watermarks)
         except BaseException:

@@ -1,4 +1,4 @@
-"""The array engine for :class:`~falkirk.solver.fast_total.TotalProblem`, and :func:`solve_total` which runs it.
+"""The array engine for :class:`~falkirk.solver.vectorised.problem.TotalProblem`, and :func:`solve_total` which runs it.
 
 Rounds of array operations while many constraints are dirty (every dirty
 group and processor at once, Jacobi style), and a scalar worklist over the
@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from falkirk.errors import SolverError
-from falkirk.solver.fast_total import CHAIN, NONE, Array, TotalProblem, TotalSolution, ranges
+from falkirk.solver.constraints import cannot_roll_back
+from falkirk.solver.vectorised.problem import CHAIN, NONE, Array, TotalProblem, TotalSolution, ranges
 
 __all__ = ["Engine", "solve_total"]
 
@@ -205,11 +205,8 @@ class Engine:
 
     def fail(self, p: int) -> None:
         cands = self.prob.c_ptr
-        raise SolverError(
-            f"processor {self.prob.name(int(p))!r} cannot roll back far enough: even its lowest "
-            f"available frontier (of {int(cands[p + 1] - cands[p])}) violates C2–C4 and it is not "
-            "restartable (∅ ∉ F(p))"
-        )
+        lowest = f"even its lowest available frontier (of {int(cands[p + 1] - cands[p])})"
+        raise cannot_roll_back(self.prob.name(int(p)), lowest, "C2–C4")
 
     # -- the scalar worklist ------------------------------------------------------------
     def scalar(self, dirty: tuple[Array, Array, Array, Array]) -> tuple[Array, Array, Array, Array]:

@@ -1,0 +1,21 @@
+"""The model (SPEC §2–§3, §9): what a dataflow is, and its checkpoint metadata resolved and validated.
+
+* :mod:`~falkirk.solver.model.elements` — the value objects :class:`Processor`,
+  :class:`Edge`, :class:`Checkpoint` and :class:`ResolvedCheckpoint`;
+* :mod:`~falkirk.solver.model.resolve` — safe defaults, the chain and
+  monotonicity rules, one checkpoint at a time;
+* :mod:`~falkirk.solver.model.dataflow` — :class:`Dataflow`, which validates
+  a graph and resolves every processor;
+* :mod:`~falkirk.solver.model.access` — ``F(p)`` and ``N``, ``M_e``, ``D_e``,
+  ``φ_e`` at any frontier for a given set of failed processors (the
+  :class:`~falkirk.solver.model.access.View` every driver reads).
+
+>>> from falkirk.solver.model import Checkpoint, Dataflow, Processor
+>>> [str(m.frontier) for m in Dataflow([Processor("a", "epoch", checkpoints=[Checkpoint(2)])], []).candidates("a", failed=True)]
+['Frontier(epoch, empty)', 'Frontier(epoch, 2)']
+"""
+
+from falkirk.solver.model.dataflow import Dataflow
+from falkirk.solver.model.elements import Checkpoint, Edge, Meta, Processor, ResolvedCheckpoint
+
+__all__ = ["Checkpoint", "Processor", "Edge", "Dataflow", "ResolvedCheckpoint", "Meta"]

@@ -1,0 +1,236 @@
+"""Where a monitor keeps its metadata: the :class:`MetadataStore` protocol and two stores.
+
+A store holds what a :class:`~falkirk.solver.Monitor` has acknowledged: the
+graph, every checkpoint in the order it was recorded, and the announced
+low-watermarks. :meth:`MetadataStore.append` is **atomic**: after a crash at
+any point, :meth:`MetadataStore.load` returns the state before or after the
+call, never a mix.
+
+* :class:`SQLiteStore` (the default for persistent monitors): an embedded
+  SQLite database in WAL mode, one transaction per ``append``; with the
+  default ``synchronous="FULL"`` a committed record also survives power loss
+  (``"NORMAL"`` survives a killed process, not a lost machine).
+* :class:`MemoryStore`: keeps Python objects in memory (no persistence, so
+  it accepts projections that are Python functions); for tests and
+  short-lived monitors.
+
+>>> from falkirk.solver import Checkpoint, Dataflow, Edge, Processor
+>>> df = Dataflow([Processor("a", "epoch", checkpoints=[Checkpoint(1)])], [])
+>>> store = SQLiteStore(":memory:")
+>>> store.create(StoredState(df, frozenset(), {"a": df.domains["a"].frontier(1)}))
+>>> store.append("a", Checkpoint(4), {"a": df.domains["a"].frontier(4)})
+>>> state = store.load()
+>>> [c.frontier for c in state.dataflow.processors["a"].checkpoints], state.watermarks
+([1, 4], {'a': Frontier(epoch, 4)})
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Protocol
+
+from attrs import evolve, frozen
+
+from falkirk.domains import Frontier
+from falkirk.domains.encoding import encode_frontier
+from falkirk.errors import MonitorError
+from falkirk.solver.model import Checkpoint, Dataflow
+from falkirk.solver.model.resolve import coerce
+from falkirk.solver.monitor.codec import (
+    FORMAT,
+    checkpoint_from_json,
+    checkpoint_to_json,
+    graph_from_json,
+    graph_to_json,
+)
+
+__all__ = ["StoredState", "MetadataStore", "MemoryStore", "SQLiteStore", "with_checkpoints"]
+
+
+@frozen
+class StoredState:
+    """A monitor's durable state: the graph with its checkpoints, the outputs, the watermarks."""
+
+    dataflow: Dataflow
+    outputs: frozenset[str]
+    watermarks: dict[str, Frontier]
+
+
+def with_checkpoints(
+    df: Dataflow, checkpoints: Mapping[str, list[Checkpoint]], live: Mapping[str, Checkpoint] | None = None
+) -> Dataflow:
+    """``df``'s graph with ``checkpoints[p]`` as each processor's checkpoints and ``live[p]`` as its live metadata."""
+    live = live or {}
+    procs = [
+        evolve(p, checkpoints=tuple(checkpoints.get(name, ())), live=live.get(name))
+        for name, p in df.processors.items()
+    ]
+    return Dataflow(procs, df.edges.values(), notifications=df.system_notifications)
+
+
+class MetadataStore(Protocol):
+    """Durable storage for a monitor (see the module docstring)."""
+
+    def create(self, state: StoredState) -> None:
+        """Store a new monitor's state; refuse (``MonitorError``) if one is already stored."""
+        ...
+
+    def load(self) -> StoredState | None:
+        """The stored state, or ``None`` if nothing was created yet."""
+        ...
+
+    def append(self, processor: str, checkpoint: Checkpoint, watermarks: Mapping[str, Frontier]) -> None:
+        """Atomically add ``checkpoint`` to ``processor`` and set the changed ``watermarks``."""
+        ...
+
+    def close(self) -> None:
+        """Release resources; the store is unusable afterwards."""
+        ...
+
+
+class MemoryStore:
+    """A :class:`MetadataStore` in memory (nothing survives the process)."""
+
+    def __init__(self) -> None:
+        self._graph: Dataflow | None = None
+        self._outputs: frozenset[str] = frozenset()
+        self._checkpoints: dict[str, list[Checkpoint]] = {}
+        self._watermarks: dict[str, Frontier] = {}
+
+    def create(self, state: StoredState) -> None:
+        if self._graph is not None:
+            raise MonitorError("this MemoryStore already holds a monitor")
+        self._graph = state.dataflow
+        self._outputs = state.outputs
+        self._checkpoints = {n: list(p.checkpoints) for n, p in state.dataflow.processors.items()}
+        self._watermarks = dict(state.watermarks)
+
+    def load(self) -> StoredState | None:
+        if self._graph is None:
+            return None
+        df = with_checkpoints(self._graph, self._checkpoints)
+        return StoredState(df, self._outputs, dict(self._watermarks))
+
+    def append(self, processor: str, checkpoint: Checkpoint, watermarks: Mapping[str, Frontier]) -> None:
+        if self._graph is None:
+            raise MonitorError("this MemoryStore holds no monitor yet (create one first)")
+        self._checkpoints[processor].append(checkpoint)
+        self._watermarks.update(watermarks)
+
+    def close(self) -> None:
+        pass
+
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS falkirk_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS checkpoints (seq INTEGER PRIMARY KEY, processor TEXT NOT NULL, body TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS watermarks (processor TEXT PRIMARY KEY, frontier TEXT NOT NULL)",
+)
+_UPSERT = (
+    "INSERT INTO watermarks (processor, frontier) VALUES (?, ?) "
+    "ON CONFLICT(processor) DO UPDATE SET frontier = excluded.frontier"
+)
+
+
+class SQLiteStore:
+    """A :class:`MetadataStore` in an SQLite database file (WAL mode, one transaction per append).
+
+    ``synchronous`` is SQLite's setting: ``"FULL"`` (default: durable across
+    power loss) or ``"NORMAL"`` (durable across a killed process; faster).
+    """
+
+    SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, synchronous: str = "FULL", timeout: float = 30.0
+    ) -> None:
+        if synchronous.upper() not in self.SYNCHRONOUS:
+            raise MonitorError(f"synchronous must be one of {list(self.SYNCHRONOUS)}, not {synchronous!r}")
+        self.path = os.fspath(path)
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=timeout)
+            mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
+        except sqlite3.Error as exc:
+            raise MonitorError(f"cannot open the monitor database {self.path!r}: {exc}") from None
+        if mode.lower() not in ("wal", "memory"):
+            raise MonitorError(f"{self.path!r}: SQLite refused WAL mode (journal_mode is {mode!r})")
+        self._graph: Dataflow | None = None
+
+    @contextmanager
+    def _transaction(self, kind: str = "IMMEDIATE") -> Iterator[sqlite3.Connection]:
+        db = self._db
+        try:
+            db.execute(f"BEGIN {kind}")
+            yield db
+            db.execute("COMMIT")
+        except BaseException as exc:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise MonitorError(f"monitor database {self.path!r}: {exc}") from exc
+            raise
+
+    def _initialised(self, db: sqlite3.Connection) -> bool:
+        row = db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'falkirk_meta'"
+        ).fetchone()
+        return (
+            row is not None
+            and db.execute("SELECT 1 FROM falkirk_meta WHERE key = 'graph'").fetchone() is not None
+        )
+
+    def create(self, state: StoredState) -> None:
+        df = state.dataflow
+        graph = json.dumps(graph_to_json(df, state.outputs))
+        rows = [
+            (n, json.dumps(checkpoint_to_json(df, n, ck)))
+            for n, p in df.processors.items()
+            for ck in p.checkpoints
+        ]
+        marks = [(n, json.dumps(encode_frontier(f))) for n, f in state.watermarks.items()]
+        with self._transaction() as db:
+            for stmt in _SCHEMA:
+                db.execute(stmt)
+            if self._initialised(db):
+                raise MonitorError(f"{self.path!r} already holds a monitor: open it with Monitor.open")
+            db.executemany(
+                "INSERT INTO falkirk_meta (key, value) VALUES (?, ?)", [("format", FORMAT), ("graph", graph)]
+            )
+            db.executemany("INSERT INTO checkpoints (processor, body) VALUES (?, ?)", rows)
+            db.executemany(_UPSERT, marks)
+        self._graph = df
+
+    def load(self) -> StoredState | None:
+        with self._transaction("DEFERRED") as db:
+            if not self._initialised(db):
+                return None
+            (graph,) = db.execute("SELECT value FROM falkirk_meta WHERE key = 'graph'").fetchone()
+            rows = db.execute("SELECT processor, body FROM checkpoints ORDER BY seq").fetchall()
+            marks = db.execute("SELECT processor, frontier FROM watermarks").fetchall()
+        checkpoints: dict[str, list[Checkpoint]] = {}
+        for name, body in rows:
+            checkpoints.setdefault(name, []).append(checkpoint_from_json(json.loads(body)))
+        df, outputs = graph_from_json(json.loads(graph), checkpoints)
+        watermarks = {n: coerce(df.domains[n], json.loads(v), f"stored watermark of {n!r}") for n, v in marks}
+        self._graph = df
+        return StoredState(df, outputs, watermarks)
+
+    def append(self, processor: str, checkpoint: Checkpoint, watermarks: Mapping[str, Frontier]) -> None:
+        if self._graph is None:
+            raise MonitorError(f"{self.path!r}: create or load the monitor before appending")
+        body = json.dumps(checkpoint_to_json(self._graph, processor, checkpoint))
+        marks = [(n, json.dumps(encode_frontier(f))) for n, f in watermarks.items()]
+        with self._transaction() as db:
+            db.execute("INSERT INTO checkpoints (processor, body) VALUES (?, ?)", (processor, body))
+            db.executemany(_UPSERT, marks)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
