@@ -185,13 +185,14 @@ def test_the_monitor_rejects_a_functional_projection_as_the_model_does() -> None
 
 
 def test_the_monitor_refuses_the_same_frontier_again_pointing_at_a_source_edge() -> None:
-    """A report at the latest frontier with other metadata names '@input'; the identical report is already recorded."""
+    """A report at the latest frontier with other metadata names '@input'; the identical report is the same
+    checkpoint (an idle period, SPEC §5): accepted, and nothing changes."""
     m = Monitor(chain(Checkpoint(1), Checkpoint(2)))
     with pytest.raises(MonitorError, match="'@input'"):
         m.record("a", Checkpoint(2, notifications=1))
-    with pytest.raises(MonitorError, match="already recorded"):
-        m.record("a", Checkpoint(2))
-    assert m.checkpoints("a") == (Checkpoint(1), Checkpoint(2))
+    before = m.watermarks
+    assert not m.record("a", Checkpoint(2)).watermarks
+    assert m.checkpoints("a") == (Checkpoint(1), Checkpoint(2)) and m.watermarks == before
 
 
 def test_the_monitor_accepts_a_dataflow_with_an_idle_period() -> None:

@@ -199,14 +199,29 @@ class MonitorMachine(RuleBasedStateMachine):
         shrunk = [e for e in df.inputs[p] if not m.delivered[e].is_empty]
         if shrunk and not df.processors[p].stateless and p not in self.outputs:
             ck = Checkpoint(grow(rng, m.frontier, strict=True), delivered={rng.choice(shrunk): "empty"})
-        else:
-            ck = Checkpoint(m.frontier if self.history[p] else "empty")
+        else:  # below the latest one (∅ is: the monitor starts there), hence out of order
+            ck = Checkpoint("empty")
         before = (self.monitor.watermarks, self.monitor.checkpoints(p))
         with pytest.raises(MonitorError, match=repr(p)):
             if p in self.outputs:
                 self.monitor.acknowledge_output(p, ck.frontier)
             else:
                 self.monitor.record(p, ck)
+        assert (self.monitor.watermarks, self.monitor.checkpoints(p)) == before
+
+    @rule(seed=SEEDS)
+    def repeat(self, seed: int) -> None:
+        """The latest checkpoint reported again, same metadata (an idle period, SPEC §5): accepted, no change."""
+        rng = self._step(seed)
+        reported = [p for p, h in self.history.items() if h]
+        if not reported:
+            return
+        p = rng.choice(reported)
+        before = (self.monitor.watermarks, self.monitor.checkpoints(p))
+        ck = self.history[p][-1]
+        changes = (self.monitor.acknowledge_output(p, ck.frontier) if p in self.outputs
+                   else self.monitor.record(p, ck))
+        assert not changes.watermarks
         assert (self.monitor.watermarks, self.monitor.checkpoints(p)) == before
 
     @rule(seed=SEEDS)

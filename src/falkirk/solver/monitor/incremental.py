@@ -167,9 +167,10 @@ class Monitor:
 
         The frontier must strictly contain the processor's previous one and
         the metadata must be monotone (:class:`~falkirk.errors.MonitorError`
-        otherwise, and nothing changes; a checkpoint a dataflow lists twice at
-        one frontier, SPEC §5, is one checkpoint and is reported once). The
-        report is durable when this returns.
+        otherwise, and nothing changes). The latest checkpoint reported again
+        with identical metadata (an idle period, SPEC §5) is the same
+        checkpoint: accepted, and nothing changes. The report is durable
+        when this returns.
 
         Cost: resolving the checkpoint (``O(edges of p)``), then a solve of
         the processors whose watermark derives from ``processor``
@@ -193,6 +194,8 @@ class Monitor:
     def _add(self, name: str, ck: Checkpoint) -> Changes:
         self._usable()
         meta = resolve_next(self._graph, name, self._last[name], self._projected[name].values(), ck)
+        if meta is self._last[name]:  # the latest checkpoint again (SPEC §5): one checkpoint, nothing changes
+            return Changes.of(self._graph, {}, self._outputs, 0)
         solver, view = self._solver, self._view
         region = solver.region([name])
         saved = solver.save(region)

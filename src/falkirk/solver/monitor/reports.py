@@ -112,10 +112,11 @@ def resolve_next(
     projection on an edge whose projection is recorded (the latest per edge
     suffices). Raises :class:`~falkirk.errors.MonitorError` naming the
     processor when ``ck`` is out of order, not monotone, or malformed. A
-    report at the frontier of ``last`` is refused too: with the same
-    (resolved) metadata it is that checkpoint, already recorded; otherwise
-    the message points at the source edge that output produced without new
-    input needs (SPEC §5).
+    report at the frontier of ``last`` with the same (resolved) metadata is
+    that checkpoint again (an idle period, SPEC §5): ``last`` itself is
+    returned and the caller records nothing. With other metadata it is
+    refused, and the message points at the source edge that output produced
+    without new input needs.
     """
     if not isinstance(ck, Checkpoint):
         raise MonitorError(f"processor {name!r}: expected a Checkpoint, got {ck!r}")
@@ -139,10 +140,7 @@ def resolve_next(
         if same:
             fields = differing_fields(last, meta)
             if not fields:
-                raise MonitorError(
-                    f"{where}: checkpoint at {encode_frontier(f)} is out of order: it repeats the latest "
-                    "one (same frontier and metadata), which is already recorded; report each checkpoint once"
-                )
+                return last  # the same checkpoint again: one checkpoint (SPEC §5)
             subject = f"{where}: checkpoint at {encode_frontier(f)} is out of order: it"
             raise MonitorError(same_frontier_message(subject, "the latest one", fields))
         check_monotone(name, [last, meta], ["", "reported checkpoint"])
