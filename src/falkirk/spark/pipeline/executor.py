@@ -455,12 +455,21 @@ class Executor:
                 self._lose(name)
 
     def _live(self, name: str) -> Checkpoint:
+        """Live metadata (SPEC §3, ``⊤``) of ``name``, which has not failed and has completed ``done[name]``.
+
+        ``M_e(⊤)``: the epochs delivered plus those still queued on ``e``;
+        ``D_e(⊤)``: the epochs sent and not logged, i.e. up to ``done`` on
+        every edge it does not log (left out, the safe default ``⊤`` would
+        force its receivers to keep everything and roll it back needlessly).
+        """
         d = self.done[name]
         delivered = {
             link.name: _frontier(max([d, *self.queues[link.name]]))
             for link in self.links if link.dst == name
         }
-        return Checkpoint("top", notifications=_frontier(d), delivered=delivered)
+        discarded = {} if self.pipeline.logs(name) else {
+            link.name: _frontier(d) for link in self.links if link.src == name}
+        return Checkpoint("top", notifications=_frontier(d), delivered=delivered, discarded=discarded)
 
     def _recover(self, failed: set[str], cause: str, *, lost: CorruptDataError | None = None, restart: bool = False) -> None:
         done_before = dict(self.done) if not restart else dict(self.high)

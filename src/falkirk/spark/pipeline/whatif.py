@@ -56,8 +56,9 @@ def boundary_live(pipeline: Pipeline, done: Mapping[str, int], failed: Iterable[
             continue
         d = done[n]
         f = "empty" if d < 0 else d
-        live[n] = Checkpoint("top", notifications=f,
-                             delivered={e.name: f for e in pipeline.edges if e.dst == n})
+        discarded = {} if pipeline.logs(n) else {e.name: f for e in pipeline.edges if e.src == n}
+        live[n] = Checkpoint("top", notifications=f, delivered={e.name: f for e in pipeline.edges if e.dst == n},
+                             discarded=discarded)
     return live
 
 
