@@ -20,16 +20,29 @@ domain's JSON encoding (``2`` for epoch 2, ``{"e1": 3}`` for sequence counts,
 ['Frontier(epoch, empty)', 'Frontier(epoch, 1)', 'Frontier(epoch, top)']
 """
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from falkirk.domains import INPUT_EDGE, Domain, Sequence, make_domain
 from falkirk.domains.projections import BoundProjection, projection_from_spec
 from falkirk.errors import FalkirkError, UnknownNameError, ValidationError
 from falkirk.solver.model.elements import Checkpoint, Edge, Meta, Processor, ResolvedCheckpoint
-from falkirk.solver.model.resolve import resolve_processor
+from falkirk.solver.model.plain import plain_chain
+from falkirk.solver.model.resolve import Resolved, resolve_processor
 
 __all__ = ["Checkpoint", "Processor", "Edge", "Dataflow", "ResolvedCheckpoint", "Meta"]
+
+
+class _OnDemand(dict[str, Resolved]):
+    """A dict whose missing entries are computed by ``make(key)`` on first access (and kept)."""
+
+    def __init__(self, make: Callable[[str], Resolved]) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, key: str) -> Resolved:
+        value = self[key] = self._make(key)
+        return value
 
 
 class Dataflow:
@@ -40,7 +53,11 @@ class Dataflow:
 
     Cost: ``O(V + E)``, plus resolving every processor's ``k`` checkpoints,
     ``O(k · edges of p)`` (and ``O(k)`` more per recorded edge a checkpoint
-    leaves to the union rule).
+    leaves to the union rule). A processor whose checkpoints give only
+    their frontiers, in a totally ordered domain with identity output edges
+    (:mod:`falkirk.solver.model.plain`), costs ``O(k)`` here and is
+    resolved when its metadata are first read; :attr:`plain` holds its
+    checkpoint keys (epochs in the ``epoch`` domain).
     """
 
     def __init__(
@@ -95,7 +112,19 @@ class Dataflow:
         self.receives_notifications: dict[str, bool] = {
             n: self._notifications(p) for n, p in self.processors.items()
         }
-        self._resolved = {n: resolve_processor(self, n) for n in self.processors}
+        # plain chains (falkirk.solver.model.plain) are resolved on first use, the rest now
+        self._resolved: dict[str, Resolved] = _OnDemand(self._resolve)
+        self.plain: dict[str, list[Any]] = {}
+        for n in self.processors:
+            keys = plain_chain(self, n)
+            if keys is None:
+                self._resolved[n]
+            else:
+                self.plain[n] = keys
+        self._columns: Any = None  # the array form, built by the vectorised solver once
+
+    def _resolve(self, name: str) -> Resolved:
+        return resolve_processor(self, name)
 
     # -- construction helpers ---------------------------------------------------
     def _domain(self, p: Processor) -> Domain:
