@@ -131,7 +131,7 @@ class Identity:
     def bind(self, source: Domain, target: Domain, edge: str) -> BoundProjection:
         if isinstance(source, Sequence) or isinstance(target, Sequence):
             raise _mismatch(self, source, target, edge, "sequence numbers are per edge: use 'sequence'")
-        if source != target:
+        if source is not target and source != target:
             raise _mismatch(self, source, target, edge, "identity needs the same domain at both ends")
         return _BoundIdentity(self, source, target, edge)
 

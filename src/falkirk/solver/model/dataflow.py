@@ -73,23 +73,32 @@ class Dataflow:
         self.edges: dict[str, Edge] = {}
         self.inputs: dict[str, list[str]] = {n: [] for n in self.processors}
         self.outputs: dict[str, list[str]] = {n: [] for n in self.processors}
+        procs, declared, outputs, inputs = self.processors, self.edges, self.outputs, self.inputs
         for e in edges:
-            if e.name in self.edges:
-                raise ValidationError(f"edge {e.name!r} is declared twice")
-            for end, who in (("src", e.src), ("dst", e.dst)):
-                if who not in self.processors:
-                    raise UnknownNameError(f"edge {e.name!r}: {end} {who!r} is not a declared processor")
-            self.edges[e.name] = e
-            self.outputs[e.src].append(e.name)
-            self.inputs[e.dst].append(e.name)
+            name, src, dst = e.name, e.src, e.dst
+            if name in declared:
+                raise ValidationError(f"edge {name!r} is declared twice")
+            if src not in procs:
+                raise UnknownNameError(f"edge {name!r}: src {src!r} is not a declared processor")
+            if dst not in procs:
+                raise UnknownNameError(f"edge {name!r}: dst {dst!r} is not a declared processor")
+            declared[name] = e
+            outputs[src].append(name)
+            inputs[dst].append(name)
         self.system_notifications = notifications
         self.domains: dict[str, Domain] = {n: self._domain(p) for n, p in self.processors.items()}
         self.bound: dict[str, BoundProjection] = {}
+        named: dict[str, Any] = {}  # projections given by name, made once (they are immutable values)
         for e in self.edges.values():
             spec = e.projection
             try:
                 if not hasattr(spec, "bind"):
-                    spec = projection_from_spec(spec)
+                    if type(spec) is str:
+                        if spec not in named:
+                            named[spec] = projection_from_spec(spec)
+                        spec = named[spec]
+                    else:
+                        spec = projection_from_spec(spec)
                 self.bound[e.name] = spec.bind(self.domains[e.src], self.domains[e.dst], e.name)
             except FalkirkError as exc:
                 msg = str(exc)
