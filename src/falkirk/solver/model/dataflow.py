@@ -21,11 +21,13 @@ domain's JSON encoding (``2`` for epoch 2, ``{"e1": 3}`` for sequence counts,
 """
 
 from collections.abc import Callable, Iterable
+from collections.abc import Sequence as PySequence
 from typing import Any
 
 from falkirk.domains import INPUT_EDGE, Domain, Sequence, make_domain
 from falkirk.domains.projections import BoundProjection, projection_from_spec
 from falkirk.errors import FalkirkError, UnknownNameError, ValidationError
+from falkirk.solver.model.bulk import from_arrays, from_networkx
 from falkirk.solver.model.elements import Checkpoint, Edge, Meta, Processor, ResolvedCheckpoint
 from falkirk.solver.model.plain import plain_chain
 from falkirk.solver.model.resolve import Resolved, resolve_processor
@@ -134,6 +136,78 @@ class Dataflow:
 
     def _resolve(self, name: str) -> Resolved:
         return resolve_processor(self, name)
+
+    # -- bulk constructors ------------------------------------------------------
+    @classmethod
+    def from_arrays(
+        cls,
+        names: PySequence[str],
+        src: Any,
+        dst: Any,
+        *,
+        domain: Any = "epoch",
+        edge_names: PySequence[str] | None = None,
+        logged: Any = None,
+        stateless: Any = None,
+        ck_ptr: Any = None,
+        ck_val: Any = None,
+        notifications: bool = True,
+    ) -> "Dataflow":
+        """A dataflow from arrays: edge ``k`` is ``names[src[k]] → names[dst[k]]`` (identity).
+
+        ``logged[k]``: edge ``k`` is logged; ``stateless[i]``: processor
+        ``i`` is stateless; its checkpoints are
+        ``ck_val[ck_ptr[i]:ck_ptr[i + 1]]`` (ascending frontiers in the
+        domain's encoding; epochs by default). Edges are named ``e0``,
+        ``e1``, … unless ``edge_names`` is given. The result is the
+        dataflow the object constructors give for the same content; see
+        :mod:`falkirk.solver.model.bulk`. Cost: ``O(V + E + checkpoints)``.
+
+        >>> import numpy as np
+        >>> from falkirk.solver import Dataflow, solve_frontiers
+        >>> df = Dataflow.from_arrays(["a", "b", "c"], src=np.array([0, 1]), dst=np.array([1, 2]),
+        ...     logged=np.array([True, False]), stateless=np.array([False, False, True]),
+        ...     ck_ptr=np.array([0, 1, 3, 3]), ck_val=np.array([3, 1, 5]))
+        >>> df.edges["e1"], df.processors["a"].logs
+        (Edge(name='e1', src='b', dst='c', projection=Identity()), frozenset({'e0'}))
+        >>> solve_frontiers(df, failed=["a"]).to_json()["frontiers"]
+        {'a': 3, 'b': 1, 'c': 1}
+        """
+        return from_arrays(
+            cls,
+            names,
+            src,
+            dst,
+            domain=domain,
+            edge_names=edge_names,
+            logged=logged,
+            stateless=stateless,
+            ck_ptr=ck_ptr,
+            ck_val=ck_val,
+            notifications=notifications,
+        )
+
+    @classmethod
+    def from_networkx(cls, graph: Any, *, domain: Any = "epoch", notifications: bool = True) -> "Dataflow":
+        """A dataflow from a directed ``networkx`` graph: nodes are processors, edges are edges.
+
+        Node attributes are :class:`Processor` fields (``domain``, default
+        ``domain``; ``stateless``, ``checkpoints`` as frontier encodings or
+        :class:`Checkpoint` values, ``logs``, ``live``, ``arity``,
+        ``notifications``, ``restartable``); edge attributes are ``name``
+        (default ``"u->v"``), ``projection`` (default identity) and
+        ``logged``. See :mod:`falkirk.solver.model.bulk`.
+
+        >>> import networkx as nx
+        >>> from falkirk.solver import Dataflow, solve_frontiers
+        >>> G = nx.DiGraph()
+        >>> G.add_node("a", checkpoints=[3])
+        >>> G.add_node("b", checkpoints=[1, 5])
+        >>> G.add_edge("a", "b", logged=True)
+        >>> solve_frontiers(Dataflow.from_networkx(G), failed=["a"]).to_json()["frontiers"]
+        {'a': 3, 'b': 1}
+        """
+        return from_networkx(cls, graph, domain=domain, notifications=notifications)
 
     # -- construction helpers ---------------------------------------------------
     def _domain(self, p: Processor) -> Domain:
