@@ -57,6 +57,7 @@ __all__ = [
 class BoundProjection:
     """A projection bound to an edge's source and target domains."""
 
+    __slots__ = ("spec", "source", "target", "edge")  # one per edge: kept small (subclasses may add fields)
     recorded: bool = False
     has_residual: bool = False
 
@@ -111,6 +112,7 @@ def _mismatch(p: Projection, source: Domain, target: Domain, edge: str, need: st
 
 # -- identity -----------------------------------------------------------------
 class _BoundIdentity(BoundProjection):
+    __slots__ = ()
     has_residual = True
 
     def apply(self, f: Frontier) -> Frontier:
