@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from collections.abc import Sequence as PySequence
 from typing import Any
 
-from falkirk.domains import INPUT_EDGE, Domain, Sequence, make_domain
+from falkirk.domains import BUILTIN, INPUT_EDGE, REGISTRY, Domain, Sequence, make_domain
 from falkirk.domains.projections import BoundProjection, projection_from_spec
 from falkirk.errors import FalkirkError, UnknownNameError, ValidationError
 from falkirk.solver.model.bulk import from_arrays, from_networkx
@@ -88,6 +88,7 @@ class Dataflow:
             outputs[src].append(name)
             inputs[dst].append(name)
         self.system_notifications = notifications
+        self._made: dict[tuple[str, int | None], Domain] = {}
         self.domains: dict[str, Domain] = {n: self._domain(p) for n, p in self.processors.items()}
         self.bound: dict[str, BoundProjection] = {}
         named: dict[str, Any] = {}  # projections given by name, made once (they are immutable values)
@@ -224,10 +225,20 @@ class Dataflow:
             options["arity"] = p.arity
         elif p.arity is not None:
             options["arity"] = p.arity
+        # a built-in family other than sequence gives equal, immutable domains: make each once
+        key = (
+            (p.domain, p.arity)
+            if p.domain != "sequence" and REGISTRY.get(p.domain) is BUILTIN.get(p.domain)
+            else None
+        )
+        if key is not None and key in self._made:
+            return self._made[key]
         try:
             dom = make_domain(p.domain, **options)
         except FalkirkError as exc:
             raise type(exc)(f"processor {p.name!r}: {exc}") from None
+        if key is not None:
+            self._made[key] = dom
         return dom
 
     def _check_sequence_edges(self, p: Processor, dom: Sequence) -> None:
