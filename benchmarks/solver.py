@@ -28,6 +28,12 @@ Sections:
 5. **a huge Dataflow** (full run) — building a 10^5-processor, 10^6-edge
    :class:`~falkirk.solver.Dataflow` and solving it with the worklist and
    the vectorised solver: what the array form saves.
+6. **the public API** (issue 18; ``--public-api`` runs only this section) —
+   ``solve_frontiers`` on a Dataflow built by the object constructors,
+   ``Dataflow.from_arrays`` and ``Dataflow.from_networkx``, next to networkx
+   building the same ``DiGraph`` and sorting it topologically, each case in
+   a fresh process with its CPU time and peak RSS
+   (``benchmarks/public_api.py``); written to ``benchmarks/results/public_api.json``.
 
 Times are the best of a few runs; ``wall`` is ``time.perf_counter`` and
 ``cpu`` is ``time.process_time`` of this process (the same on an idle
@@ -343,6 +349,24 @@ def huge_dataflow(n: int) -> dict[str, Any]:
     return row
 
 
+# -- 6. the public API next to networkx ------------------------------------------------------------
+def public_api(sizes: list[int]) -> dict[str, Any]:
+    """Section 6: every case of ``benchmarks/public_api.py``, each in a fresh process; written to its own file."""
+    from benchmarks.public_api import HEADER, run
+
+    print(HEADER)
+    res = {
+        "format": "falkirk-bench-public-api/1",
+        "load_average_at_start": os.getloadavg(),
+        "rows": run(sizes),
+    }
+    res["load_average_at_end"] = os.getloadavg()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "public_api.json").write_text(json.dumps(res, indent=1) + "\n")
+    print(f"wrote {RESULTS / 'public_api.json'}")
+    return res
+
+
 # -- driver -----------------------------------------------------------------------------------------
 def summary(res: dict[str, Any]) -> dict[str, Any]:
     """Each issue-9 target with the measured value and whether it is met."""
@@ -383,8 +407,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes, under 2 minutes")
     ap.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
+    ap.add_argument(
+        "--public-api", action="store_true", help="only section 6, the public API next to networkx"
+    )
     args = ap.parse_args(argv)
     quick = args.quick
+    if args.public_api:
+        return public_api([10_000] if quick else [10_000, 100_000])
     started = time.time()
     res: dict[str, Any] = {
         "format": "falkirk-bench-solver/1",
@@ -416,6 +445,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not quick:
         print()
         res["huge_dataflow"] = huge_dataflow(100_000)
+        print()
+        res["public_api"] = public_api([10_000, 100_000])["rows"]
     res["targets"] = summary(res)
     res["machine"]["load_average_at_end"] = os.getloadavg()
     res["machine"]["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -57,6 +57,7 @@ __all__ = [
 class BoundProjection:
     """A projection bound to an edge's source and target domains."""
 
+    __slots__ = ("spec", "source", "target", "edge")  # one per edge: kept small (subclasses may add fields)
     recorded: bool = False
     has_residual: bool = False
 
@@ -111,6 +112,7 @@ def _mismatch(p: Projection, source: Domain, target: Domain, edge: str, need: st
 
 # -- identity -----------------------------------------------------------------
 class _BoundIdentity(BoundProjection):
+    __slots__ = ()
     has_residual = True
 
     def apply(self, f: Frontier) -> Frontier:
@@ -131,7 +133,7 @@ class Identity:
     def bind(self, source: Domain, target: Domain, edge: str) -> BoundProjection:
         if isinstance(source, Sequence) or isinstance(target, Sequence):
             raise _mismatch(self, source, target, edge, "sequence numbers are per edge: use 'sequence'")
-        if source != target:
+        if source is not target and source != target:
             raise _mismatch(self, source, target, edge, "identity needs the same domain at both ends")
         return _BoundIdentity(self, source, target, edge)
 

@@ -30,7 +30,10 @@ the dense families (random DAGs, shuffles) the vectorised solver, conversion
 included, is about twice as fast, on chains and loops the two are even (or
 the worklist wins when little rolls back). Built straight from arrays
 (:meth:`~falkirk.solver.vectorised.problem.TotalProblem.from_epochs`,
-:mod:`falkirk.solver.vectorised.stages`) it needs no conversion at all.
+:mod:`falkirk.solver.vectorised.stages`) it needs no conversion at all; a
+Dataflow of plain epoch processors (:mod:`falkirk.solver.vectorised.columns`)
+is converted once, without resolving any checkpoint, and the arrays are
+kept for its later solves.
 
 Cost: :func:`choose` is ``O(V)`` (a look at every domain) once the size
 thresholds are met, ``O(1)`` otherwise.
@@ -55,6 +58,7 @@ from falkirk.solver.fixpoint import FixedPoint, Reason, round_robin
 from falkirk.solver.model import Dataflow
 from falkirk.solver.model.access import View
 from falkirk.solver.vectorised.build import NotApplicable, solve_view
+from falkirk.solver.vectorised.columns import solve_columns
 from falkirk.solver.worklist import run_worklist
 
 __all__ = [
@@ -163,7 +167,7 @@ def solve(view: View, *, strategy: Strategy = "auto", fast: bool | None = None) 
     chosen = choose(view.df, strategy=strategy)
     if chosen == "vectorised":
         try:
-            f, n, work = solve_view(view)
+            f, n, work = solve_columns(view.df, view.failed) or solve_view(view)
         except NotApplicable:
             if strategy == "vectorised":
                 raise

@@ -159,10 +159,13 @@ def solve_frontiers(
     actions = {p: _action(p in failed_set, f) for p, f in fp.frontiers.items()}
     replay = {}
     for p, proc in dataflow.processors.items():
+        if not proc.logs:
+            continue
         for e in dataflow.outputs[p]:
-            q = dataflow.edges[e].dst
-            if e in proc.logs and not fp.frontiers[q].is_top:
-                replay[e] = Replay(e, p, q, fp.frontiers[p], fp.frontiers[q])
+            if e in proc.logs:
+                q = dataflow.edges[e].dst
+                if not fp.frontiers[q].is_top:
+                    replay[e] = Replay(e, p, q, fp.frontiers[p], fp.frontiers[q])
     return RollbackPlan(
         dataflow=dataflow,
         failed=failed_set,

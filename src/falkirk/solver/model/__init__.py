@@ -5,7 +5,10 @@
 * :mod:`~falkirk.solver.model.resolve` — safe defaults, the chain and
   monotonicity rules, one checkpoint at a time;
 * :mod:`~falkirk.solver.model.dataflow` — :class:`Dataflow`, which validates
-  a graph and resolves every processor;
+  a graph and resolves every processor (those with bare checkpoints on first
+  use: :mod:`~falkirk.solver.model.plain`);
+* :mod:`~falkirk.solver.model.bulk` — ``Dataflow.from_arrays`` and
+  ``Dataflow.from_networkx``;
 * :mod:`~falkirk.solver.model.access` — ``F(p)`` and ``N``, ``M_e``, ``D_e``,
   ``φ_e`` at any frontier for a given set of failed processors (the
   :class:`~falkirk.solver.model.access.View` every driver reads).

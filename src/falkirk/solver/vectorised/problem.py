@@ -138,7 +138,7 @@ class TotalProblem:
         failed: Array,
         ck_ptr: Array,
         ck_val: Array,
-        notifications: bool = True,
+        notifications: bool | Array = True,
         names: Sequence[str] | None = None,
     ) -> TotalProblem:
         """An epoch-domain dataflow with identity edges and safe-default metadata, from arrays.
@@ -147,6 +147,8 @@ class TotalProblem:
         Processor ``p``'s checkpoints (or reported complete frontiers, if
         stateless) are the epochs ``ck_val[ck_ptr[p]:ck_ptr[p+1]]``, strictly
         increasing. Ranks: ``∅`` is 0, epoch ``k`` is ``k + 1``, ``⊤`` the largest.
+        ``notifications`` says whether the processors receive notifications:
+        one flag for all, or one per processor.
         This is what :meth:`Dataflow` objects with the same content resolve to,
         built without any per-processor Python object.
         """
@@ -172,12 +174,13 @@ class TotalProblem:
         last[some] = ck_val[ck_ptr[1:][some] - 1] + 1
         init = np.where(failed, last, top)
         init[ids] = c_val[c_ptr[ids + 1] - 1]
-        c_N = c_val.copy() if notifications else np.zeros_like(c_val)
+        notes = np.broadcast_to(np.asarray(notifications, dtype=bool), (P,)).copy()
+        c_N = np.where(np.repeat(notes, lens), c_val, 0)
         eids = np.arange(E, dtype=np.int64)
         none = np.full(E, IDENTITY, dtype=np.int64)
         return cls(
             stateless=stateless,
-            notes=np.full(P, notifications, dtype=bool),
+            notes=notes,
             init=init,
             c_ptr=c_ptr,
             c_val=c_val,

@@ -1,0 +1,168 @@
+"""Bulk constructors of a :class:`~falkirk.solver.model.Dataflow`: from arrays and from a networkx graph.
+
+A scheduler that already holds its job graph gives it as it holds it:
+
+* :func:`from_arrays` (``Dataflow.from_arrays``) — processor names, edges as
+  index arrays ``src``/``dst``, per-processor and per-edge flags, and the
+  checkpoints in CSR form (``ck_val[ck_ptr[i]:ck_ptr[i+1]]`` are processor
+  ``i``'s checkpoint frontiers, ascending, in the domain's JSON encoding:
+  epochs in the ``epoch`` domain). The arrays are checked at once (shapes,
+  index ranges, CSR pointers), with errors naming the argument.
+* :func:`from_networkx` (``Dataflow.from_networkx``) — a ``networkx``
+  directed graph whose nodes are processor names and whose node and edge
+  attributes are the fields of :class:`Processor` and :class:`Edge`.
+
+Both build the same :class:`Processor` and :class:`Edge` values the object
+constructors take and validate them the same way, so a dataflow built one
+way has the same plans as one built another way, and the same errors for
+the same mistakes. Edges are identity edges unless a ``projection`` is
+given (networkx only); every checkpoint gives its frontier only, so in a
+totally ordered domain the dataflow's metadata are resolved on first use
+(:mod:`falkirk.solver.model.plain`).
+
+Cost: ``O(V + E + checkpoints)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from falkirk.domains import Identity
+from falkirk.errors import ValidationError
+from falkirk.solver.model.elements import Checkpoint, Edge, Processor
+
+if TYPE_CHECKING:
+    from falkirk.solver.model.dataflow import Dataflow
+
+__all__ = ["from_arrays", "from_networkx", "PROCESSOR_ATTRIBUTES", "EDGE_ATTRIBUTES"]
+
+#: Node attributes :func:`from_networkx` reads (the :class:`Processor` fields but ``name``).
+PROCESSOR_ATTRIBUTES = (
+    "domain",
+    "stateless",
+    "logs",
+    "checkpoints",
+    "live",
+    "arity",
+    "notifications",
+    "restartable",
+)
+_IDENTITY = Identity()  # the default projection, one value for every edge (it is immutable)
+
+#: Edge attributes :func:`from_networkx` reads (``logged`` adds the edge to its sender's ``logs``).
+EDGE_ATTRIBUTES = ("name", "projection", "logged")
+
+
+def _flags(value: Any, size: int, what: str) -> list[bool]:
+    if value is None:
+        return [False] * size
+    arr = np.asarray(value)
+    if arr.shape != (size,):
+        raise ValidationError(f"{what} has shape {arr.shape}, expected ({size},)")
+    return arr.astype(bool).tolist()
+
+
+def _indices(value: Any, n: int, what: str, size: int | None = None) -> list[int]:
+    arr = np.asarray(value)
+    if arr.ndim != 1 or (size is not None and arr.shape[0] != size):
+        want = "a 1-d array" if size is None else f"shape ({size},)"
+        raise ValidationError(f"{what} has shape {arr.shape}, expected {want}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise ValidationError(f"{what} must hold integers, not {arr.dtype}")
+    if arr.size and (arr.min() < 0 or arr.max() >= n):
+        bad = int(arr[(arr < 0) | (arr >= n)][0])
+        raise ValidationError(f"{what} holds {bad}, which is not a processor index (0..{n - 1})")
+    return arr.astype(np.int64).tolist()
+
+
+def from_arrays(
+    cls: type[Dataflow],
+    names: Sequence[str],
+    src: Any,
+    dst: Any,
+    *,
+    domain: Any = "epoch",
+    edge_names: Sequence[str] | None = None,
+    logged: Any = None,
+    stateless: Any = None,
+    ck_ptr: Any = None,
+    ck_val: Any = None,
+    notifications: bool = True,
+) -> Dataflow:
+    """A dataflow of ``len(names)`` processors in one ``domain`` (see the module docstring)."""
+    names = list(names)
+    n = len(names)
+    if not all(isinstance(p, str) for p in names):
+        bad = next(p for p in names if not isinstance(p, str))
+        raise ValidationError(f"names must be strings, not {bad!r}")
+    s = _indices(src, n, "src")
+    d = _indices(dst, n, "dst", len(s))
+    m = len(s)
+    if edge_names is None:
+        enames = [f"e{k}" for k in range(m)]
+    else:
+        enames = list(edge_names)
+        if len(enames) != m:
+            raise ValidationError(f"edge_names has {len(enames)} names for {m} edges")
+    log = _flags(logged, m, "logged")
+    less = _flags(stateless, n, "stateless")
+    if (ck_ptr is None) != (ck_val is None):
+        raise ValidationError("give both ck_ptr and ck_val (checkpoints in CSR form), or neither")
+    if ck_ptr is None:
+        ptr, vals = [0] * (n + 1), []
+    else:
+        ptr = _indices(ck_ptr, 2**62, "ck_ptr", n + 1)
+        if isinstance(ck_val, np.ndarray):
+            vals = ck_val.tolist()
+        else:
+            vals = [v.item() if isinstance(v, np.generic) else v for v in ck_val]
+        if ptr[0] != 0 or ptr[-1] != len(vals) or any(a > b for a, b in zip(ptr, ptr[1:], strict=False)):
+            raise ValidationError(
+                f"ck_ptr must rise from 0 to len(ck_val) = {len(vals)} (CSR pointers), got {ptr[0]}..{ptr[-1]}"
+            )
+    logs: list[list[str]] = [[] for _ in range(n)]
+    for k in range(m):
+        if log[k]:
+            logs[s[k]].append(enames[k])
+    procs = [
+        Processor(
+            names[i],
+            domain,
+            stateless=less[i],
+            logs=logs[i],
+            checkpoints=[Checkpoint(v) for v in vals[ptr[i] : ptr[i + 1]]],
+        )
+        for i in range(n)
+    ]
+    edges = [Edge(enames[k], names[s[k]], names[d[k]], _IDENTITY) for k in range(m)]
+    return cls(procs, edges, notifications=notifications)
+
+
+def from_networkx(
+    cls: type[Dataflow], graph: Any, *, domain: Any = "epoch", notifications: bool = True
+) -> Dataflow:
+    """A dataflow from a directed networkx graph (see the module docstring); ``domain`` is the default domain."""
+    if not graph.is_directed():
+        raise ValidationError("from_networkx needs a directed graph (networkx.DiGraph)")
+    logs: dict[Any, list[str]] = {u: [] for u in graph.nodes}
+    edges = []
+    for u, v, data in graph.edges(data=True):
+        name = data.get("name", f"{u}->{v}")
+        if data.get("logged", False):
+            logs[u].append(name)
+        edges.append(Edge(name, u, v, data.get("projection", _IDENTITY)))
+    procs = []
+    for u, data in graph.nodes(data=True):
+        if not isinstance(u, str):
+            raise ValidationError(f"node {u!r}: processor names must be strings")
+        fields = {k: data[k] for k in PROCESSOR_ATTRIBUTES if k in data}
+        fields.setdefault("domain", domain)
+        fields["logs"] = [*fields.get("logs", ()), *logs[u]]
+        fields["checkpoints"] = [
+            c if isinstance(c, Checkpoint) else Checkpoint(c) for c in fields.get("checkpoints", ())
+        ]
+        procs.append(Processor(u, **fields))
+    return cls(procs, edges, notifications=notifications)

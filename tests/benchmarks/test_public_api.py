@@ -1,0 +1,13 @@
+"""Smoke test of the public-API benchmark (benchmarks/public_api.py): every case runs and the constructors agree."""
+
+from __future__ import annotations
+
+from benchmarks.public_api import CASES, one
+
+
+def test_every_case_runs_and_the_constructors_give_the_same_plan() -> None:
+    """At 300 processors each case reports its times and RSS; objects, from_arrays and from_networkx solve alike."""
+    rows = {case: one(case, 300) for case in CASES}
+    assert all(r["processors"] == 300 and r["peak_rss_mb"] > 0 for r in rows.values())
+    assert rows["networkx"]["check"] == 300  # every node in the topological order
+    assert len({rows[c]["check"] for c in CASES if c != "networkx"}) == 1
