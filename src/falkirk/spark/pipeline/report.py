@@ -25,6 +25,7 @@ global rollback to epoch 2                1416                        840       
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from attrs import frozen
@@ -89,9 +90,34 @@ def format_costs(cs: list[Cost]) -> str:
     return "\n".join(lines)
 
 
-def _why(plan: Any, name: str) -> str:
+def why(plan: Any, name: str) -> str:
+    """The constraint that last lowered ``name``'s frontier in ``plan`` (empty at ``⊤``)."""
     lines = plan.explain(name)
     return lines[-1] if lines else ""
+
+
+def show_epoch(f: Any) -> str:
+    """An epoch frontier for people: ``⊤``, ``∅`` or the last epoch."""
+    e = epoch_of(f)
+    return "⊤" if f.is_top else "∅" if e < 0 else str(e)
+
+
+def plan_table(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    """Indented, aligned lines of ``rows`` (the first is the header; the last column is left ragged)."""
+    k = len(rows[0]) - 1
+    w = [max(len(r[i]) for r in rows) for i in range(k)]
+    out = []
+    for i, r in enumerate(rows):
+        out.append("  " + "  ".join(r[j].ljust(w[j]) for j in range(k)) + "  " + r[k])
+        if i == 0:
+            out.append("  " + "  ".join("-" * x for x in w) + "  ---")
+    return out
+
+
+def replayed_line(replayed: Any) -> str:
+    """``replayed from logs: edge epochs lo–hi, …`` for ``{edge: (lo, hi)}``."""
+    return "  replayed from logs: " + ", ".join(
+        f"{e} epochs {lo}–{hi}" if hi > lo else f"{e} epoch {lo}" for e, (lo, hi) in replayed.items())
 
 
 def format_recovery(journal: Journal, rec: Recovery, *, inputs: set[str], stateful: list[str]) -> str:
@@ -105,18 +131,11 @@ def format_recovery(journal: Journal, rec: Recovery, *, inputs: set[str], statef
         out.append(f"  unusable data found and skipped: {p}")
     rows = [("step", "action", "frontier", "had done", "why")]
     for n, f in plan.frontiers.items():
-        e = epoch_of(f)
-        shown = "⊤" if f.is_top else "∅" if e < 0 else str(e)
         had = rec.done_at_failure.get(n, -1)
-        rows.append((n, plan.actions[n], shown, "-" if had < 0 else str(had), _why(plan, n) if not f.is_top else ""))
-    w = [max(len(r[i]) for r in rows) for i in range(4)]
-    for i, r in enumerate(rows):
-        out.append("  " + "  ".join(r[j].ljust(w[j]) for j in range(4)) + "  " + r[4])
-        if i == 0:
-            out.append("  " + "  ".join("-" * x for x in w) + "  ---")
+        rows.append((n, plan.actions[n], show_epoch(f), "-" if had < 0 else str(had), why(plan, n) if not f.is_top else ""))
+    out += plan_table(rows)
     if rec.replayed:
-        out.append("  replayed from logs: " + ", ".join(
-            f"{e} epochs {lo}–{hi}" if hi > lo else f"{e} epoch {lo}" for e, (lo, hi) in rec.replayed.items()))
+        out.append(replayed_line(rec.replayed))
     out.append("")
     out.append(format_costs(costs(journal, rec, inputs=inputs, stateful=stateful)))
     return "\n".join(out)

@@ -29,6 +29,7 @@ from attrs import frozen
 from falkirk.solver import Checkpoint, RollbackPlan
 from falkirk.spark.errors import PipelineError
 from falkirk.spark.pipeline.planner import TOP, Planner, epoch_of
+from falkirk.spark.pipeline.report import plan_table, replayed_line, show_epoch, why
 
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.definition import Pipeline
@@ -90,21 +91,13 @@ class WhatIf:
         """The plan as a table: step, action, frontier, had done, epochs redone, why."""
         rows = [("step", "action", "frontier", "had done", "redo", "why")]
         for n, f in self.plan.frontiers.items():
-            e = epoch_of(f)
-            shown = "⊤" if f.is_top else "∅" if e < 0 else str(e)
             lo_hi = self.redo.get(n)
             redo = "-" if lo_hi is None else f"{lo_hi[0]}" if lo_hi[0] == lo_hi[1] else f"{lo_hi[0]}–{lo_hi[1]}"
-            why = self.plan.explain(n)[-1] if not f.is_top and self.plan.explain(n) else ""
-            rows.append((n, self.plan.actions[n], shown, str(self.done.get(n, -1)), redo, why))
-        w = [max(len(r[i]) for r in rows) for i in range(5)]
-        out = [f"what if {', '.join(self.failed)} failed after epoch {self.at}:"]
-        for i, r in enumerate(rows):
-            out.append("  " + "  ".join(r[j].ljust(w[j]) for j in range(5)) + "  " + r[5])
-            if i == 0:
-                out.append("  " + "  ".join("-" * x for x in w) + "  ---")
+            rows.append((n, self.plan.actions[n], show_epoch(f), str(self.done.get(n, -1)), redo,
+                         why(self.plan, n) if not f.is_top else ""))
+        out = [f"what if {', '.join(self.failed)} failed after epoch {self.at}:", *plan_table(rows)]
         if self.replay:
-            out.append("  replayed from logs: " + ", ".join(
-                f"{e} epochs {lo}–{hi}" if hi > lo else f"{e} epoch {lo}" for e, (lo, hi) in self.replay.items()))
+            out.append(replayed_line(self.replay))
         pairs = sum(hi - lo + 1 for lo, hi in self.redo.values())
         cost = f"  cost: {pairs} (step, epoch) pair(s) recomputed"
         if self.rows is not None:
