@@ -51,7 +51,7 @@ from falkirk.spark.pipeline.progress import Progress
 from falkirk.spark.pipeline.runners import Runner, make_runner
 from falkirk.spark.pipeline.session import executors, failed_tasks, job_group, local_session
 from falkirk.spark.pipeline.storage import Manifest, Storage
-from falkirk.spark.pipeline.whatif import WhatIf, what_if
+from falkirk.spark.pipeline.whatif import WhatIf, live_checkpoint, what_if
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -455,21 +455,9 @@ class Executor:
                 self._lose(name)
 
     def _live(self, name: str) -> Checkpoint:
-        """Live metadata (SPEC §3, ``⊤``) of ``name``, which has not failed and has completed ``done[name]``.
-
-        ``M_e(⊤)``: the epochs delivered plus those still queued on ``e``;
-        ``D_e(⊤)``: the epochs sent and not logged, i.e. up to ``done`` on
-        every edge it does not log (left out, the safe default ``⊤`` would
-        force its receivers to keep everything and roll it back needlessly).
-        """
-        d = self.done[name]
-        delivered = {
-            link.name: _frontier(max([d, *self.queues[link.name]]))
-            for link in self.links if link.dst == name
-        }
-        discarded = {} if self.pipeline.logs(name) else {
-            link.name: _frontier(d) for link in self.links if link.src == name}
-        return Checkpoint("top", notifications=_frontier(d), delivered=delivered, discarded=discarded)
+        """Live metadata of ``name`` (not failed): :func:`~falkirk.spark.pipeline.whatif.live_checkpoint`."""
+        queued = {link.name: max(self.queues[link.name], default=-1) for link in self.links if link.dst == name}
+        return live_checkpoint(self.pipeline, name, self.done[name], queued)
 
     def _recover(self, failed: set[str], cause: str, *, lost: CorruptDataError | None = None, restart: bool = False) -> None:
         done_before = dict(self.done) if not restart else dict(self.high)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from falkirk.spark.pipeline.definition import Pipeline
     from falkirk.spark.pipeline.journal import Journal
 
-__all__ = ["WhatIf", "boundary_live", "what_if", "from_root", "frontier_kind", "check_steps"]
+__all__ = ["WhatIf", "live_checkpoint", "boundary_live", "what_if", "from_root", "frontier_kind", "check_steps"]
 
 
 def frontier_kind(pipeline: Pipeline, name: str) -> str:
@@ -48,19 +48,29 @@ def frontier_kind(pipeline: Pipeline, name: str) -> str:
     return "output" if isinstance(step.regime, Output) else "checkpoint"
 
 
+def live_checkpoint(pipeline: Pipeline, name: str, done: int, queued: Mapping[str, int] | None = None) -> Checkpoint:
+    """Live metadata (SPEC §3, ``⊤``) of step ``name``, which has not failed and has completed epoch ``done``.
+
+    ``M_e(⊤)``: the epochs delivered plus those still queued on ``e``
+    (``queued``: the last queued epoch per input edge); ``D_e(⊤)``: the
+    epochs sent and not logged, i.e. up to ``done`` on every edge it does
+    not log (left out, the safe default ``⊤`` would force its receivers to
+    keep everything and roll it back needlessly).
+    """
+    def epoch(e: int) -> int | str:
+        return "empty" if e < 0 else e
+
+    queued = queued or {}
+    delivered = {e.name: epoch(max(done, queued.get(e.name, -1))) for e in pipeline.edges if e.dst == name}
+    discarded = {} if pipeline.logs(name) else {e.name: epoch(done) for e in pipeline.edges if e.src == name}
+    return Checkpoint("top", notifications=epoch(done), delivered=delivered, discarded=discarded)
+
+
 def boundary_live(pipeline: Pipeline, done: Mapping[str, int], failed: Iterable[str]) -> dict[str, Checkpoint]:
     """Live metadata of the stateful steps that did not fail, at a boundary where ``done`` holds (queues empty)."""
     lost = set(failed)
-    live: dict[str, Checkpoint] = {}
-    for n in pipeline.order:
-        if n in lost or pipeline.stateless(n):
-            continue
-        d = done[n]
-        f = "empty" if d < 0 else d
-        discarded = {} if pipeline.logs(n) else {e.name: f for e in pipeline.edges if e.src == n}
-        live[n] = Checkpoint("top", notifications=f, delivered={e.name: f for e in pipeline.edges if e.dst == n},
-                             discarded=discarded)
-    return live
+    return {n: live_checkpoint(pipeline, n, done[n]) for n in pipeline.order
+            if n not in lost and not pipeline.stateless(n)}
 
 
 @frozen
