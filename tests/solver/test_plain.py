@@ -69,6 +69,7 @@ def test_deferred_resolution_matches_resolving_at_once(case: Any) -> None:
     spec, edges = case
     got = _outcome(spec, edges)
     with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dataflow_module, "DEFER_PLAIN", False)
         mp.setattr(dataflow_module, "plain_chain", lambda df, name: None)
         want = _outcome(spec, edges)
     assert got == want

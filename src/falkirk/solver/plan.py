@@ -19,8 +19,12 @@ sink top → 1 by C3 on e2: it had received messages that sum at 2 will send aga
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+import json
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from typing import IO, Any
+
+import numpy as np
 
 from attrs import frozen
 
@@ -31,6 +35,8 @@ from falkirk.solver.dispatch import Strategy
 from falkirk.solver.fixpoint import Reason
 from falkirk.solver.model import Dataflow
 from falkirk.solver.model.access import View, normalise_failed
+from falkirk.solver.model.views import OnDemand
+from falkirk.solver.vectorised.columns import RankFrontiers
 
 __all__ = ["Replay", "RollbackPlan", "solve_frontiers", "encode_frontier", "ACTIONS"]
 
@@ -89,17 +95,48 @@ class RollbackPlan:
         return [r.describe() for p in order for r in self.reasons[p]]
 
     def to_json(self) -> dict[str, Any]:
-        """The ``falkirk-plan/1`` document (SPEC §9)."""
+        """The ``falkirk-plan/1`` document (SPEC §9).
+
+        Cost: ``O(V + replayed edges)``; a plan of the vectorised solver
+        encodes from its arrays without making a frontier per processor.
+        """
         return {
             "format": "falkirk-plan/1",
-            "frontiers": {p: encode_frontier(f) for p, f in self.frontiers.items()},
-            "notification_frontiers": {p: encode_frontier(f) for p, f in self.notification_frontiers.items()},
+            "frontiers": dict(_encoded(self.frontiers)),
+            "notification_frontiers": dict(_encoded(self.notification_frontiers)),
             "actions": dict(self.actions),
-            "replay": {
-                e: {"log_frontier": encode_frontier(r.log_frontier), "exclude": encode_frontier(r.exclude)}
-                for e, r in self.replay.items()
-            },
+            "replay": dict(_encoded_replay(self)),
         }
+
+    def iter_json(self, chunk: int = 4096) -> Iterator[str]:
+        """The :meth:`to_json` document as JSON text, in pieces of about ``chunk`` entries.
+
+        Joined, the pieces are ``json.dumps(plan.to_json())``; the whole
+        document is never held in memory (see :meth:`write_json`).
+
+        >>> from falkirk.solver import Checkpoint, Dataflow, Edge, Processor, solve_frontiers
+        >>> df = Dataflow([Processor("a", "epoch", checkpoints=[Checkpoint(2)])], [])
+        >>> plan = solve_frontiers(df, ["a"])
+        >>> "".join(plan.iter_json()) == json.dumps(plan.to_json())
+        True
+        """
+        yield '{"format": "falkirk-plan/1", "frontiers": '
+        yield from _json_object(_encoded(self.frontiers), chunk)
+        yield ', "notification_frontiers": '
+        yield from _json_object(_encoded(self.notification_frontiers), chunk)
+        yield ', "actions": '
+        yield from _json_object(iter(self.actions.items()), chunk)
+        yield ', "replay": '
+        yield from _json_object(_encoded_replay(self), chunk)
+        yield "}"
+
+    def write_json(self, fp: IO[str], chunk: int = 4096) -> None:
+        """Write the :meth:`to_json` document to the text file ``fp``, streamed (:meth:`iter_json`).
+
+        Cost: ``O(V + replayed edges)`` time and ``O(chunk)`` memory beyond the plan.
+        """
+        for piece in self.iter_json(chunk):
+            fp.write(piece)
 
     def table(self) -> str:
         """A human-readable table of the plan."""
@@ -118,6 +155,71 @@ class RollbackPlan:
                     f"minus times in {frontier_text(r.exclude)}"
                 )
         return "\n".join(lines)
+
+
+def _encoded(frontiers: Any) -> Iterator[tuple[str, Any]]:
+    """``(processor, JSON encoding)`` of a frontier mapping, in order (arrays: no frontier made)."""
+    if isinstance(frontiers, RankFrontiers):
+        enc = frontiers.encoded_ranks()
+        return zip(frontiers.names, map(enc.__getitem__, frontiers.ranks.tolist()), strict=True)
+    return ((p, encode_frontier(f)) for p, f in frontiers.items())
+
+
+def _encoded_replay(plan: RollbackPlan) -> Iterator[tuple[str, Any]]:
+    replay = plan.replay
+    if isinstance(replay, _RankReplay):
+        f = replay.frontiers
+        enc = f.encoded_ranks()
+        rs, rd = f.ranks[replay.src].tolist(), f.ranks[replay.dst].tolist()
+        return (
+            (e, {"log_frontier": enc[a], "exclude": enc[b]})
+            for e, a, b in zip(replay.keys_list, rs, rd, strict=True)
+        )
+    return (
+        (e, {"log_frontier": encode_frontier(r.log_frontier), "exclude": encode_frontier(r.exclude)})
+        for e, r in replay.items()
+    )
+
+
+def _json_object(items: Iterator[tuple[str, Any]], chunk: int) -> Iterator[str]:
+    """``json.dumps(dict(items))``, in pieces."""
+    dumps, sep = json.dumps, ""
+    yield "{"
+    while True:
+        part = list(islice(items, chunk))
+        if not part:
+            break
+        yield sep + ", ".join(f"{dumps(k)}: {dumps(v)}" for k, v in part)
+        sep = ", "
+    yield "}"
+
+
+class _RankReplay(OnDemand):
+    """The replays of a vectorised plan: logged edges ``src → dst`` whose receiver rolled back, made on read."""
+
+    def __init__(self, dataflow: Dataflow, f: RankFrontiers) -> None:
+        t = dataflow._table
+        sel = np.flatnonzero(t.logged & (f.ranks[t.dst] != f.top_rank))
+        sel = sel[np.lexsort((sel, t.src[sel]))]  # by sender as declared, then by edge
+        self.frontiers, self.src, self.dst = f, t.src[sel], t.dst[sel]
+        self.keys_list = [t.edge_name(k) for k in sel.tolist()]
+        pos = dict(zip(self.keys_list, range(len(self.keys_list)), strict=True))
+        names = t.names
+
+        def make(e: str) -> Replay:
+            j = pos[e]
+            a, b = int(self.src[j]), int(self.dst[j])
+            return Replay(e, names[a], names[b], f.frontier(int(f.ranks[a])), f.frontier(int(f.ranks[b])))
+
+        super().__init__(pos, make)
+
+
+def _rank_actions(f: RankFrontiers, failed: frozenset[str]) -> dict[str, str]:
+    mask = np.zeros(len(f.names), dtype=bool)
+    if failed:
+        mask[[f.index[p] for p in failed]] = True
+    code = np.where(mask, np.where(f.ranks == 0, 3, 2), np.where(f.ranks == f.top_rank, 0, 1))
+    return dict(zip(f.names, map(ACTIONS.__getitem__, code.tolist()), strict=True))
 
 
 def _action(failed: bool, f: Frontier) -> str:
@@ -156,6 +258,17 @@ def solve_frontiers(
     strategy = dispatch.strategy_of(strategy, fast, stacklevel=2)
     failed_set = normalise_failed(dataflow, failed)
     fp = dispatch.solve(View(dataflow, failed_set), strategy=strategy)
+    if isinstance(fp.frontiers, RankFrontiers):  # the vectorised solver's arrays: nothing made per processor
+        return RollbackPlan(
+            dataflow=dataflow,
+            failed=failed_set,
+            frontiers=fp.frontiers,
+            notification_frontiers=fp.notification_frontiers,
+            actions=_rank_actions(fp.frontiers, failed_set),
+            replay=_RankReplay(dataflow, fp.frontiers),
+            reasons=fp.reasons,
+            examinations=fp.examinations,
+        )
     actions = {p: _action(p in failed_set, f) for p, f in fp.frontiers.items()}
     replay = {}
     for p, proc in dataflow.processors.items():

@@ -22,15 +22,21 @@ domain's JSON encoding (``2`` for epoch 2, ``{"e1": 3}`` for sequence counts,
 
 from collections.abc import Callable, Iterable
 from collections.abc import Sequence as PySequence
+from itertools import chain
+from operator import attrgetter
 from typing import Any
 
-from falkirk.domains import BUILTIN, INPUT_EDGE, REGISTRY, Domain, Sequence, make_domain
+import numpy as np
+
+from falkirk.domains import BUILTIN, INPUT_EDGE, REGISTRY, Domain, Epoch, Identity, Sequence, make_domain
 from falkirk.domains.projections import BoundProjection, projection_from_spec
 from falkirk.errors import FalkirkError, UnknownNameError, ValidationError
 from falkirk.solver.model.bulk import from_arrays, from_networkx
 from falkirk.solver.model.elements import Checkpoint, Edge, Meta, Processor, ResolvedCheckpoint
 from falkirk.solver.model.plain import plain_chain
 from falkirk.solver.model.resolve import Resolved, resolve_processor
+from falkirk.solver.model.table import Table, epoch_chains
+from falkirk.solver.model.views import OnDemand
 
 __all__ = ["Checkpoint", "Processor", "Edge", "Dataflow", "ResolvedCheckpoint", "Meta"]
 
@@ -47,96 +53,306 @@ class _OnDemand(dict[str, Resolved]):
         return value
 
 
+#: Whether plain processors are resolved on first use (``False``: every processor at once, as a reference).
+DEFER_PLAIN = True
+
+_PLAIN_TAIL = attrgetter("notifications", "delivered", "discarded", "projection", "logged", "state")
+_NOTHING_MORE = (None, {}, {}, {}, {}, None)  # what a plain checkpoint gives besides its frontier
+
+
+def _processors(procs: list[Processor]) -> dict[str, Processor]:
+    """The processors by name; the first mistake in declaration order raises."""
+    if all(type(p) is Processor for p in procs):
+        out = dict(zip(map(attrgetter("name"), procs), procs, strict=True))
+        if len(out) == len(procs):
+            return out
+    out = {}
+    for p in procs:
+        if not isinstance(p, Processor):
+            raise ValidationError(f"expected a Processor, got {p!r}")
+        if p.name in out:
+            raise ValidationError(f"processor {p.name!r} is declared twice")
+        out[p.name] = p
+    return out
+
+
+def _edges(
+    edges: list[Edge], procs: dict[str, Processor]
+) -> tuple[PySequence[str], PySequence[str], PySequence[str], PySequence[Any], dict[str, Edge]]:
+    """Names, ends and projections of the edges (columns) and the edges by name.
+
+    The first mistake in declaration order raises: a name declared twice,
+    an unknown ``src``, an unknown ``dst``.
+    """
+    if all(type(e) is Edge for e in edges):
+        names, srcs, dsts, projs = (list(map(attrgetter(f), edges)) for f in ("name", "src", "dst", "projection"))
+        by_name = dict(zip(names, edges, strict=True))
+        if len(by_name) == len(edges) and all(map(procs.__contains__, chain(srcs, dsts))):
+            return names, srcs, dsts, projs, by_name
+    by_name = {}
+    for e in edges:
+        name, src, dst = e.name, e.src, e.dst
+        if name in by_name:
+            raise ValidationError(f"edge {name!r} is declared twice")
+        if src not in procs:
+            raise UnknownNameError(f"edge {name!r}: src {src!r} is not a declared processor")
+        if dst not in procs:
+            raise UnknownNameError(f"edge {name!r}: dst {dst!r} is not a declared processor")
+        by_name[name] = e
+    rows = [(e.name, e.src, e.dst, e.projection) for e in edges]
+    names, srcs, dsts, projs = tuple(zip(*rows, strict=True)) or ((), (), (), ())
+    return names, srcs, dsts, projs, by_name
+
+
 class Dataflow:
     """A validated dataflow graph with resolved checkpoint metadata.
 
     Raises :class:`~falkirk.errors.ValidationError` (or a subclass) naming
     the processor, edge or field when the input is not well formed.
 
-    Cost: ``O(V + E)``, plus resolving every processor's ``k`` checkpoints,
-    ``O(k · edges of p)`` (and ``O(k)`` more per recorded edge a checkpoint
-    leaves to the union rule). A processor whose checkpoints give only
-    their frontiers, in a totally ordered domain with identity output edges
-    (:mod:`falkirk.solver.model.plain`), costs ``O(k)`` here and is
-    resolved when its metadata are first read; :attr:`plain` holds its
+    The graph is kept as columns (:mod:`falkirk.solver.model.table`):
+    names interned once, edges as index arrays, the checkpoints of plain
+    processors in CSR form. :attr:`processors`, :attr:`edges`,
+    :attr:`inputs`, :attr:`outputs`, :attr:`domains`, :attr:`bound` and
+    :attr:`receives_notifications` are dictionaries over them whose values
+    are made when first read (:class:`~falkirk.solver.model.views.OnDemand`).
+
+    Cost: ``O(V + E)`` with the per-edge work done by array operations
+    (edge projections are bound once per distinct projection and pair of
+    domains, and per edge when first read), plus resolving every processor
+    that is not plain, ``O(k · edges of p)`` for ``k`` checkpoints. A plain
+    processor (:mod:`falkirk.solver.model.plain`) costs ``O(k)`` here and
+    is resolved when its metadata are first read; :attr:`plain` holds its
     checkpoint keys (epochs in the ``epoch`` domain).
     """
 
     def __init__(
         self, processors: Iterable[Processor], edges: Iterable[Edge], *, notifications: bool = True
     ) -> None:
-        self.processors: dict[str, Processor] = {}
-        for p in processors:
-            if not isinstance(p, Processor):
-                raise ValidationError(f"expected a Processor, got {p!r}")
-            if p.name in self.processors:
-                raise ValidationError(f"processor {p.name!r} is declared twice")
-            self.processors[p.name] = p
-        self.edges: dict[str, Edge] = {}
-        self.inputs: dict[str, list[str]] = {n: [] for n in self.processors}
-        self.outputs: dict[str, list[str]] = {n: [] for n in self.processors}
-        procs, declared, outputs, inputs = self.processors, self.edges, self.outputs, self.inputs
-        for e in edges:
-            name, src, dst = e.name, e.src, e.dst
-            if name in declared:
-                raise ValidationError(f"edge {name!r} is declared twice")
-            if src not in procs:
-                raise UnknownNameError(f"edge {name!r}: src {src!r} is not a declared processor")
-            if dst not in procs:
-                raise UnknownNameError(f"edge {name!r}: dst {dst!r} is not a declared processor")
-            declared[name] = e
-            outputs[src].append(name)
-            inputs[dst].append(name)
+        procs = list(processors)
+        edge_list = list(edges)
         self.system_notifications = notifications
         self._made: dict[tuple[str, int | None], Domain] = {}
+        self._columns: Any = None  # the vectorised solver's arrays, built on its first solve
+        self.processors: dict[str, Processor] = _processors(procs)
+        names = list(self.processors)
+        index = {p: i for i, p in enumerate(names)}
+        enames, srcs, dsts, projs, self.edges = _edges(edge_list, self.processors)
+        m = len(enames)
+        src = np.fromiter(map(index.__getitem__, srcs), dtype=np.int64, count=m)
+        dst = np.fromiter(map(index.__getitem__, dsts), dtype=np.int64, count=m)
+        self._table = t = Table(
+            names, src, dst, np.zeros(m, dtype=bool), np.zeros(len(names), dtype=bool),
+            index=index, edge_names=enames,
+        )
+        self._views()
         self.domains: dict[str, Domain] = {n: self._domain(p) for n, p in self.processors.items()}
-        self.bound: dict[str, BoundProjection] = {}
-        named: dict[str, Any] = {}  # projections given by name, made once (they are immutable values)
-        for e in self.edges.values():
-            spec = e.projection
-            try:
-                if not hasattr(spec, "bind"):
-                    if type(spec) is str:
-                        if spec not in named:
-                            named[spec] = projection_from_spec(spec)
-                        spec = named[spec]
-                    else:
-                        spec = projection_from_spec(spec)
-                self.bound[e.name] = spec.bind(self.domains[e.src], self.domains[e.dst], e.name)
-            except FalkirkError as exc:
-                msg = str(exc)
-                raise type(exc)(msg if e.name in msg else f"edge {e.name!r}: {msg}") from None
-        for p in self.processors.values():
-            unknown = sorted(set(p.logs) - set(self.outputs[p.name]))
-            if unknown:
-                raise UnknownNameError(
-                    f"processor {p.name!r}: logs {unknown}, which are not its output edges"
-                )
-            if p.stateless:
-                for out in self.outputs[p.name]:
-                    b = self.bound[out]
-                    if out not in p.logs and not b.recorded and not b.has_residual:
-                        raise ValidationError(
-                            f"processor {p.name!r}: stateless, but edge {out!r} is not logged and its "
-                            f"projection {b.spec.name!r} has no residual (SPEC §3); log the edge or "
-                            "make the processor stateful"
-                        )
-        self.receives_notifications: dict[str, bool] = {
-            n: self._notifications(p) for n, p in self.processors.items()
-        }
-        # plain chains (falkirk.solver.model.plain) are resolved on first use, the rest now
+        _, ident = self._bind(enames, projs)
+        t.logged = self._check_logs(procs)
+        t.stateless = np.fromiter(map(attrgetter("stateless"), procs), dtype=bool, count=len(procs))
+        t.restartable = np.fromiter(map(attrgetter("restartable"), procs), dtype=bool, count=len(procs))
+        self._check_stateless()
+        t.notifications = np.fromiter(
+            (notifications if p.notifications is None else bool(p.notifications) for p in procs),
+            dtype=bool,
+            count=len(procs),
+        )
+        self._defer(procs, ident)
+
+    def _views(self) -> None:
+        """The dictionaries over the table whose values are made on first read."""
+        t = self._table
+        self.inputs: dict[str, list[str]] = OnDemand(
+            t.index, lambda p: [t.edge_name(k) for k in t.incoming(t.index[p])]
+        )
+        self.outputs: dict[str, list[str]] = OnDemand(
+            t.index, lambda p: [t.edge_name(k) for k in t.outgoing(t.index[p])]
+        )
+        self.receives_notifications: dict[str, bool] = OnDemand(
+            t.index, lambda p: self._notifications(self.processors[p])
+        )
         self._resolved: dict[str, Resolved] = _OnDemand(self._resolve)
-        self.plain: dict[str, list[Any]] = {}
-        for n in self.processors:
-            keys = plain_chain(self, n)
-            if keys is None:
-                self._resolved[n]
-            else:
-                self.plain[n] = keys
-        self._columns: Any = None  # the array form, built by the vectorised solver once
+        self._plain_other: dict[str, list[Any]] = {}  # plain processors of other totally ordered domains
+        self.plain: dict[str, list[Any]] = OnDemand(self._plain_names, self._plain_keys)
 
     def _resolve(self, name: str) -> Resolved:
         return resolve_processor(self, name)
+
+    # -- construction: edges and projections -----------------------------------
+    def _spec(self, spec: Any, named: dict[Any, Any]) -> Any:
+        """The projection object of an edge's ``projection`` field (names made once)."""
+        if hasattr(spec, "bind"):
+            return spec
+        if type(spec) is str:
+            if spec not in named:
+                named[spec] = projection_from_spec(spec)
+            return named[spec]
+        return projection_from_spec(spec)
+
+    def _bind_edge(self, k: int, spec: Any, named: dict[Any, Any]) -> BoundProjection:
+        t = self._table
+        name = t.edge_name(k)
+        try:
+            return self._spec(spec, named).bind(
+                self.domains[t.names[t.src[k]]], self.domains[t.names[t.dst[k]]], name
+            )
+        except FalkirkError as exc:
+            msg = str(exc)
+            raise type(exc)(msg if name in msg else f"edge {name!r}: {msg}") from None
+
+    def _bind(self, enames: PySequence[str], projs: PySequence[Any]) -> tuple[list[Any] | None, Any]:
+        """Check every edge's projection against its two domains; :attr:`bound` binds on first read.
+
+        Edges with the same projection between the same two domains bind
+        alike, so one edge of each such group is bound now, in edge order
+        (the first edge that cannot be bound is named, as when binding one
+        by one). Edges at a sequence domain, whose binding depends on the
+        edge, and projections that are not hashable are bound one by one,
+        now. Returns the distinct projection objects (``None`` when not
+        hashable) and whether each edge is an identity edge.
+        """
+        t = self._table
+        m, named = len(enames), {}
+        made: dict[str, BoundProjection] = {}
+        try:
+            distinct = list(dict.fromkeys(projs))
+        except TypeError:  # e.g. a projection given as a JSON object: bind them all now
+            for k in range(m):
+                made[enames[k]] = self._bind_edge(k, projs[k], named)
+            self.bound: dict[str, BoundProjection] = OnDemand(self.edges, made.__getitem__, made)
+            ident = np.fromiter((type(b.spec) is Identity for b in made.values()), dtype=bool, count=m)
+            self._residual = np.fromiter((b.recorded or b.has_residual for b in made.values()), bool, m)
+            return None, ident
+        codes = {s: i for i, s in enumerate(distinct)}
+        scode = (
+            np.zeros(m, dtype=np.int64)
+            if len(distinct) <= 1
+            else np.fromiter(map(codes.__getitem__, projs), dtype=np.int64, count=m)
+        )
+        kinds = {id(d): d for d in self.domains.values()}  # distinct domain objects, first seen first
+        dindex = {d: i for i, d in enumerate(kinds)}
+        dcode = np.fromiter((dindex[id(d)] for d in self.domains.values()), dtype=np.int64, count=t.n)
+        by_edge = np.array([isinstance(d, Sequence) for d in kinds.values()], dtype=bool)
+        dsrc, ddst = dcode[t.src], dcode[t.dst]
+        nd = max(len(kinds), 1)
+        key = (scode * nd + dsrc) * nd + ddst
+        own = by_edge[dsrc] | by_edge[ddst] if m else np.zeros(0, dtype=bool)
+        key[own] = key.max(initial=0) + 1 + np.flatnonzero(own)  # a group of its own
+        _, first, group = np.unique(key, return_index=True, return_inverse=True)
+        residual = np.zeros(first.shape[0], dtype=bool)  # per group: recorded, or has a residual
+        for g in np.argsort(first, kind="stable").tolist():
+            k = int(first[g])
+            b = self._bind_edge(k, distinct[scode[k]], named)
+            residual[g] = b.recorded or b.has_residual
+            if own[k]:
+                made[enames[k]] = b
+        self._residual = residual[group.reshape(-1)] if m else np.zeros(0, dtype=bool)
+        objs = [self._spec(s, named) for s in distinct]
+        edict, domains = self.edges, self.domains
+
+        def bind(e: str) -> BoundProjection:
+            edge = edict[e]
+            return objs[codes[edge.projection]].bind(domains[edge.src], domains[edge.dst], e)
+
+        self.bound = OnDemand(edict, bind, made)
+        is_id = np.array([type(o) is Identity for o in objs], dtype=bool)
+        return objs, is_id[scode] if m else np.zeros(0, dtype=bool)
+
+    def _check_logs(self, procs: list[Processor]) -> Any:
+        """Every logged edge is an output edge of its processor; whether each edge is logged.
+
+        Each processor logs as many of its own output edges as it names in
+        ``logs`` exactly when every name is one of them; the first
+        processor in declaration order for which that fails is named.
+        """
+        t = self._table
+        logs = list(map(attrgetter("logs"), procs))
+        mine = list(map(frozenset.__contains__, map(logs.__getitem__, t.src.tolist()), t.edge_names()))
+        logged = np.array(mine, dtype=bool)
+        named = np.fromiter(map(len, logs), dtype=np.int64, count=len(logs))
+        found = np.bincount(t.src[logged], minlength=len(logs))
+        for i in np.flatnonzero(named != found).tolist():
+            p = procs[i]
+            unknown = sorted(set(p.logs) - set(self.outputs[p.name]))
+            raise UnknownNameError(f"processor {p.name!r}: logs {unknown}, which are not its output edges")
+        return logged
+
+    def _check_stateless(self) -> None:
+        """A stateless processor's unlogged output edges need a projection with a residual (SPEC §3)."""
+        t = self._table
+        risky = t.stateless[t.src] & ~t.logged & ~self._residual
+        if not risky.any():
+            return
+        cand = np.flatnonzero(risky)  # first by processor, then by edge, as declared
+        order = cand[np.lexsort((cand, t.src[cand]))]
+        for k in order.tolist():
+            e = t.edge_name(k)
+            b = self.bound[e]
+            if not b.recorded and not b.has_residual:
+                p = t.names[t.src[k]]
+                raise ValidationError(
+                    f"processor {p!r}: stateless, but edge {e!r} is not logged and its "
+                    f"projection {b.spec.name!r} has no residual (SPEC §3); log the edge or "
+                    "make the processor stateful"
+                )
+
+    # -- construction: plain processors ----------------------------------------
+    def _defer(self, procs: list[Processor], ident: Any) -> None:
+        """Keep plain chains as epochs (resolved on first read); resolve every other processor now."""
+        t = self._table
+        n = t.n
+        epoch = np.fromiter((type(d) is Epoch for d in self.domains.values()), dtype=bool, count=n)
+        live = np.fromiter((p.live is not None for p in procs), dtype=bool, count=n)
+        other_out = np.bincount(t.src[~ident], minlength=n) > 0 if t.m else np.zeros(n, dtype=bool)
+        cand = epoch & ~live & ~other_out if DEFER_PLAIN else np.zeros(n, dtype=bool)
+        plain = np.zeros(n, dtype=bool)
+        ck_ptr = np.zeros(n + 1, dtype=np.int64)
+        ck_val = np.zeros(0, dtype=np.int64)
+        idx = np.flatnonzero(cand)
+        if idx.size:
+            cks = [procs[i].checkpoints for i in idx.tolist()]
+            counts = np.fromiter(map(len, cks), dtype=np.int64, count=len(cks))
+            flat = list(chain.from_iterable(cks))
+            seg = np.repeat(np.arange(len(cks)), counts)
+            fine = np.ones(len(cks), dtype=bool)
+            if set(map(type, flat)) - {Checkpoint}:
+                fine[[j for j, c in zip(seg.tolist(), flat, strict=True) if type(c) is not Checkpoint]] = False
+                flat = [c if type(c) is Checkpoint else Checkpoint(-1) for c in flat]
+            bad = [j for j, rest in enumerate(map(_PLAIN_TAIL, flat)) if rest != _NOTHING_MORE]
+            vals = list(map(attrgetter("frontier"), flat))
+            bad += [j for j, v in enumerate(vals) if type(v) is not int or not -(2**62) < v < 2**62]
+            if bad:
+                fine[seg[bad]] = False
+                for j in bad:
+                    vals[j] = -1
+            sub_ptr = np.zeros(len(cks) + 1, dtype=np.int64)
+            np.cumsum(counts, out=sub_ptr[1:])
+            d_ptr, d_val, ok = epoch_chains(sub_ptr, np.array(vals, dtype=np.int64))
+            fine &= ok
+            plain[idx[fine]] = True
+            kept = np.diff(d_ptr) * fine
+            np.cumsum(np.bincount(idx, weights=kept, minlength=n).astype(np.int64), out=ck_ptr[1:])
+            ck_val = d_val[np.repeat(fine, np.diff(d_ptr))]
+        for i in np.flatnonzero(~plain).tolist():
+            name = t.names[i]
+            keys = plain_chain(self, name) if DEFER_PLAIN and not cand[i] else None
+            if keys is None:
+                self._resolved[name]
+            else:
+                self._plain_other[name] = keys
+        everything = bool(plain.all() and t.restartable.all() and len({id(d) for d in self.domains.values()}) <= 1)
+        t.set_plain(plain, ck_ptr, ck_val, epoch_plain=everything and n > 0)
+
+    def _plain_names(self) -> dict[str, None]:
+        t = self._table
+        chosen = set(np.flatnonzero(t.plain).tolist())
+        other = self._plain_other
+        return {p: None for i, p in enumerate(t.names) if i in chosen or p in other}
+
+    def _plain_keys(self, name: str) -> list[Any]:
+        if name in self._plain_other:
+            return self._plain_other[name]
+        return self._table.epochs(self._table.index[name])
 
     # -- bulk constructors ------------------------------------------------------
     @classmethod
@@ -212,6 +428,10 @@ class Dataflow:
 
     # -- construction helpers ---------------------------------------------------
     def _domain(self, p: Processor) -> Domain:
+        if type(p.domain) is str:
+            made = self._made.get((p.domain, p.arity))  # a built-in family made before: the same value
+            if made is not None:
+                return made
         if not isinstance(p.domain, str):
             if isinstance(p.domain, Sequence):
                 self._check_sequence_edges(p, p.domain)

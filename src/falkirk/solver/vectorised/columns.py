@@ -19,22 +19,27 @@ Cost: :func:`epoch_columns` ``O(V + E + checkpoints)`` once;
 >>> df = Dataflow([Processor("a", "epoch", logs=["ab"], checkpoints=[Checkpoint(3)]),
 ...                Processor("b", "epoch", checkpoints=[Checkpoint(1)])], [Edge("ab", "a", "b")])
 >>> f, n, work = solve_columns(df, frozenset({"a"}))
->>> f
+>>> dict(f)
 {'a': Frontier(epoch, 3), 'b': Frontier(epoch, 1)}
+>>> f.encoded()
+{'a': 3, 'b': 1}
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from falkirk.domains import Epoch, Frontier
+from falkirk.domains.encoding import encode_frontier
 from falkirk.solver.model import Dataflow
 from falkirk.solver.vectorised.engine import solve_total
 from falkirk.solver.vectorised.problem import Array, TotalProblem
 
-__all__ = ["EpochColumns", "epoch_columns", "solve_columns"]
+__all__ = ["EpochColumns", "RankFrontiers", "epoch_columns", "solve_columns"]
 
 
 @dataclass
@@ -78,55 +83,93 @@ def epoch_columns(df: Dataflow) -> EpochColumns | None:
 
 
 def _build(df: Dataflow) -> EpochColumns | None:
-    names = list(df.processors)
-    if not names or len(df.plain) != len(names):
+    t = df._table
+    if not t.epoch_plain:
         return None
-    doms = df.domains
-    procs = df.processors
-    if any(type(doms[p]) is not Epoch or not procs[p].restartable for p in names):
-        return None
-    index = {p: i for i, p in enumerate(names)}
-    edges = df.edges.values()
-    src = np.fromiter((index[e.src] for e in edges), dtype=np.int64, count=len(df.edges))
-    dst = np.fromiter((index[e.dst] for e in edges), dtype=np.int64, count=len(df.edges))
-    logged = np.fromiter((e.name in procs[e.src].logs for e in edges), dtype=bool, count=len(df.edges))
-    plain = df.plain
-    counts = np.fromiter((len(plain[p]) for p in names), dtype=np.int64, count=len(names))
-    ck_ptr = np.zeros(len(names) + 1, dtype=np.int64)
-    np.cumsum(counts, out=ck_ptr[1:])
-    ck_val = np.fromiter((k for p in names for k in plain[p]), dtype=np.int64, count=int(ck_ptr[-1]))
     return EpochColumns(
-        names=names,
-        index=index,
-        src=src,
-        dst=dst,
-        logged=logged,
-        stateless=np.fromiter((procs[p].stateless for p in names), dtype=bool, count=len(names)),
-        notes=np.fromiter((df.receives_notifications[p] for p in names), dtype=bool, count=len(names)),
-        ck_ptr=ck_ptr,
-        ck_val=ck_val,
-        domain=doms[names[0]],  # type: ignore[arg-type]
+        names=t.names,
+        index=t.index,
+        src=t.src,
+        dst=t.dst,
+        logged=t.logged,
+        stateless=t.stateless,
+        notes=t.notifications,
+        ck_ptr=t.ck_ptr,
+        ck_val=t.ck_val,
+        domain=df.domains[t.names[0]],  # type: ignore[arg-type]
     )
+
+
+class RankFrontiers(Mapping[str, Frontier]):
+    """A processor → frontier mapping kept as one array of epochs, decoded on read.
+
+    ``ranks[i]`` is processor ``names[i]``'s frontier as an epoch bound
+    (``Frontier(domain, (r,))``; ``top_rank`` is ``⊤``). Reading one value
+    makes at most one :class:`~falkirk.domains.Frontier` per distinct rank;
+    :meth:`encoded` gives the JSON encodings of all of them without making
+    any. Cost: ``O(1)`` per read, ``O(V)`` for :meth:`encoded`.
+    """
+
+    def __init__(self, names: list[str], index: dict[str, int], ranks: Array, top_rank: int, domain: Epoch) -> None:
+        self.names, self.index, self.ranks, self.top_rank, self.domain = names, index, ranks, top_rank, domain
+        self._made: dict[int, Frontier] = {}
+
+    def frontier(self, r: int) -> Frontier:
+        """The frontier of rank ``r``."""
+        out = self._made.get(r)
+        if out is None:
+            out = Frontier.top(self.domain) if r == self.top_rank else Frontier(self.domain, (r,))
+            self._made[r] = out
+        return out
+
+    def __getitem__(self, name: str) -> Frontier:
+        return self.frontier(int(self.ranks[self.index[name]]))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.index
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RankFrontiers) and other.names == self.names and other.domain == self.domain:
+            mine = np.where(self.ranks == self.top_rank, -1, self.ranks)
+            theirs = np.where(other.ranks == other.top_rank, -1, other.ranks)
+            return bool(np.array_equal(mine, theirs))
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def copy(self) -> dict[str, Frontier]:
+        """A plain ``dict`` of every frontier."""
+        return dict(self.items())
+
+    def encoded_ranks(self) -> dict[int, Any]:
+        """The JSON encoding of every distinct rank."""
+        return {r: encode_frontier(self.frontier(r)) for r in np.unique(self.ranks).tolist()}
+
+    def encoded(self) -> dict[str, Any]:
+        """Every processor's frontier in its JSON encoding (SPEC §9), in declaration order."""
+        enc = self.encoded_ranks()
+        return dict(zip(self.names, map(enc.__getitem__, self.ranks.tolist()), strict=True))
+
+    def __repr__(self) -> str:
+        return f"<RankFrontiers of {len(self.names)} processors>"
 
 
 def solve_columns(
     df: Dataflow, failed: frozenset[str]
-) -> tuple[dict[str, Frontier], dict[str, Frontier], int] | None:
-    """``f``, ``n`` (by processor name) and the work done, or ``None`` when ``df`` has no array form."""
+) -> tuple[RankFrontiers, RankFrontiers, int] | None:
+    """``f``, ``n`` (by processor name, decoded on read) and the work done, or ``None`` when ``df`` has no array form."""
     cols = epoch_columns(df)
     if cols is None:
         return None
     prob = cols.problem(failed)
     sol = solve_total(prob)
-    top = Frontier.top(cols.domain)
-    made: dict[int, Frontier] = {}
-
-    def frontier(r: int) -> Frontier:
-        out = made.get(r)
-        if out is None:
-            out = made[r] = top if r == prob.top else Frontier(cols.domain, (r,))
-        return out
-
-    f = {p: frontier(r) for p, r in zip(cols.names, sol.f.tolist(), strict=True)}
-    n = {p: frontier(r) for p, r in zip(cols.names, sol.n.tolist(), strict=True)}
+    f = RankFrontiers(cols.names, cols.index, sol.f, prob.top, cols.domain)
+    n = RankFrontiers(cols.names, cols.index, sol.n, prob.top, cols.domain)
+    n._made = f._made  # the same frontier values
     return f, n, sol.evaluations
