@@ -91,6 +91,11 @@ class Graph:
         (construction order), ``"reverse"`` or ``"random"`` (a fixed shuffle).
         The answer does not depend on it; the round robin's running time does.
         """
+        procs, edges = self.objects(order)
+        return Dataflow(procs, edges, notifications=self.notifications)
+
+    def objects(self, order: str = "topological") -> tuple[list[Processor], list[Edge]]:
+        """The :class:`~falkirk.solver.Processor` and :class:`~falkirk.solver.Edge` values :meth:`dataflow` declares."""
         outs: list[list[int]] = [[] for _ in range(self.n)]
         ins: list[list[int]] = [[] for _ in range(self.n)]
         for e, (s, d) in enumerate(zip(self.src.tolist(), self.dst.tolist(), strict=True)):
@@ -110,7 +115,7 @@ class Graph:
             Edge(f"e{e}", self.name(s), self.name(d), proj)
             for e, (s, d) in enumerate(zip(self.src.tolist(), self.dst.tolist(), strict=True))
         ]
-        return Dataflow(procs, edges, notifications=self.notifications)
+        return procs, edges
 
     def _logs(self, outs: list[int]) -> list[str]:
         return [f"e{e}" for e in outs if self.logged[e]]

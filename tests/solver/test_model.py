@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from falkirk.domains import Frontier
-from falkirk.errors import MonitorError, NotAChainError, ScenarioError, UnknownNameError, ValidationError
+from falkirk.errors import FalkirkError, MonitorError, NotAChainError, ScenarioError, UnknownNameError, ValidationError
 from falkirk.scenario import loads
 from falkirk.solver import Checkpoint, Dataflow, Edge, Monitor, Processor, check_consistent, solve_frontiers
 from falkirk.solver.model.access import View
@@ -285,3 +287,47 @@ def test_resolved_chain_starts_empty_and_ends_at_top_when_live() -> None:
     """F(p) of a processor that has not failed ends with ⊤."""
     cands = chain(Checkpoint(1)).candidates("a", failed=False)
     assert cands[0].frontier == Frontier.empty(cands[0].frontier.domain) and cands[-1].frontier.is_top
+
+
+@st.composite
+def _edge_mistakes(draw: st.DrawFn) -> tuple[list[Processor], list[Edge]]:
+    """Processors of several domains and edges that may repeat a name, name an unknown end or not bind."""
+    from falkirk.domains import Identity
+
+    doms = draw(st.lists(st.sampled_from(["epoch", "product", "sequence", "lexicographic"]), min_size=1, max_size=5))
+    procs = [Processor(f"p{i}", d, arity=2 if d in ("product", "lexicographic") else None) for i, d in enumerate(doms)]
+    ends = st.sampled_from([p.name for p in procs] + ["zz"])
+    projections = st.sampled_from(["identity", Identity(), "epoch_to_loop", "sequence", "bogus", {"kind": "recorded"}])
+    edges = [
+        Edge(f"e{draw(st.integers(0, 6))}", draw(ends), draw(ends), draw(projections))
+        for _ in range(draw(st.integers(0, 8)))
+    ]
+    return procs, edges
+
+
+def _error(procs: list[Processor], edges: list[Edge]) -> tuple[type, str] | None:
+    try:
+        Dataflow(procs, edges)
+    except FalkirkError as exc:
+        return type(exc), str(exc)
+    return None
+
+
+@given(_edge_mistakes())
+def test_the_first_wrong_edge_in_declaration_order_is_named(case: tuple[list[Processor], list[Edge]]) -> None:
+    """Property: with projections checked in groups, the error is the one checking edge by edge gives.
+
+    Names and ends are checked first, for every edge in declaration order
+    (the shortest failing prefix of the same edges between epoch
+    processors with identity projections); then projections, in
+    declaration order (the shortest failing prefix of the edges).
+    """
+    procs, edges = case
+
+    def first_failing_prefix(ps: list[Processor], es: list[Edge]) -> tuple[type, str] | None:
+        return next((err for k in range(len(es)) if (err := _error(ps, es[: k + 1])) is not None), None)
+
+    structure = first_failing_prefix(
+        [Processor(p.name, "epoch") for p in procs], [Edge(e.name, e.src, e.dst) for e in edges]
+    )
+    assert _error(procs, edges) == (structure or first_failing_prefix(procs, edges))

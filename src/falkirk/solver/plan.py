@@ -195,23 +195,40 @@ def _json_object(items: Iterator[tuple[str, Any]], chunk: int) -> Iterator[str]:
 
 
 class _RankReplay(OnDemand):
-    """The replays of a vectorised plan: logged edges ``src → dst`` whose receiver rolled back, made on read."""
+    """The replays of a vectorised plan: logged edges ``src → dst`` whose receiver rolled back, made on read.
+
+    The edges are found with array operations; their names, and a
+    :class:`Replay` per edge, are made when first asked for.
+    """
 
     def __init__(self, dataflow: Dataflow, f: RankFrontiers) -> None:
         t = dataflow._table
         sel = np.flatnonzero(t.logged & (f.ranks[t.dst] != f.top_rank))
         sel = sel[np.lexsort((sel, t.src[sel]))]  # by sender as declared, then by edge
         self.frontiers, self.src, self.dst = f, t.src[sel], t.dst[sel]
-        self.keys_list = [t.edge_name(k) for k in sel.tolist()]
-        pos = dict(zip(self.keys_list, range(len(self.keys_list)), strict=True))
-        names = t.names
+        self._sel, self._table, self._keys_list = sel, t, None
+        super().__init__(self._positions, self._replay)
 
-        def make(e: str) -> Replay:
-            j = pos[e]
-            a, b = int(self.src[j]), int(self.dst[j])
-            return Replay(e, names[a], names[b], f.frontier(int(f.ranks[a])), f.frontier(int(f.ranks[b])))
+    @property
+    def keys_list(self) -> list[str]:
+        """The replayed edges' names, in order."""
+        if self._keys_list is None:
+            self._keys_list = [self._table.edge_name(k) for k in self._sel.tolist()]
+        return self._keys_list
 
-        super().__init__(pos, make)
+    def _positions(self) -> dict[str, int]:
+        return dict(zip(self.keys_list, range(len(self.keys_list)), strict=True))
+
+    def _replay(self, e: str) -> Replay:
+        j, f, names = self._names[e], self.frontiers, self._table.names  # type: ignore[index]
+        a, b = int(self.src[j]), int(self.dst[j])
+        return Replay(e, names[a], names[b], f.frontier(int(f.ranks[a])), f.frontier(int(f.ranks[b])))
+
+    def __len__(self) -> int:
+        return int(self._sel.shape[0])
+
+    def __bool__(self) -> bool:
+        return bool(self._sel.shape[0])
 
 
 def _rank_actions(f: RankFrontiers, failed: frozenset[str]) -> dict[str, str]:

@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from falkirk.domains import Identity
+from falkirk.domains import Epoch, Identity
 from falkirk.errors import ValidationError
 from falkirk.solver.model.elements import Checkpoint, Edge, Processor
+from falkirk.solver.model.table import Table, epoch_chains
 
 if TYPE_CHECKING:
     from falkirk.solver.model.dataflow import Dataflow
@@ -56,16 +57,16 @@ _IDENTITY = Identity()  # the default projection, one value for every edge (it i
 EDGE_ATTRIBUTES = ("name", "projection", "logged")
 
 
-def _flags(value: Any, size: int, what: str) -> list[bool]:
+def _flags(value: Any, size: int, what: str) -> Any:
     if value is None:
-        return [False] * size
+        return np.zeros(size, dtype=bool)
     arr = np.asarray(value)
     if arr.shape != (size,):
         raise ValidationError(f"{what} has shape {arr.shape}, expected ({size},)")
-    return arr.astype(bool).tolist()
+    return arr.astype(bool)
 
 
-def _indices(value: Any, n: int, what: str, size: int | None = None) -> list[int]:
+def _indices(value: Any, n: int, what: str, size: int | None = None) -> Any:
     arr = np.asarray(value)
     if arr.ndim != 1 or (size is not None and arr.shape[0] != size):
         want = "a 1-d array" if size is None else f"shape ({size},)"
@@ -75,7 +76,7 @@ def _indices(value: Any, n: int, what: str, size: int | None = None) -> list[int
     if arr.size and (arr.min() < 0 or arr.max() >= n):
         bad = int(arr[(arr < 0) | (arr >= n)][0])
         raise ValidationError(f"{what} holds {bad}, which is not a processor index (0..{n - 1})")
-    return arr.astype(np.int64).tolist()
+    return arr.astype(np.int64)
 
 
 def from_arrays(
@@ -92,53 +93,96 @@ def from_arrays(
     ck_val: Any = None,
     notifications: bool = True,
 ) -> Dataflow:
-    """A dataflow of ``len(names)`` processors in one ``domain`` (see the module docstring)."""
+    """A dataflow of ``len(names)`` processors in one ``domain`` (see the module docstring).
+
+    In the ``epoch`` domain, with distinct names and integer checkpoint
+    epochs forming valid chains, the dataflow is made from the arrays with
+    no object per processor or edge (:meth:`Dataflow._of_epoch_table`);
+    anything else goes through the object constructors, which raise the
+    errors they always raise.
+    """
     names = list(names)
     n = len(names)
     if not all(isinstance(p, str) for p in names):
         bad = next(p for p in names if not isinstance(p, str))
         raise ValidationError(f"names must be strings, not {bad!r}")
     s = _indices(src, n, "src")
-    d = _indices(dst, n, "dst", len(s))
-    m = len(s)
-    if edge_names is None:
-        enames = [f"e{k}" for k in range(m)]
-    else:
-        enames = list(edge_names)
-        if len(enames) != m:
-            raise ValidationError(f"edge_names has {len(enames)} names for {m} edges")
+    d = _indices(dst, n, "dst", s.shape[0])
+    m = s.shape[0]
+    enames = None if edge_names is None else list(edge_names)
+    if enames is not None and len(enames) != m:
+        raise ValidationError(f"edge_names has {len(enames)} names for {m} edges")
     log = _flags(logged, m, "logged")
     less = _flags(stateless, n, "stateless")
     if (ck_ptr is None) != (ck_val is None):
         raise ValidationError("give both ck_ptr and ck_val (checkpoints in CSR form), or neither")
+    raw: Any = []
+    vals: Any = np.zeros(0, dtype=np.int64)  # the epochs as integers, or None when they are not all integers
     if ck_ptr is None:
-        ptr, vals = [0] * (n + 1), []
+        ptr = np.zeros(n + 1, dtype=np.int64)
     else:
         ptr = _indices(ck_ptr, 2**62, "ck_ptr", n + 1)
         if isinstance(ck_val, np.ndarray):
-            vals = ck_val.tolist()
+            raw, vals = ck_val.tolist(), ck_val if ck_val.dtype.kind in "iu" else None
         else:
-            vals = [v.item() if isinstance(v, np.generic) else v for v in ck_val]
-        if ptr[0] != 0 or ptr[-1] != len(vals) or any(a > b for a, b in zip(ptr, ptr[1:], strict=False)):
+            raw = [v.item() if isinstance(v, np.generic) else v for v in ck_val]
+            small = all(type(v) is int and -(2**62) < v < 2**62 for v in raw)
+            vals = np.array(raw, dtype=np.int64) if small else None
+        if ptr[0] != 0 or ptr[-1] != len(raw) or (np.diff(ptr) < 0).any():
             raise ValidationError(
-                f"ck_ptr must rise from 0 to len(ck_val) = {len(vals)} (CSR pointers), got {ptr[0]}..{ptr[-1]}"
+                f"ck_ptr must rise from 0 to len(ck_val) = {len(raw)} (CSR pointers), got {ptr[0]}..{ptr[-1]}"
             )
+    if vals is not None:
+        fast = _epoch_table(cls, names, s, d, enames, log, less, ptr, vals, domain, notifications)
+        if fast is not None:
+            return fast
+    enames = [f"e{k}" for k in range(m)] if enames is None else enames
+    sl, dl, logl, lessl, ptrl = s.tolist(), d.tolist(), log.tolist(), less.tolist(), ptr.tolist()
+    valsl = raw
     logs: list[list[str]] = [[] for _ in range(n)]
     for k in range(m):
-        if log[k]:
-            logs[s[k]].append(enames[k])
+        if logl[k]:
+            logs[sl[k]].append(enames[k])
     procs = [
         Processor(
             names[i],
             domain,
-            stateless=less[i],
+            stateless=lessl[i],
             logs=logs[i],
-            checkpoints=[Checkpoint(v) for v in vals[ptr[i] : ptr[i + 1]]],
+            checkpoints=[Checkpoint(v) for v in valsl[ptrl[i] : ptrl[i + 1]]],
         )
         for i in range(n)
     ]
-    edges = [Edge(enames[k], names[s[k]], names[d[k]], _IDENTITY) for k in range(m)]
+    edges = [Edge(enames[k], names[sl[k]], names[dl[k]], _IDENTITY) for k in range(m)]
     return cls(procs, edges, notifications=notifications)
+
+
+def _epoch_table(
+    cls: type[Dataflow],
+    names: list[str],
+    src: Any,
+    dst: Any,
+    enames: list[str] | None,
+    logged: Any,
+    stateless: Any,
+    ck_ptr: Any,
+    ck_val: Any,
+    domain: Any,
+    notifications: bool,
+) -> Dataflow | None:
+    """The dataflow straight from the arrays, or ``None`` when the object constructors must decide."""
+    if not (domain == "epoch" if isinstance(domain, str) else type(domain) is Epoch):
+        return None
+    vals = ck_val.astype(np.int64)  # integers (others: resolved and checked one by one)
+    if not epoch_chains(ck_ptr, vals)[2].all():
+        return None  # a chain that is not valid: the object constructors name the checkpoint
+    index = {p: i for i, p in enumerate(names)}
+    if len(index) != len(names):
+        return None  # a name twice: reported as the object constructors report it
+    if enames is not None and (len(set(enames)) != len(enames) or not all(isinstance(e, str) for e in enames)):
+        return None
+    t = Table(names, src, dst, logged, stateless, index=index, edge_names=enames)
+    return cls._of_epoch_table(t, domain, ck_ptr, vals, notifications)
 
 
 def from_networkx(

@@ -56,6 +56,7 @@ class _OnDemand(dict[str, Resolved]):
 #: Whether plain processors are resolved on first use (``False``: every processor at once, as a reference).
 DEFER_PLAIN = True
 
+_IDENTITY = Identity()  # the projection of every edge given as arrays (one immutable value)
 _PLAIN_TAIL = attrgetter("notifications", "delivered", "discarded", "projection", "logged", "state")
 _NOTHING_MORE = (None, {}, {}, {}, {}, None)  # what a plain checkpoint gives besides its frontier
 
@@ -158,6 +159,51 @@ class Dataflow:
             count=len(procs),
         )
         self._defer(procs, ident)
+
+    @classmethod
+    def _of_epoch_table(
+        cls, t: Table, domain: Any, ck_ptr: Any, ck_val: Any, notifications: bool
+    ) -> "Dataflow":
+        """A dataflow of plain processors in one epoch domain, straight from its columns (no object made).
+
+        ``t`` holds valid names, edges (identity), flags; ``ck_ptr``/``ck_val``
+        are the checkpoint epochs as given, every chain already checked by
+        :func:`~falkirk.solver.model.table.epoch_chains`. The
+        :class:`Processor` and :class:`Edge` values are made when read.
+        """
+        self = cls.__new__(cls)
+        self.system_notifications = notifications
+        self._made = {}
+        self._columns = None
+        dom = domain if isinstance(domain, Domain) else self._domain(Processor("", domain))
+        names = t.names
+        given = ck_val.tolist()
+        ptr = ck_ptr.tolist()
+
+        def processor(p: str) -> Processor:
+            i = t.index[p]
+            return Processor(
+                p,
+                domain,
+                stateless=bool(t.stateless[i]),
+                logs=[t.edge_name(k) for k in t.outgoing(i) if t.logged[k]],
+                checkpoints=[Checkpoint(v) for v in given[ptr[i] : ptr[i + 1]]],
+            )
+
+        def edge(e: str) -> Edge:
+            k = t.edge_index()[e]
+            return Edge(e, names[t.src[k]], names[t.dst[k]], _IDENTITY)
+
+        self._table = t
+        self.processors = OnDemand(t.index, processor)
+        self.edges = OnDemand(t.edge_index, edge)
+        self._views()
+        self.domains = dict.fromkeys(names, dom)
+        self.bound = OnDemand(t.edge_index, lambda e: _IDENTITY.bind(dom, dom, e))
+        t.notifications = np.full(len(names), bool(notifications))
+        d_ptr, d_val, _ = epoch_chains(ck_ptr, ck_val)
+        t.set_plain(np.ones(len(names), dtype=bool), d_ptr, d_val, epoch_plain=len(names) > 0)
+        return self
 
     def _views(self) -> None:
         """The dictionaries over the table whose values are made on first read."""

@@ -22,8 +22,27 @@ from falkirk.domains.projections import Identity
 __all__ = ["Checkpoint", "Processor", "Edge", "ResolvedCheckpoint", "Meta"]
 
 
+class _Empty(dict):  # type: ignore[type-arg]
+    """The one empty mapping every checkpoint field left out shares (read-only, equal to ``{}``)."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("a checkpoint's metadata are read-only")
+
+    __setitem__ = __delitem__ = update = setdefault = pop = popitem = clear = __ior__ = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self) -> Any:
+        return (_empty, ())
+
+
+def _empty() -> _Empty:
+    return _EMPTY
+
+
+_EMPTY = _Empty()
+
+
 def _frozen_map(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return dict(value or {})
+    return dict(value) if value else _EMPTY
 
 
 def _names(value: Iterable[str]) -> frozenset[str]:
@@ -47,10 +66,10 @@ class Checkpoint:
 
     frontier: Any
     notifications: Any = None
-    delivered: Mapping[str, Any] = field(factory=dict, converter=_frozen_map)
-    discarded: Mapping[str, Any] = field(factory=dict, converter=_frozen_map)
-    projection: Mapping[str, Any] = field(factory=dict, converter=_frozen_map)
-    logged: Mapping[str, Any] = field(factory=dict, converter=_frozen_map)
+    delivered: Mapping[str, Any] = field(default=_EMPTY, converter=_frozen_map)
+    discarded: Mapping[str, Any] = field(default=_EMPTY, converter=_frozen_map)
+    projection: Mapping[str, Any] = field(default=_EMPTY, converter=_frozen_map)
+    logged: Mapping[str, Any] = field(default=_EMPTY, converter=_frozen_map)
     state: Any = None
 
 
