@@ -327,7 +327,12 @@ def test_the_first_wrong_edge_in_declaration_order_is_named(case: tuple[list[Pro
     def first_failing_prefix(ps: list[Processor], es: list[Edge]) -> tuple[type, str] | None:
         return next((err for k in range(len(es)) if (err := _error(ps, es[: k + 1])) is not None), None)
 
+    def blame(err: tuple[type, str] | None) -> tuple[type, str] | None:
+        # the error and the edge it names (a prefix's sequence domains know fewer edges, so their text differs)
+        return None if err is None else (err[0], err[1].split(":")[0])
+
     structure = first_failing_prefix(
         [Processor(p.name, "epoch") for p in procs], [Edge(e.name, e.src, e.dst) for e in edges]
     )
-    assert _error(procs, edges) == (structure or first_failing_prefix(procs, edges))
+    got = _error(procs, edges)
+    assert got == structure if structure else blame(got) == blame(first_failing_prefix(procs, edges))

@@ -32,8 +32,9 @@ the worklist wins when little rolls back). Built straight from arrays
 (:meth:`~falkirk.solver.vectorised.problem.TotalProblem.from_epochs`,
 :mod:`falkirk.solver.vectorised.stages`) it needs no conversion at all; a
 Dataflow of plain epoch processors (:mod:`falkirk.solver.vectorised.columns`)
-is converted once, without resolving any checkpoint, and the arrays are
-kept for its later solves.
+hands over the columns it keeps (:mod:`falkirk.solver.model.table`) as they
+are, without resolving any checkpoint, and its plan decodes frontiers only
+when they are read.
 
 Cost: :func:`choose` is ``O(V)`` (a look at every domain) once the size
 thresholds are met, ``O(1)`` otherwise.

@@ -4,6 +4,11 @@
   :class:`Edge`, :class:`Checkpoint` and :class:`ResolvedCheckpoint`;
 * :mod:`~falkirk.solver.model.resolve` — safe defaults, the chain and
   monotonicity rules, one checkpoint at a time;
+* :mod:`~falkirk.solver.model.table` — the columns a :class:`Dataflow`
+  keeps: names interned once, edges as index arrays, plain checkpoint chains
+  in CSR form;
+* :mod:`~falkirk.solver.model.views` — the dictionaries over those columns
+  (``processors``, ``edges``, ``inputs``…) whose values are made on first read;
 * :mod:`~falkirk.solver.model.dataflow` — :class:`Dataflow`, which validates
   a graph and resolves every processor (those with bare checkpoints on first
   use: :mod:`~falkirk.solver.model.plain`);

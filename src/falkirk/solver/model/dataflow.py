@@ -63,7 +63,7 @@ _NOTHING_MORE = (None, {}, {}, {}, {}, None)  # what a plain checkpoint gives be
 
 def _processors(procs: list[Processor]) -> dict[str, Processor]:
     """The processors by name; the first mistake in declaration order raises."""
-    if all(type(p) is Processor for p in procs):
+    if set(map(type, procs)) <= {Processor}:
         out = dict(zip(map(attrgetter("name"), procs), procs, strict=True))
         if len(out) == len(procs):
             return out
@@ -78,31 +78,39 @@ def _processors(procs: list[Processor]) -> dict[str, Processor]:
 
 
 def _edges(
-    edges: list[Edge], procs: dict[str, Processor]
-) -> tuple[PySequence[str], PySequence[str], PySequence[str], PySequence[Any], dict[str, Edge]]:
-    """Names, ends and projections of the edges (columns) and the edges by name.
+    edges: list[Edge], index: dict[str, int]
+) -> tuple[PySequence[str], Any, Any, PySequence[Any], dict[str, int]]:
+    """Names, ends (as processor indices) and projections of the edges, and each edge's position by name.
 
     The first mistake in declaration order raises: a name declared twice,
     an unknown ``src``, an unknown ``dst``.
     """
-    if all(type(e) is Edge for e in edges):
+    m = len(edges)
+    if not edges or set(map(type, edges)) == {Edge}:
         names, srcs, dsts, projs = (list(map(attrgetter(f), edges)) for f in ("name", "src", "dst", "projection"))
-        by_name = dict(zip(names, edges, strict=True))
-        if len(by_name) == len(edges) and all(map(procs.__contains__, chain(srcs, dsts))):
-            return names, srcs, dsts, projs, by_name
+        by_name = dict(zip(names, range(m), strict=True))
+        if len(by_name) == m:
+            try:
+                src = np.fromiter(map(index.__getitem__, srcs), dtype=np.int64, count=m)
+                dst = np.fromiter(map(index.__getitem__, dsts), dtype=np.int64, count=m)
+            except KeyError:
+                pass
+            else:
+                return names, src, dst, projs, by_name
     by_name = {}
-    for e in edges:
+    for k, e in enumerate(edges):
         name, src, dst = e.name, e.src, e.dst
         if name in by_name:
             raise ValidationError(f"edge {name!r} is declared twice")
-        if src not in procs:
+        if src not in index:
             raise UnknownNameError(f"edge {name!r}: src {src!r} is not a declared processor")
-        if dst not in procs:
+        if dst not in index:
             raise UnknownNameError(f"edge {name!r}: dst {dst!r} is not a declared processor")
-        by_name[name] = e
-    rows = [(e.name, e.src, e.dst, e.projection) for e in edges]
-    names, srcs, dsts, projs = tuple(zip(*rows, strict=True)) or ((), (), (), ())
-    return names, srcs, dsts, projs, by_name
+        by_name[name] = k
+    names = [e.name for e in edges]
+    src = np.array([index[e.src] for e in edges], dtype=np.int64)
+    dst = np.array([index[e.dst] for e in edges], dtype=np.int64)
+    return names, src, dst, [e.projection for e in edges], by_name
 
 
 class Dataflow:
@@ -138,14 +146,14 @@ class Dataflow:
         self.processors: dict[str, Processor] = _processors(procs)
         names = list(self.processors)
         index = {p: i for i, p in enumerate(names)}
-        enames, srcs, dsts, projs, self.edges = _edges(edge_list, self.processors)
+        enames, src, dst, projs, positions = _edges(edge_list, index)
+        del edge_list  # the columns keep what the edges said; Edge values are made again when read
         m = len(enames)
-        src = np.fromiter(map(index.__getitem__, srcs), dtype=np.int64, count=m)
-        dst = np.fromiter(map(index.__getitem__, dsts), dtype=np.int64, count=m)
         self._table = t = Table(
             names, src, dst, np.zeros(m, dtype=bool), np.zeros(len(names), dtype=bool),
             index=index, edge_names=enames,
         )
+        t._edge_index = positions
         self._views()
         self.domains: dict[str, Domain] = {n: self._domain(p) for n, p in self.processors.items()}
         _, ident = self._bind(enames, projs)
@@ -196,14 +204,24 @@ class Dataflow:
 
         self._table = t
         self.processors = OnDemand(t.index, processor)
-        self.edges = OnDemand(t.edge_index, edge)
+        self.edges = OnDemand(t.edge_index, edge, size=t.m)
         self._views()
         self.domains = dict.fromkeys(names, dom)
-        self.bound = OnDemand(t.edge_index, lambda e: _IDENTITY.bind(dom, dom, e))
+        self.bound = OnDemand(t.edge_index, lambda e: _IDENTITY.bind(dom, dom, e), size=t.m)
         t.notifications = np.full(len(names), bool(notifications))
         d_ptr, d_val, _ = epoch_chains(ck_ptr, ck_val)
         t.set_plain(np.ones(len(names), dtype=bool), d_ptr, d_val, epoch_plain=len(names) > 0)
         return self
+
+    def _edge_values(self, specs: list[Any], code: Any) -> None:
+        """:attr:`edges`: edge ``k`` made again from the columns when read, its projection ``specs[code[k]]``."""
+        t = self._table
+
+        def edge(e: str) -> Edge:
+            k = t.edge_index()[e]
+            return Edge(e, t.names[t.src[k]], t.names[t.dst[k]], specs[code[k]])
+
+        self.edges: dict[str, Edge] = OnDemand(t.edge_index(), edge)
 
     def _views(self) -> None:
         """The dictionaries over the table whose values are made on first read."""
@@ -265,6 +283,7 @@ class Dataflow:
         except TypeError:  # e.g. a projection given as a JSON object: bind them all now
             for k in range(m):
                 made[enames[k]] = self._bind_edge(k, projs[k], named)
+            self._edge_values(list(projs), np.arange(m))
             self.bound: dict[str, BoundProjection] = OnDemand(self.edges, made.__getitem__, made)
             ident = np.fromiter((type(b.spec) is Identity for b in made.values()), dtype=bool, count=m)
             self._residual = np.fromiter((b.recorded or b.has_residual for b in made.values()), bool, m)
@@ -294,13 +313,14 @@ class Dataflow:
                 made[enames[k]] = b
         self._residual = residual[group.reshape(-1)] if m else np.zeros(0, dtype=bool)
         objs = [self._spec(s, named) for s in distinct]
-        edict, domains = self.edges, self.domains
+        self._edge_values(distinct, scode)
+        domains, at, names = self.domains, t.edge_index(), t.names
 
         def bind(e: str) -> BoundProjection:
-            edge = edict[e]
-            return objs[codes[edge.projection]].bind(domains[edge.src], domains[edge.dst], e)
+            k = at[e]
+            return objs[scode[k]].bind(domains[names[t.src[k]]], domains[names[t.dst[k]]], e)
 
-        self.bound = OnDemand(edict, bind, made)
+        self.bound = OnDemand(at, bind, made)
         is_id = np.array([type(o) is Identity for o in objs], dtype=bool)
         return objs, is_id[scode] if m else np.zeros(0, dtype=bool)
 

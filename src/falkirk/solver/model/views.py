@@ -33,8 +33,9 @@ class OnDemand(dict):  # type: ignore[type-arg]
 
     ``keys`` should answer ``in`` in ``O(1)`` (a ``dict`` or a ``dict``
     view); it may also be a callable returning such a collection, called
-    on first need (so a large key set is built only when asked for). Values
-    given in ``made`` are there already. Iteration, ``len``, ``in`` and
+    on first need (so a large key set is built only when asked for; give
+    its ``size`` to answer ``len`` without building it). Values given in
+    ``made`` are there already. Iteration, ``len``, ``in`` and
     equality follow ``keys``, not what has been made so far.
     """
 
@@ -43,8 +44,11 @@ class OnDemand(dict):  # type: ignore[type-arg]
         keys: Collection[str] | Callable[[], Collection[str]],
         make: Callable[[str], Any],
         made: dict[str, Any] | None = None,
+        *,
+        size: int | None = None,
     ) -> None:
         super().__init__(made or {})
+        self._size = size
         self._keys_of = keys if callable(keys) else None
         self._key_set: Collection[str] | None = None if callable(keys) else keys
         self._make = make
@@ -68,7 +72,7 @@ class OnDemand(dict):  # type: ignore[type-arg]
         return iter(self._names)
 
     def __len__(self) -> int:
-        return len(self._names)
+        return self._size if self._size is not None else len(self._names)
 
     def __contains__(self, key: object) -> bool:
         return key in self._names
