@@ -47,14 +47,15 @@ def plain_case(seed: int) -> tuple[Dataflow, list[str]]:
 def test_columns_agree_with_the_general_conversion_and_the_reference(
     mode: tuple[int, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On 300 plain epoch dataflows: the same f, n and work as the general conversion, the same plan as the round robin."""
+    """On 300 plain epoch dataflows: the same f and n as the general conversion the same plan as the round robin."""
     monkeypatch.setattr(Engine, "SCALAR_BELOW", mode[0])
     monkeypatch.setattr(Engine, "SCALAR_UNTIL", mode[1])
     for seed in range(300):
         df, failed = plain_case(seed)
         assert epoch_columns(df) is not None
         got = solve_columns(df, normalise_failed(df, failed))
-        assert got == solve_view(View(df, normalise_failed(df, failed)))
+        want = solve_view(View(df, normalise_failed(df, failed)))
+        assert got[:2] == want[:2]  # the work differs: an epoch problem looks only at constraints below ⊤ at first
         ref = solve_frontiers(df, failed, strategy="round_robin")
         vec = solve_frontiers(df, failed, strategy="vectorised")
         assert vec.to_json() == ref.to_json()

@@ -119,8 +119,7 @@ class Engine:
         np.minimum.at(Rf, prob.r_group, self.f[prob.r_proc])
         np.minimum.at(Sf, prob.s_group, self.apply(prob.s_phi, self.f[prob.s_proc]))
         np.minimum.at(Sn, prob.s_group, self.apply(prob.s_phi, self.n[prob.s_proc]))
-        every = np.arange(G, dtype=np.int64)
-        dirty = (every, every, every, np.flatnonzero(prob.notes))
+        dirty = self.first_dirty()
         self.rounds = 0
         while any(d.size for d in dirty):
             if sum(d.size for d in dirty) <= self.SCALAR_BELOW:
@@ -128,6 +127,35 @@ class Engine:
             else:
                 dirty = self.round(dirty)
         return TotalSolution(self.f, self.n, self.idx, self.rounds, self.evaluations)
+
+    def first_dirty(self) -> tuple[Array, Array, Array, Array]:
+        """The constraints the first round must look at.
+
+        Every one, in general. In an epoch problem (:attr:`TotalProblem.top`
+        set) whose ranks are at most ``⊤`` and that has no maps, a
+        group whose aggregate is still ``⊤`` bounds nothing (the largest
+        chain entry at or below ``⊤`` is the last one), nor does a processor whose ``n`` is ``⊤``: only the
+        groups and processors below ``⊤`` — around the failures — are
+        dirty at first, so a large job where little fails does not pay a
+        round over every edge.
+        """
+        prob, G = self.prob, self.prob.groups
+        top = prob.top
+        quiet = (
+            top > 0
+            and int(self.pool.max(initial=0)) <= top
+            and int(prob.init.max(initial=0)) <= top
+            and prob.m_ptr.shape[0] <= 1  # no maps (epoch problems have none)
+        )
+        if not quiet:
+            every = np.arange(G, dtype=np.int64)
+            return every, every, every, np.flatnonzero(prob.notes)
+        return (
+            np.flatnonzero(self.Rf < top),
+            np.flatnonzero(self.Sf < top),
+            np.flatnonzero(self.Sn < top),
+            np.flatnonzero(prob.notes & (self.n < top)),
+        )
 
     #: Below this many dirty groups/processors the scalar worklist takes over, until
     #: :attr:`SCALAR_UNTIL` are queued.
