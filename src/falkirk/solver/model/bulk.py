@@ -20,6 +20,11 @@ given (networkx only); every checkpoint gives its frontier only, so in a
 totally ordered domain the dataflow's metadata are resolved on first use
 (:mod:`falkirk.solver.model.plain`).
 
+An epoch job of bare checkpoints (node attributes ``stateless``,
+``checkpoints`` as integers, ``domain`` ``"epoch"``; edge attributes
+``name``, ``logged``) is read from networkx straight into arrays, as
+:func:`from_arrays` reads its arrays; anything else is read into the values.
+
 Cost: ``O(V + E + checkpoints)``.
 """
 
@@ -185,12 +190,73 @@ def _epoch_table(
     return cls._of_epoch_table(t, domain, ck_ptr, vals, notifications)
 
 
+#: Node and edge attributes the array path of :func:`from_networkx` reads; any other sends it to the objects.
+_PLAIN_NODE = frozenset({"stateless", "checkpoints", "domain"})
+_PLAIN_EDGE = frozenset({"name", "logged"})
+
+
+def _networkx_columns(cls: type[Dataflow], graph: Any, domain: Any, notifications: bool) -> Dataflow | None:
+    """An epoch job of bare checkpoints read straight into arrays, or ``None`` (the objects decide)."""
+    if not (domain == "epoch" if isinstance(domain, str) else type(domain) is Epoch):
+        return None
+    names: list[str] = []
+    less: list[bool] = []
+    counts: list[int] = []
+    vals: list[int] = []
+    for u, data in graph.nodes(data=True):
+        if type(u) is not str or not data.keys() <= _PLAIN_NODE or data.get("domain", "epoch") != "epoch":
+            return None
+        cks = data.get("checkpoints", ())
+        if not all(type(c) is int for c in cks):
+            return None
+        names.append(u)
+        less.append(data.get("stateless", False) is True)
+        if data.get("stateless", False) not in (True, False):
+            return None
+        counts.append(len(cks))
+        vals.extend(cks)
+    index = {p: i for i, p in enumerate(names)}
+    if len(index) != len(names):
+        return None
+    src: list[int] = []
+    dst: list[int] = []
+    enames: list[str] = []
+    logged: list[bool] = []
+    for u, v, data in graph.edges(data=True):
+        if data and not data.keys() <= _PLAIN_EDGE:
+            return None
+        src.append(index[u])
+        dst.append(index[v])
+        enames.append(data.get("name", f"{u}->{v}"))
+        logged.append(bool(data.get("logged", False)))
+    ptr = np.zeros(len(names) + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    if not all(type(e) is str for e in enames) or any(not -(2**62) < v < 2**62 for v in vals):
+        return None
+    return _epoch_table(
+        cls,
+        names,
+        np.array(src, dtype=np.int64),
+        np.array(dst, dtype=np.int64),
+        enames,
+        np.array(logged, dtype=bool),
+        np.array(less, dtype=bool),
+        ptr,
+        np.array(vals, dtype=np.int64),
+        domain,
+        notifications,
+    )
+
+
 def from_networkx(
     cls: type[Dataflow], graph: Any, *, domain: Any = "epoch", notifications: bool = True
 ) -> Dataflow:
     """A dataflow from a directed networkx graph (see the module docstring); ``domain`` is the default domain."""
     if not graph.is_directed():
         raise ValidationError("from_networkx needs a directed graph (networkx.DiGraph)")
+    fast = _networkx_columns(cls, graph, domain, notifications)
+    if fast is not None:
+        return fast
     logs: dict[Any, list[str]] = {u: [] for u in graph.nodes}
     edges = []
     for u, v, data in graph.edges(data=True):
