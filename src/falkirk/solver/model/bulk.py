@@ -12,18 +12,16 @@ A scheduler that already holds its job graph gives it as it holds it:
   directed graph whose nodes are processor names and whose node and edge
   attributes are the fields of :class:`Processor` and :class:`Edge`.
 
-Both build the same :class:`Processor` and :class:`Edge` values the object
-constructors take and validate them the same way, so a dataflow built one
-way has the same plans as one built another way, and the same errors for
-the same mistakes. Edges are identity edges unless a ``projection`` is
-given (networkx only); every checkpoint gives its frontier only, so in a
-totally ordered domain the dataflow's metadata are resolved on first use
-(:mod:`falkirk.solver.model.plain`).
-
-An epoch job of bare checkpoints (node attributes ``stateless``,
-``checkpoints`` as integers, ``domain`` ``"epoch"``; edge attributes
-``name``, ``logged``) is read from networkx straight into arrays, as
-:func:`from_arrays` reads its arrays; anything else is read into the values.
+An epoch job whose checkpoints are integers forming valid chains (from
+networkx: node attributes ``stateless``, ``checkpoints``, ``domain``
+``"epoch"`` only; edge attributes ``name``, ``logged`` only) goes straight
+into the dataflow's columns (:mod:`falkirk.solver.model.table`), with no
+:class:`Processor`, :class:`Edge` or :class:`Checkpoint` made until one is
+read. Anything else is turned into those values and given to the object
+constructors, which validate it as always. Either way a dataflow built one
+way equals one built another way (the same processors, edges and plans),
+and the same mistakes raise the same errors. Edges are identity edges
+unless a ``projection`` is given (networkx only).
 
 Cost: ``O(V + E + checkpoints)``.
 """
