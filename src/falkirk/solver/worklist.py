@@ -81,7 +81,7 @@ class _Worklist:
         self.reasons: dict[str, list[Reason]] = Lazy(lambda p: [])
         self.examinations = 0
         self.checks = 0  # constraints evaluated, at a push or in an examination (FixedPoint.checks)
-        self._subsets: dict[Domain, Callable[[Frontier, Frontier], bool]] = {}
+        self._subsets: dict[int, Callable[[Frontier, Frontier], bool]] = {}
         self.sub: dict[str, Callable[[Frontier, Frontier], bool]] = Lazy(self._subset_of)
         # violated constraints since the last examination (created on demand)
         self.full: set[str] = set()  # everything (failed processors, first time)
@@ -110,9 +110,9 @@ class _Worklist:
     def _subset_of(self, p: str) -> Callable[[Frontier, Frontier], bool]:
         """``⊆`` for frontiers of ``p``'s domain (one function per domain; read through ``self.sub[p]``)."""
         d = self.df.domains[p]
-        fn = self._subsets.get(d)
+        fn = self._subsets.get(id(d))  # by identity: processors share their domain objects
         if fn is None:
-            fn = self._subsets[d] = _subset(d)
+            fn = self._subsets[id(d)] = _subset(d)
         return fn
 
     def _current(self, p: str) -> ResolvedCheckpoint:
@@ -155,15 +155,16 @@ class _Worklist:
                     marked.add(e)
                 push(u)
         if f_changed or n_changed:
-            dirty_in, dirty_nin = self.dirty_in, self.dirty_nin
+            dirty_in, dirty_nin, incoming = self.dirty_in, self.dirty_nin, self.view.incoming
             np_ = n[p]
             same = np_ is fp or np_ == fp  # then φ_e(n(p)) = φ_e(f(p))
+            sent_f = None if procs[p].stateless else cands[p][idx[p]].projection  # φ at a chain element
             for e in self.outputs[p]:
                 q = edges[e].dst
                 sub = sub_of[q]
                 phi = None
                 if f_changed:  # C3 at the receivers: M_e(f(q)) ⊆ φ_e(f(p))
-                    phi = self._phi_f(e)
+                    phi = self._phi_f(e) if sent_f is None else incoming(q, e, sent_f[e])
                     marked_in = dirty_in.get(q)
                     if marked_in is not None and e in marked_in:
                         marked_in[e] = phi  # the newer bound is the smaller
@@ -198,39 +199,6 @@ class _Worklist:
                 push(p)
         self.checks += checks
 
-    def _dirty(self, p: str) -> tuple[bool, list[str], list[tuple[str, Frontier]], list[Frontier]]:
-        """Take (and clear) the dirty constraints of ``p``, edges in the reference's order.
-
-        Returns C4, the output edges (C2), ``(edge, φ_e(f(u)))`` per input edge
-        (C3) and the bounds ``φ_e(n(u))`` of ``n(p)``.
-        """
-        c4 = p in self.dirty_n
-        if c4:
-            self.dirty_n.discard(p)
-        outs, ins, nins = self.dirty_out.pop(p, None), self.dirty_in.pop(p, None), self.dirty_nin.pop(p, None)
-        if p in self.full:
-            self.full.discard(p)
-            inputs = self.inputs[p]
-            return (
-                True,
-                self.outputs[p],
-                [(e, self._phi_f(e)) for e in inputs],
-                [self._phi_n(e) for e in inputs],
-            )
-        if not outs:
-            out_list: list[str] = []
-        elif len(outs) == 1:
-            out_list = list(outs)
-        else:
-            out_list = [e for e in self.outputs[p] if e in outs]
-        if not ins:
-            in_list: list[tuple[str, Frontier]] = []
-        elif len(ins) == 1:
-            in_list = list(ins.items())
-        else:
-            in_list = [(e, ins[e]) for e in self.inputs[p] if e in ins]
-        return c4, out_list, in_list, list(nins.values()) if nins else []
-
     def _phi_f(self, e: str) -> Frontier:
         """``incoming(φ_e(f(u)))`` for the sender ``u`` of ``e`` at its current frontier."""
         edge = self.edges[e]
@@ -254,8 +222,39 @@ class _Worklist:
 
     # -- one examination ---------------------------------------------------------------
     def examine(self, p: str) -> None:
+        """Update ``f(p)`` and ``n(p)`` against the constraints marked dirty (all of them the first time)."""
         self.examinations += 1
-        c4, outs, ins, nins = self._dirty(p)
+        # take (and clear) the dirty constraints, edges in the reference's order: C4, C2 by output
+        # edge, (edge, φ_e(f(u))) by input edge for C3, the bounds φ_e(n(u)) of n(p)
+        c4 = p in self.dirty_n
+        if c4:
+            self.dirty_n.discard(p)
+        dirty_out, dirty_in, dirty_nin = (
+            self.dirty_out.pop(p, None),
+            self.dirty_in.pop(p, None),
+            self.dirty_nin.pop(p, None),
+        )
+        outs: list[str]
+        ins: list[tuple[str, Frontier]]
+        if p in self.full:
+            self.full.discard(p)
+            c4, outs, inputs = True, self.outputs[p], self.inputs[p]
+            ins = [(e, self._phi_f(e)) for e in inputs]
+            nins = [self._phi_n(e) for e in inputs]
+        else:
+            if not dirty_out:
+                outs = []
+            elif len(dirty_out) == 1:
+                outs = list(dirty_out)
+            else:
+                outs = [e for e in self.outputs[p] if e in dirty_out]
+            if not dirty_in:
+                ins = []
+            elif len(dirty_in) == 1:
+                ins = list(dirty_in.items())
+            else:
+                ins = [(e, dirty_in[e]) for e in self.inputs[p] if e in dirty_in]
+            nins = list(dirty_nin.values()) if dirty_nin else []
         f, n = self.f, self.n
         old_f, old_n = f[p], n[p]
         if self.procs[p].stateless:
@@ -268,7 +267,9 @@ class _Worklist:
         new_n = old_n
         if f_changed:
             f[p] = new_f
-            if not sub(new_n, new_f):
+            if old_n is old_f:  # n(p) = f(p) (as it starts): their meet is the new f(p)
+                new_n = new_f
+            elif not sub(new_n, new_f):
                 new_n = new_f if sub(new_f, new_n) else new_n & new_f
         for phi in nins:
             if not sub(new_n, phi):
