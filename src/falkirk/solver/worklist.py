@@ -41,6 +41,8 @@ from __future__ import annotations
 import gc
 from collections import deque
 from collections.abc import Callable
+from itertools import repeat
+from operator import is_
 
 from falkirk.domains import Domain, Frontier
 from falkirk.solver.constraints import cannot_roll_back, last_holding, lower_stateless, sent, violated
@@ -93,13 +95,11 @@ class _Worklist:
         self.dirty_nin: dict[str, dict[str, Frontier]] = {}
         self.queue: deque[str] = deque()
         self.queued: set[str] = set()
-        failed = view.failed
-        for p in df.processors:
-            if p in failed:
-                self.reasons[p].append(Reason(p, "C1", None, self.f[p]))
-                self.full.add(p)
-                self._push(p)
-                self._changed(p, True, True)
+        for p in filter(view.failed.__contains__, df.processors):  # in declaration order
+            self.reasons[p].append(Reason(p, "C1", None, self.f[p]))
+            self.full.add(p)
+            self._push(p)
+            self._changed(p, True, True)
 
     # -- bookkeeping ----------------------------------------------------------------
     def _push(self, p: str) -> None:
@@ -345,9 +345,12 @@ class _Worklist:
         # dictionaries over every processor are built by C-level copies, in declaration order
         domains = self.df.domains
         kinds = list(domains.values())
-        by_id = dict(zip(map(id, kinds), kinds, strict=True))  # the distinct domain objects
-        tops = {i: Frontier.top(d) for i, d in by_id.items()}
-        frontiers = dict(zip(domains, map(tops.__getitem__, map(id, kinds)), strict=True))
+        if kinds and all(map(is_, kinds, repeat(kinds[0]))):  # one domain object (the usual case)
+            frontiers = dict.fromkeys(domains, Frontier.top(kinds[0]))
+        else:
+            by_id = dict(zip(map(id, kinds), kinds, strict=True))  # the distinct domain objects
+            tops = {i: Frontier.top(d) for i, d in by_id.items()}
+            frontiers = dict(zip(domains, map(tops.__getitem__, map(id, kinds)), strict=True))
         frontiers.update(self.f)
         notes = frontiers.copy()
         notes.update(self.n)
