@@ -421,7 +421,7 @@ def product_loops(
         domain="loop",
         inner=inner,
         kind=np.concatenate(kind).astype(np.int64),
-        ck_iter=rng.integers(0, iterations, size=g.ck_val.shape[0]),
+        ck_iter=np.asarray(rng.integers(0, iterations, size=g.ck_val.shape[0])),
     )
 
 

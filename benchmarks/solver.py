@@ -1,4 +1,4 @@
-"""Solver benchmarks (issue 9): worklist vs the literal round robin, the fast paths, memory.
+"""Solver benchmarks (issues 9 and 18): worklist vs the literal round robin, the fast paths, memory.
 
 Run from the repository root::
 
@@ -28,6 +28,12 @@ Sections:
 5. **a huge Dataflow** (full run) — building a 10^5-processor, 10^6-edge
    :class:`~falkirk.solver.Dataflow` and solving it with the worklist and
    the vectorised solver: what the array form saves.
+6. **the public API** (issue 18; ``--public-api`` runs only this section) —
+   ``solve_frontiers`` on a Dataflow built by the object constructors,
+   ``Dataflow.from_arrays`` and ``Dataflow.from_networkx``, next to networkx
+   building the same ``DiGraph`` and sorting it topologically, each case in
+   a fresh process with its CPU time and peak RSS
+   (``benchmarks/public_api.py``); written to ``benchmarks/results/public_api.json``.
 7. **partial orders** (issue 18) — ``product_loops`` (Naiad loops: an
    epoch pipeline whose loop bodies run in ``product(2)``, entered through
    ``epoch_to_loop``, closed by a feedback edge and left through an exit
@@ -36,14 +42,8 @@ Sections:
    (``FixedPoint.checks``), and the round robin under the same budget.
 8. **lexsort ratio** (issue 18) — ``Dataflow.from_arrays`` +
    ``solve_frontiers`` on the public-API job at 10^5 processors (about 10^6
-   edges) next to one ``numpy.lexsort`` of its edge arrays ``(dst, src)``,
-   in a fresh interpreter.
-6. **the public API** (issue 18; ``--public-api`` runs only this section) —
-   ``solve_frontiers`` on a Dataflow built by the object constructors,
-   ``Dataflow.from_arrays`` and ``Dataflow.from_networkx``, next to networkx
-   building the same ``DiGraph`` and sorting it topologically, each case in
-   a fresh process with its CPU time and peak RSS
-   (``benchmarks/public_api.py``); written to ``benchmarks/results/public_api.json``.
+   edges; 10^4 with ``--quick``) next to one ``numpy.lexsort`` of its edge
+   arrays ``(dst, src)``, in a fresh interpreter.
 
 Times are the best of a few runs; ``wall`` is ``time.perf_counter`` and
 ``cpu`` is ``time.process_time`` of this process (the same on an idle

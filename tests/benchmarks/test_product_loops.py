@@ -62,10 +62,12 @@ def test_worklist_and_round_robin_agree_on_product_loops(seed: int) -> None:
 def test_feedback_and_exit_residuals_are_galois_adjoints(f: Frontier) -> None:
     """φ(f) ⊆ y iff f ⊆ φ⁺(y) for the feedback and exit projections (the residual C2 needs)."""
     for y in _loop_frontiers():
-        assert (FEED.apply(f) <= y) == (f <= FEED.residual(y))
+        back = FEED.residual(y)
+        assert back is not None and (FEED.apply(f) <= y) == (f <= back)
     for k in [None, -1, 0, 1, 2, 3]:
         y = Frontier.top(EPOCH) if k is None else EPOCH.frontier(k)
-        assert (EXIT.apply(f) <= y) == (f <= EXIT.residual(y))
+        back = EXIT.residual(y)
+        assert back is not None and (EXIT.apply(f) <= y) == (f <= back)
 
 
 def test_feedback_advances_the_iteration() -> None:
