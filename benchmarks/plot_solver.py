@@ -161,19 +161,44 @@ def plot(res: dict[str, Any], where: Path = RESULTS) -> list[Path]:
     return [first, second]
 
 
+def _row(r: dict[str, Any]) -> str:
+    """One worklist-vs-round-robin row (sections 1 and 7) in Markdown."""
+    low = "" if r["round_robin_complete"] else "> "
+    vec = f"{r['vectorised_cpu_s']:.3f}" if "vectorised_cpu_s" in r else "-"
+    first = f"{r['worklist_first_cpu_s']:.3f}" if "worklist_first_cpu_s" in r else "-"
+    checks = f"{r['worklist_checks']:,}" if r.get("worklist_checks") is not None else "-"
+    per = f"{r['us_per_check']:.1f}" if r.get("us_per_check") is not None else "-"
+    return (
+        f"| {r['family']} | {r['processors']:,} | {r['edges']:,} | {r.get('rolled_back', 0):,} | {r['worklist_cpu_s']:.3f} | "
+        f"{low}{r['round_robin_cpu_s']:.3f} | {r['round_robin_sweeps']} | {low}{r['ratio']:.1f}× | {vec} | "
+        f"{first} | {checks} | {per} |"
+    )
+
+
 def markdown(res: dict[str, Any]) -> str:
     """The result tables in Markdown (for the README)."""
     out = [
-        "| family | processors | edges | rolled back | worklist (s) | round robin (s) | sweeps | ratio | vectorised (s) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| family | processors | edges | rolled back | worklist (s) | round robin (s) | sweeps | ratio | vectorised (s) "
+        "| first solve (s) | checks | µs/check |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in res["worklist_vs_round_robin"]:
-        low = "" if r["round_robin_complete"] else "> "
-        vec = f"{r['vectorised_cpu_s']:.3f}" if "vectorised_cpu_s" in r else "-"
-        out.append(
-            f"| {r['family']} | {r['processors']:,} | {r['edges']:,} | {r.get('rolled_back', 0):,} | {r['worklist_cpu_s']:.3f} | "
-            f"{low}{r['round_robin_cpu_s']:.3f} | {r['round_robin_sweeps']} | {low}{r['ratio']:.1f}× | {vec} |"
-        )
+    out += [_row(r) for r in res["worklist_vs_round_robin"]]
+    if res.get("partial_orders"):
+        out += [
+            "",
+            "| partial orders | processors | edges | rolled back | worklist (s) | round robin (s) | sweeps | ratio | "
+            "- | first solve (s) | checks | µs/check |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        out += [_row(r) for r in res["partial_orders"]]
+    if res.get("lexsort"):
+        lx = res["lexsort"]
+        out += [
+            "",
+            f"`Dataflow.from_arrays` + `solve_frontiers`, {lx['processors']:,} processors / {lx['edges']:,} edges: "
+            f"{lx['from_arrays_cpu_s']:.2f} s + {lx['solve_cpu_s']:.2f} s = {lx['total_cpu_s']:.2f} s; one "
+            f"`numpy.lexsort((src, dst))`: {lx['lexsort_cpu_s'] * 1e3:.1f} ms; ratio {lx['ratio_to_lexsort']:.0f}×.",
+        ]
     out += [
         "",
         "| family (arrays) | processors | edges | build (s) | solve (s) | total (s) | rounds | peak MB |",

@@ -1,4 +1,4 @@
-"""Solver benchmarks (issue 9): worklist vs the literal round robin, the fast paths, memory.
+"""Solver benchmarks (issues 9 and 18): worklist vs the literal round robin, the fast paths, memory.
 
 Run from the repository root::
 
@@ -34,12 +34,33 @@ Sections:
    building the same ``DiGraph`` and sorting it topologically, each case in
    a fresh process with its CPU time and peak RSS
    (``benchmarks/public_api.py``); written to ``benchmarks/results/public_api.json``.
+7. **partial orders** (issue 18) — ``product_loops`` (Naiad loops: an
+   epoch pipeline whose loop bodies run in ``product(2)``, entered through
+   ``epoch_to_loop``, closed by a feedback edge and left through an exit
+   projection) at 10^3 and 10^4 processors: the worklist (the vectorised
+   solver handles total orders only) with its cost per constraint check
+   (``FixedPoint.checks``), and the round robin under the same budget.
+8. **lexsort ratio** (issue 18) — ``Dataflow.from_arrays`` +
+   ``solve_frontiers`` on the public-API job at 10^5 processors (about 10^6
+   edges; 10^4 with ``--quick``) next to one ``numpy.lexsort`` of its edge
+   arrays ``(dst, src)``, in a fresh interpreter.
 
 Times are the best of a few runs; ``wall`` is ``time.perf_counter`` and
 ``cpu`` is ``time.process_time`` of this process (the same on an idle
 machine; the CPU time is the fairer figure on a shared one). The cyclic
 garbage collector is frozen after building each graph and disabled during
-timed solves, for every solver alike.
+timed solves, for every solver alike. A Dataflow resolves a processor's
+checkpoints on first use: sections 1 and 7 time one solve on the fresh
+Dataflow (``worklist_first``, which resolves what it reaches), then resolve
+every processor (``resolve``) and time the strategies on the resolved
+Dataflow, so that the worklist and the round robin compare the iterations
+alone, as before checkpoints were resolved lazily.
+
+``--only SECTION,...`` (``rr``, ``po``, ``arrays``, ``stages``, ``huge``,
+``lexsort``) runs only those sections and merges them into the existing
+``solver.json`` (rows of sections 1 and 7 replaced by family and size;
+``runs`` records when and how each section was last run); ``--sizes``
+overrides the sizes of sections 1 and 7.
 """
 
 from __future__ import annotations
@@ -150,6 +171,49 @@ def _repeat(n: int) -> int:
     return 2 if n <= 3000 else 1
 
 
+def resolve_all(df: Any) -> None:
+    """Resolve every processor's checkpoints (``Dataflow`` does it on first use)."""
+    for p in df.processors:
+        df.candidates(p, failed=False)
+
+
+def _run_worklist(df: Any, failed: list[str]) -> Any:
+    """The worklist's fixed point alone (no plan): it counts its constraint checks."""
+    from falkirk.solver.model.access import View, normalise_failed
+    from falkirk.solver.worklist import run_worklist
+
+    return run_worklist(View(df, normalise_failed(df, failed)))
+
+
+def worklist_row(df: Any, failed: list[str], n: int, row: dict[str, Any]) -> Any:
+    """Time the worklist on ``df`` into ``row``: first solve, resolving, resolved solves, checks; its plan."""
+    _, row["worklist_first_s"], row["worklist_first_cpu_s"] = timed(
+        partial(solve_frontiers, df, failed, strategy="worklist"), 1
+    )
+    _, row["resolve_s"], row["resolve_cpu_s"] = timed(partial(resolve_all, df), 1)
+    ref, row["worklist_s"], row["worklist_cpu_s"] = timed(
+        partial(solve_frontiers, df, failed, strategy="worklist"), _repeat(n) + 1
+    )
+    fp, _, row["worklist_run_cpu_s"] = timed(partial(_run_worklist, df, failed), _repeat(n) + 1)
+    row["worklist_examinations"] = ref.examinations
+    row["worklist_checks"] = fp.checks
+    row["us_per_check"] = 1e6 * row["worklist_run_cpu_s"] / max(fp.checks, 1)
+    row["rolled_back"] = sum(1 for f in ref.frontiers.values() if not f.is_top)
+    return ref
+
+
+def round_robin_row(df: Any, failed: list[str], ref: Any, budget: float, row: dict[str, Any]) -> None:
+    """Time the round robin into ``row`` (best of 3 below 3000 processors) and check it agrees with ``ref``."""
+    rr = round_robin(df, failed, budget)
+    if rr["complete"] and row["processors"] <= 3000:  # small: best of a few
+        rr = min((round_robin(df, failed, budget) for _ in range(2)), key=lambda r: r["cpu"], default=rr)
+    if rr["complete"]:
+        assert rr["f"] == ref.frontiers and rr["n"] == ref.notification_frontiers
+    row["round_robin_s"], row["round_robin_cpu_s"] = rr["wall"], rr["cpu"]
+    row["round_robin_sweeps"], row["round_robin_complete"] = rr["sweeps"], rr["complete"]
+    row["ratio"] = row["round_robin_cpu_s"] / row["worklist_cpu_s"]
+
+
 # -- 1. worklist vs round robin ------------------------------------------------------------------
 def worklist_vs_round_robin(
     sizes: list[int], budget: float, vectorised: bool, memory: bool
@@ -172,21 +236,8 @@ def worklist_vs_round_robin(
                 "build_s": build_w,
                 "build_cpu_s": build_c,
             }
-            ref, row["worklist_s"], row["worklist_cpu_s"] = timed(
-                partial(solve_frontiers, df, failed, strategy="worklist"), _repeat(n)
-            )
-            row["worklist_examinations"] = ref.examinations
-            row["rolled_back"] = sum(1 for f in ref.frontiers.values() if not f.is_top)
-            rr = round_robin(df, failed, budget)
-            if rr["complete"] and g.n <= 3000:  # small: best of a few
-                rr = min(
-                    (round_robin(df, failed, budget) for _ in range(2)), key=lambda r: r["cpu"], default=rr
-                )
-            if rr["complete"]:
-                assert rr["f"] == ref.frontiers and rr["n"] == ref.notification_frontiers
-            row["round_robin_s"], row["round_robin_cpu_s"] = rr["wall"], rr["cpu"]
-            row["round_robin_sweeps"], row["round_robin_complete"] = rr["sweeps"], rr["complete"]
-            row["ratio"] = row["round_robin_cpu_s"] / row["worklist_cpu_s"]
+            ref = worklist_row(df, failed, n, row)
+            round_robin_row(df, failed, ref, budget, row)
             if vectorised:
                 vec, row["vectorised_s"], row["vectorised_cpu_s"] = timed(
                     partial(solve_frontiers, df, failed, strategy="vectorised"), _repeat(n)
@@ -214,9 +265,107 @@ def _print_row(row: dict[str, Any]) -> None:
     vec = f"{row['vectorised_cpu_s']:8.3f}" if "vectorised_cpu_s" in row else "       -"
     print(
         f"{row['family']:22s} {row['processors']:>7d} {row['edges']:>8d} {row['rolled_back']:>7d} {row['build_cpu_s']:8.2f} "
-        f"{row['worklist_cpu_s']:9.3f} {rr} {'>' if not row['round_robin_complete'] else ' '}{row['ratio']:7.1f}x {row['round_robin_sweeps']:>6d} {vec}",
+        f"{row['worklist_cpu_s']:9.3f} {rr} {'>' if not row['round_robin_complete'] else ' '}{row['ratio']:7.1f}x {row['round_robin_sweeps']:>6d} {vec} "
+        f"{row['worklist_first_cpu_s']:8.3f} {row['worklist_checks']:>8d} {row['us_per_check']:6.1f}",
         flush=True,
     )
+
+
+#: The header of a section-1 or section-7 row.
+ROW_HEADER = (
+    f"{'procs':>7s} {'edges':>8s} {'rolled':>7s} {'build':>8s} {'worklist':>9s} {'round-rob':>10s} "
+    f"{'ratio':>9s} {'sweeps':>6s} {'vector':>8s} {'1st solve':>8s} {'checks':>8s} {'us/chk':>6s}"
+)
+
+
+# -- 7. partial orders: Naiad loops in product(2) -----------------------------------------------------
+#: (label, options) of the partial-order series (``benchmarks.graphs.product_loops``).
+PRODUCT_LOOPS = [("product_loops(8)", {"length": 8, "between": 2})]
+
+
+def partial_orders(sizes: list[int], budget: float) -> list[dict[str, Any]]:
+    """Section 7: the worklist and the round robin on ``product_loops`` (see the module docstring)."""
+    rows = []
+    for label, opts in PRODUCT_LOOPS:
+        for n in sizes:
+            g = make("product_loops", n, seed=1, **opts)
+            failed = g.failed_names()
+            df, build_w, build_c = timed(g.dataflow, 1)
+            gc.collect()
+            gc.freeze()
+            row: dict[str, Any] = {
+                "family": label,
+                "processors": g.n,
+                "edges": g.m,
+                "domains": "epoch + product(2)",
+                "build_s": build_w,
+                "build_cpu_s": build_c,
+            }
+            ref = worklist_row(df, failed, n, row)
+            round_robin_row(df, failed, ref, budget, row)
+            gc.unfreeze()
+            del df
+            gc.collect()
+            rows.append(row)
+            _print_row(row)
+    return rows
+
+
+# -- 8. Dataflow.from_arrays + solve next to one lexsort ------------------------------------------------
+def lexsort_one(n: int) -> dict[str, Any]:
+    """In this (fresh) process: one lexsort of the job's edge arrays (best of 3), then from_arrays + solve once."""
+    from benchmarks.public_api import job
+    from falkirk.solver import Dataflow
+
+    g = job(n)
+    failed = g.failed_names()
+    names = [g.name(p) for p in range(g.n)]
+    best = float("inf")
+    for _ in range(3):
+        c = time.process_time()
+        order = np.lexsort((g.src, g.dst))  # by dst, then src
+        best = min(best, time.process_time() - c)
+    assert order.shape[0] == g.m
+    c0 = time.process_time()
+    df = Dataflow.from_arrays(
+        names,
+        g.src,
+        g.dst,
+        logged=g.logged,
+        stateless=g.stateless,
+        ck_ptr=g.ck_ptr,
+        ck_val=g.ck_val,
+        notifications=g.notifications,
+    )
+    c1 = time.process_time()
+    plan = solve_frontiers(df, failed)
+    c2 = time.process_time()
+    return {
+        "processors": g.n,
+        "edges": g.m,
+        "lexsort_cpu_s": best,
+        "from_arrays_cpu_s": c1 - c0,
+        "solve_cpu_s": c2 - c1,
+        "total_cpu_s": c2 - c0,
+        "ratio_to_lexsort": (c2 - c0) / best,
+        "rolled_back": sum(1 for f in plan.frontiers.values() if not f.is_top),
+    }
+
+
+def lexsort_ratio(n: int) -> dict[str, Any]:
+    """Section 8: :func:`lexsort_one` in a fresh interpreter (its garbage collector on, as a user has it)."""
+    import subprocess
+
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--lexsort-one", str(n)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    row = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(
+        f"{row['processors']} processors / {row['edges']} edges: from_arrays {row['from_arrays_cpu_s']:.2f}s + "
+        f"solve {row['solve_cpu_s']:.2f}s = {row['total_cpu_s']:.2f}s cpu; one lexsort (dst, src) "
+        f"{row['lexsort_cpu_s'] * 1e3:.1f} ms; ratio {row['ratio_to_lexsort']:.0f}x",
+        flush=True,
+    )
+    return row
 
 
 def _solve_graph(g: Any) -> Any:
@@ -369,7 +518,7 @@ def public_api(sizes: list[int]) -> dict[str, Any]:
 
 # -- driver -----------------------------------------------------------------------------------------
 def summary(res: dict[str, Any]) -> dict[str, Any]:
-    """Each issue-9 target with the measured value and whether it is met."""
+    """Each issue-9 and issue-18 target with the measured value and whether it is met."""
     out: dict[str, Any] = {}
     at = [r for r in res["worklist_vs_round_robin"] if r["processors"] >= 9000]
     if at:
@@ -392,6 +541,26 @@ def summary(res: dict[str, Any]) -> dict[str, Any]:
             }
             for r in big
         }
+    po = res.get("partial_orders", [])
+    if po:
+        out["partial_orders"] = {
+            f"{r['family']} at {r['processors']}": {
+                "worklist_cpu_s": round(r["worklist_cpu_s"], 4),
+                "checks": r["worklist_checks"],
+                "us_per_check": round(r["us_per_check"], 2),
+                "ratio": round(r["ratio"], 1),
+                "lower_bound": not r["round_robin_complete"],
+            }
+            for r in po
+        }
+    if res.get("lexsort"):
+        lx = res["lexsort"]
+        out["from_arrays_and_solve_within_20x_lexsort"] = {
+            "processors": lx["processors"],
+            "edges": lx["edges"],
+            "ratio": round(lx["ratio_to_lexsort"], 1),
+            "met": lx["ratio_to_lexsort"] <= 20,
+        }
     if res.get("compressed"):
         out["10000x6000_under_4s"] = {
             f"k={r['checkpoints_per_task']}": {
@@ -403,6 +572,18 @@ def summary(res: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: Sections ``--only`` accepts: 1 (``rr``), 2 (``arrays``), 3 (``stages``), 5 (``huge``), 7 (``po``), 8 (``lexsort``).
+SECTIONS = ("rr", "arrays", "stages", "huge", "po", "lexsort")
+
+
+def _merge_rows(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``old`` with the rows of ``new`` replacing those of the same family and size (the others appended)."""
+    key = lambda r: (r["family"], r["processors"])  # noqa: E731
+    fresh = {key(r): r for r in new}
+    out = [fresh.pop(key(r), r) for r in old]
+    return out + [r for r in new if key(r) in fresh]
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes, under 2 minutes")
@@ -410,51 +591,113 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument(
         "--public-api", action="store_true", help="only section 6, the public API next to networkx"
     )
+    ap.add_argument(
+        "--only",
+        help=f"comma-separated sections among {', '.join(SECTIONS)}: run only those and merge them "
+        "into the existing results/solver.json",
+    )
+    ap.add_argument("--sizes", type=int, nargs="+", help="processors for sections 1 and 7 (rr, po)")
+    ap.add_argument("--lexsort-one", type=int, help=argparse.SUPPRESS)  # section 8's fresh process
     args = ap.parse_args(argv)
     quick = args.quick
+    if args.lexsort_one:
+        row = lexsort_one(args.lexsort_one)
+        print(json.dumps(row))
+        return row
     if args.public_api:
         return public_api([10_000] if quick else [10_000, 100_000])
+    only = None if args.only is None else {x.strip() for x in args.only.split(",") if x.strip()}
+    if only is not None and not only <= set(SECTIONS):
+        ap.error(f"--only: unknown section(s) {sorted(only - set(SECTIONS))}; known: {', '.join(SECTIONS)}")
+    wanted = set(SECTIONS) if only is None else only
+    if quick and only is None:
+        wanted -= {"huge"}
+    budget = 2.0 if quick else 60.0
     started = time.time()
-    res: dict[str, Any] = {
-        "format": "falkirk-bench-solver/1",
-        "mode": "quick" if quick else "full",
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-            "platform": platform.platform(),
+    out_path = RESULTS / "solver.json"
+    res: dict[str, Any]
+    if only is not None and out_path.exists():
+        res = json.loads(out_path.read_text())
+    else:
+        res = {
+            "format": "falkirk-bench-solver/1",
+            "mode": "quick" if quick else "full",
+            "machine": {
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "numpy": np.__version__,
+                "platform": platform.platform(),
+                "load_average_at_start": os.getloadavg(),
+            },
+            "timing": "best of 1-3 runs; *_s wall (perf_counter), *_cpu_s process CPU time; GC disabled while timed",
+        }
+    runs = res.setdefault("runs", {})
+
+    def record(section: str, **extra: Any) -> dict[str, Any]:
+        entry = {
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "mode": "quick" if quick else "full",
             "load_average_at_start": os.getloadavg(),
-        },
-        "timing": "best of 1-3 runs; *_s wall (perf_counter), *_cpu_s process CPU time; GC disabled while timed",
-    }
-    print(
-        f"{'worklist vs round robin':22s} {'procs':>7s} {'edges':>8s} {'rolled':>7s} {'build':>8s} {'worklist':>9s} {'round-rob':>10s} {'ratio':>9s} {'sweeps':>6s} {'vector':>8s}   (cpu s; > = round robin stopped at the budget: a lower bound)"
-    )
-    sizes = [100, 300, 1000, 3000] if quick else [100, 1000, 10_000, 100_000]
-    res["worklist_vs_round_robin"] = worklist_vs_round_robin(
-        sizes, 2.0 if quick else 60.0, vectorised=True, memory=not quick
-    )
-    print(
-        f"\n{'vectorised/arrays':17s} {'procs':>7s} {'edges':>8s} {'problem':>8s} {'solve':>8s} {'total':>8s} {'rounds':>6s} {'peak MB':>8s}   (cpu s)"
-    )
-    res["vectorised"] = vectorised_from_arrays(
-        [10_000, 100_000] if quick else [1000, 10_000, 100_000], memory=not quick, repeat=1 if quick else 3
-    )
-    print()
-    res["compressed"] = compressed([10] if quick else [1, 10, 100], memory=not quick)
-    if not quick:
+            **extra,
+        }
+        runs[section] = entry
+        return entry
+
+    header = "(cpu s; > = round robin stopped at the budget: a lower bound)"
+    if "rr" in wanted:
+        sizes = args.sizes or ([100, 300, 1000, 3000] if quick else [100, 1000, 10_000, 100_000])
+        run = record("rr", sizes=sizes, budget_cpu_s=budget)
+        print(f"{'worklist vs round robin':22s} {ROW_HEADER}   {header}")
+        rows = worklist_vs_round_robin(
+            sizes, budget, vectorised=True, memory=not quick and args.sizes is None
+        )
+        prev = res.get("worklist_vs_round_robin")
+        res["worklist_vs_round_robin"] = rows if only is None or not prev else _merge_rows(prev, rows)
+        run["load_average_at_end"] = os.getloadavg()
+    if "po" in wanted:
+        sizes = args.sizes or ([100, 1000] if quick else [1000, 10_000])
+        run = record("po", sizes=sizes, budget_cpu_s=budget)
+        print(f"\n{'partial orders':22s} {ROW_HEADER}   {header}")
+        rows = partial_orders(sizes, budget)
+        prev = res.get("partial_orders")
+        res["partial_orders"] = rows if only is None or not prev else _merge_rows(prev, rows)
+        run["load_average_at_end"] = os.getloadavg()
+    if "arrays" in wanted:
+        record("arrays")
+        print(
+            f"\n{'vectorised/arrays':17s} {'procs':>7s} {'edges':>8s} {'problem':>8s} {'solve':>8s} {'total':>8s} {'rounds':>6s} {'peak MB':>8s}   (cpu s)"
+        )
+        res["vectorised"] = vectorised_from_arrays(
+            [10_000, 100_000] if quick else [1000, 10_000, 100_000],
+            memory=not quick,
+            repeat=1 if quick else 3,
+        )
+    if "stages" in wanted:
+        record("stages")
+        print()
+        res["compressed"] = compressed([10] if quick else [1, 10, 100], memory=not quick)
+    if "huge" in wanted:
+        record("huge")
         print()
         res["huge_dataflow"] = huge_dataflow(100_000)
+    if "lexsort" in wanted:
+        n = 10_000 if quick else 100_000
+        run = record("lexsort", processors=n)
+        print()
+        res["lexsort"] = lexsort_ratio(n)
+        run["load_average_at_end"] = os.getloadavg()
+    if only is None and not quick:
         print()
         res["public_api"] = public_api([10_000, 100_000])["rows"]
     res["targets"] = summary(res)
-    res["machine"]["load_average_at_end"] = os.getloadavg()
-    res["machine"]["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    res["elapsed_s"] = time.time() - started
+    if only is None:
+        res["machine"]["load_average_at_end"] = os.getloadavg()
+        res["machine"]["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        res["elapsed_s"] = time.time() - started
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "solver.json").write_text(json.dumps(res, indent=1) + "\n")
+    out_path.write_text(json.dumps(res, indent=1) + "\n")
     print("\ntargets:", json.dumps(res["targets"], indent=1))
-    print(f"wrote {RESULTS / 'solver.json'} in {res['elapsed_s']:.0f}s")
+    print(f"wrote {out_path} in {time.time() - started:.0f}s")
     if not args.no_plots:
         from benchmarks.plot_solver import plot
 

@@ -156,12 +156,20 @@ def _fmt(f: Frontier | None) -> str:
 
 @frozen
 class FixedPoint:
-    """The result of the iteration: ``f``, ``n``, the reasons, and how much work it took."""
+    """The result of the iteration: ``f``, ``n``, the reasons, and how much work it took.
+
+    ``examinations`` counts processor updates; ``checks`` counts constraint
+    checks (one constraint of one processor, C2/C3 on one edge, C4, or one
+    bound of ``n(p)``, checked against its neighbour's current value; for a
+    stateful processor a binary search over its chain), where the driver
+    counts them (the worklist does), ``None`` otherwise.
+    """
 
     frontiers: dict[str, Frontier]
     notification_frontiers: dict[str, Frontier]
     reasons: dict[str, list[Reason]]
     examinations: int
+    checks: int | None = None
 
 
 class Iteration:
