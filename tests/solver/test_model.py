@@ -9,7 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from falkirk.domains import Frontier
-from falkirk.errors import FalkirkError, MonitorError, NotAChainError, ScenarioError, UnknownNameError, ValidationError
+from falkirk.errors import (
+    FalkirkError,
+    MonitorError,
+    NotAChainError,
+    ScenarioError,
+    UnknownNameError,
+    ValidationError,
+)
 from falkirk.scenario import loads
 from falkirk.solver import Checkpoint, Dataflow, Edge, Monitor, Processor, check_consistent, solve_frontiers
 from falkirk.solver.model.access import View

@@ -36,7 +36,7 @@ class Product(TupleCodec):
         return self.arity == 1
 
     def less_equal(self, a: tuple[int, ...], b: tuple[int, ...]) -> bool:
-        for x, y in zip(a, b):
+        for x, y in zip(a, b, strict=True):
             if x > y:
                 return False
         return True
@@ -45,7 +45,7 @@ class Product(TupleCodec):
         return ((0,) * self.arity,)
 
     def join_times(self, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
-        return (tuple(x if x >= y else y for x, y in zip(a, b)),)
+        return (tuple(x if x >= y else y for x, y in zip(a, b, strict=True)),)
 
     def successors(self, t: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
         k = self.arity

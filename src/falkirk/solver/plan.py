@@ -25,7 +25,6 @@ from itertools import islice
 from typing import IO, Any
 
 import numpy as np
-
 from attrs import frozen
 
 from falkirk.domains import Frontier
@@ -144,7 +143,7 @@ class RollbackPlan:
         for p, f in self.frontiers.items():
             rows.append((p, self.actions[p], frontier_text(f), frontier_text(self.notification_frontiers[p])))
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
         if self.replay:
             lines.append("")
@@ -206,7 +205,8 @@ class _RankReplay(OnDemand):
         sel = np.flatnonzero(t.logged & (f.ranks[t.dst] != f.top_rank))
         sel = sel[np.lexsort((sel, t.src[sel]))]  # by sender as declared, then by edge
         self.frontiers, self.src, self.dst = f, t.src[sel], t.dst[sel]
-        self._sel, self._table, self._keys_list = sel, t, None
+        self._sel, self._table = sel, t
+        self._keys_list: list[str] | None = None
         super().__init__(self._positions, self._replay)
 
     @property

@@ -95,12 +95,12 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
+from falkirk.domains.encoding import frontier_text
 from falkirk.sim.graph import Link, Node, SimGraph
 from falkirk.sim.operators import Map, Output, Source, Sum
 from falkirk.sim.policies import Commit, Ephemeral, Lazy, Never, Policy
 from falkirk.sim.schemes.base import Role, Scheme
 from falkirk.solver import RollbackPlan
-from falkirk.domains.encoding import frontier_text
 
 if TYPE_CHECKING:
     from falkirk.sim.cases import Chooser

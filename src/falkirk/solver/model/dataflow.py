@@ -58,7 +58,7 @@ DEFER_PLAIN = True
 
 _IDENTITY = Identity()  # the projection of every edge given as arrays (one immutable value)
 _PLAIN_TAIL = attrgetter("notifications", "delivered", "discarded", "projection", "logged", "state")
-_NOTHING_MORE = (None, {}, {}, {}, {}, None)  # what a plain checkpoint gives besides its frontier
+_NOTHING_MORE: tuple[Any, ...] = (None, {}, {}, {}, {}, None)  # what a plain checkpoint gives besides its frontier
 
 
 def _processors(procs: list[Processor]) -> dict[str, Processor]:
@@ -99,13 +99,13 @@ def _edges(
                 return names, src, dst, projs, by_name
     by_name = {}
     for k, e in enumerate(edges):
-        name, src, dst = e.name, e.src, e.dst
+        name, s, d = e.name, e.src, e.dst
         if name in by_name:
             raise ValidationError(f"edge {name!r} is declared twice")
-        if src not in index:
-            raise UnknownNameError(f"edge {name!r}: src {src!r} is not a declared processor")
-        if dst not in index:
-            raise UnknownNameError(f"edge {name!r}: dst {dst!r} is not a declared processor")
+        if s not in index:
+            raise UnknownNameError(f"edge {name!r}: src {s!r} is not a declared processor")
+        if d not in index:
+            raise UnknownNameError(f"edge {name!r}: dst {d!r} is not a declared processor")
         by_name[name] = k
     names = [e.name for e in edges]
     src = np.array([index[e.src] for e in edges], dtype=np.int64)
@@ -276,7 +276,8 @@ class Dataflow:
         hashable) and whether each edge is an identity edge.
         """
         t = self._table
-        m, named = len(enames), {}
+        m = len(enames)
+        named: dict[Any, Any] = {}
         made: dict[str, BoundProjection] = {}
         try:
             distinct = list(dict.fromkeys(projs))

@@ -22,7 +22,7 @@ from falkirk.domains.projections import Identity
 __all__ = ["Checkpoint", "Processor", "Edge", "ResolvedCheckpoint", "Meta"]
 
 
-class _Empty(dict):  # type: ignore[type-arg]
+class _Empty(dict):
     """The one empty mapping every checkpoint field left out shares (read-only, equal to ``{}``)."""
 
     def _refuse(self, *args: Any, **kwargs: Any) -> None:

@@ -115,14 +115,14 @@ class Table:
         if self._in is None:
             self._in = self._csr(self.dst, self.n)
         order, ptr = self._in
-        return order[ptr[i] : ptr[i + 1]].tolist()  # type: ignore[no-any-return]
+        return order[ptr[i] : ptr[i + 1]].tolist()
 
     def outgoing(self, i: int) -> list[int]:
         """The edges out of processor ``i``, in declaration order."""
         if self._out is None:
             self._out = self._csr(self.src, self.n)
         order, ptr = self._out
-        return order[ptr[i] : ptr[i + 1]].tolist()  # type: ignore[no-any-return]
+        return order[ptr[i] : ptr[i + 1]].tolist()
 
     def set_plain(self, plain: Array, ck_ptr: Array, ck_val: Array, epoch_plain: bool) -> None:
         """Record which processors are plain and their distinct checkpoint epochs (CSR)."""
@@ -130,7 +130,7 @@ class Table:
 
     def epochs(self, i: int) -> list[int]:
         """The distinct checkpoint epochs of plain processor ``i``, ascending."""
-        return self.ck_val[self.ck_ptr[i] : self.ck_ptr[i + 1]].tolist()  # type: ignore[no-any-return]
+        return self.ck_val[self.ck_ptr[i] : self.ck_ptr[i + 1]].tolist()
 
     def _check(self) -> None:
         """Internal consistency (for tests): shapes, index ranges, CSR pointers, chains."""

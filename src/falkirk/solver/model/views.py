@@ -28,7 +28,7 @@ from typing import Any
 __all__ = ["OnDemand"]
 
 
-class OnDemand(dict):  # type: ignore[type-arg]
+class OnDemand(dict):
     """A ``dict`` of every key in ``keys`` (an ordered collection), each value ``make(key)`` made on first read.
 
     ``keys`` should answer ``in`` in ``O(1)`` (a ``dict`` or a ``dict``
@@ -101,9 +101,9 @@ class OnDemand(dict):  # type: ignore[type-arg]
         eq = self.__eq__(other)
         return eq if eq is NotImplemented else not eq
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
-    def copy(self) -> dict[str, Any]:  # type: ignore[override]
+    def copy(self) -> dict[str, Any]:
         """A plain ``dict`` of every key (every value made)."""
         return {k: self[k] for k in self}
 
