@@ -699,12 +699,16 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=60)
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--markdown", action="store_true", help="print the results JSON's table as Markdown and stop")
     ap.add_argument("--phase", choices=("run", "restart"), help=argparse.SUPPRESS)
     ap.add_argument("--spec", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.phase:
         spec = json.loads(args.spec.read_text())
         (phase_run if args.phase == "run" else phase_restart)(spec)
+        return 0
+    if args.markdown:
+        print(markdown(json.loads((args.out / "spark_vs_streaming.json").read_text())))
         return 0
     if args.quick:
         args.epochs, args.crash = 6, 4
@@ -767,6 +771,19 @@ def main() -> int:
         print(f"OUTPUTS DIFFER from the failure-free run: {', '.join(bad)}", file=sys.stderr)
         return 1
     return 0
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The results as a Markdown table (for the READMEs)."""
+    out = ["| configuration | wall / epoch | CPU / epoch | CPU vs falkirk-off | checkpoint/state/log kB / epoch "
+           "| recovery wall | records recomputed | input re-read | outputs identical | non-dominated |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|:-:|:-:|"]
+    for n, s in doc["summary"].items():
+        cpu = f"{s['cpu_overhead']:+.0%}" if s.get("cpu_overhead") is not None else "—"
+        out.append(f"| `{n}` | {s['wall_median_s']:.2f} s | {s['cpu_median_s']:.2f} s | {cpu} "
+                   f"| {s['bytes_per_epoch'] / 1e3:.0f} | {s['recovery_s']:.1f} s | {s['records_recomputed']:,} "
+                   f"| {s['input_reread']:,} | {s['identical']} | {'yes' if n in doc['frontier'] else 'no'} |")
+    return "\n".join(out)
 
 
 def table(summary: dict[str, Any], front: list[str]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from benchmarks.spark_vs_streaming import Streaming, frontier, run_falkirk, write_stream_input
 
 SIZE = {"events_per_epoch": 300, "queries_per_epoch": 20, "users": 300, "nodes": 1500, "seed": 7, "cc_every": 3}
@@ -17,6 +18,8 @@ SIZE = {"events_per_epoch": 300, "queries_per_epoch": 20, "users": 300, "nodes":
 
 def test_streaming_and_falkirk_run_two_epochs_with_the_same_outputs(spark: Any, tmp_path: Path) -> None:
     """Responses and statistics equal as multisets; times, CPU and bytes written present and positive."""
+    pytest.importorskip("pandas", reason="applyInPandasWithState needs pandas")
+    pytest.importorskip("pyarrow", reason="applyInPandasWithState needs pyarrow")
     from falkirk.spark.pipeline.rootfs import Root
     from falkirk.spark.pipeline.verify import output_rows, table_rows
 
