@@ -665,6 +665,11 @@ def frontier(points: dict[str, tuple[float, float]]) -> list[str]:
     return sorted(keep, key=lambda n: points[n])
 
 
+def title(epochs: int, crash: int) -> str:
+    return (f"Figure 1 app on PySpark, {epochs} epochs, driver killed in the stateful step at epoch {crash}\n"
+            "lower left is better; orange: Structured Streaming, blue: falkirk")
+
+
 def plot(summary: dict[str, Any], front: list[str], path: Path, title: str) -> None:
     import matplotlib
 
@@ -672,10 +677,17 @@ def plot(summary: dict[str, Any], front: list[str], path: Path, title: str) -> N
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.6))
-    for name, s in summary.items():
-        x, y = s["cpu_median_s"], s["recovery_s"]
+    xs = [s["cpu_median_s"] for s in summary.values()]
+    ys = [s["recovery_s"] for s in summary.values()]
+    near_x, near_y = 0.2 * (max(xs) - min(xs) or 1), 0.12 * (max(ys) - min(ys) or 1)
+    above: list[tuple[float, float]] = []  # points labelled above: a close neighbour is labelled below
+    for name in sorted(summary, key=lambda n: summary[n]["cpu_median_s"]):
+        x, y = summary[name]["cpu_median_s"], summary[name]["recovery_s"]
         ax.scatter([x], [y], s=60, color="tab:orange" if name.startswith("streaming") else "tab:blue", zorder=3)
-        ax.annotate(name, (x, y), textcoords="offset points", xytext=(6, 6))
+        up = not any(abs(x - a) < near_x and abs(y - b) < near_y for a, b in above)
+        if up:
+            above.append((x, y))
+        ax.annotate(name, (x, y), textcoords="offset points", xytext=(0, 9 if up else -16), ha="center", fontsize=9)
     fx = [summary[n]["cpu_median_s"] for n in front]
     fy = [summary[n]["recovery_s"] for n in front]
     ax.step(fx, fy, where="post", color="gray", linestyle="--", label="frontier (non-dominated)")
@@ -683,7 +695,8 @@ def plot(summary: dict[str, Any], front: list[str], path: Path, title: str) -> N
     ax.set_ylabel("recovery wall time after the crash (s)")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper right")
+    ax.margins(x=0.12, y=0.12)
+    ax.legend(loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -700,12 +713,17 @@ def main() -> int:
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--markdown", action="store_true", help="print the results JSON's table as Markdown and stop")
+    ap.add_argument("--replot", action="store_true", help="redraw the picture from the results JSON and stop")
     ap.add_argument("--phase", choices=("run", "restart"), help=argparse.SUPPRESS)
     ap.add_argument("--spec", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.phase:
         spec = json.loads(args.spec.read_text())
         (phase_run if args.phase == "run" else phase_restart)(spec)
+        return 0
+    if args.replot:
+        doc = json.loads((args.out / "spark_vs_streaming.json").read_text())
+        plot(doc["summary"], doc["frontier"], args.out / "spark_vs_streaming.png", title(doc["epochs"], doc["crash"]))
         return 0
     if args.markdown:
         print(markdown(json.loads((args.out / "spark_vs_streaming.json").read_text())))
@@ -761,8 +779,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "spark_vs_streaming.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     try:
-        plot(summary, front, args.out / "spark_vs_streaming.png",
-             f"Figure 1 app, {args.epochs} epochs, driver killed in cc at epoch {args.crash}")
+        plot(summary, front, args.out / "spark_vs_streaming.png", title(args.epochs, args.crash))
     except ImportError as exc:
         print(f"no picture: {exc}")
     print(f"wrote {args.out / 'spark_vs_streaming.json'}")
