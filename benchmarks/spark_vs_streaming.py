@@ -51,15 +51,15 @@ What Structured Streaming cannot express, and the substitutes
   stateful operators see one group's rows at a time. The substitute is the
   nearest honest one: all rows go to **one group** of
   ``applyInPandasWithState`` whose state is the whole ``node → component``
-  map (a JSON string: this PySpark fails to read back an array-typed state schema), updated by a union–find with the minimum node as the
-  root — the same labels as the flagship's ``cc`` (minimum node id of each
+  map (one JSON string: this PySpark fails to read back an array-typed
+  state schema), updated by a union–find with the minimum node as the root — the same labels as the flagship's ``cc`` (minimum node id of each
   component), but computed in one Python task instead of a loop of Spark
   jobs, so a streaming epoch does *different and cheaper* work for this
   step; the steady-state times therefore compare more than checkpointing.
   The bytes written per epoch compare the checkpointing alone.
   (``transformWithStateInPandas`` with a ``MapState`` would write only the
-  changed entries; ``applyInPandasWithState`` rewrites the group's state
-  each batch, which is ~20 KB here.)
+  changed entries; ``applyInPandasWithState`` rewrites the group's whole
+  state each batch: ~13 kB per batch here.)
 * **Queries joined with the iterative state.** A stream–stream join of the
   operator's output with the queries needs watermarks and would not join
   within the epoch; instead the queries go through the same stateful group
@@ -92,10 +92,12 @@ the end; it must produce outputs identical, as multisets per epoch
 benchmark exits with status 1. The two systems' outputs are also compared
 with each other (reported, not required).
 
-* **recovery wall time** (the y axis): from the restarted driver's
-  SparkSession being ready (JVM start excluded: equal for all) until the
-  crashed epoch's outputs are committed (responses and statistics of epoch
-  C). It includes the crashed epoch's own work, for every configuration.
+* **recovery CPU** (the y axis) and **recovery wall time**: from the
+  restarted driver's SparkSession being ready (JVM start excluded: equal
+  for all) until the crashed epoch's outputs are committed (responses and
+  statistics of epoch C); CPU of the driver's process tree over that
+  interval. Both include the crashed epoch's own work and the cold start of
+  the new driver's first Spark jobs, for every configuration.
 * **records recomputed**: output rows of (step, epoch) pairs that had been
   completed before the crash and were computed again (the recovery
   report's definition). For falkirk from the restart's journal; for
@@ -105,27 +107,31 @@ with each other (reported, not required).
   parsing happens inside it; the lost partial work is the batch's input,
   counted below), ``parse_graph`` (the links, materialised by ``cc``'s jobs)
   for ``streaming-spark-cc``.
-* **input re-read**: input rows read again — falkirk's input-log and step
-  logs replayed (from the journal); Structured Streaming's ``numInputRows``
-  of the re-run batches.
+* **input re-read**: input rows read again — for falkirk, the input-log
+  epochs read by its re-executed steps and the logs it replayed (from the
+  restart's journal; rows per epoch from the generators); for
+  ``falkirk-off``, the whole input up to C; for Structured Streaming, the
+  ``numInputRows`` of the re-run batches.
 
 Steady state: the median over epochs ``--warmup``..end of the reference run,
 wall time between consecutive epoch completions and the CPU time of the whole
 driver process tree (Python driver, JVM, Python workers; from ``/proc``)
 over the same interval. Bytes per epoch: bytes of new files plus growth of
-existing files in the checkpoint/state/log directories, scanned after every
-epoch (so files deleted later by garbage collection still count), divided by
+existing files in the checkpoint/state/log directories (SQLite's ``-shm``
+index excluded; a database rewritten in place counts only its growth, so
+falkirk's ``meta.sqlite`` is undercounted), scanned after every epoch (so files deleted later by garbage collection still count), divided by
 the epochs; the outputs (responses, SQLite statistics) and falkirk's input
 log are excluded from it and the input log is reported on its own (the
 streaming query reads replayable source files that exist before it starts,
 and writes no input log).
 
 The picture's x axis is the **steady-state cost: median CPU seconds per
-epoch** of the driver's whole process tree. CPU rather than wall time because
-the machine may be shared (on 2 cores a neighbour's load moves wall times by
-tens of percent; CPU time moves much less); the wall times are in the table
-and the JSON, and the table also gives CPU relative to ``falkirk-off`` (the
-same steps with no persistence). The y axis is the recovery wall time.
+epoch** of the driver's whole process tree, its y axis the **recovery CPU**.
+CPU rather than wall time because the machine may be shared: on 2 cores a
+neighbour's load moved single recovery wall times by 50 % between two runs
+of the same configuration, CPU time much less. The wall times are in the
+table and the JSON, and the table also gives CPU relative to
+``falkirk-off`` (the same steps with no persistence).
 
 Every configuration runs in its own pair of driver processes, one after the
 other (one JVM alive at a time). Results go to
@@ -134,9 +140,11 @@ to ``benchmarks/results/spark_vs_streaming.png``; the table is printed.
 
 Usage::
 
-    python benchmarks/spark_vs_streaming.py --quick        # 6 epochs, crash at 4 (10-15 minutes)
+    python benchmarks/spark_vs_streaming.py --quick        # 6 epochs, crash at 4 (about 10 minutes)
     python benchmarks/spark_vs_streaming.py                # 12 epochs, crash at 10
-    python benchmarks/spark_vs_streaming.py --configs streaming,falkirk --epochs 2 --crash 1 --events 500
+    python benchmarks/spark_vs_streaming.py --configs streaming,falkirk --epochs 3 --crash 1 --warmup 1
+    python benchmarks/spark_vs_streaming.py --markdown     # the results JSON as a Markdown table
+    python benchmarks/spark_vs_streaming.py --replot       # redraw the picture from the results JSON
 """
 
 from __future__ import annotations
@@ -229,6 +237,8 @@ def falkirk_category(rel: str) -> str | None:
         return None  # the outputs, written by every configuration and system
     if top == "input":
         return "input log"
+    if rel.endswith("-shm"):
+        return None  # SQLite's shared-memory index: rebuilt, not persisted data
     return top
 
 
@@ -528,9 +538,10 @@ def phase_restart(spec: dict[str, Any]) -> None:
     out: dict[str, Any] = {}
     if config.startswith("streaming"):
         run = Streaming(spark, Path(spec["input"]), base / "run", mode=config)
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), tree_cpu(os.getpid())
         q = run.run()
         out["recovery_s"] = run.clock.ends[c][0] - t0
+        out["recovery_cpu_s"] = run.clock.ends[c][1] - cpu0
         progress = [json.loads(x.json) for x in q.recentProgress]
         out["input_reread"] = sum(p["numInputRows"] for p in progress if p["batchId"] <= c)
         out["batches_rerun"] = [p["batchId"] for p in progress if p["batchId"] <= c]
@@ -542,9 +553,10 @@ def phase_restart(spec: dict[str, Any]) -> None:
     else:
         if config == "falkirk-off":
             shutil.rmtree(base / "run")  # nothing was persisted: start over
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), tree_cpu(os.getpid())
         r = run_falkirk(spec, spark, base / "run", [])
         out["recovery_s"] = r["clock"].ends[c][0] - t0
+        out["recovery_cpu_s"] = r["clock"].ends[c][1] - cpu0
         journal, pipe = r["result"].journal, r["pipe"]
         if config == "falkirk-off":
             steps = list(pipe.steps)
@@ -648,7 +660,8 @@ def measure(config: str, args: argparse.Namespace, work: Path, input_dir: Path) 
     }
     res["_ref"] = (b["reference_responses"], b["reference_stats"])
     print(f"{config:14} wall {res['wall_median_s']:.2f} s/epoch, cpu {res['cpu_median_s']:.2f} s/epoch, "
-          f"{res['bytes_per_epoch'] / 1e3:.0f} kB/epoch, recovery {res['recovery_s']:.2f} s, "
+          f"{res['bytes_per_epoch'] / 1e3:.0f} kB/epoch, recovery {res['recovery_s']:.2f} s "
+          f"(CPU {res['recovery_cpu_s']:.2f} s), "
           f"recomputed {res['records_recomputed']}, re-read {res['input_reread']}, identical {res['identical']} "
           f"({res['benchmark_s']:.0f} s)", flush=True)
     return res
@@ -678,21 +691,21 @@ def plot(summary: dict[str, Any], front: list[str], path: Path, title: str) -> N
 
     fig, ax = plt.subplots(figsize=(7, 4.6))
     xs = [s["cpu_median_s"] for s in summary.values()]
-    ys = [s["recovery_s"] for s in summary.values()]
+    ys = [s["recovery_cpu_s"] for s in summary.values()]
     near_x, near_y = 0.2 * (max(xs) - min(xs) or 1), 0.12 * (max(ys) - min(ys) or 1)
     above: list[tuple[float, float]] = []  # points labelled above: a close neighbour is labelled below
     for name in sorted(summary, key=lambda n: summary[n]["cpu_median_s"]):
-        x, y = summary[name]["cpu_median_s"], summary[name]["recovery_s"]
+        x, y = summary[name]["cpu_median_s"], summary[name]["recovery_cpu_s"]
         ax.scatter([x], [y], s=60, color="tab:orange" if name.startswith("streaming") else "tab:blue", zorder=3)
         up = not any(abs(x - a) < near_x and abs(y - b) < near_y for a, b in above)
         if up:
             above.append((x, y))
         ax.annotate(name, (x, y), textcoords="offset points", xytext=(0, 9 if up else -16), ha="center", fontsize=9)
     fx = [summary[n]["cpu_median_s"] for n in front]
-    fy = [summary[n]["recovery_s"] for n in front]
+    fy = [summary[n]["recovery_cpu_s"] for n in front]
     ax.step(fx, fy, where="post", color="gray", linestyle="--", label="frontier (non-dominated)")
     ax.set_xlabel("steady-state cost: median CPU seconds per epoch (driver, JVM, workers)")
-    ax.set_ylabel("recovery wall time after the crash (s)")
+    ax.set_ylabel("recovery cost: CPU seconds from restart to the crashed epoch done")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.margins(x=0.12, y=0.12)
@@ -750,7 +763,7 @@ def main() -> int:
     for s in summary.values():
         s["overhead"] = s["wall_median_s"] / base - 1.0 if base else None
         s["cpu_overhead"] = s["cpu_median_s"] / cpu_base - 1.0 if cpu_base else None
-    points = {n: (s["cpu_median_s"], s["recovery_s"]) for n, s in summary.items()}
+    points = {n: (s["cpu_median_s"], s["recovery_cpu_s"]) for n, s in summary.items()}
     front = frontier(points)
     first = next(iter(refs.values()), None)
     same = {n: r == first for n, r in refs.items()}  # every system's failure-free outputs, against the first's
@@ -762,11 +775,12 @@ def main() -> int:
         if "falkirk" in summary:
             st, fk = summary[n], summary["falkirk"]
             ratios[n] = {k: fk[k] / st[k] if st[k] else None
-                         for k in ("wall_median_s", "cpu_median_s", "bytes_per_epoch", "recovery_s")}
+                         for k in ("wall_median_s", "cpu_median_s", "bytes_per_epoch", "recovery_s", "recovery_cpu_s")}
             print(f"falkirk / {n}: steady-state wall {fk['wall_median_s'] / st['wall_median_s']:.2f}x, "
                   f"CPU {fk['cpu_median_s'] / st['cpu_median_s']:.2f}x, "
                   f"bytes {fk['bytes_per_epoch'] / max(st['bytes_per_epoch'], 1):.2f}x, "
-                  f"recovery {fk['recovery_s'] / st['recovery_s']:.2f}x")
+                  f"recovery wall {fk['recovery_s'] / st['recovery_s']:.2f}x, "
+                  f"recovery CPU {fk['recovery_cpu_s'] / st['recovery_cpu_s']:.2f}x")
     print(f"benchmark wall time: {wall:.0f} s")
     import pyspark
 
@@ -793,23 +807,25 @@ def main() -> int:
 def markdown(doc: dict[str, Any]) -> str:
     """The results as a Markdown table (for the READMEs)."""
     out = ["| configuration | wall / epoch | CPU / epoch | CPU vs falkirk-off | checkpoint/state/log kB / epoch "
-           "| recovery wall | records recomputed | input re-read | outputs identical | non-dominated |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|:-:|:-:|"]
+           "| recovery wall | recovery CPU | records recomputed | input re-read | outputs identical | non-dominated |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|:-:|:-:|"]
     for n, s in doc["summary"].items():
         cpu = f"{s['cpu_overhead']:+.0%}" if s.get("cpu_overhead") is not None else "—"
         out.append(f"| `{n}` | {s['wall_median_s']:.2f} s | {s['cpu_median_s']:.2f} s | {cpu} "
-                   f"| {s['bytes_per_epoch'] / 1e3:.0f} | {s['recovery_s']:.1f} s | {s['records_recomputed']:,} "
+                   f"| {s['bytes_per_epoch'] / 1e3:.0f} | {s['recovery_s']:.1f} s | {s['recovery_cpu_s']:.1f} s "
+                   f"| {s['records_recomputed']:,} "
                    f"| {s['input_reread']:,} | {s['identical']} | {'yes' if n in doc['frontier'] else 'no'} |")
     return "\n".join(out)
 
 
 def table(summary: dict[str, Any], front: list[str]) -> str:
     rows = [("configuration", "wall/epoch", "CPU/epoch", "CPU vs off", "kB/epoch", "input log kB/ep", "recovery",
+             "recovery CPU",
              "recomputed", "re-read", "identical", "frontier")]
     for n, s in summary.items():
         rows.append((n, f"{s['wall_median_s']:.2f} s", f"{s['cpu_median_s']:.2f} s", f"{s['cpu_overhead']:+.0%}" if s["cpu_overhead"] is not None else "-",
                      f"{s['bytes_per_epoch'] / 1e3:.0f}", f"{s['input_log_bytes_per_epoch'] / 1e3:.0f}",
-                     f"{s['recovery_s']:.2f} s", str(s["records_recomputed"]), str(s["input_reread"]),
+                     f"{s['recovery_s']:.2f} s", f"{s['recovery_cpu_s']:.2f} s", str(s["records_recomputed"]), str(s["input_reread"]),
                      str(s["identical"]), "yes" if n in front else "no"))
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(r[i].ljust(w[i]) if i == 0 else r[i].rjust(w[i]) for i in range(len(r))) for r in rows]
