@@ -703,9 +703,10 @@ def plot(summary: dict[str, Any], front: list[str], path: Path, title: str) -> N
         ax.annotate(name, (x, y), textcoords="offset points", xytext=(0, 9 if up else -16), ha="center", fontsize=9)
     fx = [summary[n]["cpu_median_s"] for n in front]
     fy = [summary[n]["recovery_cpu_s"] for n in front]
-    ax.step(fx, fy, where="post", color="gray", linestyle="--", label="frontier (non-dominated)")
+    ax.step(fx, fy, where="post", color="gray", linestyle="--")
+    ax.scatter(fx, fy, s=180, facecolors="none", edgecolors="black", zorder=4, label="non-dominated (frontier)")
     ax.set_xlabel("steady-state cost: median CPU seconds per epoch (driver, JVM, workers)")
-    ax.set_ylabel("recovery cost: CPU seconds from restart to the crashed epoch done")
+    ax.set_ylabel("recovery cost: CPU s, restart → crashed epoch done")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.margins(x=0.12, y=0.12)
