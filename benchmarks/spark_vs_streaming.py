@@ -1,0 +1,838 @@
+"""The flagship against Spark Structured Streaming's own checkpointing: steady-state cost versus recovery cost.
+
+A data engineer who needs the paper's Figure 1 application
+(:mod:`falkirk.spark.pipeline.flagship`) on Spark would write it as a
+Structured Streaming query, which checkpoints offsets and operator state
+every micro-batch ("eager everywhere") and, after a crash, restarts from the
+last committed batch. This benchmark runs that query and falkirk's flagship
+on the same synthetic input, the same machine and the same epochs, and puts
+both on one picture: steady-state cost (x) against recovery cost (y).
+
+Systems and configurations
+--------------------------
+* ``streaming`` — Structured Streaming (the same PySpark), written as a Spark
+  user would: a **file source** (one JSON file per epoch, written up front
+  from the flagship's own generators, ``maxFilesPerTrigger=1``,
+  ``Trigger.AvailableNow``; one micro-batch = one epoch), a **stateful
+  operator** ``applyInPandasWithState`` on the **RocksDB state store
+  provider** for the incremental connected components, and ``foreachBatch``
+  for the rest: the heavy per-epoch aggregate and the query join are the
+  flagship's own ``parse_batch``/``heavy``/``answer`` functions applied to
+  the micro-batch, the responses are written to ``output/responses/epoch=N``
+  (Parquet, overwritten: idempotent on a re-run batch) and the statistics go
+  into the flagship's SQLite schema (``answer_stats``) in one transaction
+  per batch that is skipped when that epoch is already there — exactly once
+  although ``foreachBatch`` is at-least-once. Checkpoints: ``offsets/``,
+  ``commits/``, ``sources/``, ``state/`` under the query's checkpoint
+  location, every batch.
+* ``streaming-spark-cc`` — the same query, but with the flagship's own
+  ``cc`` (the Spark label propagation, one job per iteration) run inside
+  ``foreachBatch`` on the micro-batch's links, its state kept the way Spark
+  users keep state that no stateful operator expresses: a Parquet table
+  version per batch (``cc-state/batch=N``, overwritten when a batch re-runs,
+  the one before kept for a re-run), read back by the next batch — eager,
+  like every Structured Streaming checkpoint. No stateful operator, so no
+  state store. This configuration does the same work per epoch as falkirk,
+  so it isolates the cost of the checkpointing discipline.
+* ``falkirk`` — the flagship as shipped: mixed regimes (``heavy`` Batch:
+  logged; ``cc`` Lazy, checkpoint every 3 epochs; ``stats`` Eager in SQLite;
+  ``responses`` Output; parsers and ``answer`` Ephemeral).
+* ``falkirk-eager`` — every step persists every epoch: ``cc`` Eager
+  (checkpoint each epoch), ``heavy`` Batch (logged), and the Ephemeral steps
+  log their output too (``log=True``) — falkirk's "eager everywhere".
+* ``falkirk-off`` — durability off (``durable=False``): nothing is persisted
+  but the outputs; after a driver crash the only way back is to start over
+  from epoch 0 (the root is deleted and the job re-run).
+
+What Structured Streaming cannot express, and the substitutes
+-------------------------------------------------------------
+* **The iterative step.** Label propagation to a fixed point is a loop of
+  Spark jobs inside one epoch; a streaming query has no loops, and its
+  stateful operators see one group's rows at a time. The substitute is the
+  nearest honest one: all rows go to **one group** of
+  ``applyInPandasWithState`` whose state is the whole ``node → component``
+  map (one JSON string: this PySpark fails to read back an array-typed
+  state schema), updated by a union–find with the minimum node as the root — the same labels as the flagship's ``cc`` (minimum node id of each
+  component), but computed in one Python task instead of a loop of Spark
+  jobs, so a streaming epoch does *different and cheaper* work for this
+  step; the steady-state times therefore compare more than checkpointing.
+  The bytes written per epoch compare the checkpointing alone.
+  (``transformWithStateInPandas`` with a ``MapState`` would write only the
+  changed entries; ``applyInPandasWithState`` rewrites the group's whole
+  state each batch: ~13 kB per batch here.)
+* **Queries joined with the iterative state.** A stream–stream join of the
+  operator's output with the queries needs watermarks and would not join
+  within the epoch; instead the queries go through the same stateful group
+  and leave it with their component (a lookup in the state right after the
+  epoch's links are applied: what ``answer`` joins in the flagship).
+  The other events pass through the operator unchanged to ``foreachBatch``.
+* **Per-epoch batch computation.** ``heavy`` restarts empty each epoch: in
+  Structured Streaming that is ordinary batch code inside ``foreachBatch``
+  (nothing to checkpoint; a re-run batch recomputes it).
+
+The crash, and what "recovery cost" means
+------------------------------------------
+The crash epochs (4 of 6 with ``--quick``, 10 of 12 by default) are one
+epoch after falkirk's last ``cc`` checkpoint (every 3 epochs: after epochs 2,
+5, 8): neither its best case (just after a checkpoint) nor its worst (two
+epochs after).
+
+Each configuration runs twice in one driver process: a failure-free
+*reference* run, then a run in which the driver is **killed with SIGKILL in
+the middle of the stateful step** at epoch ``--crash``: falkirk's
+``cc@C:kill-mid`` (after ``cc`` computed epoch C, before it published
+anything); for Structured Streaming, inside the ``applyInPandasWithState``
+function of batch C, after it computed the new labels and before it returned
+them, the Python worker kills the driver (the Python process and its JVM);
+for ``streaming-spark-cc``, in ``foreachBatch`` after ``cc`` computed batch
+C's labels and before its state version is written.
+A **new driver process** is then started on the same directories and runs to
+the end; it must produce outputs identical, as multisets per epoch
+(responses) and per table (SQLite), to its own reference run, or the
+benchmark exits with status 1. The two systems' outputs are also compared
+with each other (reported, not required).
+
+* **recovery CPU** (the y axis) and **recovery wall time**: from the
+  restarted driver's SparkSession being ready (JVM start excluded: equal
+  for all) until the crashed epoch's outputs are committed (responses and
+  statistics of epoch C); CPU of the driver's process tree over that
+  interval. Both include the crashed epoch's own work and the cold start of
+  the new driver's first Spark jobs, for every configuration.
+* **records recomputed**: output rows of (step, epoch) pairs that had been
+  completed before the crash and were computed again (the recovery
+  report's definition). For falkirk from the restart's journal; for
+  ``falkirk-off``, every step's rows of epochs before C plus the steps
+  before ``cc`` at C; for Structured Streaming, the steps of batch C that
+  had finished before the kill: none with the stateful operator (the
+  parsing happens inside it; the lost partial work is the batch's input,
+  counted below), ``parse_graph`` (the links, materialised by ``cc``'s jobs)
+  for ``streaming-spark-cc``.
+* **input re-read**: input rows read again — for falkirk, the input-log
+  epochs read by its re-executed steps and the logs it replayed (from the
+  restart's journal; rows per epoch from the generators); for
+  ``falkirk-off``, the whole input up to C; for Structured Streaming, the
+  ``numInputRows`` of the re-run batches.
+
+Steady state: the median over epochs ``--warmup``..end of the reference run,
+wall time between consecutive epoch completions and the CPU time of the whole
+driver process tree (Python driver, JVM, Python workers; from ``/proc``)
+over the same interval. Bytes per epoch: bytes of new files plus growth of
+existing files in the checkpoint/state/log directories (SQLite's ``-shm``
+index excluded; a database rewritten in place counts only its growth, so
+falkirk's ``meta.sqlite`` is undercounted), scanned after every epoch (so files deleted later by garbage collection still count), divided by
+the epochs; the outputs (responses, SQLite statistics) and falkirk's input
+log are excluded from it and the input log is reported on its own (the
+streaming query reads replayable source files that exist before it starts,
+and writes no input log).
+
+The picture's x axis is the **steady-state cost: median CPU seconds per
+epoch** of the driver's whole process tree, its y axis the **recovery CPU**.
+CPU rather than wall time because the machine may be shared: on 2 cores a
+neighbour's load moved single recovery wall times by 50 % between two runs
+of the same configuration, CPU time much less. The wall times are in the
+table and the JSON, and the table also gives CPU relative to
+``falkirk-off`` (the same steps with no persistence).
+
+Every configuration runs in its own pair of driver processes, one after the
+other (one JVM alive at a time). Results go to
+``benchmarks/results/spark_vs_streaming.json`` and the picture (matplotlib)
+to ``benchmarks/results/spark_vs_streaming.png``; the table is printed.
+
+Usage::
+
+    python benchmarks/spark_vs_streaming.py --quick        # 6 epochs, crash at 4 (10-15 minutes on 2 cores)
+    python benchmarks/spark_vs_streaming.py                # 12 epochs, crash at 10
+    python benchmarks/spark_vs_streaming.py --configs streaming,falkirk --epochs 3 --crash 1 --warmup 1
+    python benchmarks/spark_vs_streaming.py --markdown     # the results JSON as a Markdown table
+    python benchmarks/spark_vs_streaming.py --replot       # redraw the picture from the results JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+CONFIGS = ("streaming", "streaming-spark-cc", "falkirk", "falkirk-eager", "falkirk-off")
+INPUT_SCHEMA = ("epoch BIGINT, kind STRING, user BIGINT, category STRING, amount BIGINT, src BIGINT, dst BIGINT, "
+                "qid BIGINT, node BIGINT")
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+# -- measuring -----------------------------------------------------------------------------------
+def tree_cpu(root: int) -> float:
+    """CPU seconds (user + system, including reaped children) of process ``root`` and its descendants."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    cpu: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                rest = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(d)] = int(rest[1])
+        cpu[int(d)] = sum(int(x) for x in rest[11:15])
+    total = 0
+    for pid, c in cpu.items():
+        p = pid
+        for _ in range(64):
+            if p == root:
+                total += c
+                break
+            p = parent.get(p, 0)
+            if p <= 1:
+                break
+    return total / tick
+
+
+class Written:
+    """Bytes written under ``base`` between scans: new files in full, existing files by their growth.
+
+    Files are grouped by category (``category(relative path)``; ``None``: not counted).
+    """
+
+    def __init__(self, base: Path, category: Any) -> None:
+        self.base, self.category = base, category
+        self.seen: dict[str, int] = {}
+        self.bytes: Counter[str] = Counter()
+
+    def scan(self) -> None:
+        if not self.base.exists():
+            return
+        for dirpath, _, files in os.walk(self.base):
+            for name in files:
+                p = os.path.join(dirpath, name)
+                rel = os.path.relpath(p, self.base)
+                cat = self.category(rel)
+                if cat is None:
+                    continue
+                try:
+                    size = os.path.getsize(p)
+                except OSError:
+                    continue
+                prev = self.seen.get(rel)
+                self.bytes[cat] += size if prev is None else max(size - prev, 0)
+                self.seen[rel] = size
+
+
+def falkirk_category(rel: str) -> str | None:
+    top = rel.split(os.sep, 1)[0]
+    if top == "output" or rel.startswith("stats.sqlite"):
+        return None  # the outputs, written by every configuration and system
+    if top == "input":
+        return "input log"
+    if rel.endswith("-shm"):
+        return None  # SQLite's shared-memory index: rebuilt, not persisted data
+    return top
+
+
+def streaming_category(rel: str) -> str | None:
+    parts = rel.split(os.sep)
+    return parts[1] if parts[0] == "checkpoint" and len(parts) > 2 else parts[0]
+
+
+# -- the inputs ----------------------------------------------------------------------------------
+def sizes(args: argparse.Namespace) -> dict[str, int]:
+    return {"events_per_epoch": args.events, "queries_per_epoch": args.queries, "users": 300, "nodes": 1500,
+            "seed": 7, "cc_every": 3}
+
+
+def generators(size: dict[str, int]) -> tuple[Any, Any]:
+    from falkirk.spark.pipeline.flagship import events_source, queries_source
+
+    return (events_source(size["events_per_epoch"], size["users"], size["nodes"], size["seed"]),
+            queries_source(size["queries_per_epoch"], size["users"], size["nodes"], size["seed"]))
+
+
+def write_stream_input(directory: Path, size: dict[str, int], epochs: int) -> None:
+    """One JSON-lines file per epoch (events and queries, tagged) for the file source, in epoch order."""
+    events, queries = generators(size)
+    directory.mkdir(parents=True, exist_ok=True)
+    base = time.time() - 10 * epochs
+    for e in range(epochs):
+        rows = [{"epoch": e, **r, "qid": None, "node": None} for r in events(e)]
+        rows += [{"epoch": e, "kind": "query", "user": q["user"], "category": None, "amount": None, "src": None,
+                  "dst": None, "qid": q["qid"], "node": q["node"]} for q in queries(e)]
+        p = directory / f"epoch-{e:05d}.json"
+        p.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        os.utime(p, (base + e, base + e))  # the file source orders by modification time
+
+
+def step_rows(size: dict[str, int], epoch: int) -> dict[str, int]:
+    """Rows of the flagship's cheap steps at ``epoch``, from the generators (no Spark)."""
+    events, _ = generators(size)
+    ev = events(epoch)
+    return {"parse_batch": sum(r["kind"] != "link" for r in ev), "parse_graph": sum(r["kind"] == "link" for r in ev),
+            "heavy": len({r["user"] for r in ev if r["kind"] != "link"})}
+
+
+# -- one driver process ----------------------------------------------------------------------------
+def session() -> Any:
+    from falkirk.spark.pipeline.session import SMALL_DATA, local_session
+
+    spark = local_session("local[2,3]", "spark-vs-streaming", {
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB, **SMALL_DATA,
+        "spark.sql.streaming.numRecentProgressUpdates": "1000"})
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def jvm_pid(spark: Any) -> int:
+    return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+
+
+class Clock:
+    """Stamps (wall, process-tree CPU) at the end of each epoch, and scans the written bytes."""
+
+    def __init__(self, written: Written) -> None:
+        self.written = written
+        self.start = (time.perf_counter(), tree_cpu(os.getpid()))
+        self.ends: dict[int, tuple[float, float]] = {}
+
+    def epoch_done(self, epoch: int) -> None:
+        self.ends[epoch] = (time.perf_counter(), tree_cpu(os.getpid()))
+        self.written.scan()
+
+    def per_epoch(self) -> tuple[list[float], list[float]]:
+        walls, cpus = [], []
+        prev = self.start
+        for e in sorted(self.ends):
+            walls.append(self.ends[e][0] - prev[0])
+            cpus.append(self.ends[e][1] - prev[1])
+            prev = self.ends[e]
+        return walls, cpus
+
+
+def falkirk_pipeline(config: str, root: Path, spark: Any, size: dict[str, int]) -> Any:
+    from falkirk.spark.pipeline.flagship import build
+    from falkirk.spark.pipeline.regimes import Eager, Ephemeral
+
+    if config == "falkirk-off":
+        return build(root, spark, durable=False, **size)
+    pipe = build(root, spark, **size)
+    if config == "falkirk-eager":
+        import attrs
+
+        for name in ("parse_batch", "parse_graph", "answer"):
+            pipe.steps[name] = attrs.evolve(pipe.steps[name], regime=Ephemeral(log=True))
+        pipe.steps["cc"] = attrs.evolve(pipe.steps["cc"], regime=Eager())
+    return pipe
+
+
+def run_falkirk(spec: dict[str, Any], spark: Any, root: Path, fail: list[str]) -> dict[str, Any]:
+    written = Written(root, falkirk_category)
+    clock = Clock(written)
+    pipe = falkirk_pipeline(spec["config"], root, spark, spec["size"])
+
+    def progress(line: str) -> None:
+        if line.startswith("epoch"):
+            clock.epoch_done(int(line.split()[1]))
+
+    result = pipe.run(spec["epochs"], fail=fail, progress=progress)
+    written.scan()
+    return {"clock": clock, "result": result, "pipe": pipe, "bytes": dict(written.bytes)}
+
+
+class Streaming:
+    """The Figure 1 application as one Structured Streaming query (see the module docstring)."""
+
+    def __init__(self, spark: Any, input_dir: Path, base: Path, *, mode: str = "streaming",
+                 kill_at: int | None = None) -> None:
+        self.spark, self.input_dir, self.base, self.mode = spark, input_dir, base, mode
+        self.kill_at = kill_at
+        self.checkpoint = base / "checkpoint"
+        self.state = base / "cc-state"  # streaming-spark-cc: the user's own state table, one version per batch
+        self.written = Written(base, lambda rel: None if rel.split(os.sep, 1)[0] in ("output", "stats.sqlite", "killed")
+                               else streaming_category(rel))
+        self.clock = Clock(self.written)
+        self.db_path = base / "stats.sqlite"
+
+    def query(self) -> Any:
+        import pandas as pd
+        from pyspark.sql import functions as F
+        from pyspark.sql.streaming.state import GroupStateTimeout
+
+        kill_at, marker = self.kill_at, str(self.base / "killed")
+        victims = (os.getpid(), jvm_pid(self.spark))
+
+        def cc_state(key: Any, batches: Any, state: Any) -> Any:
+            parent: dict[int, int] = {}
+            if state.exists:
+                nodes, comps = json.loads(state.get[0])
+                parent = dict(zip(nodes, comps, strict=True))
+            pdf = pd.concat(list(batches), ignore_index=True)
+
+            def find(x: int) -> int:
+                root = x
+                while parent.get(root, root) != root:
+                    root = parent[root]
+                while x != root:
+                    parent[x], x = root, parent.get(x, x)
+                return root
+
+            links = pdf[pdf["kind"] == "link"]
+            for s, d in zip(links["src"].astype("int64"), links["dst"].astype("int64"), strict=True):
+                s, d = int(s), int(d)
+                parent.setdefault(s, s)
+                parent.setdefault(d, d)
+                a, b = find(s), find(d)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+            comps = {n: find(n) for n in list(parent)}
+            epoch = int(pdf["epoch"].iloc[0])
+            if kill_at is not None and epoch == kill_at and not os.path.exists(marker):
+                open(marker, "w").close()
+                for pid in victims:  # the driver: its Python process and its JVM
+                    os.kill(pid, signal.SIGKILL)
+            state.update((json.dumps([list(comps), list(comps.values())], separators=(",", ":")),))
+            out = pdf[pdf["kind"] != "link"].copy()
+            q = out["kind"] == "query"
+            out["component"] = None
+            out.loc[q, "component"] = [comps.get(int(n), int(n)) for n in out.loc[q, "node"]]
+            out["component"] = out["component"].astype("Int64")
+            yield out.drop(columns=["g"])
+
+        src = (self.spark.readStream.schema(INPUT_SCHEMA).option("maxFilesPerTrigger", 1)
+               .json(str(self.input_dir)))
+        if self.mode == "streaming-spark-cc":
+            return (src.writeStream.foreachBatch(self.batch_spark_cc)
+                    .option("checkpointLocation", str(self.checkpoint)).trigger(availableNow=True))
+        out_schema = INPUT_SCHEMA + ", component BIGINT"
+        cc = src.withColumn("g", F.lit(0)).groupBy("g").applyInPandasWithState(
+            cc_state, out_schema, "labels STRING", "append", GroupStateTimeout.NoTimeout)
+        return (cc.writeStream.foreachBatch(self.batch).option("checkpointLocation", str(self.checkpoint))
+                .trigger(availableNow=True))
+
+    def batch(self, df: Any, batch_id: int) -> None:
+        """``foreachBatch`` after the stateful operator: the queries carry their component."""
+        from pyspark.sql import functions as F
+
+        df = df.persist()
+        self.check_epoch(df, batch_id)
+        queries = df.where("kind = 'query'")
+        self.finish(df, batch_id, queries.select("node", F.col("component").alias("comp")).distinct())
+
+    def batch_spark_cc(self, df: Any, batch_id: int) -> None:
+        """``foreachBatch`` straight from the source: the flagship's ``cc`` with state versions kept per batch."""
+        from falkirk.spark.pipeline.flagship import cc, parse_graph
+
+        df = df.persist()
+        self.check_epoch(df, batch_id)
+        prev = self.state / f"batch={batch_id - 1}"
+        state = self.spark.read.parquet(str(prev)) if batch_id > 0 else None
+        out, new = cc(parse_graph(df.where("kind != 'query'")), state=state, spark=self.spark)
+        new = new.persist()
+        new.count()
+        if self.kill_at is not None and batch_id == self.kill_at and not (self.base / "killed").exists():
+            (self.base / "killed").touch()
+            os.kill(jvm_pid(self.spark), signal.SIGKILL)  # the driver: its JVM and its Python process
+            os.kill(os.getpid(), signal.SIGKILL)
+        new.write.mode("overwrite").parquet(str(self.state / f"batch={batch_id}"))  # idempotent on a re-run batch
+        shutil.rmtree(self.state / f"batch={batch_id - 2}", ignore_errors=True)  # keep the version a re-run reads
+        self.finish(df, batch_id, new)
+        new.unpersist()
+
+    @staticmethod
+    def check_epoch(df: Any, batch_id: int) -> None:
+        epochs = [r[0] for r in df.select("epoch").distinct().collect()]
+        if epochs != [batch_id]:
+            raise RuntimeError(f"micro-batch {batch_id} holds epochs {epochs}: one file per batch expected")
+
+    def finish(self, df: Any, batch_id: int, cc: Any) -> None:
+        """The rest of the epoch: ``heavy``, ``answer``, the responses and the statistics (exactly once)."""
+        from falkirk.spark.pipeline.flagship import STATS_SCHEMA, answer, heavy, parse_batch, stats
+
+        queries = df.where("kind = 'query'")
+        events = df.where("kind != 'query'")
+        ans = answer(queries.select("qid", "user", "node"), heavy(parse_batch(events)), cc).persist()
+        ans.write.mode("overwrite").parquet(str(self.base / "output" / "responses" / f"epoch={batch_id}"))
+        db = sqlite3.connect(self.db_path, isolation_level=None)
+        try:
+            db.row_factory = sqlite3.Row
+            db.execute("BEGIN IMMEDIATE")
+            db.execute(STATS_SCHEMA)
+            if db.execute("SELECT 1 FROM answer_stats WHERE epoch = ?", (batch_id,)).fetchone() is None:
+                stats(ans, db=db, epoch=batch_id)  # exactly once: the epoch's row and its transaction
+            db.execute("COMMIT")
+        finally:
+            db.close()
+        ans.unpersist()
+        df.unpersist()
+        self.clock.epoch_done(batch_id)
+
+    def run(self) -> Any:
+        from falkirk.spark.pipeline.session import SMALL_DATA, sql_conf
+
+        with sql_conf(self.spark, {"spark.sql.streaming.stateStore.providerClass": ROCKSDB, **SMALL_DATA}):
+            q = self.query().start()
+            q.awaitTermination()
+        if q.exception() is not None:
+            raise RuntimeError(f"streaming query failed: {q.exception()}")
+        self.written.scan()
+        return q
+
+
+def phase_run(spec: dict[str, Any]) -> None:
+    """Driver process 1: the reference run (measured), then the run that is killed mid-epoch."""
+    spark = session()
+    out: dict[str, Any] = {"jvm_pid": jvm_pid(spark), "driver_pid": os.getpid()}
+    Path(spec["pids"]).write_text(json.dumps(out))
+    base = Path(spec["base"])
+    if spec["config"].startswith("streaming"):
+        ref = Streaming(spark, Path(spec["input"]), base / "reference", mode=spec["config"])
+        q = ref.run()
+        walls, cpus = ref.clock.per_epoch()
+        out.update(bytes=dict(ref.written.bytes), input_rows=[p["numInputRows"] for p in
+                                                               (json.loads(x.json) for x in q.recentProgress)])
+    else:
+        r = run_falkirk(spec, spark, base / "reference", [])
+        walls, cpus = r["clock"].per_epoch()
+        out.update(bytes=r["bytes"], root_bytes=r["result"].root_bytes)
+    out.update(walls=walls, cpus=cpus)
+    Path(spec["result"]).write_text(json.dumps(out))
+    print(f"  reference: {sum(walls):.1f} s", flush=True)
+    c = spec["crash"]
+    if spec["config"].startswith("streaming"):
+        Streaming(spark, Path(spec["input"]), base / "run", mode=spec["config"], kill_at=c).run()
+    else:
+        run_falkirk(spec, spark, base / "run", [f"cc@{c}:kill-mid"])
+    raise SystemExit("the driver was not killed")
+
+
+def reread(pipe: Any, size: dict[str, int], redo: list[Any], replayed: dict[str, tuple[int, int]]) -> int:
+    """Rows falkirk read again: the input-log epochs its re-executed steps read, and the logs it replayed."""
+    per_input = {"events": size["events_per_epoch"], "queries": size["queries_per_epoch"]}
+    pairs = {(i, x.epoch) for x in redo for i in pipe.steps[x.step].inputs if i in per_input}
+    for edge, (lo, hi) in replayed.items():
+        src = edge.split("->")[0]
+        for k in range(lo, hi + 1):
+            pairs.add((src, k))
+    return sum(per_input[s] if s in per_input else step_rows(size, k).get(s, 0) for s, k in pairs)
+
+
+def phase_restart(spec: dict[str, Any]) -> None:
+    """Driver process 2: the restarted driver; recovery measured, outputs compared with the reference."""
+    from falkirk.spark.pipeline.report import costs
+    from falkirk.spark.pipeline.rootfs import Root
+    from falkirk.spark.pipeline.verify import output_rows, table_rows
+
+    spark = session()
+    Path(spec["pids"]).write_text(json.dumps({"jvm_pid": jvm_pid(spark), "driver_pid": os.getpid()}))
+    base, c, config = Path(spec["base"]), spec["crash"], spec["config"]
+    out: dict[str, Any] = {}
+    if config.startswith("streaming"):
+        run = Streaming(spark, Path(spec["input"]), base / "run", mode=config)
+        t0, cpu0 = time.perf_counter(), tree_cpu(os.getpid())
+        q = run.run()
+        out["recovery_s"] = run.clock.ends[c][0] - t0
+        out["recovery_cpu_s"] = run.clock.ends[c][1] - cpu0
+        progress = [json.loads(x.json) for x in q.recentProgress]
+        out["input_reread"] = sum(p["numInputRows"] for p in progress if p["batchId"] <= c)
+        out["batches_rerun"] = [p["batchId"] for p in progress if p["batchId"] <= c]
+        # the steps of batch C finished before the kill: none in the stateful operator (parsing happens
+        # inside it); with the flagship's cc in foreachBatch, parse_graph (materialised by cc's jobs)
+        out["records_recomputed"] = step_rows(spec["size"], c)["parse_graph"] if config == "streaming-spark-cc" else 0
+        out["restored_from_batch"] = min(out["batches_rerun"], default=c + 1) - 1
+        got_root, ref_root, db = base / "run", base / "reference", "stats.sqlite"
+    else:
+        if config == "falkirk-off":
+            shutil.rmtree(base / "run")  # nothing was persisted: start over
+        t0, cpu0 = time.perf_counter(), tree_cpu(os.getpid())
+        r = run_falkirk(spec, spark, base / "run", [])
+        out["recovery_s"] = r["clock"].ends[c][0] - t0
+        out["recovery_cpu_s"] = r["clock"].ends[c][1] - cpu0
+        journal, pipe = r["result"].journal, r["pipe"]
+        if config == "falkirk-off":
+            steps = list(pipe.steps)
+            before = steps[: steps.index("cc")]
+            out["records_recomputed"] = sum(x.rows for x in journal.executions
+                                            if x.epoch < c or (x.epoch == c and x.step in before))
+            out["input_reread"] = sum(journal.rows(i, e) or 0 for i in pipe.inputs for e in range(c + 1))
+            if not out["input_reread"]:
+                ev, qs = spec["size"]["events_per_epoch"], spec["size"]["queries_per_epoch"]
+                out["input_reread"] = (ev + qs) * (c + 1)
+        else:
+            rec = next(x for x in journal.recoveries if x.restart)
+            mine = costs(journal, rec, inputs=set(pipe.inputs),
+                         stateful=[n for n in pipe.steps if not pipe.stateless(n)])[0]
+            redo = [x for x in journal.executions if x.recovery == rec.index and x.redo]
+            out.update(records_recomputed=mine.recomputed, input_reread=reread(pipe, spec["size"], redo, rec.replayed),
+                       falkirk_recovery_s=rec.seconds, actions=dict(rec.plan.actions),
+                       redone=[(x.step, x.epoch, x.rows) for x in redo],
+                       replayed={k: list(v) for k, v in rec.replayed.items()})
+        got_root, ref_root, db = base / "run", base / "reference", "stats.sqlite"
+    identical, compared = True, 0
+    diffs = []
+    got, ref = output_rows(spark, Root(str(got_root)), "responses"), output_rows(spark, Root(str(ref_root)), "responses")
+    for e in sorted(set(got) | set(ref)):
+        compared += sum(ref.get(e, Counter()).values())
+        if got.get(e, Counter()) != ref.get(e, Counter()):
+            identical = False
+            diffs.append(f"responses epoch {e}")
+    for table in ("answer_stats", "falkirk_epochs"):
+        a, b = table_rows(got_root / db, table), table_rows(ref_root / db, table)
+        compared += sum(b.values())
+        if a != b:
+            identical = False
+            diffs.append(f"{db}:{table}")
+    if len(ref) != spec["epochs"] or compared == 0:
+        identical = False
+        diffs.append(f"reference has {len(ref)} response epochs, expected {spec['epochs']}")
+    out.update(identical=identical, rows_compared=compared, differences=diffs)
+    # for the cross-system check in the parent: the reference outputs, as sorted lists
+    out["reference_responses"] = sorted(map(list, (r for e in sorted(ref) for r in ref[e].elements())))
+    out["reference_stats"] = sorted(map(list, table_rows(ref_root / db, "answer_stats").elements()))
+    Path(spec["result"]).write_text(json.dumps(out, default=str))
+    spark.stop()
+
+
+# -- the parent: orchestration, table, picture --------------------------------------------------------------
+def kill_leftover(pids_file: Path) -> None:
+    """Kill the JVM of a driver process that was killed (it normally exits on its own when its Python dies)."""
+    try:
+        pids = json.loads(pids_file.read_text())
+    except (OSError, ValueError):
+        return
+    for _ in range(50):
+        try:
+            os.kill(pids["jvm_pid"], 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    try:
+        os.kill(pids["jvm_pid"], signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def child(phase: str, spec: dict[str, Any], work: Path, name: str) -> dict[str, Any]:
+    spec = {**spec, "result": str(work / f"{name}-{phase}.json"), "pids": str(work / f"{name}-{phase}.pids")}
+    path = work / f"{name}-{phase}.spec.json"
+    path.write_text(json.dumps(spec))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"),
+                                                       str(Path(__file__).resolve().parents[1]),
+                                                       os.environ.get("PYTHONPATH", "")])}
+    log = open(work / f"{name}-{phase}.log", "w")
+    try:
+        p = subprocess.run([sys.executable, __file__, "--phase", phase, "--spec", str(path)], env=env,
+                           stdout=log, stderr=subprocess.STDOUT)
+    finally:
+        log.close()
+        kill_leftover(Path(spec["pids"]))
+    expected = -signal.SIGKILL if phase == "run" else 0
+    if p.returncode != expected or not Path(spec["result"]).exists():
+        tail = (work / f"{name}-{phase}.log").read_text(errors="replace")[-3000:]
+        raise SystemExit(f"{name} {phase}: exit status {p.returncode}, expected {expected}\n{tail}")
+    return json.loads(Path(spec["result"]).read_text())
+
+
+def measure(config: str, args: argparse.Namespace, work: Path, input_dir: Path) -> dict[str, Any]:
+    spec = {"config": config, "epochs": args.epochs, "crash": args.crash, "size": sizes(args),
+            "base": str(work / config), "input": str(input_dir)}
+    t0 = time.perf_counter()
+    a = child("run", spec, work, config)
+    b = child("restart", spec, work, config)
+    w = args.warmup
+    persisted = sum(v for k, v in a["bytes"].items() if k != "input log")
+    res = {
+        "wall_median_s": statistics.median(a["walls"][w:]), "cpu_median_s": statistics.median(a["cpus"][w:]),
+        "walls": a["walls"], "cpus": a["cpus"],
+        "bytes_per_epoch": persisted / args.epochs, "bytes_by_kind": a["bytes"],
+        "input_log_bytes_per_epoch": a["bytes"].get("input log", 0) / args.epochs,
+        **{k: v for k, v in b.items() if not k.startswith("reference_")},
+        "benchmark_s": time.perf_counter() - t0,
+    }
+    res["_ref"] = (b["reference_responses"], b["reference_stats"])
+    print(f"{config:14} wall {res['wall_median_s']:.2f} s/epoch, cpu {res['cpu_median_s']:.2f} s/epoch, "
+          f"{res['bytes_per_epoch'] / 1e3:.0f} kB/epoch, recovery {res['recovery_s']:.2f} s "
+          f"(CPU {res['recovery_cpu_s']:.2f} s), "
+          f"recomputed {res['records_recomputed']}, re-read {res['input_reread']}, identical {res['identical']} "
+          f"({res['benchmark_s']:.0f} s)", flush=True)
+    return res
+
+
+def frontier(points: dict[str, tuple[float, float]]) -> list[str]:
+    """The non-dominated configurations (lower x and lower y are better), by increasing x.
+
+    >>> frontier({"a": (1, 5), "b": (2, 2), "c": (3, 3), "d": (4, 1)})
+    ['a', 'b', 'd']
+    """
+    keep = [n for n, (x, y) in points.items()
+            if not any((x2 <= x and y2 <= y) and (x2, y2) != (x, y) for m, (x2, y2) in points.items() if m != n)]
+    return sorted(keep, key=lambda n: points[n])
+
+
+def title(epochs: int, crash: int) -> str:
+    return (f"Figure 1 app on PySpark, {epochs} epochs, driver killed in the stateful step at epoch {crash}\n"
+            "lower left is better; orange: Structured Streaming, blue: falkirk")
+
+
+def plot(summary: dict[str, Any], front: list[str], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.6))
+    xs = [s["cpu_median_s"] for s in summary.values()]
+    ys = [s["recovery_cpu_s"] for s in summary.values()]
+    near_x, near_y = 0.2 * (max(xs) - min(xs) or 1), 0.12 * (max(ys) - min(ys) or 1)
+    above: list[tuple[float, float]] = []  # points labelled above: a close neighbour is labelled below
+    for name in sorted(summary, key=lambda n: summary[n]["cpu_median_s"]):
+        x, y = summary[name]["cpu_median_s"], summary[name]["recovery_cpu_s"]
+        ax.scatter([x], [y], s=60, color="tab:orange" if name.startswith("streaming") else "tab:blue", zorder=3)
+        up = not any(abs(x - a) < near_x and abs(y - b) < near_y for a, b in above)
+        if up:
+            above.append((x, y))
+        ax.annotate(name, (x, y), textcoords="offset points", xytext=(0, 9 if up else -16), ha="center", fontsize=9)
+    fx = [summary[n]["cpu_median_s"] for n in front]
+    fy = [summary[n]["recovery_cpu_s"] for n in front]
+    ax.step(fx, fy, where="post", color="gray", linestyle="--")
+    ax.scatter(fx, fy, s=180, facecolors="none", edgecolors="black", zorder=4, label="non-dominated (frontier)")
+    ax.set_xlabel("steady-state cost: median CPU seconds per epoch (driver, JVM, workers)")
+    ax.set_ylabel("recovery cost: CPU s, restart → crashed epoch done")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.margins(x=0.12, y=0.12)
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="6 epochs, crash at epoch 4")
+    ap.add_argument("--epochs", type=int, default=12)
+    ap.add_argument("--crash", type=int, default=10, help="the epoch at which the driver is killed mid-way in cc")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--events", type=int, default=4000)
+    ap.add_argument("--queries", type=int, default=60)
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--markdown", action="store_true", help="print the results JSON's table as Markdown and stop")
+    ap.add_argument("--replot", action="store_true", help="redraw the picture from the results JSON and stop")
+    ap.add_argument("--phase", choices=("run", "restart"), help=argparse.SUPPRESS)
+    ap.add_argument("--spec", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.phase:
+        spec = json.loads(args.spec.read_text())
+        (phase_run if args.phase == "run" else phase_restart)(spec)
+        return 0
+    if args.replot:
+        doc = json.loads((args.out / "spark_vs_streaming.json").read_text())
+        plot(doc["summary"], doc["frontier"], args.out / "spark_vs_streaming.png", title(doc["epochs"], doc["crash"]))
+        return 0
+    if args.markdown:
+        print(markdown(json.loads((args.out / "spark_vs_streaming.json").read_text())))
+        return 0
+    if args.quick:
+        args.epochs, args.crash = 6, 4
+    if not 0 <= args.crash < args.epochs or args.warmup >= args.epochs:
+        ap.error("need 0 <= --crash < --epochs and --warmup < --epochs")
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    t0 = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix="spark-vs-streaming-"))
+    summary: dict[str, Any] = {}
+    try:
+        input_dir = work / "input"
+        write_stream_input(input_dir, sizes(args), args.epochs)
+        for config in configs:
+            summary[config] = measure(config, args, work, input_dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    wall = time.perf_counter() - t0
+    refs = {n: s.pop("_ref") for n, s in summary.items()}
+    base = summary.get("falkirk-off", {}).get("wall_median_s")
+    cpu_base = summary.get("falkirk-off", {}).get("cpu_median_s")
+    for s in summary.values():
+        s["overhead"] = s["wall_median_s"] / base - 1.0 if base else None
+        s["cpu_overhead"] = s["cpu_median_s"] / cpu_base - 1.0 if cpu_base else None
+    points = {n: (s["cpu_median_s"], s["recovery_cpu_s"]) for n, s in summary.items()}
+    front = frontier(points)
+    first = next(iter(refs.values()), None)
+    same = {n: r == first for n, r in refs.items()}  # every system's failure-free outputs, against the first's
+    print()
+    print(table(summary, front))
+    print(f"\nnon-dominated: {', '.join(front)}; failure-free outputs equal across systems: {all(same.values())}")
+    ratios = {}
+    for n in [c for c in summary if c.startswith("streaming")]:
+        if "falkirk" in summary:
+            st, fk = summary[n], summary["falkirk"]
+            ratios[n] = {k: fk[k] / st[k] if st[k] else None
+                         for k in ("wall_median_s", "cpu_median_s", "bytes_per_epoch", "recovery_s", "recovery_cpu_s")}
+            print(f"falkirk / {n}: steady-state wall {fk['wall_median_s'] / st['wall_median_s']:.2f}x, "
+                  f"CPU {fk['cpu_median_s'] / st['cpu_median_s']:.2f}x, "
+                  f"bytes {fk['bytes_per_epoch'] / max(st['bytes_per_epoch'], 1):.2f}x, "
+                  f"recovery wall {fk['recovery_s'] / st['recovery_s']:.2f}x, "
+                  f"recovery CPU {fk['recovery_cpu_s'] / st['recovery_cpu_s']:.2f}x")
+    print(f"benchmark wall time: {wall:.0f} s")
+    import pyspark
+
+    doc = {"benchmark": "spark_vs_streaming", "epochs": args.epochs, "crash": args.crash, "warmup": args.warmup,
+           "quick": args.quick, "size": sizes(args), "wall_s": wall, "frontier": front,
+           "failure_free_outputs_equal_across_configs": same, "falkirk_over_streaming": ratios,
+           "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                       "spark": pyspark.__version__, "load_average": os.getloadavg()},
+           "summary": summary}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "spark_vs_streaming.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    try:
+        plot(summary, front, args.out / "spark_vs_streaming.png", title(args.epochs, args.crash))
+    except ImportError as exc:
+        print(f"no picture: {exc}")
+    print(f"wrote {args.out / 'spark_vs_streaming.json'}")
+    bad = [n for n, s in summary.items() if not s["identical"]]
+    if bad:
+        print(f"OUTPUTS DIFFER from the failure-free run: {', '.join(bad)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The results as a Markdown table (for the READMEs)."""
+    out = ["| configuration | wall / epoch | CPU / epoch | CPU vs falkirk-off | checkpoint/state/log kB / epoch "
+           "| recovery wall | recovery CPU | records recomputed | input re-read | outputs identical | non-dominated |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|:-:|:-:|"]
+    for n, s in doc["summary"].items():
+        cpu = f"{s['cpu_overhead']:+.0%}" if s.get("cpu_overhead") is not None else "—"
+        out.append(f"| `{n}` | {s['wall_median_s']:.2f} s | {s['cpu_median_s']:.2f} s | {cpu} "
+                   f"| {s['bytes_per_epoch'] / 1e3:.0f} | {s['recovery_s']:.1f} s | {s['recovery_cpu_s']:.1f} s "
+                   f"| {s['records_recomputed']:,} "
+                   f"| {s['input_reread']:,} | {s['identical']} | {'yes' if n in doc['frontier'] else 'no'} |")
+    return "\n".join(out)
+
+
+def table(summary: dict[str, Any], front: list[str]) -> str:
+    rows = [("configuration", "wall/epoch", "CPU/epoch", "CPU vs off", "kB/epoch", "input log kB/ep", "recovery",
+             "recovery CPU",
+             "recomputed", "re-read", "identical", "frontier")]
+    for n, s in summary.items():
+        rows.append((n, f"{s['wall_median_s']:.2f} s", f"{s['cpu_median_s']:.2f} s", f"{s['cpu_overhead']:+.0%}" if s["cpu_overhead"] is not None else "-",
+                     f"{s['bytes_per_epoch'] / 1e3:.0f}", f"{s['input_log_bytes_per_epoch'] / 1e3:.0f}",
+                     f"{s['recovery_s']:.2f} s", f"{s['recovery_cpu_s']:.2f} s", str(s["records_recomputed"]), str(s["input_reread"]),
+                     str(s["identical"]), "yes" if n in front else "no"))
+    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(r[i].ljust(w[i]) if i == 0 else r[i].rjust(w[i]) for i in range(len(r))) for r in rows]
+    lines.insert(1, "  ".join("-" * x for x in w))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

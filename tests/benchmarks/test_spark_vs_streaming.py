@@ -1,0 +1,48 @@
+"""Smoke test of benchmarks/spark_vs_streaming.py: both sides run 2 tiny epochs and give the same answers.
+
+The crash and the restarted driver need separate processes (the benchmark
+itself runs them and fails loudly when a recovered run differs from its
+failure-free run); here both systems run failure-free on the shared session.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from benchmarks.spark_vs_streaming import Streaming, frontier, run_falkirk, write_stream_input
+
+SIZE = {"events_per_epoch": 300, "queries_per_epoch": 20, "users": 300, "nodes": 1500, "seed": 7, "cc_every": 3}
+
+
+def test_streaming_and_falkirk_run_two_epochs_with_the_same_outputs(spark: Any, tmp_path: Path) -> None:
+    """Responses and statistics equal as multisets; times, CPU and bytes written present and positive."""
+    pytest.importorskip("pandas", reason="applyInPandasWithState needs pandas")
+    pytest.importorskip("pyarrow", reason="applyInPandasWithState needs pyarrow")
+    from falkirk.spark.pipeline.rootfs import Root
+    from falkirk.spark.pipeline.verify import output_rows, table_rows
+
+    write_stream_input(tmp_path / "input", SIZE, 2)
+    st = Streaming(spark, tmp_path / "input", tmp_path / "streaming")
+    st.run()
+    fk = run_falkirk({"config": "falkirk", "size": SIZE, "epochs": 2}, spark, tmp_path / "falkirk", [])
+
+    got = output_rows(spark, Root(str(tmp_path / "streaming")), "responses")
+    ref = output_rows(spark, Root(str(tmp_path / "falkirk")), "responses")
+    assert sorted(got) == sorted(ref) == [0, 1]
+    assert all(sum(ref[e].values()) == SIZE["queries_per_epoch"] for e in ref)
+    assert got == ref
+    stats = table_rows(tmp_path / "streaming" / "stats.sqlite", "answer_stats")
+    assert sum(stats.values()) == 2
+    assert stats == table_rows(tmp_path / "falkirk" / "stats.sqlite", "answer_stats")
+
+    for clock in (st.clock, fk["clock"]):
+        walls, cpus = clock.per_epoch()
+        assert len(walls) == len(cpus) == 2 and min(walls) > 0 and min(cpus) > 0
+    assert {"offsets", "commits", "state"} <= set(st.written.bytes) and min(st.written.bytes.values()) > 0
+    assert sum(v for k, v in fk["bytes"].items() if k != "input log") > 0
+
+
+def test_frontier_keeps_the_non_dominated_points() -> None:
+    assert frontier({"a": (1.0, 9.0), "b": (2.0, 2.0), "c": (3.0, 3.0), "d": (2.0, 2.0)}) == ["a", "b", "d"]
