@@ -140,7 +140,7 @@ to ``benchmarks/results/spark_vs_streaming.png``; the table is printed.
 
 Usage::
 
-    python benchmarks/spark_vs_streaming.py --quick        # 6 epochs, crash at 4 (10-15 minutes on 2 cores)
+    python benchmarks/spark_vs_streaming.py --quick        # 6 epochs, crash at 4 (7.5 minutes on 2 idle cores, 15 under load)
     python benchmarks/spark_vs_streaming.py                # 12 epochs, crash at 10
     python benchmarks/spark_vs_streaming.py --configs streaming,falkirk --epochs 3 --crash 1 --warmup 1
     python benchmarks/spark_vs_streaming.py --markdown     # the results JSON as a Markdown table
