@@ -243,6 +243,22 @@ class Graph:
             self.name(p), "sequence", stateless=stateless, logs=self._logs(outs), checkpoints=cks, live=live
         )
 
+    def from_arrays(self, names: list[str] | None = None) -> Dataflow:
+        """The graph through ``Dataflow.from_arrays`` (epoch domain): no object per processor or edge.
+
+        ``names`` are the processors' names when the caller made them already.
+        """
+        return Dataflow.from_arrays(
+            names if names is not None else [self.name(p) for p in range(self.n)],
+            self.src,
+            self.dst,
+            logged=self.logged,
+            stateless=self.stateless,
+            ck_ptr=self.ck_ptr,
+            ck_val=self.ck_val,
+            notifications=self.notifications,
+        )
+
     def problem(self) -> Any:
         """The graph as a :class:`~falkirk.solver.vectorised.problem.TotalProblem` (epoch domain only)."""
         from falkirk.solver.vectorised.problem import TotalProblem

@@ -98,16 +98,7 @@ def one(case: str, n: int) -> dict[str, Any]:
             df = Dataflow(procs, edges, notifications=g.notifications)
             del procs, edges
         elif case == "from_arrays":
-            df = Dataflow.from_arrays(
-                names,
-                g.src,
-                g.dst,
-                logged=g.logged,
-                stateless=g.stateless,
-                ck_ptr=g.ck_ptr,
-                ck_val=g.ck_val,
-                notifications=g.notifications,
-            )
+            df = g.from_arrays(names)
         elif case == "from_networkx":
             G = _digraph(g)
             out["graph_cpu_s"] = time.process_time() - c0

@@ -215,6 +215,15 @@ def round_robin_row(df: Any, failed: list[str], ref: Any, budget: float, row: di
 
 
 # -- 1. worklist vs round robin ------------------------------------------------------------------
+def built(g: Any, label: str, order: str = "topological", **extra: Any) -> tuple[Any, dict[str, Any]]:
+    """``g``'s Dataflow (build timed, then the garbage collector frozen) and the start of its result row."""
+    df, build_w, build_c = timed(partial(g.dataflow, order), 1)
+    gc.collect()
+    gc.freeze()
+    row = {"family": label, "processors": g.n, "edges": g.m, **extra, "build_s": build_w, "build_cpu_s": build_c}
+    return df, row
+
+
 def worklist_vs_round_robin(
     sizes: list[int], budget: float, vectorised: bool, memory: bool
 ) -> list[dict[str, Any]]:
@@ -226,16 +235,7 @@ def worklist_vs_round_robin(
                 continue  # quick run: the shuffled families only up to 1000 processors
             g = make(family, n, seed=1, **opts)
             failed = g.failed_names()
-            df, build_w, build_c = timed(partial(g.dataflow, order), 1)
-            gc.collect()
-            gc.freeze()
-            row: dict[str, Any] = {
-                "family": label,
-                "processors": g.n,
-                "edges": g.m,
-                "build_s": build_w,
-                "build_cpu_s": build_c,
-            }
+            df, row = built(g, label, order)
             ref = worklist_row(df, failed, n, row)
             round_robin_row(df, failed, ref, budget, row)
             if vectorised:
@@ -290,17 +290,7 @@ def partial_orders(sizes: list[int], budget: float) -> list[dict[str, Any]]:
         for n in sizes:
             g = make("product_loops", n, seed=1, **opts)
             failed = g.failed_names()
-            df, build_w, build_c = timed(g.dataflow, 1)
-            gc.collect()
-            gc.freeze()
-            row: dict[str, Any] = {
-                "family": label,
-                "processors": g.n,
-                "edges": g.m,
-                "domains": "epoch + product(2)",
-                "build_s": build_w,
-                "build_cpu_s": build_c,
-            }
+            df, row = built(g, label, domains="epoch + product(2)")
             ref = worklist_row(df, failed, n, row)
             round_robin_row(df, failed, ref, budget, row)
             gc.unfreeze()
@@ -315,7 +305,6 @@ def partial_orders(sizes: list[int], budget: float) -> list[dict[str, Any]]:
 def lexsort_one(n: int) -> dict[str, Any]:
     """In this (fresh) process: one lexsort of the job's edge arrays (best of 3), then from_arrays + solve once."""
     from benchmarks.public_api import job
-    from falkirk.solver import Dataflow
 
     g = job(n)
     failed = g.failed_names()
@@ -327,16 +316,7 @@ def lexsort_one(n: int) -> dict[str, Any]:
         best = min(best, time.process_time() - c)
     assert order.shape[0] == g.m
     c0 = time.process_time()
-    df = Dataflow.from_arrays(
-        names,
-        g.src,
-        g.dst,
-        logged=g.logged,
-        stateless=g.stateless,
-        ck_ptr=g.ck_ptr,
-        ck_val=g.ck_val,
-        notifications=g.notifications,
-    )
+    df = g.from_arrays(names)
     c1 = time.process_time()
     plan = solve_frontiers(df, failed)
     c2 = time.process_time()

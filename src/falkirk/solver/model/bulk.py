@@ -207,10 +207,11 @@ def _networkx_columns(cls: type[Dataflow], graph: Any, domain: Any, notification
         cks = data.get("checkpoints", ())
         if not all(type(c) is int for c in cks):
             return None
-        names.append(u)
-        less.append(data.get("stateless", False) is True)
-        if data.get("stateless", False) not in (True, False):
+        stateless = data.get("stateless", False)
+        if type(stateless) is not bool:
             return None
+        names.append(u)
+        less.append(stateless)
         counts.append(len(cks))
         vals.extend(cks)
     index = {p: i for i, p in enumerate(names)}

@@ -156,7 +156,7 @@ class Dataflow:
         t._edge_index = positions
         self._views()
         self.domains: dict[str, Domain] = {n: self._domain(p) for n, p in self.processors.items()}
-        _, ident = self._bind(enames, projs)
+        ident = self._bind(enames, projs)
         t.logged = self._check_logs(procs)
         t.stateless = np.fromiter(map(attrgetter("stateless"), procs), dtype=bool, count=len(procs))
         t.restartable = np.fromiter(map(attrgetter("restartable"), procs), dtype=bool, count=len(procs))
@@ -264,7 +264,7 @@ class Dataflow:
             msg = str(exc)
             raise type(exc)(msg if name in msg else f"edge {name!r}: {msg}") from None
 
-    def _bind(self, enames: PySequence[str], projs: PySequence[Any]) -> tuple[list[Any] | None, Any]:
+    def _bind(self, enames: PySequence[str], projs: PySequence[Any]) -> Any:
         """Check every edge's projection against its two domains; :attr:`bound` binds on first read.
 
         Edges with the same projection between the same two domains bind
@@ -272,8 +272,7 @@ class Dataflow:
         (the first edge that cannot be bound is named, as when binding one
         by one). Edges at a sequence domain, whose binding depends on the
         edge, and projections that are not hashable are bound one by one,
-        now. Returns the distinct projection objects (``None`` when not
-        hashable) and whether each edge is an identity edge.
+        now. Returns whether each edge is an identity edge.
         """
         t = self._table
         m = len(enames)
@@ -288,7 +287,7 @@ class Dataflow:
             self.bound: dict[str, BoundProjection] = OnDemand(self.edges, made.__getitem__, made)
             ident = np.fromiter((type(b.spec) is Identity for b in made.values()), dtype=bool, count=m)
             self._residual = np.fromiter((b.recorded or b.has_residual for b in made.values()), bool, m)
-            return None, ident
+            return ident
         codes = {s: i for i, s in enumerate(distinct)}
         scode = (
             np.zeros(m, dtype=np.int64)
@@ -323,7 +322,7 @@ class Dataflow:
 
         self.bound = OnDemand(at, bind, made)
         is_id = np.array([type(o) is Identity for o in objs], dtype=bool)
-        return objs, is_id[scode] if m else np.zeros(0, dtype=bool)
+        return is_id[scode] if m else np.zeros(0, dtype=bool)
 
     def _check_logs(self, procs: list[Processor]) -> Any:
         """Every logged edge is an output edge of its processor; whether each edge is logged.
@@ -347,21 +346,15 @@ class Dataflow:
     def _check_stateless(self) -> None:
         """A stateless processor's unlogged output edges need a projection with a residual (SPEC §3)."""
         t = self._table
-        risky = t.stateless[t.src] & ~t.logged & ~self._residual
-        if not risky.any():
-            return
-        cand = np.flatnonzero(risky)  # first by processor, then by edge, as declared
-        order = cand[np.lexsort((cand, t.src[cand]))]
-        for k in order.tolist():
-            e = t.edge_name(k)
-            b = self.bound[e]
-            if not b.recorded and not b.has_residual:
-                p = t.names[t.src[k]]
-                raise ValidationError(
-                    f"processor {p!r}: stateless, but edge {e!r} is not logged and its "
-                    f"projection {b.spec.name!r} has no residual (SPEC §3); log the edge or "
-                    "make the processor stateful"
-                )
+        bad = np.flatnonzero(t.stateless[t.src] & ~t.logged & ~self._residual)
+        if bad.size:
+            k = int(bad[np.lexsort((bad, t.src[bad]))[0]])  # first by processor, then by edge, as declared
+            e, p = t.edge_name(k), t.names[t.src[k]]
+            raise ValidationError(
+                f"processor {p!r}: stateless, but edge {e!r} is not logged and its "
+                f"projection {self.bound[e].spec.name!r} has no residual (SPEC §3); log the edge or "
+                "make the processor stateful"
+            )
 
     # -- construction: plain processors ----------------------------------------
     def _defer(self, procs: list[Processor], ident: Any) -> None:

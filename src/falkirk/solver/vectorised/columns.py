@@ -93,7 +93,7 @@ def _build(df: Dataflow) -> EpochColumns | None:
         dst=t.dst,
         logged=t.logged,
         stateless=t.stateless,
-        notes=t.notifications if t.notifications is not None else np.ones(t.n, dtype=bool),
+        notes=t.notifications,
         ck_ptr=t.ck_ptr,
         ck_val=t.ck_val,
         domain=df.domains[t.names[0]],  # type: ignore[arg-type]
