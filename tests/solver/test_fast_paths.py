@@ -35,6 +35,7 @@ from falkirk.errors import FalkirkError, SolverError
 from falkirk.solver import Checkpoint, Dataflow, Edge, Processor, check_consistent, dispatch, solve_frontiers
 from falkirk.solver.model.access import View
 from falkirk.solver.vectorised.build import NotApplicable
+from falkirk.solver.vectorised import engine
 from falkirk.solver.vectorised.engine import Engine, solve_total
 from falkirk.solver.vectorised.problem import TotalProblem
 from falkirk.solver.vectorised.stages import EMPTY, TOP, Stage, StageEdge, StageGraph
@@ -273,16 +274,23 @@ def _check_vectorised(df: Dataflow, failed: Any) -> None:
     assert _outcome(df, failed, strategy="vectorised") == _outcome(df, failed, strategy="round_robin")
 
 
-#: Engine thresholds (SCALAR_BELOW, SCALAR_UNTIL): array rounds only, scalar worklist only, switching often.
-MODES = {"arrays": (-1, 0), "scalar": (10**9, 10**9), "mixed": (2, 4)}
+#: Engine thresholds (SCALAR_BELOW, SCALAR_UNTIL, DENSE_UP_TO): array rounds only (chains as a
+#: padded table, or searched in the pool), scalar worklist only, switching often.
+MODES = {
+    "arrays": (-1, 0, engine.DENSE_UP_TO),
+    "arrays-search": (-1, 0, -1),
+    "scalar": (10**9, 10**9, engine.DENSE_UP_TO),
+    "mixed": (2, 4, engine.DENSE_UP_TO),
+}
 
 
 @pytest.fixture(params=sorted(MODES))
 def engine_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run the engine in one of :data:`MODES` (small graphs would otherwise stay scalar)."""
-    below, until = MODES[request.param]
+    below, until, dense = MODES[request.param]
     monkeypatch.setattr(Engine, "SCALAR_BELOW", below)
     monkeypatch.setattr(Engine, "SCALAR_UNTIL", until)
+    monkeypatch.setattr(engine, "DENSE_UP_TO", dense)
     return str(request.param)
 
 
@@ -291,6 +299,26 @@ def test_vectorised_agrees_with_round_robin(block: int, engine_mode: str) -> Non
     """The vectorised solver returns the reference frontiers and notification frontiers (100 cases a block)."""
     for df, failed in _cases(1_000_000 + 10_000 * block, 100, total=True):
         _check_vectorised(df, failed)
+
+
+def test_dense_chains_find_the_same_place_as_a_search() -> None:
+    """The padded chain table gives, for every bound, the largest entry at or below it, as a search does."""
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        lens = rng.integers(0, 6, size=rng.integers(1, 12))
+        segs = [np.sort(rng.choice(40, size=k, replace=False)) for k in lens.tolist()]
+        pool = np.concatenate(segs + [np.zeros(0, dtype=np.int64)]).astype(np.int64)
+        start = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+        table = engine._dense(pool, start, lens, 41)
+        assert table is not None and table.shape == (int(lens.max()), lens.shape[0])
+        which = rng.integers(0, lens.shape[0], size=50)
+        x = rng.integers(0, 41, size=50)
+        got = np.full(50, -1, dtype=np.int64)
+        for column in table:
+            got += column[which] <= x
+        want = [int(np.searchsorted(segs[s], v, side="right")) - 1 for s, v in zip(which, x, strict=True)]
+        assert got.tolist() == want
+    assert engine._dense(np.arange(20), np.array([0]), np.array([20]), 21) is None  # too long: searched
 
 
 def test_vectorised_falls_back_on_unbounded_residuals(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -154,7 +154,9 @@ def choose(dataflow: Dataflow, *, strategy: Strategy = "auto", fast: bool | None
 
 
 def _total(dataflow: Dataflow) -> bool:
-    return all(d.is_total for d in dataflow.domains.values())
+    if dataflow._table.epoch_plain:  # one epoch domain (the columns say so without a pass)
+        return True
+    return all(d.is_total for d in {id(d): d for d in dataflow.domains.values()}.values())
 
 
 def solve(view: View, *, strategy: Strategy = "auto", fast: bool | None = None) -> FixedPoint:

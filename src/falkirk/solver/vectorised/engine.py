@@ -5,6 +5,13 @@ group and processor at once, Jacobi style), and a scalar worklist over the
 same arrays while few are (a long, thin cascade would otherwise cost one
 round of numpy calls per hop). Both apply the monotone update of SPEC §5 to
 the same state, so any interleaving reaches the same greatest fixed point.
+
+Cost per round: a few passes over the dirty groups' members. A bound's
+place in a chain is found in a padded table (:func:`_dense`: one gather and
+comparison per chain position) when chains are short, by a binary search
+over all chains otherwise. When every group has one sender and one receiver
+(a plain edge), an aggregate is its one member's value: it is assigned, not
+folded with ``minimum.at``, and no group pointers are searched.
 """
 
 from __future__ import annotations
@@ -12,11 +19,12 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
 from falkirk.solver.constraints import cannot_roll_back
-from falkirk.solver.vectorised.problem import CHAIN, NONE, Array, TotalProblem, TotalSolution, ranges
+from falkirk.solver.vectorised.problem import CHAIN, NONE, Array, TotalProblem, TotalSolution, ranges, spans
 
 __all__ = ["Engine", "solve_total"]
 
@@ -29,21 +37,61 @@ def _by(keys: Array, size: int) -> tuple[Array, Array]:
     return ptr, order
 
 
-def _lower(target: Array, at: Array, values: Array, scratch: Array) -> Array:
-    """``target[at] = min(target[at], values)`` (repeats allowed); the positions that went down.
+def _lower(target: Array, at: Array, values: Array, mark: Array) -> Array:
+    """``target[at] = min(target[at], values)`` (repeats allowed); the positions that went down, ascending.
 
-    ``scratch`` is an int array as long as ``target``, used to drop repeats without sorting.
+    ``mark`` is a bool array as long as ``target``, all ``False`` (and left so),
+    used to drop repeats without sorting when many positions are given.
     """
     if at.size == 0:
         return at
-    before = target[at]
+    lt = values < target[at]  # a position goes down exactly when some value is below it
+    at, values = at[lt], values[lt]
+    if at.size == 0:
+        return at
     np.minimum.at(target, at, values)
-    down = at[target[at] < before]
-    if down.size > 1:
-        k = np.arange(down.size)
-        scratch[down] = k
-        down = down[scratch[down] == k]  # the last write wins: one entry per position
+    if at.size * 16 < mark.shape[0]:
+        return np.unique(at)
+    mark[at] = True
+    down = np.flatnonzero(mark)
+    mark[down] = False
     return down
+
+
+def _assign(target: Array, at: Array, values: Array) -> Array:
+    """``target[at] = min(target[at], values)`` for distinct ``at``; the positions that went down (in ``at``'s order)."""
+    lt = values < target[at]
+    down = at[lt]
+    target[down] = values[lt]
+    return down
+
+
+def _ptr(keys: Array, size: int) -> Array:
+    """CSR pointers of sorted ``keys`` in ``0..size-1``: ``keys[ptr[k]:ptr[k+1]]`` equal ``k``."""
+    ptr = np.zeros(size + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys, minlength=size), out=ptr[1:])
+    return ptr
+
+
+#: :func:`_dense` pads segments to a table when the longest has at most this many entries.
+DENSE_UP_TO = 8
+
+
+def _dense(pool: Array, start: Array, lens: Array, pad: int) -> Array | None:
+    """The ascending segments of ``pool`` as a padded table (``None`` if some are long), one row per position.
+
+    Row ``k`` holds every segment's ``k``-th entry (``pad`` past its end), so
+    the place of a bound in many segments is a few gathers and comparisons
+    instead of a binary search over the whole pool.
+    """
+    width = int(lens.max(initial=0))
+    if width > DENSE_UP_TO or lens.shape[0] * width > 4 * pool.shape[0] + 64:
+        return None
+    table = np.full((width, lens.shape[0]), pad, dtype=np.int64)
+    for k in range(width):
+        has = np.flatnonzero(lens > k)
+        table[k, has] = pool[start[has] + k]
+    return table
 
 
 def _members(ptr: Array, ids: Array, single: bool) -> Array:
@@ -59,12 +107,13 @@ class Engine:
         P, G = prob.size, prob.groups
         self.ps_ptr, self.ps_mem = _by(prob.s_proc, P)  # sender members of each processor
         self.pr_ptr, self.pr_mem = _by(prob.r_proc, P)  # receiver members of each processor
-        self.gs_ptr = np.searchsorted(prob.s_group, np.arange(G + 1))  # members are sorted by group
-        self.gr_ptr = np.searchsorted(prob.r_group, np.arange(G + 1))
-        self.gs_single = bool((np.diff(self.gs_ptr) == 1).all())
-        self.gr_single = bool((np.diff(self.gr_ptr) == 1).all())
-        self.p_scratch = np.zeros(P, dtype=np.int64)
-        self.g_scratch = np.zeros(G, dtype=np.int64)
+        self.gs_ptr = _ptr(prob.s_group, G)  # members are sorted by group
+        self.gr_ptr = self.gs_ptr if prob.r_group is prob.s_group else _ptr(prob.r_group, G)
+        # one member per group: then member k is group k (members are sorted by group)
+        self.gs_single = prob.s_group.shape[0] == G and bool((np.diff(self.gs_ptr) == 1).all())
+        self.gr_single = prob.r_group.shape[0] == G and bool((np.diff(self.gr_ptr) == 1).all())
+        self.p_mark = np.zeros(P, dtype=bool)
+        self.g_mark = np.zeros(G, dtype=bool)
         # one pool of ascending segments: chains (P), N (P), custom tables
         C = prob.c_val.shape[0]
         pool = np.concatenate([prob.c_val, prob.c_N, prob.t_val])
@@ -76,18 +125,25 @@ class Engine:
         tops = [int(prob.init.max(initial=0)), int(pool.max(initial=0)), int(prob.m_val.max(initial=0))]
         self.big = max(tops) + 1  # above every rank: "no constraint"
         self.W = self.big + 1
-        self.keys = np.repeat(np.arange(seg_len.shape[0], dtype=np.int64), seg_len) * self.W + pool
+        self.dense = _dense(pool, self.seg_start, seg_len, self.W)
+        if self.dense is None:
+            self.keys = np.repeat(np.arange(seg_len.shape[0], dtype=np.int64), seg_len) * self.W + pool
 
         def seg(ref: Array, owner: Array) -> Array:
-            return np.where(ref == CHAIN, owner, np.where(ref >= 0, 2 * P + ref, NONE))
+            chain = ref == CHAIN
+            if chain.all():  # (M_e(f) = f on every edge: the owner's chain, no copy)
+                return owner
+            return np.where(chain, owner, np.where(ref >= 0, 2 * P + ref, NONE))
 
         self.s_seg = seg(prob.s_d, prob.s_proc)
         self.r_seg = seg(prob.r_m, prob.r_proc)
         self.stateful = ~prob.stateless
         # what each member constrains: 0 nothing, 1 a chain index (table), 2 a stateless rank
         sf_s, sf_r = self.stateful[prob.s_proc], self.stateful[prob.r_proc]
-        self.s_kind = np.where(sf_s, np.where(self.s_seg >= 0, 1, 0), np.where(prob.s_unlogged, 2, 0))
-        self.r_kind = np.where(sf_r, np.where(self.r_seg >= 0, 1, 0), 2)
+        one, two, none = np.int8(1), np.int8(2), np.int8(0)
+        self.s_kind = np.where(sf_s, np.where(self.s_seg >= 0, one, none), np.where(prob.s_unlogged, two, none))
+        self.r_kind = np.where(sf_r, np.where(self.r_seg >= 0, one, none), two)
+        self.maps = prob.m_ptr.shape[0] > 1  # some projection or residual is not the identity
         self.idx = np.where(self.stateful, np.diff(prob.c_ptr) - 1, -1)
         self.f = prob.init.astype(np.int64).copy()
         self.n = self.f.copy()
@@ -97,11 +153,25 @@ class Engine:
     def last_ok(self, seg: Array, x: Array) -> Array:
         """Largest index ``j`` of each segment with entry ``<= x`` (``-1`` if none)."""
         self.evaluations += seg.shape[0]
+        if self.dense is not None:  # count the entries <= x, a column at a time
+            count = np.full(seg.shape[0], -1, dtype=np.int64)
+            for column in self.dense:
+                count += column[seg] <= x
+            return count
         pos = np.searchsorted(self.keys, seg * self.W + x, side="right")
         return pos - self.seg_start[seg] - 1
 
+    @staticmethod
+    def of(ptr: Array, mem: Array, procs: Array, value: Array) -> tuple[Array, Array]:
+        """The members of ``procs`` (CSR ``ptr``/``mem``) and their owner's ``value``."""
+        start = ptr[procs]
+        lens = ptr[procs + 1] - start
+        return mem[spans(start, lens)], np.repeat(value[procs], lens)
+
     def apply(self, maps: Array, x: Array) -> Array:
         """Each map of ``maps`` (or the identity) applied to the matching rank of ``x``."""
+        if not self.maps:
+            return x
         sel = maps >= 0
         if not sel.any():
             return x
@@ -139,7 +209,7 @@ class Engine:
         dirty at first, so a large job where little fails does not pay a
         round over every edge.
         """
-        prob, G = self.prob, self.prob.groups
+        prob = self.prob
         top = prob.top
         quiet = (
             top > 0
@@ -147,9 +217,14 @@ class Engine:
             and int(prob.init.max(initial=0)) <= top
             and prob.m_ptr.shape[0] <= 1  # no maps (epoch problems have none)
         )
-        if not quiet:
-            every = np.arange(G, dtype=np.int64)
-            return every, every, every, np.flatnonzero(prob.notes)
+        if not quiet:  # every group that bounds something (a group with no receivers bounds nothing)
+            big = self.big
+            return (
+                np.flatnonzero(self.Rf < big),
+                np.flatnonzero(self.Sf < big),
+                np.flatnonzero(self.Sn < big),
+                np.flatnonzero(prob.notes),
+            )
         return (
             np.flatnonzero(self.Rf < top),
             np.flatnonzero(self.Sf < top),
@@ -168,7 +243,7 @@ class Engine:
         d_rf, d_sf, d_sn, d_c4 = dirty
         self.rounds += 1
         at_i, by_i, at_v, by_v = self.bounds(d_rf, d_sf, d_c4)
-        P, G = self.p_scratch, self.g_scratch
+        P, G = self.p_mark, self.g_mark
         ch_i = _lower(self.idx, at_i, by_i, P)
         if ch_i.size and self.idx[ch_i].min() < 0:
             self.fail(int(ch_i[self.idx[ch_i] < 0][0]))
@@ -181,44 +256,46 @@ class Engine:
         ch_n = _lower(self.n, at_n, by_n, P)
         # aggregates of the groups these processors belong to
         d_rf = d_sf = d_sn = ch_f[:0]
+        # (one member per group: distinct members are distinct groups, so no repeats to fold)
+        lower_r = _assign if self.gr_single else partial(_lower, mark=G)
+        lower_s = _assign if self.gs_single else partial(_lower, mark=G)
         if ch_f.size:
-            rm = self.pr_mem[ranges(self.pr_ptr, ch_f)]
-            d_rf = _lower(Rf, prob.r_group[rm], self.f[prob.r_proc[rm]], G)
-            sm = self.ps_mem[ranges(self.ps_ptr, ch_f)]
-            d_sf = _lower(Sf, prob.s_group[sm], self.apply(prob.s_phi[sm], self.f[prob.s_proc[sm]]), G)
+            rm, fr = self.of(self.pr_ptr, self.pr_mem, ch_f, self.f)
+            d_rf = lower_r(Rf, rm if self.gr_single else prob.r_group[rm], fr)
+            sm, fs = self.of(self.ps_ptr, self.ps_mem, ch_f, self.f)
+            d_sf = lower_s(Sf, sm if self.gs_single else prob.s_group[sm], self.apply(prob.s_phi[sm], fs))
         if ch_n.size:
-            sm = self.ps_mem[ranges(self.ps_ptr, ch_n)]
-            d_sn = _lower(Sn, prob.s_group[sm], self.apply(prob.s_phi[sm], self.n[prob.s_proc[sm]]), G)
+            sm, ns = self.of(self.ps_ptr, self.ps_mem, ch_n, self.n)
+            d_sn = lower_s(Sn, sm if self.gs_single else prob.s_group[sm], self.apply(prob.s_phi[sm], ns))
         return d_rf, d_sf, d_sn, ch_n[prob.notes[ch_n]]
 
     def bounds(self, d_rf: Array, d_sf: Array, d_c4: Array) -> tuple[Array, Array, Array, Array]:
         """New upper bounds from the dirty constraints: (processors, chain indices) for stateful
         processors and (processors, ranks) for stateless ones."""
         prob = self.prob
-        at_i, by_i, at_v, by_v = [], [], [], []
+        at_i: list[Array] = []
+        by_i: list[Array] = []
+        at_v: list[Array] = []
+        by_v: list[Array] = []
         sides = []
         if d_rf.size:  # C2: senders of groups whose least receiver frontier went down
             mem = _members(self.gs_ptr, d_rf, self.gs_single)
-            sides.append(
-                (
-                    prob.s_proc[mem],
-                    self.Rf[prob.s_group[mem]],
-                    self.s_kind[mem],
-                    self.s_seg[mem],
-                    prob.s_res[mem],
-                )
-            )
+            res = prob.s_res if self.maps else None
+            group = None if self.gs_single else prob.s_group
+            sides.append((mem, group, self.Rf, self.s_kind, prob.s_proc, self.s_seg, res))
         if d_sf.size:  # C3: receivers of groups whose least sender projection went down
             mem = _members(self.gr_ptr, d_sf, self.gr_single)
-            kind = self.r_kind[mem]
-            sides.append((prob.r_proc[mem], self.Sf[prob.r_group[mem]], kind, self.r_seg[mem], None))
-        for p, x, kind, seg, res in sides:
-            kind = np.where(x < self.big, kind, 0)
-            one, two = kind == 1, kind == 2
-            at_i.append(p[one])
-            by_i.append(self.last_ok(seg[one], x[one]))
-            at_v.append(p[two])
-            by_v.append(x[two] if res is None else self.apply(res[two], x[two]))
+            group = None if self.gr_single else prob.r_group
+            sides.append((mem, group, self.Sf, self.r_kind, prob.r_proc, self.r_seg, None))
+        # (the aggregates read are below big: dirty ones went down, and the first round skips the rest)
+        for mem, group, agg, kinds, procs, segs, res in sides:
+            kind = kinds[mem]
+            one, two = mem[kind == 1], mem[kind == 2]
+            at_i.append(procs[one])
+            by_i.append(self.last_ok(segs[one], agg[one if group is None else group[one]]))
+            at_v.append(procs[two])
+            x = agg[two if group is None else group[two]]
+            by_v.append(x if res is None else self.apply(res[two], x))
         if d_c4.size:  # C4: processors whose n went down
             full = self.stateful[d_c4]
             at_i.append(d_c4[full])

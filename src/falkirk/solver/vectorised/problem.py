@@ -57,6 +57,11 @@ CHAIN = -2
 NONE = IDENTITY = -1
 
 
+def _constant(value: int, size: int) -> Array:
+    """``size`` copies of ``value`` as a read-only array that takes no memory (the engine only reads it)."""
+    return np.broadcast_to(np.int64(value), (size,))
+
+
 def spans(starts: Array, lens: Array) -> Array:
     """Concatenation of ``arange(s, s + n)`` for every ``(s, n)`` of ``starts``, ``lens``.
 
@@ -176,8 +181,8 @@ class TotalProblem:
         init[ids] = c_val[c_ptr[ids + 1] - 1]
         notes = np.broadcast_to(np.asarray(notifications, dtype=bool), (P,)).copy()
         c_N = np.where(np.repeat(notes, lens), c_val, 0)
-        eids = np.arange(E, dtype=np.int64)
-        none = np.full(E, IDENTITY, dtype=np.int64)
+        eids = np.arange(E, dtype=np.int64)  # edge k is group k, its only sender and receiver member
+        none = _constant(IDENTITY, E)
         return cls(
             stateless=stateless,
             notes=notes,
@@ -190,11 +195,11 @@ class TotalProblem:
             s_proc=src,
             s_d=np.where(logged, NONE, CHAIN),
             s_phi=none,
-            s_res=none.copy(),
+            s_res=none,
             s_unlogged=~logged,
-            r_group=eids.copy(),
+            r_group=eids,
             r_proc=dst,
-            r_m=np.full(E, CHAIN, dtype=np.int64),
+            r_m=_constant(CHAIN, E),
             names=names,
             top=top,
         )
