@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -103,6 +103,18 @@ LOOP_EXIT = FunctionProjection(_exit, _exit_residual, _LOOP, _EPOCH, "loop_exit"
 _KINDS: tuple[Any, ...] = ("identity", "epoch_to_loop", FEEDBACK, LOOP_EXIT)
 
 
+class _Lists(NamedTuple):
+    """Per processor (and per edge for ``rate``), the graph's columns as Python lists, for :meth:`Graph.objects`."""
+
+    names: list[str]
+    stateless: list[bool]
+    checkpoints: list[list[int]]  # checkpoint epochs/instants
+    ins: list[list[int]]  # edges in, ascending
+    outs: list[list[int]]  # edges out, ascending
+    logs: list[list[str]]  # names of the logged edges out
+    rate: list[int]
+
+
 @dataclass(frozen=True)
 class Graph:
     """A generated dataflow in array form (see the module docstring).
@@ -156,7 +168,7 @@ class Graph:
 
     def checkpoints_of(self, p: int) -> list[int]:
         """Checkpoint epochs/instants of processor ``p``."""
-        return [int(x) for x in self.ck_val[self.ck_ptr[p] : self.ck_ptr[p + 1]]]
+        return self.ck_val[self.ck_ptr[p] : self.ck_ptr[p + 1]].tolist()
 
     def dataflow(self, order: str = "topological") -> Dataflow:
         """The graph as a validated :class:`~falkirk.solver.Dataflow`.
@@ -168,46 +180,60 @@ class Graph:
         procs, edges = self.objects(order)
         return Dataflow(procs, edges, notifications=self.notifications)
 
-    def objects(self, order: str = "topological") -> tuple[list[Processor], list[Edge]]:
-        """The :class:`~falkirk.solver.Processor` and :class:`~falkirk.solver.Edge` values :meth:`dataflow` declares."""
-        outs: list[list[int]] = [[] for _ in range(self.n)]
-        ins: list[list[int]] = [[] for _ in range(self.n)]
-        for e, (s, d) in enumerate(zip(self.src.tolist(), self.dst.tolist(), strict=True)):
-            outs[s].append(e)
-            ins[d].append(e)
+    def objects(
+        self, order: str = "topological", names: list[str] | None = None
+    ) -> tuple[list[Processor], list[Edge]]:
+        """The :class:`~falkirk.solver.Processor` and :class:`~falkirk.solver.Edge` values :meth:`dataflow` declares.
+
+        ``names`` are the processors' names when the caller made them
+        already (as :meth:`from_arrays` takes them); the edges' ends and the
+        processors reuse those strings, as a scheduler reusing its own names
+        would. Every :class:`~falkirk.solver.Edge`, :class:`~falkirk.solver.Checkpoint`
+        and :class:`~falkirk.solver.Processor` value is made here, with its
+        edge names, from the arrays read once as Python lists (the edges out
+        of and into each processor from one stable sort of their ends).
+        """
+        if order not in ("topological", "reverse", "random"):
+            raise ValueError(f"order must be 'topological', 'reverse' or 'random', not {order!r}")
+        names = names if names is not None else [self.name(p) for p in range(self.n)]
+        enames = [f"e{e}" for e in range(self.m)]
+        logged, given, bounds = self.logged.tolist(), self.ck_val.tolist(), self.ck_ptr.tolist()
+        outs, ins = _by_processor(self.src, self.n), _by_processor(self.dst, self.n)
+        lists = _Lists(
+            names,
+            self.stateless.tolist(),
+            [given[bounds[p] : bounds[p + 1]] for p in range(self.n)],
+            ins,
+            outs,
+            [[enames[e] for e in out if logged[e]] for out in outs],
+            self.rate.tolist(),
+        )
         build = {"epoch": self._epoch_processor, "sequence": self._sequence_processor}.get(
             self.domain, self._loop_processor
         )
-        if order not in ("topological", "reverse", "random"):
-            raise ValueError(f"order must be 'topological', 'reverse' or 'random', not {order!r}")
         declared = list(range(self.n))
         if order == "reverse":
             declared.reverse()
         elif order == "random":
             declared = np.random.default_rng(self.n).permutation(self.n).tolist()
-        procs = [build(p, ins[p], outs[p]) for p in declared]
+        procs = [build(p, lists) for p in declared]
         if self.kind is not None:
             projs = [_KINDS[k] for k in self.kind.tolist()]
         else:
             projs = ["identity" if self.domain == "epoch" else "sequence"] * self.m
         edges = [
-            Edge(f"e{e}", self.name(s), self.name(d), proj)
-            for e, (s, d, proj) in enumerate(zip(self.src.tolist(), self.dst.tolist(), projs, strict=True))
+            Edge(e, names[s], names[d], proj)
+            for e, s, d, proj in zip(enames, self.src.tolist(), self.dst.tolist(), projs, strict=True)
         ]
         return procs, edges
 
-    def _logs(self, outs: list[int]) -> list[str]:
-        return [f"e{e}" for e in outs if self.logged[e]]
+    def _epoch_processor(self, p: int, lists: _Lists) -> Processor:
+        cks = [Checkpoint(c) for c in lists.checkpoints[p]]
+        return Processor(lists.names[p], "epoch", stateless=lists.stateless[p], logs=lists.logs[p], checkpoints=cks)
 
-    def _epoch_processor(self, p: int, ins: list[int], outs: list[int]) -> Processor:
-        cks = [Checkpoint(c) for c in self.checkpoints_of(p)]
-        return Processor(
-            self.name(p), "epoch", stateless=bool(self.stateless[p]), logs=self._logs(outs), checkpoints=cks
-        )
-
-    def _loop_processor(self, p: int, ins: list[int], outs: list[int]) -> Processor:
+    def _loop_processor(self, p: int, lists: _Lists) -> Processor:
         if self.inner is None or self.ck_iter is None or not self.inner[p]:
-            return self._epoch_processor(p, ins, outs)
+            return self._epoch_processor(p, lists)
         lo, hi = int(self.ck_ptr[p]), int(self.ck_ptr[p + 1])
         cks = [  # (0, 0) would be ∅, which is always implied
             Checkpoint(Frontier.before(_LOOP, [(e, j), (e + 1, 0)]))
@@ -215,16 +241,16 @@ class Graph:
             if e or j
         ]
         return Processor(
-            self.name(p),
+            lists.names[p],
             "product",
             arity=2,
-            stateless=bool(self.stateless[p]),
-            logs=self._logs(outs),
+            stateless=lists.stateless[p],
+            logs=lists.logs[p],
             checkpoints=cks,
         )
 
-    def _sequence_processor(self, p: int, ins: list[int], outs: list[int]) -> Processor:
-        rate = self.rate.tolist()
+    def _sequence_processor(self, p: int, lists: _Lists) -> Processor:
+        rate, ins, outs = lists.rate, lists.ins[p], lists.outs[p]
 
         def frontier(t: int) -> dict[str, int]:
             if not ins:
@@ -234,13 +260,13 @@ class Graph:
         def sent(t: int) -> dict[str, int]:
             return {f"e{e}": rate[e] * t for e in outs}
 
-        stateless = bool(self.stateless[p])
-        cks = [Checkpoint(frontier(t), projection=sent(t)) for t in self.checkpoints_of(p)]
+        stateless = lists.stateless[p]
+        cks = [Checkpoint(frontier(t), projection=sent(t)) for t in lists.checkpoints[p]]
         live = None
         if ins and not stateless:
             live = Checkpoint("top", delivered={f"e{e}": rate[e] * self.horizon for e in ins})
         return Processor(
-            self.name(p), "sequence", stateless=stateless, logs=self._logs(outs), checkpoints=cks, live=live
+            lists.names[p], "sequence", stateless=stateless, logs=lists.logs[p], checkpoints=cks, live=live
         )
 
     def from_arrays(self, names: list[str] | None = None) -> Dataflow:
@@ -275,6 +301,15 @@ class Graph:
             ck_val=self.ck_val,
             notifications=self.notifications,
         )
+
+
+def _by_processor(ends: np.ndarray, n: int) -> list[list[int]]:
+    """Per processor ``p``, the edges ``e`` (ascending) with ``ends[e] == p``."""
+    order = np.argsort(ends, kind="stable").tolist()
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(ends, minlength=n), out=ptr[1:])
+    bounds = ptr.tolist()
+    return [order[bounds[p] : bounds[p + 1]] for p in range(n)]
 
 
 # -- shared finishing -------------------------------------------------------------
