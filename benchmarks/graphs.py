@@ -104,15 +104,38 @@ _KINDS: tuple[Any, ...] = ("identity", "epoch_to_loop", FEEDBACK, LOOP_EXIT)
 
 
 class _Lists(NamedTuple):
-    """Per processor (and per edge for ``rate``), the graph's columns as Python lists, for :meth:`Graph.objects`."""
+    """The graph's columns as Python lists, for :meth:`Graph.objects`; per-processor runs in CSR form.
+
+    Kept flat (a few lists, not one per processor) so that the values
+    :meth:`Graph.objects` times are not surrounded by scaffolding the
+    garbage collector has to walk.
+    """
 
     names: list[str]
+    enames: list[str]
     stateless: list[bool]
-    checkpoints: list[list[int]]  # checkpoint epochs/instants
-    ins: list[list[int]]  # edges in, ascending
-    outs: list[list[int]]  # edges out, ascending
-    logs: list[list[str]]  # names of the logged edges out
+    logged: list[bool]
+    given: list[int]  # checkpoint epochs/instants of processor p: given[ck_ptr[p]:ck_ptr[p + 1]]
+    ck_ptr: list[int]
+    out_order: list[int]  # edges out of p, ascending: out_order[out_ptr[p]:out_ptr[p + 1]]
+    out_ptr: list[int]
+    in_order: list[int]  # edges into p, ascending
+    in_ptr: list[int]
     rate: list[int]
+
+    def checkpoints(self, p: int) -> list[int]:
+        return self.given[self.ck_ptr[p] : self.ck_ptr[p + 1]]
+
+    def outs(self, p: int) -> list[int]:
+        return self.out_order[self.out_ptr[p] : self.out_ptr[p + 1]]
+
+    def ins(self, p: int) -> list[int]:
+        return self.in_order[self.in_ptr[p] : self.in_ptr[p + 1]]
+
+    def logs(self, p: int) -> list[str]:
+        """The names of the logged edges out of ``p``."""
+        logged, enames = self.logged, self.enames
+        return [enames[e] for e in self.outs(p) if logged[e]]
 
 
 @dataclass(frozen=True)
@@ -197,15 +220,15 @@ class Graph:
             raise ValueError(f"order must be 'topological', 'reverse' or 'random', not {order!r}")
         names = names if names is not None else [self.name(p) for p in range(self.n)]
         enames = [f"e{e}" for e in range(self.m)]
-        logged, given, bounds = self.logged.tolist(), self.ck_val.tolist(), self.ck_ptr.tolist()
-        outs, ins = _by_processor(self.src, self.n), _by_processor(self.dst, self.n)
         lists = _Lists(
             names,
+            enames,
             self.stateless.tolist(),
-            [given[bounds[p] : bounds[p + 1]] for p in range(self.n)],
-            ins,
-            outs,
-            [[enames[e] for e in out if logged[e]] for out in outs],
+            self.logged.tolist(),
+            self.ck_val.tolist(),
+            self.ck_ptr.tolist(),
+            *_by_processor(self.src, self.n),
+            *_by_processor(self.dst, self.n),
             self.rate.tolist(),
         )
         build = {"epoch": self._epoch_processor, "sequence": self._sequence_processor}.get(
@@ -228,8 +251,8 @@ class Graph:
         return procs, edges
 
     def _epoch_processor(self, p: int, lists: _Lists) -> Processor:
-        cks = [Checkpoint(c) for c in lists.checkpoints[p]]
-        return Processor(lists.names[p], "epoch", stateless=lists.stateless[p], logs=lists.logs[p], checkpoints=cks)
+        cks = [Checkpoint(c) for c in lists.checkpoints(p)]
+        return Processor(lists.names[p], "epoch", stateless=lists.stateless[p], logs=lists.logs(p), checkpoints=cks)
 
     def _loop_processor(self, p: int, lists: _Lists) -> Processor:
         if self.inner is None or self.ck_iter is None or not self.inner[p]:
@@ -245,12 +268,12 @@ class Graph:
             "product",
             arity=2,
             stateless=lists.stateless[p],
-            logs=lists.logs[p],
+            logs=lists.logs(p),
             checkpoints=cks,
         )
 
     def _sequence_processor(self, p: int, lists: _Lists) -> Processor:
-        rate, ins, outs = lists.rate, lists.ins[p], lists.outs[p]
+        rate, ins, outs = lists.rate, lists.ins(p), lists.outs(p)
 
         def frontier(t: int) -> dict[str, int]:
             if not ins:
@@ -261,12 +284,12 @@ class Graph:
             return {f"e{e}": rate[e] * t for e in outs}
 
         stateless = lists.stateless[p]
-        cks = [Checkpoint(frontier(t), projection=sent(t)) for t in lists.checkpoints[p]]
+        cks = [Checkpoint(frontier(t), projection=sent(t)) for t in lists.checkpoints(p)]
         live = None
         if ins and not stateless:
             live = Checkpoint("top", delivered={f"e{e}": rate[e] * self.horizon for e in ins})
         return Processor(
-            lists.names[p], "sequence", stateless=stateless, logs=lists.logs[p], checkpoints=cks, live=live
+            lists.names[p], "sequence", stateless=stateless, logs=lists.logs(p), checkpoints=cks, live=live
         )
 
     def from_arrays(self, names: list[str] | None = None) -> Dataflow:
@@ -303,13 +326,11 @@ class Graph:
         )
 
 
-def _by_processor(ends: np.ndarray, n: int) -> list[list[int]]:
-    """Per processor ``p``, the edges ``e`` (ascending) with ``ends[e] == p``."""
-    order = np.argsort(ends, kind="stable").tolist()
+def _by_processor(ends: np.ndarray, n: int) -> tuple[list[int], list[int]]:
+    """The edges ``e`` with ``ends[e] == p``, ascending, for every ``p`` in turn, and where each ``p``'s run starts (CSR)."""
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(ends, minlength=n), out=ptr[1:])
-    bounds = ptr.tolist()
-    return [order[bounds[p] : bounds[p + 1]] for p in range(n)]
+    return np.argsort(ends, kind="stable").tolist(), ptr.tolist()
 
 
 # -- shared finishing -------------------------------------------------------------
