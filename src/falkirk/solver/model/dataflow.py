@@ -319,7 +319,10 @@ class Dataflow:
         key = (scode * nd + dsrc) * nd + ddst
         own = by_edge[dsrc] | by_edge[ddst] if m else np.zeros(0, dtype=bool)
         key[own] = key.max(initial=0) + 1 + np.flatnonzero(own)  # a group of its own
-        _, first, group = np.unique(key, return_index=True, return_inverse=True)
+        if m and key[0] == key.min() == key.max():  # one group (e.g. identity edges in one domain): no sort
+            first, group = np.zeros(1, dtype=np.int64), np.zeros(m, dtype=np.int64)
+        else:
+            _, first, group = np.unique(key, return_index=True, return_inverse=True)
         residual = np.zeros(first.shape[0], dtype=bool)  # per group: recorded, or has a residual
         for g in np.argsort(first, kind="stable").tolist():
             k = int(first[g])
