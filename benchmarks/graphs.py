@@ -108,15 +108,16 @@ class _Lists(NamedTuple):
 
     Kept flat (a few lists, not one per processor) so that the values
     :meth:`Graph.objects` times are not surrounded by scaffolding the
-    garbage collector has to walk.
+    garbage collector has to walk; the edges in and out of each processor
+    are listed only for the sequence domain, which needs them.
     """
 
     names: list[str]
-    enames: list[str]
     stateless: list[bool]
-    logged: list[bool]
     given: list[int]  # checkpoint epochs/instants of processor p: given[ck_ptr[p]:ck_ptr[p + 1]]
     ck_ptr: list[int]
+    logs_of: list[str]  # names of the logged edges out of p: logs_of[logs_ptr[p]:logs_ptr[p + 1]]
+    logs_ptr: list[int]
     out_order: list[int]  # edges out of p, ascending: out_order[out_ptr[p]:out_ptr[p + 1]]
     out_ptr: list[int]
     in_order: list[int]  # edges into p, ascending
@@ -126,16 +127,14 @@ class _Lists(NamedTuple):
     def checkpoints(self, p: int) -> list[int]:
         return self.given[self.ck_ptr[p] : self.ck_ptr[p + 1]]
 
+    def logs(self, p: int) -> list[str]:
+        return self.logs_of[self.logs_ptr[p] : self.logs_ptr[p + 1]]
+
     def outs(self, p: int) -> list[int]:
         return self.out_order[self.out_ptr[p] : self.out_ptr[p + 1]]
 
     def ins(self, p: int) -> list[int]:
         return self.in_order[self.in_ptr[p] : self.in_ptr[p + 1]]
-
-    def logs(self, p: int) -> list[str]:
-        """The names of the logged edges out of ``p``."""
-        logged, enames = self.logged, self.enames
-        return [enames[e] for e in self.outs(p) if logged[e]]
 
 
 @dataclass(frozen=True)
@@ -213,23 +212,31 @@ class Graph:
         processors reuse those strings, as a scheduler reusing its own names
         would. Every :class:`~falkirk.solver.Edge`, :class:`~falkirk.solver.Checkpoint`
         and :class:`~falkirk.solver.Processor` value is made here, with its
-        edge names, from the arrays read once as Python lists (the edges out
-        of and into each processor from one stable sort of their ends).
+        edge names, from the arrays read once as Python lists; the names
+        come from object arrays indexed by ``src``/``dst`` (no Python int per
+        edge), and the logged edges of each processor from one stable sort.
         """
         if order not in ("topological", "reverse", "random"):
             raise ValueError(f"order must be 'topological', 'reverse' or 'random', not {order!r}")
         names = names if names is not None else [self.name(p) for p in range(self.n)]
         enames = [f"e{e}" for e in range(self.m)]
+        # the strings themselves, picked by index arrays (object arrays: no int per edge)
+        name_of, ename_of = np.array(names, dtype=object), np.array(enames, dtype=object)
+        logged = np.flatnonzero(self.logged)  # ascending, and kept so per processor by the stable sort
+        by_src = logged[np.argsort(self.src[logged], kind="stable")]
+        logs_ptr = np.zeros(self.n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.src[logged], minlength=self.n), out=logs_ptr[1:])
+        sequence = self.domain == "sequence"
         lists = _Lists(
             names,
-            enames,
             self.stateless.tolist(),
-            self.logged.tolist(),
             self.ck_val.tolist(),
             self.ck_ptr.tolist(),
-            *_by_processor(self.src, self.n),
-            *_by_processor(self.dst, self.n),
-            self.rate.tolist(),
+            ename_of[by_src].tolist(),
+            logs_ptr.tolist(),
+            *(_by_processor(self.src, self.n) if sequence else ([], [])),
+            *(_by_processor(self.dst, self.n) if sequence else ([], [])),
+            self.rate.tolist() if sequence else [],
         )
         build = {"epoch": self._epoch_processor, "sequence": self._sequence_processor}.get(
             self.domain, self._loop_processor
@@ -244,10 +251,8 @@ class Graph:
             projs = [_KINDS[k] for k in self.kind.tolist()]
         else:
             projs = ["identity" if self.domain == "epoch" else "sequence"] * self.m
-        edges = [
-            Edge(e, names[s], names[d], proj)
-            for e, s, d, proj in zip(enames, self.src.tolist(), self.dst.tolist(), projs, strict=True)
-        ]
+        srcs, dsts = name_of[self.src].tolist(), name_of[self.dst].tolist()
+        edges = [Edge(e, s, d, proj) for e, s, d, proj in zip(enames, srcs, dsts, projs, strict=True)]
         return procs, edges
 
     def _epoch_processor(self, p: int, lists: _Lists) -> Processor:
