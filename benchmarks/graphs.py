@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -103,6 +103,40 @@ LOOP_EXIT = FunctionProjection(_exit, _exit_residual, _LOOP, _EPOCH, "loop_exit"
 _KINDS: tuple[Any, ...] = ("identity", "epoch_to_loop", FEEDBACK, LOOP_EXIT)
 
 
+class _Lists(NamedTuple):
+    """The graph's columns as Python lists, for :meth:`Graph.objects`; per-processor runs in CSR form.
+
+    Kept flat (a few lists, not one per processor) so that the values
+    :meth:`Graph.objects` times are not surrounded by scaffolding the
+    garbage collector has to walk; the edges in and out of each processor
+    are listed only for the sequence domain, which needs them.
+    """
+
+    names: list[str]
+    stateless: list[bool]
+    given: list[int]  # checkpoint epochs/instants of processor p: given[ck_ptr[p]:ck_ptr[p + 1]]
+    ck_ptr: list[int]
+    logs_of: list[str]  # names of the logged edges out of p: logs_of[logs_ptr[p]:logs_ptr[p + 1]]
+    logs_ptr: list[int]
+    out_order: list[int]  # edges out of p, ascending: out_order[out_ptr[p]:out_ptr[p + 1]]
+    out_ptr: list[int]
+    in_order: list[int]  # edges into p, ascending
+    in_ptr: list[int]
+    rate: list[int]
+
+    def checkpoints(self, p: int) -> list[int]:
+        return self.given[self.ck_ptr[p] : self.ck_ptr[p + 1]]
+
+    def logs(self, p: int) -> list[str]:
+        return self.logs_of[self.logs_ptr[p] : self.logs_ptr[p + 1]]
+
+    def outs(self, p: int) -> list[int]:
+        return self.out_order[self.out_ptr[p] : self.out_ptr[p + 1]]
+
+    def ins(self, p: int) -> list[int]:
+        return self.in_order[self.in_ptr[p] : self.in_ptr[p + 1]]
+
+
 @dataclass(frozen=True)
 class Graph:
     """A generated dataflow in array form (see the module docstring).
@@ -156,7 +190,7 @@ class Graph:
 
     def checkpoints_of(self, p: int) -> list[int]:
         """Checkpoint epochs/instants of processor ``p``."""
-        return [int(x) for x in self.ck_val[self.ck_ptr[p] : self.ck_ptr[p + 1]]]
+        return self.ck_val[self.ck_ptr[p] : self.ck_ptr[p + 1]].tolist()
 
     def dataflow(self, order: str = "topological") -> Dataflow:
         """The graph as a validated :class:`~falkirk.solver.Dataflow`.
@@ -168,46 +202,66 @@ class Graph:
         procs, edges = self.objects(order)
         return Dataflow(procs, edges, notifications=self.notifications)
 
-    def objects(self, order: str = "topological") -> tuple[list[Processor], list[Edge]]:
-        """The :class:`~falkirk.solver.Processor` and :class:`~falkirk.solver.Edge` values :meth:`dataflow` declares."""
-        outs: list[list[int]] = [[] for _ in range(self.n)]
-        ins: list[list[int]] = [[] for _ in range(self.n)]
-        for e, (s, d) in enumerate(zip(self.src.tolist(), self.dst.tolist(), strict=True)):
-            outs[s].append(e)
-            ins[d].append(e)
+    def objects(
+        self, order: str = "topological", names: list[str] | None = None
+    ) -> tuple[list[Processor], list[Edge]]:
+        """The :class:`~falkirk.solver.Processor` and :class:`~falkirk.solver.Edge` values :meth:`dataflow` declares.
+
+        ``names`` are the processors' names when the caller made them
+        already (as :meth:`from_arrays` takes them); the edges' ends and the
+        processors reuse those strings, as a scheduler reusing its own names
+        would. Every :class:`~falkirk.solver.Edge`, :class:`~falkirk.solver.Checkpoint`
+        and :class:`~falkirk.solver.Processor` value is made here, with its
+        edge names, from the arrays read once as Python lists; the names
+        come from object arrays indexed by ``src``/``dst`` (no Python int per
+        edge), and the logged edges of each processor from one stable sort.
+        """
+        if order not in ("topological", "reverse", "random"):
+            raise ValueError(f"order must be 'topological', 'reverse' or 'random', not {order!r}")
+        names = names if names is not None else [self.name(p) for p in range(self.n)]
+        enames = [f"e{e}" for e in range(self.m)]
+        # the strings themselves, picked by index arrays (object arrays: no int per edge)
+        name_of, ename_of = np.array(names, dtype=object), np.array(enames, dtype=object)
+        logged = np.flatnonzero(self.logged)  # ascending, and kept so per processor by the stable sort
+        by_src = logged[np.argsort(self.src[logged], kind="stable")]
+        logs_ptr = np.zeros(self.n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.src[logged], minlength=self.n), out=logs_ptr[1:])
+        sequence = self.domain == "sequence"
+        lists = _Lists(
+            names,
+            self.stateless.tolist(),
+            self.ck_val.tolist(),
+            self.ck_ptr.tolist(),
+            ename_of[by_src].tolist(),
+            logs_ptr.tolist(),
+            *(_by_processor(self.src, self.n) if sequence else ([], [])),
+            *(_by_processor(self.dst, self.n) if sequence else ([], [])),
+            self.rate.tolist() if sequence else [],
+        )
         build = {"epoch": self._epoch_processor, "sequence": self._sequence_processor}.get(
             self.domain, self._loop_processor
         )
-        if order not in ("topological", "reverse", "random"):
-            raise ValueError(f"order must be 'topological', 'reverse' or 'random', not {order!r}")
         declared = list(range(self.n))
         if order == "reverse":
             declared.reverse()
         elif order == "random":
             declared = np.random.default_rng(self.n).permutation(self.n).tolist()
-        procs = [build(p, ins[p], outs[p]) for p in declared]
+        procs = [build(p, lists) for p in declared]
         if self.kind is not None:
             projs = [_KINDS[k] for k in self.kind.tolist()]
         else:
             projs = ["identity" if self.domain == "epoch" else "sequence"] * self.m
-        edges = [
-            Edge(f"e{e}", self.name(s), self.name(d), proj)
-            for e, (s, d, proj) in enumerate(zip(self.src.tolist(), self.dst.tolist(), projs, strict=True))
-        ]
+        srcs, dsts = name_of[self.src].tolist(), name_of[self.dst].tolist()
+        edges = [Edge(e, s, d, proj) for e, s, d, proj in zip(enames, srcs, dsts, projs, strict=True)]
         return procs, edges
 
-    def _logs(self, outs: list[int]) -> list[str]:
-        return [f"e{e}" for e in outs if self.logged[e]]
+    def _epoch_processor(self, p: int, lists: _Lists) -> Processor:
+        cks = [Checkpoint(c) for c in lists.checkpoints(p)]
+        return Processor(lists.names[p], "epoch", stateless=lists.stateless[p], logs=lists.logs(p), checkpoints=cks)
 
-    def _epoch_processor(self, p: int, ins: list[int], outs: list[int]) -> Processor:
-        cks = [Checkpoint(c) for c in self.checkpoints_of(p)]
-        return Processor(
-            self.name(p), "epoch", stateless=bool(self.stateless[p]), logs=self._logs(outs), checkpoints=cks
-        )
-
-    def _loop_processor(self, p: int, ins: list[int], outs: list[int]) -> Processor:
+    def _loop_processor(self, p: int, lists: _Lists) -> Processor:
         if self.inner is None or self.ck_iter is None or not self.inner[p]:
-            return self._epoch_processor(p, ins, outs)
+            return self._epoch_processor(p, lists)
         lo, hi = int(self.ck_ptr[p]), int(self.ck_ptr[p + 1])
         cks = [  # (0, 0) would be ∅, which is always implied
             Checkpoint(Frontier.before(_LOOP, [(e, j), (e + 1, 0)]))
@@ -215,16 +269,16 @@ class Graph:
             if e or j
         ]
         return Processor(
-            self.name(p),
+            lists.names[p],
             "product",
             arity=2,
-            stateless=bool(self.stateless[p]),
-            logs=self._logs(outs),
+            stateless=lists.stateless[p],
+            logs=lists.logs(p),
             checkpoints=cks,
         )
 
-    def _sequence_processor(self, p: int, ins: list[int], outs: list[int]) -> Processor:
-        rate = self.rate.tolist()
+    def _sequence_processor(self, p: int, lists: _Lists) -> Processor:
+        rate, ins, outs = lists.rate, lists.ins(p), lists.outs(p)
 
         def frontier(t: int) -> dict[str, int]:
             if not ins:
@@ -234,13 +288,13 @@ class Graph:
         def sent(t: int) -> dict[str, int]:
             return {f"e{e}": rate[e] * t for e in outs}
 
-        stateless = bool(self.stateless[p])
-        cks = [Checkpoint(frontier(t), projection=sent(t)) for t in self.checkpoints_of(p)]
+        stateless = lists.stateless[p]
+        cks = [Checkpoint(frontier(t), projection=sent(t)) for t in lists.checkpoints(p)]
         live = None
         if ins and not stateless:
             live = Checkpoint("top", delivered={f"e{e}": rate[e] * self.horizon for e in ins})
         return Processor(
-            self.name(p), "sequence", stateless=stateless, logs=self._logs(outs), checkpoints=cks, live=live
+            lists.names[p], "sequence", stateless=stateless, logs=lists.logs(p), checkpoints=cks, live=live
         )
 
     def from_arrays(self, names: list[str] | None = None) -> Dataflow:
@@ -275,6 +329,13 @@ class Graph:
             ck_val=self.ck_val,
             notifications=self.notifications,
         )
+
+
+def _by_processor(ends: np.ndarray, n: int) -> tuple[list[int], list[int]]:
+    """The edges ``e`` with ``ends[e] == p``, ascending, for every ``p`` in turn, and where each ``p``'s run starts (CSR)."""
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(ends, minlength=n), out=ptr[1:])
+    return np.argsort(ends, kind="stable").tolist(), ptr.tolist()
 
 
 # -- shared finishing -------------------------------------------------------------

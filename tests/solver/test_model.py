@@ -343,3 +343,26 @@ def test_the_first_wrong_edge_in_declaration_order_is_named(case: tuple[list[Pro
     )
     got = _error(procs, edges)
     assert got == structure if structure else blame(got) == blame(first_failing_prefix(procs, edges))
+
+
+def test_edge_positions_by_name_are_made_on_first_use() -> None:
+    """From Edge values the names are checked distinct at once; the name → position map waits for a read."""
+    df = Dataflow([Processor("a", "epoch"), Processor("b", "epoch")], [Edge("e2", "a", "b"), Edge("e1", "b", "a")])
+    assert df._table._edge_index is None
+    assert len(df.edges) == len(df.bound) == 2 and df._table._edge_index is None
+    assert df.edges["e1"] == Edge("e1", "b", "a") and list(df.bound) == ["e2", "e1"]
+    assert df._table._edge_index == {"e2": 0, "e1": 1}
+    with pytest.raises(ValidationError, match="edge 'e' is declared twice"):
+        Dataflow([Processor("a", "epoch")], [Edge("e", "a", "a"), Edge("e", "a", "a")])
+
+
+@pytest.mark.parametrize(
+    ("epochs", "plain"),
+    [([1, 2**62 - 1], True), ([1, 2**62], False), ([2**63 + 5], False), ([1, 1, 2], True)],
+)
+def test_only_small_int_epochs_make_a_plain_chain(epochs: list[int], plain: bool) -> None:
+    """Epochs outside ``(-2**62, 2**62)`` (or beyond int64) are resolved one processor at a time, with the same answer."""
+    procs = [Processor("a", "epoch", checkpoints=[Checkpoint(v) for v in epochs]), Processor("b", "epoch")]
+    df = Dataflow(procs, [Edge("e", "a", "b")])
+    assert ("a" in df.plain) is plain
+    assert df.candidates("a", failed=True)[-1].frontier == Frontier.before(df.domains["a"], [max(epochs) + 1])

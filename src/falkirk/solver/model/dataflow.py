@@ -23,7 +23,7 @@ domain's JSON encoding (``2`` for epoch 2, ``{"e1": 3}`` for sequence counts,
 from collections.abc import Callable, Iterable
 from collections.abc import Sequence as PySequence
 from itertools import chain
-from operator import attrgetter
+from operator import attrgetter, countOf
 from typing import Any
 
 import numpy as np
@@ -32,7 +32,7 @@ from falkirk.domains import BUILTIN, INPUT_EDGE, REGISTRY, Domain, Epoch, Identi
 from falkirk.domains.projections import BoundProjection, projection_from_spec
 from falkirk.errors import FalkirkError, UnknownNameError, ValidationError
 from falkirk.solver.model.bulk import from_arrays, from_networkx
-from falkirk.solver.model.elements import Checkpoint, Edge, Meta, Processor, ResolvedCheckpoint
+from falkirk.solver.model.elements import _EMPTY, Checkpoint, Edge, Meta, Processor, ResolvedCheckpoint
 from falkirk.solver.model.plain import plain_chain
 from falkirk.solver.model.resolve import Resolved, resolve_processor
 from falkirk.solver.model.table import Table, epoch_chains
@@ -58,7 +58,20 @@ DEFER_PLAIN = True
 
 _IDENTITY = Identity()  # the projection of every edge given as arrays (one immutable value)
 _PLAIN_TAIL = attrgetter("notifications", "delivered", "discarded", "projection", "logged", "state")
-_NOTHING_MORE: tuple[Any, ...] = (None, {}, {}, {}, {}, None)  # what a plain checkpoint gives besides its frontier
+# what a plain checkpoint gives besides its frontier (the shared empty mapping: compared by identity first)
+_NOTHING_MORE: tuple[Any, ...] = (None, _EMPTY, _EMPTY, _EMPTY, _EMPTY, None)
+_NAME, _SRC, _DST, _PROJECTION = map(attrgetter, ("name", "src", "dst", "projection"))
+_FRONTIER = attrgetter("frontier")
+
+
+def _small_ints(values: list[Any]) -> Any:
+    """``values`` as an ``int64`` array when every one is an ``int`` that fits (else ``None``)."""
+    if not set(map(type, values)) <= {int}:
+        return None
+    try:
+        return np.array(values, dtype=np.int64)
+    except OverflowError:
+        return None
 
 
 def _processors(procs: list[Processor]) -> dict[str, Processor]:
@@ -79,24 +92,27 @@ def _processors(procs: list[Processor]) -> dict[str, Processor]:
 
 def _edges(
     edges: list[Edge], index: dict[str, int]
-) -> tuple[PySequence[str], Any, Any, PySequence[Any], dict[str, int]]:
+) -> tuple[PySequence[str], Any, Any, PySequence[Any], dict[str, int] | None]:
     """Names, ends (as processor indices) and projections of the edges, and each edge's position by name.
 
-    The first mistake in declaration order raises: a name declared twice,
-    an unknown ``src``, an unknown ``dst``.
+    The positions are ``None`` when every edge is an :class:`Edge`: the
+    table makes them on first use (:meth:`~falkirk.solver.model.table.Table.edge_index`;
+    a million entries take about 70 MB and 0.25 s, and a solve of plain
+    processors never reads them), and the names are checked distinct with
+    a set. The first mistake in declaration order raises: a name declared
+    twice, an unknown ``src``, an unknown ``dst``.
     """
     m = len(edges)
     if not edges or set(map(type, edges)) == {Edge}:
-        names, srcs, dsts, projs = (list(map(attrgetter(f), edges)) for f in ("name", "src", "dst", "projection"))
-        by_name = dict(zip(names, range(m), strict=True))
-        if len(by_name) == m:
+        names = list(map(_NAME, edges))
+        if len(set(names)) == m:
             try:
-                src = np.fromiter(map(index.__getitem__, srcs), dtype=np.int64, count=m)
-                dst = np.fromiter(map(index.__getitem__, dsts), dtype=np.int64, count=m)
+                src = np.fromiter(map(index.__getitem__, map(_SRC, edges)), dtype=np.int64, count=m)
+                dst = np.fromiter(map(index.__getitem__, map(_DST, edges)), dtype=np.int64, count=m)
             except KeyError:
                 pass
             else:
-                return names, src, dst, projs, by_name
+                return names, src, dst, list(map(_PROJECTION, edges)), None
     by_name = {}
     for k, e in enumerate(edges):
         name, s, d = e.name, e.src, e.dst
@@ -155,7 +171,7 @@ class Dataflow:
         )
         t._edge_index = positions
         self._views()
-        self.domains: dict[str, Domain] = {n: self._domain(p) for n, p in self.processors.items()}
+        self.domains: dict[str, Domain] = self._domains()
         ident = self._bind(enames, projs)
         t.logged = self._check_logs(procs)
         t.stateless = np.fromiter(map(attrgetter("stateless"), procs), dtype=bool, count=len(procs))
@@ -221,7 +237,7 @@ class Dataflow:
             k = t.edge_index()[e]
             return Edge(e, t.names[t.src[k]], t.names[t.dst[k]], specs[code[k]])
 
-        self.edges: dict[str, Edge] = OnDemand(t.edge_index(), edge)
+        self.edges: dict[str, Edge] = OnDemand(t.edge_index, edge, size=t.m)
 
     def _views(self) -> None:
         """The dictionaries over the table whose values are made on first read."""
@@ -303,7 +319,10 @@ class Dataflow:
         key = (scode * nd + dsrc) * nd + ddst
         own = by_edge[dsrc] | by_edge[ddst] if m else np.zeros(0, dtype=bool)
         key[own] = key.max(initial=0) + 1 + np.flatnonzero(own)  # a group of its own
-        _, first, group = np.unique(key, return_index=True, return_inverse=True)
+        if m and key[0] == key.min() == key.max():  # one group (e.g. identity edges in one domain): no sort
+            first, group = np.zeros(1, dtype=np.int64), np.zeros(m, dtype=np.int64)
+        else:
+            _, first, group = np.unique(key, return_index=True, return_inverse=True)
         residual = np.zeros(first.shape[0], dtype=bool)  # per group: recorded, or has a residual
         for g in np.argsort(first, kind="stable").tolist():
             k = int(first[g])
@@ -314,13 +333,13 @@ class Dataflow:
         self._residual = residual[group.reshape(-1)] if m else np.zeros(0, dtype=bool)
         objs = [self._spec(s, named) for s in distinct]
         self._edge_values(distinct, scode)
-        domains, at, names = self.domains, t.edge_index(), t.names
+        domains, names = self.domains, t.names
 
         def bind(e: str) -> BoundProjection:
-            k = at[e]
+            k = t.edge_index()[e]
             return objs[scode[k]].bind(domains[names[t.src[k]]], domains[names[t.dst[k]]], e)
 
-        self.bound = OnDemand(at, bind, made)
+        self.bound = OnDemand(t.edge_index, bind, made, size=t.m)
         is_id = np.array([type(o) is Identity for o in objs], dtype=bool)
         return is_id[scode] if m else np.zeros(0, dtype=bool)
 
@@ -333,8 +352,8 @@ class Dataflow:
         """
         t = self._table
         logs = list(map(attrgetter("logs"), procs))
-        mine = list(map(frozenset.__contains__, map(logs.__getitem__, t.src.tolist()), t.edge_names()))
-        logged = np.array(mine, dtype=bool)
+        mine = map(frozenset.__contains__, map(logs.__getitem__, t.src.tolist()), t.edge_names())
+        logged = np.fromiter(mine, dtype=bool, count=t.m)
         named = np.fromiter(map(len, logs), dtype=np.int64, count=len(logs))
         found = np.bincount(t.src[logged], minlength=len(logs))
         for i in np.flatnonzero(named != found).tolist():
@@ -378,16 +397,22 @@ class Dataflow:
             if set(map(type, flat)) - {Checkpoint}:
                 fine[[j for j, c in zip(seg.tolist(), flat, strict=True) if type(c) is not Checkpoint]] = False
                 flat = [c if type(c) is Checkpoint else Checkpoint(-1) for c in flat]
-            bad = [j for j, rest in enumerate(map(_PLAIN_TAIL, flat)) if rest != _NOTHING_MORE]
-            vals = list(map(attrgetter("frontier"), flat))
-            bad += [j for j, v in enumerate(vals) if type(v) is not int or not -(2**62) < v < 2**62]
+            bad = []  # checkpoints that give more than their frontier, or whose frontier is no small int
+            if countOf(map(_PLAIN_TAIL, flat), _NOTHING_MORE) != len(flat):
+                bad = [j for j, rest in enumerate(map(_PLAIN_TAIL, flat)) if rest != _NOTHING_MORE]
+            vals = list(map(_FRONTIER, flat))
+            epochs = _small_ints(vals)
+            if epochs is None:
+                bad += [j for j, v in enumerate(vals) if type(v) is not int or not -(2**62) < v < 2**62]
+                epochs = np.array([v if type(v) is int and -(2**62) < v < 2**62 else -1 for v in vals], np.int64)
+            else:
+                bad += np.flatnonzero((epochs <= -(2**62)) | (epochs >= 2**62)).tolist()
             if bad:
                 fine[seg[bad]] = False
-                for j in bad:
-                    vals[j] = -1
+                epochs[bad] = -1
             sub_ptr = np.zeros(len(cks) + 1, dtype=np.int64)
             np.cumsum(counts, out=sub_ptr[1:])
-            d_ptr, d_val, ok = epoch_chains(sub_ptr, np.array(vals, dtype=np.int64))
+            d_ptr, d_val, ok = epoch_chains(sub_ptr, epochs)
             fine &= ok
             plain[idx[fine]] = True
             kept = np.diff(d_ptr) * fine
@@ -487,6 +512,14 @@ class Dataflow:
         return from_networkx(cls, graph, domain=domain, notifications=notifications)
 
     # -- construction helpers ---------------------------------------------------
+    def _domains(self) -> dict[str, Domain]:
+        """Every processor's domain (:meth:`_domain`), a built-in family made before looked up without a call."""
+        made, out = self._made, {}
+        for name, p in self.processors.items():
+            dom = made.get((p.domain, p.arity)) if type(p.domain) is str else None
+            out[name] = dom if dom is not None else self._domain(p)
+        return out
+
     def _domain(self, p: Processor) -> Domain:
         if type(p.domain) is str:
             made = self._made.get((p.domain, p.arity))  # a built-in family made before: the same value

@@ -1,5 +1,15 @@
 """The dataflow's value objects: :class:`Processor`, :class:`Edge`, :class:`Checkpoint` and the resolved :class:`ResolvedCheckpoint` (SPEC §2–§3).
 
+Each class keeps its ``attrs`` fields (equality, hashing, ``repr``,
+``attrs.evolve``, ``attrs.fields``, pickling, frozen instances) but has a
+hand-written ``__init__`` that stores the fields through the slots'
+descriptors and runs a mapping converter only on a mapping that was given: callers
+make these values by the million (one :class:`Edge` per edge), and the
+generated ``__init__`` costs about a third more per value (a bound
+``object.__setattr__`` per field, the converters run on every default).
+A field added to one of them goes into its ``__init__`` too; the tests
+compare each ``__init__`` with the one ``attrs`` generates (``__attrs_init__``).
+
 They sit below :mod:`falkirk.solver.model.resolve` (which fills in :class:`ResolvedCheckpoint`)
 and :mod:`falkirk.solver.model` (whose :class:`~falkirk.solver.model.Dataflow`
 validates them), so the solver's modules import in one direction.
@@ -14,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from attrs import field, frozen
+from attrs import NOTHING, field, frozen
 
 from falkirk.domains import Domain, Frontier
 from falkirk.domains.projections import Identity
@@ -53,7 +63,7 @@ def _checkpoints(value: Iterable[Checkpoint]) -> tuple[Checkpoint, ...]:
     return tuple(value)
 
 
-@frozen
+@frozen(init=False)
 class Checkpoint:
     """Metadata persisted for one available frontier ``f`` (paper Table 1).
 
@@ -72,8 +82,32 @@ class Checkpoint:
     logged: Mapping[str, Any] = field(default=_EMPTY, converter=_frozen_map)
     state: Any = None
 
+    def __init__(
+        self,
+        frontier: Any,
+        notifications: Any = None,
+        delivered: Mapping[str, Any] | None = _EMPTY,
+        discarded: Mapping[str, Any] | None = _EMPTY,
+        projection: Mapping[str, Any] | None = _EMPTY,
+        logged: Mapping[str, Any] | None = _EMPTY,
+        state: Any = None,
+    ) -> None:
+        _ck_frontier(self, frontier)
+        _ck_notifications(self, notifications)
+        _ck_delivered(self, delivered if delivered is _EMPTY else _frozen_map(delivered))
+        _ck_discarded(self, discarded if discarded is _EMPTY else _frozen_map(discarded))
+        _ck_projection(self, projection if projection is _EMPTY else _frozen_map(projection))
+        _ck_logged(self, logged if logged is _EMPTY else _frozen_map(logged))
+        _ck_state(self, state)
 
-@frozen
+
+_ck_frontier, _ck_notifications, _ck_delivered, _ck_discarded, _ck_projection, _ck_logged, _ck_state = (
+    Checkpoint.__dict__[f].__set__
+    for f in ("frontier", "notifications", "delivered", "discarded", "projection", "logged", "state")
+)
+
+
+@frozen(init=False)
 class Processor:
     """A processor: name, domain, regime and its checkpoints.
 
@@ -97,8 +131,36 @@ class Processor:
     notifications: bool | None = None
     restartable: bool = True
 
+    def __init__(
+        self,
+        name: str,
+        domain: Domain | str,
+        stateless: bool = False,
+        logs: Iterable[str] = (),
+        checkpoints: Iterable[Checkpoint] = (),
+        live: Checkpoint | None = None,
+        arity: int | None = None,
+        notifications: bool | None = None,
+        restartable: bool = True,
+    ) -> None:
+        _p_name(self, name)
+        _p_domain(self, domain)
+        _p_stateless(self, stateless)
+        _p_logs(self, _names(logs))
+        _p_checkpoints(self, _checkpoints(checkpoints))
+        _p_live(self, live)
+        _p_arity(self, arity)
+        _p_notifications(self, notifications)
+        _p_restartable(self, restartable)
 
-@frozen
+
+_p_name, _p_domain, _p_stateless, _p_logs, _p_checkpoints, _p_live, _p_arity, _p_notifications, _p_restartable = (
+    Processor.__dict__[f].__set__
+    for f in ("name", "domain", "stateless", "logs", "checkpoints", "live", "arity", "notifications", "restartable")
+)
+
+
+@frozen(init=False)
 class Edge:
     """An edge ``src → dst`` whose messages carry times of ``dst``'s domain."""
 
@@ -106,6 +168,15 @@ class Edge:
     src: str
     dst: str
     projection: Any = field(factory=Identity)
+
+    def __init__(self, name: str, src: str, dst: str, projection: Any = NOTHING) -> None:
+        _e_name(self, name)
+        _e_src(self, src)
+        _e_dst(self, dst)
+        _e_projection(self, Identity() if projection is NOTHING else projection)
+
+
+_e_name, _e_src, _e_dst, _e_projection = (Edge.__dict__[f].__set__ for f in ("name", "src", "dst", "projection"))
 
 
 @frozen
