@@ -20,6 +20,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -64,6 +65,32 @@ def _assign(target: Array, at: Array, values: Array) -> Array:
     down = at[lt]
     target[down] = values[lt]
     return down
+
+
+class _Direct:
+    """A group aggregate read from its one member: ``value[proc[g]]`` (``value`` is ``f`` or ``n``, updated in place).
+
+    Writes are ignored: the member's value already holds the new aggregate.
+    """
+
+    __slots__ = ("value", "proc")
+
+    def __init__(self, value: Array, proc: Array) -> None:
+        self.value, self.proc = value, proc
+
+    def __getitem__(self, g: Any) -> Any:
+        return self.value[self.proc[g]]
+
+    def __setitem__(self, g: Any, v: Any) -> None:
+        pass
+
+    def __lt__(self, x: int) -> Array:
+        return self.value[self.proc] < x
+
+
+def _went_down(target: Any, at: Array, values: Array) -> Array:
+    """The groups ``at`` of processors whose value went down, read directly: every one went down."""
+    return at
 
 
 def _ptr(keys: Array, size: int) -> Array:
@@ -144,6 +171,8 @@ class Engine:
         self.s_kind = np.where(sf_s, np.where(self.s_seg >= 0, one, none), np.where(prob.s_unlogged, two, none))
         self.r_kind = np.where(sf_r, np.where(self.r_seg >= 0, one, none), two)
         self.maps = prob.m_ptr.shape[0] > 1  # some projection or residual is not the identity
+        # plain edges and no maps: a group's aggregate is its one member's f or n (:class:`_Direct`)
+        self.direct = self.gs_single and self.gr_single and not self.maps
         self.idx = np.where(self.stateful, np.diff(prob.c_ptr) - 1, -1)
         self.f = prob.init.astype(np.int64).copy()
         self.n = self.f.copy()
@@ -183,12 +212,19 @@ class Engine:
     def run(self) -> TotalSolution:
         prob, G = self.prob, self.prob.groups
         big = self.big
-        self.Rf = Rf = np.full(G, big, dtype=np.int64)  # least f over receivers (C2 for senders)
-        self.Sf = Sf = np.full(G, big, dtype=np.int64)  # least φ(f) over senders (C3 for receivers)
-        self.Sn = Sn = np.full(G, big, dtype=np.int64)  # least φ(n) over senders (n of receivers)
-        np.minimum.at(Rf, prob.r_group, self.f[prob.r_proc])
-        np.minimum.at(Sf, prob.s_group, self.apply(prob.s_phi, self.f[prob.s_proc]))
-        np.minimum.at(Sn, prob.s_group, self.apply(prob.s_phi, self.n[prob.s_proc]))
+        self.Rf: Any  # least f over receivers (C2 for senders)
+        self.Sf: Any  # least φ(f) over senders (C3 for receivers)
+        self.Sn: Any  # least φ(n) over senders (n of receivers)
+        if self.direct:
+            self.Rf, self.Sf = _Direct(self.f, prob.r_proc), _Direct(self.f, prob.s_proc)
+            self.Sn = _Direct(self.n, prob.s_proc)
+        else:
+            self.Rf = Rf = np.full(G, big, dtype=np.int64)
+            self.Sf = Sf = np.full(G, big, dtype=np.int64)
+            self.Sn = Sn = np.full(G, big, dtype=np.int64)
+            np.minimum.at(Rf, prob.r_group, self.f[prob.r_proc])
+            np.minimum.at(Sf, prob.s_group, self.apply(prob.s_phi, self.f[prob.s_proc]))
+            np.minimum.at(Sn, prob.s_group, self.apply(prob.s_phi, self.n[prob.s_proc]))
         dirty = self.first_dirty()
         self.rounds = 0
         while any(d.size for d in dirty):
@@ -256,9 +292,10 @@ class Engine:
         ch_n = _lower(self.n, at_n, by_n, P)
         # aggregates of the groups these processors belong to
         d_rf = d_sf = d_sn = ch_f[:0]
-        # (one member per group: distinct members are distinct groups, so no repeats to fold)
-        lower_r = _assign if self.gr_single else partial(_lower, mark=G)
-        lower_s = _assign if self.gs_single else partial(_lower, mark=G)
+        # (one member per group: distinct members are distinct groups, so no repeats to fold;
+        # read directly, the aggregate of a changed processor's group went down with it)
+        lower_r = _went_down if self.direct else _assign if self.gr_single else partial(_lower, mark=G)
+        lower_s = _went_down if self.direct else _assign if self.gs_single else partial(_lower, mark=G)
         if ch_f.size:
             rm, fr = self.of(self.pr_ptr, self.pr_mem, ch_f, self.f)
             d_rf = lower_r(Rf, rm if self.gr_single else prob.r_group[rm], fr)
@@ -389,13 +426,13 @@ class Engine:
         self.f[p] = v
         for k in range(self.pr_ptr[p], self.pr_ptr[p + 1]):
             g = int(prob.r_group[self.pr_mem[k]])
-            if v < self.Rf[g]:
+            if self.direct or v < self.Rf[g]:  # (direct: it is f[p], which just went down)
                 self.Rf[g] = v
                 push((0, g))
         for k in range(self.ps_ptr[p], self.ps_ptr[p + 1]):
             m = self.ps_mem[k]
             g, y = int(prob.s_group[m]), self.apply1(int(prob.s_phi[m]), v)
-            if y < self.Sf[g]:
+            if self.direct or y < self.Sf[g]:
                 self.Sf[g] = y
                 push((1, g))
         self.lower_n(p, v, push)
@@ -408,7 +445,7 @@ class Engine:
         for k in range(self.ps_ptr[p], self.ps_ptr[p + 1]):
             m = self.ps_mem[k]
             g, y = int(prob.s_group[m]), self.apply1(int(prob.s_phi[m]), v)
-            if y < self.Sn[g]:
+            if self.direct or y < self.Sn[g]:
                 self.Sn[g] = y
                 push((2, g))
         if prob.notes[p]:
