@@ -160,7 +160,10 @@ class Engine:
             chain = ref == CHAIN
             if chain.all():  # (M_e(f) = f on every edge: the owner's chain, no copy)
                 return owner
-            return np.where(chain, owner, np.where(ref >= 0, 2 * P + ref, NONE))
+            out = np.where(chain, owner, NONE)
+            table = np.flatnonzero(ref >= 0)
+            out[table] = 2 * P + ref[table]
+            return out
 
         self.s_seg = seg(prob.s_d, prob.s_proc)
         self.r_seg = seg(prob.r_m, prob.r_proc)
