@@ -427,15 +427,22 @@ class Engine:
             return
         prob = self.prob
         self.f[p] = v
+        if self.direct:  # member k is group k, and its aggregate is f[p] itself: every one went down
+            for g in self.pr_mem[self.pr_ptr[p] : self.pr_ptr[p + 1]].tolist():
+                push((0, g))
+            for g in self.ps_mem[self.ps_ptr[p] : self.ps_ptr[p + 1]].tolist():
+                push((1, g))
+            self.lower_n(p, v, push)
+            return
         for k in range(self.pr_ptr[p], self.pr_ptr[p + 1]):
             g = int(prob.r_group[self.pr_mem[k]])
-            if self.direct or v < self.Rf[g]:  # (direct: it is f[p], which just went down)
+            if v < self.Rf[g]:
                 self.Rf[g] = v
                 push((0, g))
         for k in range(self.ps_ptr[p], self.ps_ptr[p + 1]):
             m = self.ps_mem[k]
             g, y = int(prob.s_group[m]), self.apply1(int(prob.s_phi[m]), v)
-            if self.direct or y < self.Sf[g]:
+            if y < self.Sf[g]:
                 self.Sf[g] = y
                 push((1, g))
         self.lower_n(p, v, push)
@@ -445,12 +452,16 @@ class Engine:
             return
         prob = self.prob
         self.n[p] = v
-        for k in range(self.ps_ptr[p], self.ps_ptr[p + 1]):
-            m = self.ps_mem[k]
-            g, y = int(prob.s_group[m]), self.apply1(int(prob.s_phi[m]), v)
-            if self.direct or y < self.Sn[g]:
-                self.Sn[g] = y
+        if self.direct:
+            for g in self.ps_mem[self.ps_ptr[p] : self.ps_ptr[p + 1]].tolist():
                 push((2, g))
+        else:
+            for k in range(self.ps_ptr[p], self.ps_ptr[p + 1]):
+                m = self.ps_mem[k]
+                g, y = int(prob.s_group[m]), self.apply1(int(prob.s_phi[m]), v)
+                if y < self.Sn[g]:
+                    self.Sn[g] = y
+                    push((2, g))
         if prob.notes[p]:
             push((3, p))
 
