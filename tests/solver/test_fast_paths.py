@@ -34,8 +34,8 @@ from falkirk.domains import (
 from falkirk.errors import FalkirkError, SolverError
 from falkirk.solver import Checkpoint, Dataflow, Edge, Processor, check_consistent, dispatch, solve_frontiers
 from falkirk.solver.model.access import View
-from falkirk.solver.vectorised.build import NotApplicable
 from falkirk.solver.vectorised import engine
+from falkirk.solver.vectorised.build import NotApplicable
 from falkirk.solver.vectorised.engine import Engine, solve_total
 from falkirk.solver.vectorised.problem import TotalProblem
 from falkirk.solver.vectorised.stages import EMPTY, TOP, Stage, StageEdge, StageGraph
