@@ -32,7 +32,7 @@ Sections:
    ``solve_frontiers`` on a Dataflow built by the object constructors,
    ``Dataflow.from_arrays`` and ``Dataflow.from_networkx``, next to networkx
    building the same ``DiGraph`` and sorting it topologically, each case in
-   a fresh process with its CPU time and peak RSS
+   a fresh process with its CPU time and peak RSS, best of 3 alternated runs
    (``benchmarks/public_api.py``); written to ``benchmarks/results/public_api.json``.
 7. **partial orders** (issue 18) — ``product_loops`` (Naiad loops: an
    epoch pipeline whose loop bodies run in ``product(2)``, entered through
@@ -479,15 +479,17 @@ def huge_dataflow(n: int) -> dict[str, Any]:
 
 
 # -- 6. the public API next to networkx ------------------------------------------------------------
-def public_api(sizes: list[int]) -> dict[str, Any]:
-    """Section 6: every case of ``benchmarks/public_api.py``, each in a fresh process; written to its own file."""
+def public_api(sizes: list[int], repeat: int = 3) -> dict[str, Any]:
+    """Section 6: every case of ``benchmarks/public_api.py``, each in a fresh process, the best of ``repeat``
+    runs per case (cases alternated); written to its own file."""
     from benchmarks.public_api import HEADER, run
 
     print(HEADER)
     res = {
         "format": "falkirk-bench-public-api/1",
         "load_average_at_start": os.getloadavg(),
-        "rows": run(sizes),
+        "repeat": repeat,
+        "rows": run(sizes, repeat=repeat),
     }
     res["load_average_at_end"] = os.getloadavg()
     RESULTS.mkdir(parents=True, exist_ok=True)
