@@ -70,7 +70,7 @@ def _assign(target: Array, at: Array, values: Array) -> Array:
 class _Direct:
     """A group aggregate read from its one member: ``value[proc[g]]`` (``value`` is ``f`` or ``n``, updated in place).
 
-    Writes are ignored: the member's value already holds the new aggregate.
+    Never written: lowering the member's value lowers it.
     """
 
     __slots__ = ("value", "proc")
@@ -80,9 +80,6 @@ class _Direct:
 
     def __getitem__(self, g: Any) -> Any:
         return self.value[self.proc[g]]
-
-    def __setitem__(self, g: Any, v: Any) -> None:
-        pass
 
     def __lt__(self, x: int) -> Array:
         return self.value[self.proc] < x
@@ -193,12 +190,11 @@ class Engine:
         pos = np.searchsorted(self.keys, seg * self.W + x, side="right")
         return pos - self.seg_start[seg] - 1
 
-    @staticmethod
-    def of(ptr: Array, mem: Array, procs: Array, value: Array) -> tuple[Array, Array]:
-        """The members of ``procs`` (CSR ``ptr``/``mem``) and their owner's ``value``."""
+    def of(self, ptr: Array, mem: Array, procs: Array, value: Array) -> tuple[Array, Array]:
+        """The members of ``procs`` (CSR ``ptr``/``mem``) and their owner's ``value`` (not made when read directly)."""
         start = ptr[procs]
         lens = ptr[procs + 1] - start
-        return mem[spans(start, lens)], np.repeat(value[procs], lens)
+        return mem[spans(start, lens)], value[:0] if self.direct else np.repeat(value[procs], lens)
 
     def apply(self, maps: Array, x: Array) -> Array:
         """Each map of ``maps`` (or the identity) applied to the matching rank of ``x``."""
@@ -254,7 +250,7 @@ class Engine:
             top > 0
             and int(self.pool.max(initial=0)) <= top
             and int(prob.init.max(initial=0)) <= top
-            and prob.m_ptr.shape[0] <= 1  # no maps (epoch problems have none)
+            and not self.maps  # (epoch problems have none)
         )
         if not quiet:  # every group that bounds something (a group with no receivers bounds nothing)
             big = self.big
@@ -425,45 +421,42 @@ class Engine:
     def lower_f(self, p: int, v: int, push: Callable[[tuple[int, int]], None]) -> None:
         if v >= self.f[p]:
             return
-        prob = self.prob
         self.f[p] = v
         if self.direct:  # member k is group k, and its aggregate is f[p] itself: every one went down
             for g in self.pr_mem[self.pr_ptr[p] : self.pr_ptr[p + 1]].tolist():
                 push((0, g))
             for g in self.ps_mem[self.ps_ptr[p] : self.ps_ptr[p + 1]].tolist():
                 push((1, g))
-            self.lower_n(p, v, push)
-            return
-        for k in range(self.pr_ptr[p], self.pr_ptr[p + 1]):
-            g = int(prob.r_group[self.pr_mem[k]])
-            if v < self.Rf[g]:
-                self.Rf[g] = v
-                push((0, g))
-        for k in range(self.ps_ptr[p], self.ps_ptr[p + 1]):
-            m = self.ps_mem[k]
-            g, y = int(prob.s_group[m]), self.apply1(int(prob.s_phi[m]), v)
-            if y < self.Sf[g]:
-                self.Sf[g] = y
-                push((1, g))
+        else:
+            r_group = self.prob.r_group
+            for k in range(self.pr_ptr[p], self.pr_ptr[p + 1]):
+                g = int(r_group[self.pr_mem[k]])
+                if v < self.Rf[g]:
+                    self.Rf[g] = v
+                    push((0, g))
+            self.lower_senders(p, v, self.Sf, 1, push)
         self.lower_n(p, v, push)
 
     def lower_n(self, p: int, v: int, push: Callable[[tuple[int, int]], None]) -> None:
         if v >= self.n[p]:
             return
-        prob = self.prob
         self.n[p] = v
         if self.direct:
             for g in self.ps_mem[self.ps_ptr[p] : self.ps_ptr[p + 1]].tolist():
                 push((2, g))
         else:
-            for k in range(self.ps_ptr[p], self.ps_ptr[p + 1]):
-                m = self.ps_mem[k]
-                g, y = int(prob.s_group[m]), self.apply1(int(prob.s_phi[m]), v)
-                if y < self.Sn[g]:
-                    self.Sn[g] = y
-                    push((2, g))
-        if prob.notes[p]:
+            self.lower_senders(p, v, self.Sn, 2, push)
+        if self.prob.notes[p]:
             push((3, p))
+
+    def lower_senders(self, p: int, v: int, agg: Array, kind: int, push: Callable[[tuple[int, int]], None]) -> None:
+        """``p``'s value went down to ``v``: lower ``agg`` (``Sf`` or ``Sn``) of the groups it sends to, queue those that went down."""
+        prob = self.prob
+        for m in self.ps_mem[self.ps_ptr[p] : self.ps_ptr[p + 1]].tolist():
+            g, y = int(prob.s_group[m]), self.apply1(int(prob.s_phi[m]), v)
+            if y < agg[g]:
+                agg[g] = y
+                push((kind, g))
 
 
 def solve_total(prob: TotalProblem) -> TotalSolution:
