@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from attrs import NOTHING, field, frozen
+from attrs import NOTHING, field, fields, frozen
 
 from falkirk.domains import Domain, Frontier
 from falkirk.domains.projections import Identity
@@ -61,6 +61,11 @@ def _names(value: Iterable[str]) -> frozenset[str]:
 
 def _checkpoints(value: Iterable[Checkpoint]) -> tuple[Checkpoint, ...]:
     return tuple(value)
+
+
+def _setters(cls: type) -> tuple[Any, ...]:
+    """The slot descriptors' ``__set__`` of ``cls``'s fields, in field order (they bypass the frozen ``__setattr__``)."""
+    return tuple(cls.__dict__[a.name].__set__ for a in fields(cls))
 
 
 @frozen(init=False)
@@ -101,9 +106,8 @@ class Checkpoint:
         _ck_state(self, state)
 
 
-_ck_frontier, _ck_notifications, _ck_delivered, _ck_discarded, _ck_projection, _ck_logged, _ck_state = (
-    Checkpoint.__dict__[f].__set__
-    for f in ("frontier", "notifications", "delivered", "discarded", "projection", "logged", "state")
+_ck_frontier, _ck_notifications, _ck_delivered, _ck_discarded, _ck_projection, _ck_logged, _ck_state = _setters(
+    Checkpoint
 )
 
 
@@ -155,8 +159,7 @@ class Processor:
 
 
 _p_name, _p_domain, _p_stateless, _p_logs, _p_checkpoints, _p_live, _p_arity, _p_notifications, _p_restartable = (
-    Processor.__dict__[f].__set__
-    for f in ("name", "domain", "stateless", "logs", "checkpoints", "live", "arity", "notifications", "restartable")
+    _setters(Processor)
 )
 
 
@@ -176,7 +179,7 @@ class Edge:
         _e_projection(self, Identity() if projection is NOTHING else projection)
 
 
-_e_name, _e_src, _e_dst, _e_projection = (Edge.__dict__[f].__set__ for f in ("name", "src", "dst", "projection"))
+_e_name, _e_src, _e_dst, _e_projection = _setters(Edge)
 
 
 @frozen
