@@ -171,7 +171,7 @@ class Dataflow:
         )
         t._edge_index = positions
         self._views()
-        self.domains: dict[str, Domain] = self._domains()
+        self.domains: dict[str, Domain] = {n: self._domain(p) for n, p in self.processors.items()}
         ident = self._bind(enames, projs)
         t.logged = self._check_logs(procs)
         t.stateless = np.fromiter(map(attrgetter("stateless"), procs), dtype=bool, count=len(procs))
@@ -402,9 +402,10 @@ class Dataflow:
                 bad = [j for j, rest in enumerate(map(_PLAIN_TAIL, flat)) if rest != _NOTHING_MORE]
             vals = list(map(_FRONTIER, flat))
             epochs = _small_ints(vals)
-            if epochs is None:
-                bad += [j for j, v in enumerate(vals) if type(v) is not int or not -(2**62) < v < 2**62]
-                epochs = np.array([v if type(v) is int and -(2**62) < v < 2**62 else -1 for v in vals], np.int64)
+            if epochs is None:  # some frontier is not an int, or too large for int64: one by one
+                small = [type(v) is int and -(2**62) < v < 2**62 for v in vals]
+                bad += [j for j, ok in enumerate(small) if not ok]
+                epochs = np.array([v if ok else -1 for v, ok in zip(vals, small, strict=True)], np.int64)
             else:
                 bad += np.flatnonzero((epochs <= -(2**62)) | (epochs >= 2**62)).tolist()
             if bad:
@@ -512,14 +513,6 @@ class Dataflow:
         return from_networkx(cls, graph, domain=domain, notifications=notifications)
 
     # -- construction helpers ---------------------------------------------------
-    def _domains(self) -> dict[str, Domain]:
-        """Every processor's domain (:meth:`_domain`), a built-in family made before looked up without a call."""
-        made, out = self._made, {}
-        for name, p in self.processors.items():
-            dom = made.get((p.domain, p.arity)) if type(p.domain) is str else None
-            out[name] = dom if dom is not None else self._domain(p)
-        return out
-
     def _domain(self, p: Processor) -> Domain:
         if type(p.domain) is str:
             made = self._made.get((p.domain, p.arity))  # a built-in family made before: the same value
