@@ -136,6 +136,7 @@ def run(
     env = dict(os.environ)
     for n in sizes:
         got: dict[str, dict[str, Any]] = {}
+        totals: dict[str, list[float]] = {case: [] for case in cases}
         for _ in range(repeat):
             for case in cases:
                 cmd = [python or sys.executable, str(Path(__file__).resolve()), "--case", case, "--n", str(n)]
@@ -144,12 +145,11 @@ def run(
                     print(f"{case} at {n}: failed\n{proc.stderr[-2000:]}", flush=True)
                     continue
                 row = json.loads(proc.stdout.strip().splitlines()[-1])
-                runs = got[case]["runs_total_cpu_s"] if case in got else []
-                row["runs_total_cpu_s"] = runs + [row["total_cpu_s"]]
+                totals[case].append(row["total_cpu_s"])
                 if case not in got or row["total_cpu_s"] < got[case]["total_cpu_s"]:
                     got[case] = row
-                else:
-                    got[case]["runs_total_cpu_s"] = row["runs_total_cpu_s"]
+        for case, row in got.items():
+            row["runs_total_cpu_s"] = totals[case]
         base = got.get("networkx")
         checks = {r["check"] for c, r in got.items() if c != "networkx"}
         if len(checks) > 1:
