@@ -1,6 +1,6 @@
 """Steady-state overhead of falkirk's mixed regimes on the flagship, versus no checkpointing at all.
 
-Runs the Figure 1 pipeline (:mod:`falkirk.spark.pipeline.flagship`) in three
+Runs the Figure 1 pipeline (:mod:`falkirk.spark.pipeline.tools.flagship`) in three
 configurations on one SparkSession, alternating them ``--reps`` times with
 fresh roots:
 
@@ -34,8 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from falkirk.spark.pipeline.flagship import build
-from falkirk.spark.pipeline.session import local_session
+from falkirk.spark.pipeline.run.session import local_session
+from falkirk.spark.pipeline.tools.flagship import build
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "baseline": {"durable": False},

@@ -1,7 +1,7 @@
 """The flagship against Spark Structured Streaming's own checkpointing: steady-state cost versus recovery cost.
 
 A data engineer who needs the paper's Figure 1 application
-(:mod:`falkirk.spark.pipeline.flagship`) on Spark would write it as a
+(:mod:`falkirk.spark.pipeline.tools.flagship`) on Spark would write it as a
 Structured Streaming query, which checkpoints offsets and operator state
 every micro-batch ("eager everywhere") and, after a crash, restarts from the
 last committed batch. This benchmark runs that query and falkirk's flagship
@@ -254,7 +254,7 @@ def sizes(args: argparse.Namespace) -> dict[str, int]:
 
 
 def generators(size: dict[str, int]) -> tuple[Any, Any]:
-    from falkirk.spark.pipeline.flagship import events_source, queries_source
+    from falkirk.spark.pipeline.tools.flagship import events_source, queries_source
 
     return (events_source(size["events_per_epoch"], size["users"], size["nodes"], size["seed"]),
             queries_source(size["queries_per_epoch"], size["users"], size["nodes"], size["seed"]))
@@ -284,7 +284,7 @@ def step_rows(size: dict[str, int], epoch: int) -> dict[str, int]:
 
 # -- one driver process ----------------------------------------------------------------------------
 def session() -> Any:
-    from falkirk.spark.pipeline.session import SMALL_DATA, local_session
+    from falkirk.spark.pipeline.run.session import SMALL_DATA, local_session
 
     spark = local_session("local[2,3]", "spark-vs-streaming", {
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB, **SMALL_DATA,
@@ -320,8 +320,8 @@ class Clock:
 
 
 def falkirk_pipeline(config: str, root: Path, spark: Any, size: dict[str, int]) -> Any:
-    from falkirk.spark.pipeline.flagship import build
-    from falkirk.spark.pipeline.regimes import Eager, Ephemeral
+    from falkirk.spark.pipeline.declare.regimes import Eager, Ephemeral
+    from falkirk.spark.pipeline.tools.flagship import build
 
     if config == "falkirk-off":
         return build(root, spark, durable=False, **size)
@@ -430,7 +430,7 @@ class Streaming:
 
     def batch_spark_cc(self, df: Any, batch_id: int) -> None:
         """``foreachBatch`` straight from the source: the flagship's ``cc`` with state versions kept per batch."""
-        from falkirk.spark.pipeline.flagship import cc, parse_graph
+        from falkirk.spark.pipeline.tools.flagship import cc, parse_graph
 
         df = df.persist()
         self.check_epoch(df, batch_id)
@@ -456,7 +456,7 @@ class Streaming:
 
     def finish(self, df: Any, batch_id: int, cc: Any) -> None:
         """The rest of the epoch: ``heavy``, ``answer``, the responses and the statistics (exactly once)."""
-        from falkirk.spark.pipeline.flagship import STATS_SCHEMA, answer, heavy, parse_batch, stats
+        from falkirk.spark.pipeline.tools.flagship import STATS_SCHEMA, answer, heavy, parse_batch, stats
 
         queries = df.where("kind = 'query'")
         events = df.where("kind != 'query'")
@@ -477,7 +477,7 @@ class Streaming:
         self.clock.epoch_done(batch_id)
 
     def run(self) -> Any:
-        from falkirk.spark.pipeline.session import SMALL_DATA, sql_conf
+        from falkirk.spark.pipeline.run.session import SMALL_DATA, sql_conf
 
         with sql_conf(self.spark, {"spark.sql.streaming.stateStore.providerClass": ROCKSDB, **SMALL_DATA}):
             q = self.query().start()
@@ -528,9 +528,9 @@ def reread(pipe: Any, size: dict[str, int], redo: list[Any], replayed: dict[str,
 
 def phase_restart(spec: dict[str, Any]) -> None:
     """Driver process 2: the restarted driver; recovery measured, outputs compared with the reference."""
-    from falkirk.spark.pipeline.report import costs
-    from falkirk.spark.pipeline.rootfs import Root
-    from falkirk.spark.pipeline.verify import output_rows, table_rows
+    from falkirk.spark.pipeline.store.rootfs import Root
+    from falkirk.spark.pipeline.tools.report import costs
+    from falkirk.spark.pipeline.tools.verify import output_rows, table_rows
 
     spark = session()
     Path(spec["pids"]).write_text(json.dumps({"jvm_pid": jvm_pid(spark), "driver_pid": os.getpid()}))

@@ -1,7 +1,7 @@
 """The paper's Figure 1 application on PySpark, with one failure and falkirk's selective recovery.
 
 The application itself — the step functions and how they are wired, each with
-its checkpoint regime — is ``src/falkirk/spark/flagship.py``; read it first:
+its checkpoint regime — is ``src/falkirk/spark/pipeline/tools/flagship.py``; read it first:
 every step is a plain Python function from DataFrames to a DataFrame::
 
     pipe = Pipeline(root, spark)
@@ -31,8 +31,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from falkirk.spark.pipeline.flagship import build
-from falkirk.spark.pipeline.report import format_recovery
+from falkirk.spark.pipeline.tools.flagship import build
+from falkirk.spark.pipeline.tools.report import format_recovery
 
 
 def main(root: Path) -> None:

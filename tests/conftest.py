@@ -55,7 +55,7 @@ def spark() -> Any:
     pytest.importorskip("pyspark")
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("no Java runtime")
-    from falkirk.spark.pipeline.session import local_session
+    from falkirk.spark.pipeline.run.session import local_session
 
     return local_session(
         "local[2,3]",

@@ -101,7 +101,7 @@ def test_spark_tests_share_one_xdist_worker() -> None:
     env.pop("PYTEST_XDIST_WORKER", None)
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", "-v",
-         "tests/spark/pipeline/test_keyed.py", "tests/domains/test_domain_registry.py"],
+         "tests/spark/pipeline/store/test_keyed.py", "tests/domains/test_domain_registry.py"],
         cwd=ROOT, env=env, capture_output=True, text=True, check=False,
     )
     assert run.returncode == 0, run.stdout[-2000:]

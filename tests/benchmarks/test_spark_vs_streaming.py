@@ -20,8 +20,8 @@ def test_streaming_and_falkirk_run_two_epochs_with_the_same_outputs(spark: Any, 
     """Responses and statistics equal as multisets; times, CPU and bytes written present and positive."""
     pytest.importorskip("pandas", reason="applyInPandasWithState needs pandas")
     pytest.importorskip("pyarrow", reason="applyInPandasWithState needs pyarrow")
-    from falkirk.spark.pipeline.rootfs import Root
-    from falkirk.spark.pipeline.verify import output_rows, table_rows
+    from falkirk.spark.pipeline.store.rootfs import Root
+    from falkirk.spark.pipeline.tools.verify import output_rows, table_rows
 
     write_stream_input(tmp_path / "input", SIZE, 2)
     st = Streaming(spark, tmp_path / "input", tmp_path / "streaming")

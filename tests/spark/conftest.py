@@ -17,7 +17,7 @@ from spark_support import EPOCHS, SMALL
 @pytest.fixture(scope="session")
 def reference(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Root of a failure-free run of the tiny flagship with falkirk off (``durable=False``)."""
-    from falkirk.spark.pipeline.flagship import build
+    from falkirk.spark.pipeline.tools.flagship import build
 
     root = tmp_path_factory.mktemp("reference")
     build(root, spark, durable=False, **SMALL).run(EPOCHS)

@@ -8,7 +8,7 @@ a ``run`` scenario runs the tiny flagship (with injected failures) and
 records the recoveries and notes; an ``error`` scenario expects a falkirk
 error and records its type and message; ``stopped`` (last: it stops the
 session) runs a pipeline on the stopped session; ``publish`` writes a frame through
-:class:`~falkirk.spark.pipeline.storage.Storage` and tries to publish it.
+:class:`~falkirk.spark.pipeline.store.storage.Storage` and tries to publish it.
 The driver is a separate process so that a test can kill it (SIGKILL) and
 start another on the same root, as a user restarting a job would.
 """
@@ -36,7 +36,7 @@ def _session(spec: dict[str, Any]) -> Any:
 
 
 def _run(spark: Any, sc: dict[str, Any], small: dict[str, Any]) -> dict[str, Any]:
-    from falkirk.spark.pipeline.flagship import build
+    from falkirk.spark.pipeline.tools.flagship import build
 
     pipe = build(sc["root"], spark, **small)
     t0 = time.perf_counter()
@@ -55,7 +55,7 @@ def _run(spark: Any, sc: dict[str, Any], small: dict[str, Any]) -> dict[str, Any
 
 
 def _publish(spark: Any, sc: dict[str, Any]) -> dict[str, Any]:
-    from falkirk.spark.pipeline.storage import Storage
+    from falkirk.spark.pipeline.store.storage import Storage
 
     storage = Storage(sc["root"])
     df = spark.range(1000).repartition(2)

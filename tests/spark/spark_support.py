@@ -26,14 +26,14 @@ EPOCHS = 4
 
 def flagship(root: Path, spark: Any, **options: Any) -> Any:
     """The tiny flagship pipeline at ``root`` (``options`` override ``SMALL`` and Pipeline options)."""
-    from falkirk.spark.pipeline.flagship import build
+    from falkirk.spark.pipeline.tools.flagship import build
 
     return build(root, spark, **{**SMALL, **options})
 
 
 def assert_identical(spark: Any, root: Path, reference: Path) -> None:
     """The responses and the SQLite database at ``root`` equal the reference's, row for row."""
-    from falkirk.spark.pipeline.verify import compare_runs
+    from falkirk.spark.pipeline.tools.verify import compare_runs
 
     cmp = compare_runs(spark, flagship(root, spark), root, reference)
     assert not cmp.differences, [d.describe() for d in cmp.differences]

@@ -13,11 +13,11 @@ and the executor restores, replays and re-runs only what is needed.
 >>> Lazy(every=3).checkpoints_at(2)
 True
 
-Modules: :mod:`~falkirk.spark.pipeline.definition` (the API), :mod:`~falkirk.spark.pipeline.regimes`,
-:mod:`~falkirk.spark.pipeline.inputlog`, :mod:`~falkirk.spark.pipeline.storage`, :mod:`~falkirk.spark.pipeline.planner`,
-:mod:`~falkirk.spark.pipeline.executor`, :mod:`~falkirk.spark.pipeline.runners`, :mod:`~falkirk.spark.pipeline.failures`,
-:mod:`~falkirk.spark.pipeline.report`, :mod:`~falkirk.spark.pipeline.verify`, :mod:`~falkirk.spark.pipeline.flagship`
-(the paper's Figure 1 application) and :mod:`~falkirk.spark.pipeline.demo` (``python -m falkirk.spark.demo``).
+The pipeline package is laid out in rooms (:mod:`falkirk.spark.pipeline` says
+which, and what each may import): ``declare`` (the definition and the
+regimes), ``store`` (the root, manifests, input logs), ``plan`` (the solver's
+plans and what-ifs), ``run`` (executor, recovery, runners), ``tools``
+(report, verify, the flagship application, ``python -m falkirk.spark.demo``).
 """
 
 from falkirk.spark.errors import (
@@ -38,16 +38,17 @@ from falkirk.spark.lineage.graph import Lineage, Unit, build_lineage, lineage, s
 from falkirk.spark.lineage.listener import JobRecorder, RecordedJob, SparkEvents
 from falkirk.spark.lineage.model import LineageError, SparkConnectError
 from falkirk.spark.lineage.rerun import Rerun, lose_outputs, what_must_rerun
-from falkirk.spark.pipeline.definition import Pipeline, Step
-from falkirk.spark.pipeline.executor import Executor, RunResult
-from falkirk.spark.pipeline.failures import Injection
-from falkirk.spark.pipeline.inputlog import Cut, InputLog
-from falkirk.spark.pipeline.keyed import key_group_range, plan_rescale
-from falkirk.spark.pipeline.planner import Planner
-from falkirk.spark.pipeline.regimes import Batch, Eager, Ephemeral, Lazy, Output, Regime
-from falkirk.spark.pipeline.session import local_session
-from falkirk.spark.pipeline.storage import Manifest, Storage
-from falkirk.spark.pipeline.verify import Comparison, compare_runs
+from falkirk.spark.pipeline.api import Pipeline
+from falkirk.spark.pipeline.declare.definition import Step
+from falkirk.spark.pipeline.declare.regimes import Batch, Eager, Ephemeral, Lazy, Output, Regime
+from falkirk.spark.pipeline.plan.planner import Planner
+from falkirk.spark.pipeline.run.executor import Executor, RunResult
+from falkirk.spark.pipeline.run.failures import Injection
+from falkirk.spark.pipeline.run.session import local_session
+from falkirk.spark.pipeline.store.inputlog import Cut, InputLog
+from falkirk.spark.pipeline.store.keyed import key_group_range, plan_rescale
+from falkirk.spark.pipeline.store.storage import Manifest, Storage
+from falkirk.spark.pipeline.tools.verify import Comparison, compare_runs
 from falkirk.spark.streaming.rollback import (
     QueryCheckpoint,
     apply_plan,

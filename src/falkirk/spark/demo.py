@@ -1,6 +1,6 @@
-"""``python -m falkirk.spark.demo``: the main job (see :mod:`falkirk.spark.pipeline.demo`)."""
+"""``python -m falkirk.spark.demo``: the main job (see :mod:`falkirk.spark.pipeline.tools.demo`)."""
 
-from falkirk.spark.pipeline.demo import main
+from falkirk.spark.pipeline.tools.demo import main
 
 __all__ = ["main"]
 

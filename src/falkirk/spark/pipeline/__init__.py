@@ -1,33 +1,52 @@
 """Pipelines of PySpark steps with per-step checkpoint regimes, and their selective recovery.
 
-The modules, in the order a run uses them:
+How a pipeline lives, in the order a user meets it:
 
-* :mod:`~falkirk.spark.pipeline.definition` — :class:`Pipeline` and :class:`Step` (the API);
-* :mod:`~falkirk.spark.pipeline.regimes` — what each step persists (SPEC §8);
-* :mod:`~falkirk.spark.pipeline.inputlog` — partitioned, append-only input logs and their cuts;
-* :mod:`~falkirk.spark.pipeline.storage` — manifests, checkpoints and logs under the root;
-* :mod:`~falkirk.spark.pipeline.planner` — the monitor's metadata and the solver's plans;
-* :mod:`~falkirk.spark.pipeline.executor` and :mod:`~falkirk.spark.pipeline.runners` — running
-  epochs, restoring, replaying and re-running;
-* :mod:`~falkirk.spark.pipeline.failures` — injected failures;
-* :mod:`~falkirk.spark.pipeline.journal`, :mod:`~falkirk.spark.pipeline.report` and
-  :mod:`~falkirk.spark.pipeline.verify` — what a run did, and whether it matches a reference;
-* :mod:`~falkirk.spark.pipeline.keyed` — keyed state by key group;
-* :mod:`~falkirk.spark.pipeline.session` — SparkSession helpers;
-* :mod:`~falkirk.spark.pipeline.flagship` and :mod:`~falkirk.spark.pipeline.demo` — the paper's
-  Figure 1 application and the main job.
+1. **Declare** it (:mod:`~falkirk.spark.pipeline.declare`): inputs with a
+   schema, steps with a regime each (:class:`Ephemeral`, :class:`Batch`,
+   :class:`Lazy`, :class:`Eager`, :class:`Output`), under one root.
+2. **Run** it (:meth:`Pipeline.run`, :mod:`~falkirk.spark.pipeline.run`): each
+   epoch runs every step over the next cut of the input logs; each regime
+   persists what it promises under the root (:mod:`~falkirk.spark.pipeline.store`).
+3. **Fail and recover**: a failed step, a lost executor, unusable data or a
+   killed driver; falkirk's solver picks every step's rollback frontier
+   (:mod:`~falkirk.spark.pipeline.plan`) and the run restores, replays and
+   re-runs only that (:mod:`~falkirk.spark.pipeline.run.recovery`). A
+   restarted driver resumes from the root alone.
+4. **Ask and check** (:mod:`~falkirk.spark.pipeline.tools`): what-if plans
+   (:meth:`Pipeline.plan_failure`, ``falkirk pipeline plan``), the recovery
+   report, two runs compared row for row.
+
+The rooms, and what each may import (checked by import-linter's layers
+contract in ``pyproject.toml``), from the top down:
+
+==============  ===================================================================
+``tools``       report, verify, flagship, demo, cli: everything below
+``api``         :class:`Pipeline` — a definition that runs and plans what-ifs
+``run``         executor, recovery, runners, queues, injections, Spark session
+``plan``        planner (the solver and its monitor), live metadata, what-ifs
+``declare``     the definition, regimes, accepted changes
+``store``       the root by URI, manifests, Parquet data, input logs, keyed layout
+==============  ===================================================================
+
+Where new things go: **a new regime** — its declaration in
+``declare/regimes.py``, how it runs and persists in ``run/runners.py``;
+**a new storage backend** — ``store/rootfs.py`` (the root's semantics are
+stated there once); **a new failure kind** — ``run/failures.py`` (injected)
+or ``run/causes.py`` (how Spark reports it, transient or not).
 """
 
-from falkirk.spark.pipeline.definition import Pipeline, Step
-from falkirk.spark.pipeline.executor import Executor, RunResult
-from falkirk.spark.pipeline.failures import Injection
-from falkirk.spark.pipeline.inputlog import Cut, InputLog
-from falkirk.spark.pipeline.keyed import key_group_range, plan_rescale
-from falkirk.spark.pipeline.planner import Planner
-from falkirk.spark.pipeline.regimes import Batch, Eager, Ephemeral, Lazy, Output, Regime
-from falkirk.spark.pipeline.session import local_session
-from falkirk.spark.pipeline.storage import Manifest, Storage
-from falkirk.spark.pipeline.verify import Comparison, compare_runs
+from falkirk.spark.pipeline.api import Pipeline
+from falkirk.spark.pipeline.declare.definition import Step
+from falkirk.spark.pipeline.declare.regimes import Batch, Eager, Ephemeral, Lazy, Output, Regime
+from falkirk.spark.pipeline.plan.planner import Planner
+from falkirk.spark.pipeline.run.executor import Executor, RunResult
+from falkirk.spark.pipeline.run.failures import Injection
+from falkirk.spark.pipeline.run.session import local_session
+from falkirk.spark.pipeline.store.inputlog import Cut, InputLog
+from falkirk.spark.pipeline.store.keyed import key_group_range, plan_rescale
+from falkirk.spark.pipeline.store.storage import Manifest, Storage
+from falkirk.spark.pipeline.tools.verify import Comparison, compare_runs
 
 __all__ = [
     "Pipeline",

@@ -1,0 +1,76 @@
+"""The :class:`Pipeline` a user holds: a definition that can run itself and plan what-if failures.
+
+This is the one module that joins the rooms: the definition
+(:mod:`~falkirk.spark.pipeline.declare`), the run
+(:mod:`~falkirk.spark.pipeline.run`) and the plans
+(:mod:`~falkirk.spark.pipeline.plan`). Nothing below it imports it, so the
+definition never imports the executor to run itself and the what-if never
+imports the executor to see a live run: this class hands each of them what
+it needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from falkirk.spark.pipeline.declare.definition import Definition
+from falkirk.spark.pipeline.plan.whatif import WhatIf, check_steps, from_root, what_if
+from falkirk.spark.pipeline.run.executor import Executor, RunResult
+from falkirk.spark.pipeline.run.session import check_usable, local_session, sql_conf
+
+__all__ = ["Pipeline"]
+
+
+class Pipeline(Definition):
+    """A multi-regime PySpark pipeline rooted at ``root``: declare it, :meth:`run` it, ask :meth:`plan_failure`.
+
+    Declaring (``input``, ``step``, ``output``) and the constructor's
+    arguments (``spark``, ``fsync``, ``checksums``, ``gc``, ``monitor``,
+    ``durable``, ``spark_conf``, ``retain``, ``code_changes``) are those of
+    :class:`~falkirk.spark.pipeline.declare.definition.Definition`.
+    """
+
+    _executor: Executor | None = None  # the running executor, during run()
+
+    def run(
+        self, epochs: int, *, fail: Any = (), progress: Callable[[str], None] | None = None, bar: bool = False,
+    ) -> RunResult:
+        """Run (or resume) the pipeline until every step has completed epochs ``0..epochs-1``.
+
+        State already persisted under the root is recovered first, as after
+        a driver crash. ``fail`` injects failures (``"cc@7:mid"`` strings or
+        :class:`~falkirk.spark.pipeline.run.failures.Injection` objects); ``progress``
+        receives a line per epoch, per redone step and per recovery event;
+        ``bar=True`` draws a live progress bar (tqdm) of the step executions
+        left. Each step's start and finish (rows, seconds) is also logged to
+        the ``falkirk.spark`` logger (:mod:`~falkirk.spark.pipeline.run.progress`).
+        """
+        if self.spark is None:
+            self.spark = local_session()
+        check_usable(self.spark, f"pipeline at {self.location.uri}")
+        with sql_conf(self.spark, self.spark_conf):
+            ex = Executor(self, fail=fail, progress=progress, bar=bar)
+            self._executor = ex
+            try:
+                return ex.run(epochs)
+            finally:
+                self._executor = None
+                ex.close()
+
+    def plan_failure(self, steps: Iterable[str] | str, *, at: int | None = None) -> WhatIf:
+        """The rollback plan falkirk would execute if ``steps`` failed now — nothing is run or changed.
+
+        During a run (e.g. from the ``progress`` callback) the plan comes
+        from the running executor's state; otherwise from the manifests under
+        the root alone (no Spark), as for a driver that resumed and caught up
+        to the last epoch every step completed, or to epoch ``at``. The
+        :class:`~falkirk.spark.pipeline.plan.whatif.WhatIf` has each step's
+        frontier, action and the constraint behind it (``table()``), the
+        epochs recomputed, the logs replayed, and ``draw(path)``.
+        """
+        names = check_steps(self, steps)
+        ex = self._executor
+        if ex is not None and at is None:
+            return what_if(self, ex.planner, names, dict(ex.done), live=ex.rollback.live_all(names), journal=ex.journal)
+        return from_root(self, names, at=at)

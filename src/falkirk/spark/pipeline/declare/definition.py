@@ -1,0 +1,324 @@
+"""What a pipeline is: its inputs, its steps and their regimes, as a falkirk dataflow in the epoch domain.
+
+A :class:`Definition` is the part of a :class:`~falkirk.spark.Pipeline` that
+describes it, without the means to run it (:mod:`falkirk.spark.pipeline.api`
+adds those). It has **inputs** (append-only logs, :mod:`falkirk.spark.pipeline.store.inputlog`)
+and **steps**: Python functions from DataFrames to a DataFrame, each with a
+checkpoint :mod:`regime <falkirk.spark.pipeline.declare.regimes>`. A step's inputs are the
+upstream steps or inputs named by its parameters (or ``inputs=``); the
+keyword-only parameters ``epoch``, ``state``, ``db`` and ``spark`` are
+supplied by the executor when the function declares them. Epoch ``e`` is the
+``e``-th run of every step over the next slice (cut) of the inputs.
+
+Spark is not hidden: pass your own ``SparkSession`` (or get one with local
+defaults from :func:`~falkirk.spark.pipeline.run.session.local_session`), the step
+functions receive and return plain DataFrames.
+
+>>> import tempfile
+>>> from falkirk.spark import Pipeline, Ephemeral, Lazy, Output
+>>> pipe = Pipeline(tempfile.mkdtemp(), spark=None)
+>>> _ = pipe.input("events", "user BIGINT, amount BIGINT", partitions=2, key="user")
+>>> @pipe.step(regime=Ephemeral())
+... def big(events, *, epoch):
+...     return events.where("amount > 100")
+>>> @pipe.step(regime=Lazy(every=3))
+... def totals(big, *, state, epoch):
+...     new = big.groupBy("user").sum("amount") if state is None else state
+...     return new, new
+>>> _ = pipe.output("sink", inputs=["totals"])
+>>> pipe.order, [e.name for e in pipe.edges]
+(['events', 'big', 'totals', 'sink'], ['events->big', 'big->totals', 'totals->sink'])
+>>> pipe.dataflow().processors["big"].stateless
+True
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
+
+from attrs import frozen
+
+from falkirk.solver import Dataflow, Edge, Processor
+from falkirk.spark.errors import PipelineError
+from falkirk.spark.pipeline.declare.evolution import Changes, changes, fingerprint
+from falkirk.spark.pipeline.declare.regimes import Ephemeral, Output, Regime
+from falkirk.spark.pipeline.store.inputlog import InputLog
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["Definition", "Step", "Input", "Link", "RESERVED"]
+
+#: Parameter names the executor supplies instead of upstream DataFrames.
+RESERVED = frozenset({"epoch", "state", "db", "spark"})
+FORMAT = "falkirk-pipeline/1"
+
+
+@frozen
+class Input:
+    """An input: its log and an optional ``source(epoch) -> records`` the executor feeds before cutting."""
+
+    name: str
+    log: InputLog
+    source: Callable[[int], Iterable[Mapping[str, Any]]] | None = None
+
+
+@frozen
+class Step:
+    """A step: ``fn`` over the DataFrames of ``inputs``, persisted according to ``regime``."""
+
+    name: str
+    fn: Callable[..., Any] | None
+    inputs: tuple[str, ...]
+    regime: Regime
+    wants: frozenset[str]  # reserved parameters the function declares
+
+
+@frozen
+class Link:
+    """An edge ``src -> dst`` of the pipeline (named ``"src->dst"``)."""
+
+    src: str
+    dst: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.src}->{self.dst}"
+
+
+class Definition:
+    """The definition of a multi-regime PySpark pipeline rooted at ``root`` (see the module docstring).
+
+    ``spark``: the ``SparkSession`` to use (``None``: :func:`local_session` on
+    first run). ``fsync``/``checksums``: durability and verification of the
+    durable storage; ``gc``: delete checkpoints, logs and input below the
+    low-watermarks as the run goes; ``monitor``: plan with the incremental
+    :class:`falkirk.solver.Monitor` persisted in ``root/meta.sqlite``
+    (``False``: call the solver directly). ``durable=False`` turns falkirk
+    off (no checkpoint, log, manifest or monitor; only the external outputs
+    and the input log are written): the no-checkpointing baseline, which
+    cannot recover from a failure. ``spark_conf``: runtime SQL settings applied
+    to the session for the duration of a run and restored afterwards (e.g.
+    :data:`~falkirk.spark.pipeline.run.session.SMALL_DATA`). ``code_changes``: for
+    a step whose function changed since the root was written, ``"keep"`` (its
+    state and outputs stand) or an epoch to roll it and everything downstream
+    back to (:mod:`~falkirk.spark.pipeline.declare.evolution`).
+    """
+
+    def __init__(
+        self, root: str | os.PathLike[str], spark: SparkSession | None = None, *, fsync: bool = True,
+        checksums: bool = True, gc: bool = True, monitor: bool = True, durable: bool = True,
+        spark_conf: Mapping[str, str] | None = None, retain: int = 2,
+        code_changes: Mapping[str, str | int] | None = None,
+    ) -> None:
+        from falkirk.spark.pipeline.store.rootfs import Root
+
+        if isinstance(retain, bool) or not isinstance(retain, int) or retain < 1:
+            raise PipelineError(f"retain={retain!r}: the number of checkpoints kept per step must be an integer >= 1")
+        #: garbage collection keeps each stateful step's ``retain`` latest checkpoints and everything needed
+        #: to recover from the oldest of them (input, logs), so a corrupt latest checkpoint falls back
+        self.retain = retain
+        #: The root's storage (driver side); ``root`` is a local ``Path`` or the URI.
+        self.location = root if isinstance(root, Root) else Root(root, fsync=fsync)
+        self.root: Path | str = self.location.local_path() or self.location.uri
+        self.spark_conf = dict(spark_conf or {})
+        #: what to do with steps whose function changed since the root was written (see evolution.py)
+        self.code_changes = dict(code_changes or {})
+        self.spark = spark
+        self.durable = durable
+        self.fsync = fsync
+        self.checksums = checksums
+        self.gc = gc
+        self.monitor = monitor
+        self.inputs: dict[str, Input] = {}
+        self.steps: dict[str, Step] = {}
+        self.order: list[str] = []
+
+    # -- definition ------------------------------------------------------------------
+    def _check_new(self, name: str) -> None:
+        if not name.isidentifier():
+            raise PipelineError(f"step name {name!r} must be a Python identifier (it names function parameters)")
+        if name in self.order:
+            raise PipelineError(f"{name!r} is defined twice in the pipeline")
+        if name in RESERVED:
+            raise PipelineError(f"{name!r} is reserved for an executor-supplied parameter; rename the step")
+
+    def input(
+        self, name: str, schema: str, *, partitions: int = 1, key: str | None = None,
+        source: Callable[[int], Iterable[Mapping[str, Any]]] | None = None, dead_letter: bool = False,
+    ) -> InputLog:
+        """Declare input ``name``: a log of records with Spark DDL ``schema``; returns the log.
+
+        ``source(epoch)``, if given, is called once per epoch before the epoch
+        is cut to append that epoch's records (idempotently, batch ``epoch-<e>``).
+        Records are checked against ``schema`` when appended; a bad one stops
+        the run with :class:`~falkirk.spark.errors.RecordError`, or with
+        ``dead_letter=True`` it goes to the input's dead-letter log
+        (``root/input/<name>/dead-letter/``) and the run's notes count it.
+        """
+        self._check_new(name)
+        log = InputLog(self.location, name, schema, partitions=partitions, key=key, fsync=self.fsync,
+                       dead_letter=dead_letter)
+        self.inputs[name] = Input(name, log, source)
+        self.order.append(name)
+        return log
+
+    def step(
+        self, fn: Callable[..., Any] | None = None, *, name: str | None = None, inputs: Iterable[str] | None = None,
+        regime: Regime | None = None,
+    ) -> Any:
+        """Add a step; usable as ``pipe.step(fn, ...)`` or as a decorator ``@pipe.step(regime=...)``.
+
+        ``inputs`` defaults to the function's parameters that are not
+        reserved (``epoch``, ``state``, ``db``, ``spark``). Steps must be
+        added after their inputs (the definition order is the run order).
+        """
+        if fn is None:
+            return lambda f: self.step(f, name=name, inputs=inputs, regime=regime)
+        self._add(name or fn.__name__, fn, inputs, regime or Ephemeral())
+        return fn
+
+    def output(
+        self, name: str, fn: Callable[..., Any] | None = None, *, inputs: Iterable[str] | None = None
+    ) -> Step:
+        """Add an external output step (:class:`~falkirk.spark.pipeline.declare.regimes.Output`); without ``fn`` it writes its single input."""
+        return self._add(name, fn, inputs, Output())
+
+    def _add(self, name: str, fn: Callable[..., Any] | None, inputs: Iterable[str] | None, regime: Regime) -> Step:
+        self._check_new(name)
+        if not isinstance(regime, Regime):
+            raise PipelineError(f"step {name!r}: regime must be a falkirk.spark regime, got {regime!r}")
+        signature = list(inspect.signature(fn).parameters.values()) if fn is not None else []
+        params = [p.name for p in signature if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        takes_any = any(p.kind == p.VAR_KEYWORD for p in signature)
+        wants = frozenset(params) & RESERVED
+        names = tuple(inputs) if inputs is not None else tuple(p for p in params if p not in RESERVED)
+        if fn is None and len(names) != 1:
+            raise PipelineError(f"step {name!r}: without a function it needs exactly one input, got {list(names)}")
+        if not names:
+            raise PipelineError(f"step {name!r}: it has no inputs (name them as parameters or with inputs=)")
+        for u in names:
+            if u not in self.order:
+                raise PipelineError(f"step {name!r}: input {u!r} is not an input or an earlier step")
+        missing = [u for u in names if u not in params]
+        if fn is not None and missing and not takes_any:
+            raise PipelineError(f"step {name!r}: its function has no parameter for input(s) {missing}")
+        need = {"state"} if regime.takes_state else {"db"} if getattr(regime, "database", None) else set()
+        if fn is not None and not need <= wants:
+            raise PipelineError(
+                f"step {name!r}: regime {regime.kind} passes {sorted(need)}; add the keyword parameter(s) to its function"
+            )
+        step = Step(name, fn, names, regime, wants)
+        self.steps[name] = step
+        self.order.append(name)
+        return step
+
+    # -- derived ------------------------------------------------------------------------
+    @property
+    def edges(self) -> list[Link]:
+        """Every edge, in step order."""
+        return [Link(u, s) for s in self.order if s in self.steps for u in self.steps[s].inputs]
+
+    def consumers(self, name: str) -> list[str]:
+        """The steps reading ``name``'s output."""
+        return [e.dst for e in self.edges if e.src == name]
+
+    def logs(self, name: str) -> bool:
+        """Whether ``name``'s output edges are logged (inputs always are: the input log)."""
+        return name in self.inputs or self.steps[name].regime.logs
+
+    def stateless(self, name: str) -> bool:
+        """Whether ``name`` is a stateless processor (inputs, ephemeral and batch steps)."""
+        return name in self.inputs or self.steps[name].regime.stateless
+
+    @property
+    def external_outputs(self) -> list[str]:
+        """The steps with the :class:`~falkirk.spark.pipeline.declare.regimes.Output` regime."""
+        return [n for n, s in self.steps.items() if isinstance(s.regime, Output)]
+
+    def dataflow(self, *, also_logging: Iterable[str] = ()) -> Dataflow:
+        """The pipeline as a falkirk dataflow (epoch domain, identity projections, no checkpoints yet).
+
+        ``also_logging``: steps treated as logging their output (what-if plans of ``log=True``).
+        """
+        edges = self.edges
+        extra = set(also_logging)
+        procs = [
+            Processor(n, "epoch", stateless=self.stateless(n),
+                      logs=[e.name for e in edges if e.src == n] if self.logs(n) or n in extra else [])
+            for n in self.order
+        ]
+        return Dataflow(procs, [Edge(e.name, e.src, e.dst) for e in edges])
+
+    def describe(self) -> dict[str, Any]:
+        """The pipeline's shape as JSON (stored in ``root/pipeline.json``)."""
+        return {
+            "format": FORMAT,
+            "inputs": {n: {"schema": i.log.schema, "partitions": i.log.partitions, "key": i.log.key}
+                       for n, i in self.inputs.items()},
+            "steps": {n: {"inputs": list(s.inputs), "regime": s.regime.describe(), "code": fingerprint(s.fn)}
+                      for n, s in self.steps.items()},
+            "order": list(self.order),
+        }
+
+    @classmethod
+    def from_root(cls, root: str | os.PathLike[str], **options: Any) -> Self:
+        """The pipeline recorded in ``root/pipeline.json``, without its step functions (for plans, not runs).
+
+        Enough for :meth:`plan_failure` and ``falkirk pipeline plan``: the
+        shape, the regimes and the inputs come from the root; running it
+        needs the real definition.
+        """
+        from falkirk.spark.pipeline.declare.regimes import from_description
+
+        pipe = cls(root, None, **options)
+        try:
+            doc = json.loads(pipe.location.read_bytes("pipeline.json"))
+        except FileNotFoundError:
+            raise PipelineError(f"{pipe.location.uri} holds no pipeline (no pipeline.json)") from None
+        if doc.get("format") != FORMAT:
+            raise PipelineError(f"{pipe.location.uri}/pipeline.json: format {doc.get('format')!r}, expected {FORMAT!r}")
+        for name in doc["order"]:
+            if name in doc["inputs"]:
+                i = doc["inputs"][name]
+                pipe.input(name, i["schema"], partitions=i["partitions"], key=i["key"])
+            else:
+                s = doc["steps"][name]
+                pipe.steps[name] = Step(name, None, tuple(s["inputs"]), from_description(name, s["regime"]), frozenset())
+                pipe.order.append(name)
+        return pipe
+
+    def check_root(self, *, write: bool = True) -> Changes:
+        """Write ``root/pipeline.json``, or check the one there against this pipeline; the accepted changes.
+
+        A changed pipeline is accepted where falkirk can prove it safe
+        (:mod:`~falkirk.spark.pipeline.declare.evolution`) and refused with a
+        :class:`PipelineError` naming the difference otherwise. With
+        ``write=False`` an accepted change is not recorded yet (the executor
+        records it with :meth:`write_root` once the restart's recovery worked).
+        """
+        mine = json.loads(json.dumps(self.describe()))
+        try:
+            theirs = json.loads(self.location.read_bytes("pipeline.json"))
+        except FileNotFoundError:
+            self.write_root()
+            return Changes((), {})
+        if theirs == mine:
+            return Changes((), {})
+        found = changes(theirs, mine, code_changes=self.code_changes, where=self.location.uri)
+        if write:
+            self.write_root()
+        return found
+
+    def write_root(self) -> None:
+        """Record this pipeline's shape in ``root/pipeline.json``."""
+        self.location.replace("pipeline.json", json.dumps(json.loads(json.dumps(self.describe())), sort_keys=True).encode())
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {str(self.root)!r}: {len(self.inputs)} inputs, {len(self.steps)} steps>"
+

@@ -1,0 +1,219 @@
+"""Restarting a pipeline whose definition changed: what falkirk accepts, and why it refuses the rest.
+
+``ROOT/pipeline.json`` records the shape of the pipeline that wrote the root
+(:meth:`Pipeline.describe <falkirk.spark.Pipeline.describe>`): inputs and
+their schemas, steps with their inputs, regimes and a fingerprint of their
+code. A pipeline started on that root is compared with it by :func:`changes`:
+
+==============================================  ==============================================
+change                                          outcome
+==============================================  ==============================================
+a new step or output (reading existing nodes)   accepted: it starts at ``∅`` and the restart's
+                                                rollback plan backfills it from logged or
+                                                replayable data; refused (nothing changed) when
+                                                that data was already garbage-collected
+``every`` of a Lazy step, ``log=True→False``    accepted, from the next epoch on
+new **nullable** input columns at the end       accepted: earlier records read them as ``NULL``
+a step's function changed (code fingerprint)    refused unless ``Pipeline(code_changes=…)`` says
+                                                ``"keep"`` (keep its state and outputs) or an
+                                                epoch ``E`` (roll it and everything downstream
+                                                back to ``E``: epochs after ``E`` are recomputed)
+anything else (a removed step, other inputs,    refused, naming the step or input and the change
+a regime's kind, key, ``log=False→True``, …)
+==============================================  ==============================================
+
+``pipeline.json`` is rewritten only after the restart's recovery succeeded,
+so a refused change leaves the root as it was.
+
+>>> old = {"inputs": {"ev": {"schema": "u BIGINT", "partitions": 1, "key": None}},
+...        "steps": {"s": {"inputs": ["ev"], "regime": {"kind": "lazy", "log": False, "every": 2}}}}
+>>> new = {"inputs": {"ev": {"schema": "u BIGINT, tag STRING", "partitions": 1, "key": None}},
+...        "steps": {"s": {"inputs": ["ev"], "regime": {"kind": "lazy", "log": False, "every": 3}},
+...                  "out": {"inputs": ["s"], "regime": {"kind": "output", "log": False}}}}
+>>> for c in changes(old, new).accepted: print(c)
+input 'ev': new nullable column(s) tag (earlier records read them as NULL)
+step 's': every 2 → 3 (from the next epoch)
+step 'out' is new: it starts at ∅ and is backfilled from logged or replayable data
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import types
+from collections.abc import Mapping
+from typing import Any
+
+from attrs import frozen
+
+from falkirk.spark.errors import PipelineError
+
+__all__ = ["fingerprint", "changes", "Changes"]
+
+
+def _const(value: Any) -> Any:
+    """A constant in a form whose ``repr`` is the same in every process (set order follows string hashes)."""
+    if isinstance(value, types.CodeType):
+        return _code_parts(value)
+    if isinstance(value, (frozenset, set)):
+        return ["set", sorted(repr(_const(v)) for v in value)]
+    if isinstance(value, tuple):
+        return ["tuple", [_const(v) for v in value]]
+    return repr(value)
+
+
+def _code_parts(code: types.CodeType) -> list[Any]:
+    return [code.co_code, code.co_names, code.co_varnames, code.co_freevars, [_const(c) for c in code.co_consts]]
+
+
+def fingerprint(fn: Any) -> str | None:
+    """A fingerprint of ``fn``'s code: bytecode, names, constants, and the plain values (numbers,
+    strings, tuples of them) it reads from its closure or module — not line numbers, not the file.
+
+    Editing a comment or moving the function leaves it unchanged; changing
+    what the function computes, or a module-level threshold it reads,
+    changes it. Functions it calls are not followed. Cost: O(size of the code).
+
+    >>> def f(x): return x + 1
+    >>> def g(x): return x + 2
+    >>> fingerprint(f) == fingerprint(f), fingerprint(f) == fingerprint(g), fingerprint(None)
+    (True, False, None)
+    """
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None if fn is None else f"{type(fn).__module__}.{type(fn).__qualname__}"
+    return hashlib.sha256(repr([_code_parts(code), _values(fn, code)]).encode()).hexdigest()[:16]
+
+
+def _simple(value: Any) -> bool:
+    if isinstance(value, (tuple, frozenset)):
+        return all(_simple(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str, bytes))
+
+
+def _names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
+
+
+def _values(fn: Any, code: types.CodeType) -> list[Any]:
+    """Plain values the code reads from its closure or its module (a threshold, a column name…)."""
+    cells = [(n, c.cell_contents) for n, c in zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False)
+             if _cell_is_set(c)]
+    module = getattr(fn, "__globals__", {})
+    found = cells + [(n, module[n]) for n in sorted(_names(code)) if n in module]
+    return [(n, _const(v)) for n, v in found if _simple(v)]
+
+
+def _cell_is_set(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
+@frozen
+class Changes:
+    """The accepted differences between the recorded and the new pipeline, and the code-changed steps."""
+
+    accepted: tuple[str, ...]
+    #: steps whose function changed, with the user's choice (``"keep"`` or an epoch to roll back to)
+    code: Mapping[str, str | int]
+    #: steps that are new in this pipeline (they start at ``∅``)
+    new_steps: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.accepted or self.code)
+
+
+def _columns(ddl: str) -> list[tuple[str, str, bool]] | None:
+    from falkirk.spark.pipeline.store.records import parse_schema
+
+    try:
+        return [(f.name, str(f.type), f.nullable) for f in parse_schema(ddl).fields]
+    except PipelineError:
+        return None
+
+
+def changes(
+    theirs: Mapping[str, Any], mine: Mapping[str, Any], *, code_changes: Mapping[str, str | int] | None = None,
+    where: str = "the root",
+) -> Changes:
+    """Compare the recorded description ``theirs`` with ``mine``; the accepted changes, or PipelineError."""
+    code_changes = dict(code_changes or {})
+
+    def refuse(what: str) -> PipelineError:
+        return PipelineError(f"{where} holds a different pipeline ({what}); use a new root or delete it")
+
+    accepted: list[str] = []
+    old_in, new_in = theirs.get("inputs", {}), mine.get("inputs", {})
+    for name in sorted(set(old_in) | set(new_in)):
+        if name not in new_in:
+            raise refuse(f"input {name!r} is missing here")
+        if name not in old_in:
+            raise refuse(f"input {name!r} is new: it has no records for the epochs already run")
+        a, b = old_in[name], new_in[name]
+        if a == b:
+            continue
+        if {k: v for k, v in a.items() if k != "schema"} != {k: v for k, v in b.items() if k != "schema"}:
+            raise refuse(f"input {name!r} was {a}, now {b}: its partitions and key cannot change")
+        before, after = _columns(a["schema"]), _columns(b["schema"])
+        if before is None or after is None or after[: len(before)] != before:
+            raise refuse(f"input {name!r}: schema was {a['schema']!r}, now {b['schema']!r}; only new nullable "
+                         "columns at the end can be added")
+        extra = after[len(before):]
+        if not all(nullable for _, _, nullable in extra):
+            raise refuse(f"input {name!r}: new column(s) {', '.join(n for n, _, nl in extra if not nl)} are NOT NULL, "
+                         "but the records already logged have no value for them")
+        accepted.append(f"input {name!r}: new nullable column(s) {', '.join(n for n, _, _ in extra)} "
+                        "(earlier records read them as NULL)")
+    old_steps, new_steps = theirs.get("steps", {}), mine.get("steps", {})
+    code: dict[str, str | int] = {}
+    new: list[str] = []
+    for name in old_steps:
+        if name not in new_steps:
+            raise refuse(f"step {name!r} is missing here")
+    for name, b in new_steps.items():
+        if name not in old_steps:
+            accepted.append(f"step {name!r} is new: it starts at ∅ and is backfilled from logged or replayable data")
+            new.append(name)
+            continue
+        a = old_steps[name]
+        if a.get("inputs") != b.get("inputs"):
+            raise refuse(f"step {name!r}: its inputs were {a.get('inputs')}, now {b.get('inputs')}")
+        ra, rb = dict(a.get("regime", {})), dict(b.get("regime", {}))
+        if ra != rb:
+            if ra.get("kind") != rb.get("kind"):
+                raise refuse(f"step {name!r}: its regime was {ra.get('kind')}, now {rb.get('kind')}")
+            for key in sorted(set(ra) | set(rb)):
+                if ra.get(key) == rb.get(key):
+                    continue
+                if key == "every":
+                    accepted.append(f"step {name!r}: every {ra.get(key)} → {rb.get(key)} (from the next epoch)")
+                elif key == "log" and ra.get(key) and not rb.get(key):
+                    accepted.append(f"step {name!r}: log True → False (its consumers recompute instead of replaying, "
+                                    "from the next epoch)")
+                elif key == "log":
+                    raise refuse(f"step {name!r}: log False → True would make earlier epochs replayable from a log "
+                                 "that was never written; declare it on a new root")
+                else:
+                    raise refuse(f"step {name!r} was {json.dumps(ra, sort_keys=True)}, now {json.dumps(rb, sort_keys=True)}: "
+                                 f"its {key} cannot change on a running pipeline")
+        if a.get("code") is not None and b.get("code") is not None and a["code"] != b["code"]:
+            choice = code_changes.get(name)
+            if choice is None:
+                raise PipelineError(
+                    f"step {name!r}: its function changed since {where} was written; choose what happens to what it "
+                    f"already computed: Pipeline(..., code_changes={{{name!r}: 'keep'}}) keeps its state and outputs, "
+                    f"code_changes={{{name!r}: EPOCH}} rolls it and everything downstream back to EPOCH")
+            if choice != "keep" and (isinstance(choice, bool) or not isinstance(choice, int) or choice < -1):
+                raise PipelineError(f"code_changes[{name!r}]={choice!r}: expected 'keep' or an epoch >= -1")
+            code[name] = choice
+            accepted.append(f"step {name!r}: function changed; " + (
+                "its state and outputs are kept" if choice == "keep" else
+                f"it and everything downstream roll back to epoch {choice}"))
+    return Changes(tuple(accepted), code, tuple(new))

@@ -1,0 +1,243 @@
+"""Checkpoint regimes of pipeline steps (SPEC §8), as small declarations.
+
+==================  =================================  ============================  ==========
+regime              the step function                  persisted per epoch           ``F(p)``
+==================  =================================  ============================  ==========
+:class:`Ephemeral`  ``fn(**inputs, epoch) -> df``      its complete frontier         stateless
+:class:`Batch`      ``fn(**inputs, epoch) -> df``      its output (the log: a        stateless
+                                                       firewall) + complete frontier
+:class:`Lazy`       ``fn(**inputs, state, epoch)       its state every ``every``     chain
+                    -> (df, state)``                   epochs (Parquet)
+:class:`Eager`      as Lazy; or with ``database``:     every epoch: its state, or    chain
+                    ``fn(**inputs, db, epoch)``        one SQLite transaction that
+                                                       records the epoch
+:class:`Output`     ``fn(**inputs, epoch) -> df``      the epoch's partition of the  acknowledged
+                    (optional: default passes its      external output (overwrite)   epochs
+                    single input through)
+==================  =================================  ============================  ==========
+
+Any regime may also log its output (``log=True``); :class:`Batch` always does.
+
+>>> Lazy(every=3).checkpoints_at(5), Lazy(every=3).checkpoints_at(6)
+(True, False)
+>>> Batch().logs, Ephemeral().stateless, Eager(database="stats.sqlite", tables={"stats": "epoch"}).kind
+(True, True, 'eager')
+>>> Lazy(every=2, key="user", partitions=3).describe()
+{'kind': 'lazy', 'log': False, 'key': 'user', 'max_parallelism': 16, 'every': 2}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from attrs import field, frozen
+
+from falkirk.spark.errors import PipelineError
+
+__all__ = ["Regime", "Keyed", "Ephemeral", "Batch", "Lazy", "Eager", "Output", "from_description"]
+
+
+def _positive(instance: object, attribute: Any, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise PipelineError(f"{type(instance).__name__}: {attribute.name}={value!r} must be an integer >= 1")
+
+
+def _tables(value: Mapping[str, str] | None) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and k and isinstance(v, str) and v
+                                                 for k, v in value.items()):
+        raise PipelineError(f"Eager: tables={value!r} must map table names to their epoch column "
+                            "({'name': 'epoch_column'})")
+    return dict(value)
+
+
+def _path(value: Any) -> Any:
+    """A ``pathlib.Path`` (any ``os.PathLike``) given as a database becomes its string."""
+    import os
+
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+
+def _name(instance: object, attribute: Any, value: str | None) -> None:
+    if value is not None and not (isinstance(value, str) and value):
+        raise PipelineError(f"{type(instance).__name__}: {attribute.name}={value!r} must be a non-empty string")
+
+
+def _flag(instance: object, attribute: Any, value: bool) -> None:
+    if not isinstance(value, bool):
+        raise PipelineError(f"{type(instance).__name__}: {attribute.name}={value!r} must be True or False")
+
+
+@frozen
+class Regime:
+    """Base of the regimes: what a step persists and how it comes back after a failure.
+
+    Every argument is keyword-only (``Lazy(3)`` is a ``TypeError``; write
+    ``Lazy(every=3)``) and checked when the regime is built.
+    """
+
+    log: bool = field(default=False, validator=_flag, kw_only=True)
+
+    #: name used in reports and pipeline.json
+    kind: ClassVar[str] = "regime"
+    #: the solver treats the step as stateless (SPEC §3)
+    stateless: ClassVar[bool] = False
+    @property
+    def takes_state(self) -> bool:
+        """Whether the step function receives and returns a state DataFrame."""
+        return False
+
+    @property
+    def logs(self) -> bool:
+        """Whether the step's output is logged (its output edges count as logged)."""
+        return self.log
+
+    def checkpoints_at(self, epoch: int) -> bool:
+        """Whether a checkpoint is taken after ``epoch`` (stateful regimes)."""
+        return False
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON description (for ``pipeline.json`` and reports)."""
+        return {"kind": self.kind, "log": self.logs}
+
+
+@frozen
+class Ephemeral(Regime):
+    """Stateless: recomputes from its inputs; reports its complete frontier after each epoch."""
+
+    kind: ClassVar[str] = "ephemeral"
+    stateless: ClassVar[bool] = True
+
+
+@frozen
+class Batch(Regime):
+    """Restarts each epoch from empty state and logs its output (a firewall for rollbacks)."""
+
+    log: bool = field(default=True, validator=_flag, kw_only=True)
+    kind: ClassVar[str] = "batch"
+    stateless: ClassVar[bool] = True
+
+    def __attrs_post_init__(self) -> None:
+        if not self.log:
+            raise PipelineError("Batch: the batch regime always logs its output (log=False is not allowed)")
+
+
+def _optional_positive(instance: object, attribute: Any, value: int | None) -> None:
+    if value is not None:
+        _positive(instance, attribute, value)
+
+
+@frozen
+class Keyed(Regime):
+    """A stateful regime whose DataFrame state may be **keyed** (:mod:`falkirk.spark.pipeline.store.keyed`).
+
+    ``key``: the state's key column; ``partitions``: how many partitions the
+    state is kept and checkpointed in (by key-group range, at most
+    ``max_parallelism``, the number of key groups). ``partitions`` is a
+    deployment choice, not part of the pipeline's shape: a restarted
+    pipeline may change it, and its checkpoints are then redistributed by
+    key group (rescaling on recovery).
+    """
+
+    key: str | None = field(default=None, validator=_name, kw_only=True)
+    partitions: int | None = field(default=None, validator=_optional_positive, kw_only=True)
+    max_parallelism: int = field(default=16, validator=_positive, kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        if self.key is None and self.partitions is not None:
+            raise PipelineError(f"{type(self).__name__}: partitions= needs key= (the state's key column)")
+        if self.partitions is not None and self.partitions > self.max_parallelism:
+            raise PipelineError(
+                f"{type(self).__name__}: partitions={self.partitions} exceeds max_parallelism={self.max_parallelism}")
+
+    @property
+    def parallelism(self) -> int:
+        """The number of partitions of the keyed state (2 when not given)."""
+        return self.partitions or 2
+
+    def describe(self) -> dict[str, Any]:
+        keyed = {"key": self.key, "max_parallelism": self.max_parallelism} if self.key else {}
+        return {**super().describe(), **keyed}
+
+
+@frozen
+class Lazy(Keyed):
+    """Stateful; checkpoints its state (Parquet) after epochs ``every-1, 2*every-1, …``."""
+
+    every: int = field(default=1, validator=_positive, kw_only=True)
+    kind: ClassVar[str] = "lazy"
+
+    @property
+    def takes_state(self) -> bool:
+        return True
+
+    def checkpoints_at(self, epoch: int) -> bool:
+        return (epoch + 1) % self.every == 0
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "every": self.every}
+
+
+@frozen
+class Eager(Keyed):
+    """Stateful; checkpoints after every epoch.
+
+    With ``database`` (a path, relative to the pipeline root unless
+    absolute) the step's state is an SQLite database: the function gets
+    ``db`` (an ``sqlite3.Connection`` inside an open transaction), writes
+    rows tagged with the epoch into ``tables`` (table name → epoch column),
+    and the executor commits them in the same transaction as the epoch it
+    covers, so a replay never duplicates rows. Without ``database`` the state
+    is a DataFrame, as for :class:`Lazy`.
+    """
+
+    database: str | None = field(default=None, converter=_path, validator=_name, kw_only=True)
+    tables: dict[str, str] = field(factory=dict, converter=_tables, kw_only=True)
+    kind: ClassVar[str] = "eager"
+
+    @property
+    def takes_state(self) -> bool:
+        return self.database is None
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        if self.database is None and self.tables:
+            raise PipelineError(
+                f"Eager: tables={dict(self.tables)!r} needs database= (the SQLite file those tables live in); "
+                "without a database the step's state is a DataFrame and tables= does not apply")
+        if self.database is not None and not self.tables:
+            raise PipelineError("Eager: with a database, name the tables it writes (tables={'name': 'epoch_column'})")
+        if self.database is not None and self.key is not None:
+            raise PipelineError("Eager: a database step's state is its database; key= applies to DataFrame state")
+
+    def checkpoints_at(self, epoch: int) -> bool:
+        return True
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "database": self.database, "tables": dict(self.tables)}
+
+
+@frozen
+class Output(Regime):
+    """External output: each epoch's result overwrites ``output/<step>/epoch=<e>``; committed epochs are acknowledged."""
+
+    kind: ClassVar[str] = "output"
+
+
+def from_description(step: str, d: Mapping[str, Any]) -> Regime:
+    """The regime :meth:`Regime.describe` described (as stored in ``pipeline.json``).
+
+    >>> from_description("cc", Lazy(every=2, key="user").describe())
+    Lazy(log=False, key='user', partitions=None, max_parallelism=16, every=2)
+    """
+    kinds: dict[str, type[Regime]] = {c.kind: c for c in (Ephemeral, Batch, Lazy, Eager, Output)}
+    kind = d.get("kind")
+    if kind not in kinds:
+        raise PipelineError(f"step {step!r}: unknown regime kind {kind!r} in the pipeline description")
+    args = {k: v for k, v in d.items() if k != "kind"}
+    try:
+        return kinds[kind](**args)
+    except TypeError as exc:
+        raise PipelineError(f"step {step!r}: regime description {dict(d)} does not fit {kind}: {exc}") from None

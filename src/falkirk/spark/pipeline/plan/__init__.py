@@ -1,0 +1,14 @@
+"""Plans: falkirk's solver applied to a pipeline — rollback plans, low-watermarks and what-ifs.
+
+* :mod:`~falkirk.spark.pipeline.plan.planner` — the available frontiers of
+  every step and the solver's answers (the incremental monitor in ``meta.sqlite``);
+* :mod:`~falkirk.spark.pipeline.plan.live` — the live metadata (``⊤``) of the
+  steps that did not fail;
+* :mod:`~falkirk.spark.pipeline.plan.whatif` — "what if these steps failed
+  now?", from a live run or from the root alone;
+* :mod:`~falkirk.spark.pipeline.plan.explain` — plans for people.
+
+May import: :mod:`falkirk.solver`, :mod:`falkirk.spark.pipeline.declare` and
+:mod:`falkirk.spark.pipeline.store`. Never the run: a live run hands the
+what-if its planner and live metadata (:mod:`falkirk.spark.pipeline.api`).
+"""

@@ -1,0 +1,216 @@
+"""The planner seam: where the executor gets rollback plans and low-watermarks.
+
+A :class:`Planner` keeps, per step, the epochs at which it has an available
+frontier — checkpoints of stateful steps, acknowledged epochs of external
+outputs, and the latest complete frontier ``c`` of stateless ones — mirrored
+from the manifests (which remain the source of truth). It answers
+:meth:`Planner.plan` (SPEC §5: the failed steps lose ``⊤``, the others get
+their live metadata) and :meth:`Planner.watermarks` (SPEC §6: everyone
+failed) with falkirk's solver.
+
+By default the answers come from a :class:`falkirk.solver.Monitor` persisted
+in ``meta.sqlite`` beside the data, which keeps the low-watermarks up to date
+incrementally as checkpoints are recorded. The monitor only accepts
+checkpoints in increasing order, so when a rollback abandons checkpoints
+(:meth:`Planner.truncate`) or one turns out to be corrupt
+(:meth:`Planner.forget`) the planner rebuilds it from the mirror (a new
+database replaces the old one with ``os.replace``). ``monitor=False`` uses
+:func:`falkirk.solver.solve_frontiers` directly (no database).
+
+>>> from falkirk.solver import Dataflow, Edge, Processor
+>>> df = Dataflow([Processor("src", "epoch", stateless=True, logs=["s->c"]), Processor("c", "epoch")],
+...               [Edge("s->c", "src", "c")])
+>>> p = Planner(df, monitor=False)
+>>> for e in range(4): p.record("src", e)
+>>> p.record("c", 1)
+>>> p.watermarks()
+{'src': 3, 'c': 1}
+>>> plan = p.plan({"c"}, {})
+>>> plan.actions, epoch_of(plan.frontiers["c"])
+({'src': 'keep', 'c': 'restore'}, 1)
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from falkirk.domains import Frontier
+from falkirk.errors import MonitorError
+from falkirk.solver import Checkpoint, Dataflow, RollbackPlan, encode_frontier, solve_frontiers
+from falkirk.solver.store import with_checkpoints
+
+__all__ = ["Planner", "epoch_of", "TOP"]
+
+#: :func:`epoch_of` of ``⊤``.
+TOP: int = 1 << 62
+
+
+def epoch_of(f: Frontier) -> int:
+    """An epoch frontier as an int: the last epoch it holds, ``-1`` for ``∅``, :data:`TOP` for ``⊤``."""
+    if f.is_top:
+        return TOP
+    if f.is_empty:
+        return -1
+    return int(encode_frontier(f))
+
+
+def _frontier(epoch: int) -> Any:
+    return "empty" if epoch < 0 else epoch
+
+
+class Planner:
+    """Rollback plans and low-watermarks for a pipeline's dataflow (see the module docstring).
+
+    ``template`` is the pipeline's dataflow without checkpoints; ``outputs``
+    its external outputs; ``known`` the available epochs found in the
+    manifests; ``path`` the monitor's SQLite database (``None``: in memory).
+    """
+
+    def __init__(
+        self, template: Dataflow, *, outputs: Iterable[str] = (), known: Mapping[str, Iterable[int]] | None = None,
+        path: str | os.PathLike[str] | None = None, monitor: bool = True, synchronous: str = "NORMAL",
+    ) -> None:
+        self.template = template
+        self.outputs = frozenset(outputs)
+        self.path = Path(path) if path is not None else None
+        self.use_monitor = monitor
+        self.synchronous = synchronous
+        self.stateless = {n for n, p in template.processors.items() if p.stateless}
+        self.available: dict[str, list[int]] = {n: [] for n in template.processors}
+        self._monitor: Any = None
+        self._dirty = True
+        self._pruned = False
+        self.rebuilds = 0
+        self.know(known or {})
+
+    def know(self, known: Mapping[str, Iterable[int]]) -> None:
+        """The available epochs found in the manifests (a stateless step keeps only its latest)."""
+        for n, epochs in known.items():
+            es = sorted(set(epochs))
+            self.available[n] = es[-1:] if n in self.stateless else es
+        self._dirty = True
+
+    # -- reports ----------------------------------------------------------------------
+    def record(self, step: str, epoch: int) -> None:
+        """``step`` durably has a new available frontier at ``epoch`` (after its manifest was written)."""
+        if self.available[step] and epoch <= self.available[step][-1]:
+            self.truncate(step, epoch - 1)
+        have = self.available[step]
+        self.available[step] = [epoch] if step in self.stateless else [*have, epoch]
+        if step in self.stateless and have:
+            self._pruned = True  # its previous frontier is superseded: dropped from the monitor at compact()
+        if self._dirty or self._monitor is None:
+            return  # the rebuild on next use includes it
+        try:
+            if step in self.outputs:
+                self._monitor.acknowledge_output(step, epoch)
+            else:
+                self._monitor.record(step, Checkpoint(epoch))
+        except MonitorError:
+            self._dirty = True
+
+    def truncate(self, step: str, keep: int) -> None:
+        """A rollback of ``step`` to ``keep``: its frontiers above ``keep`` no longer exist."""
+        have = self.available[step]
+        kept = [e for e in have if e <= keep]
+        if step in self.stateless and have and not kept and keep >= 0:
+            kept = [keep]  # a stateless step rolled back to ``keep`` has completed exactly that
+        if kept != have:
+            self.available[step] = kept
+            self._dirty = True
+
+    def forget(self, step: str, epoch: int) -> None:
+        """``step``'s frontier at ``epoch`` turned out unusable (deleted or corrupt data)."""
+        if epoch in self.available[step]:
+            self.available[step].remove(epoch)
+            self._dirty = True
+
+    def prune(self, step: str, below: int) -> None:
+        """Garbage collection deleted ``step``'s frontiers strictly below ``below`` (dropped at :meth:`compact`)."""
+        kept = [e for e in self.available[step] if e >= below]
+        if kept != self.available[step]:
+            self.available[step] = kept
+            self._pruned = True
+
+    # -- answers -------------------------------------------------------------------------
+    def dataflow(self, live: Mapping[str, Checkpoint] | None = None) -> Dataflow:
+        """The template with the available frontiers as checkpoints (and ``live`` metadata)."""
+        cks = {n: [Checkpoint(e) for e in es] for n, es in self.available.items()}
+        return with_checkpoints(self.template, cks, live)
+
+    def plan(self, failed: Iterable[str] | str, live: Mapping[str, Checkpoint]) -> RollbackPlan:
+        """The rollback plan when ``failed`` fail (``"all"``: a restarted driver)."""
+        monitor = self._ensure()
+        if monitor is None:
+            return solve_frontiers(self.dataflow(live), failed)
+        return monitor.plan_rollback(failed, live=dict(live))
+
+    def watermarks(self) -> dict[str, int]:
+        """The low-watermark of every step (``-1``: nothing can be collected yet)."""
+        monitor = self._ensure()
+        marks = monitor.watermarks if monitor is not None else solve_frontiers(self.dataflow(), "all").frontiers
+        return {n: epoch_of(f) for n, f in marks.items()}
+
+    # -- the monitor ------------------------------------------------------------------------
+    def _ensure(self) -> Any:
+        if not self.use_monitor:
+            return None
+        if self._monitor is not None and not self._dirty:
+            stored = sum(len(self._monitor.checkpoints(n)) for n in self.available)
+            if stored <= 4 * sum(map(len, self.available.values())) + 64:
+                return self._monitor
+        self._rebuild()
+        return self._monitor
+
+    def _rebuild(self) -> None:
+        from falkirk.solver.monitor import Monitor
+
+        if self._monitor is not None:
+            self._monitor.close()
+            self._monitor = None
+        df = self.dataflow()
+        if self.path is None:
+            self._monitor = Monitor(df, outputs=self.outputs)
+        else:
+            tmp = self.path.with_name(self.path.name + ".new")
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(str(tmp) + suffix).unlink(missing_ok=True)
+            Monitor.create(df, tmp, outputs=self.outputs, synchronous=self.synchronous).close()
+            for suffix in ("-wal", "-shm"):
+                Path(str(self.path) + suffix).unlink(missing_ok=True)
+            os.replace(tmp, self.path)
+            self._monitor = Monitor.open(self.path, synchronous=self.synchronous)
+        self._dirty = False
+        self.rebuilds += 1
+
+    def compact(self) -> None:
+        """After garbage collection: the monitor's database holds exactly the available checkpoints.
+
+        Metadata of checkpoints garbage collection deleted (or a rollback
+        abandoned) is dropped by rebuilding the database from the available
+        frontiers — a handful of rows per step, so ``falkirk monitor --db
+        ROOT/meta.sqlite status`` agrees with the storage and the database
+        stays bounded over a long run. Then its write-ahead log is folded
+        back into it (SQLite ``TRUNCATE`` checkpoint).
+        """
+        if self._pruned:
+            self._dirty = True
+            self._pruned = False
+        self._ensure()
+        if self.path is not None and self.path.exists():
+            with sqlite3.connect(self.path) as db:
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def close(self) -> None:
+        """Close the monitor's database."""
+        if self._monitor is not None:
+            self._monitor.close()
+            self._monitor = None
+            self._dirty = True
+
+    def __repr__(self) -> str:
+        return f"<Planner: {len(self.available)} steps, monitor={'sqlite' if self.path else 'memory' if self.use_monitor else 'off'}>"

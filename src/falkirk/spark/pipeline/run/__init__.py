@@ -1,0 +1,24 @@
+"""Running a pipeline on Spark: epochs, failures and recoveries.
+
+* :mod:`~falkirk.spark.pipeline.run.executor` — the loop that runs epochs;
+* :mod:`~falkirk.spark.pipeline.run.recovery` — from a failure to a consistent
+  state (plan, validate, apply); :mod:`~falkirk.spark.pipeline.run.retention` —
+  garbage collection with retention;
+* :mod:`~falkirk.spark.pipeline.run.runners` — how each regime runs, persists,
+  restores and collects one node, seeing the run only through a
+  :class:`~falkirk.spark.pipeline.run.context.RunContext`;
+* :mod:`~falkirk.spark.pipeline.run.queues` and :mod:`~falkirk.spark.pipeline.run.frames`
+  — what travels on the edges, and the lifetime of DataFrames in executor memory;
+* :mod:`~falkirk.spark.pipeline.run.failures` — injected failures. **A new
+  failure kind goes here** (and, if Spark reports it, in
+  :mod:`~falkirk.spark.pipeline.run.causes`, which tells transient failures from
+  errors in a step's own code);
+* :mod:`~falkirk.spark.pipeline.run.session` (classic vs Spark Connect),
+  :mod:`~falkirk.spark.pipeline.run.probe` (shared storage check),
+  :mod:`~falkirk.spark.pipeline.run.guard` (Eager SQLite writes),
+  :mod:`~falkirk.spark.pipeline.run.journal` and
+  :mod:`~falkirk.spark.pipeline.run.progress` (what a run did and says).
+
+May import: :mod:`falkirk.spark.pipeline.plan`, ``declare`` and ``store``.
+Never the tools or :mod:`falkirk.spark.pipeline.api`.
+"""

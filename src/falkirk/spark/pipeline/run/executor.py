@@ -1,0 +1,286 @@
+"""The executor: runs a pipeline epoch by epoch and hands failures to recovery.
+
+Each pipeline node is a falkirk processor with a runner
+(:mod:`~falkirk.spark.pipeline.run.runners`, seeing the run through a
+:class:`~falkirk.spark.pipeline.run.context.RunContext`). Outputs travel on
+per-edge queues owned by the receivers (:mod:`~falkirk.spark.pipeline.run.queues`).
+
+* **Run.** The next task is the lowest epoch some node has not completed,
+  at the first such node in definition (topological) order.
+* **Failure.** A step that raises (including a failed Spark job), an
+  injected failure, unusable data, or an executor lost with in-memory
+  state: :class:`~falkirk.spark.pipeline.run.recovery.Rollback` plans,
+  validates and applies the rollback, then the run continues and
+  re-executes what is missing.
+* **Start.** A new executor (a restarted driver) starts with the plan for
+  "everything failed", computed from the manifests alone.
+* **Garbage collection.** After each epoch, everything below the
+  low-watermarks (with retention) is deleted (:mod:`~falkirk.spark.pipeline.run.retention`).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from attrs import define, field
+
+from falkirk.spark.errors import (
+    CorruptDataError,
+    PipelineError,
+    RecordError,
+    RecoveryError,
+    StepError,
+    StepFailure,
+)
+from falkirk.spark.pipeline.plan.planner import Planner
+from falkirk.spark.pipeline.run.causes import is_deterministic, root_cause, unreadable_input
+from falkirk.spark.pipeline.run.context import RunContext
+from falkirk.spark.pipeline.run.failures import Injection, Injector
+from falkirk.spark.pipeline.run.frames import Frames
+from falkirk.spark.pipeline.run.journal import Journal
+from falkirk.spark.pipeline.run.probe import check_shared, is_local_master
+from falkirk.spark.pipeline.run.progress import Progress
+from falkirk.spark.pipeline.run.queues import Queues
+from falkirk.spark.pipeline.run.recovery import Rollback, roll_back_changed_code
+from falkirk.spark.pipeline.run.retention import collect
+from falkirk.spark.pipeline.run.runners import Runner, make_runner
+from falkirk.spark.pipeline.run.session import executors, failed_tasks, job_group, local_session
+from falkirk.spark.pipeline.store.rootfs import metadata_cache
+from falkirk.spark.pipeline.store.storage import Storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from falkirk.spark.pipeline.declare.definition import Definition
+
+__all__ = ["Executor", "RunResult", "MAX_ATTEMPTS", "MAX_DETERMINISTIC"]
+
+#: Recoveries per step and epoch before giving up: transient failures (lost executors, fetch failures,
+#: killed tasks, injections) and deterministic ones (an error in the step's own code or query: one
+#: recovery, in case rolled-back state was the cause, then :class:`~falkirk.spark.errors.StepError`).
+MAX_ATTEMPTS = 3
+MAX_DETERMINISTIC = 1
+
+
+@define
+class RunResult:
+    """What :meth:`Pipeline.run` returns: the journal, final progress and storage size."""
+
+    journal: Journal
+    done: dict[str, int]
+    root_bytes: int
+    planner_rebuilds: int
+    fired: list[Injection] = field(factory=list)
+
+
+class Executor:
+    """Runs ``pipeline`` (see the module docstring); one instance = one driver process's memory."""
+
+    def __init__(
+        self, pipeline: Definition, *, fail: Iterable[Injection | str] | str | Injection = (),
+        progress: Callable[[str], None] | None = None, bar: bool = False,
+    ) -> None:
+        self.pipeline = pipeline
+        self.spark = pipeline.spark if pipeline.spark is not None else local_session()
+        pipeline.spark = self.spark
+        self.injector = Injector(fail)  # type: ignore[arg-type]
+        self.injector.validate(pipeline.order, local=is_local_master(self.spark))
+        if check_shared(self.spark, pipeline.location):  # before anything is written under the root
+            self.probed = f"storage probe: the driver and the executors share {pipeline.location.uri}"
+        else:
+            self.probed = ""
+        #: accepted changes of the pipeline since the root was written (recorded once the restart recovered)
+        self.evolution = pipeline.check_root(write=False)
+        self.storage = Storage(pipeline.location, fsync=pipeline.fsync, checksums=pipeline.checksums)
+        self.journal = Journal()
+        roll_back_changed_code(pipeline, self.storage, self.journal, self.evolution)
+        self.progress = Progress(progress, bar=bar)
+        self.say = self.progress.line
+        self.order = list(pipeline.order)
+        self.frames = Frames()
+        self.queues = Queues(pipeline.edges, self.frames)
+        self.planner = Planner(
+            pipeline.dataflow(), outputs=pipeline.external_outputs,
+            path=metadata_cache(pipeline.location) if pipeline.monitor and pipeline.durable else None,
+            monitor=pipeline.monitor and pipeline.durable,
+        )
+        durable = pipeline.durable
+        self.context = RunContext(
+            spark=self.spark, storage=self.storage, durable=durable, fsync=pipeline.fsync, frames=self.frames,
+            injector=self.injector, record=self.planner.record if durable else _ignore,
+            prune=self.planner.prune, note=self.journal.note,
+        )
+        self.runners: dict[str, Runner] = {n: make_runner(self.context, pipeline, n) for n in self.order}
+        self.planner.know({n: r.available() for n, r in self.runners.items()})
+        self.done = {n: -1 for n in self.order}
+        self.high = {n: r.progress() for n, r in self.runners.items()}  # highest epoch ever completed
+        self.rollback = Rollback(pipeline, self.runners, self.queues, self.planner, self.storage, self.journal,
+                                 self.progress, self.done, self.high)
+        self.executors = executors(self.spark)
+        #: unique per executor: its Spark job groups (tags) never collide with another pipeline's in one session
+        self.run_id = uuid.uuid4().hex[:12]
+
+    # -- the run loop ---------------------------------------------------------------------------
+    def run(self, epochs: int) -> RunResult:
+        """Recover persisted state, then run until every node completed epochs ``0..epochs-1``."""
+        try:
+            self.rollback.recover(set(self.order), "driver (re)start: resume from persisted state", restart=True)
+        except RecoveryError as exc:
+            if not self.evolution.new_steps:
+                raise
+            raise RecoveryError(
+                f"the changed pipeline cannot start on {self.pipeline.location.uri}: its new step(s) "
+                f"{', '.join(self.evolution.new_steps)} start at ∅ and need data that is gone ({exc}); the root "
+                "still holds the previous pipeline (run that, or start the new one on a new root)") from exc
+        if self.evolution:
+            self.pipeline.write_root()
+            for change in self.evolution.accepted:
+                self.journal.note(f"pipeline changed: {change}")
+                self.say(f"pipeline changed: {change}")
+            self.evolution = type(self.evolution)((), {})
+        with self.progress.running(sum(max(0, epochs - 1 - d) for d in self.done.values())):
+            return self._loop(epochs)
+
+    def _loop(self, epochs: int) -> RunResult:
+        attempts: dict[tuple[str, int], int] = {}
+        finished = min(self.done.values())
+        while True:
+            lo = min(self.done.values()) + 1
+            failed_between = False
+            while finished < lo - 1:
+                finished += 1
+                self._end_of_epoch(finished)
+                due = self.injector.after(finished)
+                if due:  # every step has completed ``finished``: these fail between epochs
+                    names = sorted({i.step for i in due}, key=self.order.index)
+                    self.rollback.recover(set(names), f"step(s) {', '.join(names)} failed after epoch {finished}: "
+                                          "injected failure (after)")
+                    failed_between = True
+                    break
+            if failed_between:
+                continue
+            if lo >= epochs:
+                break
+            step = next(n for n in self.order if self.done[n] < lo)
+            failure: StepFailure | CorruptDataError | None = None
+            try:
+                self._execute(step, lo)
+            except (StepFailure, CorruptDataError) as exc:
+                failure = exc
+            failed = {step} if failure is not None else set()
+            lost, why = self._lost_state(step, lo)
+            if lost:
+                failed |= set(lost)
+                if failure is None:
+                    failure = StepFailure(lost[0], lo, why)
+            if failure is None:
+                continue
+            if not self.pipeline.durable:
+                raise RecoveryError(f"{failure}; the pipeline runs with durable=False and cannot recover") from failure
+            key = (step, lo)
+            attempts[key] = attempts.get(key, 0) + 1
+            if getattr(failure, "deterministic", False) and attempts[key] > MAX_DETERMINISTIC:
+                raise StepError(failure, attempts[key]) from failure  # type: ignore[arg-type]
+            if attempts[key] > MAX_ATTEMPTS:
+                raise RecoveryError(f"step {step} failed {attempts[key]} times at epoch {lo}; giving up: {failure}") from failure
+            cause = str(failure) if not lost or why in str(failure) else f"{failure} ({why})"
+            self.rollback.recover(failed, cause, lost=failure if isinstance(failure, CorruptDataError) else None)
+        return RunResult(self.journal, dict(self.done), self.storage.size(), self.planner.rebuilds, list(self.injector.fired))
+
+    def _lost_state(self, step: str, epoch: int) -> tuple[list[str], str]:
+        """Steps whose in-memory state went with executors lost since the last look, and why (noted in the journal).
+
+        An executor killed, or lost with its worker, takes the blocks of every
+        state kept in executor memory between checkpoints (a Lazy or Eager
+        DataFrame state, ``localCheckpoint``-ed) with it. Spark may even
+        finish the running step (it reruns the lost tasks elsewhere), but such
+        a state cannot be read again, so every step holding one is treated as
+        failed: falkirk rolls it back to its last checkpoint.
+        """
+        if self.executors is None:
+            return [], ""
+        now = executors(self.spark)
+        if now is None:
+            return [], ""
+        gone, self.executors = self.executors - now, now
+        if not gone:
+            return [], ""
+        lost = [n for n in self.order if getattr(self.runners[n], "state", None) is not None]
+        what = (f"the in-memory state of {', '.join(lost)} (kept on executors between checkpoints) went with it "
+                "and is rolled back to its last checkpoint" if lost else "no step kept state in executor memory")
+        note = f"executor(s) {', '.join(sorted(gone))} lost during {step}@{epoch}; {what}"
+        self.journal.note(note)
+        self.say(f"  {note}")
+        return lost, note
+
+    def _end_of_epoch(self, epoch: int) -> None:
+        if self.pipeline.gc and self.pipeline.durable:
+            collect(self.pipeline, self.planner, self.runners, self.storage)
+        runs = [x for x in self.journal.executions if x.epoch == epoch and not x.redo]
+        if runs:
+            total = sum(x.seconds for x in runs)
+            parts = " · ".join(f"{x.step} {x.rows}" for x in runs)
+            self.say(f"epoch {epoch:>3}  {parts}  ({total:.1f} s)")
+
+    def _execute(self, name: str, epoch: int) -> None:
+        runner = self.runners[name]
+        self.injector.at(name, epoch, "before")
+        t0 = time.perf_counter()
+        self.progress.step_started(name, epoch, redo=epoch <= self.high[name])
+        group = f"falkirk-{self.run_id}:{name}@{epoch}:{len(self.journal.executions)}"
+        with job_group(self.spark, group):
+            inputs = {link.src: self._take(link.name, epoch) for link in self.pipeline.edges if link.dst == name}
+            try:
+                out, rows = runner.execute(epoch, inputs)
+            except (StepFailure, CorruptDataError, RecordError, PipelineError):  # bad input or definition: stop
+                raise
+            except Exception as exc:
+                cause = root_cause(exc)
+                source = unreadable_input(cause, self.pipeline.location.uri, self.pipeline.inputs)
+                if source is not None:  # the input's fault, not the step's: no recovery reads it back
+                    raise CorruptDataError(source, "input", epoch, f"unreadable while {name} read it: {cause}") from exc
+                raise StepFailure(name, epoch, f"{type(exc).__name__}: {cause}",
+                                  deterministic=is_deterministic(exc, cause)) from exc
+            jobs, retried = failed_tasks(self.spark, group) or (0, 0)
+        if retried:
+            self.journal.note(f"{name}@{epoch}: Spark retried {retried} failed task attempt(s) itself; falkirk not involved")
+            self.say(f"  {name}@{epoch}: Spark retried {retried} failed task(s) on its own (no falkirk recovery needed)")
+        self.done[name] = epoch
+        self.queues.put(name, epoch, out, rows)
+        if out is not None:
+            self.frames.release(out)  # unpersisted once every consumer took it
+        redo = epoch <= self.high[name]
+        self.high[name] = max(self.high[name], epoch)
+        seconds = time.perf_counter() - t0
+        rec = self.journal.open_recoveries()
+        self.journal.executed(name, epoch, rows=rows, seconds=seconds, redo=redo, jobs=jobs,
+                              recovery=rec[-1].index if rec and redo else None)
+        self.progress.step_finished(name, epoch, rows=rows, seconds=seconds, redo=redo)
+        if redo:
+            self.say(f"  redo {name}@{epoch}: {rows} rows ({seconds:.2f} s)")
+        for r in rec:
+            if all(self.done[n] >= d for n, d in r.done_at_failure.items()):
+                r.finished = time.perf_counter()
+                self.say(f"recovery {r.index} complete: every step is back where it was ({r.seconds:.2f} s)")
+        self.frames.flush()
+
+    def _take(self, edge: str, epoch: int) -> DataFrame:
+        item = self.queues.take(edge, epoch)
+        if item.df is not None:
+            return item.df
+        return self.runners[item.src].replay(epoch)
+
+    def close(self) -> None:
+        """Release the database connections, the monitor and cached DataFrames."""
+        for r in self.runners.values():
+            r.lose()
+        self.queues.clear()
+        self.frames.flush()
+        self.planner.close()
+
+
+def _ignore(step: str, epoch: int) -> None:
+    """``record`` of a run with falkirk off (``durable=False``): nothing is planned."""

@@ -1,0 +1,57 @@
+"""Garbage collection with retention: what a run may delete after each epoch.
+
+SPEC §6 gives each step a low-watermark below which it never rolls back;
+everything below it — checkpoints, consumed logs, acknowledged input — can
+go. falkirk keeps more than that: :func:`retained_watermarks` computes the
+low-watermarks as if each stateful step's newest ``retain - 1`` checkpoints
+were lost, so a corrupt or deleted latest checkpoint can still fall back to
+an older one with everything it needs (``Pipeline(retain=1)``: the plain
+low-watermarks). :func:`collect` then asks every runner to delete what lies
+below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from falkirk.spark.pipeline.plan.planner import epoch_of
+
+if TYPE_CHECKING:
+    from falkirk.spark.pipeline.declare.definition import Definition
+    from falkirk.spark.pipeline.plan.planner import Planner
+    from falkirk.spark.pipeline.run.runners import Runner
+    from falkirk.spark.pipeline.store.storage import Storage
+
+__all__ = ["retained_watermarks", "collect"]
+
+
+def retained_watermarks(pipeline: Definition, planner: Planner, runners: Mapping[str, Runner]) -> dict[str, int]:
+    """The low-watermarks with retention: as if each stateful step's newest ``retain - 1`` checkpoints were lost."""
+    lw = planner.watermarks()
+    extra = pipeline.retain - 1
+    if extra <= 0:
+        return lw
+    from falkirk.solver import solve_frontiers
+
+    saved = planner.available
+    stateful = {n for n, r in runners.items() if getattr(getattr(r, "regime", None), "takes_state", False)}
+    restricted = {n: (es[:-extra] if n in stateful else es) for n, es in saved.items()}
+    if restricted == saved:
+        return lw
+    planner.available = restricted
+    try:
+        marks = solve_frontiers(planner.dataflow(), "all").frontiers
+    finally:
+        planner.available = saved
+    return {n: min(lw[n], epoch_of(marks[n])) for n in lw}
+
+
+def collect(pipeline: Definition, planner: Planner, runners: Mapping[str, Runner], storage: Storage) -> None:
+    """Delete what the low-watermarks allow (with retention): old checkpoints, consumed logs, acknowledged input."""
+    lw = retained_watermarks(pipeline, planner, runners)
+    for n in pipeline.order:
+        consumers = pipeline.consumers(n)
+        runners[n].collect(lw[n], min((lw[q] for q in consumers), default=lw[n]))
+    storage.sweep_orphans()
+    planner.compact()

@@ -1,0 +1,375 @@
+"""How each regime runs an epoch, persists it, comes back to a frontier and collects garbage.
+
+One runner per pipeline node, owned by the :class:`~falkirk.spark.pipeline.run.executor.Executor`; a
+runner sees the run only through its :class:`~falkirk.spark.pipeline.run.context.RunContext`:
+
+* :class:`InputRunner` — the input reader (stateless, logs everything: the
+  input log *is* the log of what it sent);
+* :class:`StepRunner` — ephemeral, batch, lazy, eager (DataFrame state) and
+  external-output steps (Parquet + manifests);
+* :class:`DatabaseRunner` — an eager step whose state is an SQLite database
+  (one transaction per epoch, recorded with the epoch it covers).
+
+Every runner publishes its manifests only after its data is written, calls
+the injector's ``mid`` point in between, and then reports to the planner.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING, Any
+
+from falkirk.spark.errors import CorruptDataError, PipelineError
+from falkirk.spark.pipeline.declare.regimes import Output
+from falkirk.spark.pipeline.run.guard import WriteGuard
+from falkirk.spark.pipeline.run.session import detach
+from falkirk.spark.pipeline.store import keyed
+from falkirk.spark.pipeline.store.storage import Manifest, database_path
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from falkirk.spark.pipeline.declare.definition import Definition, Input, Step
+    from falkirk.spark.pipeline.run.context import RunContext
+
+__all__ = ["Runner", "InputRunner", "StepRunner", "DatabaseRunner", "make_runner"]
+
+
+class Runner:
+    """Common interface (see the module docstring); ``ctx`` is the run as the runner may see it."""
+
+    kind = "runner"
+
+    def __init__(self, ctx: RunContext, name: str) -> None:
+        self.ctx = ctx
+        self.name = name
+        #: after a restore that rescaled keyed state: (old partitions, new partitions, old read per new)
+        self.rescaled: tuple[int, int, dict[int, list[int]]] | None = None
+
+    def available(self) -> list[int]:
+        """Epochs of the frontiers persisted for this node (what the planner starts from)."""
+        return []
+
+    def progress(self) -> int:
+        """The last epoch this node is known to have completed, from durable storage (-1: none)."""
+        return max(self.available(), default=-1)
+
+    def execute(self, epoch: int, inputs: dict[str, DataFrame]) -> tuple[DataFrame | None, int]:
+        """Run ``epoch`` on ``inputs``, persist according to the regime; ``(output, rows)``."""
+        raise NotImplementedError
+
+    def lose(self) -> None:
+        """The node failed: drop everything held in memory."""
+
+    def verify(self, frontier: int) -> None:
+        """Check the data needed to come back to ``frontier`` (``CorruptDataError`` if unusable)."""
+
+    def reset(self, frontier: int) -> None:
+        """Come back to ``frontier`` (``-1``: initial state) and drop durable items above it."""
+
+    def check_replay(self, epoch: int) -> None:
+        """Check that the logged output of ``epoch`` can be replayed."""
+        raise CorruptDataError(self.name, "log", epoch, "this step does not log its output")
+
+    def replay(self, epoch: int) -> DataFrame:
+        """The logged output of ``epoch``."""
+        raise CorruptDataError(self.name, "log", epoch, "this step does not log its output")
+
+    def collect(self, lw: int, lw_consumers: int) -> None:
+        """Garbage collection at low-watermark ``lw`` (and the lowest of its consumers')."""
+
+
+class InputRunner(Runner):
+    """Reads epoch ``e`` of an input: feeds the source once, cuts, reads the cut."""
+
+    kind = "input"
+
+    def __init__(self, ctx: RunContext, inp: Input) -> None:
+        super().__init__(ctx, inp.name)
+        self.input = inp
+        self.log = inp.log
+
+    def available(self) -> list[int]:
+        return self.log.cut_epochs()[-1:]
+
+    def execute(self, epoch: int, inputs: dict[str, DataFrame]) -> tuple[DataFrame | None, int]:
+        if self.log.get_cut(epoch) is None and self.input.source is not None:
+            batch = f"epoch-{epoch}"
+            self.log.append(self.input.source(epoch), batch=batch)
+            diverted = self.log.dead_letters(batch) if self.log.dead_letter else 0
+            if diverted:
+                self.ctx.note(f"input {self.name}@{epoch}: {diverted} record(s) did not fit the schema and went "
+                              f"to the dead-letter log {self.ctx.storage.fs.describe(self.log.dead_letter_dir)}")
+        cut = self.log.cut(epoch)
+        df = self.ctx.injector.wrap(self.name, epoch, self.log.read(self.ctx.spark, epoch))
+        out, rows = self.ctx.frames.materialise(df, rows=cut.records)  # cached lazily by its first consumer
+        self.ctx.injector.at(self.name, epoch, "mid")
+        self.ctx.record(self.name, epoch)
+        return out, rows
+
+    def check_replay(self, epoch: int) -> None:
+        cut = self.log.get_cut(epoch)
+        if cut is None:
+            raise CorruptDataError(self.name, "input", epoch, "its cut is missing")
+        self.log.files(cut)
+
+    def replay(self, epoch: int) -> DataFrame:
+        cut = self.log.get_cut(epoch)
+        return self.ctx.frames.known_rows(self.log.read(self.ctx.spark, epoch), cut.records if cut else 0)
+
+    def collect(self, lw: int, lw_consumers: int) -> None:
+        m = min(lw, lw_consumers)
+        if m >= 0:
+            self.log.acknowledge(m)
+
+
+class StepRunner(Runner):
+    """Ephemeral, batch, lazy, eager-with-DataFrame-state and output steps."""
+
+    kind = "step"
+
+    def __init__(self, ctx: RunContext, step: Step) -> None:
+        super().__init__(ctx, step.name)
+        self.step = step
+        self.regime = step.regime
+        self.state: DataFrame | None = None
+        self.storage = ctx.storage
+
+    # -- what exists ------------------------------------------------------------------
+    @property
+    def _frontier_kind(self) -> str:
+        if self.regime.stateless:
+            return "complete"
+        return "output" if isinstance(self.regime, Output) else "checkpoint"
+
+    def available(self) -> list[int]:
+        return self.storage.epochs(self.name, self._frontier_kind)
+
+    # -- running ---------------------------------------------------------------------------
+    def call(self, epoch: int, inputs: dict[str, DataFrame], **extra: Any) -> Any:
+        """Call the step function with its inputs and the reserved parameters it declares."""
+        supplied = {"epoch": epoch, "spark": self.ctx.spark, "state": self.state, **extra}
+        kwargs = {k: v for k, v in supplied.items() if k in self.step.wants}
+        if self.step.fn is None:
+            return next(iter(inputs.values()))
+        return self.step.fn(**inputs, **kwargs)
+
+    def execute(self, epoch: int, inputs: dict[str, DataFrame]) -> tuple[DataFrame | None, int]:
+        ctx, storage, regime = self.ctx, self.storage, self.regime
+        result = self.call(epoch, inputs)
+        new_state = None
+        if regime.takes_state:
+            if not (isinstance(result, tuple) and len(result) == 2):
+                raise TypeError(f"step {self.name}: a {regime.kind} step must return (output, new_state)")
+            result, returned = result
+            key = getattr(regime, "key", None)
+            if returned is not None and key is not None and key not in returned.columns:
+                raise PipelineError(
+                    f"step {self.name!r}: key={key!r} is not a column of the state it returned "
+                    f"(columns: {', '.join(returned.columns)}); fix the regime's key= or the state")
+            if returned is not None:  # materialised now: this also cuts the lineage to earlier epochs
+                new_state = detach(returned)
+                result = new_state if result is returned else result
+        wrapped = ctx.injector.wrap(self.name, epoch, result)
+        out, rows = ctx.frames.materialise(wrapped, cached=wrapped is new_state)
+        pending: list[Manifest] = []
+        durable = ctx.durable
+        if regime.logs and durable:
+            pending.append(storage.write_frame(out, self.name, "log", epoch, rows))
+        if regime.takes_state and regime.checkpoints_at(epoch) and durable:
+            if new_state is None:
+                pending.append(Manifest(self.name, "checkpoint", epoch, 0, extra={"empty": True}))
+            else:
+                state_rows = rows if new_state is out else new_state.count()
+                pending.append(self._write_state(new_state, epoch, state_rows))
+        if isinstance(regime, Output):
+            loc = f"output/{self.name}/epoch={epoch}"
+            pending.append(storage.write_frame(out, self.name, "output", epoch, rows, location=loc))
+        ctx.injector.at(self.name, epoch, "mid")
+        if durable:
+            for m in pending:
+                storage.put(m)
+            if regime.stateless:
+                storage.put(Manifest(self.name, "complete", epoch, rows))
+        if regime.stateless or regime.checkpoints_at(epoch) or isinstance(regime, Output):
+            ctx.record(self.name, epoch)
+        if regime.takes_state:
+            ctx.frames.release(self.state)
+            self.state = new_state
+        return out, rows
+
+    # -- failures and rollback ----------------------------------------------------------------
+    def _write_state(self, state: DataFrame, epoch: int, rows: int) -> Manifest:
+        """Write a state checkpoint: plain Parquet, or one directory per partition for keyed state."""
+        regime = self.regime
+        key = getattr(regime, "key", None)
+        if key is None:
+            return self.storage.write_frame(state, self.name, "checkpoint", epoch, rows)
+        n, groups = regime.parallelism, regime.max_parallelism  # type: ignore[attr-defined]
+        laid_out = keyed.layout(state, key, n, groups)
+        return self.storage.write_frame(
+            laid_out, self.name, "checkpoint", epoch, rows, partition_by=keyed.SUBTASK,
+            keyed={"key": key, "max_parallelism": groups, "parallelism": n})
+
+    def _read_state(self, m: Manifest) -> DataFrame:
+        """A checkpoint's state; keyed state redistributed by key group into the step's partitions."""
+        frame = self.storage.read_frame(self.ctx.spark, m)
+        layout = m.extra.get("keyed")
+        self.rescaled = None
+        if layout is None:
+            return frame
+        regime = self.regime
+        if layout["key"] != getattr(regime, "key", None) or layout["max_parallelism"] != getattr(regime, "max_parallelism", None):
+            raise PipelineError(
+                f"step {self.name!r}: its checkpoint at epoch {m.epoch} is keyed by {layout['key']!r} over "
+                f"{layout['max_parallelism']} key groups; the step now declares key={getattr(regime, 'key', None)!r}, "
+                f"max_parallelism={getattr(regime, 'max_parallelism', None)} (key groups cannot change)")
+        new = regime.parallelism  # type: ignore[attr-defined]
+        if layout["parallelism"] != new:
+            self.rescaled = (layout["parallelism"], new, keyed.plan_rescale(layout["parallelism"], new, layout["max_parallelism"]))
+        return keyed.restore(frame, new, layout["max_parallelism"])
+
+    def lose(self) -> None:
+        self.ctx.frames.release(self.state)
+        self.state = None
+
+    def verify(self, frontier: int) -> None:
+        if self.regime.takes_state and frontier >= 0:
+            self.storage.verify(self.storage.get(self.name, "checkpoint", frontier))
+
+    def reset(self, frontier: int) -> None:
+        storage = self.storage
+        if self.regime.takes_state:
+            self.ctx.frames.release(self.state)
+            self.state = None
+            if frontier >= 0:
+                m = storage.get(self.name, "checkpoint", frontier)
+                if not m.extra.get("empty"):
+                    self.state = detach(self._read_state(m))
+        for kind in ("checkpoint", "log", "output", "complete"):
+            storage.remove_where(self.name, kind, lambda e: e <= frontier)
+        if self.regime.stateless and frontier >= 0 and frontier not in storage.epochs(self.name, "complete"):
+            storage.put(Manifest(self.name, "complete", frontier))
+
+    def check_replay(self, epoch: int) -> None:
+        if not self.regime.logs:
+            super().check_replay(epoch)
+        self.storage.verify(self.storage.get(self.name, "log", epoch))
+
+    def replay(self, epoch: int) -> DataFrame:
+        if not self.regime.logs:
+            return super().replay(epoch)
+        m = self.storage.get(self.name, "log", epoch)
+        return self.ctx.frames.known_rows(self.storage.read_frame(self.ctx.spark, m), m.rows)
+
+    def collect(self, lw: int, lw_consumers: int) -> None:
+        storage = self.storage
+        kind = self._frontier_kind
+        if kind == "complete":
+            latest = max(storage.epochs(self.name, kind), default=-1)
+            storage.remove_where(self.name, kind, lambda e: e >= latest)
+        elif lw >= 0:
+            storage.remove_where(self.name, kind, lambda e: e >= lw)
+            self.ctx.prune(self.name, lw)
+        if self.regime.logs and lw_consumers >= 0:
+            storage.remove_where(self.name, "log", lambda e: e > lw_consumers)
+
+
+class DatabaseRunner(StepRunner):
+    """An eager step whose state is an SQLite database (see :class:`~falkirk.spark.pipeline.declare.regimes.Eager`)."""
+
+    kind = "database"
+    COMMITS = "falkirk_epochs"
+
+    def __init__(self, ctx: RunContext, step: Step) -> None:
+        super().__init__(ctx, step)
+        db = getattr(step.regime, "database", None)
+        assert db is not None
+        self.path = database_path(ctx.storage.fs, step.name, db)
+        self.tables: dict[str, str] = dict(getattr(step.regime, "tables", {}))
+        self.db: sqlite3.Connection | None = None
+        self.guard: WriteGuard | None = None
+
+    def connect(self) -> sqlite3.Connection:
+        """The open connection (autocommit mode; transactions are explicit)."""
+        if self.db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute(f"PRAGMA synchronous={'FULL' if self.ctx.fsync else 'NORMAL'}")
+            self.db.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.COMMITS} "
+                "(step TEXT NOT NULL, epoch INTEGER NOT NULL, rows INTEGER NOT NULL, PRIMARY KEY (step, epoch))"
+            )
+            self.guard = WriteGuard(self.db, self.name, self.tables, own=(self.COMMITS,))
+        return self.db
+
+    def _existing(self, db: sqlite3.Connection) -> dict[str, str]:
+        have = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return {t: c for t, c in self.tables.items() if t in have}
+
+    def execute(self, epoch: int, inputs: dict[str, DataFrame]) -> tuple[DataFrame | None, int]:
+        db = self.connect()
+        guard = self.guard
+        assert guard is not None
+        guard.install()  # refuses writes a rollback could not undo (falkirk.spark.pipeline.run.guard)
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for t, col in self._existing(db).items():
+                db.execute(f'DELETE FROM "{t}" WHERE "{col}" = ?', (epoch,))
+            with guard.watch(epoch):
+                result = self.call(epoch, inputs, db=db)
+            rows = sum(db.execute(f'SELECT count(*) FROM "{t}" WHERE "{c}" = ?', (epoch,)).fetchone()[0]
+                       for t, c in self._existing(db).items())
+            db.execute(f"INSERT OR REPLACE INTO {self.COMMITS} (step, epoch, rows) VALUES (?, ?, ?)", (self.name, epoch, rows))
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        out = None
+        if result is not None:
+            out, _ = self.ctx.frames.materialise(result)
+        self.ctx.injector.at(self.name, epoch, "mid")
+        if self.ctx.durable:
+            self.storage.put(Manifest(self.name, "checkpoint", epoch, rows, extra={"database": str(self.path)}))
+        self.ctx.record(self.name, epoch)
+        return out, rows
+
+    def lose(self) -> None:
+        if self.db is not None:
+            self.db.close()  # an open transaction is rolled back
+            self.db = None
+
+    def verify(self, frontier: int) -> None:
+        if frontier < 0:
+            return
+        self.storage.get(self.name, "checkpoint", frontier)
+        row = self.connect().execute(
+            f"SELECT 1 FROM {self.COMMITS} WHERE step = ? AND epoch = ?", (self.name, frontier)
+        ).fetchone()
+        if row is None:
+            raise CorruptDataError(self.name, "checkpoint", frontier, f"epoch {frontier} is not committed in {self.path}")
+
+    def reset(self, frontier: int) -> None:
+        db = self.connect()
+        db.execute("BEGIN IMMEDIATE")
+        for t, col in self._existing(db).items():
+            db.execute(f'DELETE FROM "{t}" WHERE "{col}" > ?', (frontier,))
+        db.execute(f"DELETE FROM {self.COMMITS} WHERE step = ? AND epoch > ?", (self.name, frontier))
+        db.execute("COMMIT")
+        self.storage.remove_where(self.name, "checkpoint", lambda e: e <= frontier)
+
+    def collect(self, lw: int, lw_consumers: int) -> None:
+        super().collect(lw, lw_consumers)
+        self.connect().execute("PRAGMA wal_checkpoint(TRUNCATE)")  # keep the database's WAL small
+
+
+def make_runner(ctx: RunContext, pipeline: Definition, name: str) -> Runner:
+    """The runner for pipeline node ``name``."""
+    if name in pipeline.inputs:
+        return InputRunner(ctx, pipeline.inputs[name])
+    step = pipeline.steps[name]
+    if getattr(step.regime, "database", None):
+        return DatabaseRunner(ctx, step)
+    return StepRunner(ctx, step)

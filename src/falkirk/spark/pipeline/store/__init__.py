@@ -1,0 +1,17 @@
+"""Storage under the pipeline's root: every byte a recovery may need, and how it proves itself.
+
+* :mod:`~falkirk.spark.pipeline.store.rootfs` — the root as shared storage
+  reached by URI (fsspec on the driver, Hadoop on the executors): write-once
+  publish, atomic replace, checksums. **A new storage backend goes here**;
+* :mod:`~falkirk.spark.pipeline.store.storage` — manifests (write-once, with
+  each data file's size and checksum), checkpoints, logs and outputs as Parquet;
+* :mod:`~falkirk.spark.pipeline.store.inputlog` — partitioned, append-only
+  input logs cut into epochs, and :mod:`~falkirk.spark.pipeline.store.records`,
+  the check of each record against the input's schema;
+* :mod:`~falkirk.spark.pipeline.store.keyed` — keyed state laid out by key group
+  (and redistributed when the number of partitions changes).
+
+May import: :mod:`falkirk.spark.errors` (PySpark only inside functions that
+need it). Nothing else of :mod:`falkirk.spark.pipeline`: the store knows
+files, not pipelines.
+"""

@@ -1,0 +1,124 @@
+"""The planner seam: the flagship's expected plan, watermarks, truncation and forgetting (monitor and solver)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from falkirk.solver import Checkpoint
+from falkirk.spark.pipeline.plan.planner import TOP, Planner, epoch_of
+from falkirk.spark.pipeline.tools.flagship import build
+
+
+def _planner(tmp: Path, monitor: bool) -> Planner:
+    df = build(tmp / "root", None).dataflow()
+    return Planner(df, outputs=["responses"], monitor=monitor, path=tmp / "meta.sqlite" if monitor else None)
+
+
+def _feed(p: Planner, epochs: int) -> None:
+    for e in range(epochs):
+        for n in ["events", "queries", "parse_batch", "heavy", "parse_graph", "answer", "stats", "responses"]:
+            p.record(n, e)
+        if (e + 1) % 3 == 0:
+            p.record("cc", e)
+
+
+def _live(done: int) -> dict[str, Checkpoint]:
+    return {n: Checkpoint("top", notifications=done, delivered={f"answer->{n}": done}) for n in ("stats", "responses")}
+
+
+@pytest.mark.parametrize("monitor", [True, False])
+def test_cc_failure_plan_matches_the_design(tmp_path: Path, monitor: bool) -> None:
+    """cc failing in epoch 7 with a checkpoint at 5: the batch side keeps ⊤, the graph side rolls back to 5."""
+    p = _planner(tmp_path, monitor)
+    _feed(p, 7)
+    plan = p.plan({"cc"}, _live(6))
+    got = {n: (plan.actions[n], epoch_of(f)) for n, f in plan.frontiers.items()}
+    assert got == {
+        "events": ("keep", TOP), "queries": ("keep", TOP), "parse_batch": ("keep", TOP), "heavy": ("keep", TOP),
+        "parse_graph": ("rollback", 5), "cc": ("restore", 5), "answer": ("rollback", 5),
+        "stats": ("rollback", 5), "responses": ("rollback", 5),
+    }
+    assert sorted(plan.replay) == ["events->parse_graph", "heavy->answer", "queries->answer"]
+    assert p.watermarks()["cc"] == 5 and p.watermarks()["heavy"] == 6
+
+
+@pytest.mark.parametrize("monitor", [True, False])
+def test_truncate_and_forget(tmp_path: Path, monitor: bool) -> None:
+    """After a rollback the steps checkpoint again from there; a forgotten checkpoint is never planned."""
+    p = _planner(tmp_path, monitor)
+    _feed(p, 7)
+    for n in ["parse_graph", "cc", "answer", "stats", "responses"]:
+        p.truncate(n, 5)
+    p.record("stats", 6)  # re-checkpointing after the rollback is accepted
+    assert p.available["stats"][-1] == 6 and p.available["parse_graph"] == [5]
+    p.forget("cc", 5)
+    plan = p.plan({"cc"}, _live(6))
+    assert epoch_of(plan.frontiers["cc"]) == 2 and plan.actions["cc"] == "restore"
+    assert p.watermarks()["cc"] == 2
+
+
+def test_monitor_database_is_rebuilt_and_compacted(tmp_path: Path) -> None:
+    """The monitor's SQLite file is replaced on rebuild and compaction folds its WAL."""
+    p = _planner(tmp_path, True)
+    _feed(p, 4)
+    p.watermarks()
+    p.truncate("stats", 1)
+    p.watermarks()
+    assert p.rebuilds == 2 and (tmp_path / "meta.sqlite").exists()
+    p.compact()
+    assert not (tmp_path / "meta.sqlite-wal").exists() or (tmp_path / "meta.sqlite-wal").stat().st_size == 0
+    p.close()
+
+
+def test_monitor_metadata_is_pruned_to_what_storage_keeps(tmp_path: Path) -> None:
+    """Before: the monitor kept every checkpoint ever recorded until it held 4x more than available, so
+    ``falkirk monitor status`` counted collected checkpoints (``checkpoints 3, deletable 2`` with one on disk) and
+    the database grew. Now compaction after GC prunes it: status agrees with what is available, the file stays
+    bounded over a long run, and the reopened monitor's watermarks equal those before pruning."""
+    import contextlib
+    import io
+
+    from falkirk.cli import main
+    from falkirk.solver.monitor import Monitor
+
+    p = _planner(tmp_path, True)
+    sizes = []
+    for e in range(60):
+        for n in ["events", "queries", "parse_batch", "heavy", "parse_graph", "answer", "stats", "responses"]:
+            p.record(n, e)
+        if (e + 1) % 3 == 0:
+            p.record("cc", e)
+        lw = p.watermarks()
+        for n in ["cc", "stats"]:  # what the executor's GC does for stateful steps
+            p.prune(n, lw[n])
+        before = p.watermarks()
+        p.compact()
+        sizes.append((tmp_path / "meta.sqlite").stat().st_size)
+        assert p.watermarks() == before
+    assert p.available["cc"] == [59] and p.available["stats"] == [59]
+    with Monitor.open(tmp_path / "meta.sqlite") as m:
+        assert {n: len(m.checkpoints(n)) for n in p.available} == {n: len(es) for n, es in p.available.items()}
+        assert {n: epoch_of(f) for n, f in m.watermarks.items()} == p.watermarks()
+    p.close()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["monitor", "--db", str(tmp_path / "meta.sqlite"), "status"]) == 0
+    row = next(line.split() for line in out.getvalue().splitlines() if line.startswith("cc "))
+    assert row[-2:] == ["1", "0"], out.getvalue()  # one checkpoint, none deletable: as on disk
+    assert max(sizes[30:]) <= max(sizes[5:10]) * 1.5, sizes
+
+
+def test_truncated_checkpoints_leave_the_monitor(tmp_path: Path) -> None:
+    """Checkpoints a rollback abandoned (``truncate``) are gone from the monitor's database after compaction."""
+    from falkirk.solver.monitor import Monitor
+
+    p = _planner(tmp_path, True)
+    _feed(p, 9)
+    p.watermarks()
+    p.truncate("cc", 4)
+    p.compact()
+    p.close()
+    with Monitor.open(tmp_path / "meta.sqlite") as m:
+        assert len(m.checkpoints("cc")) == 1 and p.available["cc"] == [2]

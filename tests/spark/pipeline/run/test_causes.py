@@ -1,0 +1,102 @@
+"""Failure attribution: a failed step reports its root cause; an unreadable input is the input's problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from falkirk.spark import Ephemeral, Pipeline, RecoveryError, StepError
+from falkirk.spark.pipeline.run.causes import root_cause, unreadable_input
+
+pytestmark = [pytest.mark.spark]
+
+
+def _records(epoch: int) -> list[dict[str, Any]]:
+    return [{"user": f"u{i}", "n": i + epoch} for i in range(20)]
+
+
+def _pipe(root: Path, spark: Any, step: Any) -> Pipeline:
+    p = Pipeline(root, spark, fsync=False)
+    p.input("clicks", "user STRING, n BIGINT", source=_records)
+    p.step(step, regime=Ephemeral())
+    p.output("out", inputs=[step.__name__])
+    return p
+
+
+def test_user_error_in_a_udf_is_reported_and_not_retried_blindly(spark: Any, tmp_path: Path) -> None:
+    """A KeyError in the user's UDF: reported by name and place (not ``Py4JJavaError … o123.count``), and
+    retried once (one recovery) instead of three times."""
+    from pyspark.sql import functions as F
+
+    calls: list[int] = []
+
+    def lookup(clicks: Any, *, epoch: int) -> Any:
+        calls.append(epoch)
+
+        def region(user):  # type: ignore[no-untyped-def]
+            return {"u1": "eu"}[user]  # KeyError for every other user
+
+        return clicks.select(F.udf(region, "string")("user").alias("region"))
+
+    with pytest.raises(StepError) as err:
+        _pipe(tmp_path, spark, lookup).run(1)
+    text = str(err.value)
+    assert "KeyError: 'u" in text and "in region" in text, text
+    assert ".count" not in text
+    assert calls == [0, 0] and err.value.step == "lookup"
+
+
+@pytest.mark.parametrize("kind", ["driver", "analysis"])
+def test_deterministic_errors_stop_after_one_recovery(spark: Any, tmp_path: Path, kind: str) -> None:
+    """A KeyError raised by the step on the driver, or a query naming a missing column: two attempts, then StepError."""
+    calls: list[int] = []
+
+    def broken(clicks: Any, *, epoch: int) -> Any:
+        calls.append(epoch)
+        if kind == "driver":
+            return {"a": clicks}["b"]
+        return clicks.select("usr")
+
+    with pytest.raises(StepError, match="KeyError: 'b'" if kind == "driver" else "usr") as err:
+        _pipe(tmp_path, spark, broken).run(1)
+    assert calls == [0, 0] and "stopped after 2 attempts" in str(err.value)
+
+
+def test_input_file_gone_is_an_input_problem_not_retried(spark: Any, tmp_path: Path) -> None:
+    """An input file that vanished before the step read it: one clear error naming the input, no step retries."""
+    calls: list[int] = []
+
+    def count(clicks: Any, *, epoch: int) -> Any:
+        calls.append(epoch)
+        for f in (tmp_path / "input" / "clicks").rglob("*.jsonl"):
+            f.unlink()  # the data behind the (lazy) DataFrame disappears before Spark reads it
+        return clicks
+
+    with pytest.raises(RecoveryError, match=r"step clicks: input at epoch 0") as err:
+        _pipe(tmp_path, spark, count).run(1)
+    assert "input at epoch 0 is unusable: unreadable while" in str(err.value)
+    assert "FILE_NOT_EXIST" in str(err.value) or "does not exist" in str(err.value)
+    assert calls == [0]  # not retried as if the step were at fault
+
+
+def test_root_cause_of_plain_errors() -> None:
+    """Errors without a Spark wrapper keep their own first line; error classes and Caused-by chains are found."""
+    assert root_cause(ValueError("bad value\nmore")) == "bad value"
+    assert root_cause(RuntimeError("An error occurred while calling o5.count.\nCaused by: java.io.IOException: disk gone")) \
+        == "disk gone"
+    assert unreadable_input("[PATH_NOT_FOUND] Path does not exist: file:/r/input/a/x", "file:///r", ["a", "b"]) == "a"
+    assert unreadable_input("KeyError: 'a'", "file:///r", ["a"]) is None
+
+
+def test_job_groups_do_not_collide_across_pipelines(spark: Any, tmp_path: Path) -> None:
+    """Two pipelines of the same shape in one SparkSession: the second, failure-free, reports no task retries
+    (its job groups are its own; before, it counted the first one's retried task)."""
+    def copy(clicks: Any) -> Any:
+        return clicks.select("user", "n")
+
+    first = _pipe(tmp_path / "a", spark, copy).run(1, fail="copy@0:task")
+    assert any("Spark retried 1 failed task" in n for n in first.journal.notes), first.journal.notes
+    second = _pipe(tmp_path / "b", spark, copy).run(1)
+    assert not [n for n in second.journal.notes if "retried" in n], second.journal.notes

@@ -1,0 +1,82 @@
+"""Deleted or corrupt checkpoint and log files are detected: the plan falls back, or fails clearly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_support import EPOCHS, assert_identical, flagship
+
+from falkirk.spark import RecoveryError, Storage
+from falkirk.spark.pipeline.plan.planner import epoch_of
+
+pytestmark = pytest.mark.spark
+
+
+def _data_file(root: Path, step: str, kind: str, epoch: int) -> Path:
+    m = Storage(root).get(step, kind, epoch)
+    assert m.files, f"{step} {kind} {epoch} has no data file"
+    return root / (m.location or "") / m.files[0].name
+
+
+def test_corrupt_checkpoint_falls_back_to_an_earlier_one(spark: Any, reference: Path, tmp_path: Path) -> None:
+    """A flipped byte in cc's latest checkpoint: the restarted run restores the one before and ends identical."""
+    pipe = flagship(tmp_path, spark, cc_every=1, gc=False)
+    pipe.run(3)
+    target = _data_file(tmp_path, "cc", "checkpoint", 2)
+    data = bytearray(target.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    target.write_bytes(bytes(data))
+
+    result = flagship(tmp_path, spark, cc_every=1, gc=False).run(EPOCHS)  # a restarted driver
+    (rec,) = result.journal.recoveries
+    assert any("cc: checkpoint at epoch 2" in p and "SHA-256" in p for p in rec.problems), rec.problems
+    assert epoch_of(rec.plan.frontiers["cc"]) == 1 and rec.plan.actions["cc"] == "restore"
+    assert Storage(tmp_path).epochs("cc", "checkpoint") == [0, 1, 2, 3]  # 2 was rewritten by the re-run
+    assert_identical(spark, tmp_path, reference)
+
+
+def test_deleted_checkpoint_without_fallback_is_a_clear_error(spark: Any, tmp_path: Path) -> None:
+    """With GC keeping one checkpoint (retain=1), the only cc checkpoint left deleted: no plan can work, it says
+    why, and which setting would have saved it."""
+    flagship(tmp_path, spark, retain=1).run(EPOCHS)
+    storage = Storage(tmp_path)
+    assert storage.epochs("cc", "checkpoint") == [3]  # GC removed the one at 1
+    _data_file(tmp_path, "cc", "checkpoint", 3).unlink()
+    before = sorted(p.name for p in (tmp_path / "output" / "responses").iterdir())
+
+    with pytest.raises(RecoveryError, match=r"cannot recover: step events: input at epoch 0 is unusable") as err:
+        flagship(tmp_path, spark, retain=1).run(EPOCHS + 1)
+    assert "retain=" in str(err.value) and "keeps 1 checkpoint" in str(err.value)
+    assert "cc lost its checkpoint(s) at epoch(s) [3]: Pipeline(retain=2) would have kept" in str(err.value), err.value
+    assert sorted(p.name for p in (tmp_path / "output" / "responses").iterdir()) == before
+
+
+def test_default_retention_survives_a_deleted_latest_checkpoint(spark: Any, reference: Path, tmp_path: Path) -> None:
+    """GC on with the default retain=2: cc's checkpoints at 1 and 3 and the input since epoch 2 are kept, so
+    losing the latest checkpoint falls back to the older one and the output is identical."""
+    flagship(tmp_path, spark).run(EPOCHS)
+    storage = Storage(tmp_path)
+    assert storage.epochs("cc", "checkpoint") == [1, 3]
+    _data_file(tmp_path, "cc", "checkpoint", 3).unlink()
+
+    result = flagship(tmp_path, spark).run(EPOCHS)  # a restarted driver
+    (rec,) = result.journal.recoveries
+    assert any("cc: checkpoint at epoch 3" in p for p in rec.problems), rec.problems
+    assert epoch_of(rec.plan.frontiers["cc"]) == 1 and rec.plan.actions["cc"] == "restore"
+    assert_identical(spark, tmp_path, reference)
+
+
+def test_deleted_log_is_recomputed(spark: Any, reference: Path, tmp_path: Path) -> None:
+    """heavy's logged epoch 2 deleted before cc fails at 3: heavy is rolled back and recomputes it."""
+    def delete_log(line: str) -> None:
+        if line.startswith("epoch   2"):
+            _data_file(tmp_path, "heavy", "log", 2).unlink()
+
+    result = flagship(tmp_path, spark).run(EPOCHS, fail="cc@3:before", progress=delete_log)
+    (rec,) = result.journal.recoveries
+    assert any("heavy: log at epoch 2" in p and "missing" in p for p in rec.problems), rec.problems
+    assert rec.plan.actions["heavy"] == "restore" and epoch_of(rec.plan.frontiers["heavy"]) == 1
+    assert ("heavy", 2) in {(x.step, x.epoch) for x in result.journal.executions if x.redo}
+    assert_identical(spark, tmp_path, reference)

@@ -1,0 +1,154 @@
+"""Durable storage: write-once manifests that prove their data, verification of sizes and checksums, sweeping.
+
+Most tests run twice: on a local directory and on fsspec's in-memory filesystem
+(``memory://``), which has no rename and no hard links, as an object store.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from falkirk.spark import CorruptDataError, Manifest, Storage
+from falkirk.spark.errors import StorageError
+from falkirk.spark.pipeline.store.rootfs import Root
+from falkirk.spark.pipeline.store.storage import FileEntry
+
+
+@pytest.fixture(params=["local", "memory"])
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
+    """A Storage on a local directory, or on fsspec's memory filesystem (no rename, no links)."""
+    if request.param == "local":
+        return Storage(tmp_path, fsync=False)
+    return Storage(f"memory://falkirk-tests/{uuid.uuid4().hex}", fsync=False)
+
+
+def _fake_item(storage: Storage, step: str, epoch: int, payload: bytes) -> Manifest:
+    loc = storage.new_location(step, "checkpoint", epoch)
+    storage.fs.replace(f"{loc}/part-0.parquet", payload)
+    return Manifest(step, "checkpoint", epoch, 1, loc, storage.describe_files(loc), "{}")
+
+
+def test_manifest_round_trip(storage: Storage) -> None:
+    """A published manifest reads back equal; epochs are listed in order; republishing the same is a no-op."""
+    s = storage
+    m = _fake_item(s, "cc", 3, b"0123456789")
+    s.put(m)
+    s.put(Manifest("cc", "checkpoint", 1))
+    s.put(m)
+    assert s.get("cc", "checkpoint", 3) == m
+    assert s.epochs("cc", "checkpoint") == [1, 3]
+    assert m.files[0].size == 10 and m.files[0].sha256.startswith("sha256:")
+
+
+def test_manifests_are_write_once(storage: Storage) -> None:
+    """A different manifest for an item already published is refused, naming the step, kind and epoch."""
+    storage.put(Manifest("cc", "checkpoint", 4, rows=0, extra={"a": 1}))
+    with pytest.raises(StorageError, match="step cc: checkpoint at epoch 4 is already published"):
+        storage.put(Manifest("cc", "checkpoint", 4, rows=0, extra={"a": 2}))
+    assert storage.get("cc", "checkpoint", 4).extra == {"a": 1}
+
+
+def test_manifest_without_its_data_is_refused(storage: Storage) -> None:
+    """Rows but no data file (what a root on one machine's disk gives on a cluster), or a listed file the
+    driver cannot see, is refused at publish time, and no manifest is written."""
+    with pytest.raises(StorageError, match="claims 1000 rows but no data file is visible"):
+        storage.put(Manifest("cc", "checkpoint", 7, rows=1000, location="data/cc/checkpoint/7", schema="{}"))
+    ghost = Manifest("cc", "log", 8, rows=5, location="data/cc/log/8", files=[FileEntry("part-0", 10, "")], schema="{}")
+    with pytest.raises(StorageError, match="refusing to publish log at epoch 8: data file .*part-0 is missing"):
+        storage.put(ghost)
+    assert storage.epochs("cc", "checkpoint") == [] and storage.epochs("cc", "log") == []
+
+
+@pytest.mark.parametrize("damage", ["delete", "truncate", "flip"])
+def test_verify_detects_damaged_data(storage: Storage, damage: str) -> None:
+    """A deleted, truncated or bit-flipped data file fails verification, naming step, kind and epoch."""
+    s = storage
+    m = _fake_item(s, "cc", 5, b"x" * 100)
+    s.put(m)
+    s.verify(m)
+    rel = f"{m.location}/{m.files[0].name}"
+    if damage == "delete":
+        s.fs.delete(rel)
+    elif damage == "truncate":
+        s.fs.replace(rel, b"x" * 50)
+    else:
+        s.fs.replace(rel, b"y" + b"x" * 99)
+    with pytest.raises(CorruptDataError, match="step cc: checkpoint at epoch 5 is unusable") as err:
+        s.verify(s.get("cc", "checkpoint", 5))
+    assert (err.value.step, err.value.kind, err.value.epoch) == ("cc", "checkpoint", 5)
+
+
+def test_unreadable_manifest_is_corrupt(storage: Storage) -> None:
+    """A manifest that is not valid JSON counts as a corrupt item, not a crash."""
+    s = storage
+    s.put(Manifest("cc", "checkpoint", 2))
+    s.fs.replace("manifests/cc/checkpoint/00000002.json", b"{not json")
+    with pytest.raises(CorruptDataError, match="unreadable"):
+        s.get("cc", "checkpoint", 2)
+
+
+def test_remove_and_sweep(storage: Storage) -> None:
+    """Removing a manifest deletes its data; data no manifest names (a crash's leftovers) is swept."""
+    s = storage
+    kept = _fake_item(s, "cc", 1, b"a")
+    gone = _fake_item(s, "cc", 2, b"b")
+    orphan = _fake_item(s, "cc", 3, b"c")
+    s.put(kept)
+    s.put(gone)
+    s.remove("cc", "checkpoint", 2)
+    assert not s.fs.exists(gone.location or "")
+    assert s.sweep_orphans() == 1
+    assert not s.fs.exists(orphan.location or "")
+    assert s.fs.exists(kept.location or "")
+
+
+@pytest.mark.parametrize("root, needs", [("s3a://bucket/p", "s3fs"), ("abfss://c@acct.dfs.core.windows.net/p", "adlfs"),
+                                         ("gs://bucket/p", "gcsfs")])
+def test_missing_connector_is_named(root: str, needs: str) -> None:
+    """A URI whose driver-side connector is not installed is an error naming the package, not a local folder."""
+    pytest.importorskip("fsspec")
+    import importlib.util
+
+    if importlib.util.find_spec(needs) is not None:
+        pytest.skip(f"{needs} is installed here; the missing-connector error cannot be shown")
+    with pytest.raises(StorageError, match=f"the driver needs {needs}"):
+        Root(root)
+
+
+def test_unsupported_scheme_and_unreachable_hdfs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unknown scheme is refused naming it; an hdfs:// root the driver cannot reach fails before writing
+    anything, and neither leaves a local folder named after the URI."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StorageError, match="scheme 'ftp' is not supported"):
+        Root("ftp://host/p")
+    with pytest.raises(StorageError, match="root 'hdfs://127.0.0.1:1/p/run1': cannot reach the filesystem"):
+        Root("hdfs://127.0.0.1:1/p/run1")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_plain_paths_and_file_uris_are_the_same_root(tmp_path: Path) -> None:
+    """A plain path and its file:// URI name the same storage; Spark is given the URI."""
+    a, b = Root(tmp_path / "r"), Root((tmp_path / "r").as_uri())
+    a.publish("x.json", b"1")
+    assert b.read_bytes("x.json") == b"1"
+    assert a.spark_uri("x.json") == b.spark_uri("x.json") == (tmp_path / "r" / "x.json").as_uri()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("as_uri", [False, True])
+def test_frame_round_trip(spark: Any, tmp_path: Path, as_uri: bool) -> None:
+    """A DataFrame written with a manifest reads back with the same rows and schema, empty ones included,
+    whether the root is a plain path or a file:// URI."""
+    s = Storage(tmp_path.as_uri() if as_uri else tmp_path, fsync=False)
+    df = spark.createDataFrame([(1, "a"), (2, "b")], "k BIGINT, v STRING")
+    m = s.write_frame(df, "step", "log", 0, 2)
+    s.put(m)
+    back = s.read_frame(spark, s.get("step", "log", 0))
+    assert sorted(map(tuple, back.collect())) == [(1, "a"), (2, "b")]
+    assert all(f.name.startswith("part-") and f.size > 0 for f in m.files)
+    empty = s.write_frame(df.where("k > 5"), "step", "log", 1, 0)
+    assert s.read_frame(spark, empty).schema == df.schema and s.read_frame(spark, empty).count() == 0
