@@ -32,7 +32,14 @@ from falkirk.domains import BUILTIN, INPUT_EDGE, REGISTRY, Domain, Epoch, Identi
 from falkirk.domains.projections import BoundProjection, projection_from_spec
 from falkirk.errors import FalkirkError, UnknownNameError, ValidationError
 from falkirk.solver.model.bulk import from_arrays, from_networkx
-from falkirk.solver.model.elements import _EMPTY, Checkpoint, Edge, Meta, Processor, ResolvedCheckpoint
+from falkirk.solver.model.elements import (
+    EMPTY_MAPPING,
+    Checkpoint,
+    Edge,
+    Meta,
+    Processor,
+    ResolvedCheckpoint,
+)
 from falkirk.solver.model.plain import plain_chain
 from falkirk.solver.model.resolve import Resolved, resolve_processor
 from falkirk.solver.model.table import Table, epoch_chains
@@ -59,7 +66,8 @@ DEFER_PLAIN = True
 _IDENTITY = Identity()  # the projection of every edge given as arrays (one immutable value)
 _PLAIN_TAIL = attrgetter("notifications", "delivered", "discarded", "projection", "logged", "state")
 # what a plain checkpoint gives besides its frontier (the shared empty mapping: compared by identity first)
-_NOTHING_MORE: tuple[Any, ...] = (None, _EMPTY, _EMPTY, _EMPTY, _EMPTY, None)
+_NONE = EMPTY_MAPPING
+_NOTHING_MORE: tuple[Any, ...] = (None, _NONE, _NONE, _NONE, _NONE, None)
 _NAME, _SRC, _DST, _PROJECTION = map(attrgetter, ("name", "src", "dst", "projection"))
 _FRONTIER = attrgetter("frontier")
 
