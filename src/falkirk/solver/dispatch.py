@@ -60,6 +60,7 @@ from falkirk.solver.model import Dataflow
 from falkirk.solver.model.access import View
 from falkirk.solver.vectorised.build import NotApplicable, solve_view
 from falkirk.solver.vectorised.columns import solve_columns
+from falkirk.solver.vectorised.loops import solve_loops
 from falkirk.solver.worklist import run_worklist
 
 __all__ = [
@@ -150,6 +151,8 @@ def choose(dataflow: Dataflow, *, strategy: Strategy = "auto", fast: bool | None
     n = len(dataflow.processors)
     if n >= VECTORISE_FROM and len(dataflow.edges) >= DENSE_FROM * n and _total(dataflow):
         return "vectorised"
+    if n >= VECTORISE_FROM and dataflow._table.lex_plain and not dataflow._table.epoch_plain:
+        return "vectorised"  # a loop job of plain prefix checkpoints (falkirk.solver.vectorised.loops)
     return "worklist"
 
 
@@ -170,7 +173,7 @@ def solve(view: View, *, strategy: Strategy = "auto", fast: bool | None = None) 
     chosen = choose(view.df, strategy=strategy)
     if chosen == "vectorised":
         try:
-            f, n, work = solve_columns(view.df, view.failed) or solve_view(view)
+            f, n, work = solve_columns(view.df, view.failed) or solve_loops(view.df, view.failed) or solve_view(view)
         except NotApplicable:
             if strategy == "vectorised":
                 raise

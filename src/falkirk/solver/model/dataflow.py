@@ -22,18 +22,34 @@ domain's JSON encoding (``2`` for epoch 2, ``{"e1": 3}`` for sequence counts,
 
 from collections.abc import Callable, Iterable
 from collections.abc import Sequence as PySequence
-from itertools import chain
-from operator import attrgetter, countOf
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
-from falkirk.domains import BUILTIN, INPUT_EDGE, REGISTRY, Domain, Epoch, Identity, Sequence, make_domain
+from falkirk.domains import (
+    BUILTIN,
+    INPUT_EDGE,
+    REGISTRY,
+    Domain,
+    Epoch,
+    Frontier,
+    Identity,
+    Sequence,
+    make_domain,
+)
 from falkirk.domains.projections import BoundProjection, projection_from_spec
 from falkirk.errors import FalkirkError, UnknownNameError, ValidationError
 from falkirk.solver.model.bulk import from_arrays, from_networkx
+from falkirk.solver.model.deferred import (
+    TUPLE_DOMAINS,
+    check_images,
+    epoch_candidates,
+    epoch_frontier,
+    select_chains,
+    tuple_candidates,
+)
 from falkirk.solver.model.elements import (
-    EMPTY_MAPPING,
     Checkpoint,
     Edge,
     Meta,
@@ -64,22 +80,7 @@ class _OnDemand(dict[str, Resolved]):
 DEFER_PLAIN = True
 
 _IDENTITY = Identity()  # the projection of every edge given as arrays (one immutable value)
-_PLAIN_TAIL = attrgetter("notifications", "delivered", "discarded", "projection", "logged", "state")
-# what a plain checkpoint gives besides its frontier (the shared empty mapping: compared by identity first)
-_NONE = EMPTY_MAPPING
-_NOTHING_MORE: tuple[Any, ...] = (None, _NONE, _NONE, _NONE, _NONE, None)
 _NAME, _SRC, _DST, _PROJECTION = map(attrgetter, ("name", "src", "dst", "projection"))
-_FRONTIER = attrgetter("frontier")
-
-
-def _small_ints(values: list[Any]) -> Any:
-    """``values`` as an ``int64`` array when every one is an ``int`` that fits (else ``None``)."""
-    if not set(map(type, values)) <= {int}:
-        return None
-    try:
-        return np.array(values, dtype=np.int64)
-    except OverflowError:
-        return None
 
 
 def _processors(procs: list[Processor]) -> dict[str, Processor]:
@@ -167,6 +168,7 @@ class Dataflow:
         self.system_notifications = notifications
         self._made: dict[tuple[str, int | None], Domain] = {}
         self._columns: Any = None  # the vectorised solver's arrays, built on its first solve
+        self._loops: Any = None  # the same for a loop job (falkirk.solver.vectorised.loops)
         self.processors: dict[str, Processor] = _processors(procs)
         names = list(self.processors)
         index = {p: i for i, p in enumerate(names)}
@@ -207,6 +209,7 @@ class Dataflow:
         self.system_notifications = notifications
         self._made = {}
         self._columns = None
+        self._loops = None
         dom = domain if isinstance(domain, Domain) else self._domain(Processor("", domain))
         names = t.names
         given = ck_val.tolist()
@@ -311,6 +314,9 @@ class Dataflow:
             self.bound: dict[str, BoundProjection] = OnDemand(self.edges, made.__getitem__, made)
             ident = np.fromiter((type(b.spec) is Identity for b in made.values()), dtype=bool, count=m)
             self._residual = np.fromiter((b.recorded or b.has_residual for b in made.values()), bool, m)
+            self._recorded = np.fromiter((b.recorded for b in made.values()), bool, m)
+            self._sample = list(made.values())
+            self._sample_of = np.arange(m)
             return ident
         codes = {s: i for i, s in enumerate(distinct)}
         scode = (
@@ -332,13 +338,19 @@ class Dataflow:
         else:
             _, first, group = np.unique(key, return_index=True, return_inverse=True)
         residual = np.zeros(first.shape[0], dtype=bool)  # per group: recorded, or has a residual
+        recorded = np.zeros(first.shape[0], dtype=bool)
+        sample: list[BoundProjection] = [None] * first.shape[0]  # type: ignore[list-item]
         for g in np.argsort(first, kind="stable").tolist():
             k = int(first[g])
-            b = self._bind_edge(k, distinct[scode[k]], named)
+            b = sample[g] = self._bind_edge(k, distinct[scode[k]], named)
             residual[g] = b.recorded or b.has_residual
+            recorded[g] = b.recorded
             if own[k]:
                 made[enames[k]] = b
         self._residual = residual[group.reshape(-1)] if m else np.zeros(0, dtype=bool)
+        self._recorded = recorded[group.reshape(-1)] if m else np.zeros(0, dtype=bool)
+        # one bound projection per group: edges that bind alike project alike (their images are shared)
+        self._sample, self._sample_of = sample, group.reshape(-1) if m else np.zeros(0, dtype=np.int64)
         objs = [self._spec(s, named) for s in distinct]
         self._edge_values(distinct, scode)
         domains, names = self.domains, t.names
@@ -385,57 +397,55 @@ class Dataflow:
 
     # -- construction: plain processors ----------------------------------------
     def _defer(self, procs: list[Processor], ident: Any) -> None:
-        """Keep plain chains as epochs (resolved on first read); resolve every other processor now."""
+        """Keep plain chains as columns (resolved on first read); resolve every other processor now.
+
+        See :mod:`falkirk.solver.model.deferred` for what is plain and how it is checked.
+        """
         t = self._table
         n = t.n
-        epoch = np.fromiter((type(d) is Epoch for d in self.domains.values()), dtype=bool, count=n)
+        doms = list(self.domains.values())
         live = np.fromiter((p.live is not None for p in procs), dtype=bool, count=n)
+        recorded_out = np.bincount(t.src[self._recorded], minlength=n) > 0 if t.m else np.zeros(n, dtype=bool)
+        free = ~live & ~recorded_out if DEFER_PLAIN else np.zeros(n, dtype=bool)
         other_out = np.bincount(t.src[~ident], minlength=n) > 0 if t.m else np.zeros(n, dtype=bool)
-        cand = epoch & ~live & ~other_out if DEFER_PLAIN else np.zeros(n, dtype=bool)
         plain = np.zeros(n, dtype=bool)
+        images: dict[int, Any] = {}
+        epoch = np.fromiter((type(d) is Epoch for d in doms), dtype=bool, count=n)
+        idx = np.flatnonzero(epoch & free)
+        fine, d_ptr, d_val = epoch_candidates(procs, idx)
+        for j in np.flatnonzero(fine & other_out[idx]).tolist():
+            i = int(idx[j])
+            keys = d_val[d_ptr[j] : d_ptr[j + 1]].tolist()
+            fine[j] = check_images(self, i, keys, epoch_frontier(doms[i]), images)
+        plain[idx[fine]] = True
         ck_ptr = np.zeros(n + 1, dtype=np.int64)
-        ck_val = np.zeros(0, dtype=np.int64)
-        idx = np.flatnonzero(cand)
-        if idx.size:
-            cks = [procs[i].checkpoints for i in idx.tolist()]
-            counts = np.fromiter(map(len, cks), dtype=np.int64, count=len(cks))
-            flat = list(chain.from_iterable(cks))
-            seg = np.repeat(np.arange(len(cks)), counts)
-            fine = np.ones(len(cks), dtype=bool)
-            if set(map(type, flat)) - {Checkpoint}:
-                fine[[j for j, c in zip(seg.tolist(), flat, strict=True) if type(c) is not Checkpoint]] = False
-                flat = [c if type(c) is Checkpoint else Checkpoint(-1) for c in flat]
-            bad = []  # checkpoints that give more than their frontier, or whose frontier is no small int
-            if countOf(map(_PLAIN_TAIL, flat), _NOTHING_MORE) != len(flat):
-                bad = [j for j, rest in enumerate(map(_PLAIN_TAIL, flat)) if rest != _NOTHING_MORE]
-            vals = list(map(_FRONTIER, flat))
-            epochs = _small_ints(vals)
-            if epochs is None:  # some frontier is not an int, or too large for int64: one by one
-                small = [type(v) is int and -(2**62) < v < 2**62 for v in vals]
-                bad += [j for j, ok in enumerate(small) if not ok]
-                epochs = np.array([v if ok else -1 for v, ok in zip(vals, small, strict=True)], np.int64)
-            else:
-                bad += np.flatnonzero((epochs <= -(2**62)) | (epochs >= 2**62)).tolist()
-            if bad:
-                fine[seg[bad]] = False
-                epochs[bad] = -1
-            sub_ptr = np.zeros(len(cks) + 1, dtype=np.int64)
-            np.cumsum(counts, out=sub_ptr[1:])
-            d_ptr, d_val, ok = epoch_chains(sub_ptr, epochs)
-            fine &= ok
+        kept = np.diff(d_ptr) * fine
+        np.cumsum(np.bincount(idx, weights=kept, minlength=n).astype(np.int64), out=ck_ptr[1:])
+        ck_val = d_val[np.repeat(fine, np.diff(d_ptr))]
+        t.tuples = {}
+        for dom in {id(d): d for d in doms if type(d) in TUPLE_DOMAINS}.values():
+            idx = np.flatnonzero(np.fromiter((d is dom for d in doms), dtype=bool, count=n) & free)
+            if not idx.size:
+                continue
+            fine, chains = tuple_candidates(procs, idx, dom)
+            for j in np.flatnonzero(fine & other_out[idx]).tolist():
+                keys = chains.antichains(j)
+                fine[j] = check_images(self, int(idx[j]), keys, lambda a, d=dom: Frontier(d, a), images)
             plain[idx[fine]] = True
-            kept = np.diff(d_ptr) * fine
-            np.cumsum(np.bincount(idx, weights=kept, minlength=n).astype(np.int64), out=ck_ptr[1:])
-            ck_val = d_val[np.repeat(fine, np.diff(d_ptr))]
+            t.tuples[dom] = select_chains(chains, fine, idx, n)
         for i in np.flatnonzero(~plain).tolist():
             name = t.names[i]
-            keys = plain_chain(self, name) if DEFER_PLAIN and not cand[i] else None
+            keys = plain_chain(self, name) if DEFER_PLAIN and not free[i] else None
             if keys is None:
                 self._resolved[name]
             else:
                 self._plain_other[name] = keys
-        everything = bool(plain.all() and t.restartable.all() and len({id(d) for d in self.domains.values()}) <= 1)
-        t.set_plain(plain, ck_ptr, ck_val, epoch_plain=everything and n > 0)
+        one = len({id(d) for d in doms}) <= 1
+        everything = bool(plain.all() and t.restartable.all())
+        t.set_plain(plain, ck_ptr, ck_val, epoch_plain=everything and one and bool(ident.all() and epoch.all()) and n > 0)
+        t.lex_plain = everything and all(type(d) in (Epoch, *TUPLE_DOMAINS) for d in doms) and all(
+            bool(c.lex.all()) for c in t.tuples.values()
+        )
 
     def _plain_names(self) -> dict[str, None]:
         t = self._table
@@ -446,7 +456,12 @@ class Dataflow:
     def _plain_keys(self, name: str) -> list[Any]:
         if name in self._plain_other:
             return self._plain_other[name]
-        return self._table.epochs(self._table.index[name])
+        t = self._table
+        i = t.index[name]
+        dom = self.domains[name]
+        if dom in t.tuples:
+            return [Frontier(dom, a) for a in t.tuples[dom].antichains(i)]
+        return t.epochs(i)
 
     # -- bulk constructors ------------------------------------------------------
     @classmethod
