@@ -33,7 +33,7 @@ def test_stair_minimises(times: list[tuple[int, int]]) -> None:
     """The sweep keeps exactly the minimal pairs, sorted (first coordinates rise, second ones fall)."""
     out = _stair(sorted(set(times)))
     assert out == _minimal(times)
-    assert all(a[0] < b[0] and a[1] > b[1] for a, b in zip(out, out[1:]))
+    assert all(a[0] < b[0] and a[1] > b[1] for a, b in zip(out, out[1:], strict=False))
 
 
 @given(pairs, pairs)

@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from falkirk.domains import Epoch, Identity
+from falkirk.domains import Epoch, Frontier, Identity
 from falkirk.errors import ValidationError
+from falkirk.solver.model.arrays import from_columns, objects
 from falkirk.solver.model.elements import Checkpoint, Edge, Processor
 from falkirk.solver.model.table import Table, epoch_chains
 
@@ -95,8 +96,16 @@ def from_arrays(
     ck_ptr: Any = None,
     ck_val: Any = None,
     notifications: bool = True,
+    domain_of: Any = None,
+    projection: Any = None,
+    projection_of: Any = None,
+    ck_ac: Any = None,
 ) -> Dataflow:
     """A dataflow of ``len(names)`` processors in one ``domain`` (see the module docstring).
+
+    With ``domain_of``, ``projection``, ``ck_ac`` or a two-dimensional
+    ``ck_val``, the job may mix domains and projections
+    (:mod:`falkirk.solver.model.arrays`).
 
     In the ``epoch`` domain, with distinct names and integer checkpoint
     epochs forming valid chains, the dataflow is made from the arrays with
@@ -119,6 +128,9 @@ def from_arrays(
     less = _flags(stateless, n, "stateless")
     if (ck_ptr is None) != (ck_val is None):
         raise ValidationError("give both ck_ptr and ck_val (checkpoints in CSR form), or neither")
+    if domain_of is not None or projection is not None or ck_ac is not None or np.ndim(ck_val) == 2:
+        return _mixed(cls, names, s, d, enames, log, less, domain, domain_of, projection, projection_of,
+                      ck_ptr, ck_val, ck_ac, notifications)
     raw: Any = []
     vals: Any = np.zeros(0, dtype=np.int64)  # the epochs as integers, or None when they are not all integers
     if ck_ptr is None:
@@ -157,6 +169,58 @@ def from_arrays(
         for i in range(n)
     ]
     edges = [Edge(enames[k], names[sl[k]], names[dl[k]], _IDENTITY) for k in range(m)]
+    return cls(procs, edges, notifications=notifications)
+
+
+def _mixed(
+    cls: type[Dataflow],
+    names: list[str],
+    src: Any,
+    dst: Any,
+    enames: list[str] | None,
+    logged: Any,
+    stateless: Any,
+    domain: Any,
+    domain_of: Any,
+    projection: Any,
+    projection_of: Any,
+    ck_ptr: Any,
+    ck_val: Any,
+    ck_ac: Any,
+    notifications: bool,
+) -> Dataflow:
+    """:func:`from_arrays` for several domains and projections, or tuple-domain checkpoints as rows."""
+    n, m = len(names), src.shape[0]
+    kinds = list(domain) if domain_of is not None else [domain]
+    dcode = np.zeros(n, np.int64) if domain_of is None else _indices(domain_of, len(kinds), "domain_of", n)
+    if projection_of is None:
+        specs: list[Any] = [projection if projection is not None else _IDENTITY]
+        pcode = np.zeros(m, dtype=np.int64)
+    else:
+        specs = list(projection)
+        pcode = _indices(projection_of, len(specs), "projection_of", m)
+    rows = np.zeros((0, 1), dtype=np.int64) if ck_val is None else np.asarray(ck_val)
+    if rows.ndim == 1:
+        rows = rows[:, None]
+    if rows.ndim != 2 or (rows.size and not np.issubdtype(rows.dtype, np.integer)):
+        raise ValidationError(f"ck_val must be integers of shape (rows,) or (rows, d), not {rows.dtype} {rows.shape}")
+    rows = rows.astype(np.int64)
+    ac = np.arange(rows.shape[0] + 1, dtype=np.int64) if ck_ac is None else _indices(ck_ac, 2**62, "ck_ac")
+    if ac.shape[0] < 1 or ac[0] != 0 or ac[-1] != rows.shape[0] or (np.diff(ac) < 0).any():
+        raise ValidationError(f"ck_ac must rise from 0 to the {rows.shape[0]} rows of ck_val (CSR pointers)")
+    cks = ac.shape[0] - 1
+    ptr = np.zeros(n + 1, np.int64) if ck_ptr is None else _indices(ck_ptr, 2**62, "ck_ptr", n + 1)
+    if ck_ptr is None and cks:
+        raise ValidationError("give ck_ptr with ck_val (checkpoints in CSR form)")
+    if ptr[0] != 0 or ptr[-1] != cks or (np.diff(ptr) < 0).any():
+        raise ValidationError(f"ck_ptr must rise from 0 to the {cks} checkpoints (CSR pointers), got {ptr[0]}..{ptr[-1]}")
+    t = Table(names, src, dst, logged, stateless, edge_names=enames)
+    distinct = len(t.index) == n and (enames is None or (len(set(enames)) == m and all(type(e) is str for e in enames)))
+    made = from_columns(cls, names, t, kinds, dcode, specs, pcode, ptr, rows, ac, notifications) if distinct else None
+    if made is not None:
+        return made
+    t = Table(names, src, dst, logged, stateless, edge_names=enames or [f"e{k}" for k in range(m)])
+    procs, edges = objects(names, t, kinds, dcode, specs, pcode, ptr, rows, ac)
     return cls(procs, edges, notifications=notifications)
 
 
@@ -247,13 +311,84 @@ def _networkx_columns(cls: type[Dataflow], graph: Any, domain: Any, notification
     )
 
 
+_LOOP_EDGE = frozenset({"name", "logged", "projection"})
+
+
+def _rows(value: Any) -> list[Any] | None:
+    """A checkpoint given to networkx as rows: an epoch ``k`` → ``[[k]]``, a tuple frontier → its ``before`` rows."""
+    if type(value) is int:
+        return [[value]]
+    if type(value) is Frontier:
+        return [list(a) if isinstance(a, tuple) else [a] for a in value.antichain] if value.antichain else None
+    if type(value) is dict and value.keys() == {"before"} and type(value["before"]) is list:
+        return value["before"]
+    return None
+
+
+def _networkx_loops(cls: type[Dataflow], graph: Any, domain: Any, notifications: bool) -> Dataflow | None:
+    """A job of plain processors in several domains (loops) read into columns, or ``None`` (the objects decide)."""
+    names: list[str] = []
+    less: list[bool] = []
+    kinds: dict[Any, int] = {}
+    dcode: list[int] = []
+    per: list[int] = []
+    sizes: list[int] = []
+    flat: list[Any] = []
+    try:
+        for u, data in graph.nodes(data=True):
+            stateless = data.get("stateless", False)
+            if type(u) is not str or not data.keys() <= _PLAIN_NODE or type(stateless) is not bool:
+                return None
+            dcode.append(kinds.setdefault(data.get("domain", domain), len(kinds)))
+            cks = data.get("checkpoints", ())
+            for c in cks:
+                rows = _rows(c)
+                if rows is None:
+                    return None
+                sizes.append(len(rows))
+                flat.extend(rows)
+            names.append(u)
+            less.append(stateless)
+            per.append(len(cks))
+        width = max(map(len, flat), default=1)
+        if any(len(r) != width for r in flat):  # epochs beside tuples: pad with zeros
+            flat = [list(r) + [0] * (width - len(r)) for r in flat]
+        rows_arr = np.array(flat, dtype=np.int64).reshape(-1, width)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    index = {p: i for i, p in enumerate(names)}
+    specs: dict[Any, int] = {}
+    src, dst, enames, logged, pcode = [], [], [], [], []
+    try:
+        for u, v, data in graph.edges(data=True):
+            if not data.keys() <= _LOOP_EDGE:
+                return None
+            src.append(index[u])
+            dst.append(index[v])
+            enames.append(data.get("name", f"{u}->{v}"))
+            logged.append(bool(data.get("logged", False)))
+            pcode.append(specs.setdefault(data.get("projection", _IDENTITY), len(specs)))
+    except TypeError:  # an unhashable domain or projection
+        return None
+    if len(index) != len(names) or len(set(enames)) != len(enames) or not all(type(e) is str for e in enames):
+        return None
+    ptr = np.zeros(len(names) + 1, dtype=np.int64)
+    np.cumsum(per, out=ptr[1:])
+    ac = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=ac[1:])
+    t = Table(names, np.array(src, np.int64), np.array(dst, np.int64), np.array(logged, bool), np.array(less, bool),
+              index=index, edge_names=enames)
+    return from_columns(cls, names, t, list(kinds), np.array(dcode, np.int64), list(specs),
+                        np.array(pcode, np.int64), ptr, rows_arr, ac, notifications)
+
+
 def from_networkx(
     cls: type[Dataflow], graph: Any, *, domain: Any = "epoch", notifications: bool = True
 ) -> Dataflow:
     """A dataflow from a directed networkx graph (see the module docstring); ``domain`` is the default domain."""
     if not graph.is_directed():
         raise ValidationError("from_networkx needs a directed graph (networkx.DiGraph)")
-    fast = _networkx_columns(cls, graph, domain, notifications)
+    fast = _networkx_columns(cls, graph, domain, notifications) or _networkx_loops(cls, graph, domain, notifications)
     if fast is not None:
         return fast
     logs: dict[Any, list[str]] = {u: [] for u in graph.nodes}

@@ -43,11 +43,12 @@ from falkirk.errors import FalkirkError, UnknownNameError, ValidationError
 from falkirk.solver.model.bulk import from_arrays, from_networkx
 from falkirk.solver.model.deferred import (
     TUPLE_DOMAINS,
-    check_images,
+    check_images_many,
     epoch_candidates,
     epoch_frontier,
     select_chains,
     tuple_candidates,
+    tuple_ids,
 )
 from falkirk.solver.model.elements import (
     Checkpoint,
@@ -407,16 +408,13 @@ class Dataflow:
         live = np.fromiter((p.live is not None for p in procs), dtype=bool, count=n)
         recorded_out = np.bincount(t.src[self._recorded], minlength=n) > 0 if t.m else np.zeros(n, dtype=bool)
         free = ~live & ~recorded_out if DEFER_PLAIN else np.zeros(n, dtype=bool)
-        other_out = np.bincount(t.src[~ident], minlength=n) > 0 if t.m else np.zeros(n, dtype=bool)
         plain = np.zeros(n, dtype=bool)
         images: dict[int, Any] = {}
         epoch = np.fromiter((type(d) is Epoch for d in doms), dtype=bool, count=n)
         idx = np.flatnonzero(epoch & free)
         fine, d_ptr, d_val = epoch_candidates(procs, idx)
-        for j in np.flatnonzero(fine & other_out[idx]).tolist():
-            i = int(idx[j])
-            keys = d_val[d_ptr[j] : d_ptr[j + 1]].tolist()
-            fine[j] = check_images(self, i, keys, epoch_frontier(doms[i]), images)
+        if idx.size:
+            fine &= check_images_many(self, ident, idx, d_ptr, d_val, epoch_frontier(doms[idx[0]]), images)
         plain[idx[fine]] = True
         ck_ptr = np.zeros(n + 1, dtype=np.int64)
         kept = np.diff(d_ptr) * fine
@@ -428,9 +426,7 @@ class Dataflow:
             if not idx.size:
                 continue
             fine, chains = tuple_candidates(procs, idx, dom)
-            for j in np.flatnonzero(fine & other_out[idx]).tolist():
-                keys = chains.antichains(j)
-                fine[j] = check_images(self, int(idx[j]), keys, lambda a, d=dom: Frontier(d, a), images)
+            fine &= check_images_many(self, ident, idx, chains.ptr, *tuple_ids(chains, dom), images)
             plain[idx[fine]] = True
             t.tuples[dom] = select_chains(chains, fine, idx, n)
         for i in np.flatnonzero(~plain).tolist():
@@ -478,8 +474,12 @@ class Dataflow:
         ck_ptr: Any = None,
         ck_val: Any = None,
         notifications: bool = True,
+        domain_of: Any = None,
+        projection: Any = None,
+        projection_of: Any = None,
+        ck_ac: Any = None,
     ) -> "Dataflow":
-        """A dataflow from arrays: edge ``k`` is ``names[src[k]] → names[dst[k]]`` (identity).
+        """A dataflow from arrays: edge ``k`` is ``names[src[k]] → names[dst[k]]`` (identity by default).
 
         ``logged[k]``: edge ``k`` is logged; ``stateless[i]``: processor
         ``i`` is stateless; its checkpoints are
@@ -488,6 +488,14 @@ class Dataflow:
         ``e1``, … unless ``edge_names`` is given. The result is the
         dataflow the object constructors give for the same content; see
         :mod:`falkirk.solver.model.bulk`. Cost: ``O(V + E + checkpoints)``.
+
+        Iterative jobs (:mod:`falkirk.solver.model.arrays`): ``domain`` a
+        sequence of domains with ``domain_of[i]`` the one of processor ``i``,
+        ``projection`` a sequence with ``projection_of[k]`` the one of edge
+        ``k``, and ``ck_val`` of shape ``(rows, d)``: per row a time of the
+        processor's domain — a ``product``/``lexicographic`` checkpoint's
+        minimal times of its complement (``before``), grouped by ``ck_ac``
+        (default: one row per checkpoint), an epoch processor's epoch in column 0.
 
         >>> import numpy as np
         >>> from falkirk.solver import Dataflow, solve_frontiers
@@ -498,6 +506,15 @@ class Dataflow:
         (Edge(name='e1', src='b', dst='c', projection=Identity()), frozenset({'e0'}))
         >>> solve_frontiers(df, failed=["a"]).to_json()["frontiers"]
         {'a': 3, 'b': 1, 'c': 1}
+        >>> from falkirk.domains import Product
+        >>> loop = Dataflow.from_arrays(["a", "b"], src=np.array([0]), dst=np.array([1]), logged=np.array([True]),
+        ...     domain=["epoch", Product(2)], domain_of=np.array([0, 1]),
+        ...     projection=["epoch_to_loop"], projection_of=np.array([0]),
+        ...     ck_ptr=np.array([0, 1, 2]), ck_val=np.array([[3, 0], [2, 1], [3, 0]]), ck_ac=np.array([0, 1, 3]))
+        >>> loop.processors["b"].checkpoints
+        (Checkpoint(frontier={'before': [[2, 1], [3, 0]]}, notifications=None, delivered={}, discarded={}, projection={}, logged={}, state=None),)
+        >>> solve_frontiers(loop, failed=["a"]).to_json()["frontiers"]
+        {'a': 3, 'b': {'before': [[2, 1], [3, 0]]}}
         """
         return from_arrays(
             cls,
@@ -511,6 +528,10 @@ class Dataflow:
             ck_ptr=ck_ptr,
             ck_val=ck_val,
             notifications=notifications,
+            domain_of=domain_of,
+            projection=projection,
+            projection_of=projection_of,
+            ck_ac=ck_ac,
         )
 
     @classmethod

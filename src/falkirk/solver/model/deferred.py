@@ -10,7 +10,7 @@ repeats of the one before, strictly increase (neither ``∅`` nor ``⊤``) and,
 on each output edge whose projection is not the identity, the images
 ``φ_e(∅) ⊆ φ_e(f_1) ⊆ …`` can be computed and rise too. That much is checked
 here, with array operations and one call of each projection per distinct
-frontier (:func:`check_images`); the processor is then resolved only when
+frontier (:func:`check_images_many`); the processor is then resolved only when
 its metadata are read (:func:`~falkirk.solver.model.resolve.resolve_processor`,
 the same code and result as resolving at once). Anything else is resolved
 at construction, which raises the errors it always raised.
@@ -21,7 +21,7 @@ Plain chains are kept as columns: epochs in CSR form
 
 Costs: :func:`epoch_candidates` and :func:`tuple_candidates` ``O(k)`` per
 processor with ``k`` checkpoints (one pass over the values, then array
-operations); :func:`check_images` one projection call per distinct
+operations); :func:`check_images_many` one projection call per distinct
 frontier and distinct projection, and one ``⊆`` per distinct pair of
 successive images.
 """
@@ -35,17 +35,32 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from falkirk.domains import Domain, Epoch, Frontier, Identity, Lexicographic, Product
+from falkirk.domains import Domain, Epoch, Frontier, Lexicographic, Product
 from falkirk.domains.projections import BoundProjection
 from falkirk.errors import FalkirkError
 from falkirk.solver.model.elements import EMPTY_MAPPING, Checkpoint, Processor
-from falkirk.solver.model.orders import TupleChains, tuple_chains
+from falkirk.solver.model.orders import (
+    TupleChains,
+    decode_bound,
+    encode_bounds,
+    lex_frontier,
+    prefix_code,
+    tuple_chains,
+)
 from falkirk.solver.model.table import epoch_chains
 
 if TYPE_CHECKING:
     from falkirk.solver.model.dataflow import Dataflow
 
-__all__ = ["epoch_candidates", "tuple_candidates", "check_images", "select_chains", "epoch_frontier", "TUPLE_DOMAINS"]
+__all__ = [
+    "epoch_candidates",
+    "tuple_candidates",
+    "check_images_many",
+    "tuple_ids",
+    "select_chains",
+    "epoch_frontier",
+    "TUPLE_DOMAINS",
+]
 
 Array = Any  # a numpy array
 #: The domain types whose plain chains are kept as antichain columns.
@@ -191,35 +206,92 @@ class _Images:
         return self.rises[pair]
 
 
-def check_images(df: Dataflow, i: int, keys: list[Any], frontier: Callable[[Any], Frontier], cache: dict[int, Any]) -> bool:
-    """Whether, on every non-identity output edge of processor ``i``, ``φ_e`` rises along ``∅, keys…``.
+def check_images_many(
+    df: Dataflow,
+    ident: Array,
+    idx: Array,
+    ptr: Array,
+    ids: Array,
+    frontier: Callable[[int], Frontier],
+    cache: dict[int, Any],
+) -> Array:
+    """Whether each of processors ``idx`` has, on every non-identity output edge, images ``φ_e(∅) ⊆ φ_e(f_1) ⊆ …``.
 
-    ``keys`` are the chain's distinct checkpoints (hashable), ``frontier(key)``
-    makes one. Edges that bind alike share one :class:`_Images` in ``cache``.
-    A projection whose ``D_e`` is not its image (it overrides ``discarded``)
-    makes the processor not plain.
+    Processor ``idx[j]``'s distinct checkpoints are ``ids[ptr[j]:ptr[j+1]]``,
+    integers ``≥ 0`` naming frontiers (``frontier(id)`` makes one; epochs, or
+    encoded prefix bounds). The projections are called once per distinct
+    (projection, frontier) and ``⊆`` once per distinct (projection, frontier,
+    next frontier); the rest is array operations, ``O(checkpoints · edges)``.
+    Edges that bind alike share one :class:`_Images` in ``cache``. A
+    projection whose ``D_e`` is not its image (it overrides ``discarded``)
+    makes its senders not plain.
     """
     t = df._table
-    empty_key = ("empty",)
-    dom = df.domains[t.names[i]]
-    for k in t.outgoing(i):
-        g = int(df._sample_of[k])
-        b = df._sample[g]
-        if type(b.spec) is Identity:
-            continue
-        if type(b).discarded is not BoundProjection.discarded:
-            return False
-        images = cache.get(g)
+    ok = np.ones(idx.shape[0], dtype=bool)
+    if not t.m or not idx.size:
+        return ok
+    pos = np.full(t.n, -1, dtype=np.int64)
+    pos[idx] = np.arange(idx.shape[0])
+    sel = np.flatnonzero(~ident & (pos[t.src] >= 0))
+    if not sel.size:
+        return ok
+    G = len(df._sample)
+    pair = np.unique(pos[t.src[sel]] * G + df._sample_of[sel])
+    j, g = pair // G, pair % G
+    for c in np.unique(g).tolist():
+        b = df._sample[c]
+        images = cache.get(c)
         if images is None:
-            images = cache[g] = _Images(b)
-        last = empty_key
-        if images.image(empty_key, lambda: Frontier.empty(dom)) is None:
-            return False
-        for key in keys:
-            if images.image(key, lambda key=key: frontier(key)) is None or not images.rise(last, key):
-                return False
-            last = key
-    return True
+            images = cache[c] = _Images(b)
+        empty = images.image(-1, lambda d=b.source: Frontier.empty(d))  # φ_e(∅), asked even without checkpoints
+        if type(b).discarded is not BoundProjection.discarded or empty is None:
+            ok[j[g == c]] = False
+    lens = ptr[j + 1] - ptr[j]
+    starts = np.cumsum(lens) - lens
+    ent = np.repeat(ptr[j] - starts, lens) + np.arange(int(lens.sum()))
+    owner = np.repeat(np.arange(pair.shape[0]), lens)
+    first = np.zeros(ent.shape[0], dtype=bool)
+    first[starts[lens > 0]] = True  # each chain starts at ∅
+    cur = ids[ent]
+    bad = np.zeros(ent.shape[0], dtype=bool)
+    for c in np.unique(g).tolist():
+        images = cache[c]
+        mine = np.flatnonzero(g[owner] == c)
+        distinct, back = np.unique(cur[mine], return_inverse=True)
+        got = [images.image(x, lambda x=x: frontier(x)) for x in distinct.tolist()]
+        # images that are prefixes compare by code; others as frontiers, once per pair
+        codes = [-1 if y is None else prefix_code(y) for y in [*got, images.at[-1]]]
+        code = np.array([-2 if x is None else x for x in codes], dtype=np.int64)
+        here = back.reshape(-1)
+        there = np.where(first[mine], len(got), np.roll(here, 1))  # the frontier before, ∅ first
+        a_code, b_code = code[there], code[here]
+        bad[mine] = (b_code == -1) | ((a_code >= 0) & (b_code >= 0) & (a_code > b_code))
+        slow = np.flatnonzero(((a_code == -2) | (b_code == -2)) & (b_code != -1))
+        keys = distinct.tolist() + [-1]
+        for r in slow.tolist():
+            bad[mine[r]] = not images.rise(keys[there[r]], keys[here[r]])
+    ok[j[owner[bad]]] = False
+    return ok
+
+
+def tuple_ids(chains: TupleChains, domain: Domain) -> tuple[Array, Callable[[int], Frontier]]:
+    """An integer per checkpoint of ``chains`` naming its frontier, and the frontier of an integer.
+
+    A prefix is named by its encoded bound (:func:`~falkirk.solver.model.orders.encode_bounds`),
+    any other antichain by ``2**62`` plus its position.
+    """
+    k = chains.rows.shape[1]
+    codes = encode_bounds(chains.bound)
+    lex = chains.lex if codes is not None else np.zeros(chains.lex.shape[0], dtype=bool)
+    ids = np.where(lex, codes if codes is not None else 0, (1 << 62) + np.arange(lex.shape[0]))
+
+    def frontier(i: int) -> Frontier:
+        if i >= 1 << 62:
+            c = i - (1 << 62)
+            return Frontier(domain, tuple(map(tuple, chains.rows[chains.ac[c] : chains.ac[c + 1]].tolist())))
+        return lex_frontier(domain, decode_bound(i, k))
+
+    return ids, frontier
 
 
 def epoch_frontier(domain: Domain) -> Callable[[int], Frontier]:

@@ -47,8 +47,9 @@ from typing import Any
 import numpy as np
 
 from falkirk.domains import Domain, Frontier
+from falkirk.errors import FalkirkError
 
-__all__ = ["TupleChains", "lex_bounds", "compare_rows", "tuple_chains", "lex_frontier"]
+__all__ = ["TupleChains", "lex_bounds", "compare_rows", "tuple_chains", "lex_frontier", "encode_bounds", "decode_bound", "prefix_code", "TOP_CODE"]
 
 Array = Any  # a numpy array
 
@@ -75,6 +76,66 @@ class TupleChains:
         rows = self.rows[ac[0] : ac[-1]].tolist() if ac else []
         base = ac[0] if ac else 0
         return [tuple(map(tuple, rows[a - base : b - base])) for a, b in zip(ac, ac[1:], strict=False)]
+
+
+def encode_bounds(bound: Array) -> Array | None:
+    """Bounds ``(n, k)`` as one ``int64`` each, ordered as the bounds are lexicographically, or ``None``.
+
+    Coordinate ``i`` takes ``62 // k`` bits; ``None`` when a coordinate is
+    negative or does not fit. Cost ``O(n · k)``.
+
+    >>> encode_bounds(np.array([[1, 2], [0, 7]])).tolist()
+    [2147483650, 7]
+    """
+    k = bound.shape[1]
+    bits = 62 // k
+    if bound.size and (bound.min() < 0 or bound.max() >= 1 << bits):
+        return None
+    out = np.zeros(bound.shape[0], dtype=np.int64)
+    for i in range(k):
+        out = (out << bits) | bound[:, i]
+    return out
+
+
+def decode_bound(code: int, k: int) -> tuple[int, ...]:
+    """The bound of :func:`encode_bounds`' ``code`` (``k`` coordinates)."""
+    bits = 62 // k
+    mask = (1 << bits) - 1
+    return tuple((code >> (bits * (k - 1 - i))) & mask for i in range(k))
+
+
+#: The code of ``⊤`` in :func:`prefix_code`: after every encoded bound.
+TOP_CODE = 1 << 62
+
+
+def _encode(bound: tuple[int, ...]) -> int | None:
+    """One bound as :func:`encode_bounds` codes it (``None``: it does not fit)."""
+    bits = 62 // len(bound)
+    out = 0
+    for x in bound:
+        if not 0 <= x < 1 << bits:
+            return None
+        out = (out << bits) | x
+    return out
+
+
+def prefix_code(f: Frontier) -> int | None:
+    """The code of a prefix frontier's bound (epochs: the bound ``k + 1``; ``⊤``: :data:`TOP_CODE`), or ``None``.
+
+    Codes order prefix frontiers of one domain as ``⊆`` does. Cost ``O(k²)``.
+
+    >>> from falkirk.domains import Product
+    >>> prefix_code(lex_frontier(Product(2), (0, 3))), prefix_code(Frontier.before(Product(2), [(0, 3), (2, 0)]))
+    (3, None)
+    """
+    a = f.antichain
+    if not a:
+        return TOP_CODE
+    if not isinstance(a[0], tuple):  # a total domain of plain bounds (epochs)
+        return a[0] if type(a[0]) is int and 0 <= a[0] < TOP_CODE else None
+    if not f.domain.is_total and lex_frontier(f.domain, a[0]).antichain != a:
+        return None
+    return _encode(a[0])
 
 
 def lex_frontier(domain: Domain, bound: tuple[int, ...]) -> Frontier:
@@ -137,7 +198,7 @@ def tuple_chains(
     """Chains checked and de-duplicated: ``(chains of the valid processors, ok per processor)``.
 
     Processor ``i``'s checkpoints (``ptr``/``ac``/``rows``, canonical
-    antichains as given) are valid when none is ``∅`` or ``⊤`` and each
+    antichains, sorted and minimal, as given) are valid when none is ``∅`` or ``⊤`` and each
     strictly contains the one before, a repeat of the one before being that
     checkpoint again (SPEC §5); a processor that is not valid keeps no
     checkpoint in the result (the full resolution then names its mistake).
@@ -168,7 +229,13 @@ def tuple_chains(
         lo = int(ptr[i])
         prev: Frontier | None = None
         for j, a in enumerate(TupleChains(ptr, ac, rows, bound, lex).antichains(i)):
-            f = Frontier(domain, a)
+            try:
+                f = Frontier.before(domain, a)
+            except FalkirkError:
+                f = None  # type: ignore[assignment]
+            if f is None or f.antichain != a:  # not a canonical antichain: the full resolution decides
+                ok[i] = False
+                break
             if prev is not None and f == prev:
                 keep[lo + j] = False
                 continue

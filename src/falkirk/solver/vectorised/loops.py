@@ -41,13 +41,12 @@ then the engine.
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Any
 
 import numpy as np
 
 from falkirk.domains import Domain, Epoch, Frontier, Identity
 from falkirk.solver.model import Dataflow
-from falkirk.solver.model.orders import lex_bounds, lex_frontier
+from falkirk.solver.model.orders import TOP_CODE, decode_bound, encode_bounds, lex_frontier, prefix_code
 from falkirk.solver.vectorised.columns import RankFrontiers
 from falkirk.solver.vectorised.engine import solve_total
 from falkirk.solver.vectorised.problem import CHAIN, IDENTITY, NONE, Array, TotalProblem, ranges, spans
@@ -58,35 +57,26 @@ __all__ = ["LoopColumns", "loop_columns", "solve_loops"]
 MAX_UNIVERSE = 100_000
 #: Rounds of images added to the universes before the maps round up instead (and the answer is checked).
 ROUNDS = 4
-_TOP = (1 << 62,)  # sorts after every bound
-
-
-def _key(f: Frontier) -> tuple[int, ...] | None:
-    """The bound of a prefix frontier (``⊤``: :data:`_TOP`), or ``None`` when ``f`` is no prefix."""
-    if not f.antichain:
-        return _TOP
-    if isinstance(f.domain, Epoch) or f.domain.is_total:
-        return tuple(f.antichain[0]) if isinstance(f.antichain[0], tuple) else (f.antichain[0],)
-    rows = np.array(f.antichain, dtype=np.int64)
-    bound, lex = lex_bounds(np.array([0, rows.shape[0]]), rows, product=True)
-    return tuple(bound[0].tolist()) if lex[0] else None
+_TOP = TOP_CODE
+_key = prefix_code
 
 
 class _Universe:
-    """The sorted prefix frontiers of one domain: bounds as rows, a frontier made per rank on demand."""
+    """The sorted prefix frontiers of one domain, as codes of their bounds; a frontier made per code on demand."""
 
     def __init__(self, domain: Domain) -> None:
         self.domain = domain
-        self.keys: set[tuple[int, ...]] = set()
-        self.sorted: list[tuple[int, ...]] = []
-        self.rank: dict[tuple[int, ...], int] = {}
+        self.width = getattr(domain, "arity", 1)
+        self.keys: set[int] = {_TOP, 0}  # ⊤ and ∅ (the bound 0 or (0, …))
+        self.sorted: list[int] = []
+        self.rank: dict[int, int] = {}
 
-    def frontier(self, key: tuple[int, ...]) -> Frontier:
+    def frontier(self, key: int) -> Frontier:
         if key == _TOP:
             return Frontier.top(self.domain)
         if isinstance(self.domain, Epoch):
-            return Frontier(self.domain, key)
-        return lex_frontier(self.domain, key)
+            return Frontier(self.domain, (key,))
+        return lex_frontier(self.domain, decode_bound(key, self.width))
 
     def close(self) -> None:
         self.sorted = sorted(self.keys)
@@ -107,27 +97,22 @@ class LoopColumns:
         self.notes = t.notifications  # no sequence domain here: the per-processor flags as given
         self.U = [_Universe(d) for d in self.domains]
         n = t.n
-        # every plain processor's checkpoints as rows of bounds (epochs: the bound k + 1), in CSR
-        width = max([getattr(d, "arity", 1) for d in self.domains] + [1])
-        counts = np.diff(t.ck_ptr)
-        rows = np.zeros((int(counts.sum()), width), dtype=np.int64)
-        rows[:, 0] = t.ck_val + 1
-        parts, ptrs = [rows], [counts]
-        for dom, ch in t.tuples.items():
-            b = np.zeros((ch.bound.shape[0], width), dtype=np.int64)
-            b[:, : ch.bound.shape[1]] = ch.bound
-            parts.append(b)
+        # every plain processor's checkpoints as codes of their bounds (epochs: the bound k + 1), in CSR
+        parts, ptrs = [t.ck_val + 1], [np.diff(t.ck_ptr)]
+        self.ok = True
+        for ch in t.tuples.values():
+            codes = encode_bounds(ch.bound)
+            self.ok &= codes is not None
+            parts.append(codes if codes is not None else np.zeros(ch.bound.shape[0], dtype=np.int64))
             ptrs.append(np.diff(ch.ptr))
         per = np.sum(ptrs, axis=0)
         self.ck_ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(per, out=self.ck_ptr[1:])
         order = np.argsort(np.concatenate([np.repeat(np.arange(n), p) for p in ptrs]), kind="stable")
-        self.bounds = np.concatenate(parts)[order]  # each processor's checkpoints, ascending
-        self.widths = [getattr(d, "arity", 1) for d in self.domains]
+        self.codes = np.concatenate(parts)[order]  # each processor's checkpoints, ascending
         ckdom = np.repeat(self.pdom, per)
         for c, u in enumerate(self.U):
-            u.keys.update(map(tuple, np.unique(self.bounds[ckdom == c][:, : self.widths[c]], axis=0).tolist()))
-            u.keys.update({_TOP, (0,) * self.widths[c]})
+            u.keys.update(np.unique(self.codes[ckdom == c]).tolist())
         self.samples = df._sample
         self.group = df._sample_of
         self.classes = [g for g, b in enumerate(df._sample) if type(b.spec) is not Identity]
@@ -136,9 +121,9 @@ class LoopColumns:
         }
         stateless_src = t.stateless[t.src] & ~t.logged
         self.residual = set(np.unique(self.group[stateless_src]).tolist()) & set(self.classes)
-        self.ok = all(v[1] is not None for v in self.cdom.values()) and self._close() and self._maps()
+        self.ok = self.ok and all(v[1] is not None for v in self.cdom.values()) and self._close() and self._maps()
 
-    def _image(self, g: int, residual: bool, key: tuple[int, ...]) -> tuple[int, ...] | None:
+    def _image(self, g: int, residual: bool, key: int) -> int | None:
         """The bound of ``φ`` (or of its residual) of class ``g`` at the prefix ``key`` (``None``: no prefix)."""
         memo = self.memo[g, residual]
         if key not in memo:
@@ -158,7 +143,7 @@ class LoopColumns:
         on forever) is kept as it is: the maps then round images up into it
         and :meth:`consistent` checks the answer against the exact images.
         """
-        self.memo: dict[tuple[int, bool], dict[tuple[int, ...], tuple[int, ...] | None]] = {
+        self.memo: dict[tuple[int, bool], dict[int, int | None]] = {
             (g, r): {} for g in self.classes for r in (False, True)
         }
         self.exact = False
@@ -188,7 +173,7 @@ class LoopColumns:
             u.close()
         return True
 
-    def _rank_map(self, g: int, residual: bool) -> tuple[Array, Array] | None:
+    def _rank_map(self, g: int, residual: bool) -> tuple[Array, list[int]] | None:
         """Class ``g``'s map of ranks (images rounded up into the universe) and its exact images' keys."""
         s, d = self.cdom[g]
         src, tgt = (self.U[d], self.U[s]) if residual else (self.U[s], self.U[d])
@@ -204,7 +189,7 @@ class LoopColumns:
         """Per projection class its rank maps; per checkpoint its rank; codes to compare exact images."""
         self.phi: dict[int, Array] = {}
         self.res: dict[int, Array] = {}
-        exact: dict[int, list[tuple[int, ...]]] = {}
+        exact: dict[int, list[int]] = {}
         for g in self.classes:
             got = self._rank_map(g, False)
             if got is None:
@@ -216,11 +201,10 @@ class LoopColumns:
                     return False
                 self.res[g] = got[0]
         ckdom = np.repeat(self.pdom, np.diff(self.ck_ptr))
-        self.ck_rank = np.zeros(self.bounds.shape[0], dtype=np.int64)
+        self.ck_rank = np.zeros(self.codes.shape[0], dtype=np.int64)
         for c, u in enumerate(self.U):
-            sel = np.flatnonzero(ckdom == c)
-            rows = self.bounds[sel][:, : self.widths[c]].tolist()
-            self.ck_rank[sel] = np.fromiter(map(u.rank.__getitem__, map(tuple, rows)), np.int64, len(rows))
+            sel = ckdom == c
+            self.ck_rank[sel] = np.searchsorted(np.array(u.sorted, dtype=np.int64), self.codes[sel])
         self.top = np.array([len(u.sorted) - 1 for u in self.U], dtype=np.int64)[self.pdom]
         offsets = np.cumsum([0] + [len(u.sorted) for u in self.U])
         self.offset = offsets[:-1][self.pdom]

@@ -1,0 +1,223 @@
+"""``Dataflow.from_arrays`` for jobs of several domains and projections: loop jobs as columns (SPEC §7, §9).
+
+An iterative job gives, besides the graph's index arrays (:mod:`falkirk.solver.model.bulk`):
+
+* ``domain``: a sequence of domains and ``domain_of`` (``(V,)`` integers),
+  processor ``i`` being in ``domain[domain_of[i]]``;
+* ``projection``: a sequence of projections (names such as
+  ``"epoch_to_loop"`` or projection objects) and ``projection_of``
+  (``(E,)`` integers), edge ``k`` projecting by ``projection[projection_of[k]]``;
+* ``ck_val`` of shape ``(rows, d)``: each row a time of the processor's
+  domain — for a ``product(k)`` or ``lexicographic(k)`` processor one
+  minimal time of the complement of a checkpoint frontier (the ``before``
+  encoding of SPEC §9, first ``k`` columns), for an ``epoch`` processor its
+  epoch ``k`` (the frontier ``↓k``) in column 0 — with ``ck_ac`` (checkpoints
+  ``+ 1``, optional) grouping rows into checkpoints (checkpoint ``c`` is
+  rows ``ck_ac[c]:ck_ac[c+1]``; without it every row is one checkpoint) and
+  ``ck_ptr`` grouping checkpoints into processors as for epochs.
+
+:func:`from_columns` fills a dataflow's columns straight from those arrays
+when every processor is *plain* (:mod:`falkirk.solver.model.deferred`): no
+:class:`Processor`, :class:`Edge` or :class:`Checkpoint` is made until one
+is read (a checkpoint then reads ``Checkpoint({"before": rows})``, or the
+epoch). Otherwise it returns ``None`` and the object constructors decide,
+raising the errors they always raise.
+
+Cost: ``O(V + E + rows)`` array operations, the projections checked once per
+distinct projection and pair of domains, and each non-identity projection
+called once per distinct checkpoint frontier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from falkirk.domains import Domain, Epoch, Lexicographic, Product
+from falkirk.errors import FalkirkError
+from falkirk.solver.model.deferred import check_images_many, epoch_frontier, tuple_ids
+from falkirk.solver.model.elements import Checkpoint, Edge, Processor
+from falkirk.solver.model.orders import TupleChains, tuple_chains
+from falkirk.solver.model.table import Table, epoch_chains
+from falkirk.solver.model.views import OnDemand
+
+if TYPE_CHECKING:
+    from falkirk.solver.model.dataflow import Dataflow
+
+__all__ = ["from_columns", "checkpoint_values"]
+
+Array = Any  # a numpy array
+
+
+def checkpoint_values(kind: Any, rows: Array, ac: Array, lo: int, hi: int) -> list[Checkpoint]:
+    """The :class:`Checkpoint` values of checkpoints ``lo:hi`` given as rows (see the module docstring).
+
+    ``kind`` is the processor's domain (or its spec): epoch checkpoints read
+    column 0, tuple-domain ones ``{"before": rows}`` of their first ``k`` columns.
+    """
+    k = getattr(kind, "arity", None)
+    if k is None and not isinstance(kind, (Product, Lexicographic)):
+        return [Checkpoint(int(rows[ac[c], 0])) for c in range(lo, hi)]
+    return [Checkpoint({"before": rows[ac[c] : ac[c + 1], :k].tolist()}) for c in range(lo, hi)]
+
+
+def _chains(
+    domains: list[Domain], dcode: Array, ptr: Array, rows: Array, ac: Array
+) -> tuple[Array, Array, dict[Domain, TupleChains]] | None:
+    """Epoch chains (CSR of distinct epochs) and tuple chains per domain, or ``None`` if one is not plain."""
+    n = dcode.shape[0]
+    counts = np.diff(ptr)
+    cdom = np.repeat(dcode, counts)
+    sizes = np.diff(ac)
+    ep_ptr = np.zeros(n + 1, dtype=np.int64)
+    ep_val = np.zeros(0, dtype=np.int64)
+    tuples: dict[Domain, TupleChains] = {}
+    for c, dom in enumerate(domains):
+        mine = dcode == c
+        if not mine.any():
+            continue
+        cks = np.flatnonzero(cdom == c)
+        sub_ptr = np.zeros(int(mine.sum()) + 1, dtype=np.int64)
+        np.cumsum(counts[mine], out=sub_ptr[1:])
+        if type(dom) is Epoch:
+            if (sizes[cks] != 1).any():
+                return None
+            d_ptr, d_val, ok = epoch_chains(sub_ptr, rows[ac[cks], 0])
+            if not ok.all():
+                return None
+            per = np.zeros(n, dtype=np.int64)
+            per[mine] = np.diff(d_ptr)
+            np.cumsum(per, out=ep_ptr[1:])
+            ep_val = d_val  # one epoch domain at most: two would be the same domain
+        elif type(dom) in (Product, Lexicographic):
+            k = dom.arity
+            if rows.shape[1] < k or (rows[:, :k] < 0).any():
+                return None
+            sub_ac = np.zeros(cks.shape[0] + 1, dtype=np.int64)
+            np.cumsum(sizes[cks], out=sub_ac[1:])
+            sel = np.repeat(cdom == c, sizes)  # the rows of this domain's checkpoints, in order
+            chains, ok = tuple_chains(sub_ptr, sub_ac, np.ascontiguousarray(rows[sel, :k]), dom)
+            if not ok.all():
+                return None
+            full = np.zeros(n + 1, dtype=np.int64)
+            per = np.zeros(n, dtype=np.int64)
+            per[mine] = np.diff(chains.ptr)
+            np.cumsum(per, out=full[1:])
+            chains.ptr = full
+            tuples[dom] = chains
+        else:
+            return None
+    return ep_ptr, ep_val, tuples
+
+
+def from_columns(
+    cls: type[Dataflow],
+    names: list[str],
+    table: Table,
+    kinds: Sequence[Any],
+    dcode: Array,
+    specs: Sequence[Any],
+    pcode: Array,
+    ptr: Array,
+    rows: Array,
+    ac: Array,
+    notifications: bool,
+) -> Dataflow | None:
+    """The dataflow made from its columns, or ``None`` when the object constructors must decide.
+
+    ``table`` holds valid, distinct names and edges; ``kinds`` are the
+    domain specs as given (``domain_of`` = ``dcode``), ``specs`` the
+    projections (``projection_of`` = ``pcode``); ``ptr``/``ac``/``rows`` the
+    checkpoints as in the module docstring.
+    """
+    self = cls.__new__(cls)
+    self.system_notifications = notifications
+    self._made, self._columns, self._loops = {}, None, None
+    try:
+        domains = [self._domain(Processor("", k)) for k in kinds]
+    except FalkirkError:
+        return None
+    if len({id(d) for d in domains}) != len(domains) or any(d.name == "sequence" for d in domains):
+        return None
+    self._table = t = table
+    n = t.n
+    dom_of = [domains[c] for c in dcode.tolist()]
+    self.domains = dict(zip(names, dom_of, strict=True))
+    given_of = [kinds[c] for c in dcode.tolist()]
+
+    def processor(p: str) -> Processor:
+        i = t.index[p]
+        lo, hi = int(ptr[i]), int(ptr[i + 1])
+        return Processor(
+            p,
+            given_of[i],
+            stateless=bool(t.stateless[i]),
+            logs=[t.edge_name(k) for k in t.outgoing(i) if t.logged[k]],
+            checkpoints=checkpoint_values(dom_of[i], rows, ac, lo, hi),
+        )
+
+    self.processors = OnDemand(t.index, processor)
+    self._views()
+    try:
+        ident = self._bind(t.edge_names(), [specs[c] for c in pcode.tolist()])
+        self._check_stateless()
+    except FalkirkError:
+        return None
+    t.notifications = np.full(n, bool(notifications))
+    got = _chains(domains, dcode, ptr, rows, ac)
+    if got is None:
+        return None
+    ep_ptr, ep_val, tuples = got
+    t.tuples = tuples
+    images: dict[int, Any] = {}
+    if t.m and self._recorded.any():
+        return None
+    everyone = np.arange(n)
+    for c, dom in enumerate(domains):
+        if dom in tuples:
+            ok = check_images_many(self, ident, everyone, tuples[dom].ptr, *tuple_ids(tuples[dom], dom), images)
+        elif type(dom) is Epoch:
+            ok = check_images_many(self, ident, everyone, ep_ptr, ep_val, epoch_frontier(dom), images)
+        if not ok[dcode == c].all():
+            return None
+    epoch = np.fromiter((type(d) is Epoch for d in dom_of), dtype=bool, count=n)
+    one = len(domains) <= 1
+    t.set_plain(np.ones(n, dtype=bool), ep_ptr, ep_val, epoch_plain=bool(one and ident.all() and epoch.all()) and n > 0)
+    t.lex_plain = all(bool(c.lex.all()) for c in tuples.values())
+    return self
+
+
+def objects(
+    names: list[str],
+    table: Table,
+    kinds: Sequence[Any],
+    dcode: Array,
+    specs: Sequence[Any],
+    pcode: Array,
+    ptr: Array,
+    rows: Array,
+    ac: Array,
+) -> tuple[list[Processor], list[Edge]]:
+    """The same content as :class:`Processor` and :class:`Edge` values, for the object constructors."""
+    t = table
+    logs: list[list[str]] = [[] for _ in names]
+    enames = t.edge_names()
+    src, dst = t.src.tolist(), t.dst.tolist()
+    for k in np.flatnonzero(t.logged).tolist():
+        logs[src[k]].append(enames[k])
+    dl, pl, less = dcode.tolist(), ptr.tolist(), t.stateless.tolist()
+    procs = [
+        Processor(
+            names[i],
+            kinds[dl[i]],
+            stateless=less[i],
+            logs=logs[i],
+            checkpoints=checkpoint_values(kinds[dl[i]], rows, ac, pl[i], pl[i + 1]),
+        )
+        for i in range(len(names))
+    ]
+    pc = pcode.tolist()
+    edges = [Edge(enames[k], names[src[k]], names[dst[k]], specs[pc[k]]) for k in range(t.m)]
+    return procs, edges
