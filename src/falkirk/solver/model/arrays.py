@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from falkirk.domains import Domain, Epoch, Lexicographic, Product
+from falkirk.domains import Domain, Epoch, Frontier, Identity, Lexicographic, Product
 from falkirk.errors import FalkirkError
 from falkirk.solver.model.deferred import check_images_many, epoch_frontier, tuple_ids
 from falkirk.solver.model.elements import Checkpoint, Edge, Processor
@@ -46,7 +46,7 @@ from falkirk.solver.model.views import OnDemand
 if TYPE_CHECKING:
     from falkirk.solver.model.dataflow import Dataflow
 
-__all__ = ["from_columns", "checkpoint_values"]
+__all__ = ["from_columns", "checkpoint_values", "epoch_dataflow", "networkx_loops", "objects"]
 
 Array = Any  # a numpy array
 
@@ -61,6 +61,52 @@ def checkpoint_values(kind: Any, rows: Array, ac: Array, lo: int, hi: int) -> li
     if k is None and not isinstance(kind, (Product, Lexicographic)):
         return [Checkpoint(int(rows[ac[c], 0])) for c in range(lo, hi)]
     return [Checkpoint({"before": rows[ac[c] : ac[c + 1], :k].tolist()}) for c in range(lo, hi)]
+
+
+def epoch_dataflow(
+    cls: type[Dataflow], t: Table, domain: Any, ck_ptr: Any, ck_val: Any, notifications: bool
+) -> Dataflow:
+    """A dataflow of plain processors in one epoch domain, straight from its columns (no object made).
+
+    ``t`` holds valid names, edges (identity), flags; ``ck_ptr``/``ck_val``
+    are the checkpoint epochs as given, every chain already checked by
+    :func:`~falkirk.solver.model.table.epoch_chains`. The
+    :class:`Processor` and :class:`Edge` values are made when read.
+    """
+    self = cls.__new__(cls)
+    self.system_notifications = notifications
+    self._made = {}
+    self._columns = None
+    self._loops = None
+    dom = domain if isinstance(domain, Domain) else self._domain(Processor("", domain))
+    names = t.names
+    given = ck_val.tolist()
+    ptr = ck_ptr.tolist()
+
+    def processor(p: str) -> Processor:
+        i = t.index[p]
+        return Processor(
+            p,
+            domain,
+            stateless=bool(t.stateless[i]),
+            logs=[t.edge_name(k) for k in t.outgoing(i) if t.logged[k]],
+            checkpoints=[Checkpoint(v) for v in given[ptr[i] : ptr[i + 1]]],
+        )
+
+    def edge(e: str) -> Edge:
+        k = t.edge_index()[e]
+        return Edge(e, names[t.src[k]], names[t.dst[k]], _IDENTITY)
+
+    self._table = t
+    self.processors = OnDemand(t.index, processor)
+    self.edges = OnDemand(t.edge_index, edge, size=t.m)
+    self._views()
+    self.domains = dict.fromkeys(names, dom)
+    self.bound = OnDemand(t.edge_index, lambda e: _IDENTITY.bind(dom, dom, e), size=t.m)
+    t.notifications = np.full(len(names), bool(notifications))
+    d_ptr, d_val, _ = epoch_chains(ck_ptr, ck_val)
+    t.set_plain(np.ones(len(names), dtype=bool), d_ptr, d_val, epoch_plain=len(names) > 0)
+    return self
 
 
 def _chains(
@@ -91,7 +137,7 @@ def _chains(
             per[mine] = np.diff(d_ptr)
             np.cumsum(per, out=ep_ptr[1:])
             ep_val = d_val  # one epoch domain at most: two would be the same domain
-        elif type(dom) in (Product, Lexicographic):
+        elif isinstance(dom, (Product, Lexicographic)):
             k = dom.arity
             if rows.shape[1] < k or (rows[:, :k] < 0).any():
                 return None
@@ -221,3 +267,77 @@ def objects(
     pc = pcode.tolist()
     edges = [Edge(enames[k], names[src[k]], names[dst[k]], specs[pc[k]]) for k in range(t.m)]
     return procs, edges
+
+
+#: Node and edge attributes :func:`networkx_loops` reads; any other sends the graph to the objects.
+_LOOP_NODE = frozenset({"stateless", "checkpoints", "domain"})
+_LOOP_EDGE = frozenset({"name", "logged", "projection"})
+_IDENTITY = Identity()
+
+
+def _rows(value: Any) -> list[Any] | None:
+    """A checkpoint given to networkx as rows: an epoch ``k`` → ``[[k]]``, a tuple frontier → its ``before`` rows."""
+    if type(value) is int:
+        return [[value]]
+    if type(value) is Frontier:
+        return [list(a) if isinstance(a, tuple) else [a] for a in value.antichain] if value.antichain else None
+    if type(value) is dict and value.keys() == {"before"} and type(value["before"]) is list:
+        return value["before"]
+    return None
+
+
+def networkx_loops(cls: type[Dataflow], graph: Any, domain: Any, notifications: bool) -> Dataflow | None:
+    """A job of plain processors in several domains (loops) read into columns, or ``None`` (the objects decide)."""
+    names: list[str] = []
+    less: list[bool] = []
+    kinds: dict[Any, int] = {}
+    dcode: list[int] = []
+    per: list[int] = []
+    sizes: list[int] = []
+    flat: list[Any] = []
+    try:
+        for u, data in graph.nodes(data=True):
+            stateless = data.get("stateless", False)
+            if type(u) is not str or not data.keys() <= _LOOP_NODE or type(stateless) is not bool:
+                return None
+            dcode.append(kinds.setdefault(data.get("domain", domain), len(kinds)))
+            cks = data.get("checkpoints", ())
+            for c in cks:
+                rows = _rows(c)
+                if rows is None:
+                    return None
+                sizes.append(len(rows))
+                flat.extend(rows)
+            names.append(u)
+            less.append(stateless)
+            per.append(len(cks))
+        width = max(map(len, flat), default=1)
+        if any(len(r) != width for r in flat):  # epochs beside tuples: pad with zeros
+            flat = [list(r) + [0] * (width - len(r)) for r in flat]
+        rows_arr = np.array(flat, dtype=np.int64).reshape(-1, width)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    index = {p: i for i, p in enumerate(names)}
+    specs: dict[Any, int] = {}
+    src, dst, enames, logged, pcode = [], [], [], [], []
+    try:
+        for u, v, data in graph.edges(data=True):
+            if not data.keys() <= _LOOP_EDGE:
+                return None
+            src.append(index[u])
+            dst.append(index[v])
+            enames.append(data.get("name", f"{u}->{v}"))
+            logged.append(bool(data.get("logged", False)))
+            pcode.append(specs.setdefault(data.get("projection", _IDENTITY), len(specs)))
+    except TypeError:  # an unhashable domain or projection
+        return None
+    if len(index) != len(names) or len(set(enames)) != len(enames) or not all(type(e) is str for e in enames):
+        return None
+    ptr = np.zeros(len(names) + 1, dtype=np.int64)
+    np.cumsum(per, out=ptr[1:])
+    ac = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=ac[1:])
+    t = Table(names, np.array(src, np.int64), np.array(dst, np.int64), np.array(logged, bool), np.array(less, bool),
+              index=index, edge_names=enames)
+    return from_columns(cls, names, t, list(kinds), np.array(dcode, np.int64), list(specs),
+                        np.array(pcode, np.int64), ptr, rows_arr, ac, notifications)

@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from falkirk.domains import Epoch, Frontier, Identity
+from falkirk.domains import Epoch, Identity
 from falkirk.errors import ValidationError
-from falkirk.solver.model.arrays import from_columns, objects
+from falkirk.solver.model.arrays import epoch_dataflow, from_columns, networkx_loops, objects
 from falkirk.solver.model.elements import Checkpoint, Edge, Processor
 from falkirk.solver.model.table import Table, epoch_chains
 
@@ -109,7 +109,7 @@ def from_arrays(
 
     In the ``epoch`` domain, with distinct names and integer checkpoint
     epochs forming valid chains, the dataflow is made from the arrays with
-    no object per processor or edge (:meth:`Dataflow._of_epoch_table`);
+    no object per processor or edge (:func:`~falkirk.solver.model.arrays.epoch_dataflow`);
     anything else goes through the object constructors, which raise the
     errors they always raise.
     """
@@ -249,7 +249,7 @@ def _epoch_table(
     if enames is not None and (len(set(enames)) != len(enames) or not all(isinstance(e, str) for e in enames)):
         return None
     t = Table(names, src, dst, logged, stateless, index=index, edge_names=enames)
-    return cls._of_epoch_table(t, domain, ck_ptr, vals, notifications)
+    return epoch_dataflow(cls, t, domain, ck_ptr, vals, notifications)
 
 
 #: Node and edge attributes the array path of :func:`from_networkx` reads; any other sends it to the objects.
@@ -311,84 +311,13 @@ def _networkx_columns(cls: type[Dataflow], graph: Any, domain: Any, notification
     )
 
 
-_LOOP_EDGE = frozenset({"name", "logged", "projection"})
-
-
-def _rows(value: Any) -> list[Any] | None:
-    """A checkpoint given to networkx as rows: an epoch ``k`` → ``[[k]]``, a tuple frontier → its ``before`` rows."""
-    if type(value) is int:
-        return [[value]]
-    if type(value) is Frontier:
-        return [list(a) if isinstance(a, tuple) else [a] for a in value.antichain] if value.antichain else None
-    if type(value) is dict and value.keys() == {"before"} and type(value["before"]) is list:
-        return value["before"]
-    return None
-
-
-def _networkx_loops(cls: type[Dataflow], graph: Any, domain: Any, notifications: bool) -> Dataflow | None:
-    """A job of plain processors in several domains (loops) read into columns, or ``None`` (the objects decide)."""
-    names: list[str] = []
-    less: list[bool] = []
-    kinds: dict[Any, int] = {}
-    dcode: list[int] = []
-    per: list[int] = []
-    sizes: list[int] = []
-    flat: list[Any] = []
-    try:
-        for u, data in graph.nodes(data=True):
-            stateless = data.get("stateless", False)
-            if type(u) is not str or not data.keys() <= _PLAIN_NODE or type(stateless) is not bool:
-                return None
-            dcode.append(kinds.setdefault(data.get("domain", domain), len(kinds)))
-            cks = data.get("checkpoints", ())
-            for c in cks:
-                rows = _rows(c)
-                if rows is None:
-                    return None
-                sizes.append(len(rows))
-                flat.extend(rows)
-            names.append(u)
-            less.append(stateless)
-            per.append(len(cks))
-        width = max(map(len, flat), default=1)
-        if any(len(r) != width for r in flat):  # epochs beside tuples: pad with zeros
-            flat = [list(r) + [0] * (width - len(r)) for r in flat]
-        rows_arr = np.array(flat, dtype=np.int64).reshape(-1, width)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    index = {p: i for i, p in enumerate(names)}
-    specs: dict[Any, int] = {}
-    src, dst, enames, logged, pcode = [], [], [], [], []
-    try:
-        for u, v, data in graph.edges(data=True):
-            if not data.keys() <= _LOOP_EDGE:
-                return None
-            src.append(index[u])
-            dst.append(index[v])
-            enames.append(data.get("name", f"{u}->{v}"))
-            logged.append(bool(data.get("logged", False)))
-            pcode.append(specs.setdefault(data.get("projection", _IDENTITY), len(specs)))
-    except TypeError:  # an unhashable domain or projection
-        return None
-    if len(index) != len(names) or len(set(enames)) != len(enames) or not all(type(e) is str for e in enames):
-        return None
-    ptr = np.zeros(len(names) + 1, dtype=np.int64)
-    np.cumsum(per, out=ptr[1:])
-    ac = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=ac[1:])
-    t = Table(names, np.array(src, np.int64), np.array(dst, np.int64), np.array(logged, bool), np.array(less, bool),
-              index=index, edge_names=enames)
-    return from_columns(cls, names, t, list(kinds), np.array(dcode, np.int64), list(specs),
-                        np.array(pcode, np.int64), ptr, rows_arr, ac, notifications)
-
-
 def from_networkx(
     cls: type[Dataflow], graph: Any, *, domain: Any = "epoch", notifications: bool = True
 ) -> Dataflow:
     """A dataflow from a directed networkx graph (see the module docstring); ``domain`` is the default domain."""
     if not graph.is_directed():
         raise ValidationError("from_networkx needs a directed graph (networkx.DiGraph)")
-    fast = _networkx_columns(cls, graph, domain, notifications) or _networkx_loops(cls, graph, domain, notifications)
+    fast = _networkx_columns(cls, graph, domain, notifications) or networkx_loops(cls, graph, domain, notifications)
     if fast is not None:
         return fast
     logs: dict[Any, list[str]] = {u: [] for u in graph.nodes}

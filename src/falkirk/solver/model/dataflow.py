@@ -38,8 +38,9 @@ from falkirk.domains import (
     Sequence,
     make_domain,
 )
-from falkirk.domains.projections import BoundProjection, projection_from_spec
+from falkirk.domains.projections import BoundProjection
 from falkirk.errors import FalkirkError, UnknownNameError, ValidationError
+from falkirk.solver.model import binding
 from falkirk.solver.model.bulk import from_arrays, from_networkx
 from falkirk.solver.model.deferred import (
     TUPLE_DOMAINS,
@@ -59,7 +60,7 @@ from falkirk.solver.model.elements import (
 )
 from falkirk.solver.model.plain import plain_chain
 from falkirk.solver.model.resolve import Resolved, resolve_processor
-from falkirk.solver.model.table import Table, epoch_chains
+from falkirk.solver.model.table import Table
 from falkirk.solver.model.views import OnDemand
 
 __all__ = ["Checkpoint", "Processor", "Edge", "Dataflow", "ResolvedCheckpoint", "Meta"]
@@ -161,6 +162,13 @@ class Dataflow:
     checkpoint keys (epochs in the ``epoch`` domain).
     """
 
+    edges: dict[str, Edge]
+    bound: dict[str, BoundProjection]
+    _residual: Any  # per edge: its projection is recorded or has a residual
+    _recorded: Any  # per edge: its projection is recorded
+    _sample: list[BoundProjection]  # one bound projection per group of edges that bind alike
+    _sample_of: Any  # per edge: its group
+
     def __init__(
         self, processors: Iterable[Processor], edges: Iterable[Edge], *, notifications: bool = True
     ) -> None:
@@ -195,62 +203,6 @@ class Dataflow:
         )
         self._defer(procs, ident)
 
-    @classmethod
-    def _of_epoch_table(
-        cls, t: Table, domain: Any, ck_ptr: Any, ck_val: Any, notifications: bool
-    ) -> "Dataflow":
-        """A dataflow of plain processors in one epoch domain, straight from its columns (no object made).
-
-        ``t`` holds valid names, edges (identity), flags; ``ck_ptr``/``ck_val``
-        are the checkpoint epochs as given, every chain already checked by
-        :func:`~falkirk.solver.model.table.epoch_chains`. The
-        :class:`Processor` and :class:`Edge` values are made when read.
-        """
-        self = cls.__new__(cls)
-        self.system_notifications = notifications
-        self._made = {}
-        self._columns = None
-        self._loops = None
-        dom = domain if isinstance(domain, Domain) else self._domain(Processor("", domain))
-        names = t.names
-        given = ck_val.tolist()
-        ptr = ck_ptr.tolist()
-
-        def processor(p: str) -> Processor:
-            i = t.index[p]
-            return Processor(
-                p,
-                domain,
-                stateless=bool(t.stateless[i]),
-                logs=[t.edge_name(k) for k in t.outgoing(i) if t.logged[k]],
-                checkpoints=[Checkpoint(v) for v in given[ptr[i] : ptr[i + 1]]],
-            )
-
-        def edge(e: str) -> Edge:
-            k = t.edge_index()[e]
-            return Edge(e, names[t.src[k]], names[t.dst[k]], _IDENTITY)
-
-        self._table = t
-        self.processors = OnDemand(t.index, processor)
-        self.edges = OnDemand(t.edge_index, edge, size=t.m)
-        self._views()
-        self.domains = dict.fromkeys(names, dom)
-        self.bound = OnDemand(t.edge_index, lambda e: _IDENTITY.bind(dom, dom, e), size=t.m)
-        t.notifications = np.full(len(names), bool(notifications))
-        d_ptr, d_val, _ = epoch_chains(ck_ptr, ck_val)
-        t.set_plain(np.ones(len(names), dtype=bool), d_ptr, d_val, epoch_plain=len(names) > 0)
-        return self
-
-    def _edge_values(self, specs: list[Any], code: Any) -> None:
-        """:attr:`edges`: edge ``k`` made again from the columns when read, its projection ``specs[code[k]]``."""
-        t = self._table
-
-        def edge(e: str) -> Edge:
-            k = t.edge_index()[e]
-            return Edge(e, t.names[t.src[k]], t.names[t.dst[k]], specs[code[k]])
-
-        self.edges: dict[str, Edge] = OnDemand(t.edge_index, edge, size=t.m)
-
     def _views(self) -> None:
         """The dictionaries over the table whose values are made on first read."""
         t = self._table
@@ -270,131 +222,15 @@ class Dataflow:
     def _resolve(self, name: str) -> Resolved:
         return resolve_processor(self, name)
 
-    # -- construction: edges and projections -----------------------------------
-    def _spec(self, spec: Any, named: dict[Any, Any]) -> Any:
-        """The projection object of an edge's ``projection`` field (names made once)."""
-        if hasattr(spec, "bind"):
-            return spec
-        if type(spec) is str:
-            if spec not in named:
-                named[spec] = projection_from_spec(spec)
-            return named[spec]
-        return projection_from_spec(spec)
-
-    def _bind_edge(self, k: int, spec: Any, named: dict[Any, Any]) -> BoundProjection:
-        t = self._table
-        name = t.edge_name(k)
-        try:
-            return self._spec(spec, named).bind(
-                self.domains[t.names[t.src[k]]], self.domains[t.names[t.dst[k]]], name
-            )
-        except FalkirkError as exc:
-            msg = str(exc)
-            raise type(exc)(msg if name in msg else f"edge {name!r}: {msg}") from None
-
+    # -- construction: edges and projections (falkirk.solver.model.binding) -------
     def _bind(self, enames: PySequence[str], projs: PySequence[Any]) -> Any:
-        """Check every edge's projection against its two domains; :attr:`bound` binds on first read.
-
-        Edges with the same projection between the same two domains bind
-        alike, so one edge of each such group is bound now, in edge order
-        (the first edge that cannot be bound is named, as when binding one
-        by one). Edges at a sequence domain, whose binding depends on the
-        edge, and projections that are not hashable are bound one by one,
-        now. Returns whether each edge is an identity edge.
-        """
-        t = self._table
-        m = len(enames)
-        named: dict[Any, Any] = {}
-        made: dict[str, BoundProjection] = {}
-        try:
-            distinct = list(dict.fromkeys(projs))
-        except TypeError:  # e.g. a projection given as a JSON object: bind them all now
-            for k in range(m):
-                made[enames[k]] = self._bind_edge(k, projs[k], named)
-            self._edge_values(list(projs), np.arange(m))
-            self.bound: dict[str, BoundProjection] = OnDemand(self.edges, made.__getitem__, made)
-            ident = np.fromiter((type(b.spec) is Identity for b in made.values()), dtype=bool, count=m)
-            self._residual = np.fromiter((b.recorded or b.has_residual for b in made.values()), bool, m)
-            self._recorded = np.fromiter((b.recorded for b in made.values()), bool, m)
-            self._sample = list(made.values())
-            self._sample_of = np.arange(m)
-            return ident
-        codes = {s: i for i, s in enumerate(distinct)}
-        scode = (
-            np.zeros(m, dtype=np.int64)
-            if len(distinct) <= 1
-            else np.fromiter(map(codes.__getitem__, projs), dtype=np.int64, count=m)
-        )
-        kinds = {id(d): d for d in self.domains.values()}  # distinct domain objects, first seen first
-        dindex = {d: i for i, d in enumerate(kinds)}
-        dcode = np.fromiter((dindex[id(d)] for d in self.domains.values()), dtype=np.int64, count=t.n)
-        by_edge = np.array([isinstance(d, Sequence) for d in kinds.values()], dtype=bool)
-        dsrc, ddst = dcode[t.src], dcode[t.dst]
-        nd = max(len(kinds), 1)
-        key = (scode * nd + dsrc) * nd + ddst
-        own = by_edge[dsrc] | by_edge[ddst] if m else np.zeros(0, dtype=bool)
-        key[own] = key.max(initial=0) + 1 + np.flatnonzero(own)  # a group of its own
-        if m and key[0] == key.min() == key.max():  # one group (e.g. identity edges in one domain): no sort
-            first, group = np.zeros(1, dtype=np.int64), np.zeros(m, dtype=np.int64)
-        else:
-            _, first, group = np.unique(key, return_index=True, return_inverse=True)
-        residual = np.zeros(first.shape[0], dtype=bool)  # per group: recorded, or has a residual
-        recorded = np.zeros(first.shape[0], dtype=bool)
-        sample: list[BoundProjection] = [None] * first.shape[0]  # type: ignore[list-item]
-        for g in np.argsort(first, kind="stable").tolist():
-            k = int(first[g])
-            b = sample[g] = self._bind_edge(k, distinct[scode[k]], named)
-            residual[g] = b.recorded or b.has_residual
-            recorded[g] = b.recorded
-            if own[k]:
-                made[enames[k]] = b
-        self._residual = residual[group.reshape(-1)] if m else np.zeros(0, dtype=bool)
-        self._recorded = recorded[group.reshape(-1)] if m else np.zeros(0, dtype=bool)
-        # one bound projection per group: edges that bind alike project alike (their images are shared)
-        self._sample, self._sample_of = sample, group.reshape(-1) if m else np.zeros(0, dtype=np.int64)
-        objs = [self._spec(s, named) for s in distinct]
-        self._edge_values(distinct, scode)
-        domains, names = self.domains, t.names
-
-        def bind(e: str) -> BoundProjection:
-            k = t.edge_index()[e]
-            return objs[scode[k]].bind(domains[names[t.src[k]]], domains[names[t.dst[k]]], e)
-
-        self.bound = OnDemand(t.edge_index, bind, made, size=t.m)
-        is_id = np.array([type(o) is Identity for o in objs], dtype=bool)
-        return is_id[scode] if m else np.zeros(0, dtype=bool)
+        return binding.bind(self, enames, projs)
 
     def _check_logs(self, procs: list[Processor]) -> Any:
-        """Every logged edge is an output edge of its processor; whether each edge is logged.
-
-        Each processor logs as many of its own output edges as it names in
-        ``logs`` exactly when every name is one of them; the first
-        processor in declaration order for which that fails is named.
-        """
-        t = self._table
-        logs = list(map(attrgetter("logs"), procs))
-        mine = map(frozenset.__contains__, map(logs.__getitem__, t.src.tolist()), t.edge_names())
-        logged = np.fromiter(mine, dtype=bool, count=t.m)
-        named = np.fromiter(map(len, logs), dtype=np.int64, count=len(logs))
-        found = np.bincount(t.src[logged], minlength=len(logs))
-        for i in np.flatnonzero(named != found).tolist():
-            p = procs[i]
-            unknown = sorted(set(p.logs) - set(self.outputs[p.name]))
-            raise UnknownNameError(f"processor {p.name!r}: logs {unknown}, which are not its output edges")
-        return logged
+        return binding.check_logs(self, procs)
 
     def _check_stateless(self) -> None:
-        """A stateless processor's unlogged output edges need a projection with a residual (SPEC §3)."""
-        t = self._table
-        bad = np.flatnonzero(t.stateless[t.src] & ~t.logged & ~self._residual)
-        if bad.size:
-            k = int(bad[np.lexsort((bad, t.src[bad]))[0]])  # first by processor, then by edge, as declared
-            e, p = t.edge_name(k), t.names[t.src[k]]
-            raise ValidationError(
-                f"processor {p!r}: stateless, but edge {e!r} is not logged and its "
-                f"projection {self.bound[e].spec.name!r} has no residual (SPEC §3); log the edge or "
-                "make the processor stateful"
-            )
+        binding.check_stateless(self)
 
     # -- construction: plain processors ----------------------------------------
     def _defer(self, procs: list[Processor], ident: Any) -> None:

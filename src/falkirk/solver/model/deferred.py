@@ -29,6 +29,7 @@ successive images.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from itertools import chain
 from operator import attrgetter, countOf
 from typing import TYPE_CHECKING, Any
@@ -134,7 +135,7 @@ def _antichain(domain: Domain, value: Any) -> tuple[Any, ...] | None:
     if type(value) is Frontier:
         return value.antichain if value.domain is domain or value.domain == domain else None
     try:
-        return domain.decode(value).antichain  # type: ignore[attr-defined, no-any-return]
+        return domain.decode(value).antichain  # type: ignore[attr-defined]
     except (FalkirkError, TypeError, ValueError):
         return None
 
@@ -243,7 +244,7 @@ def check_images_many(
         images = cache.get(c)
         if images is None:
             images = cache[c] = _Images(b)
-        empty = images.image(-1, lambda d=b.source: Frontier.empty(d))  # φ_e(∅), asked even without checkpoints
+        empty = images.image(-1, partial(Frontier.empty, b.source))  # φ_e(∅), asked even without checkpoints
         if type(b).discarded is not BoundProjection.discarded or empty is None:
             ok[j[g == c]] = False
     lens = ptr[j + 1] - ptr[j]

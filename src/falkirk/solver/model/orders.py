@@ -230,9 +230,9 @@ def tuple_chains(
         prev: Frontier | None = None
         for j, a in enumerate(TupleChains(ptr, ac, rows, bound, lex).antichains(i)):
             try:
-                f = Frontier.before(domain, a)
+                f: Frontier | None = Frontier.before(domain, a)
             except FalkirkError:
-                f = None  # type: ignore[assignment]
+                f = None
             if f is None or f.antichain != a:  # not a canonical antichain: the full resolution decides
                 ok[i] = False
                 break

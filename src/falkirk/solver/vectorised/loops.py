@@ -116,12 +116,14 @@ class LoopColumns:
         self.samples = df._sample
         self.group = df._sample_of
         self.classes = [g for g, b in enumerate(df._sample) if type(b.spec) is not Identity]
-        self.cdom = {
-            g: (code[id(df._sample[g].source)], code.get(id(df._sample[g].target))) for g in self.classes
+        # (source, target) domain codes per projection class; a target that no processor has: not a loop job
+        self.ok &= all(id(df._sample[g].target) in code for g in self.classes)
+        self.cdom: dict[int, tuple[int, int]] = {
+            g: (code[id(df._sample[g].source)], code.get(id(df._sample[g].target), 0)) for g in self.classes
         }
         stateless_src = t.stateless[t.src] & ~t.logged
         self.residual = set(np.unique(self.group[stateless_src]).tolist()) & set(self.classes)
-        self.ok = self.ok and all(v[1] is not None for v in self.cdom.values()) and self._close() and self._maps()
+        self.ok = self.ok and self._close() and self._maps()
 
     def _image(self, g: int, residual: bool, key: int) -> int | None:
         """The bound of ``φ`` (or of its residual) of class ``g`` at the prefix ``key`` (``None``: no prefix)."""
@@ -177,13 +179,13 @@ class LoopColumns:
         """Class ``g``'s map of ranks (images rounded up into the universe) and its exact images' keys."""
         s, d = self.cdom[g]
         src, tgt = (self.U[d], self.U[s]) if residual else (self.U[s], self.U[d])
-        keys = [self._image(g, residual, k) for k in src.sorted]
-        if any(k is None for k in keys):
+        got = [self._image(g, residual, k) for k in src.sorted]
+        keys = [k for k in got if k is not None]
+        if len(keys) != len(got):
             return None
-        ranks = [tgt.rank.get(k) for k in keys]  # type: ignore[arg-type]
-        if None in ranks:
-            ranks = [r if r is not None else bisect_left(tgt.sorted, k) for r, k in zip(ranks, keys, strict=True)]
-        return np.array(ranks, dtype=np.int64), keys  # type: ignore[return-value]
+        rank = tgt.rank
+        ranks = [rank[k] if k in rank else bisect_left(tgt.sorted, k) for k in keys]  # rounded up when not in it
+        return np.array(ranks, dtype=np.int64), keys
 
     def _maps(self) -> bool:
         """Per projection class its rank maps; per checkpoint its rank; codes to compare exact images."""
@@ -212,11 +214,11 @@ class LoopColumns:
         # one order per domain over the universe and every exact image in it, to check an answer
         merged = [set(u.sorted) for u in self.U]
         for g in self.classes:
-            merged[self.cdom[g][1]].update(exact[g])  # type: ignore[index]
+            merged[self.cdom[g][1]].update(exact[g])
         order = [{k: i for i, k in enumerate(sorted(m))} for m in merged]
         self.code = [np.array([order[c][k] for k in u.sorted], dtype=np.int64) for c, u in enumerate(self.U)]
         self.image_code = {
-            g: np.array([order[self.cdom[g][1]][k] for k in exact[g]], dtype=np.int64)  # type: ignore[index]
+            g: np.array([order[self.cdom[g][1]][k] for k in exact[g]], dtype=np.int64)
             for g in self.classes
         }
         return True
@@ -337,12 +339,12 @@ class ValueFrontiers(RankFrontiers):
 
     def __init__(self, names: list[str], index: dict[str, int], ranks: Array, values: list[Frontier]) -> None:
         super().__init__(names, index, ranks, -1, None)  # type: ignore[arg-type]
-        self.values = values
+        self._values = values
         self._top = np.fromiter((not f.antichain for f in values), dtype=bool, count=len(values))
         self._empty = np.fromiter((f.is_empty for f in values), dtype=bool, count=len(values))
 
     def frontier(self, r: int) -> Frontier:
-        return self.values[r]
+        return self._values[r]
 
     def tops(self, ranks: Array) -> Array:
         return self._top[ranks]
@@ -353,7 +355,7 @@ class ValueFrontiers(RankFrontiers):
     def __eq__(self, other: object) -> bool:
         return dict(self.items()) == (dict(other.items()) if isinstance(other, RankFrontiers) else other)
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
 
 def loop_columns(df: Dataflow) -> LoopColumns | None:
