@@ -331,30 +331,24 @@ class Graph:
         in ``epoch`` and ``product(2)`` and whose edges project by ``kind``.
         """
         names = names if names is not None else [self.name(p) for p in range(self.n)]
+        options: dict[str, Any] = {"ck_ptr": self.ck_ptr, "ck_val": self.ck_val}
         if self.domain == "loop":
             assert self.inner is not None and self.kind is not None
-            return Dataflow.from_arrays(
-                names,
-                self.src,
-                self.dst,
-                logged=self.logged,
-                stateless=self.stateless,
-                domain=[_EPOCH, _LOOP],
-                domain_of=self.inner.astype(np.int64),
-                projection=list(_KINDS),
-                projection_of=self.kind,
-                notifications=self.notifications,
+            options = {
+                "domain": [_EPOCH, _LOOP],
+                "domain_of": self.inner.astype(np.int64),
+                "projection": list(_KINDS),
+                "projection_of": self.kind,
                 **(loop if loop is not None else self.loop_arrays()),
-            )
+            }
         return Dataflow.from_arrays(
             names,
             self.src,
             self.dst,
             logged=self.logged,
             stateless=self.stateless,
-            ck_ptr=self.ck_ptr,
-            ck_val=self.ck_val,
             notifications=self.notifications,
+            **options,
         )
 
     def problem(self) -> Any:

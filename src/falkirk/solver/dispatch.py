@@ -3,7 +3,10 @@
 * ``"auto"`` (the default) — the worklist, or the vectorised solver when it
   applies (every domain totally ordered) and the dataflow has at least
   :data:`VECTORISE_FROM` processors and :data:`DENSE_FROM` edges per
-  processor; if it then turns out not to apply, the worklist.
+  processor, or when a dataflow of at least :data:`VECTORISE_FROM`
+  processors is a *loop job* of plain prefix checkpoints
+  (:mod:`falkirk.solver.vectorised.loops`, whatever its density); if it then
+  turns out not to apply, the worklist.
 * ``"worklist"`` — the worklist iteration (:mod:`falkirk.solver.worklist`),
   always.
 * ``"round_robin"`` — the literal iteration of Figure 6 (the reference,

@@ -31,6 +31,7 @@ called once per distinct checkpoint frontier.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,7 +47,7 @@ from falkirk.solver.model.views import OnDemand
 if TYPE_CHECKING:
     from falkirk.solver.model.dataflow import Dataflow
 
-__all__ = ["from_columns", "checkpoint_values", "epoch_dataflow", "networkx_loops", "objects"]
+__all__ = ["JobColumns", "from_columns", "checkpoint_values", "epoch_dataflow", "networkx_loops", "objects"]
 
 Array = Any  # a numpy array
 
@@ -158,26 +159,30 @@ def _chains(
     return ep_ptr, ep_val, tuples
 
 
+@dataclass
+class JobColumns:
+    """What a loop job gives besides its graph: ``kinds`` (the domain specs as given) with ``dcode``
+    (``domain_of``), ``specs`` (the projections) with ``pcode`` (``projection_of``), and the checkpoints
+    ``ptr``/``ac``/``rows`` as in the module docstring."""
+
+    kinds: Sequence[Any]
+    dcode: Array
+    specs: Sequence[Any]
+    pcode: Array
+    ptr: Array
+    rows: Array
+    ac: Array
+
+
 def from_columns(
-    cls: type[Dataflow],
-    names: list[str],
-    table: Table,
-    kinds: Sequence[Any],
-    dcode: Array,
-    specs: Sequence[Any],
-    pcode: Array,
-    ptr: Array,
-    rows: Array,
-    ac: Array,
-    notifications: bool,
+    cls: type[Dataflow], names: list[str], table: Table, cols: JobColumns, notifications: bool
 ) -> Dataflow | None:
     """The dataflow made from its columns, or ``None`` when the object constructors must decide.
 
-    ``table`` holds valid, distinct names and edges; ``kinds`` are the
-    domain specs as given (``domain_of`` = ``dcode``), ``specs`` the
-    projections (``projection_of`` = ``pcode``); ``ptr``/``ac``/``rows`` the
-    checkpoints as in the module docstring.
+    ``table`` holds valid, distinct names and edges.
     """
+    kinds, dcode, specs, pcode = cols.kinds, cols.dcode, cols.specs, cols.pcode
+    ptr, rows, ac = cols.ptr, cols.rows, cols.ac
     self = cls.__new__(cls)
     self.system_notifications = notifications
     self._made, self._columns, self._loops = {}, None, None
@@ -235,19 +240,11 @@ def from_columns(
     return self
 
 
-def objects(
-    names: list[str],
-    table: Table,
-    kinds: Sequence[Any],
-    dcode: Array,
-    specs: Sequence[Any],
-    pcode: Array,
-    ptr: Array,
-    rows: Array,
-    ac: Array,
-) -> tuple[list[Processor], list[Edge]]:
+def objects(names: list[str], table: Table, cols: JobColumns) -> tuple[list[Processor], list[Edge]]:
     """The same content as :class:`Processor` and :class:`Edge` values, for the object constructors."""
     t = table
+    kinds, dcode, specs, pcode = cols.kinds, cols.dcode, cols.specs, cols.pcode
+    ptr, rows, ac = cols.ptr, cols.rows, cols.ac
     logs: list[list[str]] = [[] for _ in names]
     enames = t.edge_names()
     src, dst = t.src.tolist(), t.dst.tolist()
@@ -339,5 +336,5 @@ def networkx_loops(cls: type[Dataflow], graph: Any, domain: Any, notifications: 
     np.cumsum(sizes, out=ac[1:])
     t = Table(names, np.array(src, np.int64), np.array(dst, np.int64), np.array(logged, bool), np.array(less, bool),
               index=index, edge_names=enames)
-    return from_columns(cls, names, t, list(kinds), np.array(dcode, np.int64), list(specs),
-                        np.array(pcode, np.int64), ptr, rows_arr, ac, notifications)
+    cols = JobColumns(list(kinds), np.array(dcode, np.int64), list(specs), np.array(pcode, np.int64), ptr, rows_arr, ac)
+    return from_columns(cls, names, t, cols, notifications)

@@ -35,7 +35,7 @@ import numpy as np
 
 from falkirk.domains import Epoch, Identity
 from falkirk.errors import ValidationError
-from falkirk.solver.model.arrays import epoch_dataflow, from_columns, networkx_loops, objects
+from falkirk.solver.model.arrays import JobColumns, epoch_dataflow, from_columns, networkx_loops, objects
 from falkirk.solver.model.elements import Checkpoint, Edge, Processor
 from falkirk.solver.model.table import Table, epoch_chains
 
@@ -216,11 +216,12 @@ def _mixed(
         raise ValidationError(f"ck_ptr must rise from 0 to the {cks} checkpoints (CSR pointers), got {ptr[0]}..{ptr[-1]}")
     t = Table(names, src, dst, logged, stateless, edge_names=enames)
     distinct = len(t.index) == n and (enames is None or (len(set(enames)) == m and all(type(e) is str for e in enames)))
-    made = from_columns(cls, names, t, kinds, dcode, specs, pcode, ptr, rows, ac, notifications) if distinct else None
+    cols = JobColumns(kinds, dcode, specs, pcode, ptr, rows, ac)
+    made = from_columns(cls, names, t, cols, notifications) if distinct else None
     if made is not None:
         return made
     t = Table(names, src, dst, logged, stateless, edge_names=enames or [f"e{k}" for k in range(m)])
-    procs, edges = objects(names, t, kinds, dcode, specs, pcode, ptr, rows, ac)
+    procs, edges = objects(names, t, cols)
     return cls(procs, edges, notifications=notifications)
 
 

@@ -157,9 +157,14 @@ class Dataflow:
     (edge projections are bound once per distinct projection and pair of
     domains, and per edge when first read), plus resolving every processor
     that is not plain, ``O(k · edges of p)`` for ``k`` checkpoints. A plain
-    processor (:mod:`falkirk.solver.model.plain`) costs ``O(k)`` here and
-    is resolved when its metadata are first read; :attr:`plain` holds its
-    checkpoint keys (epochs in the ``epoch`` domain).
+    processor (:mod:`falkirk.solver.model.deferred`: bare checkpoints in an
+    epoch, ``product`` or ``lexicographic`` domain, no live metadata, no
+    recorded output projection) costs ``O(k)`` here — its chain is kept as
+    columns, epochs or antichains (:mod:`falkirk.solver.model.orders`), and
+    each non-identity projection is called once per distinct checkpoint
+    frontier — and is resolved when its metadata are first read;
+    :attr:`plain` holds its checkpoint keys (epochs in the ``epoch``
+    domain, frontiers otherwise).
     """
 
     edges: dict[str, Edge]
