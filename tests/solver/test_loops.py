@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 from hypothesis import assume, given
@@ -239,3 +240,46 @@ def test_loop_path_takes_prefix_jobs_and_declines_others() -> None:
     assert df._table.lex_plain and solve_loops(df, frozenset({"a"})) is not None
     other = [procs[0], Processor("b", P2, checkpoints=[Checkpoint({"before": [[0, 3], [2, 0]]})])]
     assert not Dataflow(other, edges)._table.lex_plain and solve_loops(Dataflow(other, edges), frozenset()) is None
+
+
+def _digraph(procs: list[Processor], edges: list[Edge]) -> Any:
+    """The job as a networkx DiGraph: node attributes domain/stateless/checkpoints, edge attributes name/logged/projection."""
+    import networkx as nx
+
+    G = nx.DiGraph()
+    logs = {p.name: p.logs for p in procs}
+    for p in procs:
+        G.add_node(p.name, domain=p.domain, stateless=p.stateless, checkpoints=[c.frontier for c in p.checkpoints])
+    for e in edges:
+        G.add_edge(e.src, e.dst, name=e.name, projection=e.projection, logged=e.name in logs[e.src])
+    return G
+
+
+@given(loop_jobs(valid=False))
+def test_from_networkx_loop_jobs_equal_the_object_constructors(job: Any) -> None:
+    """Property: from_networkx of a loop job (one edge per pair) gives the object constructors' plans or error type."""
+    procs, edges, failed = job
+    edges = list({(e.src, e.dst): e for e in edges}.values())  # a DiGraph keeps one edge per pair
+    kept = {e.name for e in edges}
+    procs = [attrs.evolve(p, logs=[x for x in p.logs if x in kept]) for p in procs]
+    try:
+        want: Any = _plan(Dataflow(procs, edges), failed, "worklist")
+    except FalkirkError as exc:
+        want = type(exc)
+    try:
+        got: Any = _plan(Dataflow.from_networkx(_digraph(procs, edges)), failed, "worklist")
+    except FalkirkError as exc:
+        got = type(exc)
+    assert got == want
+
+
+def test_from_networkx_reads_a_loop_job_into_columns() -> None:
+    """A loop job of bare checkpoints goes into columns: nothing is resolved until a solve reads it."""
+    procs = [
+        Processor("a", "epoch", checkpoints=[Checkpoint(2), Checkpoint(4)]),
+        Processor("b", P2, checkpoints=[Checkpoint({"before": [[1, 2], [2, 0]]}), Checkpoint(lex_frontier(P2, (3, 0)))]),
+    ]
+    edges = [Edge("ab", "a", "b", "epoch_to_loop"), Edge("ba", "b", "a", LEAVE)]
+    df = Dataflow.from_networkx(_digraph(procs, edges))
+    assert df._table.lex_plain and not df._resolved
+    assert _plan(df, ["a"], "worklist") == _plan(Dataflow(procs, edges), ["a"], "worklist")
