@@ -105,6 +105,13 @@ def _bare(cks: list[tuple[Checkpoint, ...]]) -> tuple[list[Any], Array, Array]:
     return flat, seg, fine
 
 
+def _epoch_of(f: Frontier) -> Any:
+    """Epoch ``k`` of the frontier ``↓k`` of an epoch domain; ``None`` (not plain) for ``⊤`` or another domain."""
+    if type(f.domain) is Epoch and f.antichain:
+        return f.antichain[0] - 1
+    return None
+
+
 def epoch_candidates(procs: list[Processor], idx: Array) -> tuple[Array, Array, Array]:
     """Of processors ``idx`` (epoch domain), which are plain, and their distinct epochs: ``(fine, d_ptr, d_val)``.
 
@@ -113,6 +120,8 @@ def epoch_candidates(procs: list[Processor], idx: Array) -> tuple[Array, Array, 
     """
     flat, seg, fine = _bare([procs[i].checkpoints for i in idx.tolist()])
     vals = [-1 if c is None else c.frontier for c in flat]
+    if Frontier in set(map(type, vals)):  # epoch frontiers given as values (a scenario file's): ↓k is k
+        vals = [_epoch_of(v) if type(v) is Frontier else v for v in vals]
     epochs = _small_ints(vals)
     bad: list[int] = []
     if epochs is None:  # some frontier is not an int, or too large for int64: one by one
