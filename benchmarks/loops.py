@@ -16,7 +16,7 @@ closed by a feedback edge and left through an exit projection,
 
 CPU seconds of the process (``time.process_time``), the garbage collector on
 as a user has it unless ``--gc off``; ``peak_rss_mb`` is the process's peak
-resident memory and ``base_rss_mb`` its resident memory once the inputs
+resident memory (``VmHWM``) and ``base_rss_mb`` its resident memory once the inputs
 (arrays, and for ``objects`` the caller's values) exist. Each case runs
 ``repeat`` times, the cases taking turns, and keeps its run of least total
 CPU (all totals are in ``runs_total_cpu_s``). ``ratio`` is a case's total
@@ -34,7 +34,6 @@ import gc
 import hashlib
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -54,16 +53,10 @@ FAMILIES = [
 CONSTRUCTORS = ("objects", "arrays")
 
 
-def _rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def one(label: str, constructor: str, n: int, collector: bool = True) -> dict[str, Any]:
     """Build and solve one case in this process (see the module docstring)."""
     from benchmarks.graphs import make
+    from benchmarks.public_api import status_mb
     from falkirk.solver import Dataflow, solve_frontiers
 
     family, opts = next((f, o) for lab, f, o in FAMILIES if lab == label)
@@ -80,11 +73,11 @@ def one(label: str, constructor: str, n: int, collector: bool = True) -> dict[st
     if constructor == "objects":
         procs, edges = g.objects(names=names)
         out["objects_cpu_s"] = time.process_time() - c0  # the caller making the values
-        out["base_rss_mb"] = _rss_mb()
+        out["base_rss_mb"] = status_mb()
         df = Dataflow(procs, edges, notifications=g.notifications)
         del procs, edges
     elif constructor == "arrays":
-        out["base_rss_mb"] = _rss_mb()
+        out["base_rss_mb"] = status_mb()
         df = g.from_arrays(names, loop=loop)
     else:
         raise ValueError(f"unknown constructor {constructor!r}; known: {CONSTRUCTORS}")
@@ -97,7 +90,7 @@ def one(label: str, constructor: str, n: int, collector: bool = True) -> dict[st
     doc = json.dumps(plan.to_json(), sort_keys=True)
     out["check"] = hashlib.sha256(doc.encode()).hexdigest()[:16]
     out["rolled_back"] = sum(a != "keep" for a in plan.actions.values())
-    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["peak_rss_mb"] = status_mb("VmHWM")
     out["collector"] = collector
     return out
 
