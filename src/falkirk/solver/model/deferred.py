@@ -99,9 +99,11 @@ def _bare(cks: list[tuple[Checkpoint, ...]]) -> tuple[list[Any], Array, Array]:
         fine[seg[wrong]] = False
         for j in wrong:
             flat[j] = None
-    tails = [None if c is None else _PLAIN_TAIL(c) for c in flat]
-    if countOf(tails, _NOTHING_MORE) != len(flat):
-        fine[seg[[j for j, rest in enumerate(tails) if rest != _NOTHING_MORE]]] = False
+    given = flat if fine.all() else [c for c in flat if c is not None]
+    # streamed: a list of 10^5 tuples would wake the garbage collector over the caller's values
+    if countOf(map(_PLAIN_TAIL, given), _NOTHING_MORE) != len(given):
+        more = [j for j, c in enumerate(flat) if c is not None and _PLAIN_TAIL(c) != _NOTHING_MORE]
+        fine[seg[more]] = False
     return flat, seg, fine
 
 
