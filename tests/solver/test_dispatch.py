@@ -149,3 +149,14 @@ def test_auto_gives_the_reference_plan_whichever_solver_it_picks(df: Dataflow, d
     assert low.to_json() == solve_frontiers(df, failed).to_json() == ref.to_json()
     worklist = solve_frontiers(df, failed, strategy="worklist")
     assert [low.explain(p) for p in names] == [worklist.explain(p) for p in names]
+
+
+def test_the_monitor_s_rollback_plans_go_through_the_same_choice() -> None:
+    """``Monitor.plan_rollback`` solves with ``"auto"``: the columns without live metadata, the worklist with it (small)."""
+    from falkirk.solver import Monitor
+
+    monitor = Monitor(chain(50))
+    plain = monitor.plan_rollback(["p1"])
+    live = monitor.plan_rollback(["p1"], live={"p2": Checkpoint("top")})
+    assert isinstance(plain.reasons, dispatch.LazyReasons) and isinstance(live.reasons, dict)
+    assert plain.to_json() == solve_frontiers(monitor.dataflow(), ["p1"], strategy="worklist").to_json()

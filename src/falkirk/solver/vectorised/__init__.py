@@ -9,8 +9,8 @@
 * :mod:`~falkirk.solver.vectorised.stages` — stage graphs: all-to-all edges
   between stages of parallel tasks, stored once per stage pair.
 
-``solve_frontiers(..., strategy="vectorised")`` (or ``"auto"`` on large
-dataflows) runs it; every result equals the reference's
+``solve_frontiers(..., strategy="vectorised")`` (or ``"auto"`` on plain
+epoch jobs and large totally ordered dataflows, :mod:`falkirk.solver.dispatch`) runs it; every result equals the reference's
 (:mod:`falkirk.solver.fixpoint`).
 """
 
