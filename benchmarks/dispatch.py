@@ -2,8 +2,9 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/dispatch.py --quick   # 10^2-10^4 processors, a few minutes
-    .venv/bin/python benchmarks/dispatch.py           # 10^2-10^6 processors (about an hour on a loaded machine)
+    .venv/bin/python benchmarks/dispatch.py --quick      # 10^2-10^4 processors
+    .venv/bin/python benchmarks/dispatch.py              # 10^2-10^6 processors (an hour or more on a loaded machine)
+    .venv/bin/python benchmarks/dispatch.py --markdown   # the table of results/dispatch.json
 
 For every shape, size and failed fraction of the grid it times
 ``solve_frontiers(df, failed, strategy=S)`` for ``S`` in ``"auto"``,
@@ -259,7 +260,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--budget", type=float, help="wall seconds before the worklist is stopped (5)")
     ap.add_argument("--general", action="store_true", help="also dataflows with live metadata (to 10^4)")
     ap.add_argument("--out", type=Path, default=RESULTS / "dispatch.json", help="where to write the JSON")
+    ap.add_argument("--markdown", action="store_true", help="print the table of the written JSON and stop")
     args = ap.parse_args(argv)
+    if args.markdown:
+        res = json.loads(args.out.read_text())
+        print(HEADER, *map(_fmt, res["rows"]), sep="\n")
+        return res
     sizes = args.sizes or (QUICK_SIZES if args.quick else SIZES)
     budget = args.budget or 5.0
     shapes = SHAPES
