@@ -35,27 +35,28 @@ trees, sparse and dense random DAGs, diamonds, epoch loops and all-to-all
 stages, 10^2 to 10^6 processors, 0.1 %, 1 % and all of them failed):
 
 * On the columns, the vectorised solver was the faster of the two in every
-  cell, from 3 processors (0.3 ms against 0.4 ms) to 10^6, sparse or dense,
-  and whatever failed — 5–70× faster on sparse shapes at 10^3–10^5, where
-  the old rule (vectorise only from 1,000 processors *and* 2 edges per
-  processor) ran the worklist. The worklist's cost follows the part that
-  rolls back, but on a fresh Dataflow it also resolves every processor it
-  reaches and records a :class:`~falkirk.solver.fixpoint.Reason` per step
-  (tens of µs per processor), while the array engine pays ``O(V + E)`` of
-  numpy work (about 1 µs per processor) and its plan decodes frontiers only
-  when read. Even one failure rolls back most of a chain or a DAG, so the
-  part that rolls back is rarely small enough for the worklist to win, and
-  where it is, both take under a few milliseconds. So no threshold.
+  measured cell (3 processors: 0.3 ms against 0.4 ms; 10^2–10^4, every shape
+  and failed fraction: 5–70× faster; 10^5 and 10^6 with one failure, in a
+  separate probe: chain 0.7 s against 10 s, sparse DAG 6.8 s against more
+  than 20 s), sparse or dense, where the old rule (vectorise only from
+  1,000 processors *and* 2 edges per processor) ran the worklist. On a
+  fresh Dataflow the worklist resolves every processor it reaches and
+  records a :class:`~falkirk.solver.fixpoint.Reason` per step (tens of µs
+  per processor), while the array engine pays ``O(V + E)`` of numpy work
+  (about 1 µs per processor) and its plan decodes frontiers only when read;
+  even one failure rolls back most of a chain or DAG. So no threshold.
 * Other totally ordered dataflows (live metadata — what
   :meth:`Monitor.plan_rollback <falkirk.solver.Monitor.plan_rollback>` and a
   spark pipeline's what-if pass —, recorded projections, lexicographic or
   single-input sequence domains) must first be converted to arrays, which
   costs about as much per processor and edge as the worklist's
-  examinations (``O(V + E)`` in Python). Below ``V + E ≈ 10^4`` the two are
-  within a few milliseconds of each other and the worklist wins when little
-  rolls back; from there on, and from 1,000 processors when the graph is
-  dense (each examination of the worklist is ``O(edges of p)``), the
-  conversion paid for itself in every measured cell (1.0–2× faster).
+  examinations (``O(V + E)`` in Python). Below ``V + E ≈ 10^4`` the
+  worklist is as fast or faster; dense graphs (1,000 processors, 9 edges
+  each) convert at 0.5× the worklist's time; at 10^4 the two are within
+  ±10 % on chains, sparse DAGs and trees with 1 % failed, and at 10^5 the
+  conversion was 1.3–1.9× faster (a probe). The rule is not exact: on trees
+  at 10^4 with 0.1 % failed, where little rolls back, the worklist was
+  1.3–1.9× faster than the conversion ``"auto"`` picks.
 * The monitor's incremental updates (:meth:`Monitor.record
   <falkirk.solver.Monitor.record>`) re-solve only the region a report
   touches with their own tracking worklist (:mod:`falkirk.solver.monitor.tracker`)
