@@ -10,8 +10,9 @@ a dataflow with checkpoints and failures. From it one can build
   directly from the arrays, without any per-processor Python objects, for
   the vectorised solver (epoch domain only).
 
-Families: :func:`chain`, :func:`diamonds`, :func:`random_dag`, :func:`loops`
-(cycles) and :func:`shuffle` (staged all-to-all). Every family takes the same
+Families: :func:`chain`, :func:`diamonds`, :func:`random_dag`,
+:func:`sparse_dag`, :func:`tree` (fan-in or fan-out), :func:`loops` (cycles)
+and :func:`shuffle` (staged all-to-all). Every family takes the same
 keyword options (:func:`_finish`): checkpoints per processor, the time domain
 (``"epoch"`` or ``"sequence"``), the fraction of stateless processors and of
 logged edges, the number of failed processors and a seed.
@@ -47,6 +48,8 @@ __all__ = [
     "chain",
     "diamonds",
     "random_dag",
+    "sparse_dag",
+    "tree",
     "loops",
     "shuffle",
     "product_loops",
@@ -470,6 +473,48 @@ def random_dag(n: int, *, degree: int = 4, window: int | None = None, seed: int 
     return _finish("random_dag", n, pairs[:, 0], pairs[:, 1], rng, **options)
 
 
+def sparse_dag(n: int, *, extra: float = 0.1, window: int = 8, seed: int = 0, **options: Any) -> Graph:
+    """Each processor ``i > 0`` reads from one random earlier one, and with probability ``extra`` from a second.
+
+    About ``(1 + extra) * n`` edges: the pipelines and joins of most job
+    graphs. Both sources are among the last ``window`` processors.
+
+    >>> g = sparse_dag(1000, seed=1)
+    >>> round(g.m / g.n, 1)
+    1.1
+    """
+    rng = np.random.default_rng(seed)
+    first = np.arange(1, n)
+    second = first[rng.random(n - 1) < extra]
+    dst = np.concatenate([first, second])
+    back = rng.integers(1, window + 1, size=dst.shape[0])
+    src = dst - np.minimum(back, dst)
+    pairs = np.unique(np.stack([src, dst], axis=1), axis=0)
+    return _finish("sparse_dag", n, pairs[:, 0], pairs[:, 1], rng, **options)
+
+
+def tree(n: int, *, fan: str = "in", arity: int = 2, seed: int = 0, **options: Any) -> Graph:
+    """A complete ``arity``-ary tree of ``n`` processors: ``fan="in"`` sends from the leaves to the root, ``"out"`` back.
+
+    Processor ``i > 0``'s parent is ``(i - 1) // arity``; ``fan="in"`` is an
+    aggregation (every edge child → parent, processor 0 last),
+    ``fan="out"`` a broadcast (parent → child).
+
+    >>> g = tree(7, fan="in")
+    >>> sorted(zip(g.src.tolist(), g.dst.tolist()))[:3]
+    [(1, 0), (2, 0), (3, 1)]
+    """
+    if fan not in ("in", "out"):
+        raise ValueError(f"fan must be 'in' or 'out', not {fan!r}")
+    if arity < 1:
+        raise ValueError(f"arity must be at least 1, not {arity}")
+    rng = np.random.default_rng(seed)
+    child = np.arange(1, n)
+    parent = (child - 1) // arity
+    src, dst = (child, parent) if fan == "in" else (parent, child)
+    return _finish(f"tree({fan})", n, src, dst, rng, **options)
+
+
 def loops(n: int, *, length: int = 8, seed: int = 0, **options: Any) -> Graph:
     """A chain whose consecutive blocks of ``length`` processors each close a cycle (feedback edge)."""
     rng = np.random.default_rng(seed)
@@ -550,6 +595,8 @@ FAMILIES: dict[str, Callable[..., Graph]] = {
     "chain": chain,
     "diamonds": diamonds,
     "random_dag": random_dag,
+    "sparse_dag": sparse_dag,
+    "tree": tree,
     "loops": loops,
     "shuffle": shuffle,
 }

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
+import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from falkirk.cli import main
 from falkirk.solver import Checkpoint, Dataflow, Edge, Processor, dispatch, solve_frontiers
 from falkirk.solver.dispatch import STRATEGIES, choose, strategy_of
+from falkirk.testing import dataflows
 
 
 def chain(n: int) -> Dataflow:
@@ -35,14 +40,13 @@ def test_every_strategy_gives_the_same_plan(strategy: str) -> None:
     assert [plan.explain(p) for p in df.processors] == [ref.explain(p) for p in df.processors]
 
 
-def test_worklist_means_the_worklist_even_where_auto_vectorises(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_worklist_means_the_worklist_even_where_auto_vectorises() -> None:
     """``"worklist"`` always runs the worklist; only ``"auto"`` switches (the switch itself: test_fast_paths)."""
     df = chain(4)
-    assert choose(df) == choose(df, strategy="auto") == choose(df, strategy="worklist") == "worklist"
-    monkeypatch.setattr(dispatch, "VECTORISE_FROM", 2)
-    monkeypatch.setattr(dispatch, "DENSE_FROM", 0)
-    assert choose(df) == "vectorised" and choose(df, strategy="worklist") == "worklist"
+    assert choose(df) == choose(df, strategy="auto") == "vectorised"
+    assert choose(df, strategy="worklist") == "worklist"
     assert isinstance(solve_frontiers(df, ["p1"], strategy="worklist").reasons, dict)
+    assert isinstance(solve_frontiers(df, ["p1"]).reasons, dispatch.LazyReasons)
 
 
 def test_an_unknown_strategy_is_a_value_error_listing_the_choices() -> None:
@@ -93,3 +97,71 @@ def test_the_command_line_takes_every_strategy(strategy: str, capsys: pytest.Cap
     got = capsys.readouterr().out
     assert main(["solve", str(example), "--json"]) == 0
     assert capsys.readouterr().out == got
+
+
+def with_live(df: Dataflow) -> Dataflow:
+    """``df`` with default live metadata on every processor: no columns, the vectorised solver must convert."""
+    procs = [attrs.evolve(p, live=Checkpoint("top")) for p in df.processors.values()]
+    return Dataflow(procs, df.edges.values())
+
+
+def dense(n: int) -> Dataflow:
+    """``n`` epoch processors, ``p{i}`` feeding the next three (about 3 edges each), one checkpoint at 2."""
+    procs = [Processor(f"p{i}", "epoch", checkpoints=[Checkpoint(2)]) for i in range(n)]
+    edges = [Edge(f"e{i}_{j}", f"p{i}", f"p{j}") for i in range(n) for j in (i + 1, i + 2, i + 3) if j < n]
+    edges.append(Edge("back", f"p{n - 1}", "p0"))
+    return Dataflow(procs, edges)
+
+
+@pytest.mark.parametrize("n", [2, 3, 50, 3000])
+def test_auto_vectorises_plain_epoch_columns_at_every_size(n: int) -> None:
+    """Plain epoch processors (the Dataflow's columns): the vectorised solver, however small or sparse."""
+    assert choose(chain(n)) == "vectorised"
+
+
+def test_auto_converts_other_total_dataflows_only_when_large() -> None:
+    """Without columns: the worklist below CONVERT_FROM processors + edges, unless the graph is dense."""
+    assert choose(with_live(chain(100))) == "worklist"
+    below, above = dispatch.CONVERT_FROM // 2 - 1, dispatch.CONVERT_FROM // 2 + 1  # V + E = CONVERT_FROM -3, +1
+    assert choose(with_live(chain(below))) == "worklist"
+    assert choose(with_live(chain(above))) == "vectorised"
+    assert choose(with_live(dense(dispatch.VECTORISE_FROM - 1))) == "worklist"
+    assert choose(with_live(dense(dispatch.VECTORISE_FROM))) == "vectorised"
+
+
+def test_auto_vectorises_a_partial_order_only_as_a_loop_job() -> None:
+    """A product domain goes to the vectorised (loop) engine only when its checkpoints are plain prefixes;
+    any other antichain is solved by the worklist whatever its size."""
+    n = dispatch.CONVERT_FROM
+    edges = [Edge(f"e{i}", f"p{i}", f"p{i + 1}") for i in range(n - 1)]
+    prefixes = [Processor(f"p{i}", "product", arity=2) for i in range(n)]
+    assert choose(Dataflow(prefixes, edges)) == "vectorised"
+    corner = Checkpoint({"before": [[1, 1]]})  # every time not >= (1, 1): (0, 5) and (5, 0) both in it
+    other = [Processor(f"p{i}", "product", arity=2, checkpoints=[corner] if i == 0 else []) for i in range(n)]
+    assert choose(Dataflow(other, edges)) == "worklist"
+
+
+@settings(max_examples=100, deadline=None)
+@given(df=dataflows(max_size=7), data=st.data())
+def test_auto_gives_the_reference_plan_whichever_solver_it_picks(df: Dataflow, data: st.DataObject) -> None:
+    """Property: auto's plan is the round robin's, as shipped and with CONVERT_FROM at 0; its explanations the worklist's."""
+    names = list(df.processors)
+    failed: Any = data.draw(st.one_of(st.just("all"), st.lists(st.sampled_from(names), unique=True)))
+    ref = solve_frontiers(df, failed, strategy="round_robin")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dispatch, "CONVERT_FROM", 0)
+        low = solve_frontiers(df, failed)
+    assert low.to_json() == solve_frontiers(df, failed).to_json() == ref.to_json()
+    worklist = solve_frontiers(df, failed, strategy="worklist")
+    assert [low.explain(p) for p in names] == [worklist.explain(p) for p in names]
+
+
+def test_the_monitor_s_rollback_plans_go_through_the_same_choice() -> None:
+    """``Monitor.plan_rollback`` solves with ``"auto"``: the columns without live metadata, the worklist with it (small)."""
+    from falkirk.solver import Monitor
+
+    monitor = Monitor(chain(50))
+    plain = monitor.plan_rollback(["p1"])
+    live = monitor.plan_rollback(["p1"], live={"p2": Checkpoint("top")})
+    assert isinstance(plain.reasons, dispatch.LazyReasons) and isinstance(live.reasons, dict)
+    assert plain.to_json() == solve_frontiers(monitor.dataflow(), ["p1"], strategy="worklist").to_json()

@@ -28,8 +28,8 @@ def register(subparsers: Any) -> None:
         "--strategy",
         choices=STRATEGIES,
         default="auto",
-        help="solver to use (all give the same plan; default: auto, the worklist or, on large "
-        "totally ordered dataflows, the vectorised solver)",
+        help="solver to use (all give the same plan; default: auto, the vectorised solver on plain "
+        "epoch jobs and large totally ordered dataflows, the worklist otherwise)",
     )
     parser.set_defaults(run=run)
 

@@ -1,12 +1,8 @@
 """Which solver :func:`~falkirk.solver.solve_frontiers` runs (SPEC §5): its ``strategy``.
 
-* ``"auto"`` (the default) — the worklist, or the vectorised solver when it
-  applies (every domain totally ordered) and the dataflow has at least
-  :data:`VECTORISE_FROM` processors and :data:`DENSE_FROM` edges per
-  processor, or when a dataflow of at least :data:`VECTORISE_FROM`
-  processors is a *loop job* of plain prefix checkpoints
-  (:mod:`falkirk.solver.vectorised.loops`, whatever its density); if it then
-  turns out not to apply, the worklist.
+* ``"auto"`` (the default) — the vectorised solver whenever it applies
+  cheaply, the worklist otherwise (the rule below); if the vectorised
+  solver turns out not to apply after all, the worklist.
 * ``"worklist"`` — the worklist iteration (:mod:`falkirk.solver.worklist`),
   always.
 * ``"round_robin"`` — the literal iteration of Figure 6 (the reference,
@@ -20,33 +16,77 @@ unique greatest fixed point, SPEC §5). The vectorised solver records no
 per-step reasons; its plan computes them on first use (``plan.explain()``)
 by running the worklist, so explanations are the same whichever solver ran.
 
+The rule of ``"auto"`` (:func:`choose`), for a dataflow of ``V`` processors
+and ``E`` edges:
+
+1. every processor a plain, restartable ``epoch`` processor (the dataflow's
+   columns, :mod:`falkirk.solver.vectorised.columns`: checkpoints that give
+   only their frontier, identity edges, no live metadata) — **vectorised**,
+   at every size;
+2. otherwise, every domain totally ordered and ``V + E ≥``
+   :data:`CONVERT_FROM`, or ``V ≥`` :data:`VECTORISE_FROM` with at least
+   :data:`DENSE_FROM` edges per processor — **vectorised** (after a
+   conversion, :mod:`falkirk.solver.vectorised.build`);
+3. otherwise, a *loop job* of plain prefix checkpoints (product or
+   lexicographic loop bodies entered through ``epoch_to_loop``,
+   :mod:`falkirk.solver.vectorised.loops`) with ``V ≥`` :data:`VECTORISE_FROM`
+   — **vectorised** on the loop engine, whatever its density (it declines
+   what it cannot solve exactly, and the worklist runs);
+4. otherwise — the **worklist** (other partial orders always end here).
+
+Why (``benchmarks/dispatch.py``, ``benchmarks/results/dispatch.json``: CPU
+time of ``solve_frontiers`` on a fresh Dataflow, chains, fan-in and fan-out
+trees, sparse and dense random DAGs, diamonds, epoch loops and all-to-all
+stages, 10^2 to 10^6 processors, 0.1 %, 1 % and all of them failed):
+
+* On the columns, the vectorised solver was the faster of the two in every
+  measured cell (3 processors: 0.3 ms against 0.4 ms; 10^2–10^4, every shape
+  and failed fraction: 5–70× faster; 10^5 and 10^6 with one failure, in a
+  separate probe: chain 0.7 s against 10 s, sparse DAG 6.8 s against more
+  than 20 s), sparse or dense, where the old rule (vectorise only from
+  1,000 processors *and* 2 edges per processor) ran the worklist. On a
+  fresh Dataflow the worklist resolves every processor it reaches and
+  records a :class:`~falkirk.solver.fixpoint.Reason` per step (tens of µs
+  per processor), while the array engine pays ``O(V + E)`` of numpy work
+  (about 1 µs per processor) and its plan decodes frontiers only when read;
+  even one failure rolls back most of a chain or DAG. So no threshold.
+* Other totally ordered dataflows (live metadata — what
+  :meth:`Monitor.plan_rollback <falkirk.solver.Monitor.plan_rollback>` and a
+  spark pipeline's what-if pass —, recorded projections, lexicographic or
+  single-input sequence domains) must first be converted to arrays, which
+  costs about as much per processor and edge as the worklist's
+  examinations (``O(V + E)`` in Python). Below ``V + E ≈ 10^4`` the
+  worklist is as fast or faster; dense graphs (1,000 processors, 9 edges
+  each) convert at 0.5× the worklist's time; at 10^4 the two are within
+  ±10 % on chains, sparse DAGs and trees with 1 % failed, and at 10^5 the
+  conversion was 1.3–1.9× faster (a probe). The rule is not exact: on trees
+  at 10^4 with 0.1 % failed, where little rolls back, the worklist was
+  1.3–1.9× faster than the conversion ``"auto"`` picks.
+* The monitor's incremental updates (:meth:`Monitor.record
+  <falkirk.solver.Monitor.record>`) re-solve only the region a report
+  touches with their own tracking worklist (:mod:`falkirk.solver.monitor.tracker`)
+  and do not go through this choice; its rollback plans and its full
+  re-solves do.
+
 The keyword ``fast=`` of earlier releases is a deprecated alias
 (:class:`DeprecationWarning`): ``fast=True`` is ``strategy="auto"``,
 ``fast=False`` is ``strategy="worklist"`` (with ``strategy`` left at
 ``"auto"`` or set to ``"worklist"``; other strategies ignore it, as before).
 
-Why those thresholds (``benchmarks/solver.py``): below a thousand processors
-both solvers take milliseconds and the worklist's reasons come for free.
-Converting a Dataflow to arrays costs time in proportion to the whole graph,
-while the worklist's cost is proportional to the part that rolls back; on
-the dense families (random DAGs, shuffles) the vectorised solver, conversion
-included, is about twice as fast, on chains and loops the two are even (or
-the worklist wins when little rolls back). Built straight from arrays
-(:meth:`~falkirk.solver.vectorised.problem.TotalProblem.from_epochs`,
-:mod:`falkirk.solver.vectorised.stages`) it needs no conversion at all; a
-Dataflow of plain epoch processors (:mod:`falkirk.solver.vectorised.columns`)
-hands over the columns it keeps (:mod:`falkirk.solver.model.table`) as they
-are, without resolving any checkpoint, and its plan decodes frontiers only
-when they are read.
-
-Cost: :func:`choose` is ``O(V)`` (a look at every domain) once the size
-thresholds are met, ``O(1)`` otherwise.
+Cost: :func:`choose` is ``O(1)`` on the columns (the flag is kept by the
+Dataflow) and ``O(V)`` otherwise (a look at every domain) once the size
+thresholds are met.
 
 >>> from falkirk.solver import Checkpoint, Dataflow, Edge, Processor, solve_frontiers
 >>> df = Dataflow([Processor("a", "epoch", logs=["ab"], checkpoints=[Checkpoint(3)]),
 ...                Processor("b", "epoch", checkpoints=[Checkpoint(1)])], [Edge("ab", "a", "b")])
->>> choose(df), choose(df, strategy="round_robin")
-('worklist', 'round_robin')
+>>> choose(df), choose(df, strategy="worklist"), choose(df, strategy="round_robin")
+('vectorised', 'worklist', 'round_robin')
+>>> live = Dataflow([Processor("a", "epoch", logs=["ab"], checkpoints=[Checkpoint(3)]),
+...                  Processor("b", "epoch", checkpoints=[Checkpoint(1)], live=Checkpoint("top"))],
+...                 [Edge("ab", "a", "b")])
+>>> choose(live)  # live metadata: no columns, and too small to pay for a conversion
+'worklist'
 >>> plan = solve_frontiers(df, ["a"], strategy="vectorised")
 >>> plan.to_json()["frontiers"], plan.explain("b")
 ({'a': 3, 'b': 1}, ['a failed: ⊤ is gone, its best available frontier is 3', 'b top → 1 by C3 on ab: it had received messages that a at 3 will send again'])
@@ -69,6 +109,7 @@ from falkirk.solver.worklist import run_worklist
 __all__ = [
     "Strategy",
     "STRATEGIES",
+    "CONVERT_FROM",
     "VECTORISE_FROM",
     "DENSE_FROM",
     "strategy_of",
@@ -82,9 +123,11 @@ Strategy = Literal["auto", "worklist", "round_robin", "vectorised"]
 #: The strategies, the default first.
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 
-#: Smallest dataflow (in processors) for which ``"auto"`` picks the vectorised solver.
+#: Without columns: smallest ``processors + edges`` for which ``"auto"`` converts and vectorises.
+CONVERT_FROM = 10_000
+#: Without columns: ``"auto"`` also vectorises from this many processors ...
 VECTORISE_FROM = 1000
-#: ... and the least number of edges per processor (sparse graphs: the worklist is as fast).
+#: ... when they have at least this many edges each (dense: the worklist's examinations cost more).
 DENSE_FROM = 2.0
 
 
@@ -146,23 +189,22 @@ def strategy_of(strategy: str, fast: bool | None = None, *, stacklevel: int = 2)
 def choose(dataflow: Dataflow, *, strategy: Strategy = "auto", fast: bool | None = None) -> str:
     """The solver :func:`solve` runs for ``dataflow``: ``"vectorised"``, ``"worklist"`` or ``"round_robin"``.
 
-    ``fast=`` is a deprecated alias (see the module docstring).
+    ``"auto"`` follows the rule of the module docstring. ``fast=`` is a
+    deprecated alias (see the module docstring). Cost: ``O(1)``, or ``O(V)``
+    for a dataflow without columns that is large enough to convert.
     """
     strategy = strategy_of(strategy, fast)
     if strategy != "auto":
         return strategy
-    n = len(dataflow.processors)
-    if n >= VECTORISE_FROM and len(dataflow.edges) >= DENSE_FROM * n and _total(dataflow):
+    if dataflow._table.epoch_plain:  # the columns: vectorised at every size
         return "vectorised"
-    if n >= VECTORISE_FROM and dataflow._table.lex_plain and not dataflow._table.epoch_plain:
+    n, m = len(dataflow.processors), len(dataflow.edges)
+    large = n + m >= CONVERT_FROM or (n >= VECTORISE_FROM and m >= DENSE_FROM * n)
+    if large and all(d.is_total for d in {id(d): d for d in dataflow.domains.values()}.values()):
+        return "vectorised"
+    if n >= VECTORISE_FROM and dataflow._table.lex_plain:
         return "vectorised"  # a loop job of plain prefix checkpoints (falkirk.solver.vectorised.loops)
     return "worklist"
-
-
-def _total(dataflow: Dataflow) -> bool:
-    if dataflow._table.epoch_plain:  # one epoch domain (the columns say so without a pass)
-        return True
-    return all(d.is_total for d in {id(d): d for d in dataflow.domains.values()}.values())
 
 
 def solve(view: View, *, strategy: Strategy = "auto", fast: bool | None = None) -> FixedPoint:

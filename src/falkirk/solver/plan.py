@@ -257,8 +257,9 @@ def solve_frontiers(
     ``failed`` names the processors that failed (they lose ``⊤``); ``"all"``
     computes low-watermarks for garbage collection (SPEC §6). ``strategy``
     picks the solver (:mod:`falkirk.solver.dispatch`): ``"auto"`` (default:
-    the worklist, or the vectorised solver on large dataflows whose domains
-    are all totally ordered), ``"worklist"``, ``"round_robin"`` (the literal
+    the vectorised solver on plain epoch jobs of any size and on other large
+    totally ordered dataflows, the worklist otherwise; the measured rule is
+    in :mod:`~falkirk.solver.dispatch`), ``"worklist"``, ``"round_robin"`` (the literal
     iteration of Figure 6) or ``"vectorised"``. All return the same
     frontiers. ``fast=`` is a deprecated alias: ``fast=True`` is ``"auto"``,
     ``fast=False`` is ``"worklist"`` (:class:`DeprecationWarning`).
