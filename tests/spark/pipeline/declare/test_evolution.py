@@ -177,8 +177,8 @@ def test_a_new_step_whose_input_was_collected_is_refused_naming_it(spark: Any, t
     root = tmp_path / "collected"
     build(root, spark).run(FIRST + 1)
     recorded = (root / "pipeline.json").read_bytes()
-    with pytest.raises(RecoveryError, match=r"new step\(s\) cleaned start at ∅ and need data that is gone .*"
-                       r"step events: input at epoch 0 is unusable") as info:
+    with pytest.raises(RecoveryError, match=r"^input/events/cuts/00000000.json was collected by garbage collection.*"
+                       r"its new step\(s\) cleaned start at ∅") as info:
         build(root, spark, report2=True).run(THEN)
     print(info.value)
     assert (root / "pipeline.json").read_bytes() == recorded
