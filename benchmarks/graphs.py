@@ -297,20 +297,58 @@ class Graph:
             lists.names[p], "sequence", stateless=stateless, logs=lists.logs(p), checkpoints=cks, live=live
         )
 
-    def from_arrays(self, names: list[str] | None = None) -> Dataflow:
-        """The graph through ``Dataflow.from_arrays`` (epoch domain): no object per processor or edge.
+    def loop_arrays(self) -> dict[str, np.ndarray]:
+        """A ``"loop"`` graph's checkpoints as ``from_arrays`` takes them: ``ck_ptr``, ``ck_val`` rows, ``ck_ac``.
 
-        ``names`` are the processors' names when the caller made them already.
+        An inner processor's checkpoint ``(e, j)`` is the rows ``(e, j), (e + 1, 0)``
+        (only ``(e, 0)`` when ``j`` is 0; dropped when it is ``(0, 0)``, i.e. ``∅``,
+        as :meth:`objects` drops it); an epoch processor's epoch ``e`` is the row ``(e, 0)``.
         """
+        assert self.inner is not None and self.ck_iter is not None
+        owner = np.repeat(np.arange(self.n), np.diff(self.ck_ptr))
+        e, j = self.ck_val, self.ck_iter
+        inner = self.inner[owner]
+        keep = ~inner | (e > 0) | (j > 0)
+        owner, e, j, inner = owner[keep], e[keep], j[keep], inner[keep]
+        two = inner & (j > 0)
+        sizes = 1 + two
+        first = np.stack([e, np.where(inner, j, 0)], axis=1)
+        rows = np.zeros((int(sizes.sum()), 2), dtype=np.int64)
+        ac = np.zeros(sizes.shape[0] + 1, dtype=np.int64)
+        np.cumsum(sizes, out=ac[1:])
+        rows[ac[:-1]] = first
+        rows[ac[:-1][two] + 1, 0] = e[two] + 1
+        ptr = np.zeros(self.n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(owner, minlength=self.n), out=ptr[1:])
+        return {"ck_ptr": ptr, "ck_val": rows, "ck_ac": ac}
+
+    def from_arrays(self, names: list[str] | None = None, loop: dict[str, np.ndarray] | None = None) -> Dataflow:
+        """The graph through ``Dataflow.from_arrays``: no object per processor or edge.
+
+        ``names`` are the processors' names when the caller made them already;
+        ``loop`` the checkpoints of a ``"loop"`` graph as rows
+        (:meth:`loop_arrays`, made here when not given), whose processors are
+        in ``epoch`` and ``product(2)`` and whose edges project by ``kind``.
+        """
+        names = names if names is not None else [self.name(p) for p in range(self.n)]
+        options: dict[str, Any] = {"ck_ptr": self.ck_ptr, "ck_val": self.ck_val}
+        if self.domain == "loop":
+            assert self.inner is not None and self.kind is not None
+            options = {
+                "domain": [_EPOCH, _LOOP],
+                "domain_of": self.inner.astype(np.int64),
+                "projection": list(_KINDS),
+                "projection_of": self.kind,
+                **(loop if loop is not None else self.loop_arrays()),
+            }
         return Dataflow.from_arrays(
-            names if names is not None else [self.name(p) for p in range(self.n)],
+            names,
             self.src,
             self.dst,
             logged=self.logged,
             stateless=self.stateless,
-            ck_ptr=self.ck_ptr,
-            ck_val=self.ck_val,
             notifications=self.notifications,
+            **options,
         )
 
     def problem(self) -> Any:

@@ -34,12 +34,17 @@ Sections:
    building the same ``DiGraph`` and sorting it topologically, each case in
    a fresh process with its CPU time and peak RSS, best of 3 alternated runs
    (``benchmarks/public_api.py``); written to ``benchmarks/results/public_api.json``.
-7. **partial orders** (issue 18) — ``product_loops`` (Naiad loops: an
+7. **partial orders** (issues 18, 31) — ``product_loops`` (Naiad loops: an
    epoch pipeline whose loop bodies run in ``product(2)``, entered through
    ``epoch_to_loop``, closed by a feedback edge and left through an exit
-   projection) at 10^3 and 10^4 processors: the worklist (the vectorised
-   solver handles total orders only) with its cost per constraint check
-   (``FixedPoint.checks``), and the round robin under the same budget.
+   projection) at 10^3 and 10^4 processors: the worklist with its cost per
+   constraint check (``FixedPoint.checks``), and the round robin under the
+   same budget; then **loop jobs at scale** (``benchmarks/loops.py``):
+   ``product_loops`` at 10^3, 10^4 and 10^5 processors built from objects
+   and from arrays and solved automatically (the vectorised engine takes
+   loop jobs of prefix checkpoints), next to the epoch ``random_dag`` and
+   ``chain`` of the same size in the same run, each case in a fresh process
+   with its CPU time and peak RSS.
 8. **lexsort ratio** (issue 18) — ``Dataflow.from_arrays`` +
    ``solve_frontiers`` on the public-API job at 10^5 processors (about 10^6
    edges; 10^4 with ``--quick``) next to one ``numpy.lexsort`` of its edge
@@ -85,6 +90,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks import loops  # noqa: E402
 from benchmarks.graphs import make  # noqa: E402
 from falkirk.solver import solve_frontiers  # noqa: E402
 from falkirk.solver.vectorised.engine import solve_total  # noqa: E402
@@ -535,6 +541,17 @@ def summary(res: dict[str, Any]) -> dict[str, Any]:
             }
             for r in po
         }
+    scale = [r for r in res.get("loop_scale", []) if r["family"].startswith("product_loops")]
+    if scale:
+        out["product_loops_within_3x_random_dag"] = {
+            f"{r['constructor']} at {r['processors']}": {
+                "total_cpu_s": round(r["total_cpu_s"], 3),
+                "ratio": round(r.get("ratio_to_random_dag", float("nan")), 2),
+                "met": r.get("ratio_to_random_dag", float("inf")) <= 3,
+            }
+            for r in scale
+            if r["processors"] >= 90_000
+        }
     if res.get("lexsort"):
         lx = res["lexsort"]
         out["from_arrays_and_solve_within_20x_lexsort"] = {
@@ -643,6 +660,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         rows = partial_orders(sizes, budget)
         prev = res.get("partial_orders")
         res["partial_orders"] = rows if only is None or not prev else _merge_rows(prev, rows)
+        scale = [1000, 10_000] if quick else [1000, 10_000, 100_000]
+        run["loop_scale_sizes"] = scale
+        print(f"\n{loops.HEADER}")
+        res["loop_scale"] = loops.run(scale, repeat=1 if quick else 2)
         run["load_average_at_end"] = os.getloadavg()
     if "arrays" in wanted:
         record("arrays")

@@ -26,6 +26,10 @@ Frontier(product(2), before=[(0, 3), (1, 1), (3, 0)])
 
 Complexities (``a``, ``b`` antichain sizes): membership O(a), ``⊆`` O(a·b),
 meet O((a+b)²), join O((a·b)²) comparisons; each O(1) in a total domain.
+In ``product(2)`` (a domain with ``staircase = True``) an antichain sorted
+as tuples is a staircase, and minimising is a sort and one sweep
+(O(n log n)), ``⊆`` and the meet are merges (O(a+b), the meet plus a sort of
+the two runs) and the join O(a·b log(a·b)).
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ def _minimize(domain: Domain, times: Iterable[Any]) -> tuple[Any, ...]:
             if best_key is None or k < best_key:
                 best, best_key = t, k
         return () if best_key is None else (best,)
+    if _staircase(domain):
+        return _stair(sorted(set(times)))
     le = domain.less_equal
     ordered = sorted(set(times), key=key)
     out: list[Any] = []
@@ -57,6 +63,56 @@ def _minimize(domain: Domain, times: Iterable[Any]) -> tuple[Any, ...]:
         if not any(le(a, t) for a in out):
             out.append(t)
     return tuple(out)
+
+
+#: Whether a domain's antichains are staircases (``product(2)``), by domain; filled on first sight.
+_STAIRCASE: dict[Any, bool] = {}
+
+
+def _staircase(domain: Domain) -> bool:
+    """Whether ``domain`` is ``product(2)``-like: times are pairs ordered componentwise, sorted as tuples.
+
+    Such an antichain, sorted, is a *staircase*: first coordinates strictly
+    rise and second ones strictly fall, which makes minimising, ``⊆`` and the
+    meet linear merges (the domain says so with ``staircase = True``).
+    """
+    known = _STAIRCASE.get(domain)
+    if known is None:
+        known = _STAIRCASE[domain] = bool(getattr(domain, "staircase", False))
+    return known
+
+
+def _stair(ordered: list[Any]) -> tuple[Any, ...]:
+    """The minimal pairs of ``ordered`` (distinct pairs sorted as tuples), as a staircase. Cost ``O(n)``.
+
+    A pair is minimal exactly when its second coordinate is below every
+    second coordinate before it (everything before it has a first
+    coordinate no larger).
+    """
+    out: list[Any] = []
+    low = None
+    for t in ordered:
+        if low is None or t[1] < low:
+            out.append(t)
+            low = t[1]
+    return tuple(out)
+
+
+def _stair_le(mine: tuple[Any, ...], other: tuple[Any, ...]) -> bool:
+    """Every pair of staircase ``other`` is above some pair of staircase ``mine``. Cost ``O(a + b)``.
+
+    For a pair ``b`` the best candidate is the last ``a`` with ``a[0] <= b[0]``
+    (the one with the least second coordinate among those).
+    """
+    i, last = 0, len(mine) - 1
+    for b in other:
+        b0 = b[0]
+        while i < last and mine[i + 1][0] <= b0:
+            i += 1
+        a = mine[i]
+        if a[0] > b0 or a[1] > b[1]:
+            return False
+    return True
 
 
 class Frontier:
@@ -137,6 +193,8 @@ class Frontier:
         dom = self.domain
         if dom.is_total:
             return dom.less_equal(self.antichain[0], other.antichain[0])
+        if _staircase(dom):
+            return _stair_le(self.antichain, other.antichain)
         le = dom.less_equal
         mine = self.antichain
         return all(any(le(a, b) for a in mine) for b in other.antichain)
@@ -159,6 +217,8 @@ class Frontier:
             return self
         if not self.antichain:
             return other
+        if _staircase(self.domain):
+            return Frontier(self.domain, _stair(sorted(set(self.antichain + other.antichain))))
         return Frontier(self.domain, _minimize(self.domain, self.antichain + other.antichain))
 
     __and__ = meet

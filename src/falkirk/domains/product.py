@@ -35,6 +35,11 @@ class Product(TupleCodec):
     def is_total(self) -> bool:
         return self.arity == 1
 
+    @property
+    def staircase(self) -> bool:
+        """Pairs: a sorted antichain is a staircase, so ``⊆``, meet and minimising are merges (:mod:`~falkirk.domains.frontier`)."""
+        return self.arity == 2
+
     def less_equal(self, a: tuple[int, ...], b: tuple[int, ...]) -> bool:
         for x, y in zip(a, b, strict=True):
             if x > y:

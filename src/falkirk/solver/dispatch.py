@@ -3,7 +3,10 @@
 * ``"auto"`` (the default) — the worklist, or the vectorised solver when it
   applies (every domain totally ordered) and the dataflow has at least
   :data:`VECTORISE_FROM` processors and :data:`DENSE_FROM` edges per
-  processor; if it then turns out not to apply, the worklist.
+  processor, or when a dataflow of at least :data:`VECTORISE_FROM`
+  processors is a *loop job* of plain prefix checkpoints
+  (:mod:`falkirk.solver.vectorised.loops`, whatever its density); if it then
+  turns out not to apply, the worklist.
 * ``"worklist"`` — the worklist iteration (:mod:`falkirk.solver.worklist`),
   always.
 * ``"round_robin"`` — the literal iteration of Figure 6 (the reference,
@@ -60,6 +63,7 @@ from falkirk.solver.model import Dataflow
 from falkirk.solver.model.access import View
 from falkirk.solver.vectorised.build import NotApplicable, solve_view
 from falkirk.solver.vectorised.columns import solve_columns
+from falkirk.solver.vectorised.loops import solve_loops
 from falkirk.solver.worklist import run_worklist
 
 __all__ = [
@@ -150,6 +154,8 @@ def choose(dataflow: Dataflow, *, strategy: Strategy = "auto", fast: bool | None
     n = len(dataflow.processors)
     if n >= VECTORISE_FROM and len(dataflow.edges) >= DENSE_FROM * n and _total(dataflow):
         return "vectorised"
+    if n >= VECTORISE_FROM and dataflow._table.lex_plain and not dataflow._table.epoch_plain:
+        return "vectorised"  # a loop job of plain prefix checkpoints (falkirk.solver.vectorised.loops)
     return "worklist"
 
 
@@ -170,7 +176,7 @@ def solve(view: View, *, strategy: Strategy = "auto", fast: bool | None = None) 
     chosen = choose(view.df, strategy=strategy)
     if chosen == "vectorised":
         try:
-            f, n, work = solve_columns(view.df, view.failed) or solve_view(view)
+            f, n, work = solve_columns(view.df, view.failed) or solve_loops(view.df, view.failed) or solve_view(view)
         except NotApplicable:
             if strategy == "vectorised":
                 raise

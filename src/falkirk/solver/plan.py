@@ -202,7 +202,7 @@ class _RankReplay(OnDemand):
 
     def __init__(self, dataflow: Dataflow, f: RankFrontiers) -> None:
         t = dataflow._table
-        sel = np.flatnonzero(t.logged & (f.ranks[t.dst] != f.top_rank))
+        sel = np.flatnonzero(t.logged & ~f.tops(f.ranks[t.dst]))
         sel = sel[np.lexsort((sel, t.src[sel]))]  # by sender as declared, then by edge
         self.frontiers, self.src, self.dst = f, t.src[sel], t.dst[sel]
         self._sel, self._table = sel, t
@@ -235,7 +235,7 @@ def _rank_actions(f: RankFrontiers, failed: frozenset[str]) -> dict[str, str]:
     mask = np.zeros(len(f.names), dtype=bool)
     if failed:
         mask[[f.index[p] for p in failed]] = True
-    code = np.where(mask, np.where(f.ranks == 0, 3, 2), np.where(f.ranks == f.top_rank, 0, 1))
+    code = np.where(mask, np.where(f.empties(f.ranks), 3, 2), np.where(f.tops(f.ranks), 0, 1))
     return dict(zip(f.names, map(ACTIONS.__getitem__, code.tolist()), strict=True))
 
 

@@ -11,9 +11,13 @@
   (``processors``, ``edges``, ``inputs``…) whose values are made on first read;
 * :mod:`~falkirk.solver.model.dataflow` — :class:`Dataflow`, which validates
   a graph and resolves every processor (those with bare checkpoints on first
-  use: :mod:`~falkirk.solver.model.plain`);
-* :mod:`~falkirk.solver.model.bulk` — ``Dataflow.from_arrays`` and
-  ``Dataflow.from_networkx``;
+  use: :mod:`~falkirk.solver.model.deferred`, :mod:`~falkirk.solver.model.plain`);
+* :mod:`~falkirk.solver.model.orders` — ``product(k)``/``lexicographic(k)``
+  checkpoint chains as antichain columns, lexicographic prefixes encoded as bounds;
+* :mod:`~falkirk.solver.model.binding` — edges' projections bound and checked;
+* :mod:`~falkirk.solver.model.bulk` and :mod:`~falkirk.solver.model.arrays` —
+  ``Dataflow.from_arrays`` and ``Dataflow.from_networkx`` (loop jobs of
+  several domains and projections as columns);
 * :mod:`~falkirk.solver.model.access` — ``F(p)`` and ``N``, ``M_e``, ``D_e``,
   ``φ_e`` at any frontier for a given set of failed processors (the
   :class:`~falkirk.solver.model.access.View` every driver reads).

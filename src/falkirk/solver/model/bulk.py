@@ -35,6 +35,7 @@ import numpy as np
 
 from falkirk.domains import Epoch, Identity
 from falkirk.errors import ValidationError
+from falkirk.solver.model.arrays import JobColumns, epoch_dataflow, from_columns, networkx_loops, objects
 from falkirk.solver.model.elements import Checkpoint, Edge, Processor
 from falkirk.solver.model.table import Table, epoch_chains
 
@@ -95,12 +96,20 @@ def from_arrays(
     ck_ptr: Any = None,
     ck_val: Any = None,
     notifications: bool = True,
+    domain_of: Any = None,
+    projection: Any = None,
+    projection_of: Any = None,
+    ck_ac: Any = None,
 ) -> Dataflow:
     """A dataflow of ``len(names)`` processors in one ``domain`` (see the module docstring).
 
+    With ``domain_of``, ``projection``, ``ck_ac`` or a two-dimensional
+    ``ck_val``, the job may mix domains and projections
+    (:mod:`falkirk.solver.model.arrays`).
+
     In the ``epoch`` domain, with distinct names and integer checkpoint
     epochs forming valid chains, the dataflow is made from the arrays with
-    no object per processor or edge (:meth:`Dataflow._of_epoch_table`);
+    no object per processor or edge (:func:`~falkirk.solver.model.arrays.epoch_dataflow`);
     anything else goes through the object constructors, which raise the
     errors they always raise.
     """
@@ -119,6 +128,9 @@ def from_arrays(
     less = _flags(stateless, n, "stateless")
     if (ck_ptr is None) != (ck_val is None):
         raise ValidationError("give both ck_ptr and ck_val (checkpoints in CSR form), or neither")
+    if domain_of is not None or projection is not None or ck_ac is not None or np.ndim(ck_val) == 2:
+        return _mixed(cls, names, s, d, enames, log, less, domain, domain_of, projection, projection_of,
+                      ck_ptr, ck_val, ck_ac, notifications)
     raw: Any = []
     vals: Any = np.zeros(0, dtype=np.int64)  # the epochs as integers, or None when they are not all integers
     if ck_ptr is None:
@@ -160,6 +172,59 @@ def from_arrays(
     return cls(procs, edges, notifications=notifications)
 
 
+def _mixed(
+    cls: type[Dataflow],
+    names: list[str],
+    src: Any,
+    dst: Any,
+    enames: list[str] | None,
+    logged: Any,
+    stateless: Any,
+    domain: Any,
+    domain_of: Any,
+    projection: Any,
+    projection_of: Any,
+    ck_ptr: Any,
+    ck_val: Any,
+    ck_ac: Any,
+    notifications: bool,
+) -> Dataflow:
+    """:func:`from_arrays` for several domains and projections, or tuple-domain checkpoints as rows."""
+    n, m = len(names), src.shape[0]
+    kinds = list(domain) if domain_of is not None else [domain]
+    dcode = np.zeros(n, np.int64) if domain_of is None else _indices(domain_of, len(kinds), "domain_of", n)
+    if projection_of is None:
+        specs: list[Any] = [projection if projection is not None else _IDENTITY]
+        pcode = np.zeros(m, dtype=np.int64)
+    else:
+        specs = list(projection)
+        pcode = _indices(projection_of, len(specs), "projection_of", m)
+    rows = np.zeros((0, 1), dtype=np.int64) if ck_val is None else np.asarray(ck_val)
+    if rows.ndim == 1:
+        rows = rows[:, None]
+    if rows.ndim != 2 or (rows.size and not np.issubdtype(rows.dtype, np.integer)):
+        raise ValidationError(f"ck_val must be integers of shape (rows,) or (rows, d), not {rows.dtype} {rows.shape}")
+    rows = rows.astype(np.int64)
+    ac = np.arange(rows.shape[0] + 1, dtype=np.int64) if ck_ac is None else _indices(ck_ac, 2**62, "ck_ac")
+    if ac.shape[0] < 1 or ac[0] != 0 or ac[-1] != rows.shape[0] or (np.diff(ac) < 0).any():
+        raise ValidationError(f"ck_ac must rise from 0 to the {rows.shape[0]} rows of ck_val (CSR pointers)")
+    cks = ac.shape[0] - 1
+    ptr = np.zeros(n + 1, np.int64) if ck_ptr is None else _indices(ck_ptr, 2**62, "ck_ptr", n + 1)
+    if ck_ptr is None and cks:
+        raise ValidationError("give ck_ptr with ck_val (checkpoints in CSR form)")
+    if ptr[0] != 0 or ptr[-1] != cks or (np.diff(ptr) < 0).any():
+        raise ValidationError(f"ck_ptr must rise from 0 to the {cks} checkpoints (CSR pointers), got {ptr[0]}..{ptr[-1]}")
+    t = Table(names, src, dst, logged, stateless, edge_names=enames)
+    distinct = len(t.index) == n and (enames is None or (len(set(enames)) == m and all(type(e) is str for e in enames)))
+    cols = JobColumns(kinds, dcode, specs, pcode, ptr, rows, ac)
+    made = from_columns(cls, names, t, cols, notifications) if distinct else None
+    if made is not None:
+        return made
+    t = Table(names, src, dst, logged, stateless, edge_names=enames or [f"e{k}" for k in range(m)])
+    procs, edges = objects(names, t, cols)
+    return cls(procs, edges, notifications=notifications)
+
+
 def _epoch_table(
     cls: type[Dataflow],
     names: list[str],
@@ -185,7 +250,7 @@ def _epoch_table(
     if enames is not None and (len(set(enames)) != len(enames) or not all(isinstance(e, str) for e in enames)):
         return None
     t = Table(names, src, dst, logged, stateless, index=index, edge_names=enames)
-    return cls._of_epoch_table(t, domain, ck_ptr, vals, notifications)
+    return epoch_dataflow(cls, t, domain, ck_ptr, vals, notifications)
 
 
 #: Node and edge attributes the array path of :func:`from_networkx` reads; any other sends it to the objects.
@@ -253,7 +318,7 @@ def from_networkx(
     """A dataflow from a directed networkx graph (see the module docstring); ``domain`` is the default domain."""
     if not graph.is_directed():
         raise ValidationError("from_networkx needs a directed graph (networkx.DiGraph)")
-    fast = _networkx_columns(cls, graph, domain, notifications)
+    fast = _networkx_columns(cls, graph, domain, notifications) or networkx_loops(cls, graph, domain, notifications)
     if fast is not None:
         return fast
     logs: dict[Any, list[str]] = {u: [] for u in graph.nodes}

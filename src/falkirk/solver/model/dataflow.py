@@ -22,20 +22,45 @@ domain's JSON encoding (``2`` for epoch 2, ``{"e1": 3}`` for sequence counts,
 
 from collections.abc import Callable, Iterable
 from collections.abc import Sequence as PySequence
-from itertools import chain
-from operator import attrgetter, countOf
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
-from falkirk.domains import BUILTIN, INPUT_EDGE, REGISTRY, Domain, Epoch, Identity, Sequence, make_domain
-from falkirk.domains.projections import BoundProjection, projection_from_spec
+from falkirk.domains import (
+    BUILTIN,
+    INPUT_EDGE,
+    REGISTRY,
+    Domain,
+    Epoch,
+    Frontier,
+    Identity,
+    Sequence,
+    make_domain,
+)
+from falkirk.domains.projections import BoundProjection
 from falkirk.errors import FalkirkError, UnknownNameError, ValidationError
+from falkirk.solver.model import binding
 from falkirk.solver.model.bulk import from_arrays, from_networkx
-from falkirk.solver.model.elements import _EMPTY, Checkpoint, Edge, Meta, Processor, ResolvedCheckpoint
+from falkirk.solver.model.deferred import (
+    TUPLE_DOMAINS,
+    check_images_many,
+    epoch_candidates,
+    epoch_frontier,
+    select_chains,
+    tuple_candidates,
+    tuple_ids,
+)
+from falkirk.solver.model.elements import (
+    Checkpoint,
+    Edge,
+    Meta,
+    Processor,
+    ResolvedCheckpoint,
+)
 from falkirk.solver.model.plain import plain_chain
 from falkirk.solver.model.resolve import Resolved, resolve_processor
-from falkirk.solver.model.table import Table, epoch_chains
+from falkirk.solver.model.table import Table
 from falkirk.solver.model.views import OnDemand
 
 __all__ = ["Checkpoint", "Processor", "Edge", "Dataflow", "ResolvedCheckpoint", "Meta"]
@@ -57,21 +82,7 @@ class _OnDemand(dict[str, Resolved]):
 DEFER_PLAIN = True
 
 _IDENTITY = Identity()  # the projection of every edge given as arrays (one immutable value)
-_PLAIN_TAIL = attrgetter("notifications", "delivered", "discarded", "projection", "logged", "state")
-# what a plain checkpoint gives besides its frontier (the shared empty mapping: compared by identity first)
-_NOTHING_MORE: tuple[Any, ...] = (None, _EMPTY, _EMPTY, _EMPTY, _EMPTY, None)
 _NAME, _SRC, _DST, _PROJECTION = map(attrgetter, ("name", "src", "dst", "projection"))
-_FRONTIER = attrgetter("frontier")
-
-
-def _small_ints(values: list[Any]) -> Any:
-    """``values`` as an ``int64`` array when every one is an ``int`` that fits (else ``None``)."""
-    if not set(map(type, values)) <= {int}:
-        return None
-    try:
-        return np.array(values, dtype=np.int64)
-    except OverflowError:
-        return None
 
 
 def _processors(procs: list[Processor]) -> dict[str, Processor]:
@@ -146,10 +157,22 @@ class Dataflow:
     (edge projections are bound once per distinct projection and pair of
     domains, and per edge when first read), plus resolving every processor
     that is not plain, ``O(k · edges of p)`` for ``k`` checkpoints. A plain
-    processor (:mod:`falkirk.solver.model.plain`) costs ``O(k)`` here and
-    is resolved when its metadata are first read; :attr:`plain` holds its
-    checkpoint keys (epochs in the ``epoch`` domain).
+    processor (:mod:`falkirk.solver.model.deferred`: bare checkpoints in an
+    epoch, ``product`` or ``lexicographic`` domain, no live metadata, no
+    recorded output projection) costs ``O(k)`` here — its chain is kept as
+    columns, epochs or antichains (:mod:`falkirk.solver.model.orders`), and
+    each non-identity projection is called once per distinct checkpoint
+    frontier — and is resolved when its metadata are first read;
+    :attr:`plain` holds its checkpoint keys (epochs in the ``epoch``
+    domain, frontiers otherwise).
     """
+
+    edges: dict[str, Edge]
+    bound: dict[str, BoundProjection]
+    _residual: Any  # per edge: its projection is recorded or has a residual
+    _recorded: Any  # per edge: its projection is recorded
+    _sample: list[BoundProjection]  # one bound projection per group of edges that bind alike
+    _sample_of: Any  # per edge: its group
 
     def __init__(
         self, processors: Iterable[Processor], edges: Iterable[Edge], *, notifications: bool = True
@@ -159,6 +182,7 @@ class Dataflow:
         self.system_notifications = notifications
         self._made: dict[tuple[str, int | None], Domain] = {}
         self._columns: Any = None  # the vectorised solver's arrays, built on its first solve
+        self._loops: Any = None  # the same for a loop job (falkirk.solver.vectorised.loops)
         self.processors: dict[str, Processor] = _processors(procs)
         names = list(self.processors)
         index = {p: i for i, p in enumerate(names)}
@@ -184,61 +208,6 @@ class Dataflow:
         )
         self._defer(procs, ident)
 
-    @classmethod
-    def _of_epoch_table(
-        cls, t: Table, domain: Any, ck_ptr: Any, ck_val: Any, notifications: bool
-    ) -> "Dataflow":
-        """A dataflow of plain processors in one epoch domain, straight from its columns (no object made).
-
-        ``t`` holds valid names, edges (identity), flags; ``ck_ptr``/``ck_val``
-        are the checkpoint epochs as given, every chain already checked by
-        :func:`~falkirk.solver.model.table.epoch_chains`. The
-        :class:`Processor` and :class:`Edge` values are made when read.
-        """
-        self = cls.__new__(cls)
-        self.system_notifications = notifications
-        self._made = {}
-        self._columns = None
-        dom = domain if isinstance(domain, Domain) else self._domain(Processor("", domain))
-        names = t.names
-        given = ck_val.tolist()
-        ptr = ck_ptr.tolist()
-
-        def processor(p: str) -> Processor:
-            i = t.index[p]
-            return Processor(
-                p,
-                domain,
-                stateless=bool(t.stateless[i]),
-                logs=[t.edge_name(k) for k in t.outgoing(i) if t.logged[k]],
-                checkpoints=[Checkpoint(v) for v in given[ptr[i] : ptr[i + 1]]],
-            )
-
-        def edge(e: str) -> Edge:
-            k = t.edge_index()[e]
-            return Edge(e, names[t.src[k]], names[t.dst[k]], _IDENTITY)
-
-        self._table = t
-        self.processors = OnDemand(t.index, processor)
-        self.edges = OnDemand(t.edge_index, edge, size=t.m)
-        self._views()
-        self.domains = dict.fromkeys(names, dom)
-        self.bound = OnDemand(t.edge_index, lambda e: _IDENTITY.bind(dom, dom, e), size=t.m)
-        t.notifications = np.full(len(names), bool(notifications))
-        d_ptr, d_val, _ = epoch_chains(ck_ptr, ck_val)
-        t.set_plain(np.ones(len(names), dtype=bool), d_ptr, d_val, epoch_plain=len(names) > 0)
-        return self
-
-    def _edge_values(self, specs: list[Any], code: Any) -> None:
-        """:attr:`edges`: edge ``k`` made again from the columns when read, its projection ``specs[code[k]]``."""
-        t = self._table
-
-        def edge(e: str) -> Edge:
-            k = t.edge_index()[e]
-            return Edge(e, t.names[t.src[k]], t.names[t.dst[k]], specs[code[k]])
-
-        self.edges: dict[str, Edge] = OnDemand(t.edge_index, edge, size=t.m)
-
     def _views(self) -> None:
         """The dictionaries over the table whose values are made on first read."""
         t = self._table
@@ -258,176 +227,62 @@ class Dataflow:
     def _resolve(self, name: str) -> Resolved:
         return resolve_processor(self, name)
 
-    # -- construction: edges and projections -----------------------------------
-    def _spec(self, spec: Any, named: dict[Any, Any]) -> Any:
-        """The projection object of an edge's ``projection`` field (names made once)."""
-        if hasattr(spec, "bind"):
-            return spec
-        if type(spec) is str:
-            if spec not in named:
-                named[spec] = projection_from_spec(spec)
-            return named[spec]
-        return projection_from_spec(spec)
-
-    def _bind_edge(self, k: int, spec: Any, named: dict[Any, Any]) -> BoundProjection:
-        t = self._table
-        name = t.edge_name(k)
-        try:
-            return self._spec(spec, named).bind(
-                self.domains[t.names[t.src[k]]], self.domains[t.names[t.dst[k]]], name
-            )
-        except FalkirkError as exc:
-            msg = str(exc)
-            raise type(exc)(msg if name in msg else f"edge {name!r}: {msg}") from None
-
+    # -- construction: edges and projections (falkirk.solver.model.binding) -------
     def _bind(self, enames: PySequence[str], projs: PySequence[Any]) -> Any:
-        """Check every edge's projection against its two domains; :attr:`bound` binds on first read.
-
-        Edges with the same projection between the same two domains bind
-        alike, so one edge of each such group is bound now, in edge order
-        (the first edge that cannot be bound is named, as when binding one
-        by one). Edges at a sequence domain, whose binding depends on the
-        edge, and projections that are not hashable are bound one by one,
-        now. Returns whether each edge is an identity edge.
-        """
-        t = self._table
-        m = len(enames)
-        named: dict[Any, Any] = {}
-        made: dict[str, BoundProjection] = {}
-        try:
-            distinct = list(dict.fromkeys(projs))
-        except TypeError:  # e.g. a projection given as a JSON object: bind them all now
-            for k in range(m):
-                made[enames[k]] = self._bind_edge(k, projs[k], named)
-            self._edge_values(list(projs), np.arange(m))
-            self.bound: dict[str, BoundProjection] = OnDemand(self.edges, made.__getitem__, made)
-            ident = np.fromiter((type(b.spec) is Identity for b in made.values()), dtype=bool, count=m)
-            self._residual = np.fromiter((b.recorded or b.has_residual for b in made.values()), bool, m)
-            return ident
-        codes = {s: i for i, s in enumerate(distinct)}
-        scode = (
-            np.zeros(m, dtype=np.int64)
-            if len(distinct) <= 1
-            else np.fromiter(map(codes.__getitem__, projs), dtype=np.int64, count=m)
-        )
-        kinds = {id(d): d for d in self.domains.values()}  # distinct domain objects, first seen first
-        dindex = {d: i for i, d in enumerate(kinds)}
-        dcode = np.fromiter((dindex[id(d)] for d in self.domains.values()), dtype=np.int64, count=t.n)
-        by_edge = np.array([isinstance(d, Sequence) for d in kinds.values()], dtype=bool)
-        dsrc, ddst = dcode[t.src], dcode[t.dst]
-        nd = max(len(kinds), 1)
-        key = (scode * nd + dsrc) * nd + ddst
-        own = by_edge[dsrc] | by_edge[ddst] if m else np.zeros(0, dtype=bool)
-        key[own] = key.max(initial=0) + 1 + np.flatnonzero(own)  # a group of its own
-        if m and key[0] == key.min() == key.max():  # one group (e.g. identity edges in one domain): no sort
-            first, group = np.zeros(1, dtype=np.int64), np.zeros(m, dtype=np.int64)
-        else:
-            _, first, group = np.unique(key, return_index=True, return_inverse=True)
-        residual = np.zeros(first.shape[0], dtype=bool)  # per group: recorded, or has a residual
-        for g in np.argsort(first, kind="stable").tolist():
-            k = int(first[g])
-            b = self._bind_edge(k, distinct[scode[k]], named)
-            residual[g] = b.recorded or b.has_residual
-            if own[k]:
-                made[enames[k]] = b
-        self._residual = residual[group.reshape(-1)] if m else np.zeros(0, dtype=bool)
-        objs = [self._spec(s, named) for s in distinct]
-        self._edge_values(distinct, scode)
-        domains, names = self.domains, t.names
-
-        def bind(e: str) -> BoundProjection:
-            k = t.edge_index()[e]
-            return objs[scode[k]].bind(domains[names[t.src[k]]], domains[names[t.dst[k]]], e)
-
-        self.bound = OnDemand(t.edge_index, bind, made, size=t.m)
-        is_id = np.array([type(o) is Identity for o in objs], dtype=bool)
-        return is_id[scode] if m else np.zeros(0, dtype=bool)
+        return binding.bind(self, enames, projs)
 
     def _check_logs(self, procs: list[Processor]) -> Any:
-        """Every logged edge is an output edge of its processor; whether each edge is logged.
-
-        Each processor logs as many of its own output edges as it names in
-        ``logs`` exactly when every name is one of them; the first
-        processor in declaration order for which that fails is named.
-        """
-        t = self._table
-        logs = list(map(attrgetter("logs"), procs))
-        mine = map(frozenset.__contains__, map(logs.__getitem__, t.src.tolist()), t.edge_names())
-        logged = np.fromiter(mine, dtype=bool, count=t.m)
-        named = np.fromiter(map(len, logs), dtype=np.int64, count=len(logs))
-        found = np.bincount(t.src[logged], minlength=len(logs))
-        for i in np.flatnonzero(named != found).tolist():
-            p = procs[i]
-            unknown = sorted(set(p.logs) - set(self.outputs[p.name]))
-            raise UnknownNameError(f"processor {p.name!r}: logs {unknown}, which are not its output edges")
-        return logged
+        return binding.check_logs(self, procs)
 
     def _check_stateless(self) -> None:
-        """A stateless processor's unlogged output edges need a projection with a residual (SPEC §3)."""
-        t = self._table
-        bad = np.flatnonzero(t.stateless[t.src] & ~t.logged & ~self._residual)
-        if bad.size:
-            k = int(bad[np.lexsort((bad, t.src[bad]))[0]])  # first by processor, then by edge, as declared
-            e, p = t.edge_name(k), t.names[t.src[k]]
-            raise ValidationError(
-                f"processor {p!r}: stateless, but edge {e!r} is not logged and its "
-                f"projection {self.bound[e].spec.name!r} has no residual (SPEC §3); log the edge or "
-                "make the processor stateful"
-            )
+        binding.check_stateless(self)
 
     # -- construction: plain processors ----------------------------------------
     def _defer(self, procs: list[Processor], ident: Any) -> None:
-        """Keep plain chains as epochs (resolved on first read); resolve every other processor now."""
+        """Keep plain chains as columns (resolved on first read); resolve every other processor now.
+
+        See :mod:`falkirk.solver.model.deferred` for what is plain and how it is checked.
+        """
         t = self._table
         n = t.n
-        epoch = np.fromiter((type(d) is Epoch for d in self.domains.values()), dtype=bool, count=n)
+        doms = list(self.domains.values())
         live = np.fromiter((p.live is not None for p in procs), dtype=bool, count=n)
-        other_out = np.bincount(t.src[~ident], minlength=n) > 0 if t.m else np.zeros(n, dtype=bool)
-        cand = epoch & ~live & ~other_out if DEFER_PLAIN else np.zeros(n, dtype=bool)
+        recorded_out = np.bincount(t.src[self._recorded], minlength=n) > 0 if t.m else np.zeros(n, dtype=bool)
+        free = ~live & ~recorded_out if DEFER_PLAIN else np.zeros(n, dtype=bool)
         plain = np.zeros(n, dtype=bool)
-        ck_ptr = np.zeros(n + 1, dtype=np.int64)
-        ck_val = np.zeros(0, dtype=np.int64)
-        idx = np.flatnonzero(cand)
+        images: dict[int, Any] = {}
+        epoch = np.fromiter((type(d) is Epoch for d in doms), dtype=bool, count=n)
+        idx = np.flatnonzero(epoch & free)
+        fine, d_ptr, d_val = epoch_candidates(procs, idx)
         if idx.size:
-            cks = [procs[i].checkpoints for i in idx.tolist()]
-            counts = np.fromiter(map(len, cks), dtype=np.int64, count=len(cks))
-            flat = list(chain.from_iterable(cks))
-            seg = np.repeat(np.arange(len(cks)), counts)
-            fine = np.ones(len(cks), dtype=bool)
-            if set(map(type, flat)) - {Checkpoint}:
-                fine[[j for j, c in zip(seg.tolist(), flat, strict=True) if type(c) is not Checkpoint]] = False
-                flat = [c if type(c) is Checkpoint else Checkpoint(-1) for c in flat]
-            bad = []  # checkpoints that give more than their frontier, or whose frontier is no small int
-            if countOf(map(_PLAIN_TAIL, flat), _NOTHING_MORE) != len(flat):
-                bad = [j for j, rest in enumerate(map(_PLAIN_TAIL, flat)) if rest != _NOTHING_MORE]
-            vals = list(map(_FRONTIER, flat))
-            epochs = _small_ints(vals)
-            if epochs is None:  # some frontier is not an int, or too large for int64: one by one
-                small = [type(v) is int and -(2**62) < v < 2**62 for v in vals]
-                bad += [j for j, ok in enumerate(small) if not ok]
-                epochs = np.array([v if ok else -1 for v, ok in zip(vals, small, strict=True)], np.int64)
-            else:
-                bad += np.flatnonzero((epochs <= -(2**62)) | (epochs >= 2**62)).tolist()
-            if bad:
-                fine[seg[bad]] = False
-                epochs[bad] = -1
-            sub_ptr = np.zeros(len(cks) + 1, dtype=np.int64)
-            np.cumsum(counts, out=sub_ptr[1:])
-            d_ptr, d_val, ok = epoch_chains(sub_ptr, epochs)
-            fine &= ok
+            fine &= check_images_many(self, ident, idx, d_ptr, d_val, epoch_frontier(doms[idx[0]]), images)
+        plain[idx[fine]] = True
+        ck_ptr = np.zeros(n + 1, dtype=np.int64)
+        kept = np.diff(d_ptr) * fine
+        np.cumsum(np.bincount(idx, weights=kept, minlength=n).astype(np.int64), out=ck_ptr[1:])
+        ck_val = d_val[np.repeat(fine, np.diff(d_ptr))]
+        t.tuples = {}
+        for dom in {id(d): d for d in doms if type(d) in TUPLE_DOMAINS}.values():
+            idx = np.flatnonzero(np.fromiter((d is dom for d in doms), dtype=bool, count=n) & free)
+            if not idx.size:
+                continue
+            fine, chains = tuple_candidates(procs, idx, dom)
+            fine &= check_images_many(self, ident, idx, chains.ptr, *tuple_ids(chains, dom), images)
             plain[idx[fine]] = True
-            kept = np.diff(d_ptr) * fine
-            np.cumsum(np.bincount(idx, weights=kept, minlength=n).astype(np.int64), out=ck_ptr[1:])
-            ck_val = d_val[np.repeat(fine, np.diff(d_ptr))]
+            t.tuples[dom] = select_chains(chains, fine, idx, n)
         for i in np.flatnonzero(~plain).tolist():
             name = t.names[i]
-            keys = plain_chain(self, name) if DEFER_PLAIN and not cand[i] else None
+            keys = plain_chain(self, name) if DEFER_PLAIN and not free[i] else None
             if keys is None:
                 self._resolved[name]
             else:
                 self._plain_other[name] = keys
-        everything = bool(plain.all() and t.restartable.all() and len({id(d) for d in self.domains.values()}) <= 1)
-        t.set_plain(plain, ck_ptr, ck_val, epoch_plain=everything and n > 0)
+        one = len({id(d) for d in doms}) <= 1
+        everything = bool(plain.all() and t.restartable.all())
+        t.set_plain(plain, ck_ptr, ck_val, epoch_plain=everything and one and bool(ident.all() and epoch.all()) and n > 0)
+        t.lex_plain = everything and all(type(d) in (Epoch, *TUPLE_DOMAINS) for d in doms) and all(
+            bool(c.lex.all()) for c in t.tuples.values()
+        )
 
     def _plain_names(self) -> dict[str, None]:
         t = self._table
@@ -438,7 +293,12 @@ class Dataflow:
     def _plain_keys(self, name: str) -> list[Any]:
         if name in self._plain_other:
             return self._plain_other[name]
-        return self._table.epochs(self._table.index[name])
+        t = self._table
+        i = t.index[name]
+        dom = self.domains[name]
+        if dom in t.tuples:
+            return [Frontier(dom, a) for a in t.tuples[dom].antichains(i)]
+        return t.epochs(i)
 
     # -- bulk constructors ------------------------------------------------------
     @classmethod
@@ -455,8 +315,12 @@ class Dataflow:
         ck_ptr: Any = None,
         ck_val: Any = None,
         notifications: bool = True,
+        domain_of: Any = None,
+        projection: Any = None,
+        projection_of: Any = None,
+        ck_ac: Any = None,
     ) -> "Dataflow":
-        """A dataflow from arrays: edge ``k`` is ``names[src[k]] → names[dst[k]]`` (identity).
+        """A dataflow from arrays: edge ``k`` is ``names[src[k]] → names[dst[k]]`` (identity by default).
 
         ``logged[k]``: edge ``k`` is logged; ``stateless[i]``: processor
         ``i`` is stateless; its checkpoints are
@@ -465,6 +329,14 @@ class Dataflow:
         ``e1``, … unless ``edge_names`` is given. The result is the
         dataflow the object constructors give for the same content; see
         :mod:`falkirk.solver.model.bulk`. Cost: ``O(V + E + checkpoints)``.
+
+        Iterative jobs (:mod:`falkirk.solver.model.arrays`): ``domain`` a
+        sequence of domains with ``domain_of[i]`` the one of processor ``i``,
+        ``projection`` a sequence with ``projection_of[k]`` the one of edge
+        ``k``, and ``ck_val`` of shape ``(rows, d)``: per row a time of the
+        processor's domain — a ``product``/``lexicographic`` checkpoint's
+        minimal times of its complement (``before``), grouped by ``ck_ac``
+        (default: one row per checkpoint), an epoch processor's epoch in column 0.
 
         >>> import numpy as np
         >>> from falkirk.solver import Dataflow, solve_frontiers
@@ -475,6 +347,15 @@ class Dataflow:
         (Edge(name='e1', src='b', dst='c', projection=Identity()), frozenset({'e0'}))
         >>> solve_frontiers(df, failed=["a"]).to_json()["frontiers"]
         {'a': 3, 'b': 1, 'c': 1}
+        >>> from falkirk.domains import Product
+        >>> loop = Dataflow.from_arrays(["a", "b"], src=np.array([0]), dst=np.array([1]), logged=np.array([True]),
+        ...     domain=["epoch", Product(2)], domain_of=np.array([0, 1]),
+        ...     projection=["epoch_to_loop"], projection_of=np.array([0]),
+        ...     ck_ptr=np.array([0, 1, 2]), ck_val=np.array([[3, 0], [2, 1], [3, 0]]), ck_ac=np.array([0, 1, 3]))
+        >>> loop.processors["b"].checkpoints
+        (Checkpoint(frontier={'before': [[2, 1], [3, 0]]}, notifications=None, delivered={}, discarded={}, projection={}, logged={}, state=None),)
+        >>> solve_frontiers(loop, failed=["a"]).to_json()["frontiers"]
+        {'a': 3, 'b': {'before': [[2, 1], [3, 0]]}}
         """
         return from_arrays(
             cls,
@@ -488,6 +369,10 @@ class Dataflow:
             ck_ptr=ck_ptr,
             ck_val=ck_val,
             notifications=notifications,
+            domain_of=domain_of,
+            projection=projection,
+            projection_of=projection_of,
+            ck_ac=ck_ac,
         )
 
     @classmethod

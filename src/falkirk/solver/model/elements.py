@@ -29,7 +29,7 @@ from attrs import NOTHING, field, fields, frozen
 from falkirk.domains import Domain, Frontier
 from falkirk.domains.projections import Identity
 
-__all__ = ["Checkpoint", "Processor", "Edge", "ResolvedCheckpoint", "Meta"]
+__all__ = ["Checkpoint", "Processor", "Edge", "ResolvedCheckpoint", "Meta", "EMPTY_MAPPING"]
 
 
 class _Empty(dict):
@@ -45,14 +45,16 @@ class _Empty(dict):
 
 
 def _empty() -> _Empty:
-    return _EMPTY
+    return EMPTY_MAPPING
 
 
-_EMPTY = _Empty()
+#: The read-only empty mapping every left-out :class:`Checkpoint` field shares (equal to ``{}``);
+#: compare a field with it by identity to learn that the field was left out.
+EMPTY_MAPPING = _Empty()
 
 
 def _frozen_map(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return dict(value) if value else _EMPTY
+    return dict(value) if value else EMPTY_MAPPING
 
 
 def _names(value: Iterable[str]) -> frozenset[str]:
@@ -81,28 +83,28 @@ class Checkpoint:
 
     frontier: Any
     notifications: Any = None
-    delivered: Mapping[str, Any] = field(default=_EMPTY, converter=_frozen_map)
-    discarded: Mapping[str, Any] = field(default=_EMPTY, converter=_frozen_map)
-    projection: Mapping[str, Any] = field(default=_EMPTY, converter=_frozen_map)
-    logged: Mapping[str, Any] = field(default=_EMPTY, converter=_frozen_map)
+    delivered: Mapping[str, Any] = field(default=EMPTY_MAPPING, converter=_frozen_map)
+    discarded: Mapping[str, Any] = field(default=EMPTY_MAPPING, converter=_frozen_map)
+    projection: Mapping[str, Any] = field(default=EMPTY_MAPPING, converter=_frozen_map)
+    logged: Mapping[str, Any] = field(default=EMPTY_MAPPING, converter=_frozen_map)
     state: Any = None
 
     def __init__(
         self,
         frontier: Any,
         notifications: Any = None,
-        delivered: Mapping[str, Any] | None = _EMPTY,
-        discarded: Mapping[str, Any] | None = _EMPTY,
-        projection: Mapping[str, Any] | None = _EMPTY,
-        logged: Mapping[str, Any] | None = _EMPTY,
+        delivered: Mapping[str, Any] | None = EMPTY_MAPPING,
+        discarded: Mapping[str, Any] | None = EMPTY_MAPPING,
+        projection: Mapping[str, Any] | None = EMPTY_MAPPING,
+        logged: Mapping[str, Any] | None = EMPTY_MAPPING,
         state: Any = None,
     ) -> None:
         _ck_frontier(self, frontier)
         _ck_notifications(self, notifications)
-        _ck_delivered(self, delivered if delivered is _EMPTY else _frozen_map(delivered))
-        _ck_discarded(self, discarded if discarded is _EMPTY else _frozen_map(discarded))
-        _ck_projection(self, projection if projection is _EMPTY else _frozen_map(projection))
-        _ck_logged(self, logged if logged is _EMPTY else _frozen_map(logged))
+        _ck_delivered(self, delivered if delivered is EMPTY_MAPPING else _frozen_map(delivered))
+        _ck_discarded(self, discarded if discarded is EMPTY_MAPPING else _frozen_map(discarded))
+        _ck_projection(self, projection if projection is EMPTY_MAPPING else _frozen_map(projection))
+        _ck_logged(self, logged if logged is EMPTY_MAPPING else _frozen_map(logged))
         _ck_state(self, state)
 
 

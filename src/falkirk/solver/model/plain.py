@@ -14,6 +14,11 @@ result as before). Whatever it does not accept — other fields, other
 projections, a partial order, an invalid chain — is resolved at once, which
 raises the same errors as ever.
 
+Epoch, ``product`` and ``lexicographic`` processors are checked in bulk, as
+columns, by :mod:`falkirk.solver.model.deferred` (which also accepts
+functional output projections); :func:`plain_chain` serves the other
+totally ordered domains (user domains) one processor at a time.
+
 Cost: ``O(k + edges of p)`` for ``k`` checkpoints, one comparison each, and
 no frontier objects for epoch checkpoints given as integers.
 

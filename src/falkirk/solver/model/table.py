@@ -8,10 +8,12 @@ A :class:`~falkirk.solver.model.Dataflow` keeps one :class:`Table`:
   ``e0``, ``e1``…), and whether each is logged;
 * per processor whether it is stateless, restartable, and *plain*: an
   ``epoch`` processor whose checkpoints give only their frontiers, with no
-  live metadata and identity output edges (:mod:`falkirk.solver.model.plain`).
+  live metadata and no recorded output projection (:mod:`falkirk.solver.model.deferred`).
   The distinct checkpoint epochs of the plain processors are kept in CSR
-  form, ``ck_val[ck_ptr[i]:ck_ptr[i + 1]]``; those processors are resolved
-  only when their metadata are read.
+  form, ``ck_val[ck_ptr[i]:ck_ptr[i + 1]]``, and the antichains of plain
+  ``product(k)``/``lexicographic(k)`` processors per domain in ``tuples``
+  (:class:`~falkirk.solver.model.orders.TupleChains`); those processors are
+  resolved only when their metadata are read.
 
 When every processor is plain and restartable (:attr:`Table.epoch_plain`),
 the vectorised solver reads these arrays as they are
@@ -71,7 +73,11 @@ class Table:
         self.plain: Array = np.zeros(n, dtype=bool)
         self.ck_ptr: Array = np.zeros(n + 1, dtype=np.int64)
         self.ck_val: Array = np.zeros(0, dtype=np.int64)
-        self.epoch_plain = False  # every processor plain, restartable and in the one epoch domain
+        self.epoch_plain = False  # every processor plain, restartable and in the one epoch domain, identity edges
+        # plain product/lexicographic chains by domain (falkirk.solver.model.orders), pointers over every processor
+        self.tuples: dict[Any, Any] = {}
+        # every processor plain and restartable, in epoch/product/lexicographic domains, with prefix checkpoints
+        self.lex_plain = False
         self._in: tuple[Array, Array] | None = None
         self._out: tuple[Array, Array] | None = None
 
@@ -141,6 +147,9 @@ class Table:
         assert self.ck_ptr.shape == (n + 1,) and self.ck_ptr[0] == 0 and self.ck_ptr[-1] == self.ck_val.shape[0]
         assert (np.diff(self.ck_ptr) >= 0).all()
         assert not (np.diff(self.ck_ptr) > 0)[~self.plain].any(), "only plain processors have CSR chains"
+        for chains in self.tuples.values():
+            assert chains.ptr.shape == (n + 1,) and not (np.diff(chains.ptr) > 0)[~self.plain].any()
+            assert chains.ac[-1] == chains.rows.shape[0] and chains.bound.shape[0] == chains.ac.shape[0] - 1
         ptr, _, ok = epoch_chains(self.ck_ptr, self.ck_val)
         assert ok.all() and (ptr == self.ck_ptr).all(), "plain chains are valid and hold no repeats"
 

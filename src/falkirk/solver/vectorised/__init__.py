@@ -7,7 +7,10 @@
 * :mod:`~falkirk.solver.vectorised.build` — a :class:`~falkirk.solver.Dataflow`
   converted to a problem (:func:`solve_view`), or :class:`NotApplicable`;
 * :mod:`~falkirk.solver.vectorised.stages` — stage graphs: all-to-all edges
-  between stages of parallel tasks, stored once per stage pair.
+  between stages of parallel tasks, stored once per stage pair;
+* :mod:`~falkirk.solver.vectorised.loops` — loop jobs (epoch and
+  ``product(k)``/``lexicographic(k)`` processors whose checkpoints are
+  lexicographic prefixes) solved as total orders, from the dataflow's columns.
 
 ``solve_frontiers(..., strategy="vectorised")`` (or ``"auto"`` on large
 dataflows) runs it; every result equals the reference's

@@ -122,6 +122,14 @@ class RankFrontiers(Mapping[str, Frontier]):
             self._made[r] = out
         return out
 
+    def tops(self, ranks: Array) -> Array:
+        """Which of ``ranks`` stand for ``⊤`` (an array of booleans)."""
+        return ranks == self.top_rank
+
+    def empties(self, ranks: Array) -> Array:
+        """Which of ``ranks`` stand for ``∅``."""
+        return ranks == 0
+
     def __getitem__(self, name: str) -> Frontier:
         return self.frontier(int(self.ranks[self.index[name]]))
 
