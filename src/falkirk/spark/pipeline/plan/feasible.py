@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from falkirk.spark.pipeline.declare.definition import Definition
     from falkirk.spark.pipeline.store.storage import Storage
 
-__all__ = ["Outcome", "check_plan", "check_restore", "check_replay", "executable_plan", "restricted",
-           "available_from_root", "describe_blocker", "needed_retain"]
+__all__ = ["Outcome", "check_plan", "check_restore", "check_replay", "executable_plan",
+           "describe_blocker", "needed_retain", "verify_root"]
 
 def check_restore(pipeline: Definition, storage: Storage, name: str, frontier: int, *, verify: bool = True) -> None:
     """Check that ``name`` can come back to ``frontier`` (``CorruptDataError`` naming what is unusable)."""
@@ -98,24 +98,6 @@ def check_plan(
             except CorruptDataError as err:
                 return err
     return None
-
-
-def restricted(pipeline: Definition, available: Mapping[str, Iterable[int]], limits: Mapping[str, int]) -> dict[str, list[int]]:
-    """``available`` with each step in ``limits`` held to frontiers at or below its limit.
-
-    A stateless step held at ``E`` has completed ``E`` if it completed more
-    (its frontier is ``min(c, E)``).
-    """
-    out = {n: sorted(es) for n, es in available.items()}
-    for n, limit in limits.items():
-        have = out.get(n, [])
-        kept = [e for e in have if e <= limit]
-        if pipeline.stateless(n) and have and not kept and limit >= 0:
-            kept = [limit]
-        elif pipeline.stateless(n) and have and max(have) > limit >= 0:
-            kept = [limit]
-        out[n] = kept
-    return out
 
 
 @define
@@ -186,17 +168,6 @@ def _take_out(pipeline: Definition, planner: Planner, err: CorruptDataError, out
     planner.truncate(name, keep)
     out.failed.add(name)
     return True
-
-
-def available_from_root(pipeline: Definition, storage: Storage) -> dict[str, list[int]]:
-    """Every node's available frontiers as the manifests (and input cuts) under the root say."""
-    out: dict[str, list[int]] = {}
-    for n in pipeline.order:
-        if n in pipeline.inputs:
-            out[n] = pipeline.inputs[n].log.cut_epochs()[-1:]
-        else:
-            out[n] = storage.epochs(n, frontier_kind(pipeline, n))
-    return out
 
 
 def needed_retain(dropped: Mapping[str, list[int]], available: Mapping[str, list[int]]) -> dict[str, int]:

@@ -31,7 +31,7 @@ from attrs import define
 
 from falkirk.solver import Checkpoint
 from falkirk.spark.errors import CorruptDataError, RecoveryError
-from falkirk.spark.pipeline.plan.feasible import check_plan, describe_blocker, executable_plan, restricted
+from falkirk.spark.pipeline.plan.feasible import check_plan, describe_blocker, executable_plan
 from falkirk.spark.pipeline.plan.live import live_checkpoint
 from falkirk.spark.pipeline.plan.planner import TOP, epoch_of
 from falkirk.spark.pipeline.run.journal import Recovery
@@ -110,8 +110,8 @@ class Rollback:
             self.progress.line(f"FAILURE: {cause}", level=logging.WARNING)
         t0 = time.perf_counter()
         trial = self.planner.copy()
-        if limits:
-            trial.know(restricted(self.pipeline, trial.available, limits))
+        for n, e in (limits or {}).items():
+            trial.truncate(n, e)  # held to E: what it did after E was done by the old code
         known = [lost] if lost is not None else []
         if restart:
             known += self._damaged_outputs()
