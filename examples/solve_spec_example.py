@@ -8,9 +8,8 @@ roll back so that the system is consistent again (SPEC §4–§5).
 
 Run it with ``.venv/bin/python examples/solve_spec_example.py`` (``--json``
 prints only the plan document; ``bash scripts/run.sh`` is the Spark demo, not
-this example). When the shared design folder is
-next to the repository, the plan is also checked against the answer of the
-scenario file ``spec_example.json`` solved by the command-line path.
+this example). The plan is also checked against the scenario file
+``examples/scenarios/spec_example.json`` solved by the command-line path.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from pathlib import Path
 from falkirk.solver import Checkpoint, Dataflow, Edge, Processor, RollbackPlan, solve_frontiers
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_EXAMPLE = ROOT.parent / "shared" / "design" / "examples" / "spec_example.json"
+SCENARIO = ROOT / "examples" / "scenarios" / "spec_example.json"
 
 #: The answer SPEC §9 gives for this scenario.
 SPEC_ANSWER = {
@@ -82,18 +81,14 @@ def report(plan: RollbackPlan) -> None:
 
 
 def check(plan: RollbackPlan) -> bool:
-    """Compare with SPEC §9's answer and, when available, with the scenario file's plan."""
+    """Compare with SPEC §9's answer and with the scenario file's plan."""
+    from falkirk.scenario import load
+
     ok = plan.to_json() == SPEC_ANSWER
     print("\nmatches the answer given in SPEC §9:", "yes" if ok else "NO")
-    if SHARED_EXAMPLE.exists():
-        from falkirk.scenario import load
-
-        same = load(SHARED_EXAMPLE).solve().to_json() == plan.to_json()
-        print(f"matches `falkirk solve {SHARED_EXAMPLE.name} --json`:", "yes" if same else "NO")
-        ok = ok and same
-    else:
-        print(f"({SHARED_EXAMPLE} not found: skipped the comparison with the scenario file)")
-    return ok
+    same = load(SCENARIO).solve().to_json() == plan.to_json()
+    print(f"matches `falkirk solve {SCENARIO.name} --json`:", "yes" if same else "NO")
+    return ok and same
 
 
 def main(argv: list[str]) -> int:

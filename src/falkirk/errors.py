@@ -14,6 +14,8 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 __all__ = [
     "RescaleError",
     "FalkirkError",
@@ -26,6 +28,7 @@ __all__ = [
     "ScenarioError",
     "SolverError",
     "MonitorError",
+    "did_you_mean",
 ]
 
 
@@ -81,3 +84,15 @@ class SolverError(FalkirkError, RuntimeError):
 
 class MonitorError(FalkirkError, RuntimeError):
     """The incremental monitor refused a report or a rollback."""
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` when ``word`` looks like a misspelling of a choice (for error messages).
+
+    >>> did_you_mean("chekpoints", ["checkpoints", "live"]), did_you_mean("zzz", ["live"])
+    (" (did you mean 'checkpoints'?)", '')
+    """
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -7,14 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_support import EXAMPLES, ROOT, SPEC_ANSWER, run, shared_spec
+from cli_support import EXAMPLES, ROOT, SPEC_ANSWER, run, spec_example
 
 from falkirk.cli import COMMANDS, build_parser
 
 
 def test_solve_json_prints_exactly_the_spec_answer(capsys: pytest.CaptureFixture[str]) -> None:
     """SPEC §9 acceptance: `falkirk solve spec_example.json --json` prints the spec's answer."""
-    spec_file = shared_spec()
+    spec_file = spec_example()
     code, out, err = run(capsys, "solve", str(spec_file), "--json")
     assert code == 0 and err == ""
     assert json.loads(out) == SPEC_ANSWER
@@ -24,14 +24,14 @@ def test_solve_json_prints_exactly_the_spec_answer(capsys: pytest.CaptureFixture
 @pytest.mark.parametrize("strategy", ["worklist", "round_robin"])
 def test_solve_strategies_agree(capsys: pytest.CaptureFixture[str], strategy: str) -> None:
     """--strategy worklist and round_robin print the same plan."""
-    spec_file = shared_spec()
+    spec_file = spec_example()
     code, out, _ = run(capsys, "solve", str(spec_file), "--json", "--strategy", strategy)
     assert code == 0 and json.loads(out) == SPEC_ANSWER
 
 
 def test_solve_prints_a_table_by_default(capsys: pytest.CaptureFixture[str]) -> None:
     """Without --json, solve prints the failed set and the plan's table with the replay."""
-    spec_file = shared_spec()
+    spec_file = spec_example()
     code, out, _ = run(capsys, "solve", str(spec_file))
     assert code == 0
     assert out.splitlines()[0] == "failed: sum"
@@ -49,7 +49,7 @@ def test_solve_examples_print_their_documented_plans(capsys: pytest.CaptureFixtu
 
 def test_solve_reads_standard_input(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """FILE '-' reads the scenario from standard input."""
-    spec_file = shared_spec()
+    spec_file = spec_example()
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(spec_file.read_bytes())))
     code, out, _ = run(capsys, "solve", "-", "--json")
     assert code == 0 and json.loads(out) == SPEC_ANSWER
@@ -57,7 +57,7 @@ def test_solve_reads_standard_input(capsys: pytest.CaptureFixture[str], monkeypa
 
 def test_check_prints_a_one_line_summary(capsys: pytest.CaptureFixture[str]) -> None:
     """check prints 'ok: 3 processors, 2 edges, failed: sum' and exits 0."""
-    spec_file = shared_spec()
+    spec_file = spec_example()
     assert run(capsys, "check", str(spec_file)) == (0, "ok: 3 processors, 2 edges, failed: sum\n", "")
 
 
@@ -72,7 +72,7 @@ def test_check_summarises_failed_all_and_none(capsys: pytest.CaptureFixture[str]
 
 def test_explain_prints_the_constraint_chain(capsys: pytest.CaptureFixture[str]) -> None:
     """explain sink: a header and the chain from sum's failure to sink's C3 step."""
-    spec_file = shared_spec()
+    spec_file = spec_example()
     code, out, _ = run(capsys, "explain", str(spec_file), "sink")
     lines = out.splitlines()
     assert code == 0

@@ -123,3 +123,37 @@ def test_bulk_constructors_raise_the_model_errors() -> None:
         Dataflow.from_networkx(G)
     with pytest.raises(ValidationError, match="needs a directed graph"):
         Dataflow.from_networkx(nx.Graph())
+
+
+@pytest.mark.parametrize(
+    ("node", "edge", "message"),
+    [
+        ({"chekpoints": [1]}, {}, r"node 'a': unknown attribute 'chekpoints' \(did you mean 'checkpoints'\?\)"),
+        ({"stateless": "no"}, {}, r"node 'a': attribute 'stateless' must be True or False, got 'no'"),
+        ({"stateless": 1}, {}, r"node 'a': attribute 'stateless' must be True or False, got 1"),
+        ({"stateless": True, "live": Checkpoint("top")}, {}, r"node 'a': a stateless processor takes no 'live'"),
+        ({}, {"loged": True}, r"edge 'a' -> 'b': unknown attribute 'loged' \(did you mean 'logged'\?\)"),
+        ({}, {"logged": "no"}, r"edge 'a' -> 'b': attribute 'logged' must be True or False, got 'no'"),
+    ],
+)
+def test_from_networkx_validates_attributes_like_the_scenario_reader(node: dict, edge: dict, message: str) -> None:
+    """A misspelt attribute, a bool that is not a bool, live on a stateless node: a named error, never ignored."""
+    graph = nx.DiGraph()
+    graph.add_node("a", **node)
+    graph.add_node("b")
+    graph.add_edge("a", "b", **edge)
+    with pytest.raises(ValidationError, match=message):
+        Dataflow.from_networkx(graph)
+
+
+def test_from_networkx_ignores_x_annotations() -> None:
+    """Attributes named ``x-…`` are free annotations, as in scenario files."""
+    graph = nx.DiGraph()
+    graph.add_node("a", stateless=True, **{"x-owner": "team"})
+    graph.add_node("b", checkpoints=[1])
+    graph.add_edge("a", "b", **{"x-note": "hot"})
+    plain = nx.DiGraph([("a", "b")])
+    plain.nodes["a"]["stateless"] = True
+    plain.nodes["b"]["checkpoints"] = [1]
+    assert solve_frontiers(Dataflow.from_networkx(graph), ["b"]).to_json() == \
+        solve_frontiers(Dataflow.from_networkx(plain), ["b"]).to_json()

@@ -96,3 +96,53 @@ def run_driver(
             proc.wait()
     results = json.loads(result_path.read_text()) if result_path.exists() else {}
     return DriverRun(proc.returncode, "".join(lines), results, time.perf_counter() - t0)
+
+
+def root_listing(root: Path) -> dict[str, str]:
+    """Every file under ``root`` with its SHA-256: two listings are equal iff the root is byte-identical."""
+    import hashlib
+
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def events(epoch: int) -> list[dict[str, Any]]:
+    """The input of :func:`all_regimes`: 24 seeded records per epoch, some with negative amounts."""
+    import random
+
+    rnd = random.Random(epoch)
+    return [{"user": rnd.randrange(6), "amount": rnd.randrange(-3, 20)} for _ in range(24)]
+
+
+def all_regimes(root: Path, spark: Any, **options: Any) -> Any:
+    """A small pipeline of every regime: input ``events`` (keyed) → Ephemeral ``clean`` → Batch ``hourly`` →
+    ``Lazy(every=3, key=user)`` ``rolling`` → output ``report``, and an Eager SQLite step ``alerts`` over ``clean``."""
+    from pyspark.sql import functions as F
+
+    from falkirk.spark import Batch, Eager, Ephemeral, Lazy, Pipeline
+
+    pipe = Pipeline(root, spark, fsync=False, **options)
+    pipe.input("events", "user BIGINT, amount BIGINT", partitions=2, key="user", source=events)
+
+    @pipe.step(regime=Ephemeral())
+    def clean(events: Any) -> Any:
+        return events.where("amount > 0").select("user", "amount")
+
+    @pipe.step(regime=Batch())
+    def hourly(clean: Any) -> Any:
+        return clean.groupBy("user").agg(F.sum("amount").alias("amount"))
+
+    @pipe.step(regime=Lazy(every=3, key="user", partitions=2))
+    def rolling(hourly: Any, *, state: Any) -> Any:
+        both = hourly if state is None else state.unionByName(hourly)
+        new = both.groupBy("user").agg(F.sum("amount").alias("amount"))
+        return new, new
+
+    @pipe.step(regime=Eager(database="alerts.sqlite", tables={"alerts": "epoch"}))
+    def alerts(clean: Any, *, db: Any, epoch: int) -> None:
+        db.execute("CREATE TABLE IF NOT EXISTS alerts (epoch INTEGER, user INTEGER, amount INTEGER)")
+        for r in clean.where("amount >= 17").collect():
+            db.execute("INSERT INTO alerts VALUES (?, ?, ?)", (epoch, r["user"], r["amount"]))
+
+    pipe.output("report", inputs=["rolling"])
+    return pipe

@@ -21,13 +21,11 @@ either.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
-from collections.abc import Iterable
 from typing import Any
 
-from falkirk.errors import FalkirkError, ScenarioError
+from falkirk.errors import FalkirkError, ScenarioError, did_you_mean
 
 __all__ = ["did_you_mean", "error_at", "from_model_error", "join", "show"]
 
@@ -110,9 +108,3 @@ def show(value: Any, limit: int = 60) -> str:
     except (TypeError, ValueError):
         text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """``" (did you mean 'x'?)"`` when ``word`` looks like a misspelling of a choice."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -62,17 +62,29 @@ class StorageError(FalkirkError, OSError):
 
 
 class CorruptDataError(StorageError):
-    """A manifest names data that is missing or differs from what was written.
+    """Durable data a recovery needs is missing or differs from what was written.
 
-    ``step``, ``kind`` and ``epoch`` say which checkpoint, log or output; the
-    planner treats it as unavailable.
+    ``step``, ``kind`` and ``epoch`` say which checkpoint, log, output or
+    input epoch; ``path`` (relative to the root, when one file is to blame)
+    names the damaged file, and the message starts with it. The planner
+    treats the item as unavailable.
+
+    >>> str(CorruptDataError("cc", "checkpoint", 3, "is missing", path="data/cc/checkpoint/3/part-0.parquet"))
+    'data/cc/checkpoint/3/part-0.parquet is missing (step cc: checkpoint at epoch 3 is unusable)'
+    >>> str(CorruptDataError("cc", "checkpoint", 3, "no manifest"))
+    'step cc: checkpoint at epoch 3 is unusable: no manifest'
     """
 
-    def __init__(self, step: str, kind: str, epoch: int, detail: str) -> None:
-        super().__init__(f"step {step}: {kind} at epoch {epoch} is unusable: {detail}")
+    def __init__(self, step: str, kind: str, epoch: int, detail: str, *, path: str | None = None) -> None:
+        if path is None:
+            super().__init__(f"step {step}: {kind} at epoch {epoch} is unusable: {detail}")
+        else:
+            super().__init__(f"{path} {detail} (step {step}: {kind} at epoch {epoch} is unusable)")
         self.step = step
         self.kind = kind
         self.epoch = epoch
+        self.path = path
+        self.detail = detail
 
 
 class StepFailure(FalkirkError, RuntimeError):

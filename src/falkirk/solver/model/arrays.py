@@ -324,11 +324,13 @@ def networkx_loops(cls: type[Dataflow], graph: Any, domain: Any, notifications: 
             src.append(index[u])
             dst.append(index[v])
             enames.append(data.get("name", f"{u}->{v}"))
-            logged.append(bool(data.get("logged", False)))
+            logged.append(data.get("logged", False))
             pcode.append(specs.setdefault(data.get("projection", _IDENTITY), len(specs)))
     except TypeError:  # an unhashable domain or projection
         return None
     if len(index) != len(names) or len(set(enames)) != len(enames) or not all(type(e) is str for e in enames):
+        return None
+    if not all(type(x) is bool for x in logged):
         return None
     ptr = np.zeros(len(names) + 1, dtype=np.int64)
     np.cumsum(per, out=ptr[1:])

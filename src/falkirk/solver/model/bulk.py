@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from falkirk.domains import Epoch, Identity
-from falkirk.errors import ValidationError
+from falkirk.errors import ValidationError, did_you_mean
 from falkirk.solver.model.arrays import JobColumns, epoch_dataflow, from_columns, networkx_loops, objects
 from falkirk.solver.model.elements import Checkpoint, Edge, Processor
 from falkirk.solver.model.table import Table, epoch_chains
@@ -292,10 +292,12 @@ def _networkx_columns(cls: type[Dataflow], graph: Any, domain: Any, notification
         src.append(index[u])
         dst.append(index[v])
         enames.append(data.get("name", f"{u}->{v}"))
-        logged.append(bool(data.get("logged", False)))
+        logged.append(data.get("logged", False))
     ptr = np.zeros(len(names) + 1, dtype=np.int64)
     np.cumsum(counts, out=ptr[1:])
     if not all(type(e) is str for e in enames) or any(not -(2**62) < v < 2**62 for v in vals):
+        return None
+    if not all(type(x) is bool for x in logged):
         return None
     return _epoch_table(
         cls,
@@ -312,6 +314,35 @@ def _networkx_columns(cls: type[Dataflow], graph: Any, domain: Any, notification
     )
 
 
+#: Attributes that must be bools (a string such as ``"no"`` would read as true).
+_BOOLS = {"stateless", "restartable", "logged"}
+
+
+def _check_attributes(graph: Any) -> None:
+    """Validate the graph's attributes as the scenario reader validates fields: unknown names (with a
+    did-you-mean), bools that are not bools, ``live`` on a stateless node. ``x-`` names are annotations."""
+    def check(data: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
+        for key, value in data.items():
+            if not isinstance(key, str) or key.startswith("x-"):
+                continue
+            if key not in allowed:
+                raise ValidationError(f"{where}: unknown attribute {key!r}{did_you_mean(key, allowed)}; known "
+                                      f"attributes: {', '.join(allowed)} (names starting with 'x-' are ignored)")
+            if key in _BOOLS and not isinstance(value, (bool, np.bool_)):
+                raise ValidationError(f"{where}: attribute {key!r} must be True or False, got {value!r}")
+            if key == "notifications" and value is not None and not isinstance(value, (bool, np.bool_)):
+                raise ValidationError(f"{where}: attribute 'notifications' must be True, False or None, got {value!r}")
+
+    for u, data in graph.nodes(data=True):
+        check(data, PROCESSOR_ATTRIBUTES, f"node {u!r}")
+        if data.get("stateless") and data.get("live") is not None:
+            raise ValidationError(
+                f"node {u!r}: a stateless processor takes no 'live' attribute (its live metadata is derived, SPEC §3); "
+                "remove it, or declare the processor stateful")
+    for u, v, data in graph.edges(data=True):
+        check(data, EDGE_ATTRIBUTES, f"edge {u!r} -> {v!r}")
+
+
 def from_networkx(
     cls: type[Dataflow], graph: Any, *, domain: Any = "epoch", notifications: bool = True
 ) -> Dataflow:
@@ -319,8 +350,9 @@ def from_networkx(
     if not graph.is_directed():
         raise ValidationError("from_networkx needs a directed graph (networkx.DiGraph)")
     fast = _networkx_columns(cls, graph, domain, notifications) or networkx_loops(cls, graph, domain, notifications)
-    if fast is not None:
+    if fast is not None:  # the fast paths take only known attributes with bools where bools belong
         return fast
+    _check_attributes(graph)
     logs: dict[Any, list[str]] = {u: [] for u in graph.nodes}
     edges = []
     for u, v, data in graph.edges(data=True):

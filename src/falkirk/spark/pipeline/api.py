@@ -15,9 +15,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from falkirk.spark.pipeline.declare.definition import Definition
+from falkirk.spark.pipeline.plan.feasible import verify_root
+from falkirk.spark.pipeline.plan.shape import fanout_notes
 from falkirk.spark.pipeline.plan.whatif import WhatIf, check_steps, from_root, what_if
 from falkirk.spark.pipeline.run.executor import Executor, RunResult
 from falkirk.spark.pipeline.run.session import check_usable, local_session, sql_conf
+from falkirk.spark.pipeline.store.storage import Storage
 
 __all__ = ["Pipeline"]
 
@@ -72,5 +75,24 @@ class Pipeline(Definition):
         names = check_steps(self, steps)
         ex = self._executor
         if ex is not None and at is None:
-            return what_if(self, ex.planner, names, dict(ex.done), live=ex.rollback.live_all(names), journal=ex.journal)
+            return what_if(self, ex.planner, names, dict(ex.done), live=ex.rollback.live_all(names), journal=ex.journal,
+                           storage=ex.storage)
         return from_root(self, names, at=at)
+
+    def check(self) -> list[str]:
+        """Notes on the pipeline's shape before it runs (also the first notes of every run).
+
+        Today: each unlogged step that feeds two or more consumers and whose
+        ``log=True`` would make recoveries smaller
+        (:func:`~falkirk.spark.pipeline.plan.shape.fanout_notes`).
+        """
+        return fanout_notes(self)
+
+    def verify(self) -> list[str]:
+        """Every item under the root checked against its manifest, and the input log: the problems found.
+
+        Nothing is run or changed (no Spark). Each problem names the file
+        and what is wrong with it (:func:`~falkirk.spark.pipeline.plan.feasible.verify_root`).
+        """
+        _, problems = verify_root(self, Storage(self.location, fsync=False, checksums=self.checksums))
+        return [str(p) for p in problems]

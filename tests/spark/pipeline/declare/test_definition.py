@@ -78,9 +78,9 @@ def test_root_holds_one_pipeline(tmp_path: Path) -> None:
     build(tmp_path, None).check_root()
     build(tmp_path, None).check_root()
     smaller = build(tmp_path, None)
-    del smaller.steps["responses"]
-    smaller.order.remove("responses")
-    with pytest.raises(PipelineError, match="different pipeline \\(step 'responses' is missing here\\)"):
+    del smaller.steps["stats"]
+    smaller.order.remove("stats")
+    with pytest.raises(PipelineError, match="different pipeline \\(step 'stats' is missing here\\)"):
         smaller.check_root()
     assert build(tmp_path, None, cc_every=5).check_root().accepted == ("step 'cc': every 3 → 5 (from the next epoch)",)
 

@@ -99,7 +99,8 @@ def _same(spark: Any, pipe: Pipeline, root: Path, fresh: Path) -> None:
 
 # -- declarations, without Spark ---------------------------------------------------------------------------
 def test_refused_changes_name_the_difference_and_leave_the_root_as_it_was(tmp_path: Path) -> None:
-    """A removed step, another regime, log False→True, a NOT NULL column, other partitions: refused, root unchanged."""
+    """A removed step (not an output), another regime, log False→True, a NOT NULL column, other partitions:
+    refused, root unchanged."""
     build(tmp_path, None).check_root()
     recorded = (tmp_path / "pipeline.json").read_bytes()
 
@@ -110,9 +111,9 @@ def test_refused_changes_name_the_difference_and_leave_the_root_as_it_was(tmp_pa
 
     cases: list[tuple[Pipeline, str]] = []
     gone = build(tmp_path, None)
-    del gone.steps["report"]
-    gone.order.remove("report")
-    cases.append((gone, "step 'report' is missing here"))
+    del gone.steps["stats"]
+    gone.order.remove("stats")
+    cases.append((gone, "step 'stats' is missing here"))
     cases.append((regime(build(tmp_path, None), "totals", Eager()), "step 'totals': its regime was lazy, now eager"))
     cases.append((regime(build(tmp_path, None), "clean", Ephemeral(log=True)), "log False → True"))
     strict = build(tmp_path, None)
@@ -177,8 +178,8 @@ def test_a_new_step_whose_input_was_collected_is_refused_naming_it(spark: Any, t
     root = tmp_path / "collected"
     build(root, spark).run(FIRST + 1)
     recorded = (root / "pipeline.json").read_bytes()
-    with pytest.raises(RecoveryError, match=r"new step\(s\) cleaned start at ∅ and need data that is gone .*"
-                       r"step events: input at epoch 0 is unusable") as info:
+    with pytest.raises(RecoveryError, match=r"^input/events/cuts/00000000.json was collected by garbage collection.*"
+                       r"its new step\(s\) cleaned start at ∅") as info:
         build(root, spark, report2=True).run(THEN)
     print(info.value)
     assert (root / "pipeline.json").read_bytes() == recorded
@@ -239,3 +240,19 @@ def test_fingerprints_see_plain_values_from_the_closure_and_the_module() -> None
     before = fingerprint(namespace["step"])
     namespace["LIMIT"] = 4
     assert fingerprint(namespace["step"]) != before
+
+
+def test_a_removed_output_is_accepted_and_its_files_kept_or_deleted(base: Path, spark: Any, tmp_path: Path) -> None:
+    """Without the output ``report`` the pipeline resumes; its files stay, or go with removed_outputs='delete'."""
+    for choice in ("keep", "delete"):
+        root = _copy(base, tmp_path, choice)
+        pipe = build(root, spark, gc=False, removed_outputs={"report": choice})
+        del pipe.steps["report"]
+        pipe.order.remove("report")
+        result = pipe.run(THEN)
+        assert any("output 'report' was removed" in n for n in result.journal.notes), result.journal.notes
+        assert "report" not in result.done and result.done["totals"] == THEN - 1
+        kept = sorted(p.name for p in (root / "output" / "report").glob("epoch=*")) if choice == "keep" else []
+        assert kept == ([f"epoch={e}" for e in range(FIRST)] if choice == "keep" else [])
+        assert (root / "manifests" / "report").exists() == (choice == "keep")
+        assert "report" not in json.loads((root / "pipeline.json").read_text())["steps"]

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_support import EPOCHS, assert_identical, flagship
+from spark_support import EPOCHS, assert_identical, flagship, root_listing
 
 from falkirk.spark import RecoveryError, Storage
 from falkirk.spark.pipeline.plan.planner import epoch_of
@@ -38,19 +38,23 @@ def test_corrupt_checkpoint_falls_back_to_an_earlier_one(spark: Any, reference: 
 
 
 def test_deleted_checkpoint_without_fallback_is_a_clear_error(spark: Any, tmp_path: Path) -> None:
-    """With GC keeping one checkpoint (retain=1), the only cc checkpoint left deleted: no plan can work, it says
-    why, and which setting would have saved it."""
+    """With GC keeping one checkpoint (retain=1), the only cc checkpoint left deleted: no plan can work. The error
+    starts with the deleted file, says what it made impossible and which setting would have saved it, and the
+    root is left byte-identical."""
     flagship(tmp_path, spark, retain=1).run(EPOCHS)
     storage = Storage(tmp_path)
     assert storage.epochs("cc", "checkpoint") == [3]  # GC removed the one at 1
-    _data_file(tmp_path, "cc", "checkpoint", 3).unlink()
-    before = sorted(p.name for p in (tmp_path / "output" / "responses").iterdir())
+    victim = _data_file(tmp_path, "cc", "checkpoint", 3)
+    victim.unlink()
+    before = root_listing(tmp_path)
 
-    with pytest.raises(RecoveryError, match=r"cannot recover: step events: input at epoch 0 is unusable") as err:
+    with pytest.raises(RecoveryError) as err:
         flagship(tmp_path, spark, retain=1).run(EPOCHS + 1)
-    assert "retain=" in str(err.value) and "keeps 1 checkpoint" in str(err.value)
-    assert "cc lost its checkpoint(s) at epoch(s) [3]: Pipeline(retain=2) would have kept" in str(err.value), err.value
-    assert sorted(p.name for p in (tmp_path / "output" / "responses").iterdir()) == before
+    text = str(err.value)
+    assert text.startswith(f"{victim.relative_to(tmp_path)} is missing (step cc: checkpoint at epoch 3 is unusable)"), text
+    assert "input/events/cuts/00000000.json (input events, epoch 0), but it was collected by garbage collection" in text
+    assert "Pipeline(retain=2) would have kept" in text and "nothing under" in text, text
+    assert root_listing(tmp_path) == before
 
 
 def test_default_retention_survives_a_deleted_latest_checkpoint(spark: Any, reference: Path, tmp_path: Path) -> None:

@@ -42,3 +42,24 @@ def test_sigkill_between_and_mid_epoch_then_restart(spark: Any, reference: Path,
     assert rec.restart and set(rec.failed) == set(result.done)
     assert rec.plan.actions["cc"] == "restore"  # from its checkpoint at 1: the one at 3 was never published
     assert_identical(spark, run, reference)
+
+
+def test_a_resumed_driver_counts_what_it_executes_again(spark: Any, tmp_path: Path) -> None:
+    """A new driver on a root whose Lazy step checkpointed at 2 but completed 4: rolling (and the output it
+    feeds) re-execute 3 and 4, journalled as redo of the restart's recovery, which the report counts."""
+    from spark_support import all_regimes
+
+    from falkirk.spark.pipeline.tools.report import costs, format_recovery
+
+    all_regimes(tmp_path, spark).run(5)
+    result = all_regimes(tmp_path, spark).run(6)
+    (rec,) = result.journal.recoveries
+    assert rec.restart and rec.done_at_failure["rolling"] == 4  # from the execution records, not the checkpoint
+    again = sorted((x.step, x.epoch) for x in result.journal.executions if x.redo)
+    assert again == [("report", 3), ("report", 4), ("rolling", 3), ("rolling", 4)], again
+    assert all(x.recovery == rec.index for x in result.journal.executions if x.redo)
+    assert all(not x.redo for x in result.journal.executions if x.epoch == 5)
+    mine = costs(result.journal, rec, inputs={"events"}, stateful=["rolling", "alerts", "report"])[0]
+    assert mine.pairs == 4 and mine.recomputed > 0
+    text = format_recovery(result.journal, rec, inputs={"events"}, stateful=["rolling", "alerts", "report"])
+    assert "driver (re)start: every step resumes from what the root holds" in text and "resumed: all 6 steps" in text

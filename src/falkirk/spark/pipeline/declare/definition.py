@@ -107,14 +107,16 @@ class Definition:
     :data:`~falkirk.spark.pipeline.run.session.SMALL_DATA`). ``code_changes``: for
     a step whose function changed since the root was written, ``"keep"`` (its
     state and outputs stand) or an epoch to roll it and everything downstream
-    back to (:mod:`~falkirk.spark.pipeline.declare.evolution`).
+    back to (:mod:`~falkirk.spark.pipeline.declare.evolution`). ``removed_outputs``:
+    for an output the root has and this pipeline no longer does, ``"keep"``
+    its files (the default) or ``"delete"`` them once the restart recovered.
     """
 
     def __init__(
         self, root: str | os.PathLike[str], spark: SparkSession | None = None, *, fsync: bool = True,
         checksums: bool = True, gc: bool = True, monitor: bool = True, durable: bool = True,
         spark_conf: Mapping[str, str] | None = None, retain: int = 2,
-        code_changes: Mapping[str, str | int] | None = None,
+        code_changes: Mapping[str, str | int] | None = None, removed_outputs: Mapping[str, str] | None = None,
     ) -> None:
         from falkirk.spark.pipeline.store.rootfs import Root
 
@@ -129,6 +131,11 @@ class Definition:
         self.spark_conf = dict(spark_conf or {})
         #: what to do with steps whose function changed since the root was written (see evolution.py)
         self.code_changes = dict(code_changes or {})
+        #: what to do with the files of outputs this pipeline no longer has: "keep" (the default) or "delete"
+        self.removed_outputs = dict(removed_outputs or {})
+        for name, choice in self.removed_outputs.items():
+            if choice not in ("keep", "delete"):
+                raise PipelineError(f"removed_outputs[{name!r}]={choice!r}: expected 'keep' or 'delete'")
         self.spark = spark
         self.durable = durable
         self.fsync = fsync
@@ -277,21 +284,45 @@ class Definition:
         from falkirk.spark.pipeline.declare.regimes import from_description
 
         pipe = cls(root, None, **options)
+        doc = pipe.recorded()
+        if doc is None:
+            raise PipelineError(f"{pipe.location.uri} holds no pipeline (no pipeline.json)")
         try:
-            doc = json.loads(pipe.location.read_bytes("pipeline.json"))
-        except FileNotFoundError:
-            raise PipelineError(f"{pipe.location.uri} holds no pipeline (no pipeline.json)") from None
-        if doc.get("format") != FORMAT:
-            raise PipelineError(f"{pipe.location.uri}/pipeline.json: format {doc.get('format')!r}, expected {FORMAT!r}")
-        for name in doc["order"]:
-            if name in doc["inputs"]:
-                i = doc["inputs"][name]
-                pipe.input(name, i["schema"], partitions=i["partitions"], key=i["key"])
-            else:
-                s = doc["steps"][name]
-                pipe.steps[name] = Step(name, None, tuple(s["inputs"]), from_description(name, s["regime"]), frozenset())
-                pipe.order.append(name)
+            for name in doc["order"]:
+                if name in doc["inputs"]:
+                    i = doc["inputs"][name]
+                    pipe.input(name, i["schema"], partitions=i["partitions"], key=i["key"])
+                else:
+                    s = doc["steps"][name]
+                    pipe.steps[name] = Step(name, None, tuple(s["inputs"]), from_description(name, s["regime"]),
+                                            frozenset())
+                    pipe.order.append(name)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise PipelineError(f"pipeline.json does not describe a pipeline ({type(exc).__name__}: {exc}) "
+                                f"under {pipe.location.uri}") from None
         return pipe
+
+    def recorded(self) -> dict[str, Any] | None:
+        """The pipeline description ``root/pipeline.json`` holds (``None``: there is none yet).
+
+        :class:`PipelineError` naming the file when it cannot be read as one
+        (falkirk rewrites it only after a restart's recovery succeeded, so a
+        damaged one was damaged outside falkirk).
+        """
+        try:
+            data = self.location.read_bytes("pipeline.json")
+        except FileNotFoundError:
+            return None
+        try:
+            doc = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise PipelineError(
+                f"pipeline.json is not valid JSON ({type(exc).__name__}: {exc}); it records the pipeline that wrote "
+                f"{self.location.uri}: restore it from a copy, or start on a new root") from None
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+            raise PipelineError(f"pipeline.json has format {found!r}, expected {FORMAT!r} (under {self.location.uri})")
+        return doc
 
     def check_root(self, *, write: bool = True) -> Changes:
         """Write ``root/pipeline.json``, or check the one there against this pipeline; the accepted changes.
@@ -303,14 +334,17 @@ class Definition:
         records it with :meth:`write_root` once the restart's recovery worked).
         """
         mine = json.loads(json.dumps(self.describe()))
-        try:
-            theirs = json.loads(self.location.read_bytes("pipeline.json"))
-        except FileNotFoundError:
+        theirs = self.recorded()
+        if theirs is None:
             self.write_root()
             return Changes((), {})
         if theirs == mine:
             return Changes((), {})
-        found = changes(theirs, mine, code_changes=self.code_changes, where=self.location.uri)
+        try:
+            found = changes(theirs, mine, code_changes=self.code_changes, where=self.location.uri)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise PipelineError(f"pipeline.json does not describe a pipeline ({type(exc).__name__}: {exc}) "
+                                f"under {self.location.uri}") from None
         if write:
             self.write_root()
         return found

@@ -12,13 +12,17 @@ a new step or output (reading existing nodes)   accepted: it starts at ``∅`` a
                                                 rollback plan backfills it from logged or
                                                 replayable data; refused (nothing changed) when
                                                 that data was already garbage-collected
+a removed **output** (no step reads it)         accepted: its epochs under ``output/<name>`` and its
+                                                manifests are kept, or deleted with
+                                                ``Pipeline(removed_outputs={name: "delete"})``
 ``every`` of a Lazy step, ``log=True→False``    accepted, from the next epoch on
 new **nullable** input columns at the end       accepted: earlier records read them as ``NULL``
 a step's function changed (code fingerprint)    refused unless ``Pipeline(code_changes=…)`` says
                                                 ``"keep"`` (keep its state and outputs) or an
                                                 epoch ``E`` (roll it and everything downstream
                                                 back to ``E``: epochs after ``E`` are recomputed)
-anything else (a removed step, other inputs,    refused, naming the step or input and the change
+anything else (another removed step, other      refused, naming the step or input and the change
+inputs,
 a regime's kind, key, ``log=False→True``, …)
 ==============================================  ==============================================
 
@@ -125,6 +129,8 @@ class Changes:
     code: Mapping[str, str | int]
     #: steps that are new in this pipeline (they start at ``∅``)
     new_steps: tuple[str, ...] = ()
+    #: outputs the new pipeline no longer has
+    removed_outputs: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.accepted or self.code)
@@ -174,9 +180,17 @@ def changes(
     old_steps, new_steps = theirs.get("steps", {}), mine.get("steps", {})
     code: dict[str, str | int] = {}
     new: list[str] = []
+    removed: list[str] = []
     for name in old_steps:
-        if name not in new_steps:
+        if name in new_steps:
+            continue
+        if old_steps[name].get("regime", {}).get("kind") != "output":
             raise refuse(f"step {name!r} is missing here")
+        if any(name in s.get("inputs", ()) for s in new_steps.values()):
+            raise refuse(f"output {name!r} is missing here, but a step reads it")
+        removed.append(name)
+        accepted.append(f"output {name!r} was removed: its epochs under output/{name} and its manifests stay "
+                        f"(Pipeline(removed_outputs={{{name!r}: 'delete'}}) deletes them)")
     for name, b in new_steps.items():
         if name not in old_steps:
             accepted.append(f"step {name!r} is new: it starts at ∅ and is backfilled from logged or replayable data")
@@ -216,4 +230,4 @@ def changes(
             accepted.append(f"step {name!r}: function changed; " + (
                 "its state and outputs are kept" if choice == "keep" else
                 f"it and everything downstream roll back to epoch {choice}"))
-    return Changes(tuple(accepted), code, tuple(new))
+    return Changes(tuple(accepted), code, tuple(new), tuple(removed))

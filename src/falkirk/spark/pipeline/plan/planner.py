@@ -136,6 +136,10 @@ class Planner:
             self.available[step] = kept
             self._pruned = True
 
+    def copy(self) -> Planner:
+        """An in-memory planner with the same frontiers (no monitor, no database): for trying plans out."""
+        return Planner(self.template, outputs=self.outputs, known=self.available, monitor=False)
+
     # -- answers -------------------------------------------------------------------------
     def dataflow(self, live: Mapping[str, Checkpoint] | None = None) -> Dataflow:
         """The template with the available frontiers as checkpoints (and ``live`` metadata)."""
@@ -202,8 +206,11 @@ class Planner:
             self._pruned = False
         self._ensure()
         if self.path is not None and self.path.exists():
-            with sqlite3.connect(self.path) as db:
+            db = sqlite3.connect(self.path)
+            try:
                 db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                db.close()  # a connection left open would hold the database's -wal/-shm files until collected
 
     def close(self) -> None:
         """Close the monitor's database."""

@@ -29,8 +29,10 @@ from attrs import frozen
 from falkirk.solver import Checkpoint, RollbackPlan
 from falkirk.spark.errors import PipelineError
 from falkirk.spark.pipeline.plan.explain import plan_table, replayed_line, show_epoch, why
+from falkirk.spark.pipeline.plan.feasible import check_plan, describe_blocker, executable_plan
 from falkirk.spark.pipeline.plan.live import boundary_live, frontier_kind
 from falkirk.spark.pipeline.plan.planner import TOP, Planner, epoch_of
+from falkirk.spark.pipeline.store.storage import Storage
 
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.declare.definition import Definition
@@ -57,6 +59,15 @@ class WhatIf:
     seconds: float | None
     #: the cheapest single change that would roll back less (``log=True`` on one step), if any
     suggestion: str | None = None
+    #: unusable data the plan had to do without (each a message naming the file), in the order found
+    unusable: tuple[str, ...] = ()
+    #: why the plan cannot be executed with the data under the root (``None``: it can)
+    blocked: str | None = None
+
+    @property
+    def executable(self) -> bool:
+        """Whether the data the plan needs is under the root (checked: :mod:`~falkirk.spark.pipeline.plan.feasible`)."""
+        return self.blocked is None
 
     @property
     def frontiers(self) -> dict[str, int]:
@@ -83,6 +94,9 @@ class WhatIf:
         out.append(cost)
         if self.suggestion:
             out.append(f"  suggestion: {self.suggestion}")
+        out += [f"  unusable data, planned without: {u}" for u in self.unusable]
+        if self.blocked is not None:
+            out.append(f"  NOT EXECUTABLE: {self.blocked}")
         return "\n".join(out)
 
     def draw(self, path: str) -> None:
@@ -95,11 +109,34 @@ class WhatIf:
 
 def what_if(
     pipeline: Definition, planner: Planner, failed: Iterable[str], done: Mapping[str, int], *,
-    live: Mapping[str, Checkpoint] | None = None, journal: Journal | None = None,
+    live: Mapping[str, Checkpoint] | None = None, journal: Journal | None = None, storage: Storage | None = None,
 ) -> WhatIf:
-    """The plan for ``failed`` from ``planner``'s available frontiers, with everyone at ``done``."""
+    """The plan for ``failed`` from ``planner``'s available frontiers, with everyone at ``done``.
+
+    With ``storage`` the plan is checked against the data under the root
+    (presence and sizes: :func:`~falkirk.spark.pipeline.plan.feasible.check_plan`)
+    the way a recovery checks it: an unusable restore point or log epoch is
+    planned without, as the executor would, and a plan whose data is gone is
+    marked not executable (:attr:`WhatIf.blocked`). ``planner`` is not changed.
+    """
     failed = tuple(n for n in pipeline.order if n in set(failed))
-    plan = planner.plan(sorted(failed), dict(live) if live is not None else boundary_live(pipeline, done, failed))
+
+    def live_for(lost: set[str]) -> dict[str, Checkpoint]:
+        if live is not None:
+            return {n: c for n, c in live.items() if n not in lost}
+        return boundary_live(pipeline, done, lost)
+
+    unusable: tuple[str, ...] = ()
+    blocked = None
+    if storage is None:
+        plan = planner.plan(sorted(failed), live_for(set(failed)))
+    else:
+        outcome = executable_plan(pipeline, planner.copy(), failed, live_for,
+                                  lambda plan, _: check_plan(pipeline, storage, plan, done, verify=False))
+        plan = outcome.plan
+        unusable = tuple(str(p) for p in outcome.problems if p is not outcome.blocker)
+        if not outcome.executable:
+            blocked = describe_blocker(outcome, retain=pipeline.retain, gc=pipeline.gc, available=planner.available)
     redo: dict[str, tuple[int, int]] = {}
     for n, f in plan.frontiers.items():
         e = epoch_of(f)
@@ -118,7 +155,8 @@ def what_if(
         pairs = [(n, k) for n, (lo, hi) in redo.items() if n in pipeline.steps for k in range(lo, hi + 1)]
         rows = sum(journal.rows(n, k) or 0 for n, k in pairs)
         seconds = sum(journal.seconds(n, k) or 0.0 for n, k in pairs)
-    return WhatIf(failed, min(done.values(), default=-1), dict(done), plan, redo, replay, rows, seconds, suggestion)
+    return WhatIf(failed, min(done.values(), default=-1), dict(done), plan, redo, replay, rows, seconds, suggestion,
+                  unusable, blocked)
 
 
 def _redo_pairs(plan: RollbackPlan, done: Mapping[str, int]) -> tuple[int, int]:
@@ -167,9 +205,8 @@ def _suggest(
 
 
 def from_root(pipeline: Definition, failed: Iterable[str], *, at: int | None = None) -> WhatIf:
-    """The what-if plan from the manifests under ``pipeline``'s root (no Spark, nothing written)."""
-    from falkirk.spark.pipeline.store.storage import Storage
-
+    """The what-if plan from the manifests under ``pipeline``'s root (no Spark, nothing written), checked against
+    the data there."""
     storage = Storage(pipeline.location, fsync=False, checksums=False)
     available: dict[str, list[int]] = {}
     for n in pipeline.order:
@@ -191,7 +228,7 @@ def from_root(pipeline: Definition, failed: Iterable[str], *, at: int | None = N
     known = {n: ([at] if (n in pipeline.inputs or pipeline.stateless(n)) and max(es, default=-1) >= at
                  else [e for e in es if e <= at]) for n, es in available.items()}
     planner = Planner(pipeline.dataflow(), outputs=pipeline.external_outputs, known=known, monitor=False)
-    return what_if(pipeline, planner, failed, {n: at for n in pipeline.order})
+    return what_if(pipeline, planner, failed, {n: at for n in pipeline.order}, storage=storage)
 
 
 def check_steps(pipeline: Definition, steps: Iterable[str] | str) -> tuple[str, ...]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["root_cause", "unreadable_input", "is_deterministic"]
+__all__ = ["root_cause", "unreadable_input", "is_deterministic", "pyspark_class", "PYSPARK_CLASSES"]
 
 #: Failures another attempt may not see: resources, executors, the network, falkirk's own injections.
 _TRANSIENT = re.compile(
@@ -94,15 +94,69 @@ def root_cause(exc: BaseException) -> str:
     return _JAVA_PREFIX.sub("", (useful or lines or [type(exc).__name__])[0])[:400]
 
 
+#: How falkirk treats each PySpark error class (matched by class name along the exception's MRO, so the
+#: classic ``captured`` and the Spark Connect variants of a class are treated alike). ``deterministic``:
+#: an error in the step's own code or query, which recurs on the same data — one recovery (in case rolled-back
+#: state was the cause), then :class:`~falkirk.spark.errors.StepError`; ``transient``: the cluster, the
+#: network or the session — up to three recoveries; ``by cause``: its SQLSTATE or its text decides.
+PYSPARK_CLASSES: dict[str, str] = {
+    "AnalysisException": "deterministic",
+    "ParseException": "deterministic",
+    "TempTableAlreadyExistsException": "deterministic",
+    "IllegalArgumentException": "deterministic",
+    "ArithmeticException": "deterministic",
+    "ArrayIndexOutOfBoundsException": "deterministic",
+    "DateTimeException": "deterministic",
+    "NumberFormatException": "deterministic",
+    "UnsupportedOperationException": "deterministic",
+    "SparkUpgradeException": "deterministic",
+    "SparkNoSuchElementException": "deterministic",
+    "SessionNotSameException": "deterministic",
+    "PySparkValueError": "deterministic",
+    "PySparkTypeError": "deterministic",
+    "PySparkAttributeError": "deterministic",
+    "PySparkIndexError": "deterministic",
+    "PySparkKeyError": "deterministic",
+    "PySparkAssertionError": "deterministic",
+    "PySparkNotImplementedError": "deterministic",
+    "PySparkImportError": "deterministic",
+    "PySparkPicklingError": "deterministic",
+    "PickleException": "deterministic",
+    "PythonException": "by cause",
+    "SparkRuntimeException": "by cause",
+    "QueryExecutionException": "by cause",
+    "StreamingQueryException": "by cause",
+    "PySparkRuntimeError": "by cause",
+    "SparkConnectGrpcException": "by cause",
+    "UnknownException": "transient",
+    "StreamingPythonRunnerInitializationException": "transient",
+}
+
+
+def pyspark_class(exc: BaseException) -> tuple[str, str] | None:
+    """``(class name, treatment)`` of the nearest PySpark error class of ``exc`` in :data:`PYSPARK_CLASSES`.
+
+    >>> class AnalysisException(Exception): pass   # stands in for pyspark's (matched by name)
+    >>> pyspark_class(AnalysisException("x")), pyspark_class(KeyError("k"))
+    (('AnalysisException', 'deterministic'), None)
+    """
+    for klass in type(exc).__mro__:
+        treatment = PYSPARK_CLASSES.get(klass.__name__)
+        if treatment is not None:
+            return klass.__name__, treatment
+    return None
+
+
 def is_deterministic(exc: BaseException, cause: str) -> bool:
     """Will ``exc`` (root cause ``cause``) recur if the step runs again on the same data?
 
     Yes for an exception the step's own code raised on the driver (``KeyError``,
-    ``TypeError``…, an unpicklable value), a Python error raised in the user's
-    UDF on an executor, query analysis and parsing errors, and SQL states of
-    syntax, data and constraint errors (including SQLite's); no for lost
-    executors, fetch failures, killed tasks, network and resource trouble, and
-    falkirk's injected failures.
+    ``TypeError``…, an unpicklable value), the PySpark error classes of
+    :data:`PYSPARK_CLASSES` marked deterministic (analysis, parsing, arithmetic,
+    API misuse such as ``PySparkValueError``), a Python error raised in the
+    user's UDF on an executor, and SQL states of syntax, data and constraint
+    errors (including SQLite's); no for lost executors, fetch failures, killed
+    tasks, network and resource trouble, and falkirk's injected failures.
 
     >>> is_deterministic(KeyError("user"), "KeyError: 'user'")
     True
@@ -117,18 +171,31 @@ def is_deterministic(exc: BaseException, cause: str) -> bool:
     text = f"{cause}\n{exc}"
     if _TRANSIENT.search(cause) or _TRANSIENT.search(str(exc)[:2000]):
         return False
+    known = pyspark_class(exc)
+    if known is not None and known[1] != "by cause":
+        return known[1] == "deterministic"
     name = type(exc).__name__
     if "AnalysisException" in name or "ParseException" in name or isinstance(exc, pickle.PicklingError):
         return True
     if isinstance(exc, sqlite3.Error):
         return not isinstance(exc, sqlite3.OperationalError) or bool(
             re.search(r"syntax error|no such (?:table|column)|has no column|already exists", str(exc)))
-    if isinstance(exc, _DRIVER_BUGS) and not type(exc).__module__.startswith(("py4j", "pyspark")):
+    if known is None and isinstance(exc, _DRIVER_BUGS) and not type(exc).__module__.startswith(("py4j", "pyspark")):
         return True
-    state = _SQLSTATE.search(text)
-    if state and state.group(1) in _DETERMINISTIC_STATES:
+    state = _sql_state(exc) or (m.group(1) if (m := _SQLSTATE.search(text)) else None)
+    if state and state[:2] in _DETERMINISTIC_STATES:
         return True
     return _python_cause(str(exc)) is not None and "(in " in cause  # a Python error raised in the user's UDF
+
+
+def _sql_state(exc: BaseException) -> str | None:
+    """The SQLSTATE a PySpark error carries (``getSqlState()``), if any."""
+    get = getattr(exc, "getSqlState", None)
+    try:
+        state = get() if callable(get) else None
+    except Exception:  # a PySpark error built without an error class
+        return None
+    return state if isinstance(state, str) and len(state) >= 2 else None
 
 
 def unreadable_input(cause: str, root_uri: str, inputs: Iterable[str]) -> str | None:

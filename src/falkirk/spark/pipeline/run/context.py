@@ -12,6 +12,7 @@ field           what for
 ``storage``     manifests, Parquet data and the root (:mod:`~falkirk.spark.pipeline.store.storage`)
 ``durable``     ``False``: falkirk is off, nothing but outputs and input is persisted
 ``fsync``       local files are flushed before they are published
+``retain``      restore points (and complete markers) kept per step by garbage collection
 ``frames``      DataFrame lifetime: ``materialise``, ``known_rows``, ``release``
 ``injector``    the failure-injection hooks: ``at(step, epoch, point)``, ``wrap(step, epoch, df)``
 ``record``      ``record(step, epoch)``: the step durably has a new frontier (to the planner)
@@ -46,6 +47,7 @@ class RunContext:
     storage: Storage
     durable: bool
     fsync: bool
+    retain: int
     frames: Frames
     injector: Injector
     record: Callable[[str, int], None]

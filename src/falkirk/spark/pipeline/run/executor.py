@@ -36,6 +36,7 @@ from falkirk.spark.errors import (
     StepFailure,
 )
 from falkirk.spark.pipeline.plan.planner import Planner
+from falkirk.spark.pipeline.plan.shape import fanout_notes
 from falkirk.spark.pipeline.run.causes import is_deterministic, root_cause, unreadable_input
 from falkirk.spark.pipeline.run.context import RunContext
 from falkirk.spark.pipeline.run.failures import Injection, Injector
@@ -44,7 +45,7 @@ from falkirk.spark.pipeline.run.journal import Journal
 from falkirk.spark.pipeline.run.probe import check_shared, is_local_master
 from falkirk.spark.pipeline.run.progress import Progress
 from falkirk.spark.pipeline.run.queues import Queues
-from falkirk.spark.pipeline.run.recovery import Rollback, roll_back_changed_code
+from falkirk.spark.pipeline.run.recovery import Rollback
 from falkirk.spark.pipeline.run.retention import collect
 from falkirk.spark.pipeline.run.runners import Runner, make_runner
 from falkirk.spark.pipeline.run.session import executors, failed_tasks, job_group, local_session
@@ -95,8 +96,7 @@ class Executor:
         #: accepted changes of the pipeline since the root was written (recorded once the restart recovered)
         self.evolution = pipeline.check_root(write=False)
         self.storage = Storage(pipeline.location, fsync=pipeline.fsync, checksums=pipeline.checksums)
-        self.journal = Journal()
-        roll_back_changed_code(pipeline, self.storage, self.journal, self.evolution)
+        self.journal = Journal(pipeline.location if pipeline.durable else None)
         self.progress = Progress(progress, bar=bar)
         self.say = self.progress.line
         self.order = list(pipeline.order)
@@ -109,14 +109,16 @@ class Executor:
         )
         durable = pipeline.durable
         self.context = RunContext(
-            spark=self.spark, storage=self.storage, durable=durable, fsync=pipeline.fsync, frames=self.frames,
+            spark=self.spark, storage=self.storage, durable=durable, fsync=pipeline.fsync, retain=pipeline.retain,
+            frames=self.frames,
             injector=self.injector, record=self.planner.record if durable else _ignore,
             prune=self.planner.prune, note=self.journal.note,
         )
         self.runners: dict[str, Runner] = {n: make_runner(self.context, pipeline, n) for n in self.order}
         self.planner.know({n: r.available() for n, r in self.runners.items()})
         self.done = {n: -1 for n in self.order}
-        self.high = {n: r.progress() for n, r in self.runners.items()}  # highest epoch ever completed
+        recorded = self.journal.load(self.order)  # what earlier drivers completed (Lazy steps: after their checkpoint)
+        self.high = {n: max(r.progress(), recorded[n]) for n, r in self.runners.items()}  # highest ever completed
         self.rollback = Rollback(pipeline, self.runners, self.queues, self.planner, self.storage, self.journal,
                                  self.progress, self.done, self.high)
         self.executors = executors(self.spark)
@@ -126,21 +128,33 @@ class Executor:
     # -- the run loop ---------------------------------------------------------------------------
     def run(self, epochs: int) -> RunResult:
         """Recover persisted state, then run until every node completed epochs ``0..epochs-1``."""
+        limits = {n: int(e) for n, e in self.evolution.code.items() if e != "keep"}
         try:
-            self.rollback.recover(set(self.order), "driver (re)start: resume from persisted state", restart=True)
+            self.rollback.recover(set(self.order), "driver (re)start: every step resumes from what the root holds",
+                                  restart=True, limits=limits)
         except RecoveryError as exc:
-            if not self.evolution.new_steps:
+            needs = [f"its new step(s) {', '.join(self.evolution.new_steps)} start at ∅"] if self.evolution.new_steps else []
+            needs += [f"code_changes={{{n!r}: {e}}} redoes {n} and everything downstream from epoch {e + 1}"
+                      for n, e in limits.items()]
+            if not needs:
                 raise
             raise RecoveryError(
-                f"the changed pipeline cannot start on {self.pipeline.location.uri}: its new step(s) "
-                f"{', '.join(self.evolution.new_steps)} start at ∅ and need data that is gone ({exc}); the root "
-                "still holds the previous pipeline (run that, or start the new one on a new root)") from exc
+                f"{exc}; that is data the changed pipeline needs ({'; '.join(needs)}): the root still holds the "
+                "previous pipeline, which resumes as it was (or start the changed one on a new root)") from exc
         if self.evolution:
             self.pipeline.write_root()
             for change in self.evolution.accepted:
                 self.journal.note(f"pipeline changed: {change}")
                 self.say(f"pipeline changed: {change}")
+            for name in self.evolution.removed_outputs:
+                if self.pipeline.removed_outputs.get(name) == "delete":
+                    for where in (f"manifests/{name}", f"output/{name}", f"journal/{name}"):
+                        self.storage.fs.delete(where, recursive=True)
+                    self.journal.note(f"removed output {name!r}: its files were deleted (removed_outputs)")
             self.evolution = type(self.evolution)((), {})
+        for note in fanout_notes(self.pipeline):
+            self.journal.note(note)
+            self.say(f"note: {note}")
         with self.progress.running(sum(max(0, epochs - 1 - d) for d in self.done.values())):
             return self._loop(epochs)
 
@@ -218,7 +232,7 @@ class Executor:
 
     def _end_of_epoch(self, epoch: int) -> None:
         if self.pipeline.gc and self.pipeline.durable:
-            collect(self.pipeline, self.planner, self.runners, self.storage)
+            collect(self.pipeline, self.planner, self.runners, self.storage, self.journal)
         runs = [x for x in self.journal.executions if x.epoch == epoch and not x.redo]
         if runs:
             total = sum(x.seconds for x in runs)

@@ -5,6 +5,14 @@ it into the recovery report. Row counts are measured per (step, epoch) when
 a step materialises its output, so the cost of alternative recovery schemes
 can be computed from the same run.
 
+With a root (a durable run), every execution is also recorded under it,
+``journal/<step>/<epoch>.json`` (the latest execution of that epoch, replaced
+atomically; advisory, never needed to recover). A restarted driver reads
+them back (:meth:`Journal.load`): it knows each step's highest completed
+epoch — also the epochs a Lazy step completed after its last checkpoint — so
+what it executes again is counted as recomputation, and the measurements of
+the earlier driver's executions price the report's alternatives.
+
 >>> j = Journal()
 >>> j.executed("cc", 0, rows=10, seconds=0.5, redo=False)
 >>> j.executed("cc", 0, rows=10, seconds=0.4, redo=True)
@@ -14,10 +22,15 @@ can be computed from the same run.
 
 from __future__ import annotations
 
+import json
 import time
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
-from attrs import define, field
+from attrs import asdict, define, field
+
+if TYPE_CHECKING:
+    from falkirk.spark.pipeline.store.rootfs import Root
 
 __all__ = ["Execution", "Recovery", "Journal"]
 
@@ -66,13 +79,22 @@ class Recovery:
 
 
 class Journal:
-    """Executions, recoveries and notes of one run (see the module docstring)."""
+    """Executions, recoveries and notes of one run (see the module docstring); ``root``: record executions there."""
 
-    def __init__(self) -> None:
+    #: the newest records kept per step by :meth:`collect` (beyond what the retained epochs need)
+    KEEP = 32
+
+    def __init__(self, root: Root | None = None) -> None:
+        self.root = root
         self.executions: list[Execution] = []
         self.recoveries: list[Recovery] = []
         self.notes: list[str] = []
         self._first: dict[tuple[str, int], Execution] = {}
+        self._earlier: dict[tuple[str, int], Execution] = {}  # recorded under the root by earlier drivers
+
+    @staticmethod
+    def _dir(step: str) -> str:
+        return f"journal/{step}"
 
     def executed(
         self, step: str, epoch: int, *, rows: int, seconds: float, redo: bool, recovery: int | None = None, jobs: int = 0
@@ -81,15 +103,51 @@ class Journal:
         ex = Execution(step, epoch, rows, seconds, redo, recovery, jobs)
         self.executions.append(ex)
         self._first.setdefault((step, epoch), ex)
+        if self.root is not None:
+            doc = {**asdict(ex), "first_seconds": self.seconds(step, epoch)}
+            self.root.replace(f"{self._dir(step)}/{epoch:08d}.json", json.dumps(doc, sort_keys=True).encode())
+
+    def load(self, steps: Iterable[str]) -> dict[str, int]:
+        """Read the executions recorded under the root; each step's highest recorded epoch (``-1``: none)."""
+        high = {}
+        for step in steps:
+            high[step] = -1
+            if self.root is None:
+                continue
+            for name in self.root.listdir(self._dir(step)):
+                if not (name.endswith(".json") and name[:-5].isdigit()):
+                    continue
+                try:
+                    doc = json.loads(self.root.read_bytes(f"{self._dir(step)}/{name}"))
+                    ex = Execution(step, int(doc["epoch"]), int(doc["rows"]), float(doc.get("first_seconds") or
+                                   doc["seconds"]), bool(doc["redo"]), None, int(doc.get("jobs", 0)))
+                except (OSError, ValueError, KeyError, TypeError):
+                    continue  # advisory: a damaged record only costs a measurement
+                self._earlier[(step, ex.epoch)] = ex
+                high[step] = max(high[step], ex.epoch)
+        return high
+
+    def collect(self, step: str, below: int) -> None:
+        """Delete ``step``'s records of epochs below ``below``, keeping at least the newest :attr:`KEEP`."""
+        if self.root is None:
+            return
+        names = sorted(n for n in self.root.listdir(self._dir(step)) if n.endswith(".json") and n[:-5].isdigit())
+        for name in names[:-self.KEEP]:
+            if int(name[:-5]) < below:
+                self.root.delete(f"{self._dir(step)}/{name}")
+                self._earlier.pop((step, int(name[:-5])), None)
+
+    def _measured(self, step: str, epoch: int) -> Execution | None:
+        return self._first.get((step, epoch)) or self._earlier.get((step, epoch))
 
     def rows(self, step: str, epoch: int) -> int | None:
-        """Output rows of ``step`` at ``epoch`` (first measurement), ``None`` if never run in this run."""
-        ex = self._first.get((step, epoch))
+        """Output rows of ``step`` at ``epoch`` (first measurement, in this run or an earlier driver's)."""
+        ex = self._measured(step, epoch)
         return None if ex is None else ex.rows
 
     def seconds(self, step: str, epoch: int) -> float | None:
-        """Wall time of the first execution of ``step`` at ``epoch``."""
-        ex = self._first.get((step, epoch))
+        """Wall time of the first execution of ``step`` at ``epoch`` (in this run or an earlier driver's)."""
+        ex = self._measured(step, epoch)
         return None if ex is None else ex.seconds
 
     def open_recoveries(self) -> list[Recovery]:

@@ -27,18 +27,17 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from attrs import define, field
+from attrs import define
 
 from falkirk.solver import Checkpoint
 from falkirk.spark.errors import CorruptDataError, RecoveryError
+from falkirk.spark.pipeline.plan.feasible import check_plan, describe_blocker, executable_plan
 from falkirk.spark.pipeline.plan.live import live_checkpoint
 from falkirk.spark.pipeline.plan.planner import TOP, epoch_of
 from falkirk.spark.pipeline.run.journal import Recovery
-from falkirk.spark.pipeline.store.storage import Manifest
 
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.declare.definition import Definition
-    from falkirk.spark.pipeline.declare.evolution import Changes
     from falkirk.spark.pipeline.plan.planner import Planner
     from falkirk.spark.pipeline.run.journal import Journal
     from falkirk.spark.pipeline.run.progress import Progress
@@ -46,27 +45,7 @@ if TYPE_CHECKING:
     from falkirk.spark.pipeline.run.runners import Runner
     from falkirk.spark.pipeline.store.storage import Storage
 
-__all__ = ["Rollback", "needed_retain", "roll_back_changed_code"]
-
-
-def needed_retain(dropped: dict[str, list[int]], available: dict[str, list[int]]) -> dict[str, int]:
-    """Per step, the ``Pipeline(retain=…)`` that survives losing its ``dropped`` checkpoint epochs.
-
-    ``available``: the step's checkpoints still usable. Losing the ``k``-th
-    newest checkpoint needs ``k + 1`` kept.
-
-    >>> needed_retain({"cc": [3]}, {"cc": []}), needed_retain({"cc": [5, 3]}, {"cc": [1]})
-    ({'cc': 2}, {'cc': 3})
-    """
-    out = {}
-    for step, lost in dropped.items():
-        every = set(lost) | set(available.get(step, ()))
-        out[step] = max(sum(1 for c in every if c >= e) for e in lost) + 1
-    return out
-
-
-def _frontier(epoch: int) -> Any:
-    return "empty" if epoch < 0 else epoch
+__all__ = ["Rollback"]
 
 
 @define
@@ -86,8 +65,6 @@ class Rollback:
     progress: Progress
     done: dict[str, int]
     high: dict[str, int]
-    #: checkpoints found unusable during the current recovery
-    _dropped: dict[str, list[int]] = field(factory=dict, init=False)
 
     @property
     def order(self) -> list[str]:
@@ -110,10 +87,20 @@ class Rollback:
         self.runners[name].lose()
         self.queues.drop_inputs(name)
 
-    def recover(self, failed: set[str], cause: str, *, lost: CorruptDataError | None = None, restart: bool = False) -> None:
-        """Recover from the failure of ``failed`` (see the module docstring); ``restart``: a driver (re)start."""
+    def recover(
+        self, failed: set[str], cause: str, *, lost: CorruptDataError | None = None, restart: bool = False,
+        limits: Mapping[str, int] | None = None,
+    ) -> None:
+        """Recover from the failure of ``failed`` (see the module docstring).
+
+        ``restart``: a driver (re)start (everything failed; every output
+        epoch the root holds is verified too). ``limits``: steps held to a
+        frontier at or below an epoch (``code_changes``: their later work
+        was done by old code). Nothing under the root changes until the plan
+        is known to be executable; otherwise :class:`RecoveryError` names
+        the damaged or missing file and what it made impossible.
+        """
         done_before = dict(self.done) if not restart else dict(self.high)
-        self._dropped = {}
         rec = Recovery(
             len(self.journal.recoveries) + 1, cause, tuple(sorted(failed, key=self.order.index)), done_before,
             {n: list(v) for n, v in self.planner.available.items()}, restart=restart,
@@ -121,26 +108,42 @@ class Rollback:
         )
         if not restart:
             self.progress.line(f"FAILURE: {cause}", level=logging.WARNING)
-        for n in failed:
+        t0 = time.perf_counter()
+        trial = self.planner.copy()
+        for n, e in (limits or {}).items():
+            trial.truncate(n, e)  # held to E: what it did after E was done by the old code
+        known = [lost] if lost is not None else []
+        if restart:
+            known += self._damaged_outputs()
+        outcome = executable_plan(
+            self.pipeline, trial, failed, self.live_all,
+            lambda plan, _: check_plan(self.pipeline, self.storage, plan, done_before), lost=known)
+        rec.problems.extend(str(p) for p in outcome.problems)
+        for p in outcome.problems:
+            if p is not outcome.blocker:
+                self.progress.line(f"  unusable data: {p}; planning without it", level=logging.WARNING)
+        if not outcome.executable:
+            why = describe_blocker(outcome, retain=self.pipeline.retain, gc=self.pipeline.gc, available=trial.available)
+            raise RecoveryError(f"{why}; no recovery is possible, and nothing under {self.pipeline.location.uri} "
+                                "was changed")
+        # executable: from here on the run and the root change
+        for n in outcome.failed:
             self.lose(n)
-        if lost is not None:
-            rec.problems.append(str(lost))
-            self._lost_data(lost, failed)
-        for _ in range(4 * len(self.order) + 4):
-            t0 = time.perf_counter()
-            plan = self.planner.plan(sorted(failed), self.live_all(failed))
-            rec.plan_seconds += time.perf_counter() - t0
-            problem = self._validate(plan, done_before)
-            if problem is None:
-                break
-            rec.problems.append(str(problem))
-            self.progress.line(f"  unusable data: {problem}; planning again without it", level=logging.WARNING)
-            self._lost_data(problem, failed)
-        else:
-            raise RecoveryError(f"no executable rollback plan after {cause}")
+        for n, epochs in outcome.forgotten.items():
+            for e in epochs:
+                self.planner.forget(n, e)
+        for n, keep in {**dict(limits or {}), **outcome.truncated}.items():
+            self.planner.truncate(n, keep)
+        plan = self.planner.plan(sorted(outcome.failed), self.live_all(outcome.failed))
+        rec.plan_seconds += time.perf_counter() - t0
+        if plan.frontiers != outcome.plan.frontiers:  # the monitor and the solver answer alike (tested)
+            raise RecoveryError(f"internal error: the monitor planned {dict(plan.frontiers)}, the solver "
+                                f"{dict(outcome.plan.frontiers)}")
         rec.plan = plan
-        rec.failed = tuple(n for n in self.order if n in failed)
+        rec.failed = tuple(n for n in self.order if n in outcome.failed)
         self._apply(plan, done_before, rec)
+        for n, e in (limits or {}).items():
+            self.journal.note(f"{n}: rolled back to epoch {e} (code_changes)")
         if restart and all(d < 0 for d in done_before.values()):
             return  # a fresh start, nothing to report
         self.journal.recoveries.append(rec)
@@ -148,51 +151,37 @@ class Rollback:
             self.progress.more(sum(max(0, done_before[n] - self.done[n]) for n in self.order))
         lost_work = {n: (epoch_of(f), done_before[n]) for n, f in plan.frontiers.items() if epoch_of(f) < done_before[n]}
         self.progress.line(f"recovery {rec.index}: plan in {rec.plan_seconds * 1000:.0f} ms; " + (", ".join(
-            f"{n} {plan.actions[n]} to {_frontier(f)}" for n, (f, _) in lost_work.items()) or "nothing to redo"))
+            self._move(n, plan.actions[n], f) for n, (f, _) in lost_work.items()) or "nothing to redo"))
         if all(self.done[n] >= d for n, d in done_before.items()):
             rec.finished = time.perf_counter()
 
-    def _lost_data(self, err: CorruptDataError, failed: set[str]) -> None:
-        """React to unusable durable data found while recovering or replaying."""
-        name, kind, epoch = err.step, err.kind, err.epoch
-        if name in self.pipeline.inputs or name not in self.runners:
-            hint = (f"; garbage collection keeps {self.pipeline.retain} checkpoint(s) per step and the input they "
-                    "need (Pipeline(retain=...)): a larger retain would have kept older ones" if self.pipeline.gc else "")
-            if self.pipeline.gc and self._dropped:
-                lost = "; ".join(f"{n} lost its checkpoint(s) at epoch(s) {sorted(es)}" for n, es in self._dropped.items())
-                need = max(needed_retain(self._dropped, self.planner.available).values())
-                hint += (f" ({lost}: Pipeline(retain={need}) would have kept an older one)" if need > self.pipeline.retain
-                         else f" ({lost}; retain={self.pipeline.retain} covers that, so the older data was removed "
-                              "or damaged outside falkirk)")
-            raise RecoveryError(f"cannot recover: {err}; the input data is gone{hint}") from err
-        if kind == "checkpoint":
-            self._dropped.setdefault(name, []).append(epoch)
-            self.planner.forget(name, epoch)
-            self.storage.remove(name, kind, epoch)
-        else:  # a lost log (or output) epoch: the step must recompute from before it
-            self.planner.truncate(name, epoch - 1)
-            self.storage.remove_where(name, kind, lambda e: e < epoch)
-            if name not in failed:
-                failed.add(name)
-                self.lose(name)
+    def _move(self, name: str, action: str, frontier: int) -> str:
+        """What a step does in a plan, in its regime's words (``cc restores its checkpoint at 5``)."""
+        again = f"from epoch {frontier + 1}"
+        if name in self.pipeline.inputs:
+            return f"{name} re-reads {again}"
+        regime = self.pipeline.steps[name].regime
+        if regime.stateless:
+            return f"{name} recomputes {again}"
+        if regime.kind == "output":
+            return f"{name} rewrites {again}"
+        if getattr(regime, "database", None):
+            return f"{name} returns its database to epoch {frontier}" if frontier >= 0 else f"{name} empties its database"
+        if frontier < 0:
+            return f"{name} restarts from empty state"
+        return f"{name} {'restores' if action == 'restore' else 'rolls back to'} its checkpoint at {frontier}"
 
-    def _validate(self, plan: Any, done_before: dict[str, int]) -> CorruptDataError | None:
-        for n in self.order:
-            f = epoch_of(plan.frontiers[n])
-            if f != TOP:
+    def _damaged_outputs(self) -> list[CorruptDataError]:
+        """Every acknowledged output epoch under the root checked against its manifest: the first damaged per output."""
+        found = []
+        for n in self.pipeline.external_outputs:
+            for e in self.storage.epochs(n, "output"):
                 try:
-                    self.runners[n].verify(f)
+                    self.storage.verify(self.storage.get(n, "output", e))
                 except CorruptDataError as err:
-                    return err
-        for r in plan.replay.values():
-            fp = epoch_of(r.log_frontier)
-            hi = done_before[r.sender] if fp == TOP else fp
-            for k in range(epoch_of(r.exclude) + 1, hi + 1):
-                try:
-                    self.runners[r.sender].check_replay(k)
-                except CorruptDataError as err:
-                    return err
-        return None
+                    found.append(err)
+                    break
+        return found
 
     def _apply(self, plan: Any, done_before: dict[str, int], rec: Recovery) -> None:
         for n in self.order:
@@ -225,28 +214,3 @@ class Rollback:
                     rec.replayed[link.name] = (fq + 1, hi)
             self.queues.reset(link.name, keep_upto=fq, replay=replay, keep_memory=keep_memory)
         self.queues.frames.flush()
-
-
-def roll_back_changed_code(pipeline: Definition, storage: Storage, journal: Journal, evolution: Changes) -> None:
-    """``code_changes={step: E}``: drop what ``step`` and everything downstream persisted after epoch ``E``.
-
-    The restart's plan then finds nothing of theirs after ``E`` and
-    recomputes it (with the new code), rolling back what depends on it.
-    """
-    targets = {n: e for n, e in evolution.code.items() if e != "keep"}
-    if not targets:
-        return
-    limit: dict[str, int] = {}
-    for name in pipeline.order:  # topological: a step's bound is the lowest of its own and its inputs'
-        bounds = [limit[u] for u in (pipeline.steps[name].inputs if name in pipeline.steps else ()) if u in limit]
-        if name in targets:
-            bounds.append(int(targets[name]))
-        if bounds:
-            limit[name] = min(bounds)
-    for name, epoch in limit.items():
-        before = max(storage.epochs(name, "complete"), default=-1)
-        for kind in ("checkpoint", "log", "output", "complete"):
-            storage.remove_where(name, kind, lambda e, epoch=epoch: e <= epoch)
-        if pipeline.stateless(name) and epoch >= 0 and before > epoch:
-            storage.put(Manifest(name, "complete", epoch))
-        journal.note(f"{name}: rolled back to epoch {epoch} (code_changes)")

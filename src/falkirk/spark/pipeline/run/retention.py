@@ -20,6 +20,7 @@ from falkirk.spark.pipeline.plan.planner import epoch_of
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.declare.definition import Definition
     from falkirk.spark.pipeline.plan.planner import Planner
+    from falkirk.spark.pipeline.run.journal import Journal
     from falkirk.spark.pipeline.run.runners import Runner
     from falkirk.spark.pipeline.store.storage import Storage
 
@@ -27,7 +28,14 @@ __all__ = ["retained_watermarks", "collect"]
 
 
 def retained_watermarks(pipeline: Definition, planner: Planner, runners: Mapping[str, Runner]) -> dict[str, int]:
-    """The low-watermarks with retention: as if each stateful step's newest ``retain - 1`` checkpoints were lost."""
+    """The low-watermarks with retention: as if each step's newest ``retain - 1`` restore points were lost.
+
+    Restore points are the checkpoints of stateful steps (DataFrame state or
+    an Eager database), the acknowledged epochs of outputs, and the complete
+    markers of stateless steps and inputs' cuts (losing the newest drags
+    their consumers back as far as the one before). Costs one listing per
+    stateless node and one solve.
+    """
     lw = planner.watermarks()
     extra = pipeline.retain - 1
     if extra <= 0:
@@ -35,8 +43,13 @@ def retained_watermarks(pipeline: Definition, planner: Planner, runners: Mapping
     from falkirk.solver import solve_frontiers
 
     saved = planner.available
-    stateful = {n for n, r in runners.items() if getattr(getattr(r, "regime", None), "takes_state", False)}
-    restricted = {n: (es[:-extra] if n in stateful else es) for n, es in saved.items()}
+    restricted = {}
+    for n, es in saved.items():
+        if pipeline.stateless(n):
+            points = runners[n].available()
+            restricted[n] = points[-pipeline.retain:-extra] if len(points) >= pipeline.retain else []
+        else:
+            restricted[n] = es[:-extra]
     if restricted == saved:
         return lw
     planner.available = restricted
@@ -47,11 +60,17 @@ def retained_watermarks(pipeline: Definition, planner: Planner, runners: Mapping
     return {n: min(lw[n], epoch_of(marks[n])) for n in lw}
 
 
-def collect(pipeline: Definition, planner: Planner, runners: Mapping[str, Runner], storage: Storage) -> None:
-    """Delete what the low-watermarks allow (with retention): old checkpoints, consumed logs, acknowledged input."""
+def collect(
+    pipeline: Definition, planner: Planner, runners: Mapping[str, Runner], storage: Storage, journal: Journal,
+) -> None:
+    """Delete what the low-watermarks allow (with retention): old checkpoints, consumed logs, acknowledged input,
+    and execution records no retained epoch needs."""
     lw = retained_watermarks(pipeline, planner, runners)
     for n in pipeline.order:
         consumers = pipeline.consumers(n)
         runners[n].collect(lw[n], min((lw[q] for q in consumers), default=lw[n]))
+    oldest = min(lw.values(), default=-1)
+    for n in pipeline.order:
+        journal.collect(n, oldest)
     storage.sweep_orphans()
     planner.compact()

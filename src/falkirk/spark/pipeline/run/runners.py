@@ -24,7 +24,7 @@ from falkirk.spark.pipeline.declare.regimes import Output
 from falkirk.spark.pipeline.run.guard import WriteGuard
 from falkirk.spark.pipeline.run.session import detach
 from falkirk.spark.pipeline.store import keyed
-from falkirk.spark.pipeline.store.storage import Manifest, database_path
+from falkirk.spark.pipeline.store.storage import DATABASE_COMMITS, Manifest, database_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -61,18 +61,11 @@ class Runner:
     def lose(self) -> None:
         """The node failed: drop everything held in memory."""
 
-    def verify(self, frontier: int) -> None:
-        """Check the data needed to come back to ``frontier`` (``CorruptDataError`` if unusable)."""
-
     def reset(self, frontier: int) -> None:
         """Come back to ``frontier`` (``-1``: initial state) and drop durable items above it."""
 
-    def check_replay(self, epoch: int) -> None:
-        """Check that the logged output of ``epoch`` can be replayed."""
-        raise CorruptDataError(self.name, "log", epoch, "this step does not log its output")
-
     def replay(self, epoch: int) -> DataFrame:
-        """The logged output of ``epoch``."""
+        """The logged output of ``epoch`` (checked by the recovery that queued it: not verified again)."""
         raise CorruptDataError(self.name, "log", epoch, "this step does not log its output")
 
     def collect(self, lw: int, lw_consumers: int) -> None:
@@ -90,7 +83,7 @@ class InputRunner(Runner):
         self.log = inp.log
 
     def available(self) -> list[int]:
-        return self.log.cut_epochs()[-1:]
+        return self.log.cut_epochs()
 
     def execute(self, epoch: int, inputs: dict[str, DataFrame]) -> tuple[DataFrame | None, int]:
         if self.log.get_cut(epoch) is None and self.input.source is not None:
@@ -106,12 +99,6 @@ class InputRunner(Runner):
         self.ctx.injector.at(self.name, epoch, "mid")
         self.ctx.record(self.name, epoch)
         return out, rows
-
-    def check_replay(self, epoch: int) -> None:
-        cut = self.log.get_cut(epoch)
-        if cut is None:
-            raise CorruptDataError(self.name, "input", epoch, "its cut is missing")
-        self.log.files(cut)
 
     def replay(self, epoch: int) -> DataFrame:
         cut = self.log.get_cut(epoch)
@@ -183,6 +170,10 @@ class StepRunner(Runner):
                 state_rows = rows if new_state is out else new_state.count()
                 pending.append(self._write_state(new_state, epoch, state_rows))
         if isinstance(regime, Output):
+            if any(c.lower() == "epoch" for c in out.columns):
+                raise PipelineError(
+                    f"output step {self.name!r}: its rows have a column named 'epoch', the output's partition column "
+                    f"(output/{self.name}/epoch=E/); rename it, e.g. .withColumnRenamed('epoch', 'epoch_')")
             loc = f"output/{self.name}/epoch={epoch}"
             pending.append(storage.write_frame(out, self.name, "output", epoch, rows, location=loc))
         ctx.injector.at(self.name, epoch, "mid")
@@ -213,7 +204,7 @@ class StepRunner(Runner):
 
     def _read_state(self, m: Manifest) -> DataFrame:
         """A checkpoint's state; keyed state redistributed by key group into the step's partitions."""
-        frame = self.storage.read_frame(self.ctx.spark, m)
+        frame = self.storage.read_frame(self.ctx.spark, m, verify=False)  # checked by the recovery's plan
         layout = m.extra.get("keyed")
         self.rescaled = None
         if layout is None:
@@ -233,10 +224,6 @@ class StepRunner(Runner):
         self.ctx.frames.release(self.state)
         self.state = None
 
-    def verify(self, frontier: int) -> None:
-        if self.regime.takes_state and frontier >= 0:
-            self.storage.verify(self.storage.get(self.name, "checkpoint", frontier))
-
     def reset(self, frontier: int) -> None:
         storage = self.storage
         if self.regime.takes_state:
@@ -251,25 +238,21 @@ class StepRunner(Runner):
         if self.regime.stateless and frontier >= 0 and frontier not in storage.epochs(self.name, "complete"):
             storage.put(Manifest(self.name, "complete", frontier))
 
-    def check_replay(self, epoch: int) -> None:
-        if not self.regime.logs:
-            super().check_replay(epoch)
-        self.storage.verify(self.storage.get(self.name, "log", epoch))
-
     def replay(self, epoch: int) -> DataFrame:
         if not self.regime.logs:
             return super().replay(epoch)
         m = self.storage.get(self.name, "log", epoch)
-        return self.ctx.frames.known_rows(self.storage.read_frame(self.ctx.spark, m), m.rows)
+        return self.ctx.frames.known_rows(self.storage.read_frame(self.ctx.spark, m, verify=False), m.rows)
 
     def collect(self, lw: int, lw_consumers: int) -> None:
         storage = self.storage
         kind = self._frontier_kind
-        if kind == "complete":
-            latest = max(storage.epochs(self.name, kind), default=-1)
-            storage.remove_where(self.name, kind, lambda e: e >= latest)
+        if kind == "complete":  # the newest ``retain`` markers: losing one falls back to the next
+            kept = storage.epochs(self.name, kind)[-self.ctx.retain:]
+            storage.remove_where(self.name, kind, lambda e: e >= kept[0] if kept else True)
         elif lw >= 0:
-            storage.remove_where(self.name, kind, lambda e: e >= lw)
+            if kind != "output":  # an output's manifests stay: they prove its acknowledged epochs
+                storage.remove_where(self.name, kind, lambda e: e >= lw)
             self.ctx.prune(self.name, lw)
         if self.regime.logs and lw_consumers >= 0:
             storage.remove_where(self.name, "log", lambda e: e > lw_consumers)
@@ -279,7 +262,7 @@ class DatabaseRunner(StepRunner):
     """An eager step whose state is an SQLite database (see :class:`~falkirk.spark.pipeline.declare.regimes.Eager`)."""
 
     kind = "database"
-    COMMITS = "falkirk_epochs"
+    COMMITS = DATABASE_COMMITS
 
     def __init__(self, ctx: RunContext, step: Step) -> None:
         super().__init__(ctx, step)
@@ -340,16 +323,6 @@ class DatabaseRunner(StepRunner):
         if self.db is not None:
             self.db.close()  # an open transaction is rolled back
             self.db = None
-
-    def verify(self, frontier: int) -> None:
-        if frontier < 0:
-            return
-        self.storage.get(self.name, "checkpoint", frontier)
-        row = self.connect().execute(
-            f"SELECT 1 FROM {self.COMMITS} WHERE step = ? AND epoch = ?", (self.name, frontier)
-        ).fetchone()
-        if row is None:
-            raise CorruptDataError(self.name, "checkpoint", frontier, f"epoch {frontier} is not committed in {self.path}")
 
     def reset(self, frontier: int) -> None:
         db = self.connect()

@@ -26,8 +26,12 @@ itself survives a failed task), no UI, two shuffle partitions.
 
 from __future__ import annotations
 
+import logging
+import os
+import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -35,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOCAL_DEFAULTS", "SMALL_DATA", "local_session", "sql_conf", "job_group", "failed_tasks", "detach", "executors",
-    "is_connect", "check_usable",
+    "is_connect", "check_usable", "console_to",
 ]
 
 
@@ -104,7 +108,8 @@ SMALL_DATA = {
 
 
 def local_session(
-    master: str = "local[2,3]", app_name: str = "falkirk", conf: Mapping[str, str] | None = None
+    master: str = "local[2,3]", app_name: str = "falkirk", conf: Mapping[str, str] | None = None, *,
+    console: bool = False, console_log: str | os.PathLike[str] | None = None,
 ) -> SparkSession:
     """A local ``SparkSession`` with :data:`LOCAL_DEFAULTS` (``getOrCreate``: reuses a running one).
 
@@ -112,11 +117,16 @@ def local_session(
     unless already set), so UDFs see the same packages as the driver.
 
     ``conf`` adds or overrides settings (``{"spark.sql.shuffle.partitions": "4"}``).
-    The log level is set to ``ERROR`` so that progress lines stay readable.
+    The log level is set to ``ERROR``. Spark's own console output — the
+    log4j banner, start-up warnings and the Java stack traces of failed
+    tasks, which falkirk recovers from — goes to a log file when this call
+    starts the JVM (``console_log``, default ``<tmp>/falkirk-spark-<pid>.log``;
+    its path is logged to the ``falkirk.spark`` logger); ``console=True``
+    lets it through to the terminal.
     """
-    import os
     import sys
 
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     if master.startswith("local"):  # Python workers run on this machine: use this interpreter (PySpark's default is python3)
@@ -126,9 +136,43 @@ def local_session(
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    starts_jvm = SparkContext._gateway is None
+    log_to = None
+    if starts_jvm and not console:
+        log_to = Path(console_log) if console_log is not None else Path(tempfile.gettempdir()) / f"falkirk-spark-{os.getpid()}.log"
+    with console_to(log_to):
+        spark = builder.getOrCreate()
+    if log_to is not None:
+        logging.getLogger("falkirk.spark").info("Spark's console output (log4j) goes to %s", log_to)
     quiet(spark)
     return spark
+
+
+@contextmanager
+def console_to(path: Path | None) -> Iterator[None]:
+    """Start a JVM inside the block with its standard error going to ``path`` (``None``: the terminal).
+
+    PySpark starts the driver's JVM as a child process that inherits file
+    descriptor 2; pointing it at a file while the session is built sends
+    Spark's log4j banner, startup warnings and console progress there for
+    the JVM's whole life, and leaves Python's own standard error alone.
+    """
+    if path is None:
+        yield
+        return
+    import sys
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
 
 
 def quiet(spark: SparkSession) -> None:

@@ -234,11 +234,17 @@ class InputLog:
         """The recorded cut of ``epoch``, or ``None``."""
         try:
             doc = json.loads(self.fs.read_bytes(self._cut_path(epoch)))
+            start = {int(k): int(v) for k, v in doc["start"].items()}
+            end = {int(k): int(v) for k, v in doc["end"].items()}
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as exc:
-            raise CorruptDataError(self.name, "input cut", epoch, str(exc)) from None
-        return Cut(epoch, {int(k): v for k, v in doc["start"].items()}, {int(k): v for k, v in doc["end"].items()})
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CorruptDataError(self.name, "input", epoch, f"is unreadable ({type(exc).__name__}: {exc})",
+                                   path=self._cut_path(epoch)) from None
+        if sorted(start) != list(range(self.partitions)) or sorted(end) != list(range(self.partitions)):
+            raise CorruptDataError(self.name, "input", epoch, f"does not describe the input's {self.partitions} "
+                                   "partition(s)", path=self._cut_path(epoch))
+        return Cut(epoch, start, end)
 
     def last_cut(self) -> Cut | None:
         """The most recent cut, or ``None``."""
@@ -256,8 +262,11 @@ class InputLog:
             return existing
         prev = self.get_cut(epoch - 1) if epoch > 0 else None
         if epoch > 0 and prev is None:
-            raise CorruptDataError(self.name, "input cut", epoch - 1, "missing: epochs must be cut in order")
+            raise CorruptDataError(self.name, "input", epoch - 1, "is missing (epochs are cut in order)",
+                                   path=self._cut_path(epoch - 1))
         start = prev.end if prev else {k: 0 for k in range(self.partitions)}
+        if epoch == 0 and not self.fs.exists(f"{self.dir}/acknowledged.json"):
+            self.fs.replace(f"{self.dir}/acknowledged.json", json.dumps({"epoch": -1}).encode())
         end = self.end_offsets()
         c = Cut(epoch, dict(start), {k: max(end[k], start[k]) for k in range(self.partitions)})
         doc = json.dumps({"epoch": epoch, "start": c.start, "end": c.end}, sort_keys=True).encode()
@@ -286,9 +295,33 @@ class InputLog:
             if covered < hi:
                 raise CorruptDataError(
                     self.name, "input", cut.epoch,
-                    f"partition {k} offsets {covered}..{hi - 1} are missing from the log (deleted or truncated segment)",
-                )
+                    f"is missing offsets {covered}..{hi - 1} of epoch {cut.epoch} (a deleted or truncated segment)",
+                    path=f"{self.dir}/part-{k}/")
         return out
+
+    def check(self, epoch: int) -> None:
+        """Whether epoch ``epoch`` can be read again: its cut and every record of it are in the log.
+
+        ``CorruptDataError`` otherwise, whose ``path`` names the missing cut
+        (saying whether garbage collection collected it) or the partition
+        whose records are missing.
+        """
+        try:
+            cut = self.get_cut(epoch)
+        except CorruptDataError as err:
+            raise CorruptDataError(self.name, "input", epoch, f"is unreadable ({err.detail})",
+                                   path=self._cut_path(epoch)) from None
+        acked = self.acknowledged()
+        collected = f"was collected by garbage collection (epochs up to {acked} are acknowledged)"
+        if cut is None:
+            raise CorruptDataError(self.name, "input", epoch, collected if epoch < acked else "is missing",
+                                   path=self._cut_path(epoch))
+        try:
+            self.files(cut)
+        except CorruptDataError as err:
+            if epoch <= acked:
+                raise CorruptDataError(self.name, "input", epoch, collected, path=err.path) from None
+            raise
 
     def read(self, spark: SparkSession, epoch: int) -> DataFrame:
         """The records of ``epoch`` (its recorded cut) as a DataFrame with ``_partition`` and ``_offset``."""
@@ -296,7 +329,7 @@ class InputLog:
 
         c = self.get_cut(epoch)
         if c is None:
-            raise CorruptDataError(self.name, "input cut", epoch, "missing")
+            raise CorruptDataError(self.name, "input", epoch, "is missing", path=self._cut_path(epoch))
         schema = f"{self.schema}, _partition INT, _offset BIGINT"
         files = self.files(c)
         if not files:
@@ -312,11 +345,33 @@ class InputLog:
         return df.where(cond)
 
     # -- acknowledgement -------------------------------------------------------------------
+    def acknowledged(self) -> int:
+        """The last epoch acknowledged (its records may be deleted); ``-1``: none.
+
+        Recorded in ``acknowledged.json`` (written with the first cut, then by
+        :meth:`acknowledge`). A log written before that record existed says
+        nothing; its oldest cut is then taken as acknowledged, as garbage
+        collection keeps exactly the cut of the epoch it acknowledged.
+        """
+        try:
+            return int(json.loads(self.fs.read_bytes(f"{self.dir}/acknowledged.json"))["epoch"])
+        except FileNotFoundError:
+            return min(self.cut_epochs(), default=-1)
+        except (ValueError, KeyError, TypeError):
+            return -1
+
     def acknowledge(self, epoch: int) -> int:
-        """Delete segments wholly inside epochs ``≤ epoch`` and cuts before ``epoch``; bytes freed."""
+        """Delete segments wholly inside epochs ``≤ epoch`` and cuts before ``epoch``; bytes freed.
+
+        The acknowledged epoch is recorded first (``acknowledged.json``), so
+        a later reader can tell records garbage collection removed from
+        records lost otherwise.
+        """
         c = self.get_cut(epoch)
         if c is None:
             return 0
+        if epoch > self.acknowledged():
+            self.fs.replace(f"{self.dir}/acknowledged.json", json.dumps({"epoch": epoch}).encode())
         freed = 0
         for k in range(self.partitions):
             segs = self.segments(k)

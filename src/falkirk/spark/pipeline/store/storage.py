@@ -34,7 +34,7 @@ Layout::
 >>> s.get("cc", "checkpoint", 4)
 Traceback (most recent call last):
 ...
-falkirk.spark.errors.CorruptDataError: step cc: checkpoint at epoch 4 is unusable: no manifest
+falkirk.spark.errors.CorruptDataError: manifests/cc/checkpoint/00000004.json is missing (step cc: checkpoint at epoch 4 is unusable)
 >>> s.put(Manifest("cc", "checkpoint", 6, rows=3, location="data/cc/checkpoint/6"))
 Traceback (most recent call last):
 ...
@@ -43,9 +43,11 @@ falkirk.spark.errors.StorageError: step cc: refusing to publish checkpoint at ep
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
+import sqlite3
 import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -59,7 +61,8 @@ from falkirk.spark.pipeline.store.rootfs import Root
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["KINDS", "FileEntry", "Manifest", "Storage", "as_root", "database_path"]
+__all__ = ["KINDS", "FileEntry", "Manifest", "Storage", "as_root", "database_path", "committed_epochs",
+           "DATABASE_COMMITS"]
 
 #: What a manifest can describe.
 KINDS = ("checkpoint", "log", "complete", "output")
@@ -197,15 +200,14 @@ class Storage:
     def get(self, step: str, kind: str, epoch: int) -> Manifest:
         """The manifest of ``step``'s ``kind`` at ``epoch`` (``CorruptDataError`` if absent or unreadable)."""
         rel = self._manifest_rel(step, kind, epoch)
-        where = self.fs.describe(rel)
         try:
             m = Manifest.from_json(json.loads(self.fs.read_bytes(rel)))
         except FileNotFoundError:
-            raise CorruptDataError(step, kind, epoch, "no manifest") from None
+            raise CorruptDataError(step, kind, epoch, "is missing", path=rel) from None
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise CorruptDataError(step, kind, epoch, f"manifest {where} is unreadable ({exc})") from None
+            raise CorruptDataError(step, kind, epoch, f"is unreadable ({type(exc).__name__}: {exc})", path=rel) from None
         if (m.step, m.kind, m.epoch) != (step, kind, epoch):
-            raise CorruptDataError(step, kind, epoch, f"manifest {where} describes {m.step}/{m.kind}/{m.epoch}")
+            raise CorruptDataError(step, kind, epoch, f"describes {m.step}/{m.kind}/{m.epoch}", path=rel)
         return m
 
     def remove(self, step: str, kind: str, epoch: int) -> None:
@@ -222,7 +224,7 @@ class Storage:
     def remove_where(self, step: str, kind: str, keep: Any) -> list[int]:
         """Remove every ``kind`` manifest of ``step`` whose epoch fails ``keep(epoch)``; the removed epochs."""
         gone = [e for e in self.epochs(step, kind) if not keep(e)]
-        for e in gone:
+        for e in reversed(gone):  # newest first: a removal cut short leaves the older items, as a rollback would
             self.remove(step, kind, e)
         return gone
 
@@ -263,6 +265,10 @@ class Storage:
             out.append(FileEntry(name, size, checksum))
         return out
 
+    def check_sizes(self, m: Manifest) -> None:
+        """Check that every file ``m`` lists exists with its size (no data read); ``CorruptDataError`` if not."""
+        self._check_visible(m, problem=CorruptDataError)
+
     def _check_visible(self, m: Manifest, *, problem: type[Exception]) -> None:
         for f in m.files:
             rel = posixpath.join(m.location or "", f.name)
@@ -272,10 +278,10 @@ class Storage:
                 size = -1
             if size != f.size:
                 what = "is missing" if size < 0 else f"has {size} bytes, expected {f.size}"
-                text = f"data file {self.fs.describe(rel)} {what}"
                 if problem is StorageError:
-                    raise StorageError(f"step {m.step}: refusing to publish {m.kind} at epoch {m.epoch}: {text}")
-                raise CorruptDataError(m.step, m.kind, m.epoch, text)
+                    raise StorageError(f"step {m.step}: refusing to publish {m.kind} at epoch {m.epoch}: "
+                                       f"data file {self.fs.describe(rel)} {what}")
+                raise CorruptDataError(m.step, m.kind, m.epoch, what, path=rel)
 
     def verify(self, m: Manifest) -> None:
         """Check that every file ``m`` lists exists with its size (and checksum); ``CorruptDataError`` if not."""
@@ -289,7 +295,7 @@ class Storage:
             want = f.sha256 if ":" in f.sha256 else f"sha256:{f.sha256}"
             if self.fs.checksum(rel) != want:
                 kind = want.split(":", 1)[0].replace("sha256", "SHA-256")
-                raise CorruptDataError(m.step, m.kind, m.epoch, f"data file {self.fs.describe(rel)} fails its {kind} check")
+                raise CorruptDataError(m.step, m.kind, m.epoch, f"fails its {kind} check", path=rel)
 
     def read_frame(self, spark: SparkSession, m: Manifest, *, verify: bool = True) -> DataFrame:
         """The DataFrame ``m`` describes, read from exactly its listed files (verified first)."""
@@ -298,11 +304,13 @@ class Storage:
         if verify:
             self.verify(m)
         if m.schema is None:
-            raise CorruptDataError(m.step, m.kind, m.epoch, "the manifest has no schema")
+            raise CorruptDataError(m.step, m.kind, m.epoch, "has no schema",
+                                   path=self._manifest_rel(m.step, m.kind, m.epoch))
         schema = StructType.fromJson(json.loads(m.schema))
         if not m.files:
             if m.rows > 0:
-                raise CorruptDataError(m.step, m.kind, m.epoch, f"the manifest claims {m.rows} rows but lists no data file")
+                raise CorruptDataError(m.step, m.kind, m.epoch, f"claims {m.rows} rows but lists no data file",
+                                       path=self._manifest_rel(m.step, m.kind, m.epoch))
             return spark.createDataFrame([], schema)
         base = self.fs.spark_uri(m.location or "")
         reader = spark.read.schema(schema)
@@ -359,3 +367,28 @@ def database_path(root: Root, step: str, db: str) -> Path:
             "external system, like the outputs)"
         )
     return local
+
+
+#: The table in an Eager step's SQLite database recording the epochs it committed (step, epoch, rows).
+DATABASE_COMMITS = "falkirk_epochs"
+
+
+def committed_epochs(path: Path, step: str) -> set[int]:
+    """The epochs ``step`` committed in its SQLite database at ``path``, read without writing anything.
+
+    ``CorruptDataError`` naming the file when it is missing or unreadable.
+    A database closed cleanly is opened immutable (nothing is created
+    beside it); one a crashed driver left with a write-ahead log is opened
+    read-only, which lets SQLite rebuild its ``-shm`` index but changes no
+    data.
+    """
+    if not path.exists():
+        raise CorruptDataError(step, "checkpoint", -1, "is missing (the step's database)", path=str(path))
+    wal = Path(f"{path}-wal")
+    mode = "ro" if wal.exists() and wal.stat().st_size > 0 else "ro&immutable=1"
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode={mode}", uri=True)) as db:
+            rows = db.execute(f"SELECT epoch FROM {DATABASE_COMMITS} WHERE step = ?", (step,)).fetchall()
+    except sqlite3.Error as exc:
+        raise CorruptDataError(step, "checkpoint", -1, f"is unreadable ({exc})", path=str(path)) from None
+    return {int(r[0]) for r in rows}

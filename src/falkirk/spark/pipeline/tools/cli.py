@@ -15,11 +15,11 @@ import argparse
 import json
 from typing import Any
 
-__all__ = ["register", "run_plan"]
+__all__ = ["register", "run_plan", "run_verify"]
 
 
 def register(subparsers: Any) -> None:
-    """Add the ``pipeline`` command (``plan``)."""
+    """Add the ``pipeline`` command (``plan``, ``verify``)."""
     parser = subparsers.add_parser(
         "pipeline",
         help="what-if rollback plans of a falkirk.spark pipeline's root",
@@ -36,6 +36,13 @@ def register(subparsers: Any) -> None:
     plan.add_argument("--draw", metavar="PNG", help="also draw the plan to this file (falkirk[draw])")
     plan.add_argument("--json", action="store_true", help="print the falkirk-plan/1 document instead")
     plan.set_defaults(run=run_plan)
+    verify = actions.add_parser(
+        "verify", help="check every file under ROOT against its manifest",
+        description="Check every checkpoint, log, complete marker and output under ROOT against its manifest "
+        "(files, sizes, checksums), the Eager databases' committed epochs and the input log; nothing is changed. "
+        "Exit status 1 when something is damaged.")
+    verify.add_argument("root", metavar="ROOT", help="the pipeline's root (a path or URI)")
+    verify.set_defaults(run=run_verify)
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -52,3 +59,18 @@ def run_plan(args: argparse.Namespace) -> int:
         what.draw(args.draw)
         print(f"plan picture: {args.draw}")
     return 0
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    """Print the problems found under the root (exit status 1 if any)."""
+    from falkirk.spark.pipeline.api import Pipeline
+    from falkirk.spark.pipeline.plan.feasible import verify_root
+    from falkirk.spark.pipeline.store.storage import Storage
+
+    pipe = Pipeline.from_root(args.root)
+    checked, problems = verify_root(pipe, Storage(pipe.location, fsync=False))
+    for p in problems:
+        print(f"damaged: {p}")
+    print(f"{'ok' if not problems else 'NOT OK'}: {checked} item(s) checked under {pipe.location.uri}, "
+          f"{len(problems)} damaged")
+    return 1 if problems else 0

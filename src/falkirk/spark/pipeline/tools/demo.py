@@ -33,13 +33,12 @@ or run it through ``spark-submit`` (the master and settings then come from
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,34 +95,6 @@ def _say(quiet: bool) -> Any:
     return say
 
 
-@contextlib.contextmanager
-def _spark_console_to(path: Path | None) -> Iterator[None]:
-    """Start a JVM inside the block with its standard error going to ``path`` (``None``: the terminal).
-
-    PySpark starts the driver's JVM as a child process that inherits file
-    descriptor 2; pointing it at a file while the session is built sends
-    Spark's log4j banner, startup warnings and console progress there for
-    the JVM's whole life, and leaves Python's own standard error alone.
-    """
-    if path is None:
-        yield
-        return
-    import os
-    import sys
-
-    sys.stderr.flush()
-    saved = os.dup(2)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.dup2(fd, 2)
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(fd)
-
-
 def _session(master: str | None, remote: str | None = None, spark_log: Path | None = None) -> Any:
     """The demo's SparkSession: ``local[2,3]``, the given master, a Connect server, or spark-submit's session.
 
@@ -144,8 +115,7 @@ def _session(master: str | None, remote: str | None = None, spark_log: Path | No
         spark = builder.getOrCreate()
         quiet(spark)
         return spark
-    with _spark_console_to(spark_log):
-        return local_session(master or "local[2,3]", "falkirk-demo")
+    return local_session(master or "local[2,3]", "falkirk-demo", console=spark_log is None, console_log=spark_log)
 
 
 def _join(root: str, name: str) -> str:

@@ -92,7 +92,9 @@ def format_recovery(journal: Journal, rec: Recovery, *, inputs: set[str], statef
     plan = rec.plan
     out = [f"recovery {rec.index}: {rec.cause}"]
     took = "not finished" if rec.seconds is None else f"{rec.seconds:.2f} s"
-    out.append(f"  failed: {', '.join(rec.failed)}; planned by {rec.planner} in {rec.plan_seconds * 1000:.1f} ms; "
+    who = (f"resumed: all {len(rec.failed)} steps (a new driver holds nothing in memory)" if rec.restart
+           else f"failed: {', '.join(rec.failed)}")
+    out.append(f"  {who}; planned by {rec.planner} in {rec.plan_seconds * 1000:.1f} ms; "
                f"recovery wall time (until every step was back where it had been): {took}")
     for p in rec.problems:
         out.append(f"  unusable data found and skipped: {p}")

@@ -12,6 +12,7 @@ rows are compared as multisets, so a duplicated or missing row shows up
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from collections import Counter
@@ -76,7 +77,7 @@ def table_rows(path: Path, table: str) -> Counter[tuple[Any, ...]]:
     """The rows of ``table`` in the SQLite database at ``path``, as a multiset (empty if absent)."""
     if not path.exists():
         return Counter()
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db:
         if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone() is None:
             return Counter()
         return Counter(db.execute(f'SELECT * FROM "{table}"').fetchall())
