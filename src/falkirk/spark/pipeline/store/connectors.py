@@ -12,22 +12,27 @@ under the stores' dialects.
   and the loaded connectors' own exception roots).
 * :func:`refusal`: how a conditional create said "that name is taken" —
   every server says it its own way.
+* :func:`storage_option`: one ``KEY=VALUE`` of a command line (the value
+  parsed as JSON when it is JSON, else a string).
 
 >>> refusal(FileExistsError("x")), refusal(OSError(22, "At least one of the pre-conditions you specified did not hold"))
 ('exists', 'exists')
 >>> refusal(ConnectionRefusedError(111, "Connection refused")) is None
 True
+>>> storage_option("endpoint_url=http://127.0.0.1:8333"), storage_option('client_kwargs={"region_name": "eu-west-1"}')
+(('endpoint_url', 'http://127.0.0.1:8333'), ('client_kwargs', {'region_name': 'eu-west-1'}))
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import sys
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["CONDITIONAL_CREATE", "connector_options", "refusal", "store_errors"]
+__all__ = ["CONDITIONAL_CREATE", "connector_options", "refusal", "storage_option", "store_errors"]
 
 #: Object stores: their conditional create, as the store calls it (what :meth:`Root.publish` relies on).
 CONDITIONAL_CREATE = {"s3": "If-None-Match: *", "gcs": "ifGenerationMatch=0", "abfs": "If-None-Match: *"}
@@ -90,3 +95,13 @@ def refusal(exc: BaseException) -> str | None:
         seen = seen.__cause__ or seen.__context__
     return None
 
+
+def storage_option(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` as ``(key, value)``; the value is JSON (``false``, ``3``, ``{...}``) or else the plain string."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"storage option {text!r} is not KEY=VALUE")
+    try:
+        return key.strip(), json.loads(value)
+    except ValueError:
+        return key.strip(), value

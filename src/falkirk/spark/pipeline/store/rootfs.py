@@ -93,7 +93,12 @@ from typing import Any
 
 from falkirk.errors import FalkirkError
 from falkirk.spark.errors import AlreadyPublishedError, StorageError
-from falkirk.spark.pipeline.store.connectors import CONDITIONAL_CREATE, connector_options, refusal, store_errors
+from falkirk.spark.pipeline.store.connectors import (
+    CONDITIONAL_CREATE,
+    connector_options,
+    refusal,
+    store_errors,
+)
 
 __all__ = ["Root", "SCHEMES", "DEFAULT_TIMEOUT", "metadata_cache"]
 
