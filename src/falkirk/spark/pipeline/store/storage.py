@@ -339,7 +339,12 @@ class Storage:
         return refs
 
     def sweep_orphans(self, steps: Iterable[str] | None = None) -> int:
-        """Delete data directories no manifest names (left by a crash or replaced); the count removed."""
+        """Delete data directories no manifest names (left by a crash or replaced); how many held files.
+
+        Empty ones are deleted without being counted: on an object store a
+        directory is only a name prefix, which some servers keep listing for
+        a moment after its last object went.
+        """
         refs = self.referenced()
         removed = 0
         names = list(steps) if steps is not None else self.fs.listdir("data")
@@ -347,9 +352,12 @@ class Storage:
             for kind in self.fs.listdir(f"data/{step}"):
                 for item in self.fs.listdir(f"data/{step}/{kind}"):
                     rel = f"data/{step}/{kind}/{item}"
-                    if rel not in refs and self.fs.isdir(rel):
+                    if rel in refs:
+                        continue
+                    held = next(iter(self.fs.walk_files(rel)), None) is not None
+                    if held or self.fs.isdir(rel):
                         self.fs.delete(rel, recursive=True)
-                        removed += 1
+                        removed += held
         return removed
 
     def size(self) -> int:
