@@ -198,3 +198,44 @@ def test_local_filesystem_without_hard_links_is_refused(tmp_path: Path, monkeypa
     with pytest.raises(StorageError, match="refuses hard links"):
         r.publish("m/a.json", b"1")
     assert list(tmp_path.rglob("*.json")) == [] and list(tmp_path.rglob("*.tmp")) == []
+
+
+def _fresh_driver(place: Place, cache: Path) -> dict[str, Any]:
+    script = Path(__file__).with_name("fresh_driver.py")
+    out = subprocess.run([sys.executable, str(script), place.uri, json.dumps(place.options or {})],
+                         capture_output=True, text=True, timeout=600, env={**os.environ, "FALKIRK_CACHE": str(cache)},
+                         check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    answer: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return answer
+
+
+def test_metadata_cache_is_rebuilt_in_a_fresh_process(place: Place, tmp_path: Path) -> None:
+    """A driver process that has nothing but the root rebuilds the monitor's database from the manifests, and a
+    later one rebuilds it again with what other processes published since (a stale cache is never trusted)."""
+    from fresh_driver import build
+
+    from falkirk.spark import Manifest
+
+    pipe = build(place.uri, place.options)
+    pipe.check_root()
+    log, storage = pipe.inputs["events"].log, place.storage()
+
+    def publish(epochs: range, checkpoints: list[int]) -> None:
+        for e in epochs:
+            log.append([{"user": e, "v": e}], batch=f"e{e}")
+            log.cut(e)
+            storage.put(Manifest("sink", "output", e))
+        for e in checkpoints:
+            storage.put(Manifest("cc", "checkpoint", e))
+
+    publish(range(4), [1, 3])
+    first = _fresh_driver(place, tmp_path / "cache")
+    assert first["available"] == {"events": [3], "cc": [1, 3], "sink": [0, 1, 2, 3]}
+    assert first["held"]["cc"][-2:] == ["1", "3"] and first["held"]["sink"][-1] == "3"
+    assert Path(first["cache"]).exists() and (place.kind == "local") == Path(first["cache"]).is_relative_to(place.uri)
+    publish(range(4, 6), [5])  # another process goes on
+    second = _fresh_driver(place, tmp_path / "cache")
+    assert second["cache"] == first["cache"]
+    assert second["available"] == {"events": [5], "cc": [1, 3, 5], "sink": [0, 1, 2, 3, 4, 5]}
+    assert second["held"]["cc"][-3:] == ["1", "3", "5"] and second["held"]["sink"][-1] == "5"
