@@ -239,3 +239,19 @@ def test_metadata_cache_is_rebuilt_in_a_fresh_process(place: Place, tmp_path: Pa
     assert second["cache"] == first["cache"]
     assert second["available"] == {"events": [5], "cc": [1, 3, 5], "sink": [0, 1, 2, 3, 4, 5]}
     assert second["held"]["cc"][-3:] == ["1", "3", "5"] and second["held"]["sink"][-1] == "5"
+
+
+def test_the_s3_example_of_the_storage_docs_runs(s3_server: SeaweedS3, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/storage.md's S3 example (skipped by tests/test_docs.py) runs against the server, credentials and
+    endpoint from the environment as the docs say."""
+    import re
+
+    text = (Path(__file__).resolve().parents[4] / "docs" / "storage.md").read_text()
+    blocks = re.findall(r"test_rootfs\.py[^\n]*-->\n```python\n(.*?)^```", text, re.M | re.S)
+    assert len(blocks) == 1
+    for name, value in {"AWS_ENDPOINT_URL_S3": s3_server.endpoint, "AWS_ACCESS_KEY_ID": s3_server.KEY,
+                        "AWS_SECRET_ACCESS_KEY": s3_server.SECRET}.items():
+        monkeypatch.setenv(name, value)
+    exec(compile(blocks[0], "docs/storage.md", "exec"), {"__name__": "docs:storage.md"})
+    assert re.fullmatch(r"\['000000000000@b0\.jsonl'\]\n", capsys.readouterr().out)

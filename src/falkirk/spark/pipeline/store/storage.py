@@ -16,7 +16,7 @@ or altered file (:class:`~falkirk.spark.errors.CorruptDataError`), so the
 item is treated as unavailable instead of silently yielding wrong data.
 
 All I/O goes through :class:`~falkirk.spark.pipeline.store.rootfs.Root`, so the
-root may be a path or a URI (``file://``, ``hdfs://``, ``s3a://``…).
+root may be a path or a URI (``file://``, ``s3a://``, ``gs://``, ``abfss://``…).
 
 Layout::
 

@@ -13,9 +13,9 @@ a run (a restarted driver), so ``--fail cc@5:kill`` followed by a second
 invocation without it demonstrates recovery after ``SIGKILL``.
 
 On a cluster, give the master and a root every node reaches (a path on a
-shared mount, or a URI: ``hdfs://``, ``s3a://``, ``abfss://``, ``gs://``)::
+shared mount, or a URI: ``s3a://``, ``abfss://``, ``gs://``)::
 
-    python -m falkirk.spark.demo --master spark://HOST:7077 --root hdfs://namenode:8020/falkirk/demo
+    python -m falkirk.spark.demo --master spark://HOST:7077 --root /mnt/shared/falkirk/demo
 
 An object-store root takes its endpoint and credentials from the
 environment or from ``--storage-option KEY=VALUE`` (repeatable; the
@@ -28,7 +28,7 @@ or run it through ``spark-submit`` (the master and settings then come from
 ``spark-submit``; ``--master`` is not needed)::
 
     spark-submit --master spark://HOST:7077 $(python -c "import falkirk.spark.demo as d; print(d.__file__)") \
-        --root hdfs://namenode:8020/falkirk/demo
+        --root s3a://bucket/falkirk/demo
 
 >>> args = parser().parse_args(["--fail", "cc@3:before", "--epochs", "5"])
 >>> [str(f) for f in args.fail], args.epochs
@@ -76,7 +76,7 @@ def parser() -> argparse.ArgumentParser:
                    help="inject a failure (repeatable); WHERE: before, mid (default), task, job, kill, "
                    "kill-mid, executor, after. Default: cc@7:mid. Use --fail none for a failure-free run")
     p.add_argument("--epochs", type=int, default=10, help="epochs to run (default 10)")
-    p.add_argument("--root", help="directory or URI (file://, hdfs://, s3a://, abfss://, gs://) for the run "
+    p.add_argument("--root", help="directory or URI (file://, s3a://, abfss://, gs://) for the run "
                    "(default: a new temporary directory); on a cluster, storage every node reaches")
     add_storage_options(p)
     p.add_argument("--master", help="Spark master URL (default local[2,3]; under spark-submit, spark-submit's)")
