@@ -13,9 +13,7 @@ gRPC Unix sockets it left in ``/tmp`` (named after its ports).
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import sysconfig
@@ -23,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from spark_support import stop_group
 
 BUCKET = "falkirk-tests"
 READY = "Start Seaweed S3 API Server"
@@ -154,14 +154,7 @@ class SeaweedS3:
     def stop(self) -> None:
         """Kill the server's process group (SIGTERM, then SIGKILL after 2 s), remove its data and sockets."""
         if self.proc is not None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=2)
-            except ProcessLookupError:
-                pass
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
+            stop_group(self.proc, grace=2)
         for port in self.ports.values():  # gRPC's Unix sockets: /tmp/seaweedfs-<role>[-grpc]-<port>.sock
             for sock in Path("/tmp").glob(f"seaweedfs-*-{port}.sock"):
                 sock.unlink(missing_ok=True)

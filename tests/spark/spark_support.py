@@ -96,3 +96,17 @@ def run_driver(
             proc.wait()
     results = json.loads(result_path.read_text()) if result_path.exists() else {}
     return DriverRun(proc.returncode, "".join(lines), results, time.perf_counter() - t0)
+
+
+def stop_group(proc: subprocess.Popen[Any], grace: float) -> None:
+    """Stop the process group a test started with ``start_new_session=True``: SIGTERM, SIGKILL after ``grace`` s."""
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=grace)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
