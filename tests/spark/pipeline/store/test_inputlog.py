@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from places import Place
 
-from falkirk.spark import CorruptDataError, InputLog
+from falkirk.spark import CorruptDataError, InputLog, StorageError
 
 
 def _log(where: Path | Place, partitions: int = 2) -> InputLog:
@@ -106,6 +106,21 @@ def test_a_second_driver_sees_the_first_ones_appends_and_cuts(place: Place) -> N
     b.append([{"user": 9, "v": 9}], batch="y")
     assert a.cut(1).records == 1 and b.cut_epochs() == [0, 1]
     assert a.files(a.get_cut(1)) == b.files(b.get_cut(1))
+
+
+def test_a_store_that_does_not_answer_is_not_a_corrupt_cut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A storage failure while reading a cut is that StorageError, never a CorruptDataError (which would make
+    recovery treat the epoch as lost)."""
+    log = _log(tmp_path)
+    log.cut(0)
+
+    def unreachable(rel: str) -> bytes:
+        raise StorageError(f"root {log.fs.uri}: read {rel} failed: EndpointConnectionError: no route")
+
+    monkeypatch.setattr(log.fs, "read_bytes", unreachable)
+    with pytest.raises(StorageError, match="EndpointConnectionError") as err:
+        log.get_cut(0)
+    assert not isinstance(err.value, CorruptDataError)
 
 
 @pytest.mark.spark

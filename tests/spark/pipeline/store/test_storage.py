@@ -161,6 +161,25 @@ def test_rewritten_output_epoch_is_described_afresh(place: Place) -> None:
     s.verify(s.get("o", "output", 3))
 
 
+def test_a_store_that_does_not_answer_is_not_a_corrupt_item(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A storage failure reading manifests is that StorageError: not a corrupt item (recovery would roll back
+    past it), and sweeping stops instead of deleting data whose manifest it could not read."""
+    s = Storage(tmp_path, fsync=False)
+    kept = _fake_item(s, "cc", 1, b"a")
+    s.put(kept)
+
+    def unreachable(rel: str) -> bytes:
+        raise StorageError(f"root {s.root}: read {rel} failed: ConnectTimeoutError: no answer")
+
+    monkeypatch.setattr(s.fs, "read_bytes", unreachable)
+    with pytest.raises(StorageError, match="ConnectTimeoutError") as err:
+        s.get("cc", "checkpoint", 1)
+    assert not isinstance(err.value, CorruptDataError)
+    with pytest.raises(StorageError, match="ConnectTimeoutError"):
+        s.sweep_orphans()
+    assert [n for n, _ in s.fs.walk_files(kept.location or "")] == ["part-0.parquet"]
+
+
 def test_unreadable_manifest_is_corrupt(storage: Storage) -> None:
     """A manifest that is not valid JSON counts as a corrupt item, not a crash."""
     s = storage

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
-from falkirk.spark.errors import CorruptDataError, PipelineError, RecordError
+from falkirk.spark.errors import CorruptDataError, PipelineError, RecordError, StorageError
 from falkirk.spark.pipeline.store.records import RecordSchema, parse_schema
 from falkirk.spark.pipeline.store.rootfs import Root
 from falkirk.spark.pipeline.store.storage import as_root
@@ -236,6 +236,8 @@ class InputLog:
             doc = json.loads(self.fs.read_bytes(self._cut_path(epoch)))
         except FileNotFoundError:
             return None
+        except StorageError:
+            raise  # the store did not answer: not a corrupt cut
         except (OSError, ValueError) as exc:
             raise CorruptDataError(self.name, "input cut", epoch, str(exc)) from None
         return Cut(epoch, {int(k): v for k, v in doc["start"].items()}, {int(k): v for k, v in doc["end"].items()})
