@@ -122,6 +122,12 @@ def test_listing_cache_cannot_be_asked_for(s3_server: SeaweedS3) -> None:
         Root(f"s3a://{BUCKET}/x", storage_options=s3_server.options(use_listings_cache=True))
 
 
+def test_an_option_the_filesystem_does_not_take_is_named(s3_server: SeaweedS3) -> None:
+    """A storage option the connector refuses is a StorageError naming the options, not a TypeError."""
+    with pytest.raises(StorageError, match=r"the s3 filesystem refuses storage_options \[.*'retries'.*\]"):
+        Root(f"s3a://{BUCKET}/x", storage_options=s3_server.options(retries=2))
+
+
 def _silent_port() -> tuple[socket.socket, int]:
     """A loopback port that accepts connections and never answers."""
     s = socket.socket()

@@ -194,8 +194,8 @@ class Root:
             else:
                 mapped = f"{self.protocol}://{rest}" if scheme not in (None, "file", self.protocol) else text
                 cls = fsspec.get_filesystem_class(self.protocol)
-                self.fs = fsspec.filesystem(self.protocol, **connector_options(self.protocol, cls, mapped if scheme else None,
-                                                                              self.storage_options))
+                options = connector_options(self.protocol, cls, mapped if scheme else None, self.storage_options)
+                self.fs = fsspec.filesystem(self.protocol, **options)
                 if not self.path:
                     self.path = self.fs._strip_protocol(mapped).rstrip("/") or "/"
         except ImportError as exc:
@@ -203,18 +203,27 @@ class Root:
                 f"root {text!r}: the driver needs {package} to reach {scheme}:// storage "
                 f"(pip install {package.split()[0]}); {_first_line(exc)}"
             ) from None
-        except (FalkirkError, TypeError):
+        except FalkirkError:
             raise
+        except TypeError as exc:  # an option the filesystem does not take
+            raise self._refused_options(exc) from None
         except store_errors() as exc:
             raise StorageError(f"root {text!r}: cannot reach the filesystem from the driver: {_first_line(exc)}") from None
         self._async = isinstance(self.fs, AsyncFileSystem)
         if self.object_store:
-            self._check_bucket()
+            try:
+                self._check_bucket()  # the first request: the connector's client is made now
+            except TypeError as exc:
+                raise self._refused_options(exc) from None
         else:
             try:
                 self._io("create the root directory", "", "makedirs", self.path, exist_ok=True)
             except (FileNotFoundError, FileExistsError, NotADirectoryError) as exc:
                 raise self._failure("create the root directory", "", exc) from None
+
+    def _refused_options(self, exc: TypeError) -> StorageError:
+        return StorageError(f"root {self.uri}: the {self.protocol} filesystem refuses storage_options "
+                            f"{sorted(self.storage_options)}: {_first_line(exc)}")
 
     def _check_bucket(self) -> None:
         bucket = self.path.split("/", 1)[0]
