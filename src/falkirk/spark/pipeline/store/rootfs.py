@@ -4,20 +4,10 @@ A pipeline root is where the executors (Spark, through Hadoop's
 ``FileSystem``) and the driver (falkirk, through `fsspec
 <https://filesystem-spec.readthedocs.io>`_) read and write the same files.
 It may be a plain path (``/mnt/shared/p1``; made absolute, Spark sees
-``file:///mnt/shared/p1``) or a URI:
-
-=================  ===================  ================================
-root               driver (fsspec)      needs (driver side)
-=================  ===================  ================================
-``/path``          ``file``             nothing
-``file:///path``   ``file``             nothing
-``hdfs://nn:8020`` ``hdfs`` (pyarrow)   libhdfs + ``HADOOP_HOME``
-``s3a://bucket``   ``s3``               ``s3fs``
-``abfss://c@a…``   ``abfs``             ``adlfs``
-``gs://bucket``    ``gcs``              ``gcsfs``
-``memory://``      ``memory``           nothing (tests; Spark cannot use it)
-=================  ===================  ================================
-
+``file:///mnt/shared/p1``) or a URI whose scheme :data:`SCHEMES` maps to an
+fsspec protocol and the driver-side package it needs: ``file://``,
+``s3a://`` (s3fs), ``gs://`` (gcsfs), ``abfss://``/``wasbs://`` (adlfs),
+``hdfs://`` (pyarrow with libhdfs), ``memory://`` (tests; Spark cannot use it).
 Any other scheme is a :class:`~falkirk.spark.errors.StorageError` naming it;
 a missing connector is one naming the package; an unreachable filesystem
 fails when the :class:`Root` is made, before anything is written. Never a
@@ -25,44 +15,30 @@ local folder named after a URI.
 
 Why fsspec and not Hadoop's ``FileSystem`` through py4j: a Spark Connect
 client has no JVM, and the driver's own I/O (manifests, cuts, metadata) is
-small; fsspec is the layer pandas, pyarrow and Dask use for the same URIs.
-The semantics falkirk relies on are stated here once (``docs/storage.md``
-has the table and the configuration of each store):
+small. The semantics falkirk relies on, stated once (``docs/storage.md`` has
+the table per store and each store's configuration):
 
-* :meth:`Root.publish` is **write-once, by the store itself**: on a local or
-  NFS-like filesystem a temporary file is hard-linked into place (atomic,
-  refused if the name exists); on S3, GCS and Azure it is the store's own
-  conditional create (``pipe_file(..., mode="create")``: S3 ``If-None-Match:
-  *``, GCS ``ifGenerationMatch=0``, Azure ``If-None-Match: *``), checked once
-  per process against the server (a store that ignores the condition is
-  refused). Whatever the store answers when the name exists, the caller gets
-  one :class:`~falkirk.spark.errors.AlreadyPublishedError` (a
-  ``FileExistsError``). HDFS through pyarrow has neither (Arrow's rename
-  replaces an existing file): publishing there is refused, never done unsafely.
-* :meth:`Root.replace` overwrites atomically (rename on local disks; a
-  single ``put`` on object stores) — for files that may change, such as
-  ``pipeline.json``.
+* :meth:`Root.publish` is **write-once by the store itself**: a hard link on
+  a local or NFS-like filesystem; the conditional create of S3 (``If-None-Match:
+  *``), GCS (``ifGenerationMatch=0``) and Azure (``If-None-Match: *``), checked
+  once per process and bucket (a server ignoring it is refused). A name taken
+  is one :class:`~falkirk.spark.errors.AlreadyPublishedError` (a
+  ``FileExistsError``), whatever the store answered. HDFS through pyarrow has
+  neither (Arrow's rename replaces): publishing there is refused.
+* :meth:`Root.replace` overwrites atomically (rename locally, one ``put`` on
+  object stores), for files that may change such as ``pipeline.json``.
 * **No stale reads**: object stores are opened with fsspec's listing cache
-  off (``use_listings_cache=False``; asking for it is refused), so every
-  listing, ``exists``, ``info`` and verification asks the store and sees what
-  other writers (executors, pyarrow, another driver) did.
-* **Directory markers** (``dir/``: zero-byte objects that Hadoop's S3A and
-  pyarrow write) are never listed as entries or files.
+  off, so listings, ``info`` and verifications see other writers' changes.
+  **Directory markers** (``dir/`` objects) are never entries or files.
 * **Every failure is a** :class:`~falkirk.spark.errors.StorageError` naming
-  the root, the operation and the cause (connection refused, timeout,
-  credentials, permissions), within ``timeout`` seconds per operation on
-  object stores; ``FileNotFoundError`` stays what it is (an answer). A root
-  whose bucket (container) does not exist is an error naming it: falkirk never
-  creates buckets.
-* :meth:`Root.checksum` is the filesystem's own content checksum where it
-  has one (object stores' ETag, MD5 or CRC32C, read from ``info``), so
-  verifying does not read the bytes through the driver; on a local or HDFS
-  root the driver computes SHA-256.
+  the root, the operation and the cause, within ``timeout`` seconds per
+  object-store operation; ``FileNotFoundError`` stays an answer. A missing
+  bucket is an error naming it: falkirk never creates buckets.
+* :meth:`Root.checksum` is the store's own (ETag, MD5, CRC32C from ``info``)
+  where it has one, else SHA-256 computed by the driver.
 
 ``storage_options`` go to the fsspec filesystem as they are (``endpoint_url``,
-``key``/``secret``, ``client_kwargs``…); without them the connector reads its
-usual environment (``AWS_*``, ``GOOGLE_APPLICATION_CREDENTIALS``,
-``AZURE_STORAGE_*``, fsspec's ``FSSPEC_<PROTOCOL>_*``).
+``key``/``secret``…); without them the connector reads its environment.
 
 >>> r = Root("memory://falkirk-doc/root")
 >>> r.uri, r.local
