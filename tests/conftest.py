@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+# No test may reach a cloud's instance metadata service looking for credentials (botocore's last resort).
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.register_profile(
     "ci",

@@ -1,16 +1,24 @@
-"""The reference run every Spark test compares with (the shared ``spark`` session is in ``tests/conftest.py``).
+"""The reference run every Spark test compares with, and the one S3 server of the test run.
 
 ``reference`` is a failure-free run of the tiny flagship
 (``spark_support.SMALL``, ``EPOCHS`` epochs) with falkirk off, in local
-mode: what every recovered run, local or on a cluster, must equal.
+mode: what every recovered run, local or on a cluster, must equal
+(the shared ``spark`` session is in ``tests/conftest.py``).
+
+``s3_server`` is SeaweedFS's S3 gateway on loopback (``objectstore.SeaweedS3``),
+started on first use and stopped — exactly the process group it started —
+when the session ends. Every test under ``tests/spark`` runs on one xdist
+worker (``tests/conftest.py``), so a test run starts one server.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from objectstore import SeaweedS3, why_unavailable
 from spark_support import EPOCHS, SMALL
 
 
@@ -22,3 +30,18 @@ def reference(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("reference")
     build(root, spark, durable=False, **SMALL).run(EPOCHS)
     return root
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[SeaweedS3]:
+    """The session's SeaweedFS S3 server on 127.0.0.1 (skips, saying why, where ``weed`` cannot run)."""
+    reason = why_unavailable()
+    if reason:
+        pytest.skip(f"no S3 server: {reason}")
+    server = SeaweedS3()
+    try:
+        server.start()
+        print(f"\nSeaweedFS S3 server at {server.endpoint}, ready in {server.startup_seconds:.1f} s")
+        yield server
+    finally:
+        server.stop()

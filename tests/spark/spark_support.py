@@ -146,3 +146,17 @@ def all_regimes(root: Path, spark: Any, **options: Any) -> Any:
 
     pipe.output("report", inputs=["rolling"])
     return pipe
+
+
+def stop_group(proc: subprocess.Popen[Any], grace: float) -> None:
+    """Stop the process group a test started with ``start_new_session=True``: SIGTERM, SIGKILL after ``grace`` s."""
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=grace)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)

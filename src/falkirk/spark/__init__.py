@@ -21,6 +21,7 @@ plans and what-ifs), ``run`` (executor, recovery, runners), ``tools``
 """
 
 from falkirk.spark.errors import (
+    AlreadyPublishedError,
     CorruptDataError,
     EagerWriteError,
     PipelineError,
@@ -82,6 +83,7 @@ __all__ = [
     "local_session",
     "PipelineError",
     "StorageError",
+    "AlreadyPublishedError",
     "RecordError",
     "EagerWriteError",
     "StepError",

@@ -12,7 +12,8 @@ from __future__ import annotations
 from falkirk.errors import FalkirkError, ValidationError
 
 __all__ = [
-    "PipelineError", "SchemaError", "EagerWriteError", "RecordError", "StorageError", "CorruptDataError", "StepFailure", "RecoveryError",
+    "PipelineError", "SchemaError", "EagerWriteError", "RecordError", "StorageError", "AlreadyPublishedError", "CorruptDataError",
+    "StepFailure", "RecoveryError",
     "StepError", "SessionError",
 ]
 
@@ -59,6 +60,19 @@ class SessionError(FalkirkError, RuntimeError):
 
 class StorageError(FalkirkError, OSError):
     """Durable storage under the pipeline's root is missing something or cannot be written."""
+
+
+class AlreadyPublishedError(StorageError, FileExistsError):
+    """A write-once file (manifest, input segment, cut) that another writer published first; ``path`` names it.
+
+    Whatever the store answered — ``FileExistsError``, S3's ``412 Precondition
+    Failed`` (with or without its ``Condition`` element), GCS's ``412``, Azure's
+    ``BlobAlreadyExists`` — it is this one error, a ``FileExistsError``.
+    """
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"{path} is already published")
+        self.path = path
 
 
 class CorruptDataError(StorageError):

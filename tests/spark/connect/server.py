@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from spark_support import stop_group
 
 
 def why_unavailable() -> str | None:
@@ -85,12 +86,5 @@ class ConnectServer:
     def stop(self) -> None:
         """Kill the server's process group (the spark-submit JVM and its Python workers)."""
         if self.proc is not None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=30)
-            except ProcessLookupError:
-                pass
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
+            stop_group(self.proc, grace=30)
         shutil.rmtree(self.dir, ignore_errors=True)

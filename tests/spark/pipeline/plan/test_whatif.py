@@ -103,6 +103,30 @@ def test_the_cli_prints_the_same_plan_from_the_root_alone(predicted_run: Any, tm
     assert "holds no pipeline" in capsys.readouterr().err
 
 
+def test_the_cli_plans_an_s3_root_given_storage_options(predicted_run: Any, s3_server: Any,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """The same root copied to S3 (SeaweedFS on loopback): ``--storage-option`` carries the endpoint and the
+    credentials, and the plan is the local root's, read through the object store alone."""
+    import uuid
+
+    import s3fs
+    from objectstore import BUCKET
+
+    from falkirk.cli import main
+
+    _, root, *_ = predicted_run
+    uri = f"s3a://{BUCKET}/whatif-{uuid.uuid4().hex[:8]}"
+    opts = s3_server.options()
+    s3fs.S3FileSystem(key=opts["key"], secret=opts["secret"], endpoint_url=opts["endpoint_url"],
+                      skip_instance_cache=True).put(str(root), uri.replace("s3a://", ""), recursive=True)
+    expected = flagship(root, None).plan_failure("cc").table()
+    assert main(["pipeline", "plan", uri, "--fail", "cc", *(f"--storage-option={k}={v}" for k, v in opts.items())]) == 0
+    assert capsys.readouterr().out.strip() == expected
+    assert main(["pipeline", "plan", uri, "--fail", "cc", "--storage-option", f"endpoint_url={opts['endpoint_url']}",
+                 "--storage-option", "key=falkirk", "--storage-option", "secret=wrong", "--storage-timeout", "10"]) == 2
+    assert f"root {uri}: look up bucket '{BUCKET}' of {uri} failed: PermissionError" in capsys.readouterr().err
+
+
 def test_the_suggestion_names_the_log_that_keeps_a_sibling_at_top(tmp_path: Path) -> None:
     """An Eager step fails; its stateless parent re-sends to both it and a Lazy sibling, so the sibling rolls
     back too. The what-if suggests log=True on the parent, and planning with it confirms the smaller cost."""

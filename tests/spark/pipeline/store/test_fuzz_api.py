@@ -127,6 +127,16 @@ def test_regime_arguments(data: Any, regime: Any, positional: bool) -> None:
     assert made.describe()["kind"] == made.kind
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _no_cloud() -> Iterator[None]:
+    """An ``s3a://`` root reaches a closed loopback port, once, never a cloud endpoint or metadata service."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in {"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:1", "AWS_MAX_ATTEMPTS": "1",
+                            "AWS_ACCESS_KEY_ID": "falkirk", "AWS_SECRET_ACCESS_KEY": "falkirk"}.items():
+            mp.setenv(name, value)
+        yield
+
+
 @settings(max_examples=200, deadline=None)
 @given(root=st.one_of(st.sampled_from(["ftp://h/x", "hdfs://127.0.0.1:9/x", "s3a://bucket/x", "gs://b/x",
                                        "memory://fuzz/x", "unknown-scheme://x", "file:///proc/falkirk-nope/x", ""]),

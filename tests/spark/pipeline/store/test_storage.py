@@ -1,7 +1,10 @@
 """Durable storage: write-once manifests that prove their data, verification of sizes and checksums, sweeping.
 
-Most tests run twice: on a local directory and on fsspec's in-memory filesystem
-(``memory://``), which has no rename and no hard links, as an object store.
+Most tests run three times: on a local directory, on fsspec's in-memory
+filesystem (``memory://``, no rename, no hard links) and on a real S3 server
+(SeaweedFS on loopback, ``tests/spark/objectstore.py``). The tests of what
+the driver sees after *another client* wrote — pyarrow, as Spark's executors
+or a second program would — run on a local directory and on S3 (``place``).
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from objectstore import BUCKET
+from places import Place
 
 from falkirk.spark import CorruptDataError, Manifest, Storage
 from falkirk.spark.errors import StorageError
@@ -18,11 +23,14 @@ from falkirk.spark.pipeline.store.rootfs import Root
 from falkirk.spark.pipeline.store.storage import FileEntry
 
 
-@pytest.fixture(params=["local", "memory"])
+@pytest.fixture(params=["local", "memory", "s3"])
 def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
-    """A Storage on a local directory, or on fsspec's memory filesystem (no rename, no links)."""
+    """A Storage on a local directory, on fsspec's memory filesystem (no rename, no links), or on S3."""
     if request.param == "local":
         return Storage(tmp_path, fsync=False)
+    if request.param == "s3":
+        server = request.getfixturevalue("s3_server")
+        return Storage(f"s3a://{BUCKET}/{uuid.uuid4().hex[:12]}", fsync=False, storage_options=server.options())
     return Storage(f"memory://falkirk-tests/{uuid.uuid4().hex}", fsync=False)
 
 
@@ -41,7 +49,7 @@ def test_manifest_round_trip(storage: Storage) -> None:
     s.put(m)
     assert s.get("cc", "checkpoint", 3) == m
     assert s.epochs("cc", "checkpoint") == [1, 3]
-    assert m.files[0].size == 10 and m.files[0].sha256.startswith("sha256:")
+    assert m.files[0].size == 10 and m.files[0].sha256.split(":")[0] in ("sha256", "etag")  # S3: the ETag
 
 
 def test_manifests_are_write_once(storage: Storage) -> None:
@@ -82,6 +90,96 @@ def test_verify_detects_damaged_data(storage: Storage, damage: str) -> None:
     assert (err.value.step, err.value.kind, err.value.epoch) == ("cc", "checkpoint", 5)
 
 
+def _parquet(place: Place, rel: str, values: list[int]) -> None:
+    """Another client (pyarrow, as an executor) writes a Parquet file of ``values`` to ``rel``."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"k": values, "v": [f"v{x}" for x in values]}), buf)
+    place.write(rel, buf.getvalue())
+
+
+def test_manifest_of_pyarrow_written_parquet(place: Place) -> None:
+    """Parquet written by another client is described (part files only: no _SUCCESS, no directory marker),
+    published, verified, and reads back with exactly its rows from the files the manifest lists."""
+    import pyarrow.parquet as pq
+
+    s = place.storage()
+    loc = s.new_location("s", "log", 0)
+    _parquet(place, f"{loc}/part-00000-a.c000.snappy.parquet", [1, 2])
+    _parquet(place, f"{loc}/part-00001-a.c000.snappy.parquet", [3])
+    place.write(f"{loc}/_SUCCESS", b"")
+    place.arrow.create_dir(place.arrow_path(f"{loc}/_temporary"))
+    files = s.describe_files(loc)
+    assert [f.name for f in files] == ["part-00000-a.c000.snappy.parquet", "part-00001-a.c000.snappy.parquet"]
+    s.put(Manifest("s", "log", 0, 3, loc, files, "{}"))
+    m = place.storage().get("s", "log", 0)  # a second driver reads it back
+    place.storage().verify(m)
+    rows = [r for f in m.files for r in pq.read_table(place.arrow_path(f"{loc}/{f.name}"), filesystem=place.arrow).to_pylist()]
+    assert sorted(r["k"] for r in rows) == [1, 2, 3] and m.rows == 3
+
+
+@pytest.mark.parametrize("damage", ["delete", "truncate", "alter"])
+def test_verify_sees_another_clients_damage(place: Place, damage: str) -> None:
+    """In one long-running driver that has listed and verified the item, a data file another client then
+    deletes, truncates or rewrites with other bytes of the same size fails verification."""
+    s = place.storage()
+    loc = s.new_location("cc", "checkpoint", 5)
+    _parquet(place, f"{loc}/part-00000.parquet", list(range(50)))
+    m = Manifest("cc", "checkpoint", 5, 50, loc, s.describe_files(loc), "{}")
+    s.put(m)
+    s.verify(s.get("cc", "checkpoint", 5))
+    assert s.epochs("cc", "checkpoint") == [5] and s.fs.size(loc) == m.files[0].size
+    target = f"{loc}/part-00000.parquet"
+    if damage == "delete":
+        place.arrow.delete_file(place.arrow_path(target))
+    elif damage == "truncate":
+        place.write(target, b"PAR1")
+    else:
+        data = bytearray(s.fs.read_bytes(target))
+        data[len(data) // 2] ^= 0xFF
+        place.write(target, bytes(data))
+    with pytest.raises(CorruptDataError, match="step cc: checkpoint at epoch 5 is unusable: data file .*part-00000"):
+        s.verify(s.get("cc", "checkpoint", 5))
+
+
+def test_rewritten_output_epoch_is_described_afresh(place: Place) -> None:
+    """An Output epoch re-written the way Spark overwrites (directory deleted, new part names) is described by
+    what is there now, in the same driver that described the first attempt."""
+    s = place.storage()
+    where = "output/o/epoch=3"
+    _parquet(place, f"{where}/part-00000-first.c000.parquet", [1])
+    assert [f.name for f in s.describe_files(where)] == ["part-00000-first.c000.parquet"]
+    place.arrow.delete_dir(place.arrow_path(where))
+    _parquet(place, f"{where}/part-00000-again.c000.parquet", [1, 2])
+    files = s.describe_files(where)
+    assert [f.name for f in files] == ["part-00000-again.c000.parquet"]
+    s.put(Manifest("o", "output", 3, 2, where, files, "{}"))
+    s.verify(s.get("o", "output", 3))
+
+
+def test_a_store_that_does_not_answer_is_not_a_corrupt_item(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A storage failure reading manifests is that StorageError: not a corrupt item (recovery would roll back
+    past it), and sweeping stops instead of deleting data whose manifest it could not read."""
+    s = Storage(tmp_path, fsync=False)
+    kept = _fake_item(s, "cc", 1, b"a")
+    s.put(kept)
+
+    def unreachable(rel: str) -> bytes:
+        raise StorageError(f"root {s.root}: read {rel} failed: ConnectTimeoutError: no answer")
+
+    monkeypatch.setattr(s.fs, "read_bytes", unreachable)
+    with pytest.raises(StorageError, match="ConnectTimeoutError") as err:
+        s.get("cc", "checkpoint", 1)
+    assert not isinstance(err.value, CorruptDataError)
+    with pytest.raises(StorageError, match="ConnectTimeoutError"):
+        s.sweep_orphans()
+    assert [n for n, _ in s.fs.walk_files(kept.location or "")] == ["part-0.parquet"]
+
+
 def test_unreadable_manifest_is_corrupt(storage: Storage) -> None:
     """A manifest that is not valid JSON counts as a corrupt item, not a crash."""
     s = storage
@@ -100,21 +198,24 @@ def test_remove_and_sweep(storage: Storage) -> None:
     s.put(kept)
     s.put(gone)
     s.remove("cc", "checkpoint", 2)
-    assert not s.fs.exists(gone.location or "")
+    assert list(s.fs.walk_files(gone.location or "")) == []
     assert s.sweep_orphans() == 1
-    assert not s.fs.exists(orphan.location or "")
-    assert s.fs.exists(kept.location or "")
+    assert list(s.fs.walk_files(orphan.location or "")) == []
+    assert [n for n, _ in s.fs.walk_files(kept.location or "")] == ["part-0.parquet"]
 
 
 @pytest.mark.parametrize("root, needs", [("s3a://bucket/p", "s3fs"), ("abfss://c@acct.dfs.core.windows.net/p", "adlfs"),
                                          ("gs://bucket/p", "gcsfs")])
-def test_missing_connector_is_named(root: str, needs: str) -> None:
+def test_missing_connector_is_named(root: str, needs: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A URI whose driver-side connector is not installed is an error naming the package, not a local folder."""
-    pytest.importorskip("fsspec")
-    import importlib.util
+    import sys
 
-    if importlib.util.find_spec(needs) is not None:
-        pytest.skip(f"{needs} is installed here; the missing-connector error cannot be shown")
+    from fsspec.registry import _registry
+
+    monkeypatch.setitem(sys.modules, needs, None)  # ``import needs`` fails, installed or not
+    for protocol in ("s3", "abfs", "gcs"):
+        if protocol in _registry:
+            monkeypatch.delitem(_registry, protocol)
     with pytest.raises(StorageError, match=f"the driver needs {needs}"):
         Root(root)
 

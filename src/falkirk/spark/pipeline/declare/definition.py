@@ -48,6 +48,7 @@ from falkirk.spark.errors import PipelineError
 from falkirk.spark.pipeline.declare.evolution import Changes, changes, fingerprint
 from falkirk.spark.pipeline.declare.regimes import Ephemeral, Output, Regime
 from falkirk.spark.pipeline.store.inputlog import InputLog
+from falkirk.spark.pipeline.store.rootfs import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -110,6 +111,10 @@ class Definition:
     back to (:mod:`~falkirk.spark.pipeline.declare.evolution`). ``removed_outputs``:
     for an output the root has and this pipeline no longer does, ``"keep"``
     its files (the default) or ``"delete"`` them once the restart recovered.
+    ``storage_options``: keyword arguments of the root's fsspec filesystem
+    (endpoint, credentials…; ``docs/storage.md``), ``storage_timeout``: seconds
+    one operation on an object-store root may take before it is a
+    :class:`~falkirk.spark.errors.StorageError`.
     """
 
     def __init__(
@@ -117,8 +122,9 @@ class Definition:
         checksums: bool = True, gc: bool = True, monitor: bool = True, durable: bool = True,
         spark_conf: Mapping[str, str] | None = None, retain: int = 2,
         code_changes: Mapping[str, str | int] | None = None, removed_outputs: Mapping[str, str] | None = None,
+        storage_options: Mapping[str, Any] | None = None, storage_timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-        from falkirk.spark.pipeline.store.rootfs import Root
+        from falkirk.spark.pipeline.store.storage import as_root
 
         if isinstance(retain, bool) or not isinstance(retain, int) or retain < 1:
             raise PipelineError(f"retain={retain!r}: the number of checkpoints kept per step must be an integer >= 1")
@@ -126,7 +132,7 @@ class Definition:
         #: to recover from the oldest of them (input, logs), so a corrupt latest checkpoint falls back
         self.retain = retain
         #: The root's storage (driver side); ``root`` is a local ``Path`` or the URI.
-        self.location = root if isinstance(root, Root) else Root(root, fsync=fsync)
+        self.location = as_root(root, fsync=fsync, storage_options=storage_options, timeout=storage_timeout)
         self.root: Path | str = self.location.local_path() or self.location.uri
         self.spark_conf = dict(spark_conf or {})
         #: what to do with steps whose function changed since the root was written (see evolution.py)
@@ -279,7 +285,8 @@ class Definition:
 
         Enough for :meth:`plan_failure` and ``falkirk pipeline plan``: the
         shape, the regimes and the inputs come from the root; running it
-        needs the real definition.
+        needs the real definition. ``options`` are the constructor's
+        (``storage_options=`` for an object-store root).
         """
         from falkirk.spark.pipeline.declare.regimes import from_description
 

@@ -89,6 +89,7 @@ class Executor:
         pipeline.spark = self.spark
         self.injector = Injector(fail)  # type: ignore[arg-type]
         self.injector.validate(pipeline.order, local=is_local_master(self.spark))
+        pipeline.location.check_write_once()  # refuse a store where manifests cannot be write-once, before any write
         if check_shared(self.spark, pipeline.location):  # before anything is written under the root
             self.probed = f"storage probe: the driver and the executors share {pipeline.location.uri}"
         else:

@@ -61,7 +61,7 @@ def check_shared(spark: SparkSession, root: Root) -> bool:
             raise StorageError(
                 f"root {root.uri}: the executors cannot read a file the driver wrote there "
                 f"({root_cause(exc)}); on a cluster the root must be storage every node reaches "
-                "(hdfs://, s3a://, abfss://, gs:// or a path on a shared mount), not the driver's own disk"
+                "(s3a://, abfss://, gs:// or a path on a shared mount), not the driver's own disk"
             ) from None
         names = [n for n in root.listdir(f"{base}/executor") if n.startswith("part-")]
         seen = b"".join(root.read_bytes(f"{base}/executor/{n}") for n in names)
@@ -69,7 +69,7 @@ def check_shared(spark: SparkSession, root: Root) -> bool:
             raise StorageError(
                 f"root {root.uri}: files the executors write there do not reach the driver (it sees "
                 f"{sorted(root.listdir(f'{base}/executor')) or 'nothing'}); the root is on a disk the workers do "
-                "not share with the driver — use storage every node reaches (hdfs://, s3a://, abfss://, gs:// "
+                "not share with the driver — use storage every node reaches (s3a://, abfss://, gs:// "
                 "or a shared mount)"
             )
     finally:

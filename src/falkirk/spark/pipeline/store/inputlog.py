@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
-from falkirk.spark.errors import CorruptDataError, PipelineError, RecordError
+from falkirk.spark.errors import CorruptDataError, PipelineError, RecordError, StorageError
 from falkirk.spark.pipeline.store.records import RecordSchema, parse_schema
 from falkirk.spark.pipeline.store.rootfs import Root
 from falkirk.spark.pipeline.store.storage import as_root
@@ -238,6 +238,8 @@ class InputLog:
             end = {int(k): int(v) for k, v in doc["end"].items()}
         except FileNotFoundError:
             return None
+        except StorageError:
+            raise  # the store did not answer: not a corrupt cut
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise CorruptDataError(self.name, "input", epoch, f"is unreadable ({type(exc).__name__}: {exc})",
                                    path=self._cut_path(epoch)) from None

@@ -16,7 +16,7 @@ or altered file (:class:`~falkirk.spark.errors.CorruptDataError`), so the
 item is treated as unavailable instead of silently yielding wrong data.
 
 All I/O goes through :class:`~falkirk.spark.pipeline.store.rootfs.Root`, so the
-root may be a path or a URI (``file://``, ``hdfs://``, ``s3a://``…).
+root may be a path or a URI (``file://``, ``s3a://``, ``gs://``, ``abfss://``…).
 
 Layout::
 
@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 from attrs import field, frozen
 
 from falkirk.spark.errors import CorruptDataError, PipelineError, StorageError
-from falkirk.spark.pipeline.store.rootfs import Root
+from falkirk.spark.pipeline.store.rootfs import DEFAULT_TIMEOUT, Root
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -69,9 +69,16 @@ KINDS = ("checkpoint", "log", "complete", "output")
 FORMAT = "falkirk-manifest/1"
 
 
-def as_root(root: Root | str | os.PathLike[str], *, fsync: bool = True) -> Root:
-    """``root`` as a :class:`~falkirk.spark.pipeline.store.rootfs.Root` (a path or URI is opened)."""
-    return root if isinstance(root, Root) else Root(root, fsync=fsync)
+def as_root(
+    root: Root | str | os.PathLike[str], *, fsync: bool = True, storage_options: Mapping[str, Any] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Root:
+    """``root`` as a :class:`~falkirk.spark.pipeline.store.rootfs.Root` (a path or URI is opened with the options)."""
+    if isinstance(root, Root):
+        if storage_options:
+            raise StorageError(f"root {root.uri}: it is already open; give storage_options to the Root, not here")
+        return root
+    return Root(root, fsync=fsync, storage_options=storage_options, timeout=timeout)
 
 
 @frozen
@@ -142,14 +149,18 @@ class Manifest:
 class Storage:
     """The durable storage of one pipeline under ``root`` (see the module docstring).
 
-    ``root`` is a path, a URI or a :class:`~falkirk.spark.pipeline.store.rootfs.Root`.
+    ``root`` is a path, a URI or a :class:`~falkirk.spark.pipeline.store.rootfs.Root`
+    (``storage_options`` and ``timeout`` open a path or URI: see ``docs/storage.md``).
     ``fsync`` makes local manifests and data files durable across a power loss;
     ``checksums`` records and verifies a checksum per data file (sizes are
     always checked).
     """
 
-    def __init__(self, root: Root | str | os.PathLike[str], *, fsync: bool = True, checksums: bool = True) -> None:
-        self.fs = as_root(root, fsync=fsync)
+    def __init__(
+        self, root: Root | str | os.PathLike[str], *, fsync: bool = True, checksums: bool = True,
+        storage_options: Mapping[str, Any] | None = None, timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.fs = as_root(root, fsync=fsync, storage_options=storage_options, timeout=timeout)
         self.fsync = fsync
         self.checksums = checksums
 
@@ -204,6 +215,8 @@ class Storage:
             m = Manifest.from_json(json.loads(self.fs.read_bytes(rel)))
         except FileNotFoundError:
             raise CorruptDataError(step, kind, epoch, "is missing", path=rel) from None
+        except StorageError:
+            raise  # the store failed to answer: that is not a corrupt manifest
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CorruptDataError(step, kind, epoch, f"is unreadable ({type(exc).__name__}: {exc})", path=rel) from None
         if (m.step, m.kind, m.epoch) != (step, kind, epoch):
@@ -327,14 +340,19 @@ class Storage:
                 for name in self.fs.listdir(f"manifests/{step}/{kind}"):
                     try:
                         loc = json.loads(self.fs.read_bytes(f"manifests/{step}/{kind}/{name}")).get("location")
-                    except (OSError, ValueError):
+                    except (FileNotFoundError, ValueError, AttributeError):  # removed meanwhile, or unreadable
                         continue
                     if loc:
                         refs.add(loc)
         return refs
 
     def sweep_orphans(self, steps: Iterable[str] | None = None) -> int:
-        """Delete data directories no manifest names (left by a crash or replaced); the count removed."""
+        """Delete data directories no manifest names (left by a crash or replaced); how many held files.
+
+        Empty ones are deleted without being counted: on an object store a
+        directory is only a name prefix, which some servers keep listing for
+        a moment after its last object went.
+        """
         refs = self.referenced()
         removed = 0
         names = list(steps) if steps is not None else self.fs.listdir("data")
@@ -342,9 +360,12 @@ class Storage:
             for kind in self.fs.listdir(f"data/{step}"):
                 for item in self.fs.listdir(f"data/{step}/{kind}"):
                     rel = f"data/{step}/{kind}/{item}"
-                    if rel not in refs and self.fs.isdir(rel):
+                    if rel in refs:
+                        continue
+                    held = next(iter(self.fs.walk_files(rel)), None) is not None
+                    if held or self.fs.isdir(rel):
                         self.fs.delete(rel, recursive=True)
-                        removed += 1
+                        removed += held
         return removed
 
     def size(self) -> int:

@@ -6,7 +6,11 @@ The command is a plug-in of the ``falkirk`` command line (entry point group
 and prints the plan :meth:`Pipeline.plan_failure <falkirk.spark.Pipeline.plan_failure>`
 gives: each step's frontier, action and the constraint behind it, the
 epochs recomputed, the logs replayed, and the cheapest ``log=True`` that
-would roll back less.
+would roll back less. An object-store root takes its endpoint and
+credentials from the environment or from ``--storage-option KEY=VALUE``
+(``docs/storage.md``)::
+
+    falkirk pipeline plan s3a://bucket/runs/run1 --fail cc --storage-option endpoint_url=http://127.0.0.1:8333
 """
 
 from __future__ import annotations
@@ -15,7 +19,10 @@ import argparse
 import json
 from typing import Any
 
-__all__ = ["register", "run_plan", "run_verify"]
+from falkirk.spark.pipeline.store.connectors import storage_option
+from falkirk.spark.pipeline.store.rootfs import DEFAULT_TIMEOUT
+
+__all__ = ["add_storage_options", "register", "run_plan", "run_verify"]
 
 
 def register(subparsers: Any) -> None:
@@ -35,6 +42,7 @@ def register(subparsers: Any) -> None:
     plan.add_argument("--at", type=int, help="plan at the boundary after this epoch (default: the last one)")
     plan.add_argument("--draw", metavar="PNG", help="also draw the plan to this file (falkirk[draw])")
     plan.add_argument("--json", action="store_true", help="print the falkirk-plan/1 document instead")
+    add_storage_options(plan)
     plan.set_defaults(run=run_plan)
     verify = actions.add_parser(
         "verify", help="check every file under ROOT against its manifest",
@@ -42,14 +50,31 @@ def register(subparsers: Any) -> None:
         "(files, sizes, checksums), the Eager databases' committed epochs and the input log; nothing is changed. "
         "Exit status 1 when something is damaged.")
     verify.add_argument("root", metavar="ROOT", help="the pipeline's root (a path or URI)")
+    add_storage_options(verify)
     verify.set_defaults(run=run_verify)
+
+
+def add_storage_options(parser: argparse.ArgumentParser) -> None:
+    """``--storage-option KEY=VALUE`` (repeatable): the root's fsspec options, e.g. ``endpoint_url=http://…``."""
+    parser.add_argument("--storage-option", dest="storage_options", action="append", type=_storage_option, default=[],
+                        metavar="KEY=VALUE", help="an option of the root's filesystem (repeatable; the value is JSON "
+                        "or a string), e.g. endpoint_url=http://127.0.0.1:8333; see docs/storage.md")
+    parser.add_argument("--storage-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help=f"seconds one operation on an object-store root may take (default {DEFAULT_TIMEOUT:g})")
+
+
+def _storage_option(text: str) -> tuple[str, Any]:
+    try:
+        return storage_option(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run_plan(args: argparse.Namespace) -> int:
     """Print (and draw) the what-if plan."""
     from falkirk.spark.pipeline.api import Pipeline
 
-    pipe = Pipeline.from_root(args.root)
+    pipe = Pipeline.from_root(args.root, storage_options=dict(args.storage_options), storage_timeout=args.storage_timeout)
     what = pipe.plan_failure(args.fail, at=args.at)
     if args.json:
         print(json.dumps(what.plan.to_json(), indent=2, ensure_ascii=False))
@@ -67,7 +92,7 @@ def run_verify(args: argparse.Namespace) -> int:
     from falkirk.spark.pipeline.plan.feasible import verify_root
     from falkirk.spark.pipeline.store.storage import Storage
 
-    pipe = Pipeline.from_root(args.root)
+    pipe = Pipeline.from_root(args.root, storage_options=dict(args.storage_options), storage_timeout=args.storage_timeout)
     checked, problems = verify_root(pipe, Storage(pipe.location, fsync=False))
     for p in problems:
         print(f"damaged: {p}")

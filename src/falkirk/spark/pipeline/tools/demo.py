@@ -13,21 +13,30 @@ a run (a restarted driver), so ``--fail cc@5:kill`` followed by a second
 invocation without it demonstrates recovery after ``SIGKILL``.
 
 On a cluster, give the master and a root every node reaches (a path on a
-shared mount, or a URI: ``hdfs://``, ``s3a://``, ``abfss://``, ``gs://``)::
+shared mount, or a URI: ``s3a://``, ``abfss://``, ``gs://``)::
 
-    python -m falkirk.spark.demo --master spark://HOST:7077 --root hdfs://namenode:8020/falkirk/demo
+    python -m falkirk.spark.demo --master spark://HOST:7077 --root /mnt/shared/falkirk/demo
+
+An object-store root takes its endpoint and credentials from the
+environment or from ``--storage-option KEY=VALUE`` (repeatable; the
+executors need the same settings as ``spark.hadoop.fs.s3a.*``, see
+``docs/storage.md``)::
+
+    python -m falkirk.spark.demo --root s3a://bucket/demo --storage-option endpoint_url=http://127.0.0.1:8333
 
 or run it through ``spark-submit`` (the master and settings then come from
 ``spark-submit``; ``--master`` is not needed)::
 
     spark-submit --master spark://HOST:7077 $(python -c "import falkirk.spark.demo as d; print(d.__file__)") \
-        --root hdfs://namenode:8020/falkirk/demo
+        --root s3a://bucket/falkirk/demo
 
 >>> args = parser().parse_args(["--fail", "cc@3:before", "--epochs", "5"])
 >>> [str(f) for f in args.fail], args.epochs
 (['cc@3:before'], 5)
 >>> parser().parse_args(["--master", "spark://h:7077", "--root", "file:///shared/demo"]).root
 'file:///shared/demo'
+>>> parser().parse_args(["--root", "s3a://b/demo", "--storage-option", "endpoint_url=http://127.0.0.1:8333"]).storage_options
+[('endpoint_url', 'http://127.0.0.1:8333')]
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from falkirk.spark.pipeline.run.failures import Injection
+from falkirk.spark.pipeline.tools.cli import add_storage_options
 
 __all__ = ["main", "parser"]
 
@@ -65,8 +75,9 @@ def parser() -> argparse.ArgumentParser:
                    help="inject a failure (repeatable); WHERE: before, mid (default), task, job, kill, "
                    "kill-mid, executor, after. Default: cc@7:mid. Use --fail none for a failure-free run")
     p.add_argument("--epochs", type=int, default=10, help="epochs to run (default 10)")
-    p.add_argument("--root", help="directory or URI (file://, hdfs://, s3a://, abfss://, gs://) for the run "
+    p.add_argument("--root", help="directory or URI (file://, s3a://, abfss://, gs://) for the run "
                    "(default: a new temporary directory); on a cluster, storage every node reaches")
+    add_storage_options(p)
     p.add_argument("--master", help="Spark master URL (default local[2,3]; under spark-submit, spark-submit's)")
     p.add_argument("--remote", metavar="sc://HOST:PORT", help="run through a Spark Connect server instead")
     p.add_argument("--events", type=int, default=4000, help="events per epoch (default 4000)")
@@ -144,7 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     fails = [Injection("cc", 7, "mid")] if args.fail is None else [f for f in args.fail if f is not None]
     root = args.root or tempfile.mkdtemp(prefix="falkirk-demo-")
-    top = Root(root)
+    storage = {"storage_options": dict(args.storage_options), "storage_timeout": args.storage_timeout}
+    top = Root(root, storage_options=storage["storage_options"], timeout=args.storage_timeout)
     size = {"events_per_epoch": args.events, "queries_per_epoch": args.queries, "users": args.users,
             "nodes": args.nodes, "seed": args.seed, "cc_every": args.cc_every}
     t0 = time.perf_counter()
@@ -160,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"failures: {', '.join(map(str, fails)) or 'none'}")
     if spark_log is not None and spark_log.exists():
         say(f"Spark's own console output (log4j): {spark_log} (--spark-log shows it here)")
-    pipe = build(_join(root, "run"), spark, **size)
+    pipe = build(_join(root, "run"), spark, **storage, **size)
     say("steps: " + ", ".join(f"{n} ({pipe.steps[n].regime.kind})" if n in pipe.steps else f"{n} (input)"
                                for n in pipe.order))
     # with -v the log shows every line the progress callback would print, and more
@@ -187,10 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         top.delete("reference", recursive=True)
         say("\nreference: the same input, no failure, falkirk off (durable=False) …")
         t1 = time.perf_counter()
-        ref = build(ref_root, spark, durable=False, **size)
+        ref = build(ref_root, spark, durable=False, **storage, **size)
         ref.run(args.epochs)
         say(f"reference run: {time.perf_counter() - t1:.1f} s")
-        cmp = compare_runs(spark, pipe, _join(root, "run"), ref_root)
+        cmp = compare_runs(spark, pipe, pipe.location, ref.location)
         for d in cmp.differences:
             say(f"  DIFFERENCE {d.describe()}")
         say(f"compared {cmp.rows_compared} rows (responses and the SQLite database)")

@@ -16,6 +16,7 @@ import contextlib
 import os
 import sqlite3
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,9 +57,12 @@ class Comparison:
     differences: tuple[Difference, ...]
 
 
-def output_rows(spark: SparkSession, root: Root | str | os.PathLike[str], step: str) -> dict[int, Counter[tuple[Any, ...]]]:
-    """The rows of every epoch partition of output ``step`` under ``root`` (a path or URI), as multisets."""
-    fs = as_root(root)
+def output_rows(
+    spark: SparkSession, root: Root | str | os.PathLike[str], step: str, *, storage_options: Mapping[str, Any] | None = None,
+) -> dict[int, Counter[tuple[Any, ...]]]:
+    """The rows of every epoch partition of output ``step`` under ``root`` (a path or URI, opened with
+    ``storage_options``, or a :class:`~falkirk.spark.pipeline.store.rootfs.Root`), as multisets."""
+    fs = as_root(root, storage_options=storage_options)
     out: dict[int, Counter[tuple[Any, ...]]] = {}
     base = f"output/{step}"
     for d in fs.listdir(base):
@@ -91,13 +95,17 @@ def _diff(what: str, epoch: int | None, ref: Counter[Any], got: Counter[Any]) ->
 
 def compare_runs(
     spark: SparkSession, pipeline: Pipeline, root: Root | str | os.PathLike[str], reference: Root | str | os.PathLike[str],
+    *, storage_options: Mapping[str, Any] | None = None,
 ) -> Comparison:
     """Compare the external effects of ``pipeline`` run at ``root`` with those at ``reference`` (paths or URIs).
 
     Outputs are compared per epoch and SQLite tables whole, as multisets: a
-    duplicated or a missing row is a difference.
+    duplicated or a missing row is a difference. ``storage_options`` open
+    roots given as URIs (pass two opened
+    :class:`~falkirk.spark.pipeline.store.rootfs.Root` objects to give them different ones).
     """
-    root, reference = as_root(root), as_root(reference)
+    root = as_root(root, storage_options=storage_options)
+    reference = as_root(reference, storage_options=storage_options)
     diffs: list[Difference] = []
     compared = 0
     for name, step in pipeline.steps.items():
