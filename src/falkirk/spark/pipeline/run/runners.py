@@ -111,7 +111,7 @@ class InputRunner(Runner):
         cut = self.log.get_cut(epoch)
         if cut is None:
             raise CorruptDataError(self.name, "input", epoch, "its cut is missing")
-        self.log.files(cut)
+        self.log.verify(cut)
 
     def replay(self, epoch: int) -> DataFrame:
         cut = self.log.get_cut(epoch)
