@@ -24,13 +24,13 @@ SCHEMAS = [
     "d DATE, t TIMESTAMP, u TIMESTAMP_NTZ",
     "a ARRAY<BIGINT>, m MAP<STRING, DOUBLE>, s STRUCT<x: INT NOT NULL, y: ARRAY<STRING>>, t ARRAY<DATE>",
 ]
-ZONES = [dt.timezone.utc, zoneinfo.ZoneInfo("Europe/Paris")]
+ZONES = [dt.UTC, zoneinfo.ZoneInfo("Europe/Paris")]
 D = decimal.Decimal
 
 _DATES = st.dates(dt.date(1, 1, 1), dt.date(9999, 12, 31))
 _NAIVE = st.datetimes(dt.datetime(1900, 1, 1), dt.datetime(2200, 1, 1))
 _AWARE = st.datetimes(dt.datetime(1900, 1, 1), dt.datetime(2200, 1, 1), timezones=st.sampled_from(
-    [dt.timezone.utc, dt.timezone(dt.timedelta(hours=5, minutes=30)), zoneinfo.ZoneInfo("America/New_York")]))
+    [dt.UTC, dt.timezone(dt.timedelta(hours=5, minutes=30)), zoneinfo.ZoneInfo("America/New_York")]))
 _DECIMALS = st.one_of(
     st.decimals(allow_nan=False, allow_infinity=False, min_value=-10**6, max_value=10**6),
     st.decimals(allow_nan=True, allow_infinity=True),
@@ -166,7 +166,7 @@ def _same(t: Type, given_value: Any, stored: Any, zone: dt.tzinfo) -> bool:
         v = dt.datetime.fromisoformat(given_value) if isinstance(given_value, str) else given_value
         if n == "TIMESTAMP":
             return (v if v.tzinfo else v.replace(tzinfo=zone)) == stored
-        return (v.astimezone(dt.timezone.utc).replace(tzinfo=None) if v.tzinfo else v) == stored
+        return (v.astimezone(dt.UTC).replace(tzinfo=None) if v.tzinfo else v) == stored
     if n == "ARRAY":
         return len(given_value) == len(stored) and all(
             _same(t.element, a, b, zone) for a, b in zip(given_value, stored, strict=True))  # type: ignore[arg-type]

@@ -121,8 +121,8 @@ def _canonical(t: Type, value: Any) -> Any:
     if t.name in ("TIMESTAMP", "TIMESTAMP_NTZ"):
         v = dt.datetime.fromisoformat(value) if isinstance(value, str) else value
         if t.name == "TIMESTAMP":
-            return v.astimezone(dt.timezone.utc).isoformat()  # a naive value is in the driver's local zone
-        return (v.astimezone(dt.timezone.utc).replace(tzinfo=None) if v.tzinfo else v).isoformat()
+            return v.astimezone(dt.UTC).isoformat()  # a naive value is in the driver's local zone
+        return (v.astimezone(dt.UTC).replace(tzinfo=None) if v.tzinfo else v).isoformat()
     if t.name == "ARRAY":
         return [_canonical(t.element, v) for v in value]  # type: ignore[arg-type]
     if t.name == "MAP":

@@ -95,7 +95,6 @@ def arrow_schema(schema: RecordSchema, spark: Any = None) -> pa.Schema:
 def _from_spark(ddl: str, spark: Any) -> pa.Schema | None:
     """Spark's reading of ``ddl`` mapped by PySpark (``None`` if the session cannot parse here, e.g. stopped)."""
     import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_type
     from pyspark.sql.types import CharType, DataType, StructType, VarcharType
 
     try:

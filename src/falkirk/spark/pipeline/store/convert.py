@@ -223,7 +223,7 @@ class Converter:
 
         kinds = _kinds(values, _datetime, where)
         aware = target.tz is not None
-        if kinds <= {dt.datetime} and (not aware or self.zone is dt.timezone.utc):
+        if kinds <= {dt.datetime} and (not aware or self.zone is dt.UTC):
             if aware or not any(v.tzinfo for v in values if v is not None):
                 return pa.array(values, target)
         out = []
@@ -233,7 +233,7 @@ class Converter:
                 if aware and v.tzinfo is None:
                     v = v.replace(tzinfo=self.zone) if self.zone is not None else v.astimezone()
                 elif not aware and v.tzinfo is not None:
-                    v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+                    v = v.astimezone(dt.UTC).replace(tzinfo=None)
             out.append(v)
         return pa.array(out, target)
 
@@ -338,7 +338,7 @@ class Converter:
         if target.tz is None and col.type.tz is not None:  # an instant as its UTC wall-clock time
             col = pc.cast(col, pa.timestamp(col.type.unit, tz="UTC")).cast(pa.timestamp(col.type.unit))
         elif target.tz is not None and col.type.tz is None:
-            if self.zone is not dt.timezone.utc:
+            if self.zone is not dt.UTC:
                 return None  # wall-clock times in a zone Arrow may not name: through Python
             col = col.cast(pa.timestamp(col.type.unit, tz="UTC"))
         return (col, True)

@@ -59,17 +59,15 @@ import json
 import os
 import re
 import uuid
-import zlib
-from collections.abc import Iterator, Mapping
-from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
-from falkirk.spark.errors import CorruptDataError, PipelineError, RecordError
+from falkirk.spark.errors import CorruptDataError, PipelineError
+from falkirk.spark.pipeline.store import ingest
 from falkirk.spark.pipeline.store import segments as seg
 from falkirk.spark.pipeline.store.arrowschema import log_fields, read_ddl
-from falkirk.spark.pipeline.store.convert import Converter, Rejected, bad_records
+from falkirk.spark.pipeline.store.convert import Converter
 from falkirk.spark.pipeline.store.records import RecordSchema, parse_schema
 from falkirk.spark.pipeline.store.rootfs import Root
 from falkirk.spark.pipeline.store.storage import Manifest, Storage, as_root
@@ -78,13 +76,11 @@ if TYPE_CHECKING:
     import datetime as dt
 
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = ["Cut", "InputLog"]
 
 _KEY = re.compile(r"^[A-Za-z0-9_.-]+$")
-#: Records converted and written at a time (an append of more writes several files per partition).
-CHUNK = 1 << 20
 
 
 @frozen
@@ -186,7 +182,7 @@ class InputLog:
         segs = {k: self.segments(k) for k in range(self.partitions)}
         ends = self.end_offsets(segs)
         skip = {k for k, s in segs.items() if batch is not None and s and s[-1].batch == batch}
-        if _is_spark_frame(data):
+        if ingest.is_spark_frame(data):
             from falkirk.spark.pipeline.store.sparkinput import append_frame
 
             return append_frame(self, data, batch, ends, skip)
@@ -194,8 +190,8 @@ class InputLog:
         rejected: list[dict[str, Any]] = []
         index, spread = 0, 0
         try:
-            for chunk in self._chunks(data):
-                spread = self._accept(chunk, index, spread, writer, rejected)
+            for chunk in ingest.chunks(self, data):
+                spread = ingest.accept(self, chunk, index, spread, writer, rejected)
                 index += len(chunk)
             written = writer.commit()
         except BaseException:
@@ -204,100 +200,6 @@ class InputLog:
         if rejected:
             self._divert(rejected, batch)
         return written
-
-    def _chunks(self, data: Any) -> Iterator[Any]:
-        """``data`` as lists of records or Arrow RecordBatches of at most :data:`CHUNK` records."""
-        import pyarrow as pa
-
-        if _is_pandas(data):
-            data = pa.Table.from_pandas(data, preserve_index=False)
-        if isinstance(data, (pa.Table, pa.RecordBatch)):
-            yield from (data.slice(i, CHUNK) for i in range(0, max(data.num_rows, 1), CHUNK)) \
-                if isinstance(data, pa.RecordBatch) else data.to_batches(max_chunksize=CHUNK)
-            return
-        paths = _parquet_paths(data)
-        if paths is not None:
-            yield from self._parquet_batches(paths)
-            return
-        if isinstance(data, (list, tuple)):
-            yield from (list(data[i:i + CHUNK]) for i in range(0, len(data), CHUNK))
-            return
-        try:
-            items = iter(data)
-        except TypeError:
-            raise PipelineError(
-                f"input {self.name!r}: cannot append a {type(data).__name__}; give mappings, a pyarrow Table or "
-                "RecordBatch, a pandas or Spark DataFrame, or Parquet paths") from None
-        while chunk := list(islice(items, CHUNK)):
-            yield chunk
-
-    def _parquet_batches(self, paths: list[str]) -> Iterator[pa.RecordBatch]:
-        import pyarrow.dataset as ds
-        from fsspec.core import url_to_fs
-
-        try:
-            fs, _ = url_to_fs(paths[0])
-            found = ds.dataset([url_to_fs(p)[1] for p in paths], format="parquet", filesystem=fs)
-            yield from found.to_batches(batch_size=CHUNK)
-        except (OSError, ValueError) as exc:
-            raise PipelineError(
-                f"input {self.name!r}: cannot read Parquet {paths if len(paths) > 1 else paths[0]!r}: {exc} (append "
-                "takes mappings, a pyarrow Table, a pandas or Spark DataFrame, or paths of Parquet files)") from None
-
-    def _accept(self, chunk: Any, index: int, spread: int, writer: seg.SegmentWriter,
-                rejected: list[dict[str, Any]]) -> int:
-        """Check and write one chunk; the next round-robin position (see :meth:`append`)."""
-        import numpy as np
-        import pyarrow as pa
-
-        conv, arrow = self.converter, isinstance(chunk, pa.RecordBatch)
-        try:
-            good = conv.arrow(chunk) if arrow else conv.records(chunk)
-        except Rejected:
-            good = None
-        if good is not None:
-            keys = good.column(self.key) if self.key else None
-            raw = None
-            if keys is not None and not (pa.types.is_integer(keys.type) or pa.types.is_string(keys.type)):
-                raw = chunk.column(self.key).to_pylist() if arrow else [r.get(self.key) for r in chunk]
-            parts, spread = seg.partitions(keys, raw, self.partitions, spread, good.num_rows)
-            writer.add(good, parts)
-            return spread
-        n = chunk.num_rows if arrow else len(chunk)
-        problems = bad_records(conv, chunk, first_only=not self.dead_letter)
-        rows = [r for _, r, _ in problems]
-        first = problems[0][0]
-        prefix = chunk.slice(0, first + 1).to_pylist(maps_as_pydicts="strict") if arrow else chunk[:first + 1]
-        parts_before, _ = self._python_partitions(prefix, spread)
-        if not self.dead_letter:
-            i, _, problem = problems[0]
-            k = parts_before[i]
-            offset = writer.offset(k) + parts_before[:i].count(k)
-            raise RecordError(self.name, k, offset, index + i, problem.field, str(problem))
-        all_rows = chunk.to_pylist(maps_as_pydicts="strict") if arrow else chunk
-        parts_all, spread = self._python_partitions(all_rows, spread)
-        bad = {i for i, _, _ in problems}
-        keep = np.ones(n, dtype=bool)
-        keep[list(bad)] = False
-        good = conv.arrow(chunk.filter(pa.array(keep))) if arrow else conv.records(
-            [r for i, r in enumerate(chunk) if i not in bad])
-        writer.add(good, np.asarray(parts_all, dtype=np.int32)[keep])
-        for (i, _, problem), record in zip(problems, rows, strict=True):
-            rejected.append({"index": index + i, "partition": parts_all[i], "field": problem.field,
-                             "problem": str(problem), "record": _jsonable(record)})
-        return spread
-
-    def _python_partitions(self, records: list[Any], spread: int) -> tuple[list[int], int]:
-        """Partitions of ``records`` as given (any values; the error path), and the next round-robin position."""
-        out = []
-        for r in records:
-            value = r.get(self.key) if self.key and isinstance(r, Mapping) else None
-            if value is None:
-                k, spread = spread % self.partitions, spread + 1
-            else:
-                k = zlib.crc32(str(value).encode()) % self.partitions
-            out.append(k)
-        return out, spread
 
     # -- dead letters ------------------------------------------------------------------
     @property
@@ -435,10 +337,11 @@ class InputLog:
             reader = spark.read.schema(schema)
             df = reader.option("mode", "FAILFAST").json(uris) if legacy else reader.parquet(*uris)
             if not all(whole for _, whole in mine):
-                cond = None
+                cond: Column | None = None
                 for k in sorted({m.partition for m, _ in mine}):
                     term = (F.col("_partition") == k) & F.col("_offset").between(c.start[k], c.end[k] - 1)
                     cond = term if cond is None else cond | term
+                assert cond is not None
                 df = df.where(cond)
             frames.append(df)
         if not frames:
@@ -529,36 +432,8 @@ def _zone(spark: Any) -> dt.tzinfo | None:
     except Exception:  # noqa: BLE001 - a stopped session: the local zone
         return None
     if name in ("UTC", "Etc/UTC", "GMT", "Etc/GMT", "Z", "UCT", "Etc/UCT", "+00:00", "Zulu"):
-        return dt.timezone.utc
+        return dt.UTC
     try:
         return zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         return None
-
-
-def _is_spark_frame(data: Any) -> bool:
-    return type(data).__module__.startswith("pyspark.sql") and hasattr(data, "sparkSession")
-
-
-def _is_pandas(data: Any) -> bool:
-    return type(data).__module__.startswith("pandas") and hasattr(data, "to_records") and hasattr(data, "columns")
-
-
-def _parquet_paths(data: Any) -> list[str] | None:
-    """``data`` as a list of Parquet paths, if it is a path or a non-empty list of them."""
-    if isinstance(data, (str, os.PathLike)):
-        return [os.fspath(data)]
-    if isinstance(data, (list, tuple)) and data and all(isinstance(p, (str, os.PathLike)) for p in data):
-        return [os.fspath(p) for p in data]
-    return None
-
-
-def _jsonable(value: Any) -> Any:
-    """``value`` with anything JSON cannot hold replaced by its ``repr`` (for the dead-letter log)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return repr(value)

@@ -49,7 +49,15 @@ _MASK = (1 << 33) - 1  # monotonically_increasing_id: partition id << 33 | row w
 
 def _plain(t: Any) -> Any:
     """``t`` with CHAR/VARCHAR as STRING (what the data holds; their lengths are checked apart)."""
-    from pyspark.sql.types import ArrayType, CharType, MapType, StringType, StructField, StructType, VarcharType
+    from pyspark.sql.types import (
+        ArrayType,
+        CharType,
+        MapType,
+        StringType,
+        StructField,
+        StructType,
+        VarcharType,
+    )
 
     if isinstance(t, (CharType, VarcharType)):
         return StringType()
@@ -83,7 +91,8 @@ def _nested_bad(c: Column, t: Any) -> Column | None:
         probe = _nested_bad(F.lit(None).cast(_plain(element)), element)
         if probe is not None:
             values = c if isinstance(t, ArrayType) else F.map_values(c)
-            terms.append(F.exists(values, lambda x: x.isNotNull() & F.coalesce(_nested_bad(x, element), F.lit(False))))
+            terms.append(F.exists(values, lambda x: x.isNotNull() & F.coalesce(_nested_bad(x, element) or F.lit(False),
+                                                                                F.lit(False))))
     return reduce(lambda a, b: a | b, terms) if terms else None
 
 
@@ -121,9 +130,10 @@ def _convert(c: Column, source: Any, declared: Any) -> tuple[Column, Column | No
 def _checked(log: InputLog, df: DataFrame) -> DataFrame:
     """``df`` as the declared fields plus ``_bad`` (NULL, or the first problem), ``_mid`` and ``_partition``."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import DataType
+    from pyspark.sql.types import DataType, StructType
 
     declared = DataType.fromDDL(log.schema)
+    assert isinstance(declared, StructType)
     source = {f.name: f.dataType for f in df.schema.fields}
     names = ", ".join(f.name for f in declared.fields)
     problems: list[tuple[Column, str, Column]] = []  # (bad?, field, message)
@@ -243,7 +253,7 @@ def _index(checked: DataFrame, mids: list[int]) -> dict[int, int]:
     """Each row id's position in the DataFrame (rows of earlier Spark partitions, then its rank in its own)."""
     from pyspark.sql import functions as F
 
-    counts = dict(checked.groupBy(F.shiftright(F.col("_mid"), 33).alias("p")).count().collect())
+    counts: dict[int, int] = dict(checked.groupBy(F.shiftright(F.col("_mid"), 33).alias("p")).count().collect())
     before, total = {}, 0
     for p in sorted(counts):
         before[p], total = total, total + counts[p]
