@@ -6,13 +6,17 @@ of this process (``time.process_time``) for the driver-side cases:
 
 * ``bare`` — ``pyarrow.parquet.write_table`` of the same Arrow table (pyarrow's
   defaults), to a local file: the floor an Arrow-native log is compared with;
+  ``bare, same encodings`` — the same with the encodings the log's segments
+  use (:func:`~falkirk.spark.pipeline.store.segments.parquet_options`), to
+  separate the log's own overhead from its choice of encodings;
 * ``json (before)`` — today's log before issue 30 (the JSON-lines segments and
   per-record check of commit ``27438cf``, loaded from git), appending the dicts;
 * ``dicts`` / ``arrow`` / ``pandas`` — :meth:`InputLog.append` of the list of
   dicts, of a ``pyarrow.Table``, of a pandas ``DataFrame``;
 
 each for two layouts: 1 partition without a key, and 4 partitions keyed by
-``user``. Then **replay**: Spark reads one epoch (the 10^6 records) from the
+``user``; every driver-side case runs ``--reps`` times (a fresh log each
+time, the cases taking turns) and keeps its least CPU time. Then **replay**: Spark reads one epoch (the 10^6 records) from the
 JSON-lines segment and from the Parquet one and materialises every column
 (``write.format("noop")``), and only two columns (``user, amount`` summed):
 CPU time of the JVM (``getProcessCpuTime``, driver and executors: local mode)
@@ -91,29 +95,42 @@ def cpu(fn: Callable[[], Any]) -> float:
     return time.process_time() - t0
 
 
-def ingest(table: pa.Table, scratch: Path, legacy: Any) -> list[dict[str, Any]]:
+def ingest(table: pa.Table, scratch: Path, legacy: Any, reps: int) -> list[dict[str, Any]]:
     """The driver-side cases (see the module docstring)."""
+    from falkirk.spark.pipeline.store.segments import parquet_options
+
     rows = table.num_rows
     records = table.to_pylist()
     frame = table.to_pandas()
-    out = []
-
-    def row(case: str, layout: str, seconds: float, **extra: Any) -> None:
-        out.append({"case": case, "layout": layout, "rows": rows, "cpu_s": round(seconds, 4),
-                    "records_per_cpu_s": round(rows / seconds), **extra})
-        print(f"  {case:<14} {layout:<24} {seconds:8.3f} CPU-s  {rows / seconds:>12,.0f} records/CPU-s")
-
-    bare = scratch / "bare.parquet"
-    row("bare", "-", cpu(lambda: pq.write_table(table, bare)), bytes=bare.stat().st_size)
+    cases: dict[tuple[str, str], Callable[[Path], Any]] = {
+        ("bare", "-"): lambda where: pq.write_table(table, where / "bare.parquet"),
+        ("bare, same encodings", "-"): lambda where: pq.write_table(table, where / "bare.parquet",
+                                                                    **parquet_options(table)),
+    }
     for layout, opts in LAYOUTS.items():
         if legacy is not None:
-            log = legacy(scratch / f"legacy-{opts['partitions']}", "events", SCHEMA, fsync=False, **opts)
-            row("json (before)", layout, cpu(lambda log=log: log.append(records, batch="b")))
+            cases["json (before)", layout] = lambda where, opts=opts: legacy(
+                where, "events", SCHEMA, fsync=False, **opts).append(records, batch="b")
         for case, data in (("dicts", records), ("arrow", table), ("pandas", frame)):
-            log = InputLog(scratch / f"{case}-{opts['partitions']}", "events", SCHEMA, fsync=False, **opts)
-            seconds = cpu(lambda log=log, data=data: log.append(data, batch="b"))
-            assert sum(log.end_offsets().values()) == rows
-            row(case, layout, seconds, bytes=log.fs.size(log.dir))
+            cases[case, layout] = lambda where, opts=opts, data=data: InputLog(
+                where, "events", SCHEMA, fsync=False, **opts).append(data, batch="b")
+    times: dict[tuple[str, str], list[float]] = {}
+    sizes: dict[tuple[str, str], int] = {}
+    for rep in range(reps):
+        for (case, layout), run in cases.items():
+            if case == "json (before)" and rep:
+                continue  # ~15 CPU-s at 10^6 records: once is enough
+            where = scratch / f"{case}-{layout}-{rep}".replace(" ", "_").replace(",", "")
+            where.mkdir(parents=True)
+            times.setdefault((case, layout), []).append(cpu(lambda run=run, where=where: run(where)))
+            sizes[case, layout] = sum(f.stat().st_size for f in where.rglob("*") if f.is_file())
+            shutil.rmtree(where)
+    out = []
+    for (case, layout), values in times.items():
+        best = min(values)
+        out.append({"case": case, "layout": layout, "rows": rows, "cpu_s": round(best, 4), "bytes": sizes[case, layout],
+                    "cpu_s_runs": [round(v, 4) for v in values], "records_per_cpu_s": round(rows / best)})
+        print(f"  {case:<22} {layout:<24} {best:8.3f} CPU-s  {rows / best:>12,.0f} records/CPU-s")
     return out
 
 
@@ -175,7 +192,7 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="falkirk-bench-input-"))
     try:
         print(f"ingest, {args.rows:,} records:")
-        results = ingest(table, scratch, legacy)
+        results = ingest(table, scratch, legacy, args.reps)
         load.append(os.getloadavg())
         if not args.skip_replay:
             print("replay of one epoch by Spark:")

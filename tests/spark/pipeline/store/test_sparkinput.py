@@ -52,8 +52,11 @@ def test_a_dataframe_lands_where_the_same_python_records_would(spark: Any, tmp_p
     ("s", {"a": None, "b": "x"}, "s"),  # NULL in a NOT NULL struct field
 ])
 def test_a_bad_row_stops_the_append_naming_it(spark: Any, tmp_path: Path, column: str, value: Any, field: str) -> None:
-    """The first bad row: RecordError with its index, partition and offset; nothing written."""
-    rows = [dict(r) for r in ROWS]
+    """The first bad row: RecordError with its index, and the partition and offset Python's append names; nothing written.
+
+    (Every row has a key here: rows without one are spread differently by the two, by row id in Spark.)
+    """
+    rows = [{**r, "user": i % 5} for i, r in enumerate(ROWS)]
     rows[17][column] = value
     df = spark.createDataFrame(rows, SCHEMA.replace("VARCHAR(3)", "STRING").replace("v INT NOT NULL", "v INT")
                                .replace("a: INT NOT NULL", "a: INT"))

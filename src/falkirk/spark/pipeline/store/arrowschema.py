@@ -24,7 +24,10 @@ TIMESTAMP_NTZ       timestamp[us]                    wall-clock time
 ARRAY / MAP / …     list / map<string, …> / struct
 ==================  ===============================  ======================
 
-``NOT NULL`` becomes a non-nullable field. An Arrow schema has no notion of a
+``NOT NULL`` becomes a non-nullable field at the top level; inside a struct
+every field is nullable in Arrow (the fields of a ``NULL`` struct are
+``NULL``, which a non-nullable Arrow field may not hold), and ``NOT NULL``
+there is checked, not declared. An Arrow schema has no notion of a
 string's maximum length, so ``VARCHAR(n)``/``CHAR(n)`` keep ``n`` in the
 field's metadata (:data:`MAX_LENGTH`), where the vectorised check
 (:mod:`~falkirk.spark.pipeline.store.convert`) finds it.
@@ -71,14 +74,14 @@ def arrow_type(t: Type) -> pa.DataType:
         return pa.list_(arrow_type(t.element))  # type: ignore[arg-type]
     if t.name == "MAP":
         return pa.map_(pa.string(), arrow_type(t.element))  # type: ignore[arg-type]
-    return pa.struct([_arrow_field(f) for f in t.fields])
+    return pa.struct([_arrow_field(f, nested=True) for f in t.fields])
 
 
-def _arrow_field(f: Field) -> pa.Field:
+def _arrow_field(f: Field, *, nested: bool = False) -> pa.Field:
     import pyarrow as pa
 
     meta = {MAX_LENGTH: str(f.type.params[0]).encode()} if f.type.name in ("VARCHAR", "CHAR") else None
-    return pa.field(f.name, arrow_type(f.type), nullable=f.nullable, metadata=meta)
+    return pa.field(f.name, arrow_type(f.type), nullable=f.nullable or nested, metadata=meta)
 
 
 def arrow_schema(schema: RecordSchema, spark: Any = None) -> pa.Schema:
@@ -103,15 +106,15 @@ def _from_spark(ddl: str, spark: Any) -> pa.Schema | None:
         return None
     assert isinstance(parsed, StructType)
 
-    def field(f: Any) -> pa.Field:
-        t = f.dataType
+    def field(f: Any, nested: bool) -> pa.Field:
+        t, nullable = f.dataType, f.nullable or nested
         if isinstance(t, (CharType, VarcharType)):
-            return pa.field(f.name, pa.string(), nullable=f.nullable, metadata={MAX_LENGTH: str(t.length).encode()})
+            return pa.field(f.name, pa.string(), nullable=nullable, metadata={MAX_LENGTH: str(t.length).encode()})
         if isinstance(t, StructType):
-            return pa.field(f.name, pa.struct([field(c) for c in t.fields]), nullable=f.nullable)
-        return pa.field(f.name, _spark_to_arrow(t), nullable=f.nullable)
+            return pa.field(f.name, pa.struct([field(c, True) for c in t.fields]), nullable=nullable)
+        return pa.field(f.name, _spark_to_arrow(t), nullable=nullable)
 
-    return pa.schema([field(f) for f in parsed.fields])
+    return pa.schema([field(f, False) for f in parsed.fields])
 
 
 def _spark_to_arrow(t: Any) -> pa.DataType:
@@ -127,7 +130,7 @@ def _spark_to_arrow(t: Any) -> pa.DataType:
     if isinstance(t, MapType):
         return pa.map_(_spark_to_arrow(t.keyType), _spark_to_arrow(t.valueType))
     if isinstance(t, StructType):
-        return pa.struct([pa.field(f.name, _spark_to_arrow(f.dataType), nullable=f.nullable) for f in t.fields])
+        return pa.struct([pa.field(f.name, _spark_to_arrow(f.dataType)) for f in t.fields])
     return to_arrow_type(t, timezone="UTC")
 
 

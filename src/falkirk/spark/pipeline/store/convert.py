@@ -41,7 +41,7 @@ wall-clock times (an aware value gives its UTC wall-clock time).
 Traceback (most recent call last):
 ...
 falkirk.spark.pipeline.store.convert.Rejected: n
->>> conv.arrow(pa.table({"n": pa.array([7], pa.int8()), "user": ["cy"]})).to_pylist()
+>>> conv.arrow(pa.record_batch({"n": pa.array([7], pa.int8()), "user": ["cy"]})).to_pylist()
 [{'user': 'cy', 'n': 7}]
 """
 
@@ -265,7 +265,7 @@ class Converter:
         return pa.MapArray.from_arrays(pa.array(offsets), pa.array(keys, pa.string()), items, type=target, mask=mask)
 
     # -- Arrow data -----------------------------------------------------------------------
-    def arrow(self, batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
+    def arrow(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """An Arrow batch as a RecordBatch of the declared fields; :class:`Rejected` if a record is bad."""
         import pyarrow as pa
 
@@ -273,15 +273,13 @@ class Converter:
             raise Rejected("(unknown field)")
         if len(set(batch.column_names)) != batch.num_columns:
             raise Rejected("(duplicate column)")
-        table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
         columns = []
         for f in self.schema.fields:
             target = self.arrow_schema.field(f.name)
-            if f.name in table.column_names:
-                col = table.column(f.name).combine_chunks()
-                columns.append(self._typed(f.type, target, col, f.name))
-            elif f.nullable or not table.num_rows:
-                columns.append(pa.nulls(table.num_rows, target.type))
+            if f.name in batch.column_names:
+                columns.append(self._typed(f.type, target, batch.column(f.name), f.name))
+            elif f.nullable or not batch.num_rows:
+                columns.append(pa.nulls(batch.num_rows, target.type))
             else:
                 raise Rejected(f.name)
         for f, col in zip(self.schema.fields, columns, strict=True):
@@ -316,10 +314,10 @@ class Converter:
         elif t.name in ("TIMESTAMP", "TIMESTAMP_NTZ") and pa.types.is_timestamp(src):
             fast = self._typed_timestamp(col, target)
         elif src == target:
-            fast = col if _nested_nulls_ok(col, target) else None
+            fast = col if _nested_nulls_ok(col, t) else None
         if isinstance(fast, tuple):
             try:
-                fast = pc.cast(fast[0], target, safe=fast[1])
+                fast = fast[0] if fast[0].type == target else pc.cast(fast[0], target, safe=fast[1])
             except _CONVERSION_ERRORS + (pa.ArrowException,):
                 fast = None
         if fast is None:  # no rule here: what its Python values mean
@@ -344,24 +342,24 @@ class Converter:
         return (col, True)
 
 
-def _nested_nulls_ok(col: pa.Array, target: pa.DataType) -> bool:
-    """Whether a nested column of the declared type has no null where a nested field is ``NOT NULL``."""
+def _nested_nulls_ok(col: pa.Array, t: Type) -> bool:
+    """Whether a nested column of declared type ``t`` has no null where a field inside a struct is ``NOT NULL``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if pa.types.is_struct(target):
-        children = col.flatten()
-        for i, f in enumerate(target):
-            child = children[i]
+    if t.name == "STRUCT":
+        children = col.flatten()  # a null struct's fields are null
+        for f, child in zip(t.fields, children, strict=True):
             if not f.nullable and child.null_count and pc.any(pc.and_(pc.is_null(child), pc.is_valid(col))).as_py():
                 return False
             if not _nested_nulls_ok(child, f.type):
                 return False
         return True
-    if pa.types.is_list(target):
-        return _nested_nulls_ok(col.flatten(), target.value_type)
-    if pa.types.is_map(target):
-        return _nested_nulls_ok(col.items, target.item_type)
+    if t.name == "ARRAY":
+        return _nested_nulls_ok(col.flatten(), t.element)  # type: ignore[arg-type]
+    if t.name == "MAP":
+        assert isinstance(col, pa.MapArray)
+        return _nested_nulls_ok(col.items, t.element)  # type: ignore[arg-type]
     return True
 
 

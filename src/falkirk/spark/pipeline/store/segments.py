@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from attrs import frozen
 
 from falkirk.spark.errors import CorruptDataError
+from falkirk.spark.pipeline.store.arrowschema import log_fields
 from falkirk.spark.pipeline.store.rootfs import Root
 from falkirk.spark.pipeline.store.storage import FileEntry
 
@@ -56,9 +57,12 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-__all__ = ["Segment", "SegmentManifest", "SegmentWriter", "list_segments", "partitions", "read_manifest"]
+__all__ = ["Segment", "SegmentManifest", "SegmentWriter", "list_segments", "parquet_options", "partitions",
+           "read_manifest"]
 
 FORMAT = "falkirk-segment/1"
+#: Values sampled to decide whether a column is worth a dictionary.
+_SAMPLE = 8192
 _NAME = re.compile(r"^(\d{12})(?:@([A-Za-z0-9_.-]+))?\.(json|jsonl)$")
 
 
@@ -144,18 +148,22 @@ def _crc_table() -> np.ndarray:
 
 
 def crc32_strings(arr: pa.Array) -> np.ndarray:
-    """``zlib.crc32`` of every string of ``arr`` (non-null), vectorised over byte positions (shortest strings drop out)."""
+    """``zlib.crc32`` of ``str`` of every value of ``arr`` (integers or strings, no nulls), vectorised.
+
+    Each distinct value is hashed once when they are few (a key of users, not
+    of events); the hashing runs over byte positions, the shortest strings
+    dropping out first.
+    """
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if len(arr) > 4096:
+        enc = pc.dictionary_encode(arr)
+        if len(enc.dictionary) * 2 < len(arr):
+            return crc32_strings(enc.dictionary)[enc.indices.to_numpy(zero_copy_only=False)]
     arr = pc.cast(arr, pa.string())
     n = len(arr)
-    if n > 4096:  # few distinct keys (users, not events): hash each once
-        sample = arr.slice(0, 4096)
-        if len(pc.unique(sample)) < 1024:
-            enc = pc.dictionary_encode(arr)
-            return crc32_strings(enc.dictionary)[np.asarray(enc.indices)]
     table = _crc_table()
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=n + 1, offset=arr.offset * 4)
     data = np.frombuffer(arr.buffers()[2] or b"\0", dtype=np.uint8)
@@ -209,6 +217,36 @@ def partitions(keys: pa.Array | None, raw: list[Any] | None, count: int, spread:
     return out, spread + spread_rows
 
 
+def parquet_options(table: pa.Table | pa.RecordBatch) -> dict[str, Any]:
+    """How segments are written: Snappy, delta encoding for ``_offset``, a dictionary for columns whose values repeat.
+
+    pyarrow's default tries a dictionary for every column and falls back to
+    plain encoding once the dictionary passes 1 MB: on a column of distinct
+    values (timestamps, amounts, ids) that is work for nothing, repeated in
+    every file. So a top-level column whose first :data:`_SAMPLE` values are
+    mostly distinct is written plain.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([*table.schema, *log_fields()]) if "_offset" not in table.column_names else table.schema
+    key = schema.to_string(show_field_metadata=False, show_schema_metadata=False)
+    if key not in _LEAVES:
+        empty = io.BytesIO()
+        pq.write_table(schema.empty_table(), empty)
+        _LEAVES[key] = [c.path for c in pq.ParquetFile(io.BytesIO(empty.getvalue())).schema]
+    distinct = {name for name in table.column_names if name not in ("_partition", "_offset")
+                and not _nested(table.schema.field(name).type)
+                and pc.count_distinct(table.column(name).slice(0, _SAMPLE)).as_py() * 2 > min(_SAMPLE, table.num_rows)}
+    dictionary = [p for p in _LEAVES[key] if p != "_offset" and p.split(".")[0] not in distinct]
+    return {"use_dictionary": dictionary, "column_encoding": {"_offset": "DELTA_BINARY_PACKED"},
+            "compression": "snappy"}
+
+
+_LEAVES: dict[str, list[str]] = {}
+
+
 # -- writing --------------------------------------------------------------------------------------
 class SegmentWriter:
     """The segments of one append: data files as chunks arrive, manifests at :meth:`commit`.
@@ -227,23 +265,10 @@ class SegmentWriter:
         self.id = uuid.uuid4().hex[:8]
         self.files: dict[int, list[FileEntry]] = {}
         self._written: list[str] = []
-        self._options: dict[str, Any] | None = None
 
     def offset(self, partition: int) -> int:
         """The offset the next record of ``partition`` gets."""
         return self.next[partition]
-
-    def _parquet_options(self, schema: pa.Schema) -> dict[str, Any]:
-        """Dictionary encoding for the data columns (pyarrow's default), delta encoding for ``_offset``."""
-        import pyarrow.parquet as pq
-
-        if self._options is None:
-            empty = io.BytesIO()
-            pq.write_table(schema.empty_table(), empty)
-            paths = [c.path for c in pq.ParquetFile(io.BytesIO(empty.getvalue())).schema]
-            self._options = {"use_dictionary": [p for p in paths if p != "_offset"],
-                             "column_encoding": {"_offset": "DELTA_BINARY_PACKED"}, "compression": "snappy"}
-        return self._options
 
     def add(self, batch: pa.RecordBatch, parts: np.ndarray) -> None:
         """Append the records of ``batch`` (the declared fields) to the partitions ``parts`` names, in order."""
@@ -253,28 +278,27 @@ class SegmentWriter:
         if not batch.num_rows:
             return
         counts = np.bincount(parts, minlength=max(self.next) + 1)
-        if len(counts) > 1 and counts.max() < batch.num_rows:
-            order = np.argsort(parts, kind="stable")
-            batch = batch.take(pa.array(order))
-        at = 0
+        whole = len(counts) == 1 or counts.max() == batch.num_rows
+        options: dict[str, Any] | None = None
         for k, n in enumerate(counts.tolist()):
             if n == 0:
                 continue
-            piece, at = batch.slice(at, n), at + n
             start = self.next[k]
             self.next[k] = start + n  # also where a re-sent partition is skipped: the offsets a bad record would get
             if k in self.skip:
                 continue
+            piece = batch if whole else batch.filter(pa.array(parts == k))
+            options = options or parquet_options(batch)  # once per chunk: the same for every partition
             table = pa.Table.from_batches([piece]).append_column(
                 "_partition", pa.array(np.full(n, k, dtype=np.int32))).append_column(
                 "_offset", pa.array(np.arange(start, start + n, dtype=np.int64)))
-            self._write(k, table)
+            self._write(k, table, options)
 
-    def _write(self, k: int, table: pa.Table) -> None:
+    def _write(self, k: int, table: pa.Table, options: dict[str, Any]) -> None:
         import pyarrow.parquet as pq
 
         buf = io.BytesIO()
-        pq.write_table(table, buf, **self._parquet_options(table.schema))
+        pq.write_table(table, buf, **options)
         data = buf.getvalue()
         name = f"{segment_name(self.start[k], self.batch)}.{self.id}-{len(self.files.get(k, ()))}.parquet"
         rel = f"{self.dir}/part-{k}/{name}"
@@ -297,6 +321,12 @@ class SegmentWriter:
             publish_manifest(self.fs, self.dir, m)
             written[k] = rows
         return written
+
+
+def _nested(t: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_nested(t))
 
 
 def publish_manifest(fs: Root, directory: str, m: SegmentManifest) -> None:

@@ -48,7 +48,7 @@ _MASK = (1 << 33) - 1  # monotonically_increasing_id: partition id << 33 | row w
 
 
 def _plain(t: Any) -> Any:
-    """``t`` with CHAR/VARCHAR as STRING (what the data holds; their lengths are checked apart)."""
+    """``t`` as the data holds it: CHAR/VARCHAR as STRING, nested fields nullable (lengths and NOT NULL are checked)."""
     from pyspark.sql.types import (
         ArrayType,
         CharType,
@@ -62,11 +62,11 @@ def _plain(t: Any) -> Any:
     if isinstance(t, (CharType, VarcharType)):
         return StringType()
     if isinstance(t, ArrayType):
-        return ArrayType(_plain(t.elementType), t.containsNull)
+        return ArrayType(_plain(t.elementType), True)
     if isinstance(t, MapType):
-        return MapType(_plain(t.keyType), _plain(t.valueType), t.valueContainsNull)
+        return MapType(_plain(t.keyType), _plain(t.valueType), True)
     if isinstance(t, StructType):
-        return StructType([StructField(f.name, _plain(f.dataType), f.nullable) for f in t.fields])
+        return StructType([StructField(f.name, _plain(f.dataType), True) for f in t.fields])
     return t
 
 
