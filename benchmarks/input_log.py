@@ -19,7 +19,7 @@ each for two layouts: 1 partition without a key, and 4 partitions keyed by
 time, the cases taking turns) and keeps its least CPU time. Then **replay**: Spark reads one epoch (the 10^6 records) from the
 JSON-lines segment and from the Parquet one and materialises every column
 (``write.format("noop")``), and only two columns (``user, amount`` summed):
-CPU time of the JVM (``getProcessCpuTime``, driver and executors: local mode)
+CPU time of the JVM (``/proc/<pid>/stat``, driver and executors: local mode)
 plus this process, median of ``--reps`` runs after one warm-up, the two
 formats taking turns. Writes ``benchmarks/results/input_log.json``.
 
@@ -135,9 +135,10 @@ def ingest(table: pa.Table, scratch: Path, legacy: Any, reps: int) -> list[dict[
 
 
 def jvm_cpu(spark: Any) -> float:
-    """CPU seconds the JVM has used so far (driver and, in local mode, executors)."""
-    bean = spark._jvm.java.lang.management.ManagementFactory.getOperatingSystemMXBean()
-    return float(bean.getProcessCpuTime()) / 1e9
+    """CPU seconds the JVM has used so far (driver and, in local mode, executors), from ``/proc`` (Linux)."""
+    pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 def replay(table: pa.Table, scratch: Path, legacy: Any, reps: int) -> list[dict[str, Any]]:
