@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -72,3 +73,25 @@ def test_a_crash_before_the_manifest_leaves_nothing_the_log_sees(tmp_path: Path)
     log.acknowledge(1)
     assert not [n for n in log.fs.listdir("input/ev/part-0") if crashed.id in n]
     assert log.to_arrow(1).column("u").to_pylist() == [3]
+
+
+def test_a_failed_commit_keeps_the_data_of_published_segments(tmp_path: Path, monkeypatch: Any) -> None:
+    """If publishing a later partition's manifest fails, abort deletes only the unpublished partitions' files."""
+    log = InputLog(tmp_path, "ev", "u BIGINT", partitions=2, key="u", fsync=False)
+    real = seg.publish_manifest
+
+    def second_fails(fs: Root, directory: str, m: seg.SegmentManifest) -> None:
+        if m.partition == 1:
+            raise OSError("disk gone")
+        real(fs, directory, m)
+
+    monkeypatch.setattr(seg, "publish_manifest", second_fails)
+    records = [{"u": u} for u in range(20)]
+    with pytest.raises(OSError, match="disk gone"):
+        log.append(records, batch="b")
+    monkeypatch.setattr(seg, "publish_manifest", real)
+    assert [len(log.segments(k)) for k in (0, 1)] == [1, 0]
+    log.cut(0)
+    log.files(log.get_cut(0))  # partition 0's data is there
+    assert not [n for n in log.fs.listdir("input/ev/part-1") if n.endswith(".parquet")]
+    assert log.append(records, batch="b") == {1: sum(zlib.crc32(str(u).encode()) % 2 for u in range(20))}

@@ -18,7 +18,8 @@ an iterable of mappings                lists of up to :data:`CHUNK` records
 ``pyarrow.Table`` / ``RecordBatch``    its batches (no copy)
 pandas ``DataFrame``                   ``pyarrow.Table.from_pandas`` (pandas'
                                        missing values — ``NaN``, ``None``,
-                                       ``NaT`` — are ``NULL``)
+                                       ``NaT`` — are ``NULL``; the index is
+                                       not a column)
 a path, or a list of paths             Parquet files (or directories of them),
                                        streamed by ``pyarrow.dataset``; a URI
                                        goes through fsspec

@@ -265,6 +265,7 @@ class SegmentWriter:
         self.id = uuid.uuid4().hex[:8]
         self.files: dict[int, list[FileEntry]] = {}
         self._written: list[str] = []
+        self._published: set[int] = set()
 
     def offset(self, partition: int) -> int:
         """The offset the next record of ``partition`` gets."""
@@ -308,9 +309,11 @@ class SegmentWriter:
         self.files.setdefault(k, []).append(FileEntry(f"part-{k}/{name}", len(data), checksum))
 
     def abort(self) -> None:
-        """Delete the data files written so far (nothing was published as a segment)."""
+        """Delete the data files written so far that no published manifest names."""
         for rel in self._written:
-            self.fs.delete(rel)
+            partition = int(rel[len(self.dir) + len("/part-"):].split("/", 1)[0])
+            if partition not in self._published:
+                self.fs.delete(rel)
 
     def commit(self) -> dict[int, int]:
         """Publish a manifest per partition written to; how many records went to each."""
@@ -319,6 +322,7 @@ class SegmentWriter:
             rows = self.next[k] - self.start[k]
             m = SegmentManifest(self.input, k, self.start[k], rows, self.batch, self.dir, tuple(self.files[k]))
             publish_manifest(self.fs, self.dir, m)
+            self._published.add(k)
             written[k] = rows
         return written
 
