@@ -193,13 +193,12 @@ class InputLog:
             for chunk in ingest.chunks(self, data):
                 spread = ingest.accept(self, chunk, index, spread, writer, rejected)
                 index += len(chunk)
-            written = writer.commit()
+            if rejected:  # first, as before: a crash after it leaves a batch that is simply sent again
+                self._divert(rejected, batch)
+            return writer.commit()
         except BaseException:
             writer.abort()
             raise
-        if rejected:
-            self._divert(rejected, batch)
-        return written
 
     # -- dead letters ------------------------------------------------------------------
     @property
