@@ -70,7 +70,7 @@ def test_input_file_gone_is_an_input_problem_not_retried(spark: Any, tmp_path: P
 
     def count(clicks: Any, *, epoch: int) -> Any:
         calls.append(epoch)
-        for f in (tmp_path / "input" / "clicks").rglob("*.jsonl"):
+        for f in (tmp_path / "input" / "clicks").rglob("*.parquet"):
             f.unlink()  # the data behind the (lazy) DataFrame disappears before Spark reads it
         return clicks
 

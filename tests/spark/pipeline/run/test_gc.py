@@ -41,5 +41,6 @@ def test_gc_keeps_the_root_bounded(spark: Any, tmp_path: Path) -> None:
     # cc_every=2, retain=2 (the default): the checkpoint at the watermark and the one before it
     assert storage.epochs("cc", "checkpoint") == [LONG - 3, LONG - 1]
     assert len(storage.epochs("heavy", "log")) <= 4
-    assert len(list((tmp_path / "input" / "events" / "part-0").glob("*.jsonl"))) <= 5
+    part = tmp_path / "input" / "events" / "part-0"
+    assert len(list(part.glob("*.json"))) <= 5 and len(list(part.glob("*.parquet"))) <= 5  # segments: manifest + data
     assert result.done == {n: LONG - 1 for n in result.done}

@@ -6,9 +6,13 @@ The tests taking ``place`` run on a local directory and on a real S3 server
 
 from __future__ import annotations
 
+import json
+import zlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -137,3 +141,159 @@ def test_read_returns_exactly_the_epoch(spark: Any, tmp_path: Path) -> None:
     rows = log.read(spark, 1).collect()
     assert sorted(r["user"] for r in rows) == [6, 7, 8]
     assert all(r["_offset"] >= log.get_cut(0).end[r["_partition"]] for r in rows)
+
+
+# -- issue 30: what append takes, and what a segment proves ----------------------------------------------------
+RECORDS = [{"user": u % 7, "v": 10 * u} for u in range(23)] + [{"user": None, "v": -1}, {"v": -2}]
+
+
+def _stored(log: InputLog) -> list[dict[str, Any]]:
+    return sorted(log.to_arrow().to_pylist(), key=lambda r: (r["_partition"], r["_offset"]))
+
+
+def test_every_kind_of_data_appends_the_same_records(tmp_path: Path) -> None:
+    """Mappings, a generator, an Arrow Table or RecordBatch, pandas, Parquet path(s): the same records, partitions, offsets."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pylist(RECORDS, pa.schema([("user", pa.int64()), ("v", pa.int64())]))
+    pq.write_table(table.slice(0, 10), tmp_path / "a.parquet")
+    pq.write_table(table.slice(10), tmp_path / "b.parquet")
+    kinds = {
+        "dicts": RECORDS, "generator": (r for r in RECORDS), "table": table, "batch": table.to_batches()[0],
+        "pandas": pd.DataFrame({"user": pd.array([r.get("user") for r in RECORDS], dtype="Int64"),
+                                "v": [r["v"] for r in RECORDS]}),
+        "parquet": [tmp_path / "a.parquet", str(tmp_path / "b.parquet")],
+    }
+    stored = {}
+    for name, data in kinds.items():
+        log = _log(tmp_path / name, partitions=3)
+        assert sum(log.append(data, batch="b").values()) == len(RECORDS)
+        stored[name] = _stored(log)
+    assert all(v == stored["dicts"] for v in stored.values()), {k: v[:2] for k, v in stored.items()}
+    one = _log(tmp_path / "one", partitions=3)
+    one.append(str(tmp_path / "a.parquet"))
+    assert len(_stored(one)) == 10
+
+
+def test_a_segment_manifest_proves_its_data(tmp_path: Path) -> None:
+    """End offsets come from manifests (data unread); a truncated file fails files(), an altered one verify()."""
+    log = _log(tmp_path, partitions=1)
+    log.append(RECORDS, batch="b")
+    cut = log.cut(0)
+    (path,) = [tmp_path / f for f in log.files(cut)]
+    data = path.read_bytes()
+    path.write_bytes(b"\0" * len(data))  # same size, other bytes
+    assert log.end_offsets() == {0: len(RECORDS)}
+    log.files(cut)
+    with pytest.raises(CorruptDataError, match="fails its SHA-256 check"):
+        log.verify(cut)
+    path.write_bytes(data[:-1])
+    with pytest.raises(CorruptDataError, match=f"has {len(data) - 1} bytes, expected {len(data)}"):
+        log.files(cut)
+
+
+def test_an_append_larger_than_a_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks write several files into one segment per partition; a bad record in a later chunk names its offset."""
+    from falkirk.spark import RecordError
+    from falkirk.spark.pipeline.store import ingest
+
+    monkeypatch.setattr(ingest, "CHUNK", 4)
+    log = _log(tmp_path, partitions=2)
+    assert sum(log.append(RECORDS, batch="b").values()) == len(RECORDS)
+    assert [len(log.segments(k)) for k in (0, 1)] == [1, 1]
+    assert sum(len(log._manifest(s, 0).files) for k in (0, 1) for s in log.segments(k)) > 2
+    rows = _stored(log)
+    for k in (0, 1):
+        assert [r["_offset"] for r in rows if r["_partition"] == k] == list(range(sum(r["_partition"] == k for r in rows)))
+    before = log.end_offsets()
+    bad = [{"user": 1, "v": i} for i in range(9)] + [{"user": 1, "v": "x"}]
+    with pytest.raises(RecordError) as err:
+        log.append(bad, batch="c")
+    k = zlib.crc32(b"1") % 2
+    assert (err.value.index, err.value.partition, err.value.offset) == (9, k, before[k] + 9)
+    assert log.end_offsets() == before and not [n for n in log.fs.listdir("input/events/part-0") if "@c." in n]
+
+
+def _old_append_error(records: list[Any], schema: Any, key: str | None, partitions: int, ends: dict[int, int]) -> Any:
+    """Where the append before issue 30 placed its first bad record: (index, partition, offset, field)."""
+    counts: dict[int, int] = {}
+    spread = 0
+    for i, r in enumerate(records):
+        value = r.get(key) if key and isinstance(r, Mapping) else None
+        if value is None:
+            k, spread = spread % partitions, spread + 1
+        else:
+            k = zlib.crc32(str(value).encode()) % partitions
+        problem = schema.check(r)
+        if problem is not None:
+            return i, k, ends[k] + counts.get(k, 0), problem.field
+        counts[k] = counts.get(k, 0) + 1
+    return None
+
+
+_VALUES = st.one_of(st.integers(-5, 5), st.none(), st.text(max_size=2), st.floats(allow_nan=False), st.booleans())
+
+
+@given(st.lists(st.one_of(st.fixed_dictionaries({"user": st.integers(0, 9) | st.none(), "v": st.integers(-9, 9)}),
+                          st.dictionaries(st.sampled_from(["user", "v", "w"]), _VALUES, max_size=2)), max_size=12),
+       st.integers(1, 3), st.booleans(), st.integers(1, 5))
+@settings(max_examples=60, deadline=None)
+def test_the_first_bad_record_is_where_it_was(tmp_path_factory: Any, records: list[Any], partitions: int,
+                                              keyed: bool, chunk: int) -> None:
+    """RecordError names the index, partition, offset and field the per-record append named (any chunking)."""
+    from falkirk.spark import RecordError
+    from falkirk.spark.pipeline.store import ingest
+
+    log = InputLog(tmp_path_factory.mktemp("log"), "events", "user BIGINT, v BIGINT NOT NULL", partitions=partitions,
+                   key="user" if keyed else None, fsync=False)
+    log.append([{"user": 3, "v": 1}, {"user": 4, "v": 2}])
+    ends = log.end_offsets()
+    want = _old_append_error(records, log.record_schema, log.key, partitions, ends)
+    saved, ingest.CHUNK = ingest.CHUNK, chunk
+    try:
+        log.append(records)
+        got = None
+    except RecordError as err:
+        got = (err.index, err.partition, err.offset, err.field)
+    finally:
+        ingest.CHUNK = saved
+    assert got == want
+    if want is not None:
+        assert log.end_offsets() == ends
+
+
+@given(st.lists(st.integers(0, 1000), max_size=400), st.lists(st.integers(0, 399), max_size=6))
+@settings(max_examples=40, deadline=None)
+def test_halving_finds_exactly_the_bad_records(good: list[int], bad_at: list[int]) -> None:
+    """bad_records: the per-record check's bad records, in order (and the first one alone with first_only)."""
+    from falkirk.spark.pipeline.store.convert import Converter, bad_records
+    from falkirk.spark.pipeline.store.records import parse_schema
+
+    records: list[Any] = [{"v": g} for g in good]
+    for i in bad_at:
+        if i < len(records):
+            records[i] = {"v": str(i)}
+    schema = parse_schema("v INT")
+    want = [i for i, r in enumerate(records) if schema.check(r) is not None]
+    conv = Converter(schema)
+    if not want:
+        conv.records(records)
+        return
+    assert [i for i, _, _ in bad_records(conv, records, first_only=False)] == want
+    assert [i for i, _, _ in bad_records(conv, records, first_only=True)] == want[:1]
+    batch = pa.RecordBatch.from_pylist([{"v": str(r["v"])} for r in records])
+    assert len(bad_records(conv, batch, first_only=False)) == len(records)  # strings for INT: every row
+
+
+def test_dead_letters_from_arrow_data(tmp_path: Path) -> None:
+    """Typed data with a bad value: the good rows are appended, the bad one diverted with its index and reason."""
+    import pyarrow as pa
+
+    log = InputLog(tmp_path, "events", "user BIGINT, v INT", partitions=2, key="user", fsync=False, dead_letter=True)
+    table = pa.table({"user": [1, 2, 3], "v": [1, 2**40, 3]})
+    assert sum(log.append(table, batch="b").values()) == 2
+    line = json.loads(log.fs.read_bytes(f"{log.dead_letter_dir}/b.jsonl"))
+    assert (line["index"], line["field"], line["record"]) == (1, "v", {"user": 2, "v": 2**40})
+    assert "out of range" in line["problem"]

@@ -62,11 +62,11 @@ FORMAT = "falkirk-pipeline/1"
 
 @frozen
 class Input:
-    """An input: its log and an optional ``source(epoch) -> records`` the executor feeds before cutting."""
+    """An input: its log and an optional ``source(epoch) -> data`` the executor appends before cutting."""
 
     name: str
     log: InputLog
-    source: Callable[[int], Iterable[Mapping[str, Any]]] | None = None
+    source: Callable[[int], Any] | None = None
 
 
 @frozen
@@ -163,12 +163,14 @@ class Definition:
 
     def input(
         self, name: str, schema: str, *, partitions: int = 1, key: str | None = None,
-        source: Callable[[int], Iterable[Mapping[str, Any]]] | None = None, dead_letter: bool = False,
+        source: Callable[[int], Any] | None = None, dead_letter: bool = False,
     ) -> InputLog:
         """Declare input ``name``: a log of records with Spark DDL ``schema``; returns the log.
 
         ``source(epoch)``, if given, is called once per epoch before the epoch
-        is cut to append that epoch's records (idempotently, batch ``epoch-<e>``).
+        is cut to append that epoch's records (idempotently, batch ``epoch-<e>``):
+        anything :meth:`InputLog.append <falkirk.spark.pipeline.store.inputlog.InputLog.append>`
+        takes — mappings, a pyarrow Table, a pandas or Spark DataFrame, Parquet paths.
         Records are checked against ``schema`` when appended; a bad one stops
         the run with :class:`~falkirk.spark.errors.RecordError`, or with
         ``dead_letter=True`` it goes to the input's dead-letter log
@@ -176,7 +178,7 @@ class Definition:
         """
         self._check_new(name)
         log = InputLog(self.location, name, schema, partitions=partitions, key=key, fsync=self.fsync,
-                       dead_letter=dead_letter)
+                       dead_letter=dead_letter, checksums=self.checksums, spark=self.spark)
         self.inputs[name] = Input(name, log, source)
         self.order.append(name)
         return log

@@ -64,7 +64,7 @@ def check_restore(pipeline: Definition, storage: Storage, name: str, frontier: i
 def check_replay(pipeline: Definition, storage: Storage, sender: str, epoch: int, *, verify: bool = True) -> None:
     """Check that ``sender``'s output of ``epoch`` can be replayed from its log (an input's: from the input log)."""
     if sender in pipeline.inputs:
-        pipeline.inputs[sender].log.check(epoch)
+        pipeline.inputs[sender].log.check(epoch, verify=verify)
         return
     m = storage.get(sender, "log", epoch)
     if verify:

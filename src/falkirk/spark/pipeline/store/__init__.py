@@ -6,8 +6,13 @@
 * :mod:`~falkirk.spark.pipeline.store.storage` — manifests (write-once, with
   each data file's size and checksum), checkpoints, logs and outputs as Parquet;
 * :mod:`~falkirk.spark.pipeline.store.inputlog` — partitioned, append-only
-  input logs cut into epochs, and :mod:`~falkirk.spark.pipeline.store.records`,
-  the check of each record against the input's schema;
+  input logs cut into epochs: their Parquet segments and manifests
+  (:mod:`~falkirk.spark.pipeline.store.segments`), what an append takes
+  (:mod:`~falkirk.spark.pipeline.store.ingest`; a Spark DataFrame:
+  :mod:`~falkirk.spark.pipeline.store.sparkinput`), the input's schema as Arrow
+  (:mod:`~falkirk.spark.pipeline.store.arrowschema`), records checked column by
+  column (:mod:`~falkirk.spark.pipeline.store.convert`) against the rules of
+  :mod:`~falkirk.spark.pipeline.store.records`;
 * :mod:`~falkirk.spark.pipeline.store.keyed` — keyed state laid out by key group
   (and redistributed when the number of partitions changes).
 

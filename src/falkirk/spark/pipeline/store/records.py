@@ -1,29 +1,33 @@
-"""An input's declared schema, parsed without Spark, and the check of every record against it.
+"""An input's declared schema, parsed without Spark, and what one record must be to fit it.
 
-An input log (:mod:`falkirk.spark.pipeline.store.inputlog`) stores JSON lines that
-Spark reads with the input's DDL schema. Spark's default JSON reading is
-*permissive*: a value of the wrong type becomes ``NULL`` and an unknown field
-is dropped, so a bad record would silently turn into a row of NULL values.
-falkirk therefore checks each record when it is appended, against
-:func:`parse_schema`'s reading of the same DDL string:
+Spark's own readers are *permissive*: a value of the wrong type becomes
+``NULL`` and an unknown field is dropped, so a bad record would silently turn
+into a row of NULL values. falkirk therefore checks records when they are
+appended to an input log (:mod:`falkirk.spark.pipeline.store.inputlog`),
+against :func:`parse_schema`'s reading of the DDL string. This module states
+the rules once, for one record:
 
 * every field the record has is declared (no unknown fields);
 * every value has the declared type — an ``int`` (not ``bool``, not
   ``float``) within range for ``BIGINT``/``INT``/``SMALLINT``/``TINYINT``, a
-  ``str`` for ``STRING`` (at most ``n`` characters for ``VARCHAR(n)``/``CHAR(n)``),
-  a ``bool`` for ``BOOLEAN``, a number for ``DOUBLE``/``FLOAT``, an ``int`` or
-  :class:`~decimal.Decimal` that fits for ``DECIMAL(p, s)``, an ISO date or
-  timestamp string (or :class:`~datetime.date`/:class:`~datetime.datetime`)
-  for ``DATE``/``TIMESTAMP``, a list for ``ARRAY<…>``, a mapping with string
-  keys for ``MAP<STRING, …>``, a mapping of declared fields for ``STRUCT<…>``;
+  ``str`` (encodable as UTF-8) for ``STRING`` (at most ``n`` characters for
+  ``VARCHAR(n)``/``CHAR(n)``), a ``bool`` for ``BOOLEAN``, a number for
+  ``DOUBLE``/``FLOAT``, an ``int`` or :class:`~decimal.Decimal` whose value
+  fits for ``DECIMAL(p, s)``, an ISO date or timestamp string (or
+  :class:`~datetime.date`/:class:`~datetime.datetime`) for
+  ``DATE``/``TIMESTAMP``, a list for ``ARRAY<…>``, a mapping with string keys
+  for ``MAP<STRING, …>``, a mapping of declared fields for ``STRUCT<…>``;
 * a ``NOT NULL`` field is present and not ``None``.
 
-:meth:`RecordSchema.check` returns the first problem as a :class:`Problem`
-(field path, what was expected, what was found) or ``None``;
-:meth:`RecordSchema.encode` gives the JSON-ready record. Types an input log
-cannot carry faithfully as JSON (``BINARY``, intervals, ``VARIANT``…) are
-refused when the schema is parsed, as are ``_partition`` and ``_offset``
-(the log's own columns).
+Whole batches are checked column by column with pyarrow
+(:mod:`~falkirk.spark.pipeline.store.convert`, which follows these rules);
+:meth:`RecordSchema.check` runs only on a chunk that failed there, to find
+its bad records and say what is wrong with each: the first problem as a
+:class:`Problem` (field path, what was expected, what was found) or ``None``.
+It is also the reference the vectorised check is tested against. Types an
+input log does not carry (``BINARY``, intervals, ``VARIANT``…) are refused
+when the schema is parsed, as are ``_partition`` and ``_offset`` (the log's
+own columns).
 
 >>> s = parse_schema("user STRING NOT NULL, ts BIGINT, url STRING, tags ARRAY<STRING>")
 >>> [f.name for f in s.fields], s.fields[0].nullable
@@ -48,7 +52,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -196,8 +199,8 @@ class _Parser:
         word = tok.upper()
         if word in _UNSUPPORTED:
             raise SchemaError(
-                f"schema {self.text!r}: {where}: type {word} cannot be carried faithfully by an input log "
-                "(JSON lines); declare it as STRING or a number and convert it in a step")
+                f"schema {self.text!r}: {where}: type {word} cannot be carried faithfully by an input log; "
+                "declare it as STRING or a number and convert it in a step")
         if word in _INTS:
             return Type(_CANONICAL.get(word, word))
         if word in _SIMPLE:
@@ -276,9 +279,6 @@ class RecordSchema:
             return Problem("(record)", "expected a mapping of field names to values", _found(record))
         return _check_struct(self.fields, record, "")
 
-    def encode(self, record: Mapping[str, Any]) -> dict[str, Any]:
-        """``record`` (already checked) with dates, timestamps and decimals as the strings Spark reads."""
-        return {f.name: _encode(f.type, record[f.name]) for f in self.fields if f.name in record}
 
 
 def _check_struct(fields: tuple[Field, ...], record: Mapping[str, Any], prefix: str) -> Problem | None:
@@ -317,6 +317,10 @@ def _check_value(t: Type, value: Any, path: str) -> Problem | None:
     if name in ("STRING", "VARCHAR", "CHAR"):
         if not isinstance(value, str):
             return bad
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return Problem(path, f"expected {t}", f"{_found(value)} (not encodable as UTF-8)")
         if t.params and len(value) > t.params[0]:
             return Problem(path, f"expected {t}", f"a string of {len(value)} characters")
         return None
@@ -364,8 +368,12 @@ def _check_decimal(t: Type, value: Any, path: str, bad: Problem) -> Problem | No
     if not d.is_finite():
         return bad
     precision, scale = t.params
-    sign, digits, exponent = d.as_tuple()
+    if d.is_zero():
+        return None
+    _, digits, exponent = d.as_tuple()
     assert isinstance(exponent, int)
+    while exponent < 0 and digits[-1] == 0:  # by value: 1.50 has one digit after the point
+        digits, exponent = digits[:-1], exponent + 1
     frac = max(0, -exponent)
     whole = max(0, len(digits) + exponent)
     if frac > scale or whole > precision - scale:
@@ -381,22 +389,3 @@ def _parses(fn: Any, text: str) -> bool:
         return False
     return True
 
-
-def _encode(t: Type, value: Any) -> Any:
-    if value is None:
-        return None
-    if t.name == "DECIMAL":
-        return str(value) if isinstance(value, decimal.Decimal) else value
-    if t.name == "DATE":
-        return value.isoformat() if isinstance(value, dt.date) else value
-    if t.name in ("TIMESTAMP", "TIMESTAMP_NTZ"):
-        return value.isoformat() if isinstance(value, dt.datetime) else value
-    if t.name in ("FLOAT", "DOUBLE") and isinstance(value, float) and not math.isfinite(value):
-        return value  # json.dumps writes NaN/Infinity, which Spark reads (allowNonNumericNumbers)
-    if t.name == "ARRAY" and t.element is not None:
-        return [_encode(t.element, v) for v in value]
-    if t.name == "MAP" and t.element is not None:
-        return {k: _encode(t.element, v) for k, v in value.items()}
-    if t.name == "STRUCT":
-        return {f.name: _encode(f.type, value[f.name]) for f in t.fields if f.name in value}
-    return value

@@ -1,0 +1,97 @@
+"""Segments: keys hash as before (vectorised crc32), manifests prove the data, orphans of a crash are swept."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from falkirk.spark.pipeline.store import segments as seg
+from falkirk.spark.pipeline.store.inputlog import InputLog
+from falkirk.spark.pipeline.store.rootfs import Root
+
+_MANY = st.tuples(st.lists(st.text(max_size=8), min_size=1, max_size=30), st.integers(4097, 6000)).map(
+    lambda t: (t[0] * t[1])[: t[1]])  # over 4096 values with few distinct ones: hashed per distinct value
+
+
+@given(st.lists(st.text(), max_size=50) | _MANY)
+def test_crc32_of_strings_is_zlibs(values: list[str]) -> None:
+    """The vectorised crc32 (by byte position, or per distinct value when few) equals zlib.crc32 of the UTF-8 bytes."""
+    got = seg.crc32_strings(pa.array(values, pa.string())).tolist()
+    assert got == [zlib.crc32(v.encode()) for v in values]
+
+
+@given(st.lists(st.one_of(st.none(), st.integers(-2**63, 2**63 - 1)), max_size=40) |
+       st.lists(st.one_of(st.none(), st.text(max_size=6)), max_size=40),
+       st.integers(1, 5), st.integers(0, 7))
+def test_partitions_are_the_per_record_formula(keys: list[Any], count: int, spread: int) -> None:
+    """crc32(str(key)) % partitions for keys; records without one round-robin from ``spread`` (the old loop)."""
+    want, nxt = [], spread
+    for v in keys:
+        if v is None:
+            want.append(nxt % count)
+            nxt += 1
+        else:
+            want.append(zlib.crc32(str(v).encode()) % count)
+    got, after = seg.partitions(pa.array(keys), None, count, spread, len(keys))
+    assert got.tolist() == want and after == nxt
+
+
+def test_manifest_round_trip_and_listing(tmp_path: Path) -> None:
+    """A manifest reads back as written; listing sees manifests and legacy files, never data or temp files."""
+    fs = Root(tmp_path, fsync=False)
+    m = seg.SegmentManifest("ev", 0, 12, 3, "b.1", "input/ev", (seg.FileEntry("part-0/x.parquet", 10, "sha256:ab"),))
+    seg.publish_manifest(fs, "input/ev", m)
+    fs.publish("input/ev/part-0/000000000012@b.1.abcd-0.parquet", b"data")
+    fs.publish("input/ev/part-0/000000000000.jsonl", b"{}\n" * 12)
+    fs.publish("input/ev/part-0/.000000000015.json.1234.tmp", b"")
+    segs = seg.list_segments(fs, "input/ev", 0)
+    assert [(s.start, s.batch, s.legacy) for s in segs] == [(0, None, True), (12, "b.1", False)]
+    assert seg.read_manifest(fs, segs[1], "ev", 0) == m
+    assert seg.read_manifest(fs, segs[0], "ev", 0).rows == 12
+    assert json.loads(fs.read_bytes(segs[1].path))["format"] == "falkirk-segment/1"
+
+
+def test_a_crash_before_the_manifest_leaves_nothing_the_log_sees(tmp_path: Path) -> None:
+    """Data written without its manifest is not a segment: the batch is sent again, the orphan is swept."""
+    log = InputLog(tmp_path, "ev", "u BIGINT", fsync=False)
+    crashed = seg.SegmentWriter(log.fs, log.dir, log.name, log.end_offsets(), "b0", skip=set(), checksums=True)
+    crashed.add(log.converter.records([{"u": 1}]), seg.partitions(None, None, 1, 0, 1)[0])  # the driver dies here
+    assert log.segments(0) == [] and log.end_offsets() == {0: 0}
+    assert log.append([{"u": 1}, {"u": 2}], batch="b0") == {0: 2}
+    log.cut(0)
+    log.append([{"u": 3}], batch="b1")
+    log.cut(1)
+    orphans = [n for n in log.fs.listdir("input/ev/part-0") if crashed.id in n]
+    assert len(orphans) == 1
+    log.acknowledge(1)
+    assert not [n for n in log.fs.listdir("input/ev/part-0") if crashed.id in n]
+    assert log.to_arrow(1).column("u").to_pylist() == [3]
+
+
+def test_a_failed_commit_keeps_the_data_of_published_segments(tmp_path: Path, monkeypatch: Any) -> None:
+    """If publishing a later partition's manifest fails, abort deletes only the unpublished partitions' files."""
+    log = InputLog(tmp_path, "ev", "u BIGINT", partitions=2, key="u", fsync=False)
+    real = seg.publish_manifest
+
+    def second_fails(fs: Root, directory: str, m: seg.SegmentManifest) -> None:
+        if m.partition == 1:
+            raise OSError("disk gone")
+        real(fs, directory, m)
+
+    monkeypatch.setattr(seg, "publish_manifest", second_fails)
+    records = [{"u": u} for u in range(20)]
+    with pytest.raises(OSError, match="disk gone"):
+        log.append(records, batch="b")
+    monkeypatch.setattr(seg, "publish_manifest", real)
+    assert [len(log.segments(k)) for k in (0, 1)] == [1, 0]
+    log.cut(0)
+    log.files(log.get_cut(0))  # partition 0's data is there
+    assert not [n for n in log.fs.listdir("input/ev/part-1") if n.endswith(".parquet")]
+    assert log.append(records, batch="b") == {1: sum(zlib.crc32(str(u).encode()) % 2 for u in range(20))}
