@@ -372,29 +372,16 @@ class Streaming:
         victims = (os.getpid(), jvm_pid(self.spark))
 
         def cc_state(key: Any, batches: Any, state: Any) -> Any:
+            from falkirk.spark.pipeline.tools.flagship import union_find
+
             parent: dict[int, int] = {}
             if state.exists:
                 nodes, comps = json.loads(state.get[0])
                 parent = dict(zip(nodes, comps, strict=True))
             pdf = pd.concat(list(batches), ignore_index=True)
-
-            def find(x: int) -> int:
-                root = x
-                while parent.get(root, root) != root:
-                    root = parent[root]
-                while x != root:
-                    parent[x], x = root, parent.get(x, x)
-                return root
-
             links = pdf[pdf["kind"] == "link"]
-            for s, d in zip(links["src"].astype("int64"), links["dst"].astype("int64"), strict=True):
-                s, d = int(s), int(d)
-                parent.setdefault(s, s)
-                parent.setdefault(d, d)
-                a, b = find(s), find(d)
-                if a != b:
-                    parent[max(a, b)] = min(a, b)
-            comps = {n: find(n) for n in list(parent)}
+            # the flagship's own union–find (cc_unionfind runs the same function): like for like
+            comps = union_find(parent, links["src"].astype("int64").tolist(), links["dst"].astype("int64").tolist())
             epoch = int(pdf["epoch"].iloc[0])
             if kill_at is not None and epoch == kill_at and not os.path.exists(marker):
                 open(marker, "w").close()
@@ -430,13 +417,13 @@ class Streaming:
 
     def batch_spark_cc(self, df: Any, batch_id: int) -> None:
         """``foreachBatch`` straight from the source: the flagship's ``cc`` with state versions kept per batch."""
-        from falkirk.spark.pipeline.tools.flagship import cc, parse_graph
+        from falkirk.spark.pipeline.tools.flagship import cc_propagation, parse_graph
 
         df = df.persist()
         self.check_epoch(df, batch_id)
         prev = self.state / f"batch={batch_id - 1}"
         state = self.spark.read.parquet(str(prev)) if batch_id > 0 else None
-        out, new = cc(parse_graph(df.where("kind != 'query'")), state=state, spark=self.spark)
+        out, new = cc_propagation(parse_graph(df.where("kind != 'query'")), state=state, spark=self.spark)
         new = new.persist()
         new.count()
         if self.kill_at is not None and batch_id == self.kill_at and not (self.base / "killed").exists():
