@@ -10,39 +10,64 @@ both on one picture: steady-state cost (x) against recovery cost (y).
 
 Systems and configurations
 --------------------------
+Like for like: every configuration reads the same input, written before
+timing starts — the streaming query's JSON files, falkirk's input log
+(appended and cut for every epoch by :func:`fill_input_logs`, as a producer
+ahead of the pipeline would) — and writes the same outputs. Each falkirk
+configuration is compared with the streaming configuration that runs the
+same ``cc`` algorithm (its *peer*): the union–find configurations with
+``streaming``, label propagation with ``streaming-spark-cc``.
+
 * ``streaming`` — Structured Streaming (the same PySpark), written as a Spark
   user would: a **file source** (one JSON file per epoch, written up front
   from the flagship's own generators, ``maxFilesPerTrigger=1``,
   ``Trigger.AvailableNow``; one micro-batch = one epoch), a **stateful
   operator** ``applyInPandasWithState`` on the **RocksDB state store
-  provider** for the incremental connected components, and ``foreachBatch``
-  for the rest: the heavy per-epoch aggregate and the query join are the
-  flagship's own ``parse_batch``/``heavy``/``answer`` functions applied to
-  the micro-batch, the responses are written to ``output/responses/epoch=N``
-  (Parquet, overwritten: idempotent on a re-run batch) and the statistics go
-  into the flagship's SQLite schema (``answer_stats``) in one transaction
-  per batch that is skipped when that epoch is already there — exactly once
-  although ``foreachBatch`` is at-least-once. Checkpoints: ``offsets/``,
-  ``commits/``, ``sources/``, ``state/`` under the query's checkpoint
-  location, every batch.
-* ``streaming-spark-cc`` — the same query, but with the flagship's own
-  ``cc`` (the Spark label propagation, one job per iteration) run inside
+  provider with changelog checkpointing on** (its strongest setting; off by
+  default in open-source Spark: :data:`STREAMING_CONF`) for the incremental
+  connected components — the flagship's own :func:`~falkirk.spark.pipeline.tools.flagship.union_find`,
+  seeded with the state, as falkirk's ``cc_unionfind`` does — and
+  ``foreachBatch`` for the rest: the heavy per-epoch aggregate and the query
+  join are the flagship's own ``parse_batch``/``heavy``/``answer`` functions
+  applied to the micro-batch, the responses are written to
+  ``output/responses/epoch=N`` (Parquet, overwritten: idempotent on a re-run
+  batch) and the statistics go into the flagship's SQLite schema
+  (``answer_stats``) in one transaction per batch that is skipped when that
+  epoch is already there — exactly once although ``foreachBatch`` is
+  at-least-once. Checkpoints: ``offsets/``, ``commits/``, ``sources/``,
+  ``state/`` under the query's checkpoint location, every batch.
+* ``streaming-spark-cc`` — the same query, but with the flagship's label
+  propagation (``cc_propagation``, one Spark job per iteration) run inside
   ``foreachBatch`` on the micro-batch's links, its state kept the way Spark
   users keep state that no stateful operator expresses: a Parquet table
   version per batch (``cc-state/batch=N``, overwritten when a batch re-runs,
   the one before kept for a re-run), read back by the next batch — eager,
   like every Structured Streaming checkpoint. No stateful operator, so no
-  state store. This configuration does the same work per epoch as falkirk,
-  so it isolates the cost of the checkpointing discipline.
-* ``falkirk`` — the flagship as shipped: mixed regimes (``heavy`` Batch:
-  logged; ``cc`` Lazy, checkpoint every 3 epochs; ``stats`` Eager in SQLite;
-  ``responses`` Output; parsers and ``answer`` Ephemeral).
+  state store.
+* ``falkirk`` — the flagship as shipped (``cc`` by union–find): mixed
+  regimes (``heavy`` Batch: logged; ``cc`` Lazy, checkpoint every 3 epochs;
+  ``stats`` Eager in SQLite; ``responses`` Output; parsers and ``answer``
+  Ephemeral). Peer: ``streaming``.
+* ``falkirk-tuned`` — the same, tuned for this failure: ``cc`` keeps
+  **incremental** keyed state (``Lazy(every=3, key="node", incremental=True)``:
+  a delta of the changed keys every epoch, a snapshot every 10; issue 28 item 3 — used when
+  this falkirk's ``Lazy`` has it, recorded as ``incremental_state`` in the
+  JSON), and ``log=True`` on each step ``pipe.plan_failure("cc")`` suggests
+  for the crash point, asked again after each (:func:`suggested_logs`; the
+  regimes used are in the JSON). Peer: ``streaming``.
+* ``falkirk-propagation`` — the shipped regimes with ``cc`` by label
+  propagation (``build(cc="propagation")``). Peer: ``streaming-spark-cc``.
 * ``falkirk-eager`` — every step persists every epoch: ``cc`` Eager
   (checkpoint each epoch), ``heavy`` Batch (logged), and the Ephemeral steps
   log their output too (``log=True``) — falkirk's "eager everywhere".
 * ``falkirk-off`` — durability off (``durable=False``): nothing is persisted
-  but the outputs; after a driver crash the only way back is to start over
-  from epoch 0 (the root is deleted and the job re-run).
+  but the outputs (and the input log); after a driver crash the only way
+  back is to start over from epoch 0 (the root is deleted, the input log
+  refilled before timing, and the job re-run).
+
+``--cc propagation`` runs ``falkirk``, ``falkirk-tuned``, ``falkirk-eager`` and
+``falkirk-off`` with label propagation instead (their peer is then
+``streaming-spark-cc``).
 
 What Structured Streaming cannot express, and the substitutes
 -------------------------------------------------------------
@@ -52,14 +77,15 @@ What Structured Streaming cannot express, and the substitutes
   nearest honest one: all rows go to **one group** of
   ``applyInPandasWithState`` whose state is the whole ``node → component``
   map (one JSON string: this PySpark fails to read back an array-typed
-  state schema), updated by a union–find with the minimum node as the root — the same labels as the flagship's ``cc`` (minimum node id of each
-  component), but computed in one Python task instead of a loop of Spark
-  jobs, so a streaming epoch does *different and cheaper* work for this
-  step; the steady-state times therefore compare more than checkpointing.
-  The bytes written per epoch compare the checkpointing alone.
-  (``transformWithStateInPandas`` with a ``MapState`` would write only the
-  changed entries; ``applyInPandasWithState`` rewrites the group's whole
-  state each batch: ~13 kB per batch here.)
+  state schema), updated by the flagship's union–find — which is also what
+  falkirk's default ``cc`` runs (one ``groupBy().applyInPandas`` group over
+  the state and the epoch's links), so ``streaming`` and ``falkirk`` do the
+  same work for this step; ``streaming-spark-cc`` and ``falkirk-propagation``
+  both run the label propagation. (``transformWithStateInPandas`` with a
+  ``MapState`` would write only the changed entries;
+  ``applyInPandasWithState`` rewrites the group's whole state each batch:
+  ~13 kB per batch here, and changelog checkpointing writes that one
+  changed value.)
 * **Queries joined with the iterative state.** A stream–stream join of the
   operator's output with the queries needs watermarks and would not join
   within the epoch; instead the queries go through the same stateful group
@@ -73,9 +99,9 @@ What Structured Streaming cannot express, and the substitutes
 The crash, and what "recovery cost" means
 ------------------------------------------
 The crash epochs (4 of 6 with ``--quick``, 10 of 12 by default) are one
-epoch after falkirk's last ``cc`` checkpoint (every 3 epochs: after epochs 2,
-5, 8): neither its best case (just after a checkpoint) nor its worst (two
-epochs after).
+epoch after falkirk's last full ``cc`` checkpoint (every 3 epochs: after
+epochs 2, 5, 8): neither its best case (just after a checkpoint) nor its
+worst (two epochs after).
 
 Each configuration runs twice in one driver process: a failure-free
 *reference* run, then a run in which the driver is **killed with SIGKILL in
@@ -89,8 +115,8 @@ C's labels and before its state version is written.
 A **new driver process** is then started on the same directories and runs to
 the end; it must produce outputs identical, as multisets per epoch
 (responses) and per table (SQLite), to its own reference run, or the
-benchmark exits with status 1. The two systems' outputs are also compared
-with each other (reported, not required).
+benchmark exits with status 1. The failure-free outputs of all
+configurations are also compared with each other (reported, not required).
 
 * **recovery CPU** (the y axis) and **recovery wall time**: from the
   restarted driver's SparkSession being ready (JVM start excluded: equal
@@ -98,20 +124,31 @@ with each other (reported, not required).
   statistics of epoch C); CPU of the driver's process tree over that
   interval. Both include the crashed epoch's own work and the cold start of
   the new driver's first Spark jobs, for every configuration.
-* **records recomputed**: output rows of (step, epoch) pairs that had been
-  completed before the crash and were computed again (the recovery
-  report's definition). For falkirk from the restart's journal; for
-  ``falkirk-off``, every step's rows of epochs before C plus the steps
-  before ``cc`` at C; for Structured Streaming, the steps of batch C that
-  had finished before the kill: none with the stateful operator (the
-  parsing happens inside it; the lost partial work is the batch's input,
-  counted below), ``parse_graph`` (the links, materialised by ``cc``'s jobs)
-  for ``streaming-spark-cc``.
-* **input re-read**: input rows read again — for falkirk, the input-log
-  epochs read by its re-executed steps and the logs it replayed (from the
-  restart's journal; rows per epoch from the generators); for
+* **records recomputed**: output rows of the (step, epoch) pairs that had
+  been completed before the crash and were executed again (the recovery
+  report's definition, :mod:`falkirk.spark.pipeline.tools.report`: for
+  falkirk from the restart's journal, including the epochs the new driver
+  knows only from the execution records under the root, e.g. ``cc``'s
+  epoch after its last checkpoint); for ``falkirk-off``, every step's rows
+  of epochs before C plus the steps before ``cc`` at C; for Structured
+  Streaming, the steps of batch C that had finished before the kill: none
+  with the stateful operator (the parsing happens inside it; the lost
+  partial work is the batch's input, counted below), ``parse_graph`` (the
+  links, materialised by ``cc``'s jobs) for ``streaming-spark-cc``.
+* **source rows re-read**: input rows read again — for falkirk, the input-log
+  epochs executed again or replayed to a consumer (per read); for
   ``falkirk-off``, the whole input up to C; for Structured Streaming, the
-  ``numInputRows`` of the re-run batches.
+  ``numInputRows`` of the re-run batches. **log rows replayed**: rows read
+  back from falkirk's logged step outputs (``heavy``, and what
+  ``falkirk-tuned``/``falkirk-eager`` log); Structured Streaming has none.
+* **restart phases** (falkirk, from the restart's journal:
+  :meth:`~falkirk.spark.pipeline.run.journal.Recovery.phases`): session
+  start, metadata rebuild (pipeline.json, the monitor from the manifests,
+  restore points, execution records, planning), validation (restore points,
+  logs, inputs and outputs against their manifests), replay/recompute
+  (state restored, queues rebuilt, every step back where it was) and
+  catch-up (the epoch in flight finished): all but the first add up to
+  about the recovery wall time.
 
 Steady state: the median over epochs ``--warmup``..end of the reference run,
 wall time between consecutive epoch completions and the CPU time of the whole
@@ -119,31 +156,37 @@ driver process tree (Python driver, JVM, Python workers; from ``/proc``)
 over the same interval. Bytes per epoch: bytes of new files plus growth of
 existing files in the checkpoint/state/log directories (SQLite's ``-shm``
 index excluded; a database rewritten in place counts only its growth, so
-falkirk's ``meta.sqlite`` is undercounted), scanned after every epoch (so files deleted later by garbage collection still count), divided by
-the epochs; the outputs (responses, SQLite statistics) and falkirk's input
-log are excluded from it and the input log is reported on its own (the
-streaming query reads replayable source files that exist before it starts,
-and writes no input log).
+falkirk's ``meta.sqlite`` is undercounted), scanned after every epoch (so
+files deleted later by garbage collection still count), divided by the
+epochs; the outputs (responses, SQLite statistics) and the input (falkirk's
+input log, the streaming source files: both written before timing) are
+excluded and the input's size is reported on its own (``source kB / epoch``).
 
 The picture's x axis is the **steady-state cost: median CPU seconds per
 epoch** of the driver's whole process tree, its y axis the **recovery CPU**.
 CPU rather than wall time because the machine may be shared: on 2 cores a
 neighbour's load moved single recovery wall times by 50 % between two runs
 of the same configuration, CPU time much less. The wall times are in the
-table and the JSON, and the table also gives CPU relative to
-``falkirk-off`` (the same steps with no persistence).
+table and the JSON, with the load average at the start, after each
+configuration and at the end, and the table also gives CPU relative to
+``falkirk-off`` (the same steps with no persistence). The like-for-like
+ratios (each falkirk configuration over its peer) and issue 28's targets
+(``falkirk-tuned`` over ``streaming``: CPU per epoch ≤ 1.05×, recovery CPU
+≤ 0.9×, bytes per epoch ≤ 1.5×; some falkirk configuration non-dominated)
+are printed and kept in the JSON.
 
 Every configuration runs in its own pair of driver processes, one after the
 other (one JVM alive at a time). Results go to
 ``benchmarks/results/spark_vs_streaming.json`` and the picture (matplotlib)
-to ``benchmarks/results/spark_vs_streaming.png``; the table is printed.
+to ``benchmarks/results/spark_vs_streaming.png``; the tables are printed.
 
 Usage::
 
-    python benchmarks/spark_vs_streaming.py --quick        # 6 epochs, crash at 4 (7.5 minutes on 2 idle cores, 15 under load)
+    python benchmarks/spark_vs_streaming.py --quick        # 6 epochs, crash at 4
     python benchmarks/spark_vs_streaming.py                # 12 epochs, crash at 10
     python benchmarks/spark_vs_streaming.py --configs streaming,falkirk --epochs 3 --crash 1 --warmup 1
-    python benchmarks/spark_vs_streaming.py --markdown     # the results JSON as a Markdown table
+    python benchmarks/spark_vs_streaming.py --quick --cc propagation   # falkirk's configurations with label propagation
+    python benchmarks/spark_vs_streaming.py --markdown     # the results JSON as Markdown tables
     python benchmarks/spark_vs_streaming.py --replot       # redraw the picture from the results JSON
 """
 
@@ -166,10 +209,19 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
-CONFIGS = ("streaming", "streaming-spark-cc", "falkirk", "falkirk-eager", "falkirk-off")
+CONFIGS = ("streaming", "streaming-spark-cc", "falkirk", "falkirk-tuned", "falkirk-propagation", "falkirk-eager",
+           "falkirk-off")
+#: the streaming configuration doing the same ``cc`` work as a falkirk configuration, by algorithm (like for like)
+PEER = {"unionfind": "streaming", "propagation": "streaming-spark-cc"}
+#: issue 28's targets for falkirk-tuned against its peer (ratios, at most)
+TARGETS = {"cpu_median_s": 1.05, "recovery_cpu_s": 0.9, "bytes_per_epoch": 1.5}
+#: Structured Streaming at its strongest: RocksDB state store, changelog checkpointing on (off by default)
+STREAMING_CONF = {
+    "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+}
 INPUT_SCHEMA = ("epoch BIGINT, kind STRING, user BIGINT, category STRING, amount BIGINT, src BIGINT, dst BIGINT, "
                 "qid BIGINT, node BIGINT")
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
 # -- measuring -----------------------------------------------------------------------------------
@@ -212,7 +264,8 @@ class Written:
         self.seen: dict[str, int] = {}
         self.bytes: Counter[str] = Counter()
 
-    def scan(self) -> None:
+    def scan(self, *, count: bool = True) -> None:
+        """Look at every file; ``count=False``: only note what exists (written before the measurement)."""
         if not self.base.exists():
             return
         for dirpath, _, files in os.walk(self.base):
@@ -227,7 +280,8 @@ class Written:
                 except OSError:
                     continue
                 prev = self.seen.get(rel)
-                self.bytes[cat] += size if prev is None else max(size - prev, 0)
+                if count:
+                    self.bytes[cat] += size if prev is None else max(size - prev, 0)
                 self.seen[rel] = size
 
 
@@ -287,8 +341,7 @@ def session() -> Any:
     from falkirk.spark.pipeline.run.session import SMALL_DATA, local_session
 
     spark = local_session("local[2,3]", "spark-vs-streaming", {
-        "spark.sql.streaming.stateStore.providerClass": ROCKSDB, **SMALL_DATA,
-        "spark.sql.streaming.numRecentProgressUpdates": "1000"})
+        **STREAMING_CONF, **SMALL_DATA, "spark.sql.streaming.numRecentProgressUpdates": "1000"})
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -319,26 +372,106 @@ class Clock:
         return walls, cpus
 
 
-def falkirk_pipeline(config: str, root: Path, spark: Any, size: dict[str, int]) -> Any:
-    from falkirk.spark.pipeline.declare.regimes import Eager, Ephemeral
+def algorithm(config: str, cc: str = "unionfind") -> str:
+    """The ``cc`` algorithm of a configuration: fixed for ``streaming*`` and ``falkirk-propagation``, else ``cc``.
+
+    >>> algorithm("streaming-spark-cc"), algorithm("falkirk-propagation"), algorithm("falkirk-eager", "propagation")
+    ('propagation', 'propagation', 'propagation')
+    """
+    if config == "streaming":
+        return "unionfind"
+    return "propagation" if config in ("streaming-spark-cc", "falkirk-propagation") else cc
+
+
+def incremental_available() -> bool:
+    """Whether this falkirk's ``Lazy`` regime takes ``incremental=True`` (issue 28, item 3)."""
+    import attrs
+
+    from falkirk.spark.pipeline.declare.regimes import Lazy
+
+    return "incremental" in attrs.fields_dict(Lazy)
+
+
+def suggested_logs(pipe: Any, crash: int, failed: str = "cc") -> list[str]:
+    """The steps ``pipe.plan_failure(failed)`` suggests logging for this benchmark's crash, set one at a time.
+
+    The what-if of ``failed`` failing mid-way through epoch ``crash`` (the steps
+    before it in the run order have completed ``crash``, the others
+    ``crash - 1``, each with the restore points its regime takes): while it
+    suggests ``log=True`` on a step, that step's regime gets it and the
+    what-if is asked again. ``pipe`` is changed.
+    """
+    import attrs
+
+    from falkirk.spark.pipeline.plan.live import live_checkpoint
+    from falkirk.spark.pipeline.plan.planner import Planner
+    from falkirk.spark.pipeline.plan.shape import synthetic_available
+    from falkirk.spark.pipeline.plan.whatif import what_if
+
+    rank = pipe.order.index(failed)
+    done = {n: crash if i < rank else crash - 1 for i, n in enumerate(pipe.order)}
+    chosen: list[str] = []
+    for _ in range(len(pipe.order)):
+        planner = Planner(pipe.dataflow(), outputs=pipe.external_outputs, known=synthetic_available(pipe, done),
+                          monitor=False)
+        live = {n: live_checkpoint(pipe, n, done[n], {e.name: done[e.src] for e in pipe.edges
+                                                      if e.dst == n and done[e.src] > done[n]})
+                for n in pipe.order if n != failed and not pipe.stateless(n)}
+        step = what_if(pipe, planner, [failed], done, live=live).suggested_log
+        if step is None:
+            break
+        chosen.append(step)
+        pipe.steps[step] = attrs.evolve(pipe.steps[step], regime=attrs.evolve(pipe.steps[step].regime, log=True))
+    return chosen
+
+
+def falkirk_pipeline(config: str, root: Path, spark: Any, size: dict[str, int], cc: str = "unionfind",
+                     crash: int = 0) -> Any:
+    """The flagship as configuration ``config`` runs it (see the module docstring)."""
+    import attrs
+
+    from falkirk.spark.pipeline.declare.regimes import Eager, Ephemeral, Lazy
     from falkirk.spark.pipeline.tools.flagship import build
 
+    cc = algorithm(config, cc)
     if config == "falkirk-off":
-        return build(root, spark, durable=False, **size)
-    pipe = build(root, spark, **size)
+        return build(root, spark, durable=False, cc=cc, **size)
+    pipe = build(root, spark, cc=cc, **size)
     if config == "falkirk-eager":
-        import attrs
-
         for name in ("parse_batch", "parse_graph", "answer"):
             pipe.steps[name] = attrs.evolve(pipe.steps[name], regime=Ephemeral(log=True))
         pipe.steps["cc"] = attrs.evolve(pipe.steps["cc"], regime=Eager())
+    if config == "falkirk-tuned":
+        if incremental_available():
+            regime = Lazy(every=size["cc_every"], key="node", incremental=True)  # type: ignore[call-arg]
+            pipe.steps["cc"] = attrs.evolve(pipe.steps["cc"], regime=regime)
+        suggested_logs(pipe, crash)
     return pipe
 
 
-def run_falkirk(spec: dict[str, Any], spark: Any, root: Path, fail: list[str]) -> dict[str, Any]:
+def fill_input_logs(pipe: Any, epochs: int) -> None:
+    """Append and cut every epoch of every input before the run, as a producer ahead of it would."""
+    for inp in pipe.inputs.values():
+        for e in range(epochs):
+            inp.log.append(inp.source(e), batch=f"epoch-{e}")
+            inp.log.cut(e)
+
+
+def tree_bytes(path: Path) -> int:
+    """Bytes of the files under ``path``."""
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+
+
+def run_falkirk(spec: dict[str, Any], spark: Any, root: Path, fail: list[str], *, fill: bool = True) -> dict[str, Any]:
+    """One falkirk driver run of ``spec``'s configuration at ``root``; ``fill``: its input log first, untimed."""
+    pipe = falkirk_pipeline(spec["config"], root, spark, spec["size"], spec.get("cc", "unionfind"),
+                            spec.get("crash", 0))
     written = Written(root, falkirk_category)
+    if fill:
+        fill_input_logs(pipe, spec["epochs"])
+        written.scan(count=False)  # the input log exists before the run: not written by it
+    input_bytes = tree_bytes(root / "input")
     clock = Clock(written)
-    pipe = falkirk_pipeline(spec["config"], root, spark, spec["size"])
 
     def progress(line: str) -> None:
         if line.startswith("epoch"):
@@ -346,7 +479,7 @@ def run_falkirk(spec: dict[str, Any], spark: Any, root: Path, fail: list[str]) -
 
     result = pipe.run(spec["epochs"], fail=fail, progress=progress)
     written.scan()
-    return {"clock": clock, "result": result, "pipe": pipe, "bytes": dict(written.bytes)}
+    return {"clock": clock, "result": result, "pipe": pipe, "bytes": dict(written.bytes), "input_bytes": input_bytes}
 
 
 class Streaming:
@@ -372,29 +505,16 @@ class Streaming:
         victims = (os.getpid(), jvm_pid(self.spark))
 
         def cc_state(key: Any, batches: Any, state: Any) -> Any:
+            from falkirk.spark.pipeline.tools.flagship import union_find
+
             parent: dict[int, int] = {}
             if state.exists:
                 nodes, comps = json.loads(state.get[0])
                 parent = dict(zip(nodes, comps, strict=True))
             pdf = pd.concat(list(batches), ignore_index=True)
-
-            def find(x: int) -> int:
-                root = x
-                while parent.get(root, root) != root:
-                    root = parent[root]
-                while x != root:
-                    parent[x], x = root, parent.get(x, x)
-                return root
-
             links = pdf[pdf["kind"] == "link"]
-            for s, d in zip(links["src"].astype("int64"), links["dst"].astype("int64"), strict=True):
-                s, d = int(s), int(d)
-                parent.setdefault(s, s)
-                parent.setdefault(d, d)
-                a, b = find(s), find(d)
-                if a != b:
-                    parent[max(a, b)] = min(a, b)
-            comps = {n: find(n) for n in list(parent)}
+            # the flagship's own union–find (cc_unionfind runs the same function): like for like
+            comps = union_find(parent, links["src"].astype("int64").tolist(), links["dst"].astype("int64").tolist())
             epoch = int(pdf["epoch"].iloc[0])
             if kill_at is not None and epoch == kill_at and not os.path.exists(marker):
                 open(marker, "w").close()
@@ -430,13 +550,13 @@ class Streaming:
 
     def batch_spark_cc(self, df: Any, batch_id: int) -> None:
         """``foreachBatch`` straight from the source: the flagship's ``cc`` with state versions kept per batch."""
-        from falkirk.spark.pipeline.tools.flagship import cc, parse_graph
+        from falkirk.spark.pipeline.tools.flagship import cc_propagation, parse_graph
 
         df = df.persist()
         self.check_epoch(df, batch_id)
         prev = self.state / f"batch={batch_id - 1}"
         state = self.spark.read.parquet(str(prev)) if batch_id > 0 else None
-        out, new = cc(parse_graph(df.where("kind != 'query'")), state=state, spark=self.spark)
+        out, new = cc_propagation(parse_graph(df.where("kind != 'query'")), state=state, spark=self.spark)
         new = new.persist()
         new.count()
         if self.kill_at is not None and batch_id == self.kill_at and not (self.base / "killed").exists():
@@ -479,7 +599,7 @@ class Streaming:
     def run(self) -> Any:
         from falkirk.spark.pipeline.run.session import SMALL_DATA, sql_conf
 
-        with sql_conf(self.spark, {"spark.sql.streaming.stateStore.providerClass": ROCKSDB, **SMALL_DATA}):
+        with sql_conf(self.spark, {**STREAMING_CONF, **SMALL_DATA}):
             q = self.query().start()
             q.awaitTermination()
         if q.exception() is not None:
@@ -503,7 +623,9 @@ def phase_run(spec: dict[str, Any]) -> None:
     else:
         r = run_falkirk(spec, spark, base / "reference", [])
         walls, cpus = r["clock"].per_epoch()
-        out.update(bytes=r["bytes"], root_bytes=r["result"].root_bytes)
+        pipe = r["pipe"]
+        out.update(bytes=r["bytes"], root_bytes=r["result"].root_bytes, input_log_bytes=r["input_bytes"],
+                   regimes={n: pipe.steps[n].regime.describe() for n in pipe.steps})
     out.update(walls=walls, cpus=cpus)
     Path(spec["result"]).write_text(json.dumps(out))
     print(f"  reference: {sum(walls):.1f} s", flush=True)
@@ -515,21 +637,10 @@ def phase_run(spec: dict[str, Any]) -> None:
     raise SystemExit("the driver was not killed")
 
 
-def reread(pipe: Any, size: dict[str, int], redo: list[Any], replayed: dict[str, tuple[int, int]]) -> int:
-    """Rows falkirk read again: the input-log epochs its re-executed steps read, and the logs it replayed."""
-    per_input = {"events": size["events_per_epoch"], "queries": size["queries_per_epoch"]}
-    pairs = {(i, x.epoch) for x in redo for i in pipe.steps[x.step].inputs if i in per_input}
-    for edge, (lo, hi) in replayed.items():
-        src = edge.split("->")[0]
-        for k in range(lo, hi + 1):
-            pairs.add((src, k))
-    return sum(per_input[s] if s in per_input else step_rows(size, k).get(s, 0) for s, k in pairs)
-
-
 def phase_restart(spec: dict[str, Any]) -> None:
     """Driver process 2: the restarted driver; recovery measured, outputs compared with the reference."""
     from falkirk.spark.pipeline.store.rootfs import Root
-    from falkirk.spark.pipeline.tools.report import costs
+    from falkirk.spark.pipeline.tools.report import costs, format_recovery
     from falkirk.spark.pipeline.tools.verify import output_rows, table_rows
 
     spark = session()
@@ -543,7 +654,8 @@ def phase_restart(spec: dict[str, Any]) -> None:
         out["recovery_s"] = run.clock.ends[c][0] - t0
         out["recovery_cpu_s"] = run.clock.ends[c][1] - cpu0
         progress = [json.loads(x.json) for x in q.recentProgress]
-        out["input_reread"] = sum(p["numInputRows"] for p in progress if p["batchId"] <= c)
+        out["source_rows"] = sum(p["numInputRows"] for p in progress if p["batchId"] <= c)
+        out["log_rows"] = 0
         out["batches_rerun"] = [p["batchId"] for p in progress if p["batchId"] <= c]
         # the steps of batch C finished before the kill: none in the stateful operator (parsing happens
         # inside it); with the flagship's cc in foreachBatch, parse_graph (materialised by cc's jobs)
@@ -551,10 +663,11 @@ def phase_restart(spec: dict[str, Any]) -> None:
         out["restored_from_batch"] = min(out["batches_rerun"], default=c + 1) - 1
         got_root, ref_root, db = base / "run", base / "reference", "stats.sqlite"
     else:
-        if config == "falkirk-off":
-            shutil.rmtree(base / "run")  # nothing was persisted: start over
+        if config == "falkirk-off":  # nothing was persisted: start over (the input log exists, as the files do)
+            shutil.rmtree(base / "run")
+            fill_input_logs(falkirk_pipeline(config, base / "run", spark, spec["size"], spec["cc"]), spec["epochs"])
         t0, cpu0 = time.perf_counter(), tree_cpu(os.getpid())
-        r = run_falkirk(spec, spark, base / "run", [])
+        r = run_falkirk(spec, spark, base / "run", [], fill=False)
         out["recovery_s"] = r["clock"].ends[c][0] - t0
         out["recovery_cpu_s"] = r["clock"].ends[c][1] - cpu0
         journal, pipe = r["result"].journal, r["pipe"]
@@ -563,19 +676,19 @@ def phase_restart(spec: dict[str, Any]) -> None:
             before = steps[: steps.index("cc")]
             out["records_recomputed"] = sum(x.rows for x in journal.executions
                                             if x.epoch < c or (x.epoch == c and x.step in before))
-            out["input_reread"] = sum(journal.rows(i, e) or 0 for i in pipe.inputs for e in range(c + 1))
-            if not out["input_reread"]:
-                ev, qs = spec["size"]["events_per_epoch"], spec["size"]["queries_per_epoch"]
-                out["input_reread"] = (ev + qs) * (c + 1)
+            out["source_rows"] = sum(journal.rows(i, e) or 0 for i in pipe.inputs for e in range(c + 1))
+            out["log_rows"] = 0
         else:
             rec = next(x for x in journal.recoveries if x.restart)
             mine = costs(journal, rec, inputs=set(pipe.inputs),
                          stateful=[n for n in pipe.steps if not pipe.stateless(n)])[0]
-            redo = [x for x in journal.executions if x.recovery == rec.index and x.redo]
-            out.update(records_recomputed=mine.recomputed, input_reread=reread(pipe, spec["size"], redo, rec.replayed),
-                       falkirk_recovery_s=rec.seconds, actions=dict(rec.plan.actions),
-                       redone=[(x.step, x.epoch, x.rows) for x in redo],
-                       replayed={k: list(v) for k, v in rec.replayed.items()})
+            out.update(records_recomputed=mine.recomputed, source_rows=mine.source_rows, log_rows=mine.log_rows,
+                       falkirk_recovery_s=rec.seconds, actions=dict(rec.plan.actions), phases=rec.phases(),
+                       redone=[(x.step, x.epoch, x.rows) for x in journal.executions
+                               if x.recovery == rec.index and x.redo],
+                       replayed={k: list(v) for k, v in rec.replayed.items()},
+                       report=format_recovery(journal, rec, inputs=set(pipe.inputs),
+                                              stateful=[n for n in pipe.steps if not pipe.stateless(n)]))
         got_root, ref_root, db = base / "run", base / "reference", "stats.sqlite"
     identical, compared = True, 0
     diffs = []
@@ -644,27 +757,66 @@ def child(phase: str, spec: dict[str, Any], work: Path, name: str) -> dict[str, 
 
 def measure(config: str, args: argparse.Namespace, work: Path, input_dir: Path) -> dict[str, Any]:
     spec = {"config": config, "epochs": args.epochs, "crash": args.crash, "size": sizes(args),
-            "base": str(work / config), "input": str(input_dir)}
+            "base": str(work / config), "input": str(input_dir), "cc": algorithm(config, args.cc)}
     t0 = time.perf_counter()
     a = child("run", spec, work, config)
     b = child("restart", spec, work, config)
     w = args.warmup
     persisted = sum(v for k, v in a["bytes"].items() if k != "input log")
+    source_bytes = a.get("input_log_bytes", tree_bytes(input_dir))  # falkirk's input log / the source files
     res = {
+        "cc": spec["cc"], "peer": PEER[spec["cc"]] if config.startswith("falkirk") else None,
         "wall_median_s": statistics.median(a["walls"][w:]), "cpu_median_s": statistics.median(a["cpus"][w:]),
         "walls": a["walls"], "cpus": a["cpus"],
         "bytes_per_epoch": persisted / args.epochs, "bytes_by_kind": a["bytes"],
-        "input_log_bytes_per_epoch": a["bytes"].get("input log", 0) / args.epochs,
+        "input_log_bytes_per_epoch": source_bytes / args.epochs, "regimes": a.get("regimes"),
         **{k: v for k, v in b.items() if not k.startswith("reference_")},
-        "benchmark_s": time.perf_counter() - t0,
+        "benchmark_s": time.perf_counter() - t0, "load_average": os.getloadavg(),
     }
     res["_ref"] = (b["reference_responses"], b["reference_stats"])
     print(f"{config:14} wall {res['wall_median_s']:.2f} s/epoch, cpu {res['cpu_median_s']:.2f} s/epoch, "
           f"{res['bytes_per_epoch'] / 1e3:.0f} kB/epoch, recovery {res['recovery_s']:.2f} s "
           f"(CPU {res['recovery_cpu_s']:.2f} s), "
-          f"recomputed {res['records_recomputed']}, re-read {res['input_reread']}, identical {res['identical']} "
+          f"recomputed {res['records_recomputed']}, source rows {res['source_rows']}, log rows {res['log_rows']}, "
+          f"identical {res['identical']} "
           f"({res['benchmark_s']:.0f} s)", flush=True)
     return res
+
+
+RATIO_KEYS = ("cpu_median_s", "wall_median_s", "bytes_per_epoch", "recovery_cpu_s", "recovery_s")
+
+
+def like_for_like(summary: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    """Each falkirk configuration over the streaming configuration with the same ``cc`` algorithm (its peer).
+
+    >>> like_for_like({"streaming": {"cc": "unionfind", "peer": None, "cpu_median_s": 2.0},
+    ...                "falkirk": {"cc": "unionfind", "peer": "streaming", "cpu_median_s": 3.0}})
+    {'falkirk': {'cpu_median_s': 1.5}}
+    """
+    out = {}
+    for n, s in summary.items():
+        peer = summary.get(s.get("peer") or "")
+        if peer is not None:
+            out[n] = {k: (s[k] / peer[k] if peer[k] else None) for k in RATIO_KEYS if k in s and k in peer}
+    return out
+
+
+def check_targets(summary: dict[str, Any], ratios: dict[str, dict[str, float | None]], front: list[str]) -> dict[str, Any]:
+    """Issue 28's targets: falkirk-tuned over streaming (:data:`TARGETS`) and a falkirk configuration on the frontier."""
+    out: dict[str, Any] = {"lines": []}
+    tuned = ratios.get("falkirk-tuned")
+    if tuned is not None and summary["falkirk-tuned"]["peer"] == "streaming":
+        for k, limit in TARGETS.items():
+            got = tuned.get(k)
+            met = got is not None and got <= limit
+            out[k] = {"ratio": got, "limit": limit, "met": met}
+            out["lines"].append(f"target falkirk-tuned / streaming {k} <= {limit}: "
+                                f"{'-' if got is None else f'{got:.2f}'} {'met' if met else 'NOT met'}")
+    on_front = [n for n in front if n.startswith("falkirk")]
+    out["frontier"] = {"falkirk_on_frontier": on_front, "met": bool(on_front)}
+    out["lines"].append(f"target: some falkirk configuration on the frontier: {', '.join(on_front) or 'none'} "
+                        f"{'met' if on_front else 'NOT met'}")
+    return out
 
 
 def frontier(points: dict[str, tuple[float, float]]) -> list[str]:
@@ -725,6 +877,8 @@ def main() -> int:
     ap.add_argument("--events", type=int, default=4000)
     ap.add_argument("--queries", type=int, default=60)
     ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--cc", choices=tuple(PEER), default="unionfind",
+                    help="cc's algorithm in the falkirk configurations that do not name one (default unionfind)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--markdown", action="store_true", help="print the results JSON's table as Markdown and stop")
     ap.add_argument("--replot", action="store_true", help="redraw the picture from the results JSON and stop")
@@ -747,6 +901,10 @@ def main() -> int:
     if not 0 <= args.crash < args.epochs or args.warmup >= args.epochs:
         ap.error("need 0 <= --crash < --epochs and --warmup < --epochs")
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    unknown = sorted(set(configs) - set(CONFIGS))
+    if unknown:
+        ap.error(f"unknown configuration(s) {', '.join(unknown)}; choose from {', '.join(CONFIGS)}")
+    load0 = os.getloadavg()
     t0 = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="spark-vs-streaming-"))
     summary: dict[str, Any] = {}
@@ -768,28 +926,24 @@ def main() -> int:
     front = frontier(points)
     first = next(iter(refs.values()), None)
     same = {n: r == first for n, r in refs.items()}  # every system's failure-free outputs, against the first's
+    ratios = like_for_like(summary)
     print()
-    print(table(summary, front))
+    print(table(summary, front, ratios))
     print(f"\nnon-dominated: {', '.join(front)}; failure-free outputs equal across systems: {all(same.values())}")
-    ratios = {}
-    for n in [c for c in summary if c.startswith("streaming")]:
-        if "falkirk" in summary:
-            st, fk = summary[n], summary["falkirk"]
-            ratios[n] = {k: fk[k] / st[k] if st[k] else None
-                         for k in ("wall_median_s", "cpu_median_s", "bytes_per_epoch", "recovery_s", "recovery_cpu_s")}
-            print(f"falkirk / {n}: steady-state wall {fk['wall_median_s'] / st['wall_median_s']:.2f}x, "
-                  f"CPU {fk['cpu_median_s'] / st['cpu_median_s']:.2f}x, "
-                  f"bytes {fk['bytes_per_epoch'] / max(st['bytes_per_epoch'], 1):.2f}x, "
-                  f"recovery wall {fk['recovery_s'] / st['recovery_s']:.2f}x, "
-                  f"recovery CPU {fk['recovery_cpu_s'] / st['recovery_cpu_s']:.2f}x")
-    print(f"benchmark wall time: {wall:.0f} s")
+    targets = check_targets(summary, ratios, front)
+    for line in targets["lines"]:
+        print(line)
+    load = os.getloadavg()
+    print(f"benchmark wall time: {wall:.0f} s; load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
+          f"(1 / 5 / 15 min; at the start {load0[0]:.1f} / {load0[1]:.1f} / {load0[2]:.1f})")
     import pyspark
 
     doc = {"benchmark": "spark_vs_streaming", "epochs": args.epochs, "crash": args.crash, "warmup": args.warmup,
            "quick": args.quick, "size": sizes(args), "wall_s": wall, "frontier": front,
-           "failure_free_outputs_equal_across_configs": same, "falkirk_over_streaming": ratios,
+           "failure_free_outputs_equal_across_configs": same, "falkirk_over_peer": ratios, "targets": targets,
+           "cc": args.cc, "streaming_conf": STREAMING_CONF, "incremental_state": incremental_available(),
            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                       "spark": pyspark.__version__, "load_average": os.getloadavg()},
+                       "spark": pyspark.__version__, "load_average": load, "load_average_start": load0},
            "summary": summary}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "spark_vs_streaming.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -805,33 +959,68 @@ def main() -> int:
     return 0
 
 
-def markdown(doc: dict[str, Any]) -> str:
-    """The results as a Markdown table (for the READMEs)."""
-    out = ["| configuration | wall / epoch | CPU / epoch | CPU vs falkirk-off | checkpoint/state/log kB / epoch "
-           "| recovery wall | recovery CPU | records recomputed | input re-read | outputs identical | non-dominated |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|:-:|:-:|"]
-    for n, s in doc["summary"].items():
-        cpu = f"{s['cpu_overhead']:+.0%}" if s.get("cpu_overhead") is not None else "—"
-        out.append(f"| `{n}` | {s['wall_median_s']:.2f} s | {s['cpu_median_s']:.2f} s | {cpu} "
-                   f"| {s['bytes_per_epoch'] / 1e3:.0f} | {s['recovery_s']:.1f} s | {s['recovery_cpu_s']:.1f} s "
-                   f"| {s['records_recomputed']:,} "
-                   f"| {s['input_reread']:,} | {s['identical']} | {'yes' if n in doc['frontier'] else 'no'} |")
+def result_rows(summary: dict[str, Any], front: list[str]) -> list[tuple[str, ...]]:
+    """The main table: a header, then one row per configuration."""
+    rows = [("configuration", "cc", "wall / epoch", "CPU / epoch", "CPU vs falkirk-off",
+             "checkpoint/state/log kB / epoch", "source kB / epoch", "recovery wall", "recovery CPU",
+             "records recomputed", "source rows re-read", "log rows replayed", "outputs identical", "non-dominated")]
+    for n, s in summary.items():
+        cpu = f"{s['cpu_overhead']:+.0%}" if s.get("cpu_overhead") is not None else "-"
+        rows.append((n, s.get("cc", "-"), f"{s['wall_median_s']:.2f} s", f"{s['cpu_median_s']:.2f} s", cpu,
+                     f"{s['bytes_per_epoch'] / 1e3:.1f}", f"{s['input_log_bytes_per_epoch'] / 1e3:.0f}",
+                     f"{s['recovery_s']:.1f} s", f"{s['recovery_cpu_s']:.1f} s", f"{s['records_recomputed']:,}",
+                     f"{s['source_rows']:,}", f"{s['log_rows']:,}", str(s["identical"]), "yes" if n in front else "no"))
+    return rows
+
+
+def phase_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
+    """The restarts' wall time by phase (falkirk's journal), one row per configuration that recovered."""
+    from falkirk.spark.pipeline.run.journal import PHASES
+
+    rows = [("configuration", *PHASES, "sum after session start")]
+    for n, s in summary.items():
+        ph = s.get("phases")
+        if ph:
+            later = [v for k, v in ph.items() if k != "session start" and v is not None]
+            rows.append((n, *("-" if ph.get(k) is None else f"{ph[k]:.2f} s" for k in PHASES), f"{sum(later):.2f} s"))
+    return rows
+
+
+def ratio_rows(ratios: dict[str, dict[str, float | None]], summary: dict[str, Any]) -> list[tuple[str, ...]]:
+    """Each falkirk configuration over its like-for-like peer."""
+    rows = [("configuration", "over", "CPU / epoch", "wall / epoch", "bytes / epoch", "recovery CPU", "recovery wall")]
+    for n, r in ratios.items():
+        rows.append((n, summary[n]["peer"], *("-" if r.get(k) is None else f"{r[k]:.2f}x" for k in RATIO_KEYS)))
+    return rows
+
+
+def as_markdown(rows: list[tuple[str, ...]]) -> str:
+    """``rows`` (header first) as a Markdown table; columns after the first are right-aligned."""
+    head, *body = rows
+    out = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    out += ["| " + " | ".join([f"`{r[0]}`", *r[1:]]) + " |" for r in body]
     return "\n".join(out)
 
 
-def table(summary: dict[str, Any], front: list[str]) -> str:
-    rows = [("configuration", "wall/epoch", "CPU/epoch", "CPU vs off", "kB/epoch", "input log kB/ep", "recovery",
-             "recovery CPU",
-             "recomputed", "re-read", "identical", "frontier")]
-    for n, s in summary.items():
-        rows.append((n, f"{s['wall_median_s']:.2f} s", f"{s['cpu_median_s']:.2f} s", f"{s['cpu_overhead']:+.0%}" if s["cpu_overhead"] is not None else "-",
-                     f"{s['bytes_per_epoch'] / 1e3:.0f}", f"{s['input_log_bytes_per_epoch'] / 1e3:.0f}",
-                     f"{s['recovery_s']:.2f} s", f"{s['recovery_cpu_s']:.2f} s", str(s["records_recomputed"]), str(s["input_reread"]),
-                     str(s["identical"]), "yes" if n in front else "no"))
+def as_text(rows: list[tuple[str, ...]]) -> str:
+    """``rows`` (header first) as aligned plain text."""
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(r[i].ljust(w[i]) if i == 0 else r[i].rjust(w[i]) for i in range(len(r))) for r in rows]
     lines.insert(1, "  ".join("-" * x for x in w))
     return "\n".join(lines)
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The results as Markdown tables (for the READMEs): results, like-for-like ratios, restart phases."""
+    return "\n\n".join(as_markdown(t) for t in (
+        result_rows(doc["summary"], doc["frontier"]), ratio_rows(doc.get("falkirk_over_peer", {}), doc["summary"]),
+        phase_rows(doc["summary"])))
+
+
+def table(summary: dict[str, Any], front: list[str], ratios: dict[str, dict[str, float | None]]) -> str:
+    """The results as aligned text (printed at the end of a run)."""
+    return "\n\n".join(as_text(t) for t in (result_rows(summary, front), ratio_rows(ratios, summary),
+                                             phase_rows(summary)))
 
 
 if __name__ == "__main__":

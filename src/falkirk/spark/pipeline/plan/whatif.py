@@ -63,6 +63,8 @@ class WhatIf:
     unusable: tuple[str, ...] = ()
     #: why the plan cannot be executed with the data under the root (``None``: it can)
     blocked: str | None = None
+    #: the step whose ``log=True`` :attr:`suggestion` names (``None``: no suggestion)
+    suggested_log: str | None = None
 
     @property
     def executable(self) -> bool:
@@ -149,14 +151,14 @@ def what_if(
         lo = epoch_of(r.exclude) + 1
         if lo <= hi:
             replay[edge] = (lo, hi)
-    suggestion = _suggest(pipeline, planner, failed, done, live, redo)
+    suggested = _suggest(pipeline, planner, failed, done, live, redo)
     rows = seconds = None
     if journal is not None:
         pairs = [(n, k) for n, (lo, hi) in redo.items() if n in pipeline.steps for k in range(lo, hi + 1)]
         rows = sum(journal.rows(n, k) or 0 for n, k in pairs)
         seconds = sum(journal.seconds(n, k) or 0.0 for n, k in pairs)
-    return WhatIf(failed, min(done.values(), default=-1), dict(done), plan, redo, replay, rows, seconds, suggestion,
-                  unusable, blocked)
+    return WhatIf(failed, min(done.values(), default=-1), dict(done), plan, redo, replay, rows, seconds,
+                  suggested and suggested[1], unusable, blocked, suggested and suggested[0])
 
 
 def _redo_pairs(plan: RollbackPlan, done: Mapping[str, int]) -> tuple[int, int]:
@@ -174,8 +176,8 @@ def _redo_pairs(plan: RollbackPlan, done: Mapping[str, int]) -> tuple[int, int]:
 def _suggest(
     pipeline: Definition, planner: Planner, failed: tuple[str, ...], done: Mapping[str, int],
     live: Mapping[str, Checkpoint] | None, redo: Mapping[str, tuple[int, int]],
-) -> str | None:
-    """The single ``log=True`` that would recompute the least, if it beats the plan as declared.
+) -> tuple[str, str] | None:
+    """The single ``log=True`` that would recompute the least, if it beats the plan as declared: ``(step, why)``.
 
     Each step that does not log its output and whose consumers roll back is
     tried in turn: the same failure is planned with that step's output edges
@@ -200,8 +202,8 @@ def _suggest(
         return None
     pairs, _, n = best
     edges = ", ".join(e.name for e in pipeline.edges if e.src == n)
-    return (f"log=True on step {n!r} (logging {edges}) would recompute {pairs} (step, epoch) pair(s) instead of "
-            f"{base}: its consumers would replay its log instead of rolling it back")
+    return n, (f"log=True on step {n!r} (logging {edges}) would recompute {pairs} (step, epoch) pair(s) instead of "
+               f"{base}: its consumers would replay its log instead of rolling it back")
 
 
 def from_root(pipeline: Definition, failed: Iterable[str], *, at: int | None = None) -> WhatIf:

@@ -13,7 +13,11 @@ per-edge queues owned by the receivers (:mod:`~falkirk.spark.pipeline.run.queues
   validates and applies the rollback, then the run continues and
   re-executes what is missing.
 * **Start.** A new executor (a restarted driver) starts with the plan for
-  "everything failed", computed from the manifests alone.
+  "everything failed", computed from the manifests alone. What it executes
+  again is known from the execution records under the root
+  (:class:`~falkirk.spark.pipeline.run.journal.Journal`); an input counts as
+  having read the epochs its records, its consumers' progress and its log's
+  acknowledgement say — not every epoch a producer cut ahead.
 * **Garbage collection.** After each epoch, everything below the
   low-watermarks (with retention) is deleted (:mod:`~falkirk.spark.pipeline.run.retention`).
 """
@@ -41,14 +45,20 @@ from falkirk.spark.pipeline.run.causes import is_deterministic, root_cause, unre
 from falkirk.spark.pipeline.run.context import RunContext
 from falkirk.spark.pipeline.run.failures import Injection, Injector
 from falkirk.spark.pipeline.run.frames import Frames
-from falkirk.spark.pipeline.run.journal import Journal
+from falkirk.spark.pipeline.run.journal import Journal, Startup
 from falkirk.spark.pipeline.run.probe import check_shared, is_local_master
 from falkirk.spark.pipeline.run.progress import Progress
 from falkirk.spark.pipeline.run.queues import Queues
 from falkirk.spark.pipeline.run.recovery import Rollback
 from falkirk.spark.pipeline.run.retention import collect
 from falkirk.spark.pipeline.run.runners import Runner, make_runner
-from falkirk.spark.pipeline.run.session import executors, failed_tasks, job_group, local_session
+from falkirk.spark.pipeline.run.session import (
+    executors,
+    failed_tasks,
+    job_group,
+    local_session,
+    take_start_seconds,
+)
 from falkirk.spark.pipeline.store.rootfs import metadata_cache
 from falkirk.spark.pipeline.store.storage import Storage
 
@@ -87,6 +97,8 @@ class Executor:
         self.pipeline = pipeline
         self.spark = pipeline.spark if pipeline.spark is not None else local_session()
         pipeline.spark = self.spark
+        session_seconds = take_start_seconds(self.spark)
+        t0 = time.perf_counter()
         self.injector = Injector(fail)  # type: ignore[arg-type]
         self.injector.validate(pipeline.order, local=is_local_master(self.spark))
         pipeline.location.check_write_once()  # refuse a store where manifests cannot be write-once, before any write
@@ -94,6 +106,7 @@ class Executor:
             self.probed = f"storage probe: the driver and the executors share {pipeline.location.uri}"
         else:
             self.probed = ""
+        probe = time.perf_counter() - t0
         #: accepted changes of the pipeline since the root was written (recorded once the restart recovered)
         self.evolution = pipeline.check_root(write=False)
         self.storage = Storage(pipeline.location, fsync=pipeline.fsync, checksums=pipeline.checksums)
@@ -116,15 +129,28 @@ class Executor:
             prune=self.planner.prune, note=self.journal.note,
         )
         self.runners: dict[str, Runner] = {n: make_runner(self.context, pipeline, n) for n in self.order}
-        self.planner.know({n: r.available() for n, r in self.runners.items()})
         self.done = {n: -1 for n in self.order}
         recorded = self.journal.load(self.order)  # what earlier drivers completed (Lazy steps: after their checkpoint)
         self.high = {n: max(r.progress(), recorded[n]) for n, r in self.runners.items()}  # highest ever completed
+        available = {n: r.available() for n, r in self.runners.items()}
+        for n in pipeline.inputs:  # cut ahead is not read: an input has read what its records and consumers say
+            self.high[n] = self._inputs_read(n, recorded[n])
+            available[n] = [e for e in available[n] if e <= self.high[n]]
+        self.planner.know(available)
         self.rollback = Rollback(pipeline, self.runners, self.queues, self.planner, self.storage, self.journal,
                                  self.progress, self.done, self.high)
         self.executors = executors(self.spark)
         #: unique per executor: its Spark job groups (tags) never collide with another pipeline's in one session
         self.run_id = uuid.uuid4().hex[:12]
+        #: what this driver spent before its first plan (a restart's first phases)
+        self.startup = Startup(t0, session_seconds, probe)
+
+    def _inputs_read(self, name: str, recorded: int) -> int:
+        """The last epoch input ``name`` is known to have read: its execution records, its consumers' durable
+        progress and its log's acknowledgement, within the epochs cut (a producer may cut epochs ahead)."""
+        cut = self.runners[name].progress()
+        consumers = [self.runners[c].progress() for c in self.pipeline.consumers(name)]
+        return min(cut, max([recorded, self.pipeline.inputs[name].log.acknowledged(), *consumers]))
 
     # -- the run loop ---------------------------------------------------------------------------
     def run(self, epochs: int) -> RunResult:
@@ -132,7 +158,7 @@ class Executor:
         limits = {n: int(e) for n, e in self.evolution.code.items() if e != "keep"}
         try:
             self.rollback.recover(set(self.order), "driver (re)start: every step resumes from what the root holds",
-                                  restart=True, limits=limits)
+                                  restart=True, limits=limits, startup=self.startup)
         except RecoveryError as exc:
             needs = [f"its new step(s) {', '.join(self.evolution.new_steps)} start at ∅"] if self.evolution.new_steps else []
             needs += [f"code_changes={{{n!r}: {e}}} redoes {n} and everything downstream from epoch {e + 1}"
@@ -280,6 +306,9 @@ class Executor:
             if all(self.done[n] >= d for n, d in r.done_at_failure.items()):
                 r.finished = time.perf_counter()
                 self.say(f"recovery {r.index} complete: every step is back where it was ({r.seconds:.2f} s)")
+        for r in self.journal.recoveries:
+            if r.finished is not None and r.caught_up is None and all(d >= r.in_flight for d in self.done.values()):
+                r.caught_up = time.perf_counter()
         self.frames.flush()
 
     def _take(self, edge: str, epoch: int) -> DataFrame:

@@ -13,6 +13,24 @@ epoch — also the epochs a Lazy step completed after its last checkpoint — so
 what it executes again is counted as recomputation, and the measurements of
 the earlier driver's executions price the report's alternatives.
 
+A recovery's wall time is kept by phase (:meth:`Recovery.phases`):
+
+* **session start** — a restart only: the seconds
+  :func:`~falkirk.spark.pipeline.run.session.local_session` took to start the
+  driver's SparkSession (``None`` when the caller built the session, or it
+  was already running);
+* **metadata rebuild** — a restart: the executor's construction (``pipeline.json``,
+  the monitor rebuilt from the manifests, every step's restore points, the
+  execution records); every recovery: planning;
+* **validation** — the storage probe (a restart on a cluster) and every
+  restore point, logged epoch, input epoch and (a restart) output epoch the
+  plan needs, checked against its manifest;
+* **replay/recompute** — from the plan's application (state restored,
+  queues rebuilt from the logs) until every step is back where it was when
+  the failure was detected;
+* **catch-up** — then until every step has completed the furthest epoch any
+  step had completed (the epoch in flight at the failure, finished).
+
 >>> j = Journal()
 >>> j.executed("cc", 0, rows=10, seconds=0.5, redo=False)
 >>> j.executed("cc", 0, rows=10, seconds=0.4, redo=True)
@@ -27,12 +45,15 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from attrs import asdict, define, field
+from attrs import asdict, define, field, frozen
 
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.store.rootfs import Root
 
-__all__ = ["Execution", "Recovery", "Journal"]
+__all__ = ["Execution", "Recovery", "Startup", "Journal", "PHASES"]
+
+#: The phases of a recovery's wall time, in order (:meth:`Recovery.phases`).
+PHASES = ("session start", "metadata rebuild", "validation", "replay/recompute", "catch-up")
 
 
 @define
@@ -48,6 +69,21 @@ class Execution:
     jobs: int = 0
 
 
+@frozen
+class Startup:
+    """What a restarted driver spent before its recovery was planned (see the module docstring).
+
+    ``began``: when the executor's construction began (``time.perf_counter``);
+    ``session_seconds``: the SparkSession's start (``None``: not measured);
+    ``probe_seconds``: the storage probe (counted as validation). The rest,
+    until planning begins, is the metadata rebuild.
+    """
+
+    began: float
+    session_seconds: float | None
+    probe_seconds: float = 0.0
+
+
 @define
 class Recovery:
     """One failure and what falkirk did about it.
@@ -55,6 +91,10 @@ class Recovery:
     ``done_at_failure`` is each step's last completed epoch when the failure
     was detected; ``available_at_failure`` its persisted frontiers then
     (checkpoints of stateful steps), for the global-rollback comparison.
+    ``started`` is when the failure was detected (a restart: when the executor
+    began to be built), ``validated`` when the plan was known to be executable,
+    ``finished`` when every step was back where it had been and ``caught_up``
+    when every step had completed :attr:`in_flight`.
     """
 
     index: int
@@ -67,6 +107,11 @@ class Recovery:
     started: float = field(factory=time.perf_counter)
     plan_seconds: float = 0.0
     finished: float | None = None
+    session_seconds: float | None = None
+    rebuild_seconds: float = 0.0
+    validation_seconds: float = 0.0
+    validated: float | None = None
+    caught_up: float | None = None
     problems: list[str] = field(factory=list)
     replayed: dict[str, tuple[int, int]] = field(factory=dict)  # edge -> (first, last) epoch replayed
     rescaled: dict[str, tuple[int, int]] = field(factory=dict)  # step -> (old, new) partitions of keyed state
@@ -76,6 +121,32 @@ class Recovery:
     def seconds(self) -> float | None:
         """Wall time from detection until every step was back where it had been (``None``: not yet)."""
         return None if self.finished is None else self.finished - self.started
+
+    @property
+    def in_flight(self) -> int:
+        """The furthest epoch any step had completed at the failure (its catch-up ends when every step has)."""
+        return max(self.done_at_failure.values(), default=-1)
+
+    def phases(self) -> dict[str, float | None]:
+        """The recovery's wall time by phase (:data:`PHASES`, see the module docstring); ``None``: not measured or
+        not reached.
+
+        >>> r = Recovery(1, "cc failed", ("cc",), {"cc": 3, "answer": 4}, {}, started=10.0, plan_seconds=0.5,
+        ...              rebuild_seconds=0.5, validation_seconds=1.0, validated=11.5, finished=14.0, caught_up=15.0)
+        >>> r.phases()
+        {'session start': None, 'metadata rebuild': 0.5, 'validation': 1.0, 'replay/recompute': 2.5, 'catch-up': 1.0}
+        """
+        replay = None if self.finished is None or self.validated is None else self.finished - self.validated
+        catch = None if self.caught_up is None or self.finished is None else self.caught_up - self.finished
+        return dict(zip(PHASES, (self.session_seconds, self.rebuild_seconds, self.validation_seconds, replay, catch),
+                        strict=True))
+
+    def started_up(self, startup: Startup, planning: float) -> None:
+        """A restart: count what the new driver spent from ``startup`` until ``planning`` began (a timestamp)."""
+        self.started = startup.began
+        self.session_seconds = startup.session_seconds
+        self.rebuild_seconds += planning - startup.began - startup.probe_seconds
+        self.validation_seconds += startup.probe_seconds
 
 
 class Journal:

@@ -13,7 +13,9 @@ When steps fail (or a restarted driver starts with "everything failed"),
 4. applies it (SPEC §6 reset): ``⊤`` untouched, the others restore or drop
    state, and the queues are rebuilt from the logs;
 
-and journals what it did (:class:`~falkirk.spark.pipeline.run.journal.Recovery`).
+and journals what it did (:class:`~falkirk.spark.pipeline.run.journal.Recovery`), with its wall time
+by phase: planning, validation (the checks of step 3), then — measured by the
+run loop — replay/recompute and catch-up.
 The run loop (:mod:`~falkirk.spark.pipeline.run.executor`) then re-executes
 what is missing. This module is the recovery room beside that loop: it
 shares the run's per-step progress (``done``, ``high``), runners and queues,
@@ -34,7 +36,7 @@ from falkirk.spark.errors import CorruptDataError, RecoveryError
 from falkirk.spark.pipeline.plan.feasible import check_plan, describe_blocker, executable_plan
 from falkirk.spark.pipeline.plan.live import live_checkpoint
 from falkirk.spark.pipeline.plan.planner import TOP, epoch_of
-from falkirk.spark.pipeline.run.journal import Recovery
+from falkirk.spark.pipeline.run.journal import Recovery, Startup
 
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.declare.definition import Definition
@@ -89,16 +91,18 @@ class Rollback:
 
     def recover(
         self, failed: set[str], cause: str, *, lost: CorruptDataError | None = None, restart: bool = False,
-        limits: Mapping[str, int] | None = None,
+        limits: Mapping[str, int] | None = None, startup: Startup | None = None,
     ) -> None:
         """Recover from the failure of ``failed`` (see the module docstring).
 
         ``restart``: a driver (re)start (everything failed; every output
         epoch the root holds is verified too). ``limits``: steps held to a
         frontier at or below an epoch (``code_changes``: their later work
-        was done by old code). Nothing under the root changes until the plan
-        is known to be executable; otherwise :class:`RecoveryError` names
-        the damaged or missing file and what it made impossible.
+        was done by old code). ``startup``: what a restarted driver spent
+        before (counted in the recovery's phases). Nothing under the root
+        changes until the plan is known to be executable; otherwise
+        :class:`RecoveryError` names the damaged or missing file and what it
+        made impossible.
         """
         done_before = dict(self.done) if not restart else dict(self.high)
         rec = Recovery(
@@ -109,15 +113,27 @@ class Rollback:
         if not restart:
             self.progress.line(f"FAILURE: {cause}", level=logging.WARNING)
         t0 = time.perf_counter()
+        if startup is not None:
+            rec.started_up(startup, t0)
+        checking = 0.0  # seconds spent validating (checks against the manifests), apart from planning
+
+        def check(plan: Any, _: Any) -> CorruptDataError | None:
+            nonlocal checking
+            t = time.perf_counter()
+            try:
+                return check_plan(self.pipeline, self.storage, plan, done_before)
+            finally:
+                checking += time.perf_counter() - t
+
         trial = self.planner.copy()
         for n, e in (limits or {}).items():
             trial.truncate(n, e)  # held to E: what it did after E was done by the old code
         known = [lost] if lost is not None else []
         if restart:
+            t = time.perf_counter()
             known += self._damaged_outputs()
-        outcome = executable_plan(
-            self.pipeline, trial, failed, self.live_all,
-            lambda plan, _: check_plan(self.pipeline, self.storage, plan, done_before), lost=known)
+            checking += time.perf_counter() - t
+        outcome = executable_plan(self.pipeline, trial, failed, self.live_all, check, lost=known)
         rec.problems.extend(str(p) for p in outcome.problems)
         for p in outcome.problems:
             if p is not outcome.blocker:
@@ -135,7 +151,10 @@ class Rollback:
         for n, keep in {**dict(limits or {}), **outcome.truncated}.items():
             self.planner.truncate(n, keep)
         plan = self.planner.plan(sorted(outcome.failed), self.live_all(outcome.failed))
-        rec.plan_seconds += time.perf_counter() - t0
+        rec.validated = time.perf_counter()
+        rec.validation_seconds += checking
+        rec.plan_seconds += rec.validated - t0 - checking
+        rec.rebuild_seconds += rec.validated - t0 - checking
         if plan.frontiers != outcome.plan.frontiers:  # the monitor and the solver answer alike (tested)
             raise RecoveryError(f"internal error: the monitor planned {dict(plan.frontiers)}, the solver "
                                 f"{dict(outcome.plan.frontiers)}")
@@ -154,6 +173,8 @@ class Rollback:
             self._move(n, plan.actions[n], f) for n, (f, _) in lost_work.items()) or "nothing to redo"))
         if all(self.done[n] >= d for n, d in done_before.items()):
             rec.finished = time.perf_counter()
+            if all(self.done[n] >= rec.in_flight for n in self.order):
+                rec.caught_up = rec.finished
 
     def _move(self, name: str, action: str, frontier: int) -> str:
         """What a step does in a plan, in its regime's words (``cc restores its checkpoint at 5``)."""

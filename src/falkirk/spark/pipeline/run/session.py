@@ -29,18 +29,23 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import time
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
     "LOCAL_DEFAULTS", "SMALL_DATA", "local_session", "sql_conf", "job_group", "failed_tasks", "detach", "executors",
-    "is_connect", "check_usable", "console_to",
+    "is_connect", "check_usable", "console_to", "take_start_seconds",
 ]
+
+#: SparkContext -> the seconds :func:`local_session` took to start it (read once: :func:`take_start_seconds`)
+_STARTED: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 
 
 def is_connect(spark: SparkSession) -> bool:
@@ -140,12 +145,28 @@ def local_session(
     log_to = None
     if starts_jvm and not console:
         log_to = Path(console_log) if console_log is not None else Path(tempfile.gettempdir()) / f"falkirk-spark-{os.getpid()}.log"
+    t0 = time.perf_counter()
     with console_to(log_to):
         spark = builder.getOrCreate()
+    if starts_jvm:
+        _STARTED[spark.sparkContext] = time.perf_counter() - t0
     if log_to is not None:
         logging.getLogger("falkirk.spark").info("Spark's console output (log4j) goes to %s", log_to)
     quiet(spark)
     return spark
+
+
+def take_start_seconds(spark: SparkSession) -> float | None:
+    """The seconds :func:`local_session` took to start ``spark`` (JVM and context), once; then ``None``.
+
+    ``None`` too for a session :func:`local_session` did not start (built by
+    the caller, or Spark Connect). The first run on a session counts it as
+    its restart's session start (:mod:`~falkirk.spark.pipeline.run.journal`).
+    """
+    try:
+        return _STARTED.pop(spark.sparkContext, None)
+    except Exception:  # Spark Connect: no SparkContext
+        return None
 
 
 @contextmanager

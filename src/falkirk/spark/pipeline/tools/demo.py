@@ -31,8 +31,8 @@ or run it through ``spark-submit`` (the master and settings then come from
         --root s3a://bucket/falkirk/demo
 
 >>> args = parser().parse_args(["--fail", "cc@3:before", "--epochs", "5"])
->>> [str(f) for f in args.fail], args.epochs
-(['cc@3:before'], 5)
+>>> [str(f) for f in args.fail], args.epochs, args.cc
+(['cc@3:before'], 5, 'unionfind')
 >>> parser().parse_args(["--master", "spark://h:7077", "--root", "file:///shared/demo"]).root
 'file:///shared/demo'
 >>> parser().parse_args(["--root", "s3a://b/demo", "--storage-option", "endpoint_url=http://127.0.0.1:8333"]).storage_options
@@ -86,6 +86,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=1500, help="graph nodes (default 1500)")
     p.add_argument("--seed", type=int, default=7, help="seed of the synthetic data (default 7)")
     p.add_argument("--cc-every", type=int, default=3, help="checkpoint interval of cc (default 3)")
+    p.add_argument("--cc", choices=("unionfind", "propagation"), default="unionfind",
+                   help="cc's algorithm: union–find in one task per epoch (default), or label propagation, "
+                   "one Spark job per iteration (the iterative step); same outputs")
     p.add_argument("--no-reference", action="store_true", help="skip the failure-free reference run and the check")
     p.add_argument("--quiet", action="store_true", help="no per-epoch progress and no progress bar")
     p.add_argument("--bar", action=argparse.BooleanOptionalAction, default=None,
@@ -158,14 +161,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     storage = {"storage_options": dict(args.storage_options), "storage_timeout": args.storage_timeout}
     top = Root(root, storage_options=storage["storage_options"], timeout=args.storage_timeout)
     size = {"events_per_epoch": args.events, "queries_per_epoch": args.queries, "users": args.users,
-            "nodes": args.nodes, "seed": args.seed, "cc_every": args.cc_every}
+            "nodes": args.nodes, "seed": args.seed, "cc_every": args.cc_every, "cc": args.cc}
     t0 = time.perf_counter()
     say = _say(args.quiet)
     if args.verbose:
         logging.basicConfig(format="%(asctime)s %(name)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
         logging.getLogger("falkirk").setLevel(logging.INFO)
     bar = (not args.quiet and sys.stderr.isatty()) if args.bar is None else args.bar
-    say(f"falkirk Spark demo: the Figure 1 pipeline, {args.epochs} epochs, root {root}")
+    say(f"falkirk Spark demo: the Figure 1 pipeline (cc by {args.cc}), {args.epochs} epochs, root {root}")
     spark_log = None if args.spark_log or args.remote else Path(tempfile.gettempdir()) / f"falkirk-demo-spark-{os.getpid()}.log"
     spark = _session(args.master, args.remote, spark_log)
     say(f"Spark {spark.version}, master {spark.conf.get('spark.master', '?')}; "

@@ -2,9 +2,9 @@
 
 A high-throughput event stream is reduced by two ephemeral steps, one feeding
 a heavy per-epoch batch computation (batch regime: its output is logged)
-and one feeding an iterative computation updated every epoch (incremental
-connected components by label propagation; lazy checkpoint every
-``cc_every`` epochs). User queries are joined with both (ephemeral);
+and one feeding a computation updated every epoch (incremental connected
+components; lazy checkpoint every ``cc_every`` epochs). User queries are
+joined with both (ephemeral);
 statistics of the answers go to an SQLite database (eager: one transaction
 per epoch); the answers are the external output (one Parquet partition per
 epoch, overwritten on replay)::
@@ -13,6 +13,16 @@ epoch, overwritten on replay)::
             └─ parse_graph ── cc ─────────┤
     queries ──────────────────────────── answer ─┬─ stats      (SQLite)
                                                   └─ responses  (Parquet)
+
+``cc`` comes in two algorithms with identical outputs (each node's
+component is the smallest node id in it), chosen by ``build(cc=...)``:
+
+* ``"unionfind"`` (default): :func:`cc_unionfind`, one ``applyInPandas``
+  task per epoch that seeds a union–find with the state and adds the
+  epoch's links (:func:`union_find`; the Structured Streaming benchmark's
+  stateful operator runs the same function);
+* ``"propagation"``: :func:`cc_propagation`, label propagation to a fixed
+  point, one Spark job per iteration — the showcase of an iterative step.
 
 Everything is integer arithmetic, so a recomputation gives bit-identical
 output. ``examples/flagship.py`` runs it; ``python -m falkirk.spark.demo``
@@ -23,8 +33,10 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from falkirk.spark.errors import PipelineError
 from falkirk.spark.pipeline.api import Pipeline
 from falkirk.spark.pipeline.declare.regimes import Batch, Eager, Ephemeral, Lazy
 from falkirk.spark.pipeline.run.session import SMALL_DATA, detach
@@ -32,7 +44,8 @@ from falkirk.spark.pipeline.run.session import SMALL_DATA, detach
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["build", "EVENT_SCHEMA", "QUERY_SCHEMA", "events_source", "queries_source"]
+__all__ = ["build", "CC_ALGORITHMS", "EVENT_SCHEMA", "QUERY_SCHEMA", "events_source", "queries_source",
+           "union_find", "cc_unionfind", "cc_propagation"]
 
 EVENT_SCHEMA = "user BIGINT, kind STRING, category STRING, amount BIGINT, src BIGINT, dst BIGINT"
 QUERY_SCHEMA = "qid BIGINT, user BIGINT, node BIGINT"
@@ -117,8 +130,77 @@ def heavy(parse_batch: DataFrame) -> DataFrame:
         "peers", (F.col("spend") == F.col("cat_max")).alias("category_leader"))
 
 
-def cc(parse_graph: DataFrame, *, state: DataFrame | None, spark: SparkSession) -> tuple[DataFrame, DataFrame]:
-    """Lazy checkpoint: incremental connected components; state and output are ``(node, comp)``.
+def union_find(parent: dict[int, int], src: Iterable[int], dst: Iterable[int]) -> dict[int, int]:
+    """Add the edges ``src[i]–dst[i]`` to the forest ``parent``; every node's root (the smallest node id of its component).
+
+    ``parent`` maps each node to its parent (a node -> component map is such a
+    forest; a parent missing from the keys becomes a root); it is updated in
+    place (union by the smaller root, path compression). Cost: about
+    O(nodes + edges) dictionary operations.
+
+    >>> union_find({1: 1, 4: 1, 7: 7}, [4, 9], [7, 8])
+    {1: 1, 4: 1, 7: 1, 9: 8, 8: 8}
+    """
+
+    def find(x: int) -> int:
+        root = x
+        while parent[root] != root:
+            root = parent[root]
+        while x != root:
+            parent[x], x = root, parent[x]
+        return root
+
+    for root in set(parent.values()) - parent.keys():
+        parent[root] = root
+    for s, d in zip(src, dst, strict=True):
+        parent.setdefault(s, s)
+        parent.setdefault(d, d)
+        a, b = find(s), find(d)
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+    return {n: find(n) for n in list(parent)}
+
+
+#: The schema of :func:`cc_unionfind`'s one grouped input: the state's ``(node, comp)`` rows (``seed``) and the
+#: epoch's links ``(src, dst)``, in one group ``g``.
+_UF_INPUT = "g INT, a BIGINT, b BIGINT, seed BOOLEAN"
+
+
+def _components(pdf: Any) -> Any:
+    """The ``applyInPandas`` function of :func:`cc_unionfind`: the seeded union–find over one group's rows."""
+    import pandas as pd
+
+    seed = pdf["seed"].astype(bool)
+    parent = dict(zip(pdf["a"][seed].tolist(), pdf["b"][seed].tolist(), strict=True))
+    links = pdf[~seed]
+    comps = union_find(parent, links["a"].tolist(), links["b"].tolist())
+    return pd.DataFrame({"node": pd.Series(list(comps), dtype="int64"),
+                         "comp": pd.Series(list(comps.values()), dtype="int64")})
+
+
+def cc_unionfind(parse_graph: DataFrame, *, state: DataFrame | None, spark: SparkSession) -> tuple[DataFrame, DataFrame]:
+    """Lazy checkpoint: incremental connected components by union–find; state and output are ``(node, comp)``.
+
+    The state (every node seen, with its component's smallest node id) and the
+    epoch's links go to one group of ``groupBy(...).applyInPandas(...)``, which
+    seeds a union–find with the state and adds the links (:func:`union_find`):
+    one Python task over the whole component map, two Spark jobs per epoch
+    with the checkpoint's materialisation. The same labels as
+    :func:`cc_propagation`.
+    """
+    from pyspark.sql import functions as F
+
+    rows = parse_graph.select(F.lit(0).alias("g"), F.col("src").alias("a"), F.col("dst").alias("b"),
+                              F.lit(False).alias("seed"))
+    if state is not None:
+        rows = state.select(F.lit(0).alias("g"), F.col("node").alias("a"), F.col("comp").alias("b"),
+                            F.lit(True).alias("seed")).unionByName(rows)
+    out = rows.groupBy("g").applyInPandas(_components, "node BIGINT, comp BIGINT")
+    return out, out
+
+
+def cc_propagation(parse_graph: DataFrame, *, state: DataFrame | None, spark: SparkSession) -> tuple[DataFrame, DataFrame]:
+    """Lazy checkpoint: incremental connected components by label propagation; state and output are ``(node, comp)``.
 
     The epoch's edges are contracted onto the current components, labels are
     propagated to a fixed point (minimum label, with pointer jumping) over
@@ -179,16 +261,31 @@ def stats(answer: DataFrame, *, db: Any, epoch: int) -> None:
                (epoch, row["n"], row["answered"], row["spend"], row["components"], (prev[0] if prev else 0) + row["n"]))
 
 
+#: ``build(cc=...)``: the connected-components algorithms, by name (the first is the default).
+CC_ALGORITHMS = {"unionfind": cc_unionfind, "propagation": cc_propagation}
+
+
 def build(
     root: str | os.PathLike[str], spark: SparkSession | None = None, *, events_per_epoch: int = 4000,
     queries_per_epoch: int = 60, users: int = 300, nodes: int = 1500, cc_every: int = 3, seed: int = 7,
-    **options: Any,
+    cc: str = "unionfind", **options: Any,
 ) -> Pipeline:
     """The Figure 1 pipeline rooted at ``root`` (``options`` go to :class:`~falkirk.spark.Pipeline`).
 
-    Its epochs are small, so it runs with :data:`~falkirk.spark.pipeline.run.session.SMALL_DATA` unless
+    ``cc`` picks the connected-components algorithm (:data:`CC_ALGORITHMS`:
+    ``"unionfind"`` or ``"propagation"``; the step is named ``cc`` either
+    way, and a root keeps the algorithm it was started with: the other is a
+    code change). Its epochs are small, so it runs with
+    :data:`~falkirk.spark.pipeline.run.session.SMALL_DATA` unless
     ``spark_conf`` says otherwise.
+
+    >>> build("memory://falkirk-doc/flagship", cc="bfs")
+    Traceback (most recent call last):
+    ...
+    falkirk.spark.errors.PipelineError: flagship: cc='bfs' is not an algorithm of the flagship; choose unionfind or propagation
     """
+    if cc not in CC_ALGORITHMS:
+        raise PipelineError(f"flagship: cc={cc!r} is not an algorithm of the flagship; choose {' or '.join(CC_ALGORITHMS)}")
     pipe = Pipeline(root, spark, **{"spark_conf": SMALL_DATA, **options})
     pipe.input("events", EVENT_SCHEMA, partitions=2, key="user",
                source=events_source(events_per_epoch, users, nodes, seed))
@@ -196,7 +293,7 @@ def build(
     pipe.step(parse_batch, regime=Ephemeral())
     pipe.step(heavy, regime=Batch())
     pipe.step(parse_graph, regime=Ephemeral())
-    pipe.step(cc, regime=Lazy(every=cc_every))
+    pipe.step(CC_ALGORITHMS[cc], name="cc", regime=Lazy(every=cc_every))
     pipe.step(answer, regime=Ephemeral())
     pipe.step(stats, regime=Eager(database="stats.sqlite", tables={"answer_stats": "epoch"}))
     pipe.output("responses", inputs=["answer"])

@@ -3,24 +3,37 @@
 For a recovery, the three schemes are costed from the per-(step, epoch)
 measurements of the same run (:class:`~falkirk.spark.pipeline.run.journal.Journal`):
 
-* **falkirk** — what was actually re-executed: the step outputs recomputed,
-  and the records replayed from logs (input log and logged step outputs);
+* **falkirk** — what was actually executed again: every (step, epoch) the
+  pipeline had completed before the failure and executed again after it —
+  after a driver restart also the epochs the new driver knows only from the
+  execution records under the root (a Lazy step's epochs after its last
+  checkpoint) — and the rows read again from the input log and replayed
+  from logged step outputs;
 * **global rollback** — every step back to the last epoch at which *every*
   stateful step had a checkpoint, everything after it recomputed and the
   input re-read;
 * **replay from the start** — every step from its initial state, the whole
   input log re-read (input logging, SPEC §8).
 
-"records recomputed" counts output rows of the steps (inputs excluded);
-"input re-read / replayed" counts rows read again from the input log or a
-step's log; "est. compute" sums the measured time of the first execution of
-each recomputed (step, epoch).
+"records recomputed" counts the output rows of the steps executed again
+(inputs excluded; the work of the epoch in flight that had not completed is
+not recomputation, it had never been done); "source rows" the rows read
+again from the input log (an input epoch executed again, or replayed to a
+consumer: counted per read); "log rows" the rows replayed from the logs of
+steps (:class:`~falkirk.spark.pipeline.declare.regimes.Batch`, ``log=True``);
+"est. compute" sums the measured time of the first execution of each
+recomputed (step, epoch). The recovery's wall time is given by phase
+(:meth:`~falkirk.spark.pipeline.run.journal.Recovery.phases`).
 
->>> print(format_costs([Cost("falkirk (this run)", 196, 1291, 6.4, 6), Cost("global rollback to epoch 2", 1416, 840, 11.4, 10)]))
-scheme                      records recomputed  input/log records re-read  (step, epoch) redone  est. compute
---------------------------  ------------------  -------------------------  --------------------  ------------
-falkirk (this run)                         196                       1291                     6         6.4 s
-global rollback to epoch 2                1416                        840                    10        11.4 s
+>>> print(format_costs([Cost("falkirk (this run)", 196, 1100, 191, 6.4, 6),
+...                     Cost("global rollback to epoch 2", 1416, 840, 0, 11.4, 10)]))
+scheme                      records recomputed  source rows re-read  log rows replayed  (step, epoch) redone  est. compute
+--------------------------  ------------------  -------------------  -----------------  --------------------  ------------
+falkirk (this run)                         196                 1100                191                     6         6.4 s
+global rollback to epoch 2                1416                  840                  0                    10        11.4 s
+>>> print(format_phases({"session start": None, "metadata rebuild": 0.31, "validation": 0.05,
+...                      "replay/recompute": 6.2, "catch-up": 2.4}))
+  wall time by phase: session start - (not measured) · metadata rebuild 0.31 s · validation 0.05 s · replay/recompute 6.20 s · catch-up 2.40 s
 """
 
 from __future__ import annotations
@@ -30,7 +43,7 @@ from attrs import frozen
 from falkirk.spark.pipeline.plan.explain import plan_table, replayed_line, show_epoch, why
 from falkirk.spark.pipeline.run.journal import Journal, Recovery
 
-__all__ = ["Cost", "costs", "format_recovery", "format_costs", "last_common_checkpoint"]
+__all__ = ["Cost", "costs", "redone", "format_recovery", "format_costs", "format_phases", "last_common_checkpoint"]
 
 
 @frozen
@@ -39,9 +52,15 @@ class Cost:
 
     scheme: str
     recomputed: int
-    reread: int
+    source_rows: int
+    log_rows: int
     seconds: float
     pairs: int
+
+    @property
+    def reread(self) -> int:
+        """Source and log rows together: every row read again instead of recomputed."""
+        return self.source_rows + self.log_rows
 
 
 def last_common_checkpoint(rec: Recovery, stateful: list[str]) -> int:
@@ -53,23 +72,31 @@ def last_common_checkpoint(rec: Recovery, stateful: list[str]) -> int:
     return max(common) if common else -1
 
 
-def _cost(journal: Journal, scheme: str, pairs: list[tuple[str, int]], inputs: set[str]) -> Cost:
+def _cost(journal: Journal, scheme: str, pairs: list[tuple[str, int]], inputs: set[str], *, log_rows: int = 0,
+          replayed_source: int = 0) -> Cost:
     rec = sum(journal.rows(s, e) or 0 for s, e in pairs if s not in inputs)
-    reread = sum(journal.rows(s, e) or 0 for s, e in pairs if s in inputs)
+    source = sum(journal.rows(s, e) or 0 for s, e in pairs if s in inputs) + replayed_source
     secs = sum(journal.seconds(s, e) or 0.0 for s, e in pairs if s not in inputs)
-    return Cost(scheme, rec, reread, secs, sum(1 for s, _ in pairs if s not in inputs))
+    return Cost(scheme, rec, source, log_rows, secs, sum(1 for s, _ in pairs if s not in inputs))
+
+
+def redone(journal: Journal, rec: Recovery) -> list[tuple[str, int]]:
+    """The (step, epoch) pairs ``rec`` executed again (inputs included), in the order executed."""
+    return [(x.step, x.epoch) for x in journal.executions if x.recovery == rec.index and x.redo]
 
 
 def costs(journal: Journal, rec: Recovery, *, inputs: set[str], stateful: list[str]) -> list[Cost]:
     """falkirk's measured cost of ``rec`` and the two alternatives' (from the same run's measurements)."""
     done = rec.done_at_failure
-    redo = [(x.step, x.epoch) for x in journal.executions if x.recovery == rec.index and x.redo]
-    replayed = 0
+    source = log = 0
     for edge, (lo, hi) in rec.replayed.items():
         src = edge.split("->")[0]
-        replayed += sum(journal.rows(src, k) or 0 for k in range(lo, hi + 1))
-    mine = _cost(journal, "falkirk (this run)", redo, inputs)
-    mine = Cost(mine.scheme, mine.recomputed, mine.reread + replayed, mine.seconds, mine.pairs)
+        rows = sum(journal.rows(src, k) or 0 for k in range(lo, hi + 1))
+        if src in inputs:
+            source += rows
+        else:
+            log += rows
+    mine = _cost(journal, "falkirk (this run)", redone(journal, rec), inputs, log_rows=log, replayed_source=source)
     g = last_common_checkpoint(rec, stateful)
     glob = [(s, e) for s, d in done.items() for e in range(g + 1, d + 1)]
     start = [(s, e) for s, d in done.items() for e in range(0, d + 1)]
@@ -79,12 +106,40 @@ def costs(journal: Journal, rec: Recovery, *, inputs: set[str], stateful: list[s
 
 def format_costs(cs: list[Cost]) -> str:
     """The comparison table."""
-    rows = [("scheme", "records recomputed", "input/log records re-read", "(step, epoch) redone", "est. compute")]
-    rows += [(c.scheme, str(c.recomputed), str(c.reread), str(c.pairs), f"{c.seconds:.1f} s") for c in cs]
-    w = [max(len(r[i]) for r in rows) for i in range(5)]
-    lines = ["  ".join(r[i].ljust(w[i]) if i == 0 else r[i].rjust(w[i]) for i in range(5)) for r in rows]
+    rows = [("scheme", "records recomputed", "source rows re-read", "log rows replayed", "(step, epoch) redone",
+             "est. compute")]
+    rows += [(c.scheme, str(c.recomputed), str(c.source_rows), str(c.log_rows), str(c.pairs), f"{c.seconds:.1f} s")
+             for c in cs]
+    k = len(rows[0])
+    w = [max(len(r[i]) for r in rows) for i in range(k)]
+    lines = ["  ".join(r[i].ljust(w[i]) if i == 0 else r[i].rjust(w[i]) for i in range(k)) for r in rows]
     lines.insert(1, "  ".join("-" * x for x in w))
     return "\n".join(lines)
+
+
+def format_phases(phases: dict[str, float | None]) -> str:
+    """The line of a recovery's wall time by phase (``-``: not measured, or not reached)."""
+    def show(name: str, v: float | None) -> str:
+        if v is not None:
+            return f"{name} {v:.2f} s"
+        return f"{name} - (not measured)" if name == "session start" else f"{name} - (not reached)"
+
+    return "  wall time by phase: " + " · ".join(show(n, v) for n, v in phases.items())
+
+
+def _redone_line(journal: Journal, rec: Recovery, inputs: set[str]) -> str:
+    """``executed again: cc 3 (180 rows), parse_graph 3–4 (252 rows), …`` (steps in run order)."""
+    by_step: dict[str, list[int]] = {}
+    for s, e in redone(journal, rec):
+        by_step.setdefault(s, []).append(e)
+    parts = []
+    for s, es in by_step.items():
+        es = sorted(set(es))
+        span = str(es[0]) if len(es) == 1 else f"{es[0]}–{es[-1]}" if es == list(range(es[0], es[-1] + 1)) else \
+            ",".join(map(str, es))
+        rows = sum(journal.rows(s, e) or 0 for e in es)
+        parts.append(f"{s} {span} ({rows} {'source rows' if s in inputs else 'rows'})")
+    return "  executed again: " + (", ".join(parts) if parts else "nothing")
 
 
 def format_recovery(journal: Journal, rec: Recovery, *, inputs: set[str], stateful: list[str]) -> str:
@@ -96,6 +151,7 @@ def format_recovery(journal: Journal, rec: Recovery, *, inputs: set[str], statef
            else f"failed: {', '.join(rec.failed)}")
     out.append(f"  {who}; planned by {rec.planner} in {rec.plan_seconds * 1000:.1f} ms; "
                f"recovery wall time (until every step was back where it had been): {took}")
+    out.append(format_phases(rec.phases()))
     for p in rec.problems:
         out.append(f"  unusable data found and skipped: {p}")
     rows = [("step", "action", "frontier", "had done", "why")]
@@ -105,6 +161,7 @@ def format_recovery(journal: Journal, rec: Recovery, *, inputs: set[str], statef
     out += plan_table(rows)
     if rec.replayed:
         out.append(replayed_line(rec.replayed))
+    out.append(_redone_line(journal, rec, inputs))
     out.append("")
     out.append(format_costs(costs(journal, rec, inputs=inputs, stateful=stateful)))
     return "\n".join(out)
