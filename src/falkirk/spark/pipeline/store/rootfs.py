@@ -29,12 +29,18 @@ small; fsspec is the layer pandas, pyarrow and Dask use for the same URIs.
 The semantics falkirk relies on are stated here once:
 
 * :meth:`Root.publish` is **write-once**: on a local or NFS-like filesystem
-  a temporary file is hard-linked into place (atomic, fails if the name
-  exists); elsewhere (object stores, HDFS) it is create-if-absent and one
-  ``put`` (an object appears whole or not at all).
-* :meth:`Root.replace` overwrites atomically (rename on local disks; a
-  single ``put`` on object stores) — for files that may change, such as
-  ``pipeline.json``.
+  a temporary file is flushed and hard-linked into place (atomic, fails if
+  the name exists), then its directory is flushed, so a published file
+  survives a power loss once ``publish`` returns; elsewhere (object
+  stores, HDFS) it is create-if-absent and one ``put`` (an object appears
+  whole or not at all).
+* :meth:`Root.replace` overwrites atomically (rename on local disks, then
+  the directory flushed; a single ``put`` on object stores) — for files
+  that may change, such as ``pipeline.json``.
+* :meth:`Root.sync_file` / :meth:`Root.sync_dir` make files written by
+  others (Spark's executors) durable: exactly the files named and the
+  directories whose entries changed (``docs/storage.md`` says why that
+  suffices).
 * :meth:`Root.checksum` is the filesystem's own content checksum where it
   has one (object stores' ETag, MD5 or CRC32C, read from ``info``), so
   verifying does not read the bytes through the driver; on a local or HDFS
@@ -62,7 +68,7 @@ import hashlib
 import os
 import posixpath
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +116,8 @@ class Root:
 
         text = os.fspath(root)
         self.fsync = fsync
+        #: directories whose own entry (in their parent) this Root made durable (sync_dir)
+        self._durable: set[str] = set()
         scheme, rest = split_protocol(text)
         if scheme is None or len(scheme) == 1:  # a plain path (or a Windows drive letter)
             absolute = os.path.abspath(text)
@@ -245,9 +253,10 @@ class Root:
         return tmp
 
     def replace(self, rel: str, data: bytes) -> None:
-        """Write ``data`` to ``rel`` atomically, replacing what is there."""
+        """Write ``data`` to ``rel`` atomically, replacing what is there (durable when this returns, with ``fsync``)."""
         if self.local:
             os.replace(self._local_temp(rel, data), self.full(rel))
+            self.sync_dir(posixpath.dirname(rel))  # the rename is an entry of the directory
             return
         self.fs.pipe_file(self.full(rel), data)
 
@@ -261,6 +270,7 @@ class Root:
                 raise FileExistsError(f"{self.describe(rel)} is already published") from None
             finally:
                 os.unlink(tmp)
+            self.sync_dir(posixpath.dirname(rel))  # the new name is an entry of its directory: durable before we return
             return
         if self.fs.exists(self.full(rel)):
             raise FileExistsError(f"{self.describe(rel)} is already published")
@@ -272,17 +282,64 @@ class Root:
             self.fs.rm(self.full(rel), recursive=recursive)
         except FileNotFoundError:
             pass
+        if recursive and self._durable:  # a directory made again later needs its entry flushed again
+            self._durable = {d for d in self._durable if d != rel and not d.startswith(rel + "/")}
 
-    def sync_dir(self, rel: str) -> None:
-        """Flush the files under ``rel`` to disk (local roots only; other filesystems are durable on close)."""
+    def sync_file(self, rel: str, *, checksum: bool, fsync: bool | None = None) -> str:
+        """Make file ``rel`` durable (``fsync``, local roots) and return its checksum (``""`` unless asked).
+
+        One open of the file: on a local root the SHA-256 is computed from
+        the bytes read for it (the page cache right after the write) and the
+        same descriptor is flushed; elsewhere files are durable on close and
+        the checksum is the filesystem's own when it reports one
+        (:meth:`checksum`).
+        """
+        fsync = self.fsync if fsync is None else fsync
         if not self.local:
+            return self.checksum(rel) if checksum else ""
+        if not (checksum or fsync):
+            return ""
+        fd = os.open(self.full(rel), os.O_RDONLY)
+        try:
+            digest = ""
+            if checksum:
+                h = hashlib.sha256()
+                for chunk in iter(lambda: os.read(fd, 1 << 20), b""):
+                    h.update(chunk)
+                digest = f"sha256:{h.hexdigest()}"
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        return digest
+
+    def sync_dir(self, rel: str, subdirs: Iterable[str] = (), *, created: bool = False) -> None:
+        """Make the entries of directory ``rel`` durable (local roots with ``fsync``; elsewhere a no-op).
+
+        Flushes ``rel``'s ``subdirs`` (relative to it), ``rel`` itself and, for
+        ``rel`` and each ancestor whose own entry this :class:`Root` has not
+        made durable yet, the directory holding it (``created``: ``rel`` is
+        new, so its parent's entry is flushed even if an earlier ``rel`` of
+        that name was). Files are flushed by :meth:`sync_file`; a directory
+        is flushed only when its entries changed.
+        """
+        if not (self.local and self.fsync):
             return
-        for name, _ in self.walk_files(rel):
-            fd = os.open(self.full(posixpath.join(rel, name)), os.O_RDONLY)
+        flush = [posixpath.join(rel, d) for d in sorted(set(subdirs)) if d] + [rel]
+        reached = []
+        d = rel
+        while d and (created or d not in self._durable):  # d's entry in its parent may not be durable yet
+            created = False
+            reached.append(d)
+            d = posixpath.dirname(d)
+            flush.append(d)
+        for each in dict.fromkeys(flush):
+            fd = os.open(self.full(each), os.O_RDONLY)
             try:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+        self._durable.update(reached)
 
     def __repr__(self) -> str:
         return f"Root({self.uri!r})"

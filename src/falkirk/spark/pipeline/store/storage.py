@@ -254,15 +254,25 @@ class Storage:
         return Manifest(step, kind, epoch, rows, location, files, df.schema.json(), extra)
 
     def describe_files(self, location: str) -> list[FileEntry]:
-        """The data files (``part-*``) under ``location`` as the driver sees them: name, size, checksum."""
-        if self.fsync:
-            self.fs.sync_dir(location)
+        """The data files (``part-*``) under ``location`` as the driver sees them: name, size, checksum.
+
+        With ``fsync`` they are made durable here, before any manifest can
+        name them: each listed file (one open: its checksum is computed from
+        the same read), then the directories whose entries changed —
+        ``location``'s subdirectories holding them, ``location`` and the
+        directory holding ``location`` (Spark made it anew). Spark's
+        ``_SUCCESS`` and ``.crc`` files are not listed and not flushed.
+        """
         out = []
+        dirs = set()
         for name, size in self.fs.walk_files(location):
             if not posixpath.basename(name).startswith("part-"):
                 continue
-            checksum = self.fs.checksum(posixpath.join(location, name)) if self.checksums else ""
+            checksum = self.fs.sync_file(posixpath.join(location, name), checksum=self.checksums, fsync=self.fsync)
             out.append(FileEntry(name, size, checksum))
+            dirs.add(posixpath.dirname(name))
+        if self.fsync:
+            self.fs.sync_dir(location, dirs, created=True)
         return out
 
     def check_sizes(self, m: Manifest) -> None:
