@@ -26,8 +26,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from falkirk.domains import Epoch, Frontier
 from falkirk.errors import FalkirkError, MonitorError
 from falkirk.solver import Checkpoint, Dataflow, Edge, Meta, Processor, solve_frontiers
-from falkirk.solver.monitor import Monitor
 from falkirk.solver.model.resolve import coerce
+from falkirk.solver.monitor import Monitor
 from falkirk.solver.monitor.store import with_checkpoints
 
 SEEDS = st.integers(0, 2**16 - 1)
