@@ -26,11 +26,14 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from falkirk.domains import Epoch, Frontier
 from falkirk.errors import FalkirkError, MonitorError
 from falkirk.solver import Checkpoint, Dataflow, Edge, Meta, Processor, solve_frontiers
+from falkirk.solver.model.resolve import coerce
 from falkirk.solver.monitor import Monitor
 from falkirk.solver.monitor.store import with_checkpoints
 
 SEEDS = st.integers(0, 2**16 - 1)
 STEPS: list[int] = []
+#: checkpoints each successful discard rule forgot (the property must have exercised it)
+DISCARDED: list[int] = []
 
 _PROJECTIONS = {
     ("epoch", "epoch"): ["identity", "identity", "recorded"],
@@ -240,6 +243,46 @@ class MonitorMachine(RuleBasedStateMachine):
         assert plan.to_json() == solve_frontiers(self.reference(live), failed).to_json()
         assert all(lw <= plan.frontiers[p] for p, lw in self.monitor.watermarks.items())
 
+    def _discardable(self, p: str) -> list[Checkpoint]:
+        """What garbage collection may forget of ``p``: strictly inside its watermark; a stateless processor's
+        superseded frontiers."""
+        cks = list(self.monitor.checkpoints(p))
+        if self.graph.processors[p].stateless:
+            return cks[:-1]
+        dom, lw = self.graph.domains[p], self.monitor.watermarks[p]
+        return [c for c in cks if coerce(dom, c.frontier, p) <= lw and coerce(dom, c.frontier, p) != lw]
+
+    @rule(seed=SEEDS)
+    def discard(self, seed: int) -> None:
+        """Garbage collection forgets checkpoints in place: the watermarks stay those of a full re-solve without
+        them (the invariant); what must stay, or a processor with recorded projections, is refused."""
+        rng = self._step(seed)
+        df = self.graph
+        recorded = {p for p in self.history if any(df.bound[e].recorded for e in df.outputs[p])}
+        if recorded and rng.random() < 0.2:
+            p = rng.choice(sorted(recorded))
+            if self.monitor.checkpoints(p):
+                with pytest.raises(MonitorError, match="recorded projection"):
+                    self.monitor.discard(p, [self.monitor.checkpoints(p)[0].frontier])
+            return
+        candidates = [p for p in self.history if p not in recorded and self._discardable(p)]
+        if not candidates:
+            return
+        p = rng.choice(candidates)
+        dom, marks = df.domains[p], self.monitor.watermarks
+        cks, allowed = list(self.monitor.checkpoints(p)), self._discardable(p)
+        if rng.random() < 0.3:  # one that must stay (the latest, or one at or above the watermark): refused
+            keep = cks[-1]
+            with pytest.raises(MonitorError, match="cannot be discarded"):
+                self.monitor.discard(p, [allowed[0].frontier, keep.frontier])
+            assert list(self.monitor.checkpoints(p)) == cks
+        chosen = [c for c in allowed if rng.random() < 0.7] or allowed[:1]
+        assert self.monitor.discard(p, [c.frontier for c in chosen]) == len(chosen)
+        gone = {coerce(dom, c.frontier, p) for c in chosen}
+        self.history[p] = [c for c in self.history[p] if coerce(dom, c.frontier, p) not in gone]
+        assert self.monitor.watermarks == marks
+        DISCARDED.append(len(chosen))
+
     @invariant()
     def agrees_with_full_solve(self) -> None:
         """Watermarks equal a full re-solve and never fall."""
@@ -262,6 +305,7 @@ def _examples() -> int:
 def test_monitor_state_machine() -> None:
     """500-step random runs: incremental watermarks always equal a full re-solve and never fall."""
     STEPS.clear()
+    DISCARDED.clear()
     run_state_machine_as_test(
         MonitorMachine,
         settings=settings(
@@ -271,6 +315,7 @@ def test_monitor_state_machine() -> None:
             suppress_health_check=list(HealthCheck),
         ),
     )
+    assert sum(DISCARDED) > 0  # garbage collection forgot checkpoints in place, and the invariants held
     # The runs are long: hypothesis ends a run early only when its buffer of choices is full,
     # which happens near the end of some runs (seen: 488-500 steps), so half of them reach 450.
     assert statistics.median(STEPS) >= 450, STEPS

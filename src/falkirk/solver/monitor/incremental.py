@@ -54,6 +54,7 @@ from falkirk.domains.encoding import encode_frontier
 from falkirk.errors import MonitorError, UnknownNameError
 from falkirk.solver.model import Checkpoint, Dataflow, ResolvedCheckpoint
 from falkirk.solver.model.access import normalise_failed
+from falkirk.solver.model.resolve import coerce
 from falkirk.solver.monitor.codec import checkpoint_to_json
 from falkirk.solver.monitor.reports import Changes, projected_checkpoints, resolve_next
 from falkirk.solver.monitor.store import (
@@ -228,6 +229,55 @@ class Monitor:
                     )
                 raised[p] = new
         return Changes.of(self._graph, raised, self._outputs, examined)
+
+    def discard(self, processor: str, frontiers: Iterable[Any]) -> int:
+        """Forget checkpoints of ``processor`` that garbage collection deleted (SPEC §6); the number forgotten.
+
+        A stateful processor may forget checkpoints strictly inside its
+        announced low-watermark (the one at the watermark stays); a stateless
+        one (or an input) every reported frontier but its latest, which
+        alone bounds ``F(p)``. Refused (:class:`~falkirk.errors.MonitorError`,
+        nothing changes) otherwise, and for processors with a recorded
+        projection on an output edge, whose union rule (SPEC §3) would read
+        the forgotten records.
+
+        Nothing is re-solved: the low-watermarks stay the greatest consistent
+        assignment (it is still available, and every constraint at it reads
+        only the metadata of the kept checkpoints), so they do not change.
+        The store forgets the checkpoints at once (``SQLiteStore``: one
+        transaction, no rewrite); this monitor's solver keeps their resolved
+        metadata until it is reopened, which is harmless (nothing below a
+        watermark is ever chosen). Frontiers it does not hold are ignored.
+
+        Cost: ``O(checkpoints of processor)`` plus one store transaction.
+        """
+        self._usable()
+        name = self._name(processor)
+        df = self._graph
+        dom = df.domains[name]
+        drop = {coerce(dom, f, f"discard of {name!r}") for f in frontiers}
+        raw = self._raw[name]
+        gone = [ck for ck in raw if coerce(dom, ck.frontier, name) in drop]
+        if not gone:
+            return 0
+        if any(df.bound[e].recorded for e in df.outputs[name]):
+            raise MonitorError(f"processor {name!r} has a recorded projection on an output edge: its old "
+                               "checkpoints' records still bound φ below the watermark; they cannot be discarded")
+        if df.processors[name].stateless:
+            latest = coerce(dom, raw[-1].frontier, name)
+            bad = [ck for ck in gone if coerce(dom, ck.frontier, name) == latest]
+            why = "its latest reported frontier bounds F(p)"
+        else:
+            lw = self._announced[name]
+            bad = [ck for ck in gone if not (coerce(dom, ck.frontier, name) <= lw and coerce(dom, ck.frontier, name) != lw)]
+            why = f"only checkpoints strictly inside its low-watermark {encode_frontier(lw)} can go"
+        if bad:
+            raise MonitorError(f"processor {name!r}: checkpoint at {bad[0].frontier!r} cannot be discarded ({why})")
+        discard = getattr(self._store, "discard", None)
+        if discard is not None:
+            discard(name, [ck.frontier for ck in gone])
+        self._raw[name] = [ck for ck in raw if not any(ck is g for g in gone)]
+        return len(gone)
 
     # -- failures ----------------------------------------------------------------------------
     def plan_rollback(

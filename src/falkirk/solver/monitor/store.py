@@ -31,7 +31,7 @@ import os
 import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Protocol
+from typing import Any, Protocol
 
 from attrs import evolve, frozen
 
@@ -120,6 +120,15 @@ class MemoryStore:
             raise MonitorError("this MemoryStore holds no monitor yet (create one first)")
         self._checkpoints[processor].append(checkpoint)
         self._watermarks.update(watermarks)
+
+    def discard(self, processor: str, frontiers: list[Any]) -> None:
+        """Forget ``processor``'s checkpoints at ``frontiers`` (:meth:`Monitor.discard <falkirk.solver.Monitor.discard>`)."""
+        if self._graph is None:
+            raise MonitorError("this MemoryStore holds no monitor yet (create one first)")
+        dom = self._graph.domains[processor]
+        drop = {coerce(dom, f, processor) for f in frontiers}
+        self._checkpoints[processor] = [ck for ck in self._checkpoints[processor]
+                                        if coerce(dom, ck.frontier, processor) not in drop]
 
     def close(self) -> None:
         pass
@@ -228,6 +237,17 @@ class SQLiteStore:
         with self._transaction() as db:
             db.execute("INSERT INTO checkpoints (processor, body) VALUES (?, ?)", (processor, body))
             db.executemany(_UPSERT, marks)
+
+    def discard(self, processor: str, frontiers: list[Any]) -> None:
+        """Delete ``processor``'s checkpoints at ``frontiers`` in one transaction (the database is not rewritten)."""
+        if self._graph is None:
+            raise MonitorError(f"{self.path!r}: create or load the monitor before discarding")
+        dom = self._graph.domains[processor]
+        drop = {json.dumps(dom.encode(coerce(dom, f, processor)), sort_keys=True) for f in frontiers}  # type: ignore[attr-defined]
+        with self._transaction() as db:
+            rows = db.execute("SELECT seq, body FROM checkpoints WHERE processor = ?", (processor,)).fetchall()
+            gone = [(seq,) for seq, body in rows if json.dumps(json.loads(body)["frontier"], sort_keys=True) in drop]
+            db.executemany("DELETE FROM checkpoints WHERE seq = ?", gone)
 
     def close(self) -> None:
         self._db.close()

@@ -1,11 +1,20 @@
-"""Key-group arithmetic of keyed state (no Spark needed): ranges, owners and the rescale plan."""
+"""Key-group arithmetic of keyed state: ranges, owners and the rescale plan (no Spark), Spark's hash in Python."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from falkirk.spark.pipeline.store.keyed import key_group_range, plan_rescale, subtask_of
+from falkirk.spark.pipeline.store.keyed import (
+    _salt_values,
+    key_group_range,
+    plan_rescale,
+    spark_hash,
+    subtask_of,
+)
 
 sizes = st.integers(1, 64).flatmap(lambda k: st.tuples(st.just(k), st.integers(1, k), st.integers(1, k)))
 
@@ -29,3 +38,19 @@ def test_rescale_plan_reads_exactly_the_overlapping_partitions(case: tuple[int, 
     plan = plan_rescale(old, new, groups)
     needed = {(subtask_of(g, new, groups), subtask_of(g, old, groups)) for g in range(groups)}
     assert {(j, i) for j, olds in plan.items() for i in olds} == needed
+
+
+@pytest.mark.spark
+def test_spark_hash_in_python_equals_sparks_and_salts_partition_exactly(spark: Any) -> None:
+    """``spark_hash`` (the salts' source, so that restoring keyed state runs no job of its own) equals Spark's
+    ``hash()`` on BIGINTs, extremes included, and each salt hash-partitions to its own partition."""
+    from pyspark.sql import functions as F
+
+    values = [0, 1, -1, -7, 2**31, -(2**31) - 1, 2**40 + 3, -(2**63), 2**63 - 1, *range(2, 300, 7)]
+    rows = spark.createDataFrame([(v,) for v in values], "v BIGINT").select("v", F.hash("v").alias("h")).collect()
+    assert [(r.v, spark_hash(r.v)) for r in rows] == [(r.v, r.h) for r in rows]
+    for n in (1, 2, 3, 5, 8):
+        salts = spark.createDataFrame([(v,) for v in _salt_values(n)], "v BIGINT").repartition(n, "v")
+        assert sorted(
+            (r.p, r.v) for r in salts.select("v", F.spark_partition_id().alias("p")).collect()) == [
+            (j, v) for j, v in enumerate(_salt_values(n))]

@@ -16,6 +16,9 @@ a removed **output** (no step reads it)         accepted: its epochs under ``out
                                                 manifests are kept, or deleted with
                                                 ``Pipeline(removed_outputs={name: "delete"})``
 ``every`` of a Lazy step, ``log=True→False``    accepted, from the next epoch on
+``incremental`` on or off, ``snapshot_every``   accepted, from the next epoch on (a full
+                                                checkpoint is a snapshot; deltas already
+                                                written stay restorable until collected)
 new **nullable** input columns at the end       accepted: earlier records read them as ``NULL``
 a step's function changed (code fingerprint)    refused unless ``Pipeline(code_changes=…)`` says
                                                 ``"keep"`` (keep its state and outputs) or an
@@ -208,6 +211,15 @@ def changes(
                     continue
                 if key == "every":
                     accepted.append(f"step {name!r}: every {ra.get(key)} → {rb.get(key)} (from the next epoch)")
+                elif key == "incremental":
+                    accepted.append(f"step {name!r}: incremental {bool(ra.get(key))} → {bool(rb.get(key))} " + (
+                        "(from the next epoch each epoch writes a delta; the checkpoint it restores is the first "
+                        "snapshot)" if rb.get(key) else "(from the next epoch full checkpoints again; the deltas "
+                        "already written stay restorable until collected)"))
+                elif key == "snapshot_every":
+                    if ra.get("incremental") and rb.get("incremental"):
+                        accepted.append(f"step {name!r}: snapshot_every {ra.get(key)} → {rb.get(key)} (from its next "
+                                        "snapshot)")
                 elif key == "log" and ra.get(key) and not rb.get(key):
                     accepted.append(f"step {name!r}: log True → False (its consumers recompute instead of replaying, "
                                     "from the next epoch)")

@@ -24,6 +24,8 @@ Any regime may also log its output (``log=True``); :class:`Batch` always does.
 (True, True, 'eager')
 >>> Lazy(every=2, key="user", partitions=3).describe()
 {'kind': 'lazy', 'log': False, 'key': 'user', 'max_parallelism': 16, 'every': 2}
+>>> Lazy(every=3, key="user", incremental=True).checkpoints_at(1)
+True
 """
 
 from __future__ import annotations
@@ -139,11 +141,29 @@ class Keyed(Regime):
     deployment choice, not part of the pipeline's shape: a restarted
     pipeline may change it, and its checkpoints are then redistributed by
     key group (rescaling on recovery).
+
+    ``incremental=True`` (keyed state only): every epoch is a checkpoint that
+    writes only the rows of the keys added, changed or removed since the
+    epoch before (a **delta**, :mod:`falkirk.spark.pipeline.store.delta`),
+    and a full **snapshot** every ``snapshot_every`` (default 10) epochs; a
+    restore reads the last snapshot and its deltas in order.
+
+    ``replicas`` (default 2): copies of the state's blocks kept on different
+    executors between checkpoints (on a cluster; one on a ``local`` master),
+    so that the state survives a lost executor without a rollback, at
+    ``replicas`` times its memory; ``replicas=1`` for memory-bound jobs.
+    Like ``partitions`` it is a deployment choice.
     """
 
     key: str | None = field(default=None, validator=_name, kw_only=True)
     partitions: int | None = field(default=None, validator=_optional_positive, kw_only=True)
     max_parallelism: int = field(default=16, validator=_positive, kw_only=True)
+    incremental: bool = field(default=False, validator=_flag, kw_only=True)
+    snapshot_every: int | None = field(default=None, validator=_optional_positive, kw_only=True)
+    replicas: int = field(default=2, validator=_positive, kw_only=True)
+
+    #: snapshot spacing of incremental state when ``snapshot_every`` is not given
+    SNAPSHOT_EVERY: ClassVar[int] = 10
 
     def __attrs_post_init__(self) -> None:
         if self.key is None and self.partitions is not None:
@@ -151,20 +171,37 @@ class Keyed(Regime):
         if self.partitions is not None and self.partitions > self.max_parallelism:
             raise PipelineError(
                 f"{type(self).__name__}: partitions={self.partitions} exceeds max_parallelism={self.max_parallelism}")
+        if self.incremental and self.key is None:
+            raise PipelineError(f"{type(self).__name__}: incremental=True needs key= (deltas are the rows of the "
+                                "keys that changed)")
+        if self.snapshot_every is not None and not self.incremental:
+            raise PipelineError(f"{type(self).__name__}: snapshot_every={self.snapshot_every} needs incremental=True")
 
     @property
     def parallelism(self) -> int:
         """The number of partitions of the keyed state (2 when not given)."""
         return self.partitions or 2
 
+    @property
+    def snapshot_spacing(self) -> int:
+        """Epochs from one full snapshot of incremental state to the next (``snapshot_every``, default 10)."""
+        return self.snapshot_every or self.SNAPSHOT_EVERY
+
     def describe(self) -> dict[str, Any]:
         keyed = {"key": self.key, "max_parallelism": self.max_parallelism} if self.key else {}
+        if self.incremental:
+            keyed.update(incremental=True, snapshot_every=self.snapshot_spacing)
         return {**super().describe(), **keyed}
 
 
 @frozen
 class Lazy(Keyed):
-    """Stateful; checkpoints its state (Parquet) after epochs ``every-1, 2*every-1, …``."""
+    """Stateful; checkpoints its state (Parquet) after epochs ``every-1, 2*every-1, …``.
+
+    With ``incremental=True`` every epoch is a (delta) checkpoint, so the step
+    restores to the epoch before a failure; ``every`` is kept (it applies
+    again if ``incremental`` is turned off on a restart).
+    """
 
     every: int = field(default=1, validator=_positive, kw_only=True)
     kind: ClassVar[str] = "lazy"
@@ -174,7 +211,7 @@ class Lazy(Keyed):
         return True
 
     def checkpoints_at(self, epoch: int) -> bool:
-        return (epoch + 1) % self.every == 0
+        return self.incremental or (epoch + 1) % self.every == 0
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "every": self.every}
@@ -230,7 +267,9 @@ def from_description(step: str, d: Mapping[str, Any]) -> Regime:
     """The regime :meth:`Regime.describe` described (as stored in ``pipeline.json``).
 
     >>> from_description("cc", Lazy(every=2, key="user").describe())
-    Lazy(log=False, key='user', partitions=None, max_parallelism=16, every=2)
+    Lazy(log=False, key='user', partitions=None, max_parallelism=16, incremental=False, snapshot_every=None, replicas=2, every=2)
+    >>> from_description("cc", Lazy(key="user", incremental=True).describe()).snapshot_spacing
+    10
     """
     kinds: dict[str, type[Regime]] = {c.kind: c for c in (Ephemeral, Batch, Lazy, Eager, Output)}
     kind = d.get("kind")

@@ -28,6 +28,7 @@ from attrs import define, field
 from falkirk.spark.errors import CorruptDataError
 from falkirk.spark.pipeline.plan.live import frontier_kind
 from falkirk.spark.pipeline.plan.planner import TOP, Planner, epoch_of
+from falkirk.spark.pipeline.store import delta
 from falkirk.spark.pipeline.store.storage import committed_epochs, database_path
 
 if TYPE_CHECKING:
@@ -39,7 +40,13 @@ __all__ = ["Outcome", "check_plan", "check_restore", "check_replay", "executable
            "describe_blocker", "needed_retain", "verify_root"]
 
 def check_restore(pipeline: Definition, storage: Storage, name: str, frontier: int, *, verify: bool = True) -> None:
-    """Check that ``name`` can come back to ``frontier`` (``CorruptDataError`` naming what is unusable)."""
+    """Check that ``name`` can come back to ``frontier`` (``CorruptDataError`` naming what is unusable).
+
+    A delta of incremental state needs its whole chain: an unusable
+    snapshot or earlier delta makes *this* restore point unusable (the
+    error names ``frontier`` and the damaged file), so the plan falls back
+    to the restore point before it.
+    """
     if frontier < 0 or name in pipeline.inputs or pipeline.stateless(name):
         return  # ∅ needs nothing; a stateless step restores nothing; an input is read, not restored
     kind = frontier_kind(pipeline, name)
@@ -55,10 +62,15 @@ def check_restore(pipeline: Definition, storage: Storage, name: str, frontier: i
         if frontier not in committed:
             raise CorruptDataError(name, kind, frontier, f"has no commit of epoch {frontier}", path=shown)
         return
-    if verify:
-        storage.verify(m)
-    else:
-        storage.check_sizes(m)
+    check = storage.verify if verify else storage.check_sizes
+    check(m)
+    for i, e in enumerate(delta.chain(m)):  # incremental state: the snapshot and every delta it is restored through
+        try:
+            check(storage.get(name, kind, e))
+        except CorruptDataError as err:
+            what = "snapshot" if i == 0 else "delta"
+            raise CorruptDataError(name, kind, frontier, f"{err.detail} (the {what} at epoch {e} that epoch {frontier} "
+                                   "is restored through)", path=err.path) from None
 
 
 def check_replay(pipeline: Definition, storage: Storage, sender: str, epoch: int, *, verify: bool = True) -> None:

@@ -10,9 +10,10 @@ failed) with falkirk's solver.
 
 By default the answers come from a :class:`falkirk.solver.Monitor` persisted
 in ``meta.sqlite`` beside the data, which keeps the low-watermarks up to date
-incrementally as checkpoints are recorded. The monitor only accepts
-checkpoints in increasing order, so when a rollback abandons checkpoints
-(:meth:`Planner.truncate`) or one turns out to be corrupt
+incrementally as checkpoints are recorded. Garbage collection's deletions
+are dropped from it in place (:meth:`Planner.compact`). The monitor only
+accepts checkpoints in increasing order, so when a rollback abandons
+checkpoints (:meth:`Planner.truncate`) or one turns out to be corrupt
 (:meth:`Planner.forget`) the planner rebuilds it from the mirror (a new
 database replaces the old one with ``os.replace``). ``monitor=False`` uses
 :func:`falkirk.solver.solve_frontiers` directly (no database).
@@ -70,6 +71,11 @@ class Planner:
     manifests; ``path`` the monitor's SQLite database (``None``: in memory).
     """
 
+    #: recorded frontiers after which :meth:`compact` reopens the monitor from its pruned database
+    REOPEN = 512
+    #: write-ahead log size above which :meth:`compact` folds it back into the database
+    WAL_BYTES = 1 << 20
+
     def __init__(
         self, template: Dataflow, *, outputs: Iterable[str] = (), known: Mapping[str, Iterable[int]] | None = None,
         path: str | os.PathLike[str] | None = None, monitor: bool = True, synchronous: str = "NORMAL",
@@ -84,7 +90,9 @@ class Planner:
         self._monitor: Any = None
         self._dirty = True
         self._pruned = False
+        self._recorded = 0  # frontiers recorded since the monitor was (re)opened
         self.rebuilds = 0
+        self.reopens = 0
         self.know(known or {})
 
     def know(self, known: Mapping[str, Iterable[int]]) -> None:
@@ -105,6 +113,7 @@ class Planner:
             self._pruned = True  # its previous frontier is superseded: dropped from the monitor at compact()
         if self._dirty or self._monitor is None:
             return  # the rebuild on next use includes it
+        self._recorded += 1
         try:
             if step in self.outputs:
                 self._monitor.acknowledge_output(step, epoch)
@@ -189,28 +198,58 @@ class Planner:
             os.replace(tmp, self.path)
             self._monitor = Monitor.open(self.path, synchronous=self.synchronous)
         self._dirty = False
+        self._recorded = 0
         self.rebuilds += 1
 
     def compact(self) -> None:
         """After garbage collection: the monitor's database holds exactly the available checkpoints.
 
-        Metadata of checkpoints garbage collection deleted (or a rollback
-        abandoned) is dropped by rebuilding the database from the available
-        frontiers — a handful of rows per step, so ``falkirk monitor --db
+        Metadata of checkpoints garbage collection deleted (and of a
+        stateless step's superseded frontiers) is dropped **in place**
+        (:meth:`falkirk.solver.Monitor.discard`: one transaction, no
+        re-solve — the watermarks cannot change), so ``falkirk monitor --db
         ROOT/meta.sqlite status`` agrees with the storage and the database
-        stays bounded over a long run. Then its write-ahead log is folded
-        back into it (SQLite ``TRUNCATE`` checkpoint).
+        stays bounded over a long run without being rebuilt each epoch. Its
+        write-ahead log is then folded back into it (SQLite ``TRUNCATE``
+        checkpoint) when it has grown. The in-memory solver keeps the
+        resolved metadata of what was dropped (harmless: nothing below a
+        watermark is chosen) until the monitor is reopened from its database,
+        every :attr:`REOPEN` recorded frontiers. Only frontiers a rollback
+        abandoned (:meth:`truncate`, :meth:`forget`) rebuild the database.
         """
-        if self._pruned:
-            self._dirty = True
-            self._pruned = False
+        if self._pruned and self._monitor is not None and not self._dirty:
+            try:
+                for n, es in self.available.items():
+                    keep = set(es)
+                    gone = [c.frontier for c in self._monitor.checkpoints(n) if c.frontier not in keep]
+                    if gone:
+                        self._monitor.discard(n, gone)
+            except MonitorError:
+                self._dirty = True  # not in place after all: rebuilt from the available frontiers on next use
+        self._pruned = False
+        if self._recorded >= self.REOPEN and not self._dirty and self._monitor is not None:
+            self._reopen()
         self._ensure()
-        if self.path is not None and self.path.exists():
-            db = sqlite3.connect(self.path)
+        wal = Path(f"{self.path}-wal") if self.path is not None else None
+        if wal is not None and wal.exists() and wal.stat().st_size > self.WAL_BYTES:
+            db = sqlite3.connect(self.path)  # type: ignore[arg-type]
             try:
                 db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             finally:
                 db.close()  # a connection left open would hold the database's -wal/-shm files until collected
+
+    def _reopen(self) -> None:
+        """The monitor again from its (pruned) database, or in memory from the available frontiers: bounded memory."""
+        from falkirk.solver.monitor import Monitor
+
+        self._monitor.close()
+        self._monitor = None
+        if self.path is None:
+            self._monitor = Monitor(self.dataflow(), outputs=self.outputs)
+        else:
+            self._monitor = Monitor.open(self.path, synchronous=self.synchronous)
+        self._recorded = 0
+        self.reopens += 1
 
     def close(self) -> None:
         """Close the monitor's database."""

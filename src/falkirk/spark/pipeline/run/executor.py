@@ -19,7 +19,10 @@ per-edge queues owned by the receivers (:mod:`~falkirk.spark.pipeline.run.queues
   having read the epochs its records, its consumers' progress and its log's
   acknowledgement say — not every epoch a producer cut ahead.
 * **Garbage collection.** After each epoch, everything below the
-  low-watermarks (with retention) is deleted (:mod:`~falkirk.spark.pipeline.run.retention`).
+  low-watermarks (with retention) is deleted (:mod:`~falkirk.spark.pipeline.run.retention`);
+  data directories no manifest names are swept once at start-up (a crashed
+  driver's) and, without reading manifests, at each collection (this
+  driver's failed steps').
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from falkirk.spark.pipeline.run.session import (
     failed_tasks,
     job_group,
     local_session,
+    missing_blocks,
     take_start_seconds,
 )
 from falkirk.spark.pipeline.store.rootfs import metadata_cache
@@ -168,6 +172,8 @@ class Executor:
             raise RecoveryError(
                 f"{exc}; that is data the changed pipeline needs ({'; '.join(needs)}): the root still holds the "
                 "previous pipeline, which resumes as it was (or start the changed one on a new root)") from exc
+        if self.pipeline.durable:  # a crashed driver's unpublished data: once, after the start's recovery worked
+            self.storage.sweep_orphans()
         if self.evolution:
             self.pipeline.write_root()
             for change in self.evolution.accepted:
@@ -234,12 +240,17 @@ class Executor:
     def _lost_state(self, step: str, epoch: int) -> tuple[list[str], str]:
         """Steps whose in-memory state went with executors lost since the last look, and why (noted in the journal).
 
-        An executor killed, or lost with its worker, takes the blocks of every
-        state kept in executor memory between checkpoints (a Lazy or Eager
-        DataFrame state, ``localCheckpoint``-ed) with it. Spark may even
-        finish the running step (it reruns the lost tasks elsewhere), but such
-        a state cannot be read again, so every step holding one is treated as
-        failed: falkirk rolls it back to its last checkpoint.
+        Between checkpoints a Lazy or Eager DataFrame state lives in executor
+        memory (a local checkpoint, its lineage cut). An executor killed, or
+        lost with its worker, takes its blocks with it; Spark may even finish
+        the running step (it reruns the lost tasks elsewhere), but a state
+        missing a block cannot be read again. Each state is checked
+        (:func:`~falkirk.spark.pipeline.run.session.missing_blocks`): one whose
+        blocks all survive on the remaining executors — replicated,
+        ``replicas=2`` by default on a cluster — is kept and its step does
+        not roll back; one missing a block (or whose blocks cannot be
+        checked, e.g. through Spark Connect) is treated as failed: falkirk
+        rolls it back to its last checkpoint.
         """
         if self.executors is None:
             return [], ""
@@ -249,10 +260,23 @@ class Executor:
         gone, self.executors = self.executors - now, now
         if not gone:
             return [], ""
-        lost = [n for n in self.order if getattr(self.runners[n], "state", None) is not None]
-        what = (f"the in-memory state of {', '.join(lost)} (kept on executors between checkpoints) went with it "
-                "and is rolled back to its last checkpoint" if lost else "no step kept state in executor memory")
-        note = f"executor(s) {', '.join(sorted(gone))} lost during {step}@{epoch}; {what}"
+        lost: list[str] = []
+        kept: list[str] = []
+        for n in self.order:
+            state = getattr(self.runners[n], "state", None)
+            if state is None:
+                continue
+            missing = missing_blocks(state)
+            (lost if missing is None or missing else kept).append(n)
+        what = []
+        if lost:
+            what.append(f"the in-memory state of {', '.join(lost)} (kept on executors between checkpoints) went with "
+                        "it and is rolled back to its last checkpoint")
+        if kept:
+            what.append(f"the in-memory state of {', '.join(kept)} survived (every block is on a remaining executor: "
+                        "replicated) and is kept")
+        note = (f"executor(s) {', '.join(sorted(gone))} lost during {step}@{epoch}; "
+                + ("; ".join(what) if what else "no step kept state in executor memory"))
         self.journal.note(note)
         self.say(f"  {note}")
         return lost, note

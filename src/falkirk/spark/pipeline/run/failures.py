@@ -12,9 +12,10 @@ job       every attempt of one task fails: the Spark job fails, falkirk
           recovers the step
 kill      the driver process is killed with SIGKILL before the step starts
 kill-mid  … or at the mid point
-executor  the executor JVM running the first task of its output is killed
-          with SIGKILL (a lost executor, mid-step; needs a cluster master:
-          in ``local`` mode the executor is the driver)
+executor  the executor JVM holding the most cached blocks (else the one
+          running the first task of its output) is killed with SIGKILL by
+          its first task there (a lost executor, mid-step; needs a cluster
+          master: in ``local`` mode the executor is the driver)
 after     the step fails between epochs, once every step has completed
           ``EPOCH`` (what :meth:`Pipeline.plan_failure` plans for)
 ========  ===================================================================
@@ -104,12 +105,27 @@ def _executor_process(pid: int) -> int | None:
     return None
 
 
-def _killing_filter(df: DataFrame, label: str) -> DataFrame:
-    """``df`` behind a filter whose first task SIGKILLs the executor JVM it runs in.
+def _executor_id(jvm: int) -> str | None:
+    """The ``--executor-id`` argument of executor JVM ``jvm`` (Linux ``/proc``)."""
+    try:
+        with open(f"/proc/{jvm}/cmdline", "rb") as f:
+            args = f.read().split(b"\0")
+    except OSError:
+        return None
+    for flag, value in zip(args, args[1:], strict=False):
+        if flag == b"--executor-id":
+            return value.decode()
+    return None
 
-    It fires on the first attempt of partition 0, once per machine: a marker
-    in the machine's temporary directory stops a resubmitted stage from
-    killing the replacement executor there too.
+
+def _killing_filter(df: DataFrame, label: str, target: str | None = None) -> DataFrame:
+    """``df`` behind a filter whose task SIGKILLs the executor JVM it runs in.
+
+    ``target``: the id of the executor to kill (the one holding the most
+    cached blocks); it fires on the first attempt of the first task that
+    runs there. Without a target, on the first attempt of partition 0.
+    Once per machine: a marker in the machine's temporary directory stops a
+    resubmitted stage from killing the replacement executor there too.
     """
     import tempfile
     import uuid
@@ -122,15 +138,18 @@ def _killing_filter(df: DataFrame, label: str) -> DataFrame:
 
     def ok(_):  # type: ignore[no-untyped-def]
         tc = TaskContext.get()
-        if tc is not None and tc.partitionId() == 0 and tc.attemptNumber() == 0:
-            try:
-                os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-            except FileExistsError:
-                return True
-            jvm = _executor_process(os.getpid())
-            if jvm is None:
-                raise RuntimeError(f"falkirk injection {label}: no executor JVM above this Python worker")
-            os.kill(jvm, signal.SIGKILL)
+        if tc is None or tc.attemptNumber() != 0 or (target is None and tc.partitionId() != 0):
+            return True
+        jvm = _executor_process(os.getpid())
+        if jvm is None:
+            raise RuntimeError(f"falkirk injection {label}: no executor JVM above this Python worker")
+        if target is not None and _executor_id(jvm) != target:
+            return True
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return True
+        os.kill(jvm, signal.SIGKILL)
         return True
 
     udf = F.udf(ok, BooleanType(), useArrow=False).asNondeterministic()
@@ -190,5 +209,7 @@ class Injector:
         if i is None:
             return df
         if i.where == "executor":
-            return _killing_filter(df, str(i))
+            from falkirk.spark.pipeline.run.session import busiest_executor
+
+            return _killing_filter(df, str(i), busiest_executor(df.sparkSession))
         return _failing_filter(df, str(i), every_attempt=i.where == "job")

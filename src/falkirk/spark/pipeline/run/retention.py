@@ -64,7 +64,7 @@ def collect(
     pipeline: Definition, planner: Planner, runners: Mapping[str, Runner], storage: Storage, journal: Journal,
 ) -> None:
     """Delete what the low-watermarks allow (with retention): old checkpoints, consumed logs, acknowledged input,
-    and execution records no retained epoch needs."""
+    execution records no retained epoch needs, and data directories this driver wrote but never published."""
     lw = retained_watermarks(pipeline, planner, runners)
     for n in pipeline.order:
         consumers = pipeline.consumers(n)
@@ -72,5 +72,5 @@ def collect(
     oldest = min(lw.values(), default=-1)
     for n in pipeline.order:
         journal.collect(n, oldest)
-    storage.sweep_orphans()
+    storage.sweep_unpublished()  # what failed steps of this driver wrote; a crashed driver's: at start-up
     planner.compact()

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 from falkirk.spark.errors import CorruptDataError, PipelineError
 from falkirk.spark.pipeline.declare.regimes import Output
 from falkirk.spark.pipeline.run.guard import WriteGuard
-from falkirk.spark.pipeline.run.session import detach
-from falkirk.spark.pipeline.store import keyed
+from falkirk.spark.pipeline.run.incremental import StateCheckpoints
+from falkirk.spark.pipeline.run.probe import is_local_master
+from falkirk.spark.pipeline.run.session import detach, materialised
 from falkirk.spark.pipeline.store.storage import DATABASE_COMMITS, Manifest, database_path
 
 if TYPE_CHECKING:
@@ -121,6 +122,10 @@ class StepRunner(Runner):
         self.regime = step.regime
         self.state: DataFrame | None = None
         self.storage = ctx.storage
+        #: copies of the state's blocks kept on executors between checkpoints (one on a local master)
+        self.replicas = 1 if is_local_master(ctx.spark) else getattr(self.regime, "replicas", 1)
+        #: how the state is checkpointed and read back (plain, keyed, or keyed snapshots and deltas)
+        self.checkpoints = StateCheckpoints(ctx, step.name, step.regime)
 
     # -- what exists ------------------------------------------------------------------
     @property
@@ -154,8 +159,8 @@ class StepRunner(Runner):
                 raise PipelineError(
                     f"step {self.name!r}: key={key!r} is not a column of the state it returned "
                     f"(columns: {', '.join(returned.columns)}); fix the regime's key= or the state")
-            if returned is not None:  # materialised now: this also cuts the lineage to earlier epochs
-                new_state = detach(returned)
+            if returned is not None:  # materialised by its first job below, which cuts the lineage to earlier epochs
+                new_state = detach(returned, eager=False, replicas=self.replicas)
                 result = new_state if result is returned else result
         wrapped = ctx.injector.wrap(self.name, epoch, result)
         out, rows = ctx.frames.materialise(wrapped, cached=wrapped is new_state)
@@ -167,8 +172,9 @@ class StepRunner(Runner):
             if new_state is None:
                 pending.append(Manifest(self.name, "checkpoint", epoch, 0, extra={"empty": True}))
             else:
-                state_rows = rows if new_state is out else new_state.count()
-                pending.append(self._write_state(new_state, epoch, state_rows))
+                pending.append(self.checkpoints.write(new_state, self.state, epoch, rows if new_state is out else None))
+        elif new_state is not None and new_state is not out and not materialised(new_state):
+            new_state.count()  # held in executor memory from now on, not recomputed from the previous state
         if isinstance(regime, Output):
             if any(c.lower() == "epoch" for c in out.columns):
                 raise PipelineError(
@@ -190,39 +196,10 @@ class StepRunner(Runner):
         return out, rows
 
     # -- failures and rollback ----------------------------------------------------------------
-    def _write_state(self, state: DataFrame, epoch: int, rows: int) -> Manifest:
-        """Write a state checkpoint: plain Parquet, or one directory per partition for keyed state."""
-        regime = self.regime
-        key = getattr(regime, "key", None)
-        if key is None:
-            return self.storage.write_frame(state, self.name, "checkpoint", epoch, rows)
-        n, groups = regime.parallelism, regime.max_parallelism  # type: ignore[attr-defined]
-        laid_out = keyed.layout(state, key, n, groups)
-        return self.storage.write_frame(
-            laid_out, self.name, "checkpoint", epoch, rows, partition_by=keyed.SUBTASK,
-            keyed={"key": key, "max_parallelism": groups, "parallelism": n})
-
-    def _read_state(self, m: Manifest) -> DataFrame:
-        """A checkpoint's state; keyed state redistributed by key group into the step's partitions."""
-        frame = self.storage.read_frame(self.ctx.spark, m, verify=False)  # checked by the recovery's plan
-        layout = m.extra.get("keyed")
-        self.rescaled = None
-        if layout is None:
-            return frame
-        regime = self.regime
-        if layout["key"] != getattr(regime, "key", None) or layout["max_parallelism"] != getattr(regime, "max_parallelism", None):
-            raise PipelineError(
-                f"step {self.name!r}: its checkpoint at epoch {m.epoch} is keyed by {layout['key']!r} over "
-                f"{layout['max_parallelism']} key groups; the step now declares key={getattr(regime, 'key', None)!r}, "
-                f"max_parallelism={getattr(regime, 'max_parallelism', None)} (key groups cannot change)")
-        new = regime.parallelism  # type: ignore[attr-defined]
-        if layout["parallelism"] != new:
-            self.rescaled = (layout["parallelism"], new, keyed.plan_rescale(layout["parallelism"], new, layout["max_parallelism"]))
-        return keyed.restore(frame, new, layout["max_parallelism"])
-
     def lose(self) -> None:
         self.ctx.frames.release(self.state)
         self.state = None
+        self.checkpoints.lose()
 
     def reset(self, frontier: int) -> None:
         storage = self.storage
@@ -231,10 +208,13 @@ class StepRunner(Runner):
             self.state = None
             if frontier >= 0:
                 m = storage.get(self.name, "checkpoint", frontier)
-                if not m.extra.get("empty"):
-                    self.state = detach(self._read_state(m))
+                if not m.extra.get("empty"):  # read by the step's next job: no job of its own
+                    self.state = detach(self.checkpoints.read(m), eager=False, replicas=self.replicas)
+                    self.rescaled, self.checkpoints.rescaled = self.checkpoints.rescaled, None
+            else:
+                self.checkpoints.lose()
         for kind in ("checkpoint", "log", "output", "complete"):
-            storage.remove_where(self.name, kind, lambda e: e <= frontier)
+            storage.remove_where(self.name, kind, lambda e: e <= frontier, sync=True)
         if self.regime.stateless and frontier >= 0 and frontier not in storage.epochs(self.name, "complete"):
             storage.put(Manifest(self.name, "complete", frontier))
 
@@ -252,7 +232,8 @@ class StepRunner(Runner):
             storage.remove_where(self.name, kind, lambda e: e >= kept[0] if kept else True)
         elif lw >= 0:
             if kind != "output":  # an output's manifests stay: they prove its acknowledged epochs
-                storage.remove_where(self.name, kind, lambda e: e >= lw)
+                floor = self.checkpoints.floor(lw) if kind == "checkpoint" else lw  # lw's snapshot and deltas stay
+                storage.remove_where(self.name, kind, lambda e: e >= floor)
             self.ctx.prune(self.name, lw)
         if self.regime.logs and lw_consumers >= 0:
             storage.remove_where(self.name, "log", lambda e: e > lw_consumers)
@@ -331,7 +312,7 @@ class DatabaseRunner(StepRunner):
             db.execute(f'DELETE FROM "{t}" WHERE "{col}" > ?', (frontier,))
         db.execute(f"DELETE FROM {self.COMMITS} WHERE step = ? AND epoch > ?", (self.name, frontier))
         db.execute("COMMIT")
-        self.storage.remove_where(self.name, "checkpoint", lambda e: e <= frontier)
+        self.storage.remove_where(self.name, "checkpoint", lambda e: e <= frontier, sync=True)
 
     def collect(self, lw: int, lw_consumers: int) -> None:
         super().collect(lw, lw_consumers)

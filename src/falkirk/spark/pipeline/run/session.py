@@ -13,6 +13,8 @@ need                        classic                             Spark Connect
 :func:`executors`           the JVM status tracker              unknown (``None``)
 :func:`detach`              rows re-wrapped in the JVM, then    ``localCheckpoint`` (plan statistics
                             ``localCheckpoint``                 are kept)
+:func:`missing_blocks`      the status store's block list       unknown (``None``)
+:func:`busiest_executor`    the status store's executor list    unknown (``None``)
 ==========================  ==================================  =================================
 
 falkirk does not hide Spark: a :class:`~falkirk.spark.Pipeline` takes the
@@ -41,7 +43,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOCAL_DEFAULTS", "SMALL_DATA", "local_session", "sql_conf", "job_group", "failed_tasks", "detach", "executors",
-    "is_connect", "check_usable", "console_to", "take_start_seconds",
+    "is_connect", "check_usable", "console_to", "take_start_seconds", "materialised", "missing_blocks",
+    "busiest_executor",
 ]
 
 #: SparkContext -> the seconds :func:`local_session` took to start it (read once: :func:`take_start_seconds`)
@@ -279,7 +282,7 @@ def executors(spark: SparkSession) -> frozenset[str] | None:
     return frozenset(f"{i.host()}:{i.port()}" for i in infos if i.port() > 0) - {driver}
 
 
-def detach(df: DataFrame, *, eager: bool = True) -> DataFrame:
+def detach(df: DataFrame, *, eager: bool = True, replicas: int = 1) -> DataFrame:
     """A copy of ``df`` with its lineage **and** its plan statistics cut (a local checkpoint).
 
     ``df.localCheckpoint()`` alone keeps the size estimate of the plan it came
@@ -288,12 +291,100 @@ def detach(df: DataFrame, *, eager: bool = True) -> DataFrame:
     iteration) then carries an estimate whose number of digits doubles each
     time, until planning spends minutes multiplying big integers. Rebuilding
     the DataFrame from its rows (JVM side, no Python) resets the estimate.
-    ``eager=False`` materialises it on its first use.
+    ``eager=False`` materialises it on its first use (the first job that
+    reads it caches its blocks: no job of its own). ``replicas``: copies of
+    each block kept on different executors (``StorageLevel`` memory and
+    disk, ``replicas`` replicated), so that the checkpoint survives the loss
+    of ``replicas - 1`` executors; its memory cost is ``replicas`` times the
+    state's size.
     """
+    from pyspark import StorageLevel
+
+    level = StorageLevel(True, True, False, False, replicas) if replicas > 1 else None
     if is_connect(df.sparkSession):
-        return df.localCheckpoint(eager=eager)
+        return df.localCheckpoint(eager=eager, storageLevel=level)
     from pyspark.sql import DataFrame as _DataFrame
 
     jdf = df._jdf
     fresh = df.sparkSession._jsparkSession.createDataFrame(jdf.javaRDD(), jdf.schema())
-    return _DataFrame(fresh, df.sparkSession).localCheckpoint(eager=eager)
+    return _DataFrame(fresh, df.sparkSession).localCheckpoint(eager=eager, storageLevel=level)
+
+
+def materialised(df: DataFrame) -> bool:
+    """Whether :func:`detach`-ed ``df`` has been computed and cut from its lineage (``False`` where unknown)."""
+    if is_connect(df.sparkSession):
+        return False
+    try:
+        plan = df._jdf.queryExecution().analyzed()
+        return bool(plan.getClass().getName().endswith(".LogicalRDD") and plan.rdd().isCheckpointed())
+    except Exception:
+        return False
+
+
+def missing_blocks(df: DataFrame, *, wait: float = 3.0) -> list[int] | None:
+    """Partitions of :func:`detach`-ed ``df`` whose blocks no live executor holds; ``None`` where unknown.
+
+    ``[]`` also while ``df`` is not materialised yet (its lineage is intact:
+    Spark recomputes it). Read from the application's status store (the
+    storage tab's data: per block, the executors holding it), which drops a
+    lost executor's blocks in the same event that removes the executor
+    from :func:`executors`; a block cached moments ago may be reported late,
+    so a missing one is looked for again for up to ``wait`` seconds before
+    it counts as lost (erring towards "lost": a rollback, never wrong data).
+    ``None`` through Spark Connect or for a DataFrame that is not a local
+    checkpoint.
+    """
+    import time
+
+    if is_connect(df.sparkSession):
+        return None
+    try:
+        plan = df._jdf.queryExecution().analyzed()
+        if not plan.getClass().getName().endswith(".LogicalRDD"):
+            return None
+        rdd = plan.rdd()
+        if not rdd.isCheckpointed():
+            return []
+        n = rdd.getNumPartitions()
+        store = df.sparkSession.sparkContext._jsc.sc().statusStore()
+    except Exception:
+        return None
+    deadline = time.monotonic() + wait
+    while True:
+        held: set[int] = set()
+        try:
+            parts = store.rdd(rdd.id()).partitions()
+            it = parts.get().iterator() if parts.isDefined() else None
+            while it is not None and it.hasNext():
+                p = it.next()
+                if p.executors().nonEmpty():
+                    held.add(int(p.blockName().rsplit("_", 1)[1]))
+        except Exception:  # no storage information left for the RDD: every block is gone
+            pass
+        missing = [i for i in range(n) if i not in held]
+        if not missing or time.monotonic() >= deadline:
+            return missing
+        time.sleep(0.25)
+
+
+def busiest_executor(spark: SparkSession) -> str | None:
+    """The id of the executor holding the most cached blocks (RDD blocks, then memory used); ``None`` if unknown.
+
+    ``None`` on a ``local`` master, through Spark Connect or when no
+    executor holds a block.
+    """
+    try:
+        sc = spark.sparkContext
+        if (sc.master or "").startswith("local"):
+            return None
+        it = sc._jsc.sc().statusStore().executorList(True).iterator()
+        best: tuple[int, int, str] | None = None
+        while it.hasNext():
+            e = it.next()
+            if e.id() == "driver":
+                continue
+            key = (int(e.rddBlocks()), int(e.memoryUsed()), str(e.id()))
+            best = key if best is None or key[:2] > best[:2] else best
+    except Exception:
+        return None
+    return best[2] if best is not None and best[0] > 0 else None

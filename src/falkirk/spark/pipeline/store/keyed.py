@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any
 from falkirk.spark.errors import PipelineError
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame
 
 __all__ = ["KG", "SUBTASK", "key_group_range", "subtask_of", "plan_rescale", "key_group", "layout",
-           "partition_exactly", "check_layout"]
+           "partition_exactly", "check_layout", "spark_hash"]
 
 #: column holding a record's key group in checkpoint files
 KG = "_kg"
@@ -89,17 +89,50 @@ def key_group(key: str, max_parallelism: int) -> Column:
     return F.pmod(F.xxhash64(F.col(key)), F.lit(max_parallelism)).cast("int")
 
 
-def _salt_values(spark: SparkSession, n: int) -> list[int]:
-    """Values ``v_j`` with ``pmod(hash(v_j), n) == j``: hash-partitioning by ``v_j`` sends rows to partition ``j``."""
-    if n not in _salts:
-        from pyspark.sql import functions as F
+def spark_hash(value: int) -> int:
+    """Spark's ``hash()`` of a ``BIGINT`` (Murmur3 x86 32-bit, seed 42), computed in Python.
 
-        rows = spark.range(0, 64 * n).select("id", F.pmod(F.hash("id"), F.lit(n)).alias("p")).collect()
+    >>> spark_hash(0), spark_hash(1), spark_hash(-7)
+    (-1670924195, -1712319331, 222034016)
+    """
+    mask = 0xFFFFFFFF
+
+    def mix_k1(k: int) -> int:
+        k = (k * 0xCC9E2D51) & mask
+        k = ((k << 15) | (k >> 17)) & mask
+        return (k * 0x1B873593) & mask
+
+    def mix_h1(h: int, k: int) -> int:
+        h ^= k
+        h = ((h << 13) | (h >> 19)) & mask
+        return (h * 5 + 0xE6546B64) & mask
+
+    v = value & 0xFFFFFFFFFFFFFFFF
+    h = mix_h1(42, mix_k1(v & mask))
+    h = mix_h1(h, mix_k1(v >> 32)) ^ 8
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & mask
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & mask
+    h ^= h >> 16
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def _salt_values(n: int) -> list[int]:
+    """Values ``v_j`` with ``pmod(hash(v_j), n) == j``: hash-partitioning by ``v_j`` sends rows to partition ``j``.
+
+    Found without a Spark job (:func:`spark_hash`, checked against Spark by
+    ``tests/spark/pipeline/store/test_keyed.py``).
+
+    >>> _salt_values(3)
+    [3, 0, 1]
+    """
+    if n not in _salts:
         first: dict[int, int] = {}
-        for r in rows:
-            first.setdefault(int(r["p"]), int(r["id"]))
-        if len(first) < n:
-            raise PipelineError(f"could not find a partitioning key for each of {n} partitions")
+        v = 0
+        while len(first) < n:
+            first.setdefault(spark_hash(v) % n, v)
+            v += 1
         _salts[n] = [first[j] for j in range(n)]
     return _salts[n]
 
@@ -108,7 +141,7 @@ def partition_exactly(df: DataFrame, subtask: Column, n: int) -> DataFrame:
     """``df`` in ``n`` partitions, row ``r`` in partition ``subtask(r)`` (``0 <= subtask < n``)."""
     from pyspark.sql import functions as F
 
-    salts = _salt_values(df.sparkSession, n)
+    salts = _salt_values(n)
     salt = F.element_at(F.array(*[F.lit(v).cast("bigint") for v in salts]), subtask + 1)
     return df.withColumn(_SALT, salt).repartition(n, _SALT).drop(_SALT)
 

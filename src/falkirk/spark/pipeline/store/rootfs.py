@@ -24,9 +24,16 @@ the table per store and each store's configuration):
   once per process and bucket (a server ignoring it is refused). A name taken
   is one :class:`~falkirk.spark.errors.AlreadyPublishedError` (a
   ``FileExistsError``), whatever the store answered. HDFS through pyarrow has
-  neither (Arrow's rename replaces): publishing there is refused.
-* :meth:`Root.replace` overwrites atomically (rename locally, one ``put`` on
-  object stores), for files that may change such as ``pipeline.json``.
+  neither (Arrow's rename replaces): publishing there is refused. Locally
+  the published name's directory is flushed before ``publish`` returns, so
+  a published file survives a power loss (with ``fsync``).
+* :meth:`Root.replace` overwrites atomically (rename locally, then the
+  directory flushed; one ``put`` on object stores), for files that may change
+  such as ``pipeline.json``.
+* :meth:`Root.sync_file` / :meth:`Root.sync_dir` make files written by
+  others (Spark's executors) durable: exactly the files named and the
+  directories whose entries changed (``docs/storage.md`` says why that
+  suffices).
 * **No stale reads**: object stores are opened with fsspec's listing cache
   off, so listings, ``info`` and verifications see other writers' changes.
   **Directory markers** (``dir/`` objects) are never entries or files.
@@ -63,7 +70,7 @@ import hashlib
 import os
 import posixpath
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +143,8 @@ class Root:
             raise StorageError(f"root {text!r}: timeout={timeout!r} must be a positive number of seconds")
         self.timeout = float(timeout)
         self.storage_options: dict[str, Any] = dict(storage_options or {})
+        #: directories whose own entry (in their parent) this Root made durable (sync_dir)
+        self._durable: set[str] = set()
         scheme, rest = split_protocol(text)
         if scheme is None or len(scheme) == 1:  # a plain path (or a Windows drive letter)
             absolute = os.path.abspath(text)
@@ -336,12 +345,13 @@ class Root:
         return tmp
 
     def replace(self, rel: str, data: bytes) -> None:
-        """Write ``data`` to ``rel`` atomically, replacing what is there."""
+        """Write ``data`` to ``rel`` atomically, replacing what is there (durable when this returns, with ``fsync``)."""
         if self.local:
             try:
                 os.replace(self._local_temp(rel, data), self.full(rel))
             except OSError as exc:
                 raise self._failure("write", rel, exc) from exc
+            self.sync_dir(posixpath.dirname(rel))  # the rename is an entry of the directory
             return
         self._io("write", rel, "pipe_file", self.full(rel), data)
 
@@ -384,6 +394,7 @@ class Root:
             raise self._failure("publish", rel, exc) from exc
         finally:
             os.unlink(tmp)
+        self.sync_dir(posixpath.dirname(rel))  # the new name is an entry of its directory: durable before we return
 
     def check_write_once(self) -> None:
         """Refuse (:class:`~falkirk.spark.errors.StorageError`) a store on which :meth:`publish` cannot be write-once.
@@ -431,20 +442,67 @@ class Root:
             self._io("delete", rel, "rm", self.full(rel), recursive=recursive)
         except FileNotFoundError:
             pass
+        if recursive and self._durable:  # a directory made again later needs its entry flushed again
+            self._durable = {d for d in self._durable if d != rel and not d.startswith(rel + "/")}
 
-    def sync_dir(self, rel: str) -> None:
-        """Flush the files under ``rel`` to disk (local roots only; other filesystems are durable on close)."""
+    def sync_file(self, rel: str, *, checksum: bool, fsync: bool | None = None) -> str:
+        """Make file ``rel`` durable (``fsync``, local roots) and return its checksum (``""`` unless asked).
+
+        One open of the file: on a local root the SHA-256 is computed from
+        the bytes read for it (the page cache right after the write) and the
+        same descriptor is flushed; elsewhere files are durable on close and
+        the checksum is the filesystem's own when it reports one
+        (:meth:`checksum`).
+        """
+        fsync = self.fsync if fsync is None else fsync
         if not self.local:
+            return self.checksum(rel) if checksum else ""
+        if not (checksum or fsync):
+            return ""
+        fd = os.open(self.full(rel), os.O_RDONLY)
+        try:
+            digest = ""
+            if checksum:
+                h = hashlib.sha256()
+                for chunk in iter(lambda: os.read(fd, 1 << 20), b""):
+                    h.update(chunk)
+                digest = f"sha256:{h.hexdigest()}"
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        return digest
+
+    def sync_dir(self, rel: str, subdirs: Iterable[str] = (), *, created: bool = False) -> None:
+        """Make the entries of directory ``rel`` durable (local roots with ``fsync``; elsewhere a no-op).
+
+        Flushes ``rel``'s ``subdirs`` (relative to it), ``rel`` itself and, for
+        ``rel`` and each ancestor whose own entry this :class:`Root` has not
+        made durable yet, the directory holding it (``created``: ``rel`` is
+        new, so its parent's entry is flushed even if an earlier ``rel`` of
+        that name was). Files are flushed by :meth:`sync_file`; a directory
+        is flushed only when its entries changed.
+        """
+        if not (self.local and self.fsync):
             return
-        for name, _ in self.walk_files(rel):
+        flush = [posixpath.join(rel, d) for d in sorted(set(subdirs)) if d] + [rel]
+        reached = []
+        d = rel
+        while d and (created or d not in self._durable):  # d's entry in its parent may not be durable yet
+            created = False
+            reached.append(d)
+            d = posixpath.dirname(d)
+            flush.append(d)
+        for each in dict.fromkeys(flush):
             try:
-                fd = os.open(self.full(posixpath.join(rel, name)), os.O_RDONLY)
+                fd = os.open(self.full(each), os.O_RDONLY)
                 try:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
             except OSError as exc:
-                raise self._failure("flush", posixpath.join(rel, name), exc) from exc
+                raise self._failure("flush", each, exc) from exc
+        self._durable.update(reached)
 
     def __repr__(self) -> str:
         return f"Root({self.uri!r})"

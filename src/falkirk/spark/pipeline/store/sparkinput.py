@@ -222,9 +222,12 @@ def _files(log: InputLog, location: str) -> dict[int, list[tuple[str, int, int]]
     import pyarrow.parquet as pq
 
     out: dict[int, list[tuple[str, int, int]]] = {}
-    if log.fsync:
-        log.fs.sync_dir(location)
-    for name, size in log.fs.walk_files(location):
+    listed = list(log.fs.walk_files(location))
+    if log.fsync:  # what the executors wrote: each file, then the directories whose entries they are
+        for name, _ in listed:
+            log.fs.sync_file(f"{location}/{name}", checksum=False, fsync=True)
+        log.fs.sync_dir(location, {posixpath.dirname(name) for name, _ in listed}, created=True)
+    for name, size in listed:
         directory, base = posixpath.split(name)
         if not (directory.startswith("_segment=") and base.startswith("part-")):
             continue

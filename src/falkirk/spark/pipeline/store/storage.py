@@ -163,6 +163,8 @@ class Storage:
         self.fs = as_root(root, fsync=fsync, storage_options=storage_options, timeout=timeout)
         self.fsync = fsync
         self.checksums = checksums
+        #: data directories this Storage wrote whose manifest was not published (yet): swept by sweep_unpublished
+        self._unpublished: dict[str, None] = {}
 
     @property
     def root(self) -> str:
@@ -199,6 +201,8 @@ class Storage:
             self._check_visible(m, problem=StorageError)
         rel = self._manifest_rel(m.step, m.kind, m.epoch)
         data = json.dumps(m.to_json(), sort_keys=True).encode()
+        if m.location is not None:
+            self._unpublished.pop(m.location, None)
         try:
             self.fs.publish(rel, data)
         except FileExistsError:
@@ -234,11 +238,19 @@ class Storage:
         if m is not None and m.location and m.location.startswith("data/"):
             self.fs.delete(m.location, recursive=True)
 
-    def remove_where(self, step: str, kind: str, keep: Any) -> list[int]:
-        """Remove every ``kind`` manifest of ``step`` whose epoch fails ``keep(epoch)``; the removed epochs."""
+    def remove_where(self, step: str, kind: str, keep: Any, *, sync: bool = False) -> list[int]:
+        """Remove every ``kind`` manifest of ``step`` whose epoch fails ``keep(epoch)``; the removed epochs.
+
+        ``sync``: the removals are durable when this returns (a rollback's:
+        a power loss must not bring back an item above the frontier it
+        chose); garbage collection's need not be (an item below the
+        low-watermark that comes back is never chosen, and is collected again).
+        """
         gone = [e for e in self.epochs(step, kind) if not keep(e)]
         for e in reversed(gone):  # newest first: a removal cut short leaves the older items, as a rollback would
             self.remove(step, kind, e)
+        if gone and sync and self.fsync:
+            self.fs.sync_dir(posixpath.dirname(self._manifest_rel(step, kind, 0)))
         return gone
 
     # -- Parquet data ---------------------------------------------------------------
@@ -259,6 +271,8 @@ class Storage:
         manifest whose files the driver cannot see).
         """
         location = location or self.new_location(step, kind, epoch)
+        if location.startswith("data/"):
+            self._unpublished[location] = None  # until put() publishes a manifest naming it
         writer = df.write.mode("overwrite")
         if partition_by is not None:
             writer = writer.partitionBy(partition_by)
@@ -267,15 +281,25 @@ class Storage:
         return Manifest(step, kind, epoch, rows, location, files, df.schema.json(), extra)
 
     def describe_files(self, location: str) -> list[FileEntry]:
-        """The data files (``part-*``) under ``location`` as the driver sees them: name, size, checksum."""
-        if self.fsync:
-            self.fs.sync_dir(location)
+        """The data files (``part-*``) under ``location`` as the driver sees them: name, size, checksum.
+
+        With ``fsync`` they are made durable here, before any manifest can
+        name them: each listed file (one open: its checksum is computed from
+        the same read), then the directories whose entries changed —
+        ``location``'s subdirectories holding them, ``location`` and the
+        directory holding ``location`` (Spark made it anew). Spark's
+        ``_SUCCESS`` and ``.crc`` files are not listed and not flushed.
+        """
         out = []
+        dirs = set()
         for name, size in self.fs.walk_files(location):
             if not posixpath.basename(name).startswith("part-"):
                 continue
-            checksum = self.fs.checksum(posixpath.join(location, name)) if self.checksums else ""
+            checksum = self.fs.sync_file(posixpath.join(location, name), checksum=self.checksums, fsync=self.fsync)
             out.append(FileEntry(name, size, checksum))
+            dirs.add(posixpath.dirname(name))
+        if self.fsync:
+            self.fs.sync_dir(location, dirs, created=True)
         return out
 
     def check_sizes(self, m: Manifest) -> None:
@@ -346,12 +370,26 @@ class Storage:
                         refs.add(loc)
         return refs
 
+    def sweep_unpublished(self) -> int:
+        """Delete the data directories this Storage wrote and never published (a step that failed between its
+        write and its manifest); the count removed. No manifest is read: what a crashed driver left behind is
+        :meth:`sweep_orphans`' (at start-up)."""
+        gone = list(self._unpublished)
+        for rel in gone:
+            self.fs.delete(rel, recursive=True)
+        self._unpublished.clear()
+        return len(gone)
+
     def sweep_orphans(self, steps: Iterable[str] | None = None) -> int:
         """Delete data directories no manifest names (left by a crash or replaced); how many held files.
 
         Empty ones are deleted without being counted: on an object store a
         directory is only a name prefix, which some servers keep listing for
         a moment after its last object went.
+
+        Reads every manifest under the root: run it at start-up (a crashed
+        driver's leftovers); during a run, :meth:`sweep_unpublished` finds the
+        same directories without reading anything.
         """
         refs = self.referenced()
         removed = 0

@@ -1,0 +1,149 @@
+"""How a step's DataFrame state is checkpointed and read back: plain, keyed, or keyed snapshots and deltas.
+
+A :class:`~falkirk.spark.pipeline.run.runners.StepRunner` with DataFrame
+state (Lazy, Eager) owns one :class:`StateCheckpoints`:
+
+==========================  ===========================================================
+regime                      each checkpoint
+==========================  ===========================================================
+no ``key``                  the state as Parquet
+``key=``                    the state by key group, one directory per partition
+                            (:mod:`~falkirk.spark.pipeline.store.keyed`)
+``key=, incremental=True``  every ``snapshot_every``-th epoch as with ``key=`` (a
+                            snapshot); the others a delta from the epoch before
+                            (:mod:`~falkirk.spark.pipeline.store.delta`)
+==========================  ===========================================================
+
+Reading a checkpoint back follows its manifest, not the regime: a delta's
+manifest names the chain it is restored through, so a step whose
+``incremental`` or ``snapshot_every`` changed on a restart still restores
+what it wrote before. Keyed state is redistributed into the step's current
+number of partitions after the chain is applied (rescaling works through
+deltas: every row carries its key group).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from falkirk.spark.errors import CorruptDataError, PipelineError
+from falkirk.spark.pipeline.store import delta, keyed
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from falkirk.spark.pipeline.declare.regimes import Regime
+    from falkirk.spark.pipeline.run.context import RunContext
+    from falkirk.spark.pipeline.store.storage import Manifest
+
+__all__ = ["StateCheckpoints", "BROADCAST_ROWS"]
+
+#: a restore sends the keys of its deltas to every task (no shuffle of the snapshot) below this many delta rows
+BROADCAST_ROWS = 2_000_000
+
+
+class StateCheckpoints:
+    """Writes and reads the state checkpoints of step ``name`` (see the module docstring)."""
+
+    def __init__(self, ctx: RunContext, name: str, regime: Regime) -> None:
+        self.ctx = ctx
+        self.name = name
+        self.regime = regime
+        self.key: str | None = getattr(regime, "key", None)
+        #: the chain of the state in memory: the epochs of its snapshot and deltas, ending at its own
+        self.chain: tuple[int, ...] | None = None
+        #: chains of checkpoints seen (written or read) by epoch: garbage collection reads no manifest for them
+        self.chains: dict[int, tuple[int, ...]] = {}
+        #: after a restore that rescaled keyed state: (old partitions, new partitions, old read per new)
+        self.rescaled: tuple[int, int, dict[int, list[int]]] | None = None
+
+    # -- writing --------------------------------------------------------------------------------
+    def write(self, state: DataFrame, previous: DataFrame | None, epoch: int, rows: int | None) -> Manifest:
+        """Write the checkpoint of ``state`` after ``epoch`` (``previous``: the state after ``epoch - 1``).
+
+        ``rows``: the state's rows when known (else a full checkpoint counts
+        them, which also materialises the state; a delta's own job does).
+        The manifest is not published (the runner does, after its ``mid`` point).
+        """
+        storage, key = self.ctx.storage, self.key
+        if key is None:
+            self.chain = None
+            return storage.write_frame(state, self.name, "checkpoint", epoch, state.count() if rows is None else rows)
+        n, groups = self.regime.parallelism, self.regime.max_parallelism  # type: ignore[attr-defined]
+        layout = {"key": key, "max_parallelism": groups, "parallelism": n}
+        before = self.chain
+        incremental = bool(getattr(self.regime, "incremental", False))
+        if (incremental and previous is not None and before is not None and before[-1] == epoch - 1
+                and len(before) < self.regime.snapshot_spacing):  # type: ignore[attr-defined]
+            delta.check_columns(state, self.name)
+            changes = delta.diff(state, previous, key).persist()
+            try:
+                count = changes.count()
+                m = storage.write_frame(
+                    keyed.layout(changes, key, n, groups), self.name, "checkpoint", epoch, count,
+                    partition_by=keyed.SUBTASK, keyed=layout, delta={"chain": list(before), "state_rows": rows})
+            finally:
+                changes.unpersist()
+            self.chain = (*before, epoch)
+        else:
+            rows = state.count() if rows is None else rows
+            m = storage.write_frame(keyed.layout(state, key, n, groups), self.name, "checkpoint", epoch, rows,
+                                    partition_by=keyed.SUBTASK, keyed=layout)
+            self.chain = (epoch,)
+        self.chains[epoch] = self.chain[:-1]
+        return m
+
+    # -- reading --------------------------------------------------------------------------------
+    def read(self, m: Manifest) -> DataFrame:
+        """The state checkpoint ``m`` holds: keyed state through its chain, redistributed by key group into the
+        step's partitions (checked by the recovery's plan: not verified again)."""
+        storage, spark = self.ctx.storage, self.ctx.spark
+        self.rescaled = None
+        layout = m.extra.get("keyed")
+        if layout is None:
+            self.chain = None
+            return storage.read_frame(spark, m, verify=False)
+        before = delta.chain(m)
+        items = [storage.get(self.name, "checkpoint", e) for e in before] + [m]
+        for item in items:
+            self._check_layout(item)
+        frames = [storage.read_frame(spark, item, verify=False).drop(keyed.SUBTASK) for item in items]
+        state = delta.apply(frames[0], frames[1:], layout["key"],
+                            broadcast=sum(item.rows for item in items[1:]) <= BROADCAST_ROWS)
+        self.chain = (*before, m.epoch)
+        self.chains[m.epoch] = tuple(before)
+        new = self.regime.parallelism  # type: ignore[attr-defined]
+        old = {item.extra["keyed"]["parallelism"] for item in items}
+        if old != {new}:
+            first = items[0].extra["keyed"]["parallelism"]
+            self.rescaled = (first, new, keyed.plan_rescale(first, new, layout["max_parallelism"]))
+        return keyed.restore(state, new, layout["max_parallelism"])
+
+    def _check_layout(self, m: Manifest) -> None:
+        layout: dict[str, Any] = m.extra["keyed"]
+        regime = self.regime
+        if layout["key"] != self.key or layout["max_parallelism"] != getattr(regime, "max_parallelism", None):
+            raise PipelineError(
+                f"step {self.name!r}: its checkpoint at epoch {m.epoch} is keyed by {layout['key']!r} over "
+                f"{layout['max_parallelism']} key groups; the step now declares key={self.key!r}, "
+                f"max_parallelism={getattr(regime, 'max_parallelism', None)} (key groups cannot change)")
+
+    # -- retention --------------------------------------------------------------------------------
+    def floor(self, lw: int) -> int:
+        """The oldest checkpoint epoch garbage collection must keep so that ``lw`` stays restorable: the
+        snapshot of its chain (``lw`` itself for a full checkpoint)."""
+        if lw < 0 or self.key is None:
+            return lw
+        if lw not in self.chains:
+            try:
+                self.chains[lw] = tuple(delta.chain(self.ctx.storage.get(self.name, "checkpoint", lw)))
+            except CorruptDataError:  # no readable manifest at lw: nothing below it can make it restorable
+                return lw
+        before = self.chains[lw]
+        for e in [e for e in self.chains if e < (before[0] if before else lw)]:
+            del self.chains[e]
+        return before[0] if before else lw
+
+    def lose(self) -> None:
+        """The state in memory is gone: the next checkpoint is a snapshot."""
+        self.chain = None
