@@ -14,9 +14,15 @@ fresh roots:
 * ``falkirk-nofsync`` — the same without fsync and checksums.
 
 The first ``--warmup`` epochs of every run are dropped (JIT and code
-generation); the median epoch time over the rest is the steady state. Per
-step, the median time shows where the overhead goes. Prints a table and
-writes ``benchmarks/results/spark_overhead.json``.
+generation); the median over the rest is the steady state, in wall time,
+in **CPU time of the whole process tree** (the Python driver, its JVM and
+the Python workers, from ``/proc``: what the machine spent, whatever else
+runs on it) and in **driver-side Python CPU** (``time.process_time`` of
+the driver process: falkirk's own bookkeeping plus PySpark's client side).
+Ratios are taken within one run of this script. Per step, the median time
+shows where the overhead goes. Prints a table and writes
+``benchmarks/results/spark_overhead.json`` (with the load average before
+and after).
 
 Usage: ``.venv/bin/python benchmarks/spark_overhead.py [--epochs 8] [--events 4000] [--reps 2]``
 """
@@ -34,6 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from spark_vs_streaming import tree_cpu  # CPU of a process tree, from /proc (this directory)
+
 from falkirk.spark.pipeline.run.session import local_session
 from falkirk.spark.pipeline.tools.flagship import build
 
@@ -46,22 +54,27 @@ RESULTS = Path(__file__).resolve().parent / "results" / "spark_overhead.json"
 
 
 def one_run(spark: Any, root: Path, config: dict[str, Any], epochs: int, size: dict[str, int]) -> dict[str, Any]:
-    """Run the flagship once; per-epoch wall times and per-(step, epoch) times."""
-    stamps: dict[int, float] = {}
-    t0 = time.perf_counter()
+    """Run the flagship once; per-epoch wall, process-tree CPU and driver CPU, and per-(step, epoch) times."""
+    stamps: dict[int, tuple[float, float, float]] = {}
+
+    def now() -> tuple[float, float, float]:
+        return time.perf_counter(), tree_cpu(os.getpid()), time.process_time()
+
+    t0 = now()
 
     def progress(line: str) -> None:
         if line.startswith("epoch"):
-            stamps[int(line.split()[1])] = time.perf_counter()
+            stamps[int(line.split()[1])] = now()
 
     result = build(root, spark, **size, **config).run(epochs, progress=progress)
-    total = time.perf_counter() - t0
+    total = time.perf_counter() - t0[0]
     starts = [t0] + [stamps[e] for e in range(epochs - 1)]
-    per_epoch = [stamps[e] - starts[e] for e in range(epochs)]
+    per_epoch = [[stamps[e][i] - starts[e][i] for e in range(epochs)] for i in range(3)]
     steps: dict[str, list[float]] = {}
     for x in result.journal.executions:
         steps.setdefault(x.step, []).append(x.seconds)
-    return {"total": total, "epochs": per_epoch, "steps": steps, "root_bytes": result.root_bytes}
+    return {"total": total, "epochs": per_epoch[0], "cpu": per_epoch[1], "driver_cpu": per_epoch[2], "steps": steps,
+            "root_bytes": result.root_bytes}
 
 
 def main() -> None:
@@ -75,6 +88,7 @@ def main() -> None:
     args = ap.parse_args()
     size = {"events_per_epoch": args.events, "queries_per_epoch": 60, "users": 300, "nodes": 1500, "cc_every": 3}
     spark = local_session()
+    load_before = os.getloadavg()
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in CONFIGS}
     scratch = Path(tempfile.mkdtemp(prefix="falkirk-bench-"))
     try:
@@ -91,17 +105,26 @@ def main() -> None:
     summary: dict[str, Any] = {}
     for name, rs in runs.items():
         steady = [t for r in rs for t in r["epochs"][w:]]
+        cpu = [t for r in rs for t in r["cpu"][w:]]
+        driver = [t for r in rs for t in r["driver_cpu"][w:]]
         steps = {s: statistics.median([t for r in rs for t in r["steps"][s][w:]]) for s in rs[0]["steps"]}
         summary[name] = {"epoch_median_s": statistics.median(steady), "epoch_mean_s": statistics.mean(steady),
+                         "cpu_median_s": statistics.median(cpu), "cpu_mean_s": statistics.mean(cpu),
+                         "driver_cpu_median_s": statistics.median(driver), "driver_cpu_mean_s": statistics.mean(driver),
                          "step_median_s": steps, "root_bytes": rs[-1]["root_bytes"]}
-    base = summary["baseline"]["epoch_median_s"]
+    base = summary["baseline"]
     for s in summary.values():
-        s["overhead_vs_baseline"] = s["epoch_median_s"] / base - 1.0
+        s["overhead_vs_baseline"] = s["epoch_median_s"] / base["epoch_median_s"] - 1.0
+        s["cpu_ratio_vs_baseline"] = s["cpu_median_s"] / base["cpu_median_s"]
+        s["cpu_mean_ratio_vs_baseline"] = s["cpu_mean_s"] / base["cpu_mean_s"]
+        s["driver_cpu_extra_s"] = s["driver_cpu_median_s"] - base["driver_cpu_median_s"]
     print()
     print(f"steady state (epochs {w}..{args.epochs - 1}, {args.reps} reps, {args.events} events/epoch), median per epoch:")
-    print(f"{'configuration':18} {'epoch (s)':>10} {'overhead':>9} {'root after run':>15}")
+    print(f"{'configuration':18} {'epoch (s)':>10} {'overhead':>9} {'CPU (s)':>8} {'CPU ratio':>9} "
+          f"{'driver CPU':>10} {'root after run':>15}")
     for name, s in summary.items():
-        print(f"{name:18} {s['epoch_median_s']:10.2f} {s['overhead_vs_baseline']:+9.1%} {s['root_bytes'] / 1e6:12.2f} MB")
+        print(f"{name:18} {s['epoch_median_s']:10.2f} {s['overhead_vs_baseline']:+9.1%} {s['cpu_median_s']:8.2f} "
+              f"{s['cpu_ratio_vs_baseline']:9.3f} {s['driver_cpu_median_s']:10.3f} {s['root_bytes'] / 1e6:12.2f} MB")
     print()
     step_names = list(summary["baseline"]["step_median_s"])
     print(f"{'step (median s)':16}" + "".join(f"{n:>18}" for n in summary))
@@ -110,7 +133,7 @@ def main() -> None:
     doc = {
         "benchmark": "spark_overhead", "epochs": args.epochs, "warmup": w, "reps": args.reps, "size": size,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "spark": spark.version, "load_average": os.getloadavg()},
+                    "spark": spark.version, "load_average_before": load_before, "load_average": os.getloadavg()},
         "summary": summary, "runs": runs,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

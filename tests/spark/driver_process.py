@@ -4,8 +4,9 @@ It connects to the standalone master (``master``) or the Spark Connect
 server (``remote``) named in the spec — one session for all its scenarios,
 to pay for one start — runs each
 scenario in turn and writes what happened to the result file as JSON:
-a ``run`` scenario runs the tiny flagship (with injected failures) and
-records the recoveries and notes; an ``error`` scenario expects a falkirk
+a ``run`` scenario runs the tiny flagship (or, with ``"pipeline": "keyed"``,
+``spark_support.keyed_pipeline`` with the scenario's ``options``; with
+injected failures) and records the recoveries, notes and re-executions; an ``error`` scenario expects a falkirk
 error and records its type and message; ``stopped`` (last: it stops the
 session) runs a pipeline on the stopped session; ``publish`` writes a frame through
 :class:`~falkirk.spark.pipeline.store.storage.Storage` and tries to publish it.
@@ -38,7 +39,12 @@ def _session(spec: dict[str, Any]) -> Any:
 def _run(spark: Any, sc: dict[str, Any], small: dict[str, Any]) -> dict[str, Any]:
     from falkirk.spark.pipeline.tools.flagship import build
 
-    pipe = build(sc["root"], spark, **small)
+    if sc.get("pipeline") == "keyed":  # spark_support.keyed_pipeline: keyed state with churn
+        from spark_support import keyed_pipeline
+
+        pipe = keyed_pipeline(sc["root"], spark, **sc.get("options", {}))
+    else:
+        pipe = build(sc["root"], spark, **small)
     t0 = time.perf_counter()
     result = pipe.run(sc["epochs"], fail=sc.get("fail", []), progress=lambda line: print(line, flush=True))
     return {
@@ -46,6 +52,7 @@ def _run(spark: Any, sc: dict[str, Any], small: dict[str, Any]) -> dict[str, Any
         "done": result.done,
         "fired": [str(i) for i in result.fired],
         "notes": list(result.journal.notes),
+        "redo": [[x.step, x.epoch] for x in result.journal.executions if x.redo],
         "recoveries": [
             {"cause": r.cause, "failed": list(r.failed), "restart": r.restart, "problems": list(r.problems),
              "actions": dict(r.plan.actions) if r.plan is not None else {}}

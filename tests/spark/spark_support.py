@@ -170,19 +170,22 @@ def churn(epoch: int) -> list[dict[str, Any]]:
     return [{"user": rnd.randrange(40), "amount": rnd.randrange(1, 30)} for _ in range(12)]
 
 
-def keyed_pipeline(root: Path, spark: Any, *, incremental: bool = False, every: int = 3, **options: Any) -> Any:
+def keyed_pipeline(
+    root: Path, spark: Any, *, incremental: bool = False, every: int = 3, partitions: int = 2, snapshot_every: int = 3,
+    replicas: int = 2, **options: Any,
+) -> Any:
     """Keyed state with churn: input ``events`` → ``Lazy(every=3, key=user)`` ``totals`` (per user: amount, visits;
     a user whose amount passes 60 is settled and leaves the state: a deleted key) → output ``report`` (the state
-    each epoch). ``incremental`` writes deltas every epoch and a snapshot every 3 (``snapshot_every=3``)."""
+    each epoch). ``incremental`` writes a delta every epoch and a snapshot every ``snapshot_every`` (3)."""
     from pyspark.sql import functions as F
 
     from falkirk.spark import Lazy, Pipeline
 
-    pipe = Pipeline(root, spark, fsync=False, **options)
+    pipe = Pipeline(root, spark, **{"fsync": False, **options})
     pipe.input("events", "user BIGINT, amount BIGINT", partitions=2, key="user", source=churn)
-    extra = {"incremental": True, "snapshot_every": 3} if incremental else {}
+    extra = {"incremental": True, "snapshot_every": snapshot_every} if incremental else {}
 
-    @pipe.step(regime=Lazy(every=every, key="user", partitions=2, **extra))
+    @pipe.step(regime=Lazy(every=every, key="user", partitions=partitions, replicas=replicas, **extra))
     def totals(events: Any, *, state: Any) -> Any:
         now = events.groupBy("user").agg(F.sum("amount").alias("amount"), F.count("*").alias("visits"))
         both = now if state is None else state.unionByName(now)

@@ -151,3 +151,75 @@ def test_driver_killed_mid_epoch_then_restarted(storage_runs: Any, spark: Any, r
     assert rec["restart"]
     print(f"driver kill: first driver {first.seconds:.1f} s, restart {out['wall']} s; plan {rec['actions']}")
     assert_identical(spark, shared / "driver", reference)
+
+
+@pytest.fixture(scope="module")
+def replication_runs(cluster: StandaloneCluster, drive: Any) -> Any:
+    """One driver: keyed state in executor memory between checkpoints (``Lazy(every=3)``), and the executor
+    holding the most cached blocks SIGKILLed during the Lazy step's job at epoch 4 (its state from epoch 3 lives
+    only in executor memory): with the default two replicas, then with ``replicas=1``."""
+    shared = cluster.shared / "replication"
+    run = drive([
+        {"name": name, "kind": "run", "pipeline": "keyed", "options": options, "root": str(shared / name),
+         "epochs": KEYED_EPOCHS, "fail": ["totals@4:executor"]}
+        for name, options in (("replicated", {}), ("single", {"replicas": 1}))
+    ])
+    print(f"replication driver: {run.seconds:.1f} s, exit {run.returncode}")
+    for name, out in run.results.items():
+        print(f"  {name}: {out.get('wall')} s; recoveries {[r['cause'] for r in out.get('recoveries', [])]}; "
+              f"redo {out.get('redo')}; notes {out.get('notes')}")
+    return run, shared
+
+
+KEYED_EPOCHS = 7
+
+
+@pytest.fixture(scope="module")
+def keyed_reference(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The keyed pipeline without failures, falkirk off, in local mode."""
+    from spark_support import keyed_pipeline
+
+    root = tmp_path_factory.mktemp("keyed-reference")
+    keyed_pipeline(root, spark, durable=False).run(KEYED_EPOCHS)
+    return root
+
+
+def _keyed_identical(spark: Any, root: Path, reference: Path) -> None:
+    from spark_support import keyed_pipeline
+
+    from falkirk.spark.pipeline.tools.verify import compare_runs
+
+    cmp = compare_runs(spark, keyed_pipeline(root, spark), root, reference)
+    assert not cmp.differences, [d.describe() for d in cmp.differences]
+    assert cmp.identical and cmp.rows_compared >= KEYED_EPOCHS * 20
+
+
+def test_replicated_state_survives_the_executor_holding_most_blocks(
+    replication_runs: Any, spark: Any, keyed_reference: Path
+) -> None:
+    """SIGKILL of the executor holding the most blocks during ``totals``' job at epoch 4, between its checkpoints:
+    Spark finishes the job from the replicas, falkirk finds every block of the state on the remaining executors,
+    and ``totals`` does not roll back — no recovery, no re-execution — with output identical to a failure-free run."""
+    run, shared = replication_runs
+    out = run["replicated"]
+    assert out["ok"], out
+    assert out["fired"] == ["totals@4:executor"]
+    lost = [n for n in out["notes"] if " lost during " in n]
+    assert lost and all("survived" in n and "went with it" not in n for n in lost), out["notes"]
+    assert not any("totals" in r["failed"] for r in out["recoveries"]), out["recoveries"]
+    assert not [x for x in out["redo"] if x[0] == "totals"], out["redo"]
+    _keyed_identical(spark, shared / "replicated", keyed_reference)
+
+
+def test_unreplicated_state_lost_with_its_executor_rolls_back(
+    replication_runs: Any, spark: Any, keyed_reference: Path
+) -> None:
+    """The same kill with ``replicas=1``: blocks of the state went with the executor, so ``totals`` rolls back to
+    its checkpoint (its job fails, or falkirk finds the blocks missing) and re-executes; output identical."""
+    run, shared = replication_runs
+    out = run["single"]
+    assert out["ok"], out
+    assert out["fired"] == ["totals@4:executor"]
+    assert any("totals" in r["failed"] for r in out["recoveries"]), (out["recoveries"], out["notes"])
+    assert [x for x in out["redo"] if x[0] == "totals"], out["redo"]
+    _keyed_identical(spark, shared / "single", keyed_reference)

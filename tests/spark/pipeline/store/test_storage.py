@@ -142,8 +142,9 @@ def test_verify_sees_another_clients_damage(place: Place, damage: str) -> None:
         data = bytearray(s.fs.read_bytes(target))
         data[len(data) // 2] ^= 0xFF
         place.write(target, bytes(data))
-    with pytest.raises(CorruptDataError, match="step cc: checkpoint at epoch 5 is unusable: data file .*part-00000"):
+    with pytest.raises(CorruptDataError, match=r"part-00000\.parquet .*\(step cc: checkpoint at epoch 5 is unusable\)") as err:
         s.verify(s.get("cc", "checkpoint", 5))
+    assert err.value.path is not None and err.value.path.endswith(target)  # the message starts with the damaged file
 
 
 def test_rewritten_output_epoch_is_described_afresh(place: Place) -> None:
@@ -253,3 +254,85 @@ def test_frame_round_trip(spark: Any, tmp_path: Path, as_uri: bool) -> None:
     assert all(f.name.startswith("part-") and f.size > 0 for f in m.files)
     empty = s.write_frame(df.where("k > 5"), "step", "log", 1, 0)
     assert s.read_frame(spark, empty).schema == df.schema and s.read_frame(spark, empty).count() == 0
+
+
+@pytest.fixture
+def fsynced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths ``os.fsync`` is called on, in order (resolved through ``/proc/self/fd``)."""
+    import os
+
+    calls: list[str] = []
+    real = os.fsync
+
+    def record(fd: int) -> None:
+        calls.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", record)
+    return calls
+
+
+def test_fsync_flushes_exactly_the_listed_files_and_the_directories_whose_entries_changed(
+    tmp_path: Path, fsynced: list[str]
+) -> None:
+    """A keyed item (part files in ``_subtask=i/``, plus Spark's ``_SUCCESS`` and ``.crc`` files): its part files
+    and the directories that gained entries are flushed — the subdirectories, the item's directory and the one
+    holding it, and the ancestors once per Root — never ``_SUCCESS``, a ``.crc``, or an unchanged directory."""
+    s = Storage(tmp_path)
+    root = str(tmp_path)
+    items = []
+    for epoch in (1, 2):
+        loc = s.new_location("cc", "checkpoint", epoch)
+        for i in (0, 1):  # as Spark's executors write them (not through the Root)
+            (tmp_path / loc / f"_subtask={i}").mkdir(parents=True)
+            (tmp_path / loc / f"_subtask={i}" / f"part-{i}.parquet").write_bytes(b"x" * (10 + i))
+            (tmp_path / loc / f"_subtask={i}" / f".part-{i}.parquet.crc").write_bytes(b"c")
+        (tmp_path / loc / "_SUCCESS").write_bytes(b"")
+        fsynced.clear()
+        files = s.describe_files(loc)
+        items.append((loc, files, list(fsynced)))
+    (loc1, files1, synced1), (loc2, _, synced2) = items
+    assert [f.name for f in files1] == ["_subtask=0/part-0.parquet", "_subtask=1/part-1.parquet"]
+    assert all(f.sha256.startswith("sha256:") for f in files1)
+    expect = [f"{root}/{loc1}/_subtask=0/part-0.parquet", f"{root}/{loc1}/_subtask=1/part-1.parquet",
+              f"{root}/{loc1}/_subtask=0", f"{root}/{loc1}/_subtask=1", f"{root}/{loc1}",
+              f"{root}/data/cc/checkpoint"]
+    assert synced1 == [*expect, f"{root}/data/cc", f"{root}/data", root]  # the first item: its ancestors too
+    assert synced2 == [p.replace(loc1, loc2) for p in expect]  # data/cc/checkpoint gained loc2: flushed again
+
+    fsynced.clear()
+    s.put(Manifest("cc", "checkpoint", 1, 21, loc1, files1, "{}"))
+    manifests = f"{root}/manifests/cc/checkpoint"
+    assert fsynced[0].startswith(f"{manifests}/.00000001.json.") and fsynced[0].endswith(".tmp")  # content first
+    assert fsynced[1:] == [manifests, f"{root}/manifests/cc", f"{root}/manifests", root]  # then the new name
+    fsynced.clear()
+    s.put(Manifest("cc", "checkpoint", 2, 0))
+    assert fsynced[1:] == [manifests]  # a known directory: only it gained an entry
+    fsynced.clear()
+    s.remove_where("cc", "checkpoint", lambda e: e < 2, sync=True)  # a rollback's removal is durable
+    assert fsynced == [manifests]
+    fsynced.clear()
+    s.remove_where("cc", "checkpoint", lambda e: e < 1)  # garbage collection's need not be
+    assert fsynced == []
+
+
+def test_without_fsync_nothing_is_flushed_and_checksums_still_come_from_one_read(tmp_path: Path, fsynced: list[str]) -> None:
+    """``fsync=False``: no flush at all; the checksum is still computed (once per file)."""
+    s = Storage(tmp_path, fsync=False)
+    m = _fake_item(s, "cc", 3, b"payload")
+    s.put(m)
+    assert fsynced == [] and m.files[0].sha256.startswith("sha256:")
+
+
+def test_sweep_unpublished_removes_only_what_this_storage_wrote_and_never_published(storage: Storage) -> None:
+    """A step that failed between writing its data and publishing its manifest leaves a directory: garbage
+    collection removes it without reading any manifest; published data and others' directories stay."""
+    s = storage
+    df_like = _fake_item(s, "cc", 1, b"a")  # written outside write_frame: not tracked
+    s._unpublished[df_like.location or ""] = None
+    published = _fake_item(s, "cc", 2, b"b")
+    s._unpublished[published.location or ""] = None
+    s.put(published)
+    assert s.sweep_unpublished() == 1
+    assert not s.fs.exists(df_like.location or "") and s.fs.exists(published.location or "")
+    assert s.sweep_unpublished() == 0

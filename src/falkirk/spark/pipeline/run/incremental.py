@@ -76,6 +76,7 @@ class StateCheckpoints:
         if (incremental and previous is not None and before is not None and before[-1] == epoch - 1
                 and len(before) < self.regime.snapshot_spacing):  # type: ignore[attr-defined]
             delta.check_columns(state, self.name)
+            rows = state.count() if rows is None else rows  # the manifest records the state's size (materialised)
             changes = delta.diff(state, previous, key).persist()
             try:
                 count = changes.count()
@@ -113,10 +114,9 @@ class StateCheckpoints:
         self.chain = (*before, m.epoch)
         self.chains[m.epoch] = tuple(before)
         new = self.regime.parallelism  # type: ignore[attr-defined]
-        old = {item.extra["keyed"]["parallelism"] for item in items}
-        if old != {new}:
-            first = items[0].extra["keyed"]["parallelism"]
-            self.rescaled = (first, new, keyed.plan_rescale(first, new, layout["max_parallelism"]))
+        differ = [item.extra["keyed"]["parallelism"] for item in items if item.extra["keyed"]["parallelism"] != new]
+        if differ:  # reported as the newest layout that differs (a chain may span a change of partitions)
+            self.rescaled = (differ[-1], new, keyed.plan_rescale(differ[-1], new, layout["max_parallelism"]))
         return keyed.restore(state, new, layout["max_parallelism"])
 
     def _check_layout(self, m: Manifest) -> None:

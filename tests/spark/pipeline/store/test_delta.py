@@ -1,0 +1,62 @@
+"""Incremental keyed state: deltas hold exactly the changed keys, and the snapshot plus its deltas is the state."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from falkirk.spark import PipelineError
+from falkirk.spark.pipeline.store.delta import DELETED, apply, check_columns, diff
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = "k BIGINT, v BIGINT, s STRING"
+keys = st.one_of(st.none(), st.integers(0, 7))
+rows_of_key = st.lists(st.tuples(st.one_of(st.none(), st.integers(-2, 2)), st.sampled_from(["a", "b", None])),
+                       max_size=2)
+#: one epoch's changes: per key, the rows it has from now on (``[]``: deleted)
+epochs = st.dictionaries(keys, rows_of_key, max_size=4)
+
+
+def _state(table: dict[Any, list[tuple[Any, Any]]]) -> list[tuple[Any, Any, Any]]:
+    return [(k, v, s) for k, rows in table.items() for v, s in rows]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(start=epochs, changes=st.lists(epochs, min_size=1, max_size=5))
+def test_snapshot_plus_deltas_is_the_state_after_any_upserts_and_deletes(spark: Any, start: dict, changes: list) -> None:
+    """After any sequence of upserts and deletes (null keys, null values and several rows per key included), the
+    snapshot with every delta applied in order equals the full state, and each delta names exactly the keys whose
+    rows changed: their rows now, or one tombstone for a key that has none left."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    tables = [dict(start)]
+    for change in changes:
+        tables.append({k: v for k, v in {**tables[-1], **change}.items() if v})
+    frames = [spark.createDataFrame(_state(t), SCHEMA) for t in tables]
+    deltas = [diff(new, old, "k") for old, new in zip(frames, frames[1:], strict=False)]
+    tagged = reduce(lambda a, b: a.unionByName(b), [d.withColumn("i", F.lit(i)) for i, d in enumerate(deltas)])
+    got: dict[int, list[Any]] = {i: [] for i in range(len(deltas))}
+    for r in tagged.collect():
+        got[r["i"]].append((r["k"], r["v"], r["s"], r[DELETED]))
+    for i, (old, new) in enumerate(zip(tables, tables[1:], strict=False)):
+        changed = {k for k in set(old) | set(new) if Counter(old.get(k, [])) != Counter(new.get(k, []))}
+        want = [(k, v, s, False) for k in changed for v, s in new.get(k, [])]
+        want += [(k, None, None, True) for k in changed if not new.get(k)]
+        assert Counter(got[i]) == Counter(want), (i, old, new)
+    restored = apply(frames[0], deltas, "k", broadcast=len(changes) % 2 == 0).collect()
+    assert Counter(tuple(r) for r in restored) == Counter(_state(tables[-1]))
+
+
+def test_map_columns_are_refused_naming_the_step(spark: Any) -> None:
+    """Rows with a map cannot be compared by Spark: incremental state holding one is a PipelineError naming it."""
+    df = spark.createDataFrame([(1, {"a": 1})], "k BIGINT, m MAP<STRING, BIGINT>")
+    with pytest.raises(PipelineError, match="step 'totals': incremental state cannot hold map columns \\(m\\)"):
+        check_columns(df, "totals")
+    check_columns(spark.createDataFrame([(1, [1])], "k BIGINT, a ARRAY<BIGINT>"), "totals")
