@@ -52,6 +52,8 @@ def check_restore(pipeline: Definition, storage: Storage, name: str, frontier: i
     kind = frontier_kind(pipeline, name)
     m = storage.get(name, kind, frontier)
     database = getattr(pipeline.steps[name].regime, "database", None)
+    if database and not Path(database).is_absolute() and storage.fs.local_path(database) is None:
+        database = None  # relative to a remote root: not reachable from here (a run refuses it; a plan reads manifests)
     if database:
         path = database_path(storage.fs, name, database)
         shown = database if not Path(database).is_absolute() else str(path)
