@@ -71,8 +71,16 @@ def test_missing_segment_is_detected(place: Place) -> None:
     for e in range(3):
         log.append([{"user": e, "v": e}, {"user": e, "v": -e}], batch=f"e{e}")
         log.cut(e)
-    place.arrow.delete_file(place.arrow_path(log.segments(0)[1].path))  # another client deletes it
+    lost = log.segments(0)[1].path
+    data = log.files(log.get_cut(1))
+    place.arrow.delete_file(place.arrow_path(lost))  # another client deletes the segment's manifest
     assert log.files(log.get_cut(0)) and log.files(log.get_cut(2))
+    with pytest.raises(CorruptDataError, match=r"^input/events/part-0/000000000002@e1\.json is missing: the segment "
+                       r"manifest of offsets 2\.\. of partition 0 \(its data files are there\)") as err:
+        log.files(log.get_cut(1))
+    assert err.value.path == lost
+    for f in data:  # … and its data files: the partition and the offsets are all that is left to name
+        place.arrow.delete_file(place.arrow_path(f))
     with pytest.raises(CorruptDataError, match=r"^input/events/part-0/ is missing offsets 2\.\.3 of epoch 1"):
         log.files(log.get_cut(1))
     with pytest.raises(CorruptDataError, match=r"^input/events/part-0/ is missing offsets 2\.\.3") as err:

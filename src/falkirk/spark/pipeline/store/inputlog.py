@@ -304,11 +304,21 @@ class InputLog:
                 out.append((m, s.legacy, lo <= s.start and s.start + m.rows <= hi))
                 covered = max(covered, s.start + m.rows)
             if covered < hi:
-                raise CorruptDataError(
-                    self.name, "input", cut.epoch,
-                    f"is missing offsets {covered}..{hi - 1} of epoch {cut.epoch} (a deleted or truncated segment)",
-                    path=f"{self.dir}/part-{k}/")
+                raise self._gap(k, covered, hi, cut.epoch)
         return out
+
+    def _gap(self, k: int, covered: int, hi: int, epoch: int) -> CorruptDataError:
+        """Offsets ``covered..hi-1`` of partition ``k`` are in no segment: name the lost manifest if its data is there."""
+        where = f"{self.dir}/part-{k}"
+        stem = seg.segment_name(covered, None)
+        orphans = sorted(n for n in self.fs.listdir(where) if n.startswith(stem) and n.endswith(".parquet"))
+        if orphans:  # the segment's data files are there, its manifest is not: the manifest was lost
+            lost = f"{where}/{orphans[0].split('.', 1)[0]}.json"
+            return CorruptDataError(self.name, "input", epoch, f"is missing: the segment manifest of offsets "
+                                    f"{covered}.. of partition {k} (its data files are there), so offsets "
+                                    f"{covered}..{hi - 1} of epoch {epoch} cannot be read", path=lost)
+        return CorruptDataError(self.name, "input", epoch, f"is missing offsets {covered}..{hi - 1} of epoch {epoch} "
+                                "(a deleted or truncated segment)", path=f"{where}/")
 
     def check(self, epoch: int, *, verify: bool = False) -> None:
         """Whether epoch ``epoch`` can be read again: its cut and every record of it are in the log.

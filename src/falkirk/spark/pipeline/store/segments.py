@@ -131,10 +131,11 @@ def read_manifest(fs: Root, seg: Segment, input: str, epoch: int) -> SegmentMani
                                    posixpath.dirname(posixpath.dirname(seg.path)), (FileEntry(name, len(data), ""),))
         return SegmentManifest.from_json(json.loads(fs.read_bytes(seg.path)))
     except FileNotFoundError:
-        raise CorruptDataError(input, "input", epoch, f"segment {fs.describe(seg.path)} disappeared") from None
+        raise CorruptDataError(input, "input", epoch, "disappeared (a segment of the input log)",
+                               path=seg.path) from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CorruptDataError(input, "input", epoch, f"segment manifest {fs.describe(seg.path)} is unreadable "
-                               f"({exc})") from None
+        raise CorruptDataError(input, "input", epoch, f"is unreadable (a segment manifest: {type(exc).__name__}: "
+                               f"{exc})", path=seg.path) from None
 
 
 # -- partitions -----------------------------------------------------------------------------------
