@@ -79,3 +79,25 @@ def test_spark_blocks_run(path: Path, spark: Any, monkeypatch: pytest.MonkeyPatc
     ran, skipped = _run(path, monkeypatch)
     assert ran + len(skipped) == len(blocks(path)) and ran > 0
     print(f"{path.name}: {ran} blocks ran; skipped: {skipped}")
+
+
+def test_no_merge_conflict_markers_are_left_in_tracked_text() -> None:
+    """A merge that left ``<<<<<<<``/``>>>>>>>`` lines behind (it happened in README.md) fails here, not in a reader."""
+    import subprocess
+
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=False)
+    if listed.returncode != 0:  # not a git checkout (an sdist): the files themselves
+        files = [p for p in ROOT.rglob("*") if p.is_file() and ".venv" not in p.parts and ".git" not in p.parts]
+    else:
+        files = [ROOT / name for name in listed.stdout.decode().split("\0") if name]
+    marker = re.compile(r"^(<{7}|>{7})( |$)", re.M)
+    found = []
+    for path in files:
+        if path.suffix not in {".py", ".md", ".toml", ".txt", ".json", ".cfg", ".sh", ".yml", ".yaml", ""}:
+            continue
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError):
+            continue
+        found += [f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}" for m in marker.finditer(text)]
+    assert len(files) > 50 and not found, found
