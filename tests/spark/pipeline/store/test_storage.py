@@ -145,6 +145,8 @@ def test_verify_sees_another_clients_damage(place: Place, damage: str) -> None:
     with pytest.raises(CorruptDataError, match=r"part-00000\.parquet .*\(step cc: checkpoint at epoch 5 is unusable\)") as err:
         s.verify(s.get("cc", "checkpoint", 5))
     assert err.value.path is not None and err.value.path.endswith(target)  # the message starts with the damaged file
+    if damage != "delete":  # … and names the manifest it was compared with: either one may be the damaged one
+        assert "by manifests/cc/checkpoint/00000005.json" in str(err.value), err.value
 
 
 def test_rewritten_output_epoch_is_described_afresh(place: Place) -> None:

@@ -314,7 +314,7 @@ class Storage:
             except FileNotFoundError:
                 size = -1
             if size != f.size:
-                what = "is missing" if size < 0 else f"has {size} bytes, expected {f.size}"
+                what = "is missing" if size < 0 else f"has {size} bytes, expected {f.size}{self._recorded_in(m)}"
                 if problem is StorageError:
                     raise StorageError(f"step {m.step}: refusing to publish {m.kind} at epoch {m.epoch}: "
                                        f"data file {self.fs.describe(rel)} {what}")
@@ -332,7 +332,14 @@ class Storage:
             want = f.sha256 if ":" in f.sha256 else f"sha256:{f.sha256}"
             if self.fs.checksum(rel) != want:
                 kind = want.split(":", 1)[0].replace("sha256", "SHA-256")
-                raise CorruptDataError(m.step, m.kind, m.epoch, f"fails its {kind} check", path=rel)
+                raise CorruptDataError(m.step, m.kind, m.epoch, f"fails its {kind} check{self._recorded_in(m)}",
+                                       path=rel)
+
+    def _recorded_in(self, m: Manifest) -> str:
+        """Where the size or checksum a file is compared with comes from: either side may be the damaged one."""
+        if m.kind not in KINDS:  # an input epoch: several segment manifests
+            return ""
+        return f" by {self._manifest_rel(m.step, m.kind, m.epoch)}"
 
     def read_frame(self, spark: SparkSession, m: Manifest, *, verify: bool = True) -> DataFrame:
         """The DataFrame ``m`` describes, read from exactly its listed files (verified first)."""
