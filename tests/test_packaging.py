@@ -94,17 +94,33 @@ def test_scripts_are_executable() -> None:
         assert os.access(ROOT / name, os.X_OK), name
 
 
-def test_spark_tests_share_one_xdist_worker() -> None:
+def test_spark_tests_share_one_xdist_worker(tmp_path: Path) -> None:
     """Under `--dist loadgroup` every Spark test lands in the `spark` group, all on one worker (one SparkSession)."""
     pytest.importorskip("xdist")
     env = {**os.environ, "HYPOTHESIS_PROFILE": "dev", "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("PYTEST_XDIST_WORKER", None)
     run = subprocess.run(
+        # its own basetemp: pytest deletes all but the newest three of its default ones, the outer run's included
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", "-v",
+         f"--basetemp={tmp_path / 'inner'}",
          "tests/spark/pipeline/store/test_keyed.py", "tests/domains/test_domain_registry.py"],
         cwd=ROOT, env=env, capture_output=True, text=True, check=False,
     )
     assert run.returncode == 0, run.stdout[-2000:]
     spark = [line for line in run.stdout.splitlines() if "PASSED" in line and "tests/spark/" in line]
-    assert len(spark) == 2 and all(line.rstrip().endswith("@spark") for line in spark), spark
+    assert len(spark) >= 2 and all(line.rstrip().endswith("@spark") for line in spark), spark
     assert len({line.split()[0] for line in spark}) == 1, spark  # the same [gwN]
+
+
+def test_tests_that_provoke_a_fetch_failure_run_after_every_other_test(tmp_path: Path) -> None:
+    """A fetch failure breaks the shared local session's block manager for the rest of the run (tests/conftest.py):
+    the ``fetch_failure`` tests are collected last, in their own order."""
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
+         f"--basetemp={tmp_path / 'inner'}", "tests/spark/lineage", "tests/spark/pipeline/store/test_keyed.py"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )
+    assert run.returncode == 0, run.stdout[-2000:]
+    ids = [line for line in run.stdout.splitlines() if "::" in line]
+    marked = [i for i, line in enumerate(ids) if line.startswith("tests/spark/lineage/test_lineage_spark.py")]
+    assert marked and marked == list(range(len(ids) - len(marked), len(ids))), ids

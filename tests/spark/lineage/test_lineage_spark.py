@@ -25,7 +25,8 @@ from falkirk.spark.lineage.graph import Lineage, LineageError, lineage, static_p
 from falkirk.spark.lineage.listener import JobRecorder, RecordedJob
 from falkirk.spark.lineage.rerun import lose_outputs, what_must_rerun
 
-pytestmark = pytest.mark.spark
+# fetch_failure: this module runs after every other Spark test (tests/conftest.py says why)
+pytestmark = [pytest.mark.spark, pytest.mark.fetch_failure]
 
 
 def run(spark: Any, action: Callable[[], Any]) -> tuple[Any, RecordedJob, JobRecorder]:
