@@ -114,7 +114,8 @@ def test_spark_tests_share_one_xdist_worker(tmp_path: Path) -> None:
 
 def test_tests_that_provoke_a_fetch_failure_run_after_every_other_test(tmp_path: Path) -> None:
     """A fetch failure breaks the shared local session's block manager for the rest of the run (tests/conftest.py):
-    the ``fetch_failure`` tests are collected last, in their own order."""
+    the ``fetch_failure`` tests (every test that deletes shuffle files in the shared session: the lineage tests
+    and the lineage example) are collected last, in their own order."""
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
          f"--basetemp={tmp_path / 'inner'}", "tests/spark/lineage", "tests/spark/pipeline/store/test_keyed.py"],
@@ -122,5 +123,6 @@ def test_tests_that_provoke_a_fetch_failure_run_after_every_other_test(tmp_path:
     )
     assert run.returncode == 0, run.stdout[-2000:]
     ids = [line for line in run.stdout.splitlines() if "::" in line]
-    marked = [i for i, line in enumerate(ids) if line.startswith("tests/spark/lineage/test_lineage_spark.py")]
-    assert marked and marked == list(range(len(ids) - len(marked), len(ids))), ids
+    provoking = ("tests/spark/lineage/test_lineage_spark.py::", "tests/spark/lineage/test_run_examples.py::test_lineage")
+    marked = [i for i, line in enumerate(ids) if line.startswith(provoking)]
+    assert len(marked) > 5 and marked == list(range(len(ids) - len(marked), len(ids))), ids

@@ -306,15 +306,18 @@ def test_monitor_state_machine() -> None:
     """500-step random runs: incremental watermarks always equal a full re-solve and never fall."""
     STEPS.clear()
     DISCARDED.clear()
-    run_state_machine_as_test(
-        MonitorMachine,
-        settings=settings(
-            max_examples=_examples(),
-            stateful_step_count=500,
-            deadline=None,
-            suppress_health_check=list(HealthCheck),
-        ),
-    )
+    for _ in range(5):  # a few runs may never reach a discardable checkpoint: run again until one did
+        run_state_machine_as_test(
+            MonitorMachine,
+            settings=settings(
+                max_examples=_examples(),
+                stateful_step_count=500,
+                deadline=None,
+                suppress_health_check=list(HealthCheck),
+            ),
+        )
+        if sum(DISCARDED) > 0:
+            break
     assert sum(DISCARDED) > 0  # garbage collection forgot checkpoints in place, and the invariants held
     # The runs are long: hypothesis ends a run early only when its buffer of choices is full,
     # which happens near the end of some runs (seen: 488-500 steps), so half of them reach 450.

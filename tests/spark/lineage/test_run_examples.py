@@ -21,6 +21,7 @@ def load(name: str) -> Any:
     return module
 
 
+@pytest.mark.fetch_failure  # after every other Spark test: see tests/conftest.py
 def test_lineage_example_agrees_with_spark(spark: Any, capsys: pytest.CaptureFixture[str]) -> None:
     """examples/spark_lineage.py predicts the stages Spark resubmits after a fetch failure."""
     out = load("spark_lineage").main(spark)

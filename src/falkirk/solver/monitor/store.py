@@ -164,6 +164,11 @@ class SQLiteStore:
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=timeout)
             mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
+            # a long-lived monitor updates in place (records, discards): checkpoint the WAL every 64 pages and
+            # truncate it to 256 kB after, so the files stay bounded however long the run (SQLite's default
+            # lets the WAL reach 1,000 pages and never shrinks it)
+            self._db.execute("PRAGMA wal_autocheckpoint=64")
+            self._db.execute("PRAGMA journal_size_limit=262144")
         except sqlite3.Error as exc:
             raise MonitorError(f"cannot open the monitor database {self.path!r}: {exc}") from None
         if mode.lower() not in ("wal", "memory"):
