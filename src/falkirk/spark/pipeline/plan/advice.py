@@ -26,6 +26,7 @@ from falkirk.spark.pipeline.declare.regimes import Keyed, Lazy, Regime
 from falkirk.spark.pipeline.plan.advisor import (
     EXACT_SOLVES,
     OBJECTIVES,
+    SEARCH_COLUMNS,
     Model,
     exact_solves,
     failure_kinds,
@@ -268,13 +269,13 @@ def advise(
     if not pipeline.steps:
         raise PipelineError("advise: the pipeline has no steps")
     kinds = failure_kinds(pipeline, failures)
-    model = Model(pipeline, costs, kinds)
+    model = Model(pipeline, costs, kinds, max_columns=SEARCH_COLUMNS)
     current = regimes_of(pipeline)
     best, points, how = search(model, float(failure_rate), storage_budget=storage_budget, accepted_only=accepted_only)
     pair = [current, best]
     # the moments of a failure: a cycle of the two assignments' spacings (each phase once)
     period = math.lcm(*(max(spacing(r), 1) for a in pair for r in a.values()))
-    final = Model(pipeline, costs, kinds, period=period) if period != model.period else model
+    final = Model(pipeline, costs, kinds, period=period) if period != model.period or model.sampled else model
     if exact is None:
         exact = exact_solves(final, pair) <= EXACT_SOLVES
     ev = final.evaluate(pair, exact=exact)

@@ -12,10 +12,11 @@ The cost model (``docs/advisor.md``), per epoch and in the unit of the
   would redo (``(done - frontier) × compute`` per node), restore
   (``state_read`` per restored stateful step) and replay (``log_read`` of the
   sender per logged epoch a rolled-back receiver reads again), averaged over
-  the moments of the failure — step ``s`` fails while working on epoch
-  ``e + 1`` (the steps before it have completed ``e + 1``), for ``e`` over
-  :data:`PERIOD`-long cycles of every checkpoint spacing, so each phase
-  counts once; a driver failure loses every step at a boundary;
+  the moments of the failure: the failed steps (one step, a group, or every
+  node for a driver failure) fail after epoch ``e`` — the epoch boundary
+  :meth:`Pipeline.plan_failure <falkirk.spark.Pipeline.plan_failure>` plans
+  at — for ``e`` over a :data:`PERIOD`-long cycle of every checkpoint
+  spacing, so each phase counts once;
 * **total** = steady + ``failure_rate`` × the mean recovery over the failure
   kinds (``failure_rate``: failures per epoch).
 
@@ -68,6 +69,8 @@ EXACT_SOLVES = 600
 OBJECTIVES = ("cpu", "wall")
 #: Coordinate-descent passes at most (each pass tries every choice of every step once).
 PASSES = 4
+#: Columns (failure kind × moment) the search prices at most: beyond, each kind's moments are a sample of the cycle.
+SEARCH_COLUMNS = 240
 
 
 def failure_kinds(pipeline: Definition, failures: str | Sequence[Any]) -> list[tuple[str, ...]]:
@@ -125,12 +128,19 @@ class Model:
     """A pipeline, its costs and failure kinds, priced for many assignments at once (see the module docstring)."""
 
     def __init__(self, pipeline: Definition, costs: Costs, kinds: Sequence[tuple[str, ...]], *,
-                 period: int = PERIOD) -> None:
+                 period: int = PERIOD, max_columns: int | None = None) -> None:
         self.pipeline = pipeline
         self.graph = Graph.of(pipeline)
         self.kinds = list(kinds)
         self.costs = costs.complete(self.graph.names)
         self.period = period
+        #: the moments (epochs after the warm-up) each failure kind is tried at: the whole cycle, or with
+        #: ``max_columns`` an evenly spread sample of it (:attr:`sampled`)
+        self.phases = list(range(period))
+        if max_columns is not None and len(self.kinds) * period > max_columns:
+            count = max(2, max_columns // len(self.kinds))
+            self.phases = sorted({round(i * period / count) for i in range(count)})
+        self.sampled = len(self.phases) < period
         names = self.graph.names
         c = self.costs
         self.compute = np.array([c[n].compute for n in names])
@@ -155,17 +165,11 @@ class Model:
         order = {name: i for i, name in enumerate(self.graph.names)}
         failed, done, kind = [], [], []
         for k, names in enumerate(self.kinds):
-            for phase in range(P):
+            for phase in self.phases:
                 at = P + phase
-                if names == ("all",):
-                    failed.append(np.ones(n, bool))
-                    done.append(np.full(n, at))
-                else:
-                    lost = np.zeros(n, bool)
-                    lost[[order[s] for s in names]] = True
-                    first = min(order[s] for s in names)
-                    failed.append(lost)
-                    done.append(np.where(np.arange(n) < first, at + 1, at))
+                lost = np.ones(n, bool) if names == ("all",) else np.isin(np.arange(n), [order[s] for s in names])
+                failed.append(lost)
+                done.append(np.full(n, at))
                 kind.append(k)
         self.failed = np.array(failed).T
         self.done = np.array(done).T
@@ -285,7 +289,9 @@ class Model:
         assert isinstance(r, Keyed)
         k = self.young(name, rate)
         near = {min(LADDER, key=lambda v: (abs(math.log(v / k)) if k > 0 else v, v))}
-        near |= {v for v in LADDER if k / 4 <= v <= 4 * k}
+        near |= {v for v in LADDER if k / 2 <= v <= 2 * k}
+        if isinstance(r, Lazy):
+            near |= {r.every} & set(LADDER)
         near.add(1)
         plain = evolve(r, incremental=False, snapshot_every=None) if r.incremental else r
         for x in logs:
@@ -319,22 +325,28 @@ def search(
     choices = {n: model.choices(n, rate, accepted_only=accepted_only) for n in steps}
     current = {n: choices[n][0] for n in steps}
     points: list[tuple[float, float]] = []
-    cache: dict[tuple[Regime, ...], float] = {}
+    cache: dict[tuple[str, ...], float] = {}
+
+    reprs: dict[int, str] = {}
+    keep = [c for n in steps for c in choices[n]]  # alive during the search: their ids stay theirs
+
+    def ident(a: Mapping[str, Regime]) -> tuple[str, ...]:  # regimes with a database hold a dict: not hashable
+        return tuple(reprs.get(id(a[n])) or reprs.setdefault(id(a[n]), repr(a[n])) for n in steps)
 
     def run(assignments: list[dict[str, Regime]]) -> np.ndarray:
-        todo = [a for a in assignments if tuple(a[n] for n in steps) not in cache]
+        todo = list({ident(a): a for a in assignments if ident(a) not in cache}.values())
         for lo in range(0, len(todo), 64):
             chunk = todo[lo:lo + 64]
             ev = model.evaluate(chunk)
             values = _objective(model, ev, rate, storage_budget)
             for a, v, s, r in zip(chunk, values, ev.steady, ev.expected(rate), strict=True):
-                cache[tuple(a[n] for n in steps)] = float(v)
+                cache[ident(a)] = float(v)
                 points.append((float(s), float(r)))
-        return np.array([cache[tuple(a[n] for n in steps)] for a in assignments])
+        return np.array([cache[ident(a)] for a in assignments])
 
-    def descend(start: dict[str, Regime]) -> dict[str, Regime]:
+    def descend(start: dict[str, Regime], passes: int) -> dict[str, Regime]:
         best, value = dict(start), float(run([start])[0])
-        for _ in range(PASSES):
+        for _ in range(passes):
             moved = False
             for n in steps:
                 if len(choices[n]) < 2:
@@ -349,16 +361,17 @@ def search(
         return best
 
     def young_spacing(n: str, regime: Regime) -> Regime:
+        """The choice like ``regime`` (logging, kind) whose spacing is nearest Young's ``k*``."""
         if not isinstance(regime, Lazy) or regime.incremental:
             return regime
         k = model.young(n, rate)
-        return evolve(regime, every=min((c.every for c in choices[n] if isinstance(c, Lazy)),
-                                        key=lambda v: (abs(math.log(v / k)) if k > 0 else v, v), default=regime.every))
+        like = [c for c in choices[n] if isinstance(c, Lazy) and not c.incremental and c.logs == regime.logs]
+        return min(like, key=lambda c: (abs(math.log(c.every / k)) if k > 0 else c.every, c.every), default=regime)
 
     young = {n: young_spacing(n, r) for n, r in current.items()}
     variable = [n for n in steps if len(choices[n]) > 1]
-    starts = [current, young]
     if len(variable) <= EXHAUSTIVE:
+        starts, passes = [current, young], PASSES
         structural = {n: list(dict.fromkeys((c.logs, isinstance(c, Keyed) and c.incremental, type(c))
                                             for c in choices[n])) for n in variable}
         patterns = [dict(zip(variable, combo, strict=True)) for combo in itertools.product(*structural.values())]
@@ -371,13 +384,15 @@ def search(
                 a[n] = a[n] if a[n] in choices[n] else fit[0]
             trial.append(a)
         values = run(trial)
-        starts += [trial[i] for i in np.argsort(values, kind="stable")[:3]]
+        starts += [trial[int(i)] for i in np.argsort(values, kind="stable")[:3]]
         how = (f"every pattern of logging/incremental choices of the {len(variable)} step(s) with a choice "
                f"({len(patterns)}) at Young's spacings, the best 3 polished by coordinate descent")
     else:
-        how = (f"coordinate descent over each step's choices ({len(variable)} steps with a choice), from the current "
-               "assignment and from Young's spacings")
-    finals = [descend(s) for s in starts]
+        starts, passes = [young], PASSES
+        how = (f"coordinate descent over each step's choices ({len(variable)} steps with a choice; {passes} passes "
+               "at most) from Young's spacings")
+    finals = [descend(s, passes) for s in starts]
+    del keep
     values = run(finals + [current])
     best = finals[int(np.argmin(values))] if values.min() < values[-1] else current
     return best, points, how
