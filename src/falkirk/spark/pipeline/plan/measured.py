@@ -113,8 +113,8 @@ def from_journal(pipeline: Definition) -> Costs:
     if measured_epochs == 0:
         raise PipelineError(f"{pipeline.location.uri} holds no measurements (no journal/<step>/<epoch>.json): run "
                             "the pipeline durably for a few epochs, or pipe.profile(epochs=n), then advise")
-    points = [(float(f["state_bytes"] or 0.0), float(f["state_write"] or 0.0)) for f in figures.values()
-              if f.get("state_write") is not None and f.get("state_bytes") is not None]
+    points = [(float(f.get("state_bytes") or 0.0), float(f["state_write"] or 0.0)) for f in figures.values()
+              if f.get("state_write") is not None]  # bytes unknown (no manifest kept): the fixed cost alone
     a, b = fit_writes(points)
     for n, writes in mixed.items():
         fig = figures[n]
