@@ -244,6 +244,10 @@ def test_apply_and_regimes_at_construction() -> None:
     again.input("src", "a BIGINT")
     again.step(lambda src, epoch=None: src, name="parse", regime=Ephemeral())
     assert again.steps["parse"].regime == Ephemeral(log=True)
+    stray = Pipeline(f"memory://falkirk-test/advisor-{next(_ROOTS)}", regimes={"nope": Ephemeral()})
+    stray.input("src", "a BIGINT")
+    with pytest.raises(PipelineError, match="regimes= names 'nope'"):
+        stray.check_root(write=False)
     with pytest.raises(PipelineError, match="'zzz' is not a step"):
         pipe.apply({"zzz": Ephemeral()})
     with pytest.raises(PipelineError, match="step 'parse': regime lazy passes"):

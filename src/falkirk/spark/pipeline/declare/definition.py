@@ -385,6 +385,10 @@ class Definition:
         ``write=False`` an accepted change is not recorded yet (the executor
         records it with :meth:`write_root` once the restart's recovery worked).
         """
+        unknown = [n for n in self.regimes if n not in self.steps]
+        if unknown:
+            raise PipelineError(f"regimes= names {', '.join(map(repr, unknown))}, not (a) step(s) of this pipeline "
+                                f"(steps: {', '.join(self.steps)})")
         mine = json.loads(json.dumps(self.describe()))
         theirs = self.recorded()
         if theirs is None:

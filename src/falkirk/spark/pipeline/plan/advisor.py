@@ -128,7 +128,7 @@ class Model:
     """A pipeline, its costs and failure kinds, priced for many assignments at once (see the module docstring)."""
 
     def __init__(self, pipeline: Definition, costs: Costs, kinds: Sequence[tuple[str, ...]], *,
-                 period: int = PERIOD, max_columns: int | None = None) -> None:
+                 period: int = PERIOD, max_columns: int | None = None, moments: Sequence[int] | None = None) -> None:
         self.pipeline = pipeline
         self.graph = Graph.of(pipeline)
         self.kinds = list(kinds)
@@ -141,6 +141,8 @@ class Model:
             count = max(2, max_columns // len(self.kinds))
             self.phases = sorted({round(i * period / count) for i in range(count)})
         self.sampled = len(self.phases) < period
+        #: the epochs after which each kind fails (``moments``: those; else a warm-up cycle, then the phases)
+        self.moments = list(moments) if moments is not None else [period + p for p in self.phases]
         names = self.graph.names
         c = self.costs
         self.compute = np.array([c[n].compute for n in names])
@@ -161,12 +163,11 @@ class Model:
 
     def _columns(self) -> None:
         """``failed``/``done`` (N, M) for every (kind, moment), and each column's kind."""
-        n, P = len(self.graph.names), self.period
+        n = len(self.graph.names)
         order = {name: i for i, name in enumerate(self.graph.names)}
         failed, done, kind = [], [], []
         for k, names in enumerate(self.kinds):
-            for phase in self.phases:
-                at = P + phase
+            for at in self.moments:
                 lost = np.ones(n, bool) if names == ("all",) else np.isin(np.arange(n), [order[s] for s in names])
                 failed.append(lost)
                 done.append(np.full(n, at))
