@@ -137,12 +137,15 @@ class Pipeline(Definition):
         self.steps, self.regimes = changed.steps, changed.regimes
         return self
 
-    def profile(self, epochs: int = 3) -> Costs:
+    def profile(self, epochs: int = 3, *, fail: Any = ()) -> Costs:
         """Run ``epochs`` epochs (durably, under this pipeline's root: use a scratch root to keep a real one clean),
-        measure each step's costs from the journal and keep them in ``ROOT/journal/profile.json``."""
+        measure each step's costs from the journal and keep them in ``ROOT/journal/profile.json``.
+
+        ``fail`` injects failures as :meth:`run` does: their recoveries measure how much faster (or slower) an
+        epoch runs again than the first time (``NodeCosts.recompute``)."""
         if not self.durable:
             raise PipelineError("profile: the pipeline is not durable (durable=False): nothing would be measured")
-        self.run(epochs)
+        self.run(epochs, fail=fail)
         costs = from_journal(self)
         save_profile(self, costs)
         return costs

@@ -30,6 +30,19 @@ def _measured_root(root: Path, epochs: int = 6) -> Pipeline:
     return pipe
 
 
+def test_a_recovery_measures_how_fast_an_epoch_runs_again(tmp_path: Path) -> None:
+    """Epochs a recovery redid (their latest record is a redo) price recomputation by the median ratio."""
+    pipe = _measured_root(tmp_path / "root")
+    for e, seconds in ((2, 1.0), (3, 1.5)):
+        first = 2.0 if e % 2 == 0 else 3.0
+        doc = {"step": "x", "epoch": e, "rows": 100, "seconds": seconds, "redo": True, "recovery": 1, "jobs": 1,
+               "first_seconds": first}
+        pipe.location.replace(f"journal/x/{e:08d}.json", json.dumps(doc).encode())
+    costs = from_journal(pipe)
+    assert costs["x"].compute == pytest.approx(2.0) and costs["x"].recompute == pytest.approx(1.0)
+    assert costs["p"].recompute is None and costs.complete(["p"])["p"].recompute == pytest.approx(0.2)
+
+
 def test_costs_from_the_journal(tmp_path: Path) -> None:
     """A Lazy step's checkpoint cost is its epochs with a checkpoint minus those without; an Eager step's write is
     estimated from that and taken off its median (marked estimated)."""

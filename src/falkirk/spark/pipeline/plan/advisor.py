@@ -9,7 +9,7 @@ The cost model (``docs/advisor.md``), per epoch and in the unit of the
   ``incremental=True``: ``delta_write + state_write / snapshot_every``);
   bytes alike;
 * **recovery cost** of one failure: what the plan falkirk's solver picks
-  would redo (``(done - frontier) × compute`` per node), restore
+  would redo (``(done - frontier) × recompute`` per node), restore
   (``state_read`` per restored stateful step) and replay (``log_read`` of the
   sender per logged epoch a rolled-back receiver reads again), averaged over
   the moments of the failure: the failed steps (one step, a group, or every
@@ -146,6 +146,7 @@ class Model:
         names = self.graph.names
         c = self.costs
         self.compute = np.array([c[n].compute for n in names])
+        self.recompute = np.array([c[n].recompute if c[n].recompute is not None else c[n].compute for n in names])
         self.log_write = np.array([c[n].log_write or 0.0 for n in names])
         self.log_bytes = np.array([c[n].log_bytes or 0.0 for n in names])
         self.log_read = np.array([(c[n].log_read or 0.0) if n not in pipeline.inputs or "log_read" not in c[n].estimated
@@ -228,7 +229,7 @@ class Model:
         done = self.done[:, None, :]
         kept = f == TOP
         fr = np.where(kept, done, f)
-        redo = np.maximum(done - fr, 0) * self.compute[:, None, None]
+        redo = np.maximum(done - fr, 0) * self.recompute[:, None, None]
         stateful = (every > 0)[:, :, None]
         restored = stateful & ~kept & (fr >= 0) & (self.failed[:, None, :] | (fr < done))
         deltas = np.where(incr, (snap - 1) / 2, 0.0)[:, :, None] * self.delta_read[:, None, None]

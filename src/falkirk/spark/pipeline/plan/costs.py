@@ -16,6 +16,8 @@ field               what
 ``delta_write``     writing one delta of incremental state, and its bytes (``delta_bytes``);
                     ``None``: not measured, and ``incremental=True`` is not advised
 ``delta_read``      reading one delta back
+``recompute``       running one epoch again in a recovery (default: ``compute``; a measured
+                    run's redone epochs are often faster than its first ones)
 ==================  ==========================================================================
 
 plus ``overhead``, the executor's own work per epoch between the steps
@@ -29,7 +31,7 @@ run's journal, from a profile run (:meth:`Pipeline.profile
 ...            "cc": NodeCosts(compute=2.0, state_write=0.5, state_bytes=1e6)}, unit="cpu")
 >>> full = c.complete(["ev", "cc"])
 >>> full["cc"].state_read, sorted(full["cc"].estimated)
-(0.375, ['log_bytes', 'log_read', 'log_write', 'state_read'])
+(0.375, ['log_bytes', 'log_read', 'log_write', 'recompute', 'state_read'])
 >>> Costs.from_json(full.to_json()) == full
 True
 """
@@ -52,7 +54,7 @@ __all__ = ["NodeCosts", "Costs", "READ_PER_WRITE", "FIELDS", "UNITS", "fit_write
 READ_PER_WRITE = 0.75
 #: The figures of a node, in the order of :class:`NodeCosts`.
 FIELDS = ("compute", "log_write", "log_bytes", "log_read", "state_write", "state_bytes", "state_read", "rows",
-          "delta_write", "delta_bytes", "delta_read")
+          "delta_write", "delta_bytes", "delta_read", "recompute")
 #: The units a measurement can be in.
 UNITS = ("cpu", "wall")
 
@@ -83,6 +85,7 @@ class NodeCosts:
     delta_write: float | None = field(default=None, validator=_number)
     delta_bytes: float | None = field(default=None, validator=_number)
     delta_read: float | None = field(default=None, validator=_number)
+    recompute: float | None = field(default=None, validator=_number)
     #: the fields that are estimates, not measurements
     estimated: frozenset[str] = field(default=frozenset(), converter=_names)
 
@@ -170,6 +173,9 @@ class Costs:
                 if values[f"{kind}_read"] is None:
                     values[f"{kind}_read"] = READ_PER_WRITE * float(values[f"{kind}_write"] or 0.0)
                     est.add(f"{kind}_read")
+            if values["recompute"] is None:
+                values["recompute"] = values["compute"]
+                est.add("recompute")
             if values["delta_write"] is not None and values["delta_read"] is None:
                 values["delta_read"] = READ_PER_WRITE * float(values["delta_write"])
                 est.add("delta_read")

@@ -13,6 +13,9 @@ into :class:`~falkirk.spark.pipeline.plan.costs.Costs` (wall seconds):
 * where every epoch writes (``Eager``, ``log=True``), the write is priced
   by the line fitted to the writes measured elsewhere (marked estimated)
   and taken off the median;
+* a recovery's execution of an epoch (``recompute``) is ``compute`` times the
+  median ratio of the step's redone executions to their first ones, where
+  the root records some (else ``compute``);
 * bytes are the medians of the manifests' sizes (deltas of incremental
   state apart); reads are :data:`~falkirk.spark.pipeline.plan.costs.READ_PER_WRITE`
   of the writes (estimated).
@@ -42,19 +45,24 @@ __all__ = ["PROFILE", "from_journal", "root_costs", "save_profile"]
 PROFILE = "journal/profile.json"
 
 
-def _records(pipeline: Definition, name: str) -> dict[int, tuple[float, int]]:
-    """``epoch -> (seconds, rows)`` of ``name``'s first executions recorded under the root."""
+def _records(pipeline: Definition, name: str) -> tuple[dict[int, tuple[float, int]], list[float]]:
+    """``epoch -> (seconds, rows)`` of ``name``'s first executions recorded under the root, and for each epoch whose
+    latest execution was a recovery's, its seconds ÷ the first's."""
     out: dict[int, tuple[float, int]] = {}
+    ratios: list[float] = []
     root = pipeline.location
     for f in root.listdir(f"journal/{name}"):
         if not (f.endswith(".json") and f[:-5].isdigit()):
             continue
         try:
             doc = json.loads(root.read_bytes(f"journal/{name}/{f}"))
-            out[int(doc["epoch"])] = (float(doc.get("first_seconds") or doc["seconds"]), int(doc["rows"]))
+            first = float(doc.get("first_seconds") or doc["seconds"])
+            out[int(doc["epoch"])] = (first, int(doc["rows"]))
+            if doc.get("redo") and first > 0:
+                ratios.append(float(doc["seconds"]) / first)
         except (OSError, ValueError, KeyError, TypeError):
             continue  # advisory records: a damaged one only costs a measurement
-    return out
+    return out, ratios
 
 
 def _manifests(storage: Storage, name: str, kind: str) -> list[Manifest]:
@@ -77,9 +85,10 @@ def from_journal(pipeline: Definition) -> Costs:
     figures: dict[str, dict[str, float | None]] = {}
     estimated: dict[str, set[str]] = {}
     mixed: dict[str, list[str]] = {}  # per node: the writes its median execution includes
+    redo_ratio: dict[str, float] = {}  # per node: a recovery's execution of an epoch ÷ its first
     measured_epochs = 0
     for n in pipeline.order:
-        recs = _records(pipeline, n)
+        recs, ratios = _records(pipeline, n)
         measured_epochs += len(recs)
         regime = pipeline.steps[n].regime if n in pipeline.steps else None
         logs = [m for m in _manifests(storage, n, "log") if m.files] if regime is not None else []
@@ -110,6 +119,8 @@ def from_journal(pipeline: Definition) -> Costs:
             fig["compute"] = 0.0
             est.add("compute")
         figures[n], estimated[n], mixed[n] = fig, est, writes
+        if ratios:
+            redo_ratio[n] = statistics.median(ratios)
     if measured_epochs == 0:
         raise PipelineError(f"{pipeline.location.uri} holds no measurements (no journal/<step>/<epoch>.json): run "
                             "the pipeline durably for a few epochs, or pipe.profile(epochs=n), then advise")
@@ -118,12 +129,15 @@ def from_journal(pipeline: Definition) -> Costs:
     a, b = fit_writes(points)
     for n, writes in mixed.items():
         fig = figures[n]
+        ratio = redo_ratio.get(n)
         for kind in writes:
             nbytes = fig.get(f"{kind}_bytes")
             cost = a + b * float(nbytes or 0.0)
             fig[f"{kind}_write"] = cost
             fig["compute"] = max(0.0, float(fig["compute"] or 0.0) - cost)
             estimated[n] |= {f"{kind}_write", "compute"}
+        if ratio is not None:
+            fig["recompute"] = float(fig["compute"] or 0.0) * ratio
     nodes = {n: NodeCosts(**{k: v for k, v in fig.items() if v is not None}, estimated=estimated[n])
              for n, fig in figures.items()}
     return Costs(nodes, unit="wall", source=f"journal of {measured_epochs} step execution(s) under the root")
