@@ -55,6 +55,7 @@ def main() -> None:
 
     spark = local_session()
     with tempfile.TemporaryDirectory(prefix="falkirk-advisor-") as tmp:
+        build(Path(tmp) / "warm-up", spark, durable=False, **SIZES).run(2)  # the JVM's warm-up, outside the figures
         t0 = time.perf_counter()
         profiled = build(Path(tmp) / "profile", spark, **SIZES)
         costs = profiled.profile(epochs=args.epochs, fail=f"{args.fail}@{args.epochs // 2 - 1}:after")

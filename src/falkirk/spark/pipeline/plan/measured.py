@@ -6,6 +6,8 @@ seconds, :mod:`~falkirk.spark.pipeline.run.journal`) and every checkpoint
 and log with a manifest (files and sizes). :func:`from_journal` turns them
 into :class:`~falkirk.spark.pipeline.plan.costs.Costs` (wall seconds):
 
+* the first epoch recorded warms up the JVM and Spark: with three or more
+  recorded, it is left out;
 * a step's execution includes writing its log and its checkpoint, so a
   ``Lazy(every=k>1)`` step's ``compute`` is the median of its epochs without
   a checkpoint and its ``state_write`` the difference of the medians with
@@ -89,6 +91,8 @@ def from_journal(pipeline: Definition) -> Costs:
     measured_epochs = 0
     for n in pipeline.order:
         recs, ratios = _records(pipeline, n)
+        if len(recs) > 2:  # the first epoch warms up the JVM and Spark's caches: not a steady epoch
+            recs.pop(min(recs))
         measured_epochs += len(recs)
         regime = pipeline.steps[n].regime if n in pipeline.steps else None
         logs = [m for m in _manifests(storage, n, "log") if m.files] if regime is not None else []
