@@ -146,7 +146,11 @@ class Costs:
         writes measured anywhere in the pipeline (so the fixed cost of a
         Spark job dominates small writes, as it does when measured); missing
         bytes by the node's rows times the median bytes per row measured
-        elsewhere; a missing read as :data:`READ_PER_WRITE` of its write.
+        elsewhere; a missing restore (``state_read``) as :data:`READ_PER_WRITE`
+        of its write; a missing replay (``log_read``) as :data:`READ_PER_WRITE`
+        of the per-byte part ``b·bytes`` alone, because a replayed log is read
+        inside its consumer's Spark job, not by a job of its own (so the fixed
+        cost of a job is not paid again).
         A node with no figures at all is free to compute (noted as estimated).
         """
         names = list(names)
@@ -171,7 +175,9 @@ class Costs:
                     values[f"{kind}_write"] = a + b * float(values[f"{kind}_bytes"] or 0.0)
                     est.add(f"{kind}_write")
                 if values[f"{kind}_read"] is None:
-                    values[f"{kind}_read"] = READ_PER_WRITE * float(values[f"{kind}_write"] or 0.0)
+                    write = float(values[f"{kind}_write"] or 0.0) if kind == "state" else \
+                        b * float(values[f"{kind}_bytes"] or 0.0)
+                    values[f"{kind}_read"] = READ_PER_WRITE * write
                     est.add(f"{kind}_read")
             if values["recompute"] is None:
                 values["recompute"] = values["compute"]
