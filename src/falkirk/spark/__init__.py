@@ -42,6 +42,8 @@ from falkirk.spark.lineage.rerun import Rerun, lose_outputs, what_must_rerun
 from falkirk.spark.pipeline.api import Pipeline
 from falkirk.spark.pipeline.declare.definition import Step
 from falkirk.spark.pipeline.declare.regimes import Batch, Eager, Ephemeral, Lazy, Output, Regime
+from falkirk.spark.pipeline.plan.advice import Advice
+from falkirk.spark.pipeline.plan.costs import Costs, NodeCosts
 from falkirk.spark.pipeline.plan.planner import Planner
 from falkirk.spark.pipeline.run.executor import Executor, RunResult
 from falkirk.spark.pipeline.run.failures import Injection
@@ -75,6 +77,9 @@ __all__ = [
     "Storage",
     "Manifest",
     "Planner",
+    "Advice",
+    "Costs",
+    "NodeCosts",
     "Executor",
     "RunResult",
     "Injection",

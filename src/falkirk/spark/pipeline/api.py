@@ -11,11 +11,15 @@ it needs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Self
 
+from falkirk.spark.errors import PipelineError
 from falkirk.spark.pipeline.declare.definition import Definition
+from falkirk.spark.pipeline.plan.advice import Advice, advise, refusals
+from falkirk.spark.pipeline.plan.costs import Costs
 from falkirk.spark.pipeline.plan.feasible import verify_root
+from falkirk.spark.pipeline.plan.measured import from_journal, root_costs, save_profile
 from falkirk.spark.pipeline.plan.shape import fanout_notes
 from falkirk.spark.pipeline.plan.whatif import WhatIf, check_steps, from_root, what_if
 from falkirk.spark.pipeline.run.executor import Executor, RunResult
@@ -96,3 +100,52 @@ class Pipeline(Definition):
         """
         _, problems = verify_root(self, Storage(self.location, fsync=False, checksums=self.checksums))
         return [str(p) for p in problems]
+
+    def advise(
+        self, failure_rate: float, *, failures: str | Sequence[Any] = "each-step", storage_budget: float | None = None,
+        objective: str = "cpu", costs: Costs | None = None, accepted_only: bool = False,
+    ) -> Advice:
+        """Each step's regime chosen from measured costs and the rollback closure (``docs/advisor.md``).
+
+        ``failure_rate``: expected failures per epoch, each of one of the
+        kinds ``failures`` names (``"each-step"``: each step alone;
+        ``"driver"``: every node; or a list of step names, ``"driver"`` and
+        tuples of steps failing together); ``storage_budget``: at most this
+        many bytes persisted per epoch; ``costs``: the figures to price with
+        (default: ``ROOT/journal/profile.json``, else the journal of the runs
+        under the root); ``accepted_only``: only changes a restart on the
+        existing root accepts. Nothing is run or changed.
+        """
+        return advise(self, root_costs(self) if costs is None else costs, failure_rate, failures=failures,
+                      storage_budget=storage_budget, objective=objective, accepted_only=accepted_only)
+
+    def apply(self, advice: Advice | dict[str, Any]) -> Self:
+        """Run with the advised regimes from now on (``advice``: an :class:`Advice` or ``{step: regime}``).
+
+        The same rules as any regime change on an existing root hold
+        (:mod:`~falkirk.spark.pipeline.declare.evolution`): a change a restart
+        would refuse raises :class:`PipelineError` naming each step and why,
+        and nothing changes. Returns the pipeline.
+        """
+        regimes = advice.regimes() if isinstance(advice, Advice) else dict(advice)
+        changed = self.with_regimes(regimes)
+        refused = refusals(self, regimes)
+        if refused:
+            raise PipelineError("apply: the root would refuse " + "; ".join(
+                f"step {n!r}: {why}" for n, why in refused.items()) + " (advise(..., accepted_only=True) advises "
+                "only accepted changes; a new root accepts any)")
+        self.steps, self.regimes = changed.steps, changed.regimes
+        return self
+
+    def profile(self, epochs: int = 3, *, fail: Any = ()) -> Costs:
+        """Run ``epochs`` epochs (durably, under this pipeline's root: use a scratch root to keep a real one clean),
+        measure each step's costs from the journal and keep them in ``ROOT/journal/profile.json``.
+
+        ``fail`` injects failures as :meth:`run` does: their recoveries measure how much faster (or slower) an
+        epoch runs again than the first time (``NodeCosts.recompute``)."""
+        if not self.durable:
+            raise PipelineError("profile: the pipeline is not durable (durable=False): nothing would be measured")
+        self.run(epochs, fail=fail)
+        costs = from_journal(self)
+        save_profile(self, costs)
+        return costs

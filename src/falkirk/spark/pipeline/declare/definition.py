@@ -34,6 +34,7 @@ True
 
 from __future__ import annotations
 
+import copy as _copy
 import inspect
 import json
 import os
@@ -41,6 +42,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
+from attrs import evolve as _evolve
 from attrs import frozen
 
 from falkirk.solver import Dataflow, Edge, Processor
@@ -115,6 +117,10 @@ class Definition:
     (endpoint, credentials…; ``docs/storage.md``), ``storage_timeout``: seconds
     one operation on an object-store root may take before it is a
     :class:`~falkirk.spark.errors.StorageError`.
+    ``regimes``: regimes that replace the ones the steps declare (e.g. what
+    :meth:`~falkirk.spark.Pipeline.advise` advised), by step name; checked
+    like a declared regime, and like any change against the root's
+    ``pipeline.json`` when the run starts.
     """
 
     def __init__(
@@ -123,6 +129,7 @@ class Definition:
         spark_conf: Mapping[str, str] | None = None, retain: int = 2,
         code_changes: Mapping[str, str | int] | None = None, removed_outputs: Mapping[str, str] | None = None,
         storage_options: Mapping[str, Any] | None = None, storage_timeout: float = DEFAULT_TIMEOUT,
+        regimes: Mapping[str, Regime] | None = None,
     ) -> None:
         from falkirk.spark.pipeline.store.storage import as_root
 
@@ -142,6 +149,11 @@ class Definition:
         for name, choice in self.removed_outputs.items():
             if choice not in ("keep", "delete"):
                 raise PipelineError(f"removed_outputs[{name!r}]={choice!r}: expected 'keep' or 'delete'")
+        #: regimes replacing the declared ones, by step name (checked when each step is declared)
+        self.regimes = dict(regimes or {})
+        for name, r in self.regimes.items():
+            if not isinstance(r, Regime):
+                raise PipelineError(f"regimes[{name!r}]={r!r}: expected a falkirk.spark regime (Lazy(every=2), ...)")
         self.spark = spark
         self.durable = durable
         self.fsync = fsync
@@ -206,8 +218,7 @@ class Definition:
 
     def _add(self, name: str, fn: Callable[..., Any] | None, inputs: Iterable[str] | None, regime: Regime) -> Step:
         self._check_new(name)
-        if not isinstance(regime, Regime):
-            raise PipelineError(f"step {name!r}: regime must be a falkirk.spark regime, got {regime!r}")
+        regime = self.regimes.get(name, regime)
         signature = list(inspect.signature(fn).parameters.values()) if fn is not None else []
         params = [p.name for p in signature if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
         takes_any = any(p.kind == p.VAR_KEYWORD for p in signature)
@@ -223,15 +234,41 @@ class Definition:
         missing = [u for u in names if u not in params]
         if fn is not None and missing and not takes_any:
             raise PipelineError(f"step {name!r}: its function has no parameter for input(s) {missing}")
-        need = {"state"} if regime.takes_state else {"db"} if getattr(regime, "database", None) else set()
-        if fn is not None and not need <= wants:
-            raise PipelineError(
-                f"step {name!r}: regime {regime.kind} passes {sorted(need)}; add the keyword parameter(s) to its function"
-            )
         step = Step(name, fn, names, regime, wants)
+        self._check_regime(step, regime)
         self.steps[name] = step
         self.order.append(name)
         return step
+
+    def _check_regime(self, step: Step, regime: Any) -> None:
+        """``regime`` can run ``step``'s function (``PipelineError`` naming the step otherwise)."""
+        name = step.name
+        if not isinstance(regime, Regime):
+            raise PipelineError(f"step {name!r}: regime must be a falkirk.spark regime, got {regime!r}")
+        need = {"state"} if regime.takes_state else {"db"} if getattr(regime, "database", None) else set()
+        if step.fn is not None and not need <= step.wants:
+            raise PipelineError(
+                f"step {name!r}: regime {regime.kind} passes {sorted(need)}; add the keyword parameter(s) to its function"
+            )
+        was = self.steps.get(name)
+        if was is not None and isinstance(was.regime, Output) != isinstance(regime, Output):
+            raise PipelineError(f"step {name!r}: an output's regime is Output, and only an output's "
+                                f"(it was {was.regime.kind}, now {regime.kind})")
+
+    def with_regimes(self, regimes: Mapping[str, Regime]) -> Self:
+        """A copy of this pipeline (same root, inputs and functions) whose steps in ``regimes`` have those regimes.
+
+        Each is checked as a declared regime is; nothing is written.
+        """
+        copy = _copy.copy(self)
+        copy.steps = dict(self.steps)
+        for name, regime in regimes.items():
+            if name not in self.steps:
+                raise PipelineError(f"regimes: {name!r} is not a step of this pipeline (steps: {', '.join(self.steps)})")
+            self._check_regime(self.steps[name], regime)
+            copy.steps[name] = _evolve(self.steps[name], regime=regime)
+        copy.regimes = {**self.regimes, **regimes}
+        return copy
 
     # -- derived ------------------------------------------------------------------------
     @property
@@ -290,12 +327,18 @@ class Definition:
         needs the real definition. ``options`` are the constructor's
         (``storage_options=`` for an object-store root).
         """
+        bare = cls(root, None, **options)
+        doc = bare.recorded()
+        if doc is None:
+            raise PipelineError(f"{bare.location.uri} holds no pipeline (no pipeline.json)")
+        return cls.described(root, doc, **options)
+
+    @classmethod
+    def described(cls, root: str | os.PathLike[str], doc: Mapping[str, Any], **options: Any) -> Self:
+        """The pipeline a :meth:`describe` document describes, rooted at ``root``, without step functions."""
         from falkirk.spark.pipeline.declare.regimes import from_description
 
         pipe = cls(root, None, **options)
-        doc = pipe.recorded()
-        if doc is None:
-            raise PipelineError(f"{pipe.location.uri} holds no pipeline (no pipeline.json)")
         try:
             for name in doc["order"]:
                 if name in doc["inputs"]:
@@ -342,6 +385,10 @@ class Definition:
         ``write=False`` an accepted change is not recorded yet (the executor
         records it with :meth:`write_root` once the restart's recovery worked).
         """
+        unknown = [n for n in self.regimes if n not in self.steps]
+        if unknown:
+            raise PipelineError(f"regimes= names {', '.join(map(repr, unknown))}, not (a) step(s) of this pipeline "
+                                f"(steps: {', '.join(self.steps)})")
         mine = json.loads(json.dumps(self.describe()))
         theirs = self.recorded()
         if theirs is None:

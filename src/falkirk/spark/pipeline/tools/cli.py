@@ -22,11 +22,11 @@ from typing import Any
 from falkirk.spark.pipeline.store.connectors import storage_option
 from falkirk.spark.pipeline.store.rootfs import DEFAULT_TIMEOUT
 
-__all__ = ["add_storage_options", "register", "run_plan", "run_verify"]
+__all__ = ["add_storage_options", "register", "run_advise", "run_plan", "run_verify"]
 
 
 def register(subparsers: Any) -> None:
-    """Add the ``pipeline`` command (``plan``, ``verify``)."""
+    """Add the ``pipeline`` command (``plan``, ``verify``, ``advise``)."""
     parser = subparsers.add_parser(
         "pipeline",
         help="what-if rollback plans of a falkirk.spark pipeline's root",
@@ -52,6 +52,24 @@ def register(subparsers: Any) -> None:
     verify.add_argument("root", metavar="ROOT", help="the pipeline's root (a path or URI)")
     add_storage_options(verify)
     verify.set_defaults(run=run_verify)
+    advise = actions.add_parser(
+        "advise", help="each step's regime chosen from the measured costs under ROOT",
+        description="Advise each step's regime (log=True, Lazy(every=k), Eager, incremental=True) from the costs "
+        "measured under ROOT (journal/profile.json, else the journal of the runs) and the rollback closure of each "
+        "failure; nothing is run or changed (docs/advisor.md).")
+    advise.add_argument("root", metavar="ROOT", help="the pipeline's root (a path or URI)")
+    advise.add_argument("--failure-rate", type=float, required=True, metavar="RATE",
+                        help="expected failures per epoch (e.g. 0.01)")
+    advise.add_argument("--failures", action="append", metavar="KIND",
+                        help="a failure kind: each-step (default), driver, a step, or STEP+STEP (repeatable)")
+    advise.add_argument("--storage-budget", type=float, metavar="BYTES", help="at most this many bytes per epoch")
+    advise.add_argument("--objective", choices=("cpu", "wall"), default="cpu", help="what to minimise (default cpu)")
+    advise.add_argument("--accepted-only", action="store_true",
+                        help="only changes a restart on this root accepts (no new logs, no kind changes)")
+    advise.add_argument("--json", action="store_true", help="print the falkirk-advice/1 document instead")
+    advise.add_argument("--draw", metavar="PNG", help="also draw the assignments evaluated (falkirk[draw])")
+    add_storage_options(advise)
+    advise.set_defaults(run=run_advise)
 
 
 def add_storage_options(parser: argparse.ArgumentParser) -> None:
@@ -99,3 +117,22 @@ def run_verify(args: argparse.Namespace) -> int:
     print(f"{'ok' if not problems else 'NOT OK'}: {checked} item(s) checked under {pipe.location.uri}, "
           f"{len(problems)} damaged")
     return 1 if problems else 0
+
+
+def run_advise(args: argparse.Namespace) -> int:
+    """Print (and draw) the regime advice from the root alone."""
+    from falkirk.spark.pipeline.api import Pipeline
+
+    pipe = Pipeline.from_root(args.root, storage_options=dict(args.storage_options), storage_timeout=args.storage_timeout)
+    failures = [tuple(k.split("+")) if "+" in k else k for k in (args.failures or ["each-step"])]
+    advice = pipe.advise(args.failure_rate, failures=failures, storage_budget=args.storage_budget,
+                         objective=args.objective, accepted_only=args.accepted_only)
+    if args.json:
+        print(json.dumps(advice.to_json(), indent=2, ensure_ascii=False))
+    else:
+        print(advice.table())
+    if args.draw:
+        advice.draw(args.draw)
+        if not args.json:
+            print(f"advice picture: {args.draw}")
+    return 0

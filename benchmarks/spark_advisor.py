@@ -1,0 +1,125 @@
+"""The regime advisor's predictions against a real run of the flagship (issue 33's targets, small scale).
+
+0. A durable 3-epoch run warms the JVM and Spark up.
+1. ``Pipeline.profile``: the flagship with its declared regimes runs ``EPOCHS``
+   epochs on a scratch root, ``--fail STEP`` failing after epoch
+   ``EPOCHS/2 - 1`` (its recovery measures how fast epochs run again); the
+   costs come from its journal (wall seconds).
+2. ``advise``: the advice for ``--failure-rate`` (each step failing alone).
+3. The flagship runs again on fresh roots with the current and (if they
+   differ) the advised regimes, ``--fail STEP`` failing after epoch
+   ``EPOCHS - 2``.
+4. Measured against predicted, for each: the steady wall time per epoch (the
+   median over epochs 1..EPOCHS-3 of Σ step executions), and the recovery's
+   replay/recompute wall time against the model's price of that one failure
+   at that boundary (its redo, restores and replays).
+
+Run: ``python benchmarks/spark_advisor.py [--epochs 8] [--failure-rate 0.05] [--fail cc]``;
+writes ``benchmarks/results/spark_advisor.json``. Wall time, one local
+session: the figures carry the machine's noise (a shared 2-core machine
+shows ±20 % between identical runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+SIZES: dict[str, Any] = {"events_per_epoch": 3000, "queries_per_epoch": 40, "users": 200, "nodes": 800,
+                         "cc_every": 3, "seed": 11}
+
+
+def steady(result: Any, until: int) -> float:
+    """Median over epochs 1..until-1 of the summed wall seconds of each epoch's first executions."""
+    per: dict[int, float] = {}
+    for x in result.journal.executions:
+        if not x.redo and 0 < x.epoch < until:
+            per[x.epoch] = per.get(x.epoch, 0.0) + x.seconds
+    return statistics.median(per.values())
+
+
+def measure(pipe: Any, costs: Any, regimes: dict[str, Any], advice: Any, which: str, epochs: int, fail: str,
+            at: int) -> dict[str, Any]:
+    """Run ``pipe`` (the flagship with ``regimes``) with ``fail`` injected after ``at``: steady and recovery wall
+    time, measured and predicted."""
+    from falkirk.spark.pipeline.plan.advisor import Model
+
+    result = pipe.run(epochs, fail=f"{fail}@{at}:after")
+    recovery = [r for r in result.journal.recoveries if not r.restart][0]
+    model = Model(pipe, costs, [(fail,)], moments=[at])
+    ev = model.evaluate([regimes], exact=True)
+    redone = {n: sum(x.seconds for x in result.journal.executions
+                     if x.step == n and x.redo and x.recovery == recovery.index) for n in model.graph.names}
+    totals = getattr(advice, which)
+    steady_measured = steady(result, at)
+    rec_measured = recovery.phases()["replay/recompute"]
+    return {
+        "regimes": {n: r.describe() for n, r in regimes.items()},
+        "steady": {"predicted": totals.steady, "measured": steady_measured,
+                   "error": (steady_measured - totals.steady) / totals.steady},
+        "recovery": {"predicted": float(ev.recovery[0, 0]), "measured_replay_recompute": rec_measured,
+                     "measured_redo_executions": sum(redone.values())},
+        "recovery_by_step": {n: {"predicted": float(ev.node_recovery[i, 0, 0]), "measured_redo": redone[n]}
+                             for i, n in enumerate(model.graph.names)},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--epochs", type=int, default=9)
+    parser.add_argument("--failure-rate", type=float, default=0.05)
+    parser.add_argument("--fail", default="cc")
+    parser.add_argument("--out", default=str(Path(__file__).with_name("results") / "spark_advisor.json"))
+    args = parser.parse_args()
+
+    from falkirk.spark import local_session
+    from falkirk.spark.pipeline.tools.flagship import build
+
+    spark = local_session()
+    at = args.epochs - 2
+    with tempfile.TemporaryDirectory(prefix="falkirk-advisor-") as tmp:
+        build(Path(tmp) / "warm-up", spark, **SIZES).run(3)  # the JVM's and Spark's warm-up, outside the figures
+        t0 = time.perf_counter()
+        profiled = build(Path(tmp) / "profile", spark, **SIZES)
+        costs = profiled.profile(epochs=args.epochs, fail=f"{args.fail}@{args.epochs // 2 - 1}:after")
+        profile_seconds = time.perf_counter() - t0
+        advice = profiled.advise(args.failure_rate, costs=costs, objective="wall")
+        print(advice.table())
+        out: dict[str, Any] = {
+            "sizes": SIZES, "epochs": args.epochs, "failure_rate": args.failure_rate, "fail": f"{args.fail}@{at}:after",
+            "profile_steady_measured": steady_of_root(profiled, args.epochs), "profile_seconds": profile_seconds,
+            "advised_regimes": {n: r.describe() for n, r in advice.regimes().items()},
+            "totals": {"current": advice.current.to_json(), "advised": advice.advised.to_json()},
+        }
+        current = {n: s.regime for n, s in profiled.steps.items()}
+        out["current"] = measure(build(Path(tmp) / "current", spark, **SIZES), costs, current, advice, "current",
+                                 args.epochs, args.fail, at)
+        if advice.regimes():
+            advised = {**current, **advice.regimes()}
+            out["advised"] = measure(build(Path(tmp) / "advised", spark, regimes=advice.regimes(), **SIZES), costs,
+                                     advised, advice, "advised", args.epochs, args.fail, at)
+        out["costs"] = costs.to_json()
+    print(json.dumps({k: v for k, v in out.items() if k != "costs"}, indent=2))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=2, sort_keys=True))
+
+
+def steady_of_root(pipe: Any, epochs: int) -> float:
+    """The steady wall time per epoch of the run recorded under ``pipe``'s root (its execution records)."""
+    per: dict[int, float] = {}
+    for step in pipe.order:
+        for name in pipe.location.listdir(f"journal/{step}"):
+            if name.endswith(".json") and name[:-5].isdigit():
+                doc = json.loads(pipe.location.read_bytes(f"journal/{step}/{name}"))
+                if 0 < doc["epoch"] < epochs and not doc["redo"]:
+                    per[doc["epoch"]] = per.get(doc["epoch"], 0.0) + float(doc.get("first_seconds") or doc["seconds"])
+    return statistics.median(per.values())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,305 @@
+"""The advice: each step's current and advised regime, their predicted costs, and how to read and apply them.
+
+:func:`advise` prices the current assignment of regimes, searches for a
+better one (:func:`~falkirk.spark.pipeline.plan.advisor.search`) and returns
+an :class:`Advice` — a table, a ``falkirk-advice/1`` JSON document, a picture
+of the assignments on the overhead × recovery plane — whose
+:meth:`Advice.regimes` a pipeline runs with (``Pipeline(..., regimes=...)``
+or :meth:`Pipeline.apply <falkirk.spark.Pipeline.apply>`). A change a
+pipeline restarted on the existing root would refuse
+(:mod:`~falkirk.spark.pipeline.declare.evolution`) is marked with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from attrs import frozen
+
+from falkirk.spark.errors import PipelineError
+from falkirk.spark.pipeline.declare.evolution import changes
+from falkirk.spark.pipeline.declare.regimes import Keyed, Lazy, Regime
+from falkirk.spark.pipeline.plan.advisor import (
+    EXACT_SOLVES,
+    OBJECTIVES,
+    SEARCH_COLUMNS,
+    Model,
+    exact_solves,
+    failure_kinds,
+    regimes_of,
+    search,
+    spacing,
+)
+from falkirk.spark.pipeline.plan.costs import Costs
+
+if TYPE_CHECKING:
+    from falkirk.spark.pipeline.declare.definition import Definition
+
+__all__ = ["Advice", "StepAdvice", "Totals", "advise", "show_regime", "refusals"]
+
+
+def show_regime(r: Regime) -> str:
+    """A regime in short: ``Lazy(every=3, log=True)``.
+
+    >>> show_regime(Lazy(every=3, log=True)), show_regime(Lazy(key="u", incremental=True))
+    ('Lazy(every=3, log=True)', 'Lazy(incremental=True)')
+    """
+    args = []
+    if isinstance(r, Lazy) and not r.incremental:
+        args.append(f"every={r.every}")
+    if isinstance(r, Keyed) and r.incremental:
+        args.append("incremental=True")
+    if r.logs and r.kind != "batch":
+        args.append("log=True")
+    return f"{type(r).__name__}({', '.join(args)})"
+
+
+def _kind_name(kind: tuple[str, ...]) -> str:
+    return "driver" if kind == ("all",) else "+".join(kind)
+
+
+@frozen
+class Totals:
+    """An assignment's predicted costs per epoch: ``steady`` (compute and persistence), ``steady_bytes``,
+    ``recovery`` (failure rate × mean recovery over the failure kinds), ``total``, and the mean cost of one
+    failure of each kind."""
+
+    steady: float
+    steady_bytes: float
+    recovery: float
+    total: float
+    per_failure: Mapping[str, float]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"steady": self.steady, "steady_bytes": self.steady_bytes, "recovery": self.recovery,
+                "total": self.total, "per_failure": dict(self.per_failure)}
+
+
+@frozen
+class StepAdvice:
+    """One step: its current and advised regime, and each one's steady cost, bytes and recovery share (its
+    own redo, restore and replay) per failure kind."""
+
+    name: str
+    current: Regime
+    advised: Regime
+    steady: tuple[float, float]
+    steady_bytes: tuple[float, float]
+    recovery: tuple[Mapping[str, float], Mapping[str, float]]
+    #: why a pipeline restarted on the existing root would refuse the change (``None``: it accepts it)
+    refused: str | None = None
+    #: the step's cost figures that are estimates, not measurements
+    estimated: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return self.advised != self.current
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.name, "current": self.current.describe(), "advised": self.advised.describe(),
+                "current_text": show_regime(self.current), "advised_text": show_regime(self.advised),
+                "steady": list(self.steady), "steady_bytes": list(self.steady_bytes),
+                "recovery": [dict(r) for r in self.recovery], "refused": self.refused,
+                "estimated": list(self.estimated)}
+
+
+@frozen
+class Advice:
+    """What :func:`advise` found (see the module docstring)."""
+
+    unit: str
+    objective: str
+    failure_rate: float
+    failures: tuple[str, ...]
+    storage_budget: float | None
+    steps: tuple[StepAdvice, ...]
+    current: Totals
+    advised: Totals
+    #: (steady, expected recovery) of every assignment the search evaluated
+    evaluated: tuple[tuple[float, float], ...]
+    search: str
+    #: whether the totals come from the planner's own plans (else from the vectorised closure)
+    exact: bool
+    source: str = ""
+
+    def regimes(self) -> dict[str, Regime]:
+        """The advised regime of every step whose regime changes (``Pipeline(..., regimes=advice.regimes())``)."""
+        return {s.name: s.advised for s in self.steps if s.changed}
+
+    @property
+    def refused(self) -> dict[str, str]:
+        """The changes a restart on the existing root would refuse, by step, with the reason."""
+        return {s.name: s.refused for s in self.steps if s.refused}
+
+    def frontier(self) -> list[tuple[float, float]]:
+        """The non-dominated (steady, expected recovery) points among those evaluated, by steady cost."""
+        out: list[tuple[float, float]] = []
+        for s, r in sorted(set(self.evaluated)):
+            if not out or r < out[-1][1]:
+                out.append((s, r))
+        return out
+
+    def table(self) -> str:
+        """The advice as text: a row per step, then the totals."""
+        u = "CPU-s" if self.unit == "cpu" else "s"
+        rows = [("step", "current", "advised", f"steady {u}/epoch", "recovery share", "note")]
+        for s in self.steps:
+            share = [sum(r.values()) / max(len(r), 1) for r in s.recovery]
+            note = f"refused on this root: {s.refused}" if s.refused else ""
+            if s.estimated and not note:
+                note = "estimated: " + ", ".join(s.estimated)
+            rows.append((s.name, show_regime(s.current), show_regime(s.advised) if s.changed else "=",
+                         f"{s.steady[0]:.3g} → {s.steady[1]:.3g}", f"{share[0]:.3g} → {share[1]:.3g}", note))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        out = [f"advice for failure rate {self.failure_rate:g}/epoch ({', '.join(self.failures)}), {self.objective} "
+               f"objective, costs in {u}{' (' + self.source + ')' if self.source else ''}:"]
+        out += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+        for name, t in (("current", self.current), ("advised", self.advised)):
+            out.append(f"  {name}: steady {t.steady:.4g} {u}/epoch ({t.steady_bytes / 1e6:.3g} MB), expected "
+                       f"recovery {t.recovery:.4g} {u}/epoch, total {t.total:.4g} {u}/epoch")
+        gain = self.current.total - self.advised.total
+        pct = 100 * gain / self.current.total if self.current.total > 0 else 0.0
+        out.append(f"  saving {gain:.4g} {u}/epoch ({pct:.1f} %); search: {self.search}; "
+                   f"{'exact plans' if self.exact else 'vectorised closure'}")
+        return "\n".join(out)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``falkirk-advice/1`` document."""
+        return {"format": "falkirk-advice/1", "unit": self.unit, "objective": self.objective,
+                "failure_rate": self.failure_rate, "failures": list(self.failures),
+                "storage_budget": self.storage_budget, "steps": [s.to_json() for s in self.steps],
+                "current": self.current.to_json(), "advised": self.advised.to_json(),
+                "frontier": [list(p) for p in self.frontier()], "evaluated": len(self.evaluated),
+                "search": self.search, "exact": self.exact, "source": self.source}
+
+    def draw(self, path: str) -> None:
+        """The evaluated assignments, their frontier, the current and the advised one on the plane (steady
+        overhead per epoch × expected recovery per epoch), to ``path`` (needs matplotlib: ``falkirk[draw]``)."""
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError as exc:
+            raise PipelineError(f"Advice.draw needs matplotlib (pip install 'falkirk[draw]'): {exc}") from None
+        u = "CPU-s" if self.unit == "cpu" else "s"
+        fig, ax = plt.subplots(figsize=(6.4, 4.8))
+        pts = np.array(self.evaluated) if self.evaluated else np.zeros((0, 2))
+        ax.scatter(pts[:, 0], pts[:, 1], s=6, color="0.75", label=f"evaluated ({len(pts)})")
+        front = np.array(self.frontier())
+        if len(front):
+            ax.step(front[:, 0], front[:, 1], where="post", color="0.3", lw=1, label="frontier")
+        for name, t, colour in (("current", self.current, "tab:red"), ("advised", self.advised, "tab:green")):
+            ax.scatter([t.steady], [t.recovery], s=60, color=colour, zorder=3,
+                       label=f"{name}: total {t.total:.3g} {u}")
+        ax.set_xlabel(f"steady cost per epoch ({u})")
+        ax.set_ylabel(f"expected recovery per epoch ({u})")
+        ax.set_title(f"regime advice, failure rate {self.failure_rate:g}/epoch")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def _estimated(fields: frozenset[str], *regimes: Regime) -> tuple[str, ...]:
+    """The estimated ``fields`` the figures of ``regimes`` rest on."""
+    used = {"compute"}
+    if any(r.logs for r in regimes):
+        used |= {"log_write", "log_bytes", "log_read"}
+    if any(not r.stateless and r.kind != "output" for r in regimes):
+        used |= {"state_write", "state_bytes", "state_read"}
+    if any(isinstance(r, Keyed) and r.incremental for r in regimes):
+        used |= {"delta_write", "delta_bytes", "delta_read"}
+    return tuple(sorted(fields & used))
+
+
+def refusals(pipeline: Definition, regimes: Mapping[str, Regime]) -> dict[str, str]:
+    """For each step whose regime would change: why a restart on ``pipeline``'s existing root would refuse it
+    (steps it accepts are left out; nothing when the root records no pipeline yet)."""
+    theirs = pipeline.recorded()
+    if theirs is None:
+        return {}
+    out = {}
+    for name, regime in regimes.items():
+        if name not in theirs.get("steps", {}):
+            continue
+        mine = json.loads(json.dumps(pipeline.with_regimes({name: regime}).describe()))
+        mine["steps"] = {**theirs["steps"], name: mine["steps"][name]}
+        mine["steps"][name]["code"] = theirs["steps"][name].get("code")
+        mine["inputs"] = theirs.get("inputs", {})
+        try:
+            changes(theirs, mine, where=pipeline.location.uri)
+        except PipelineError as exc:
+            out[name] = str(exc)
+    return out
+
+
+def advise(
+    pipeline: Definition, costs: Costs, failure_rate: float, *, failures: str | Sequence[Any] = "each-step",
+    storage_budget: float | None = None, objective: str = "cpu", accepted_only: bool = False,
+    exact: bool | None = None,
+) -> Advice:
+    """The regime advice for ``pipeline`` priced with ``costs`` (see the module docstring and ``docs/advisor.md``).
+
+    ``failure_rate``: expected failures per epoch, each of one of the kinds
+    ``failures`` names; ``storage_budget``: at most this many bytes persisted
+    per epoch (``None``: no limit); ``objective``: ``"cpu"`` or ``"wall"``
+    (costs measured in the other unit are used as they are, and the advice
+    says so); ``accepted_only``: consider only changes a restart on the
+    existing root accepts; ``exact``: price the current and advised
+    assignments with the planner (``None``: when it takes at most
+    :data:`~falkirk.spark.pipeline.plan.advisor.EXACT_SOLVES` solves).
+    """
+    if isinstance(failure_rate, bool) or not isinstance(failure_rate, (int, float)) or not (
+            failure_rate >= 0 and math.isfinite(failure_rate)):
+        raise PipelineError(f"advise: failure_rate={failure_rate!r} must be a finite number >= 0 (failures per epoch)")
+    if objective not in OBJECTIVES:
+        raise PipelineError(f"advise: objective={objective!r} must be one of {', '.join(OBJECTIVES)}")
+    if storage_budget is not None and (isinstance(storage_budget, bool) or not isinstance(storage_budget, (int, float))
+                                       or not storage_budget >= 0):
+        raise PipelineError(f"advise: storage_budget={storage_budget!r} must be a number of bytes >= 0 or None")
+    if not isinstance(costs, Costs):
+        raise PipelineError(f"advise: costs={costs!r} must be a falkirk.spark Costs (measured, or Costs(...))")
+    if not pipeline.steps:
+        raise PipelineError("advise: the pipeline has no steps")
+    kinds = failure_kinds(pipeline, failures)
+    model = Model(pipeline, costs, kinds, max_columns=SEARCH_COLUMNS)
+    current = regimes_of(pipeline)
+    best, points, how = search(model, float(failure_rate), storage_budget=storage_budget, accepted_only=accepted_only)
+    pair = [current, best]
+    # the moments of a failure: a cycle of the two assignments' spacings (each phase once)
+    period = math.lcm(*(max(spacing(r), 1) for a in pair for r in a.values()))
+    final = Model(pipeline, costs, kinds, period=period) if period != model.period or model.sampled else model
+    if exact is None:
+        exact = exact_solves(final, pair) <= EXACT_SOLVES
+    ev = final.evaluate(pair, exact=exact)
+    totals = ev.steady + ev.expected(float(failure_rate))
+    if totals[1] > totals[0] or (storage_budget is not None and ev.steady_bytes[1] > storage_budget
+                                 and ev.steady_bytes[0] <= storage_budget):
+        best = current  # the closure's figures disagreed with the planner's: keep what runs
+        ev = final.evaluate([current, current], exact=exact)
+        totals = ev.steady + ev.expected(float(failure_rate))
+    names = [_kind_name(k) for k in kinds]
+    refused = refusals(pipeline, {n: r for n, r in best.items() if r != current[n]})
+    index = {n: i for i, n in enumerate(model.graph.names)}
+    steps = tuple(
+        StepAdvice(n, current[n], best[n], (float(ev.node_steady[index[n], 0]), float(ev.node_steady[index[n], 1])),
+                   (float(ev.node_bytes[index[n], 0]), float(ev.node_bytes[index[n], 1])),
+                   ({k: float(ev.node_recovery[index[n], 0, j]) for j, k in enumerate(names)},
+                    {k: float(ev.node_recovery[index[n], 1, j]) for j, k in enumerate(names)}),
+                   refused.get(n), _estimated(model.costs[n].estimated, current[n], best[n]))
+        for n in pipeline.steps)
+    tot = [Totals(float(ev.steady[a]), float(ev.steady_bytes[a]), float(ev.expected(float(failure_rate))[a]),
+                  float(totals[a]), {k: float(ev.recovery[a, j]) for j, k in enumerate(names)}) for a in (0, 1)]
+    unit_note = costs.source if costs.unit == objective else (
+        f"{costs.source + '; ' if costs.source else ''}measured in {costs.unit} seconds, used for the {objective} "
+        "objective")
+    return Advice(costs.unit, objective, float(failure_rate), tuple(names), storage_budget, steps, tot[0], tot[1],
+                  tuple(points), how, bool(exact), unit_note)
+

@@ -1,0 +1,410 @@
+"""The regime advisor: each step's regime chosen from measured costs and the exact rollback closure.
+
+The cost model (``docs/advisor.md``), per epoch and in the unit of the
+:class:`~falkirk.spark.pipeline.plan.costs.Costs` (CPU or wall seconds):
+
+* **steady cost** of an assignment of regimes: every node's compute, plus
+  ``log_write`` for each step that logs its output, plus ``state_write / k``
+  for a stateful step checkpointing every ``k`` epochs (``Eager``: 1;
+  ``incremental=True``: ``delta_write + state_write / snapshot_every``);
+  bytes alike;
+* **recovery cost** of one failure: what the plan falkirk's solver picks
+  would redo (``(done - frontier) × recompute`` per node), restore
+  (``state_read`` per restored stateful step) and replay (``log_read`` of the
+  sender per logged epoch a rolled-back receiver reads again), averaged over
+  the moments of the failure: the failed steps (one step, a group, or every
+  node for a driver failure) fail after epoch ``e`` — the epoch boundary
+  :meth:`Pipeline.plan_failure <falkirk.spark.Pipeline.plan_failure>` plans
+  at — for ``e`` over a :data:`PERIOD`-long cycle of every checkpoint
+  spacing, so each phase counts once;
+* **total** = steady + ``failure_rate`` × the mean recovery over the failure
+  kinds (``failure_rate``: failures per epoch).
+
+The closure of every (assignment, failure, moment) comes from
+:func:`~falkirk.spark.pipeline.plan.closure.frontiers` (SPEC §5 on epoch
+frontiers, vectorised; tested against the :class:`Planner`); the current
+and the advised assignments are re-priced with the planner itself when that
+takes at most :data:`EXACT_SOLVES` solves.
+
+The search (:func:`search`): Young's/Daly's ``k* = √(2·C/(λ_s·w))`` per
+stateful step is the start; with at most :data:`EXHAUSTIVE` steps that have
+a choice, every pattern of their structural choices (which steps log, which
+keyed steps are incremental) is evaluated with Young's spacings, and the
+best patterns are polished by coordinate descent over every choice; beyond,
+coordinate descent from the current assignment and from Young's. The
+current assignment is always a candidate, so the advice is never predicted
+worse than it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from attrs import evolve, frozen
+
+from falkirk.spark.errors import PipelineError
+from falkirk.spark.pipeline.declare.regimes import Eager, Keyed, Lazy, Output, Regime
+from falkirk.spark.pipeline.plan.closure import TOP, Graph, frontiers, reference_frontiers
+from falkirk.spark.pipeline.plan.costs import Costs
+
+if TYPE_CHECKING:
+    from falkirk.spark.pipeline.declare.definition import Definition
+
+__all__ = ["Model", "Evaluation", "search", "failure_kinds", "LADDER", "PERIOD", "EXHAUSTIVE", "EXACT_SOLVES",
+           "OBJECTIVES"]
+
+#: Checkpoint spacings the advisor chooses from (every one divides :data:`PERIOD`).
+LADDER = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)
+#: The cycle of failure moments: any spacing in :data:`LADDER` repeats within it.
+PERIOD = 60
+#: At most this many steps with a choice: every structural pattern is evaluated.
+EXHAUSTIVE = 8
+#: The final figures come from the planner itself when they take at most this many solves.
+EXACT_SOLVES = 600
+#: What the advice minimises.
+OBJECTIVES = ("cpu", "wall")
+#: Coordinate-descent passes at most (each pass tries every choice of every step once).
+PASSES = 4
+#: Columns (failure kind × moment) the search prices at most: beyond, each kind's moments are a sample of the cycle.
+SEARCH_COLUMNS = 240
+
+
+def failure_kinds(pipeline: Definition, failures: str | Sequence[Any]) -> list[tuple[str, ...]]:
+    """The failure kinds ``failures`` names: ``"each-step"`` (each step alone), ``"driver"`` (every node), or a
+    list of step names, ``"driver"`` and tuples of step names failing together."""
+    if isinstance(failures, str):
+        failures = [failures]
+    kinds: list[tuple[str, ...]] = []
+    for item in failures:
+        if item == "each-step":
+            kinds += [(n,) for n in pipeline.steps]
+        elif item == "driver":
+            kinds.append(("all",))
+        else:
+            names = (item,) if isinstance(item, str) else tuple(item)
+            for n in names:
+                if n not in pipeline.steps:
+                    raise PipelineError(f"advise: failures names {n!r}, which is not a step of this pipeline "
+                                        f"(steps: {', '.join(pipeline.steps)}; or 'each-step', 'driver')")
+            if not names:
+                raise PipelineError("advise: failures holds an empty group of steps")
+            kinds.append(tuple(sorted(set(names), key=pipeline.order.index)))
+    if not kinds:
+        raise PipelineError("advise: failures names no failure ('each-step', 'driver' or step names)")
+    return list(dict.fromkeys(kinds))
+
+
+def spacing(regime: Regime) -> int:
+    """The closure's checkpoint spacing of ``regime``: 0 stateless, 1 every epoch, ``k`` for ``Lazy(every=k)``."""
+    if regime.stateless:
+        return 0
+    if isinstance(regime, Lazy) and not regime.incremental:
+        return regime.every
+    return 1
+
+
+@frozen
+class Evaluation:
+    """Costs of ``A`` assignments: steady (A,), steady bytes (A,), recovery per failure kind (A, K) and per node
+    and kind (N, A, K), steady cost and bytes per node (N, A)."""
+
+    steady: np.ndarray
+    steady_bytes: np.ndarray
+    recovery: np.ndarray
+    node_recovery: np.ndarray
+    node_steady: np.ndarray
+    node_bytes: np.ndarray
+
+    def expected(self, rate: float) -> np.ndarray:
+        """Expected recovery per epoch: ``rate`` × the mean over the failure kinds."""
+        return rate * self.recovery.mean(axis=1)
+
+
+class Model:
+    """A pipeline, its costs and failure kinds, priced for many assignments at once (see the module docstring)."""
+
+    def __init__(self, pipeline: Definition, costs: Costs, kinds: Sequence[tuple[str, ...]], *,
+                 period: int = PERIOD, max_columns: int | None = None, moments: Sequence[int] | None = None) -> None:
+        self.pipeline = pipeline
+        self.graph = Graph.of(pipeline)
+        self.kinds = list(kinds)
+        self.costs = costs.complete(self.graph.names)
+        self.period = period
+        #: the moments (epochs after the warm-up) each failure kind is tried at: the whole cycle, or with
+        #: ``max_columns`` an evenly spread sample of it (:attr:`sampled`)
+        self.phases = list(range(period))
+        if max_columns is not None and len(self.kinds) * period > max_columns:
+            count = max(2, max_columns // len(self.kinds))
+            self.phases = sorted({round(i * period / count) for i in range(count)})
+        self.sampled = len(self.phases) < period
+        #: the epochs after which each kind fails (``moments``: those; else a warm-up cycle, then the phases)
+        self.moments = list(moments) if moments is not None else [period + p for p in self.phases]
+        names = self.graph.names
+        c = self.costs
+        self.compute = np.array([c[n].compute for n in names])
+        self.recompute = np.array([c[n].recompute if c[n].recompute is not None else c[n].compute for n in names])
+        self.log_write = np.array([c[n].log_write or 0.0 for n in names])
+        self.log_bytes = np.array([c[n].log_bytes or 0.0 for n in names])
+        self.log_read = np.array([(c[n].log_read or 0.0) if n not in pipeline.inputs or "log_read" not in c[n].estimated
+                                  else c[n].compute for n in names])
+        self.state_write = np.array([c[n].state_write or 0.0 for n in names])
+        self.state_bytes = np.array([c[n].state_bytes or 0.0 for n in names])
+        self.state_read = np.array([c[n].state_read or 0.0 for n in names])
+        self.delta_write = np.array([c[n].delta_write if c[n].delta_write is not None else np.nan for n in names])
+        self.delta_bytes = np.array([c[n].delta_bytes or 0.0 for n in names])
+        self.delta_read = np.array([c[n].delta_read or 0.0 for n in names])
+        for i, n in enumerate(names):  # an output's write is its compute; a stateless node checkpoints nothing
+            if n in pipeline.inputs or pipeline.stateless(n) or isinstance(pipeline.steps[n].regime, Output):
+                self.state_write[i] = self.state_bytes[i] = self.state_read[i] = 0.0
+        self._columns()
+
+    def _columns(self) -> None:
+        """``failed``/``done`` (N, M) for every (kind, moment), and each column's kind."""
+        n = len(self.graph.names)
+        order = {name: i for i, name in enumerate(self.graph.names)}
+        failed, done, kind = [], [], []
+        for k, names in enumerate(self.kinds):
+            for at in self.moments:
+                lost = np.ones(n, bool) if names == ("all",) else np.isin(np.arange(n), [order[s] for s in names])
+                failed.append(lost)
+                done.append(np.full(n, at))
+                kind.append(k)
+        self.failed = np.array(failed).T
+        self.done = np.array(done).T
+        self.kind_of = np.array(kind)
+
+    # -- assignments ------------------------------------------------------------------------
+    def arrays(self, assignments: Sequence[Mapping[str, Regime]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``logs``, ``every``, ``incremental`` (N, A) of assignments (regimes by step; inputs always log)."""
+        names = self.graph.names
+        logs = np.zeros((len(names), len(assignments)), bool)
+        every = np.zeros((len(names), len(assignments)), np.int64)
+        incr = np.zeros((len(names), len(assignments)), bool)
+        for a, regimes in enumerate(assignments):
+            for i, n in enumerate(names):
+                if n in self.pipeline.inputs:
+                    logs[i, a] = True
+                    continue
+                r = regimes[n]
+                logs[i, a], every[i, a] = r.logs, spacing(r)
+                incr[i, a] = isinstance(r, Keyed) and r.incremental
+        return logs, every, incr
+
+    def snapshot(self, assignments: Sequence[Mapping[str, Regime]]) -> np.ndarray:
+        """Snapshot spacing (N, A) of incremental state (1 elsewhere)."""
+        names = self.graph.names
+        out = np.ones((len(names), len(assignments)))
+        for a, regimes in enumerate(assignments):
+            for i, n in enumerate(names):
+                r = regimes.get(n)
+                if isinstance(r, Keyed):
+                    out[i, a] = r.snapshot_spacing
+        return out
+
+    def evaluate(self, assignments: Sequence[Mapping[str, Regime]], *, exact: bool = False) -> Evaluation:
+        """Price ``assignments`` (each a regime per step): closure by :func:`frontiers`, or the planner (``exact``)."""
+        logs, every, incr = self.arrays(assignments)
+        f = self._exact(assignments) if exact else frontiers(self.graph, logs, every, self.failed, self.done)
+        return self.price(f, logs, every, incr, self.snapshot(assignments))
+
+    def _exact(self, assignments: Sequence[Mapping[str, Regime]]) -> np.ndarray:
+        names = self.graph.names
+        out = np.empty((len(names), len(assignments), self.failed.shape[1]), np.int64)
+        for a, regimes in enumerate(assignments):
+            pipe = self.pipeline.with_regimes({n: r for n, r in regimes.items() if n in self.pipeline.steps})
+            for m in range(self.failed.shape[1]):
+                kind = self.kinds[self.kind_of[m]]
+                done = {n: int(self.done[i, m]) for i, n in enumerate(names)}
+                fr = reference_frontiers(pipe, list(kind), done)
+                out[:, a, m] = [fr[n] for n in names]
+        return out
+
+    def price(self, f: np.ndarray, logs: np.ndarray, every: np.ndarray, incr: np.ndarray,
+              snap: np.ndarray) -> Evaluation:
+        """Costs of frontiers ``f`` (N, A, M) under the assignments' ``logs``/``every``/``incremental``."""
+        done = self.done[:, None, :]
+        kept = f == TOP
+        fr = np.where(kept, done, f)
+        redo = np.maximum(done - fr, 0) * self.recompute[:, None, None]
+        stateful = (every > 0)[:, :, None]
+        restored = stateful & ~kept & (fr >= 0) & (self.failed[:, None, :] | (fr < done))
+        deltas = np.where(incr, (snap - 1) / 2, 0.0)[:, :, None] * self.delta_read[:, None, None]
+        restore = np.where(restored, self.state_read[:, None, None] + deltas, 0.0)
+        replay = np.zeros_like(redo)
+        for p, q in self.graph.edges:
+            hi = np.minimum(fr[p], done[q])
+            epochs = np.where(kept[q] | ~logs[p][:, None], 0, np.maximum(hi - fr[q], 0))
+            replay[q] += epochs * self.log_read[p]
+        node = redo + restore + replay  # (N, A, M)
+        K = len(self.kinds)
+        per_kind = np.stack([node[:, :, self.kind_of == k].mean(axis=2) for k in range(K)], axis=2)
+        steady_node = self.compute[:, None] + np.where(logs, self.log_write[:, None], 0.0)
+        ev = np.maximum(every, 1)
+        ckpt = np.where(incr, np.nan_to_num(self.delta_write)[:, None] + self.state_write[:, None] / snap,
+                        self.state_write[:, None] / ev)
+        steady_node = steady_node + np.where(every > 0, ckpt, 0.0)
+        bytes_node = np.where(logs, self.log_bytes[:, None], 0.0) + np.where(
+            every > 0, np.where(incr, self.delta_bytes[:, None] + self.state_bytes[:, None] / snap,
+                                self.state_bytes[:, None] / ev), 0.0)
+        for i, n in enumerate(self.graph.names):  # an input's log is written whatever the regimes
+            if n in self.pipeline.inputs:
+                steady_node[i] = self.compute[i]
+                bytes_node[i] = 0.0
+        return Evaluation(steady_node.sum(axis=0), bytes_node.sum(axis=0), per_kind.sum(axis=0), per_kind,
+                          steady_node, bytes_node)
+
+    # -- choices ------------------------------------------------------------------------------
+    def young(self, name: str, rate: float) -> float:
+        """Young's ``k* = √(2·C/(λ_s·w))`` for stateful ``name``: ``C`` its checkpoint cost, ``λ_s`` the rate of
+        the failures that lose it, ``w`` its compute plus that of the stateless steps its unlogged output feeds."""
+        i = self.graph.names.index(name)
+        lam = rate * sum(1 for k in self.kinds if k == ("all",) or name in k) / len(self.kinds)
+        w, todo, seen = self.compute[i], [i], {i}
+        while todo:
+            p = todo.pop()
+            if self.pipeline.logs(self.graph.names[p]):
+                continue
+            for q in self.graph.succs[p]:
+                if q not in seen and self.graph.stateless[q]:
+                    seen.add(q)
+                    w += self.compute[q]
+                    todo.append(q)
+        if lam <= 0 or w <= 0:
+            return float(LADDER[-1])
+        return math.sqrt(2 * self.state_write[i] / (lam * w)) if self.state_write[i] > 0 else 1.0
+
+    def choices(self, name: str, rate: float, *, accepted_only: bool) -> list[Regime]:
+        """The regimes the advisor considers for step ``name`` (its current one first)."""
+        r = self.pipeline.steps[name].regime
+        out: list[Regime] = [r]
+        if isinstance(r, Output):
+            return out
+        logs = [r.log] if accepted_only and not r.log else [False, True]
+        if r.stateless:
+            return out + [evolve(r, log=x) for x in logs if x != r.log and r.kind != "batch"]
+        if isinstance(r, Eager) and r.database is not None:
+            return out + [evolve(r, log=x) for x in logs if x != r.log]
+        assert isinstance(r, Keyed)
+        k = self.young(name, rate)
+        near = {min(LADDER, key=lambda v: (abs(math.log(v / k)) if k > 0 else v, v))}
+        near |= {v for v in LADDER if k / 2 <= v <= 2 * k}
+        if isinstance(r, Lazy):
+            near |= {r.every} & set(LADDER)
+        near.add(1)
+        plain = evolve(r, incremental=False, snapshot_every=None) if r.incremental else r
+        for x in logs:
+            if isinstance(r, Lazy) or not accepted_only:
+                base = Lazy(log=x, key=r.key, partitions=r.partitions, max_parallelism=r.max_parallelism,
+                            replicas=r.replicas) if isinstance(r, Eager) else evolve(plain, log=x)
+                assert isinstance(base, Lazy)
+                out += [evolve(base, every=v) for v in sorted(near)]
+            if isinstance(r, Eager):
+                out.append(evolve(plain, log=x))
+            if r.key is not None and not math.isnan(self.delta_write[self.graph.names.index(name)]):
+                out.append(evolve(r, log=x, incremental=True))
+        unique: list[Regime] = []
+        for c in out:
+            if c not in unique:
+                unique.append(c)
+        return unique
+
+
+def _objective(model: Model, ev: Evaluation, rate: float, budget: float | None) -> np.ndarray:
+    total = ev.steady + ev.expected(rate)
+    return np.where(ev.steady_bytes <= budget, total, np.inf) if budget is not None else total
+
+
+def search(
+    model: Model, rate: float, *, storage_budget: float | None = None, accepted_only: bool = False,
+) -> tuple[dict[str, Regime], list[tuple[float, float]], str]:
+    """The assignment with the least predicted total (see the module docstring); the (steady, expected recovery)
+    points of every assignment evaluated; the search used, in words."""
+    steps = list(model.pipeline.steps)
+    choices = {n: model.choices(n, rate, accepted_only=accepted_only) for n in steps}
+    current = {n: choices[n][0] for n in steps}
+    points: list[tuple[float, float]] = []
+    cache: dict[tuple[str, ...], float] = {}
+
+    reprs: dict[int, str] = {}
+    keep = [c for n in steps for c in choices[n]]  # alive during the search: their ids stay theirs
+
+    def ident(a: Mapping[str, Regime]) -> tuple[str, ...]:  # regimes with a database hold a dict: not hashable
+        return tuple(reprs.get(id(a[n])) or reprs.setdefault(id(a[n]), repr(a[n])) for n in steps)
+
+    def run(assignments: list[dict[str, Regime]]) -> np.ndarray:
+        todo = list({ident(a): a for a in assignments if ident(a) not in cache}.values())
+        for lo in range(0, len(todo), 64):
+            chunk = todo[lo:lo + 64]
+            ev = model.evaluate(chunk)
+            values = _objective(model, ev, rate, storage_budget)
+            for a, v, s, r in zip(chunk, values, ev.steady, ev.expected(rate), strict=True):
+                cache[ident(a)] = float(v)
+                points.append((float(s), float(r)))
+        return np.array([cache[ident(a)] for a in assignments])
+
+    def descend(start: dict[str, Regime], passes: int) -> dict[str, Regime]:
+        best, value = dict(start), float(run([start])[0])
+        for _ in range(passes):
+            moved = False
+            for n in steps:
+                if len(choices[n]) < 2:
+                    continue
+                trial = [{**best, n: c} for c in choices[n]]
+                values = run(trial)
+                i = int(np.argmin(values))  # the first of equals: deterministic
+                if values[i] < value - 1e-12 * max(1.0, abs(value)):
+                    best, value, moved = trial[i], float(values[i]), True
+            if not moved:
+                break
+        return best
+
+    def young_spacing(n: str, regime: Regime) -> Regime:
+        """The choice like ``regime`` (logging, kind) whose spacing is nearest Young's ``k*``."""
+        if not isinstance(regime, Lazy) or regime.incremental:
+            return regime
+        k = model.young(n, rate)
+        like = [c for c in choices[n] if isinstance(c, Lazy) and not c.incremental and c.logs == regime.logs]
+        return min(like, key=lambda c: (abs(math.log(c.every / k)) if k > 0 else c.every, c.every), default=regime)
+
+    young = {n: young_spacing(n, r) for n, r in current.items()}
+    variable = [n for n in steps if len(choices[n]) > 1]
+    if len(variable) <= EXHAUSTIVE:
+        starts, passes = [current, young], PASSES
+        structural = {n: list(dict.fromkeys((c.logs, isinstance(c, Keyed) and c.incremental, type(c))
+                                            for c in choices[n])) for n in variable}
+        patterns = [dict(zip(variable, combo, strict=True)) for combo in itertools.product(*structural.values())]
+        trial = []
+        for pattern in patterns:
+            a = dict(young)
+            for n, key in pattern.items():
+                fit = [c for c in choices[n] if (c.logs, isinstance(c, Keyed) and c.incremental, type(c)) == key]
+                a[n] = young_spacing(n, fit[0]) if fit else a[n]
+                a[n] = a[n] if a[n] in choices[n] else fit[0]
+            trial.append(a)
+        values = run(trial)
+        starts += [trial[int(i)] for i in np.argsort(values, kind="stable")[:3]]
+        how = (f"every pattern of logging/incremental choices of the {len(variable)} step(s) with a choice "
+               f"({len(patterns)}) at Young's spacings, the best 3 polished by coordinate descent")
+    else:
+        starts, passes = [young], PASSES
+        how = (f"coordinate descent over each step's choices ({len(variable)} steps with a choice; {passes} passes "
+               "at most) from Young's spacings")
+    finals = [descend(s, passes) for s in starts]
+    del keep
+    values = run(finals + [current])
+    best = finals[int(np.argmin(values))] if values.min() < values[-1] else current
+    return best, points, how
+
+
+def regimes_of(pipeline: Definition) -> dict[str, Regime]:
+    """Every step's declared regime."""
+    return {n: s.regime for n, s in pipeline.steps.items()}
+
+
+def exact_solves(model: Model, assignments: Iterable[Any]) -> int:
+    """How many planner solves pricing ``assignments`` exactly takes."""
+    return len(list(assignments)) * model.failed.shape[1]

@@ -1,0 +1,155 @@
+"""The rollback closure of an epoch pipeline for many regime assignments, failures and moments at once.
+
+The advisor (:mod:`~falkirk.spark.pipeline.plan.advisor`) needs the plan
+falkirk's solver would pick for every (assignment of regimes, failure kind,
+moment of the failure): thousands of solves, where one
+:func:`falkirk.solver.solve_frontiers` call on a 50-step pipeline costs
+~10 ms. In a pipeline the solver's problem is special — epoch frontiers are
+integers, every projection is the identity, a stateful step's checkpoints
+are the epochs its regime checkpoints after, a stateless step can stop at
+any epoch — so SPEC §5's iteration reduces to integer bounds along edges,
+computed here with array operations over all the columns at once:
+
+* **C1**: a stateful step's frontier is a checkpoint epoch ``≤ done``
+  (``Lazy(every=k)``: ``e ≡ k-1 (mod k)``; every epoch for ``Eager``,
+  ``Output`` and databases) or ``-1`` (``∅``); a step that did not fail may
+  stay at ``⊤``. A stateless step can stop at any epoch (at most ``done``
+  when it failed).
+* **C3** on ``p → q``: ``M(f(q)) ≤ f(p)``, where a live ``q`` has delivered
+  ``max(done[q], done[p])`` (its queue counts as delivered).
+* **C2** on ``p → q`` when ``p`` does not log: ``D(f(p)) ≤ f(q)``, where a
+  live ``p`` has discarded up to ``done[p]``.
+* **C4** follows from C3 here (``done`` never increases along an edge), so
+  it is not iterated.
+
+Each sweep applies C3 to every edge in run order, then C2 in reverse order,
+each time lowering a violated frontier to the largest one its regime
+allows under the bound; sweeps repeat until nothing moves (the greatest
+fixpoint, as SPEC §5's worklist reaches it). :func:`reference_frontiers`
+asks the real solver for the same columns; the tests check the two agree
+on random pipelines, assignments, failures and moments.
+
+Arrays: ``N`` nodes in run order; ``A`` assignments (``logs``, ``every``:
+``(N, A)``); ``M`` columns of (failure, moment) (``done``, ``failed``:
+``(N, M)``); frontiers ``(N, A, M)`` with :data:`TOP` for ``⊤``. Cost: a
+few sweeps of ``O(E)`` array operations on ``A × M`` elements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+from attrs import frozen
+
+from falkirk.spark.pipeline.plan.live import live_checkpoint
+from falkirk.spark.pipeline.plan.planner import TOP, Planner, epoch_of
+
+if TYPE_CHECKING:
+    from falkirk.spark.pipeline.declare.definition import Definition
+
+__all__ = ["Graph", "frontiers", "reference_frontiers", "TOP"]
+
+
+@frozen
+class Graph:
+    """A pipeline's nodes in run order and its edges, as indices (what :func:`frontiers` walks)."""
+
+    names: tuple[str, ...]
+    preds: tuple[tuple[int, ...], ...]
+    succs: tuple[tuple[int, ...], ...]
+    #: inputs, Ephemeral and Batch steps (their regime cannot make them stateful)
+    stateless: tuple[bool, ...]
+    inputs: tuple[bool, ...]
+
+    @classmethod
+    def of(cls, pipeline: Definition) -> Graph:
+        names = tuple(pipeline.order)
+        index = {n: i for i, n in enumerate(names)}
+        preds: list[list[int]] = [[] for _ in names]
+        succs: list[list[int]] = [[] for _ in names]
+        for e in pipeline.edges:
+            preds[index[e.dst]].append(index[e.src])
+            succs[index[e.src]].append(index[e.dst])
+        return cls(names, tuple(map(tuple, preds)), tuple(map(tuple, succs)),
+                   tuple(pipeline.stateless(n) for n in names), tuple(n in pipeline.inputs for n in names))
+
+    @property
+    def edges(self) -> list[tuple[int, int]]:
+        """``(p, q)`` for every edge, by receiver in run order."""
+        return [(p, q) for q in range(len(self.names)) for p in self.preds[q]]
+
+
+def last_checkpoint(y: np.ndarray, every: np.ndarray) -> np.ndarray:
+    """The last checkpoint epoch ``≤ y`` of a step checkpointing every ``every`` epochs (``-1``: none; ``every``
+    0: stateless, any epoch).
+
+    >>> last_checkpoint(np.array([1, 2, 5, 7]), np.array([3, 3, 3, 0]))
+    array([-1,  2,  5,  7])
+    """
+    k = np.maximum(every, 1)
+    c = ((y + 1) // k) * k - 1
+    return np.where(every == 0, y, np.maximum(c, -1))
+
+
+def frontiers(
+    graph: Graph, logs: np.ndarray, every: np.ndarray, failed: np.ndarray, done: np.ndarray
+) -> np.ndarray:
+    """Every node's rollback frontier per (assignment, column): ``(N, A, M)`` epochs, :data:`TOP` for ``⊤``.
+
+    ``logs``/``every`` ``(N, A)``: whether node ``i`` logs its output, and the
+    spacing of its checkpoints (``0``: stateless); ``failed``/``done``
+    ``(N, M)``: which nodes failed and what each had completed, per column.
+    """
+    n = len(graph.names)
+    every3 = every[:, :, None].astype(np.int64)
+    unlogged = ~logs[:, :, None].astype(bool)
+    done3 = done[:, None, :].astype(np.int64)
+    start = last_checkpoint(np.broadcast_to(done3, (n, every.shape[1], done.shape[1])), every3)
+    f = np.where(failed[:, None, :], start, TOP)
+    queued = {(p, q): np.maximum(done3[p], done3[q]) for p, q in graph.edges}
+    order = range(n)
+    moved = True
+    while moved:
+        moved = False
+        for q in order:  # C3: what q delivered, p must not send again differently
+            for p in graph.preds[q]:
+                fq = f[q]
+                viol = np.where(fq == TOP, queued[(p, q)], fq) > f[p]
+                if viol.any():
+                    bound = np.minimum(f[p], np.where(fq == TOP, done3[q], fq))
+                    f[q] = np.where(viol, last_checkpoint(bound, every3[q]), fq)
+                    moved = True
+        for p in reversed(order):  # C2: what p discarded, q must not need again
+            if not unlogged[p].any():
+                continue
+            for q in graph.succs[p]:
+                fp = f[p]
+                val = np.where(fp == TOP, done3[p], fp)
+                viol = unlogged[p] & (val > f[q])
+                if viol.any():
+                    f[p] = np.where(viol, last_checkpoint(np.minimum(f[q], val), every3[p]), fp)
+                    moved = True
+    return f
+
+
+def reference_frontiers(
+    pipeline: Definition, failed: Sequence[str], done: Mapping[str, int], *, also_logging: Sequence[str] = ()
+) -> dict[str, int]:
+    """The frontiers falkirk's solver picks when ``failed`` fail with everyone at ``done`` (the ``Planner``'s own
+    answer, with each step's restore points as its regime takes them: the reference :func:`frontiers` is tested
+    against). ``failed`` may be ``["all"]`` (a restarted driver)."""
+    from falkirk.spark.pipeline.plan.shape import synthetic_available
+
+    everyone = failed == ["all"] or list(failed) == ["all"]
+    lost = set(pipeline.order) if everyone else set(failed)
+    planner = Planner(pipeline.dataflow(also_logging=also_logging), outputs=pipeline.external_outputs,
+                      known=synthetic_available(pipeline, done), monitor=False)
+    live = {}
+    for n in pipeline.order:
+        if n not in lost and not pipeline.stateless(n):
+            queued = {e.name: done[e.src] for e in pipeline.edges if e.dst == n and done[e.src] > done[n]}
+            live[n] = live_checkpoint(pipeline, n, done[n], queued)
+    plan = planner.plan("all" if everyone else sorted(lost), live)
+    return {n: epoch_of(f) for n, f in plan.frontiers.items()}

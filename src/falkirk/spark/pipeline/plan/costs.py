@@ -1,0 +1,205 @@
+"""What each step costs, as the regime advisor prices it: measured per epoch, or estimated and said so.
+
+A :class:`Costs` holds, per pipeline node, the figures the advisor's cost
+model (``docs/advisor.md``) needs, in one unit (CPU seconds of the driver's
+process tree, or wall seconds) and bytes:
+
+==================  ==========================================================================
+field               what
+==================  ==========================================================================
+``compute``         running one epoch of the step, without writing its log or checkpoint
+                    (an input: reading one epoch's cut)
+``log_write``       writing one epoch of its output as a log (``log=True``), and its bytes
+``log_read``        reading one logged epoch back (a replay; an input: reading a cut again)
+``state_write``     writing one checkpoint of its state, and its bytes
+``state_read``      reading a checkpoint back (a restore)
+``delta_write``     writing one delta of incremental state, and its bytes (``delta_bytes``);
+                    ``None``: not measured, and ``incremental=True`` is not advised
+``delta_read``      reading one delta back
+``recompute``       running one epoch again in a recovery (default: ``compute``; a measured
+                    run's redone epochs are often faster than its first ones)
+==================  ==========================================================================
+
+plus ``overhead``, the executor's own work per epoch between the steps
+(the same for every assignment of regimes). Figures come from a measured
+run's journal, from a profile run (:meth:`Pipeline.profile
+<falkirk.spark.Pipeline.profile>`), or are estimated from the others
+(:meth:`Costs.complete`); every estimated field is named in
+:attr:`NodeCosts.estimated`, and the advice marks what rests on one.
+
+>>> c = Costs({"ev": NodeCosts(compute=0.1, log_read=0.1),
+...            "cc": NodeCosts(compute=2.0, state_write=0.5, state_bytes=1e6)}, unit="cpu")
+>>> full = c.complete(["ev", "cc"])
+>>> full["cc"].state_read, sorted(full["cc"].estimated)
+(0.375, ['log_bytes', 'log_read', 'log_write', 'recompute', 'state_read'])
+>>> Costs.from_json(full.to_json()) == full
+True
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from attrs import evolve, field, frozen
+
+from falkirk.spark.errors import PipelineError
+
+__all__ = ["NodeCosts", "Costs", "READ_PER_WRITE", "FIELDS", "UNITS", "fit_writes"]
+
+#: A read costs this fraction of the matching write when no read was measured (SPARK-NOTES: a Parquet
+#: epoch written in 0.2–0.27 s reads back in ~0.18 s).
+READ_PER_WRITE = 0.75
+#: The figures of a node, in the order of :class:`NodeCosts`.
+FIELDS = ("compute", "log_write", "log_bytes", "log_read", "state_write", "state_bytes", "state_read", "rows",
+          "delta_write", "delta_bytes", "delta_read", "recompute")
+#: The units a measurement can be in.
+UNITS = ("cpu", "wall")
+
+
+def _number(instance: object, attribute: Any, value: float | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0
+                              or math.isinf(value)):
+        raise PipelineError(f"{type(instance).__name__}: {attribute.name}={value!r} must be a finite number >= 0")
+
+
+def _names(value: Iterable[str]) -> frozenset[str]:
+    return frozenset(value)
+
+
+@frozen
+class NodeCosts:
+    """The figures of one node (see the module docstring); ``None``: not known."""
+
+    compute: float = field(default=0.0, validator=_number)
+    log_write: float | None = field(default=None, validator=_number)
+    log_bytes: float | None = field(default=None, validator=_number)
+    log_read: float | None = field(default=None, validator=_number)
+    state_write: float | None = field(default=None, validator=_number)
+    state_bytes: float | None = field(default=None, validator=_number)
+    state_read: float | None = field(default=None, validator=_number)
+    #: output rows per epoch (what byte estimates scale with)
+    rows: float | None = field(default=None, validator=_number)
+    delta_write: float | None = field(default=None, validator=_number)
+    delta_bytes: float | None = field(default=None, validator=_number)
+    delta_read: float | None = field(default=None, validator=_number)
+    recompute: float | None = field(default=None, validator=_number)
+    #: the fields that are estimates, not measurements
+    estimated: frozenset[str] = field(default=frozenset(), converter=_names)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**{f: getattr(self, f) for f in FIELDS}, "estimated": sorted(self.estimated)}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> NodeCosts:
+        figures: dict[str, Any] = {f: doc.get(f) for f in FIELDS if doc.get(f) is not None}
+        return cls(**figures, estimated=frozenset(doc.get("estimated", ())))
+
+
+def fit_writes(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """``cost ≈ a + b·bytes`` by least squares over measured writes (``b >= 0``; one point: ``a`` only)."""
+    if not points:
+        return 0.0, 0.0
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    if len(set(xs)) < 2:
+        return statistics.median(ys), 0.0
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    b = max(0.0, sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x in xs))
+    return max(0.0, my - b * mx), b
+
+
+def _nodes(value: Mapping[str, NodeCosts]) -> dict[str, NodeCosts]:
+    out = dict(value)
+    for name, c in out.items():
+        if not isinstance(c, NodeCosts):
+            raise PipelineError(f"Costs: node {name!r} has {c!r}, expected a NodeCosts")
+    return out
+
+
+@frozen
+class Costs:
+    """Per-node :class:`NodeCosts` in one ``unit`` (``"cpu"`` or ``"wall"``), the fixed ``overhead`` per epoch,
+    and ``source``: what was measured, for the advice's readers."""
+
+    nodes: Mapping[str, NodeCosts] = field(converter=_nodes)
+    unit: str = field(default="cpu")
+    overhead: float = field(default=0.0, validator=_number)
+    source: str = ""
+
+    @unit.validator
+    def _unit(self, attribute: Any, value: str) -> None:
+        if value not in UNITS:
+            raise PipelineError(f"Costs: unit={value!r} must be one of {', '.join(UNITS)}")
+
+    def __getitem__(self, name: str) -> NodeCosts:
+        return self.nodes[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.nodes)
+
+    def complete(self, names: Iterable[str]) -> Costs:
+        """Every field of every node in ``names`` filled in: measured where known, estimated otherwise.
+
+        A missing write is priced by a line ``a + b·bytes`` fitted to the
+        writes measured anywhere in the pipeline (so the fixed cost of a
+        Spark job dominates small writes, as it does when measured); missing
+        bytes by the node's rows times the median bytes per row measured
+        elsewhere; a missing restore (``state_read``) as :data:`READ_PER_WRITE`
+        of its write; a missing replay (``log_read``) as :data:`READ_PER_WRITE`
+        of the per-byte part ``b·bytes`` alone, because a replayed log is read
+        inside its consumer's Spark job, not by a job of its own (so the fixed
+        cost of a job is not paid again).
+        A node with no figures at all is free to compute (noted as estimated).
+        """
+        names = list(names)
+        writes = [(n.log_bytes, n.log_write) for n in self.nodes.values()
+                  if n.log_bytes is not None and n.log_write is not None and "log_write" not in n.estimated]
+        writes += [(n.state_bytes, n.state_write) for n in self.nodes.values()
+                   if n.state_bytes is not None and n.state_write is not None and "state_write" not in n.estimated]
+        a, b = fit_writes([(float(x), float(y)) for x, y in writes])
+        per_row = [n.log_bytes / n.rows for n in self.nodes.values()
+                   if n.log_bytes is not None and n.rows and "log_bytes" not in n.estimated]
+        row_bytes = statistics.median(per_row) if per_row else 0.0
+        out = {}
+        for name in names:
+            n = self.nodes.get(name) or NodeCosts(estimated={"compute"})
+            est = set(n.estimated)
+            values: dict[str, float | None] = {f: getattr(n, f) for f in FIELDS}
+            for kind in ("log", "state"):
+                if values[f"{kind}_bytes"] is None:
+                    values[f"{kind}_bytes"] = (n.rows or 0.0) * row_bytes
+                    est.add(f"{kind}_bytes")
+                if values[f"{kind}_write"] is None:
+                    values[f"{kind}_write"] = a + b * float(values[f"{kind}_bytes"] or 0.0)
+                    est.add(f"{kind}_write")
+                if values[f"{kind}_read"] is None:
+                    write = float(values[f"{kind}_write"] or 0.0) if kind == "state" else \
+                        b * float(values[f"{kind}_bytes"] or 0.0)
+                    values[f"{kind}_read"] = READ_PER_WRITE * write
+                    est.add(f"{kind}_read")
+            if values["recompute"] is None:
+                values["recompute"] = values["compute"]
+                est.add("recompute")
+            if values["delta_write"] is not None and values["delta_read"] is None:
+                values["delta_read"] = READ_PER_WRITE * float(values["delta_write"])
+                est.add("delta_read")
+            out[name] = evolve(n, **values, estimated=frozenset(est))  # type: ignore[arg-type]
+        return evolve(self, nodes=out)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``falkirk-costs/1`` document (what ``ROOT/journal/profile.json`` holds)."""
+        return {"format": "falkirk-costs/1", "unit": self.unit, "overhead": self.overhead, "source": self.source,
+                "nodes": {n: c.to_json() for n, c in self.nodes.items()}}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Costs:
+        """Parse :meth:`to_json`'s document (``PipelineError`` naming what is wrong)."""
+        if not isinstance(doc, Mapping) or doc.get("format") != "falkirk-costs/1":
+            raise PipelineError(f"not a falkirk-costs/1 document: {str(doc)[:80]}")
+        try:
+            return cls({n: NodeCosts.from_json(c) for n, c in doc["nodes"].items()}, unit=doc["unit"],
+                       overhead=doc.get("overhead", 0.0), source=doc.get("source", ""))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise PipelineError(f"falkirk-costs/1 document is malformed ({type(exc).__name__}: {exc})") from None

@@ -1,0 +1,166 @@
+"""The advisor's costs from a root alone: the execution records of a measured run and the manifests.
+
+A durable run records every step execution under the root
+(``journal/<step>/<epoch>.json``: rows and the first execution's wall
+seconds, :mod:`~falkirk.spark.pipeline.run.journal`) and every checkpoint
+and log with a manifest (files and sizes). :func:`from_journal` turns them
+into :class:`~falkirk.spark.pipeline.plan.costs.Costs` (wall seconds):
+
+* the first epoch recorded warms up the JVM and Spark: with three or more
+  recorded, it is left out;
+* a step's execution includes writing its log and its checkpoint, so a
+  ``Lazy(every=k>1)`` step's ``compute`` is the median of its epochs without
+  a checkpoint and its ``state_write`` the difference of the medians with
+  and without one;
+* where every epoch writes (``Eager``, ``log=True``), the write is priced
+  by the line fitted to the writes measured elsewhere (marked estimated)
+  and taken off the median;
+* a recovery's execution of an epoch (``recompute``) is ``compute`` times the
+  median ratio of the step's redone executions to their first ones, where
+  the root records some (else ``compute``);
+* bytes are the medians of the manifests' sizes (deltas of incremental
+  state apart); reads are :data:`~falkirk.spark.pipeline.plan.costs.READ_PER_WRITE`
+  of the writes (estimated).
+
+:func:`save_profile` writes a :class:`Costs` to ``ROOT/journal/profile.json``
+(what :meth:`Pipeline.profile <falkirk.spark.Pipeline.profile>` measured);
+:func:`root_costs` prefers it, and falls back on :func:`from_journal`.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from typing import TYPE_CHECKING
+
+from falkirk.spark.errors import PipelineError
+from falkirk.spark.pipeline.declare.regimes import Keyed, Lazy
+from falkirk.spark.pipeline.plan.costs import Costs, NodeCosts, fit_writes
+from falkirk.spark.pipeline.store.storage import Manifest, Storage
+
+if TYPE_CHECKING:
+    from falkirk.spark.pipeline.declare.definition import Definition
+
+__all__ = ["PROFILE", "from_journal", "root_costs", "save_profile"]
+
+#: Where :func:`save_profile` keeps measured costs, relative to the root.
+PROFILE = "journal/profile.json"
+
+
+def _records(pipeline: Definition, name: str) -> tuple[dict[int, tuple[float, int]], list[float]]:
+    """``epoch -> (seconds, rows)`` of ``name``'s first executions recorded under the root, and for each epoch whose
+    latest execution was a recovery's, its seconds ÷ the first's."""
+    out: dict[int, tuple[float, int]] = {}
+    ratios: list[float] = []
+    root = pipeline.location
+    for f in root.listdir(f"journal/{name}"):
+        if not (f.endswith(".json") and f[:-5].isdigit()):
+            continue
+        try:
+            doc = json.loads(root.read_bytes(f"journal/{name}/{f}"))
+            first = float(doc.get("first_seconds") or doc["seconds"])
+            out[int(doc["epoch"])] = (first, int(doc["rows"]))
+            if doc.get("redo") and first > 0:
+                ratios.append(float(doc["seconds"]) / first)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # advisory records: a damaged one only costs a measurement
+    return out, ratios
+
+
+def _manifests(storage: Storage, name: str, kind: str) -> list[Manifest]:
+    out = []
+    for e in storage.epochs(name, kind):
+        try:
+            out.append(storage.get(name, kind, e))
+        except Exception:  # noqa: BLE001 - an unreadable manifest only costs a measurement here
+            continue
+    return out
+
+
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def from_journal(pipeline: Definition) -> Costs:
+    """Costs (wall seconds) from the execution records and manifests under ``pipeline``'s root (see above)."""
+    storage = Storage(pipeline.location, fsync=False, checksums=False)
+    figures: dict[str, dict[str, float | None]] = {}
+    estimated: dict[str, set[str]] = {}
+    mixed: dict[str, list[str]] = {}  # per node: the writes its median execution includes
+    redo_ratio: dict[str, float] = {}  # per node: a recovery's execution of an epoch ÷ its first
+    measured_epochs = 0
+    for n in pipeline.order:
+        recs, ratios = _records(pipeline, n)
+        if len(recs) > 2:  # the first epoch warms up the JVM and Spark's caches: not a steady epoch
+            recs.pop(min(recs))
+        measured_epochs += len(recs)
+        regime = pipeline.steps[n].regime if n in pipeline.steps else None
+        logs = [m for m in _manifests(storage, n, "log") if m.files] if regime is not None else []
+        cks = [m for m in _manifests(storage, n, "checkpoint") if m.files] if regime is not None else []
+        full = [m for m in cks if not (m.extra.get("delta") or {}).get("chain")]
+        deltas = [m for m in cks if (m.extra.get("delta") or {}).get("chain")]
+        seconds = [s for s, _ in recs.values()]
+        fig: dict[str, float | None] = {
+            "rows": _median([float(r) for _, r in recs.values()]),
+            "log_bytes": _median([float(sum(f.size for f in m.files)) for m in logs]),
+            "state_bytes": _median([float(sum(f.size for f in m.files)) for m in full]),
+            "delta_bytes": _median([float(sum(f.size for f in m.files)) for m in deltas]),
+        }
+        est: set[str] = set()
+        fig["compute"] = _median(seconds)
+        writes: list[str] = []
+        if regime is not None and regime.logs:
+            writes.append("log")
+        if isinstance(regime, Lazy) and not regime.incremental and regime.every > 1 and recs:
+            with_ck = [s for e, (s, _) in recs.items() if regime.checkpoints_at(e)]
+            without = [s for e, (s, _) in recs.items() if not regime.checkpoints_at(e)]
+            if with_ck and without:
+                fig["compute"] = statistics.median(without)
+                fig["state_write"] = max(0.0, statistics.median(with_ck) - statistics.median(without))
+        elif regime is not None and not regime.stateless and regime.kind != "output":
+            writes.append("delta" if isinstance(regime, Keyed) and regime.incremental else "state")
+        if fig["compute"] is None:
+            fig["compute"] = 0.0
+            est.add("compute")
+        figures[n], estimated[n], mixed[n] = fig, est, writes
+        if ratios:
+            redo_ratio[n] = statistics.median(ratios)
+    if measured_epochs == 0:
+        raise PipelineError(f"{pipeline.location.uri} holds no measurements (no journal/<step>/<epoch>.json): run "
+                            "the pipeline durably for a few epochs, or pipe.profile(epochs=n), then advise")
+    points = [(float(f.get("state_bytes") or 0.0), float(f["state_write"] or 0.0)) for f in figures.values()
+              if f.get("state_write") is not None]  # bytes unknown (no manifest kept): the fixed cost alone
+    a, b = fit_writes(points)
+    for n, writes in mixed.items():
+        fig = figures[n]
+        ratio = redo_ratio.get(n)
+        for kind in writes:
+            nbytes = fig.get(f"{kind}_bytes")
+            cost = a + b * float(nbytes or 0.0)
+            fig[f"{kind}_write"] = cost
+            fig["compute"] = max(0.0, float(fig["compute"] or 0.0) - cost)
+            estimated[n] |= {f"{kind}_write", "compute"}
+        if ratio is not None:
+            fig["recompute"] = float(fig["compute"] or 0.0) * ratio
+    nodes = {n: NodeCosts(**{k: v for k, v in fig.items() if v is not None}, estimated=estimated[n])
+             for n, fig in figures.items()}
+    return Costs(nodes, unit="wall", source=f"journal of {measured_epochs} step execution(s) under the root")
+
+
+def save_profile(pipeline: Definition, costs: Costs) -> None:
+    """Keep ``costs`` under the root (``journal/profile.json``), for ``falkirk pipeline advise ROOT``."""
+    pipeline.location.replace(PROFILE, json.dumps(costs.to_json(), sort_keys=True, indent=1).encode())
+
+
+def root_costs(pipeline: Definition) -> Costs:
+    """The costs kept under the root (``journal/profile.json``), else measured from its journal."""
+    try:
+        data = pipeline.location.read_bytes(PROFILE)
+    except FileNotFoundError:
+        return from_journal(pipeline)
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise PipelineError(f"{pipeline.location.uri}/{PROFILE} is not valid JSON ({exc}); delete it to measure "
+                            "from the journal") from None
+    return Costs.from_json(doc)

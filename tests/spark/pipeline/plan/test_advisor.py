@@ -1,0 +1,269 @@
+"""The regime advisor on synthetic costs (no Spark): known optima, the closure against the planner, never worse
+than the current regimes, deterministic, errors naming what is wrong, apply and regimes= under the evolution rules."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from falkirk.spark import Costs, Eager, Ephemeral, Lazy, NodeCosts, Pipeline, PipelineError
+from falkirk.spark.pipeline.plan.advice import advise
+from falkirk.spark.pipeline.plan.advisor import Model, failure_kinds, regimes_of
+from falkirk.spark.pipeline.plan.closure import Graph, frontiers, reference_frontiers
+
+_ROOTS = itertools.count()
+
+
+def _pipe(*steps: tuple[str, list[str], Any]) -> Pipeline:
+    """A pipeline on a fresh memory root: input ``src`` then ``(name, inputs, regime)`` steps (function-less
+    stand-ins with the right parameters)."""
+    pipe = Pipeline(f"memory://falkirk-test/advisor-{next(_ROOTS)}")
+    pipe.input("src", "a BIGINT")
+    for name, inputs, regime in steps:
+        state = ", *, state" if regime.takes_state else ""
+        ns: dict[str, Any] = {}
+        exec(f"def {name}({', '.join(inputs)}{state}, epoch=None): return None", ns)  # noqa: S102
+        pipe.step(ns[name], inputs=inputs, regime=regime)
+    return pipe
+
+
+def _drag() -> tuple[Pipeline, Costs]:
+    """An expensive unlogged parse feeding three sparsely checkpointed consumers."""
+    pipe = _pipe(("parse", ["src"], Ephemeral()), ("a", ["parse"], Lazy(every=6)), ("b", ["parse"], Lazy(every=6)),
+                 ("c", ["parse"], Lazy(every=6)))
+    costs = Costs({"src": NodeCosts(compute=0.05),
+                   "parse": NodeCosts(compute=5.0, log_write=0.2, log_bytes=1e6, log_read=0.15),
+                   **{n: NodeCosts(compute=0.1, state_write=1.0, state_bytes=1e7, state_read=0.8) for n in "abc"}},
+                  unit="cpu")
+    return pipe, costs
+
+
+def _chain() -> tuple[Pipeline, Costs]:
+    """A chain with one expensive stateful step: src -> p (cheap, stateless) -> x (expensive) -> out."""
+    pipe = _pipe(("p", ["src"], Ephemeral()), ("x", ["p"], Lazy(every=1)))
+    pipe.output("out", inputs=["x"])
+    costs = Costs({"src": NodeCosts(compute=0.05), "p": NodeCosts(compute=0.1, log_write=0.5),
+                   "x": NodeCosts(compute=8.0, state_write=0.5, state_read=0.4, log_write=0.3),
+                   "out": NodeCosts(compute=0.0)}, unit="cpu")
+    return pipe, costs
+
+
+def _brute_force(pipe: Pipeline, costs: Costs, rate: float) -> float:
+    """The least predicted total over the whole product of the advisor's choices (by the closure)."""
+    model = Model(pipe, costs, failure_kinds(pipe, "each-step"))
+    choices = [model.choices(n, rate, accepted_only=False) for n in pipe.steps]
+    combos = [dict(zip(pipe.steps, c, strict=True)) for c in itertools.product(*choices)]
+    best = np.inf
+    for lo in range(0, len(combos), 256):
+        ev = model.evaluate(combos[lo:lo + 256])
+        best = min(best, float((ev.steady + ev.expected(rate)).min()))
+    return best
+
+
+def test_an_unlogged_step_dragging_three_consumers_back_is_logged() -> None:
+    """The expensive parse whose consumers' restores recompute it gets log=True, as the whole product says."""
+    pipe, costs = _drag()
+    advice = advise(pipe, costs, 0.05)
+    assert advice.regimes()["parse"] == Ephemeral(log=True)
+    assert advice.advised.total < advice.current.total
+    assert advice.advised.total == pytest.approx(_brute_force(pipe, costs, 0.05), rel=1e-9)
+
+
+def test_a_chain_with_one_expensive_step_gets_youngs_spacing_by_hand() -> None:
+    """Only x's own failure loses work: x restores its last checkpoint and redoes (k-1)/2 epochs on average (of
+    itself, of p, which is not logged, and the input's cuts read again), so its total per epoch is
+    C/k + λ/3·((k-1)/2·8.15 + 0.4); the advice picks the spacing minimising that, and the whole product agrees."""
+    pipe, costs = _chain()
+    rate = 0.02
+
+    def by_hand(k: int) -> float:
+        return 0.5 / k + rate / 3 * ((k - 1) / 2 * 8.15 + 0.4)
+
+    best = min((1, 2, 3, 4, 5, 6, 10, 12), key=by_hand)
+    advice = advise(pipe, costs, rate)
+    advised = {s.name: s.advised for s in advice.steps}
+    assert advised == {"p": Ephemeral(), "x": Lazy(every=best), "out": pipe.steps["out"].regime}
+    steady = 0.05 + 0.1 + 8.0 + 0.5 / best
+    assert advice.advised.total == pytest.approx(steady + by_hand(best) - 0.5 / best, rel=1e-9)
+    assert advice.advised.total == pytest.approx(_brute_force(pipe, costs, rate), rel=1e-9)
+
+
+def test_a_drag_chain_matches_the_whole_product() -> None:
+    """A chain of stateful steps where the cheap ones' rollbacks drag the expensive one back: the search finds the
+    optimum of the whole product of choices."""
+    pipe = _pipe(("a", ["src"], Lazy(every=4)), ("x", ["a"], Lazy(every=4, log=True)), ("b", ["x"], Lazy(every=4)))
+    costs = Costs({"src": NodeCosts(compute=0.05),
+                   "a": NodeCosts(compute=0.1, state_write=0.5, log_write=0.3),
+                   "x": NodeCosts(compute=8.0, state_write=0.5, log_write=0.3),
+                   "b": NodeCosts(compute=0.1, state_write=0.5, log_write=0.3)}, unit="cpu")
+    advice = advise(pipe, costs, 0.02)
+    assert advice.advised.total == pytest.approx(_brute_force(pipe, costs, 0.02), rel=1e-9)
+    assert advice.advised.total < advice.current.total
+
+
+def test_no_failures_means_no_checkpoints_worth_writing() -> None:
+    """At failure rate 0 the advice persists as little as the choices allow: no logs, the sparsest spacing."""
+    pipe, costs = _chain()
+    advice = advise(pipe, costs, 0.0)
+    assert advice.advised.recovery == 0.0
+    assert all(not s.advised.logs for s in advice.steps)
+    assert advice.advised.steady <= advice.current.steady
+
+
+def _random_pipe(rng: random.Random, n: int) -> Pipeline:
+    names, steps = ["src"], []
+    for i in range(n):
+        inputs = rng.sample(names, min(len(names), rng.choice((1, 1, 2))))
+        kind = rng.choice("elg")
+        log = rng.random() < 0.3
+        regime = Ephemeral(log=log) if kind == "e" else Lazy(every=rng.choice((1, 2, 3)), log=log) if kind == "l" \
+            else Eager(log=log)
+        steps.append((f"s{i}", inputs, regime))
+        names.append(f"s{i}")
+    return _pipe(*steps)
+
+
+def test_the_closure_agrees_with_the_planner() -> None:
+    """The vectorised closure redoes what the planner's own plans redo, for random pipelines and failures."""
+    rng = random.Random(33)
+    for _ in range(150):
+        pipe = _random_pipe(rng, rng.randint(1, 6))
+        g = Graph.of(pipe)
+        at, everyone = rng.randint(0, 7), rng.random() < 0.2
+        failed = ["all"] if everyone else rng.sample(list(pipe.steps), min(len(pipe.steps), rng.choice((1, 1, 2))))
+        done = {n: at for n in g.names}
+        logs = np.array([[pipe.logs(n)] for n in g.names])
+        every = np.array([[0 if pipe.stateless(n) else getattr(pipe.steps[n].regime, "every", 1)] for n in g.names])
+        lost = np.array([[everyone or n in failed] for n in g.names])
+        fast = frontiers(g, logs, every, lost, np.full((len(g.names), 1), at))
+        ref = reference_frontiers(pipe, failed, done)
+        redo = {n: max(0, at - min(int(fast[i, 0, 0]), at)) for i, n in enumerate(g.names)}
+        assert redo == {n: max(0, at - min(ref[n], at)) for n in g.names}, (pipe.describe()["steps"], failed, at)
+
+
+def test_exact_and_closure_pricing_agree() -> None:
+    """Pricing by the planner's plans and by the closure gives the same figures."""
+    rng = random.Random(7)
+    for _ in range(4):
+        pipe = _random_pipe(rng, 4)
+        costs = Costs({n: NodeCosts(compute=rng.uniform(0.1, 2), state_write=0.3, log_write=0.2) for n in pipe.order})
+        model = Model(pipe, costs, failure_kinds(pipe, ["each-step", "driver"]), period=6)
+        current = regimes_of(pipe)
+        other = {n: model.choices(n, 0.1, accepted_only=False)[-1] for n in pipe.steps}
+        fast, exact = model.evaluate([current, other]), model.evaluate([current, other], exact=True)
+        np.testing.assert_allclose(fast.recovery, exact.recovery)
+        np.testing.assert_allclose(fast.steady, exact.steady)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 5), rate=st.sampled_from([0.0, 0.001, 0.02, 0.3]),
+       failures=st.sampled_from(["each-step", "driver", ["each-step", "driver"]]))
+def test_the_advice_is_never_predicted_worse_than_the_current_regimes(
+    seed: int, n: int, rate: float, failures: Any,
+) -> None:
+    """Whatever the pipeline, costs and failure rate: the advised total <= the current total."""
+    rng = random.Random(seed)
+    pipe = _random_pipe(rng, n)
+    costs = Costs({m: NodeCosts(compute=rng.uniform(0, 3), state_write=rng.uniform(0, 2), log_write=rng.uniform(0, 1),
+                                state_bytes=rng.uniform(0, 1e7), log_bytes=rng.uniform(0, 1e6)) for m in pipe.order})
+    advice = advise(pipe, costs, rate, failures=failures)
+    assert advice.advised.total <= advice.current.total + 1e-9
+
+
+def test_the_advice_is_deterministic() -> None:
+    """Two advices on the same inputs are the same document."""
+    pipe, costs = _drag()
+    first, second = advise(pipe, costs, 0.05).to_json(), advise(pipe, costs, 0.05).to_json()
+    assert json.dumps(first, sort_keys=True) == json.dumps(second, sort_keys=True)
+
+
+def test_table_json_and_draw(tmp_path: Any) -> None:
+    """The advice prints, serialises and draws."""
+    pipe, costs = _drag()
+    advice = advise(pipe, costs, 0.05, failures=["each-step", "driver"])
+    text = advice.table()
+    assert "parse" in text and "Ephemeral(log=True)" in text and "saving" in text
+    doc = advice.to_json()
+    assert doc["format"] == "falkirk-advice/1" and doc["failures"] == ["parse", "a", "b", "c", "driver"]
+    assert doc["advised"]["total"] <= doc["current"]["total"] and doc["frontier"]
+    pytest.importorskip("matplotlib")
+    advice.draw(str(tmp_path / "advice.png"))
+    assert (tmp_path / "advice.png").stat().st_size > 0
+
+
+def test_a_storage_budget_is_respected() -> None:
+    """With a budget of bytes per epoch the advice stays within it."""
+    pipe, costs = _drag()
+    advice = advise(pipe, costs, 0.05, storage_budget=2e6)
+    assert advice.advised.steady_bytes <= 2e6
+
+
+@pytest.mark.parametrize(("kwargs", "named"), [
+    ({"failure_rate": -1.0}, "failure_rate=-1.0"),
+    ({"failure_rate": float("nan")}, "failure_rate=nan"),
+    ({"failures": ["nope"]}, "'nope'"),
+    ({"failures": []}, "failures"),
+    ({"objective": "money"}, "objective='money'"),
+    ({"storage_budget": -5}, "storage_budget=-5"),
+])
+def test_bad_arguments_are_named(kwargs: dict[str, Any], named: str) -> None:
+    """Each bad argument raises a PipelineError naming it."""
+    pipe, costs = _drag()
+    args = {"failure_rate": 0.01, **kwargs}
+    with pytest.raises(PipelineError, match=named.replace("(", r"\(").replace("[", r"\[")):
+        advise(pipe, costs, args.pop("failure_rate"), **args)
+
+
+def test_bad_costs_are_named() -> None:
+    """A negative or non-numeric figure names the field; a wrong costs object names costs."""
+    with pytest.raises(PipelineError, match="compute=-1"):
+        NodeCosts(compute=-1)
+    with pytest.raises(PipelineError, match="state_write='x'"):
+        NodeCosts(state_write="x")  # type: ignore[arg-type]
+    with pytest.raises(PipelineError, match="unit='gpu'"):
+        Costs({}, unit="gpu")
+    pipe, _ = _drag()
+    with pytest.raises(PipelineError, match="costs="):
+        advise(pipe, {"parse": 1.0}, 0.01)  # type: ignore[arg-type]
+
+
+def test_apply_and_regimes_at_construction() -> None:
+    """pipe.apply(advice) changes the regimes; Pipeline(regimes=...) declares them; both are checked."""
+    pipe, costs = _drag()
+    advice = advise(pipe, costs, 0.05)
+    assert pipe.apply(advice) is pipe
+    assert pipe.steps["parse"].regime == Ephemeral(log=True)
+    again = Pipeline(f"memory://falkirk-test/advisor-{next(_ROOTS)}", regimes=advice.regimes())
+    again.input("src", "a BIGINT")
+    again.step(lambda src, epoch=None: src, name="parse", regime=Ephemeral())
+    assert again.steps["parse"].regime == Ephemeral(log=True)
+    stray = Pipeline(f"memory://falkirk-test/advisor-{next(_ROOTS)}", regimes={"nope": Ephemeral()})
+    stray.input("src", "a BIGINT")
+    with pytest.raises(PipelineError, match="regimes= names 'nope'"):
+        stray.check_root(write=False)
+    with pytest.raises(PipelineError, match="'zzz' is not a step"):
+        pipe.apply({"zzz": Ephemeral()})
+    with pytest.raises(PipelineError, match="step 'parse': regime lazy passes"):
+        pipe.apply({"parse": Lazy(every=2)})
+
+
+def test_apply_refuses_what_the_root_would_refuse() -> None:
+    """On a root that records the pipeline, a new log=True is refused with the evolution rule's reason, and
+    accepted_only=True advises only accepted changes."""
+    pipe, costs = _drag()
+    pipe.write_root()
+    advice = advise(pipe, costs, 0.05)
+    assert "parse" in advice.refused and "log False → True" in advice.refused["parse"]
+    with pytest.raises(PipelineError, match="step 'parse'.*log False → True"):
+        pipe.apply(advice)
+    assert pipe.steps["parse"].regime == Ephemeral()
+    safe = advise(pipe, costs, 0.05, accepted_only=True)
+    assert not safe.refused and safe.advised.total <= safe.current.total
+    pipe.apply(safe)

@@ -1,0 +1,103 @@
+"""The advisor's costs from a root alone (execution records, manifests, journal/profile.json) and
+``falkirk pipeline advise ROOT`` (no Spark: the records are written as a durable run writes them)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from falkirk.spark import Costs, Eager, Ephemeral, Lazy, NodeCosts, Pipeline, PipelineError
+from falkirk.spark.pipeline.plan.measured import PROFILE, from_journal, root_costs, save_profile
+
+
+def _measured_root(root: Path, epochs: int = 6) -> Pipeline:
+    """A recorded pipeline whose journal says: p 0.2 s, x 2.0 s (3.0 s with a checkpoint, every=2), y 1.0 s."""
+    pipe = Pipeline(root)
+    pipe.input("src", "a BIGINT")
+    pipe.step(lambda src, epoch=None: src, name="p", regime=Ephemeral())
+    pipe.step(lambda p, *, state, epoch=None: (p, state), name="x", regime=Lazy(every=2))
+    pipe.step(lambda x, *, state, epoch=None: (x, state), name="y", regime=Eager())
+    pipe.write_root()
+    seconds = {"p": lambda e: 0.2, "x": lambda e: 3.0 if e % 2 else 2.0, "y": lambda e: 1.0}
+    for step, f in seconds.items():
+        for e in range(epochs):
+            doc = {"step": step, "epoch": e, "rows": 100, "seconds": f(e), "redo": False, "recovery": None,
+                   "jobs": 1, "first_seconds": f(e)}
+            pipe.location.replace(f"journal/{step}/{e:08d}.json", json.dumps(doc).encode())
+    return pipe
+
+
+def test_a_recovery_measures_how_fast_an_epoch_runs_again(tmp_path: Path) -> None:
+    """Epochs a recovery redid (their latest record is a redo) price recomputation by the median ratio."""
+    pipe = _measured_root(tmp_path / "root")
+    for e, seconds in ((2, 1.0), (3, 1.5)):
+        first = 2.0 if e % 2 == 0 else 3.0
+        doc = {"step": "x", "epoch": e, "rows": 100, "seconds": seconds, "redo": True, "recovery": 1, "jobs": 1,
+               "first_seconds": first}
+        pipe.location.replace(f"journal/x/{e:08d}.json", json.dumps(doc).encode())
+    costs = from_journal(pipe)
+    assert costs["x"].compute == pytest.approx(2.0) and costs["x"].recompute == pytest.approx(1.0)
+    assert costs["p"].recompute is None and costs.complete(["p"])["p"].recompute == pytest.approx(0.2)
+
+
+def test_costs_from_the_journal(tmp_path: Path) -> None:
+    """A Lazy step's checkpoint cost is its epochs with a checkpoint minus those without; an Eager step's write is
+    estimated from that and taken off its median (marked estimated)."""
+    costs = from_journal(_measured_root(tmp_path / "root"))
+    assert costs.unit == "wall" and "15 step execution" in costs.source  # epoch 0 (warm-up) left out
+    assert costs["p"].compute == pytest.approx(0.2) and costs["p"].rows == 100
+    assert costs["x"].compute == pytest.approx(2.0) and costs["x"].state_write == pytest.approx(1.0)
+    assert "state_write" not in costs["x"].estimated
+    assert costs["y"].state_write == pytest.approx(1.0) and costs["y"].compute == pytest.approx(0.0)
+    assert {"state_write", "compute"} <= costs["y"].estimated
+
+
+def test_profile_json_is_preferred_and_round_trips(tmp_path: Path) -> None:
+    """save_profile keeps costs under the root; root_costs reads them back as they were."""
+    pipe = _measured_root(tmp_path / "root")
+    mine = Costs({"p": NodeCosts(compute=1.0), "x": NodeCosts(compute=2.0, state_write=0.5)}, unit="cpu",
+                 source="by hand")
+    save_profile(pipe, mine)
+    assert (tmp_path / "root" / PROFILE).exists()
+    assert root_costs(pipe) == mine
+
+
+def test_no_measurements_is_an_error_saying_what_to_do(tmp_path: Path) -> None:
+    """A root without execution records names the missing journal and the way to measure."""
+    pipe = Pipeline(tmp_path / "empty")
+    pipe.input("src", "a BIGINT")
+    pipe.step(lambda src, epoch=None: src, name="p", regime=Ephemeral())
+    with pytest.raises(PipelineError, match="no measurements.*profile"):
+        from_journal(pipe)
+
+
+def test_cli_advise_from_the_root_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """falkirk pipeline advise ROOT prints the table, or the falkirk-advice/1 document, and draws."""
+    from falkirk.cli import main
+
+    root = tmp_path / "root"
+    _measured_root(root)
+    assert main(["pipeline", "advise", str(root), "--failure-rate", "0.05"]) == 0
+    out = capsys.readouterr().out
+    assert "advice for failure rate 0.05/epoch" in out and "current:" in out and "advised:" in out
+    assert main(["pipeline", "advise", str(root), "--failure-rate", "0.05", "--failures", "driver",
+                 "--failures", "x+y", "--json", "--accepted-only"]) == 0
+    doc: dict[str, Any] = json.loads(capsys.readouterr().out)
+    assert doc["format"] == "falkirk-advice/1" and doc["failures"] == ["driver", "x+y"] and doc["unit"] == "wall"
+    assert not any(s["refused"] for s in doc["steps"])
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "advice.png"
+    assert main(["pipeline", "advise", str(root), "--failure-rate", "0.05", "--draw", str(png)]) == 0
+    assert png.stat().st_size > 0
+
+
+def test_pipe_advise_reads_the_root(tmp_path: Path) -> None:
+    """Pipeline.advise without costs prices with the root's measurements; refused changes say why."""
+    pipe = Pipeline.from_root(_measured_root(tmp_path / "root").root)
+    advice = pipe.advise(0.05, failures=["each-step", "driver"])
+    assert advice.unit == "wall" and advice.advised.total <= advice.current.total
+    for name, why in advice.refused.items():
+        assert name in pipe.steps and "log False → True" in why or "regime was" in why
