@@ -145,6 +145,7 @@ Usage::
 
     python benchmarks/spark_matrix.py --quick
     python benchmarks/spark_matrix.py --quick --only W4,W6
+    python benchmarks/spark_matrix.py --quick --only W1 --merge   # keep the other workloads' results
     python benchmarks/spark_matrix.py --full
     python benchmarks/spark_matrix.py --markdown
 """
@@ -859,6 +860,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--markdown", action="store_true", help="print the results JSON as a Markdown table and stop")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the other workloads of the existing results JSON (replace only those run now)")
     ap.add_argument("--phase", help=argparse.SUPPRESS)
     ap.add_argument("--spec", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -897,6 +900,10 @@ def main() -> int:
                        "spark": pyspark.__version__, "load_average": load, "load_average_start": load0},
            "workloads": workloads}
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.merge and (args.out / "spark_matrix.json").exists():
+        old = json.loads((args.out / "spark_matrix.json").read_text())
+        doc["workloads"] = {**old.get("workloads", {}), **workloads}
+        doc["earlier_runs"] = [*old.get("earlier_runs", []), {k: old.get(k) for k in ("sizes", "wall_s", "machine")}]
     (args.out / "spark_matrix.json").write_text(json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n",
                                                 encoding="utf-8")
     for w, block in workloads.items():
@@ -905,7 +912,7 @@ def main() -> int:
         except ImportError as exc:
             print(f"no picture: {exc}")
     print()
-    print(as_text(rows_of(doc)))
+    print(as_text(rows_of({**doc, "workloads": workloads})))
     print(f"\nload average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (start {load0[0]:.1f} / {load0[1]:.1f} / "
           f"{load0[2]:.1f}); wrote {args.out / 'spark_matrix.json'}")
     bad_runs = [f"{w}:{n}" for w, b in workloads.items() for n, s in b["summary"].items() if not s["identical"]]
