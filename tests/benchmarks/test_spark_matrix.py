@@ -17,9 +17,12 @@ import pytest
 from benchmarks.spark_matrix import (
     CONFIGS,
     PHASES,
+    StreamingKeyed,
     markdown,
+    run_falkirk_keyed,
     streaming_category,
     verdict,
+    write_keyed_input,
     write_parquet_input,
 )
 
@@ -54,6 +57,31 @@ def test_each_system_runs_the_workload_and_matches_its_failure_free_run(
             assert out["batches_rerun"] == [SIZE["fail"]] and out["source_rows"] == SIZE["events"]
         if workload == "W6" and name == "falkirk":
             assert {s for s, _, _ in out["redone"]} == {"totals", "totals_out"}  # heavy and sink do not run again
+
+
+@pytest.mark.parametrize("workload,churn", [("W2", 0.1), ("W3", 1.0)])
+def test_keyed_state_workloads_give_the_same_outputs_on_both_systems(
+    spark: Any, tmp_path: Path, workload: str, churn: float,
+) -> None:
+    """W2/W3 for 2 epochs: Structured Streaming failure-free, falkirk with its stateful step failing at epoch 1 (in the
+    driver; the SIGKILLed drivers need separate processes: the benchmark's); the outputs are equal as multisets."""
+    pytest.importorskip("pandas", reason="applyInPandasWithState needs pandas")
+    from falkirk.spark.pipeline.store.rootfs import Root
+    from falkirk.spark.pipeline.tools.verify import output_rows
+
+    size = {"epochs": 2, "crash": 1, "keys": 200, "churn": churn}
+    write_keyed_input(tmp_path / "input", size, 2)
+    st = StreamingKeyed(spark, tmp_path / "input", tmp_path / "streaming", workload)
+    st.run()
+    assert len(st.meter.per_epoch()[1]) == 2 and st.written.bytes["state"] > 0
+    name = "falkirk-lazy3" if workload == "W3" else "falkirk-inc"
+    spec = {"workload": workload, "size": size, **CONFIGS[workload][name]}
+    fk = run_falkirk_keyed(spark, tmp_path / "falkirk", spec, ["agg@1:mid"])
+    assert len(fk["result"].journal.recoveries) == 1 and fk["bytes"]
+    got = output_rows(spark, Root(str(tmp_path / "falkirk")), "changes")
+    ref = output_rows(spark, Root(str(tmp_path / "streaming")), "changes")
+    assert sorted(got) == [0, 1] and got == ref
+    assert sum(got[1].values()) == (20 if workload == "W2" else 100)
 
 
 def test_verdict_frontier_and_dominance() -> None:
