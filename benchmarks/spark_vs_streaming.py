@@ -337,11 +337,12 @@ def step_rows(size: dict[str, int], epoch: int) -> dict[str, int]:
 
 
 # -- one driver process ----------------------------------------------------------------------------
-def session() -> Any:
+def session(conf: dict[str, str] | None = None) -> Any:
+    """The driver's SparkSession: :data:`STREAMING_CONF`, small-data settings, and ``conf`` (e.g. the snapshot spacing)."""
     from falkirk.spark.pipeline.run.session import SMALL_DATA, local_session
 
     spark = local_session("local[2,3]", "spark-vs-streaming", {
-        **STREAMING_CONF, **SMALL_DATA, "spark.sql.streaming.numRecentProgressUpdates": "1000"})
+        **STREAMING_CONF, **SMALL_DATA, "spark.sql.streaming.numRecentProgressUpdates": "1000", **(conf or {})})
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -610,7 +611,7 @@ class Streaming:
 
 def phase_run(spec: dict[str, Any]) -> None:
     """Driver process 1: the reference run (measured), then the run that is killed mid-epoch."""
-    spark = session()
+    spark = session(spec.get("conf"))
     out: dict[str, Any] = {"jvm_pid": jvm_pid(spark), "driver_pid": os.getpid()}
     Path(spec["pids"]).write_text(json.dumps(out))
     base = Path(spec["base"])
@@ -643,7 +644,7 @@ def phase_restart(spec: dict[str, Any]) -> None:
     from falkirk.spark.pipeline.tools.report import costs, format_recovery
     from falkirk.spark.pipeline.tools.verify import output_rows, table_rows
 
-    spark = session()
+    spark = session(spec.get("conf"))
     Path(spec["pids"]).write_text(json.dumps({"jvm_pid": jvm_pid(spark), "driver_pid": os.getpid()}))
     base, c, config = Path(spec["base"]), spec["crash"], spec["config"]
     out: dict[str, Any] = {}
@@ -755,12 +756,16 @@ def child(phase: str, spec: dict[str, Any], work: Path, name: str) -> dict[str, 
     return json.loads(Path(spec["result"]).read_text())
 
 
-def measure(config: str, args: argparse.Namespace, work: Path, input_dir: Path) -> dict[str, Any]:
+def measure(config: str, args: argparse.Namespace, work: Path, input_dir: Path, *, name: str | None = None,
+            conf: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``config`` (reference run, driver killed, restart) in two driver processes; ``conf``: extra Spark settings
+    of both (e.g. the streaming snapshot spacing), ``name``: its directory and log names (default ``config``)."""
+    name = name or config
     spec = {"config": config, "epochs": args.epochs, "crash": args.crash, "size": sizes(args),
-            "base": str(work / config), "input": str(input_dir), "cc": algorithm(config, args.cc)}
+            "base": str(work / name), "input": str(input_dir), "cc": algorithm(config, args.cc), "conf": conf or {}}
     t0 = time.perf_counter()
-    a = child("run", spec, work, config)
-    b = child("restart", spec, work, config)
+    a = child("run", spec, work, name)
+    b = child("restart", spec, work, name)
     w = args.warmup
     persisted = sum(v for k, v in a["bytes"].items() if k != "input log")
     source_bytes = a.get("input_log_bytes", tree_bytes(input_dir))  # falkirk's input log / the source files
@@ -774,7 +779,7 @@ def measure(config: str, args: argparse.Namespace, work: Path, input_dir: Path) 
         "benchmark_s": time.perf_counter() - t0, "load_average": os.getloadavg(),
     }
     res["_ref"] = (b["reference_responses"], b["reference_stats"])
-    print(f"{config:14} wall {res['wall_median_s']:.2f} s/epoch, cpu {res['cpu_median_s']:.2f} s/epoch, "
+    print(f"{name:14} wall {res['wall_median_s']:.2f} s/epoch, cpu {res['cpu_median_s']:.2f} s/epoch, "
           f"{res['bytes_per_epoch'] / 1e3:.0f} kB/epoch, recovery {res['recovery_s']:.2f} s "
           f"(CPU {res['recovery_cpu_s']:.2f} s), "
           f"recomputed {res['records_recomputed']}, source rows {res['source_rows']}, log rows {res['log_rows']}, "

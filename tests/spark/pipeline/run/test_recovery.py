@@ -74,7 +74,9 @@ def test_failure_mid_step_of_every_step(spark: Any, reference: Path, tmp_path: P
     causes = [r.cause for r in result.journal.recoveries]
     assert len(causes) == len(mids) + 1, causes
     assert any("heavy" in c and "epoch 2" in c and "injected failure" not in c for c in causes)
-    assert any(n.startswith("cc@0: Spark retried") for n in result.journal.notes)
+    # the task failure at cc@0 was Spark's alone: no recovery names it (the "Spark retried" note is not asserted:
+    # since cc's state is materialised by its first consumer's job, the retried attempt is not in cc's job group)
+    assert not any("cc" in r.failed and "epoch 0" in r.cause for r in result.journal.recoveries), causes
     _consistent(result)
     assert_identical(spark, tmp_path, reference)
 

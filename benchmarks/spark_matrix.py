@@ -1,0 +1,1214 @@
+"""Where per-step regimes win: a workload matrix, falkirk against Spark Structured Streaming (issue 32).
+
+Each workload runs on both systems, on the same input (generated before any
+timing), one driver JVM at a time, and puts every configuration on one
+picture: **steady-state CPU per epoch** (x) against **recovery CPU** (y);
+lower left is better, the non-dominated points are circled.
+
+Workloads implemented
+---------------------
+``W1`` — **the flagship** (the paper's Figure 1 application), driver SIGKILLed
+  mid-way through its stateful step, then restarted. This is
+  :mod:`benchmarks.spark_vs_streaming` run as a library (its docstring has the
+  full definitions): ``streaming`` and ``falkirk``/``falkirk-tuned`` run the
+  same union–find ``cc``; ``streaming-spark-cc`` and ``falkirk-propagation``
+  run label propagation on both sides (the second row). ``streaming-snap2`` is
+  ``streaming`` with a RocksDB snapshot every 2 deltas.
+
+``W4`` — **a heavy logged aggregate feeding a stateful branch and an
+  exactly-once SQLite sink**; the failure is an exception raised by the sink
+  for one epoch. Input: ``events`` (``epoch, user, category, amount,
+  purchase``), ``--w4-events`` rows per epoch over ``--w4-users`` users.
+  The steps:
+
+  * ``heavy`` — the flagship's heavy per-epoch aggregate
+    (:func:`falkirk.spark.pipeline.tools.flagship.heavy`: group-bys, a
+    broadcast join, a ranking; one row per user of the epoch);
+  * ``totals`` — stateful branch: per-user running totals (spend, events,
+    purchases) updated from ``heavy``'s rows, emitting the users of the epoch
+    with their totals and ``avg_spend`` (``spend div events``), written to the
+    external output ``totals_out`` (Parquet per epoch);
+  * ``sink`` — every ``heavy`` row of the epoch inserted into SQLite
+    (``sink.sqlite``, table ``heavy_rows``) exactly once.
+
+  Configurations:
+
+  * ``falkirk`` — ``heavy`` Batch (logged), ``totals`` ``Lazy(every=3,
+    key="user")``, ``sink`` Eager (the SQLite transaction records the epoch),
+    ``totals_out`` Output. The failure: the sink function raises after
+    collecting its rows, before inserting them (a real exception in user
+    code, not falkirk's injector); falkirk rolls back the failed step's
+    closure (only ``sink``) in the same driver and redoes it from ``heavy``'s
+    log.
+  * ``falkirk-inc`` — the same with ``totals`` ``Eager(key="user",
+    incremental=True)`` (a delta of the changed keys every epoch, a snapshot
+    every 10).
+  * ``streaming`` — one Structured Streaming query, as a Spark user with one
+    query would write it: Parquet file source (one file per epoch,
+    ``maxFilesPerTrigger=1``, ``Trigger.AvailableNow``) →
+    ``groupBy("user").applyInPandasWithState`` on the RocksDB state store with
+    changelog checkpointing **on** (the running totals; the events pass
+    through the operator, plus one totals row per user of the batch:
+    **substitute** — a stateful operator cannot come after the per-epoch
+    aggregate in one query, so the totals are summed from the raw events,
+    which gives the same numbers) → ``foreachBatch``: ``heavy`` on the
+    passed-through events, the totals to ``output/totals_out/epoch=N``
+    (overwritten: idempotent), the sink in one SQLite transaction skipped when
+    the epoch is already there (exactly once although ``foreachBatch`` is
+    at-least-once). The failure: the same exception in the same place of
+    ``foreachBatch``; the query stops with it and is **restarted in the same
+    SparkSession** on the same checkpoint location (batch N runs again:
+    input re-read, state reloaded, ``heavy`` and the totals recomputed).
+  * ``streaming-snap2`` — the same, RocksDB snapshot every 2 deltas
+    (``minDeltasForSnapshot=2``, its best recovery setting; default 10).
+  * ``streaming-split`` — Spark's own advice for exactly-once side effects
+    (SPARK-28074: one query per stateful operator): query 1 = file source →
+    ``applyInPandasWithState`` (totals only, no pass-through) →
+    ``foreachBatch`` writing ``totals_out``; query 2 = file source →
+    ``foreachBatch``: ``heavy`` and the sink. The queries run one after the
+    other over all epochs (``AvailableNow``), each with its own checkpoint
+    location; a failed sink restarts query 2 only.
+
+``W6`` — **a code change** of the downstream stateful step. After ``N``
+  epochs (``--w6-epochs``) with ``totals`` v1, its code changes (v2:
+  ``avg_spend`` in cents, ``(spend * 100) div events``; the state's update is
+  unchanged) and its last 10 epochs must be recomputed with the new code.
+
+  * ``falkirk`` — the W4 pipeline with ``gc=False`` (every checkpoint and log
+    kept, so the epoch to redo from is restorable); the pipeline is re-declared
+    with v2 and ``code_changes={"totals": N - 11}``: falkirk restores
+    ``totals`` to epoch ``N - 11`` (its checkpoint at or before it plus
+    ``heavy``'s log) and redoes ``totals`` and ``totals_out`` for epochs
+    ``N - 10 … N - 1``; ``heavy`` and ``sink`` do not run.
+  * ``streaming`` — what its guide allows (stateful operators may not change
+    between restarts of a checkpoint, and a changed Python function inside
+    ``applyInPandasWithState`` cannot recompute batches already committed): a
+    **new checkpoint location** and the whole query reprocessed from the
+    earliest input the changed step needs — epoch 0, since its state goes
+    back to the first epoch. The sink's exactly-once check skips ``heavy``
+    and the SQLite insert for the epochs already in the database; the totals
+    of every epoch are rewritten (v2).
+  * ``streaming-split`` — only query 1 (the totals) gets a new checkpoint
+    location and reprocesses epochs ``0 … N - 1``; query 2 is untouched.
+
+  (Deleting ``offsets/``/``commits/`` above a batch rolls a stopped query
+  back while the state store still retains that version — undocumented, not
+  what the guide allows, not measured.)
+
+``W2`` — **large, slowly changing keyed state**: a per-key running aggregate
+  (``total``, ``n``) over ``keys`` keys (``--full``: 2·10^6), all loaded at
+  epoch 0, then ``churn`` = 1 % of them updated per epoch (input ``epoch, key,
+  v``); the output ``changes`` is each epoch's updated keys with their new
+  aggregate. The failure: the **driver SIGKILLed in the stateful step** at the
+  crash epoch (falkirk ``agg@C:kill-mid``; Structured Streaming: inside the
+  ``applyInPandasWithState`` function of batch C), then a new driver process
+  restarted on the same directories, as in W1.
+
+  * ``streaming`` / ``streaming-snap2`` — file source → ``groupBy("key")
+    .applyInPandasWithState`` on RocksDB with changelog checkpointing on, at
+    the default snapshot spacing (10) and at 2 → ``foreachBatch`` writing
+    ``output/changes/epoch=N``.
+  * ``falkirk-inc`` — ``agg`` ``Eager(key="key", incremental=True)``: a delta of
+    the changed keys every epoch, a snapshot every 10 (``Lazy(every=k,
+    incremental=True)`` is the same: incremental state checkpoints every
+    epoch); ``falkirk-lazy3`` — ``Lazy(every=3, key="key")``, the whole state
+    every 3 epochs.
+
+``W3`` — **high-churn state**: every key gets a value every epoch and its
+  exponentially decayed score changes (``score * 9 div 10 + v``, integers so
+  that both systems compute the same bits); the output is the epoch's top 100
+  keys by score. Same failure and systems as W2, falkirk with
+  ``falkirk-lazy3`` (``Lazy(every=3, key="key")``: a third of the state per
+  epoch on average) and ``falkirk-inc``. Sizes here are far below the issue's
+  0.5 GB of state (``--full`` uses 10^7 keys); say so when quoting numbers.
+
+  Substitute (W2, W3): ``applyInPandasWithState`` calls a Python function per
+  key of the batch (per-group overhead the peer pays; its documented API for
+  arbitrary per-key state). W2's running sum could use Spark's native
+  streaming aggregation instead — cheaper per epoch, not measured here.
+
+Not implemented yet: ``W5`` (executor SIGKILL on a standalone cluster).
+
+The numbers
+-----------
+* **CPU / epoch** (x axis), **wall / epoch**: medians over epochs
+  ``--warmup``.. of the failure-free run, CPU of the driver's whole process
+  tree (Python driver, JVM, Python workers; ``/proc``) between consecutive
+  epoch completions. For ``streaming-split`` the two queries' per-batch
+  costs are added epoch by epoch.
+* **bytes / epoch**: bytes written under the checkpoint, state and log
+  directories during the failure-free run (new files, growth of existing
+  ones; input and outputs excluded), divided by the epochs.
+* **recovery CPU** (y axis), **recovery wall**: W1 — from the restarted
+  driver's SparkSession being ready to the crashed epoch's outputs committed
+  (see :mod:`benchmarks.spark_vs_streaming`). W4 — from the exception being
+  raised to the failed epoch's outputs committed, in the same driver. W6 —
+  the whole catch-up after the code change: from the re-declared pipeline's
+  run (falkirk) or the new query's start (streaming) until epoch ``N - 1``'s
+  outputs are rewritten with v2.
+* **phases** (falkirk, from the recovery journal): session start, metadata,
+  validation, replay/recompute, catch-up; for Structured Streaming the
+  re-run batches' ``durationMs`` (query planning, ``addBatch``, WAL commit…)
+  are kept in the JSON.
+* **records recomputed**: rows output by (step, epoch) pairs that had
+  completed before the failure and ran again (falkirk: its journal; streaming:
+  ``heavy``'s and the stateful operator's rows of the re-run batches; W2/W3
+  streaming: none — the killed batch's operator had not returned).
+  **input rows re-read**: source rows read again (falkirk: replays of its
+  input log; streaming: ``numInputRows`` of the re-run batches).
+* **peak memory**: the highest resident set size of the driver's process tree
+  (driver, JVM — which holds the executors in ``local`` mode — and workers),
+  sampled after each epoch; ``local[2,3]`` has no separate executor.
+* **outputs identical**: each run with a failure is compared, as multisets,
+  with the same configuration's failure-free run — ``totals_out`` per epoch
+  and the SQLite ``heavy_rows`` table (W4), ``totals_out`` of the last 10
+  epochs against a fresh run of v2 (W6), the flagship's responses and
+  statistics (W1); any difference makes the benchmark exit with status 1.
+
+Sizes (:data:`SIZES`): ``--quick`` (W1 6 epochs at 4,000 events; W4 8
+epochs at 20,000 events, W6 14 epochs at 10,000 events, over 2,000 users; W2
+10^5 keys, W3 3·10^4 keys, 8 epochs, crash at 6), the default, and
+``--full`` (W1 12 epochs; W4 12 epochs and W6 30 epochs at 200,000 events
+over 50,000 users; W2 2·10^6 keys, W3 10^7 keys, 12 epochs, crash at 10).
+Results: ``benchmarks/results/spark_matrix.json`` (with the load average at
+the start, after each configuration and at the end) and
+``benchmarks/results/spark_matrix_<W>.png``; ``--markdown`` prints the
+table from the JSON.
+
+Usage::
+
+    python benchmarks/spark_matrix.py --quick
+    python benchmarks/spark_matrix.py --quick --only W4,W6
+    python benchmarks/spark_matrix.py --quick --only W1 --merge   # keep the other workloads' results
+    python benchmarks/spark_matrix.py --full
+    python benchmarks/spark_matrix.py --markdown
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from spark_vs_streaming import (  # noqa: E402  (this directory: the shared machinery)
+    STREAMING_CONF,
+    Clock,
+    Written,
+    as_markdown,
+    as_text,
+    fill_input_logs,
+    frontier,
+    jvm_pid,
+    kill_leftover,
+    tree_cpu,
+)
+
+RESULTS = HERE / "results"
+WORKLOADS = ("W1", "W4", "W6", "W2", "W3", "W5")
+IMPLEMENTED = ("W1", "W4", "W6", "W2", "W3")
+SNAPSHOT_KEY = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
+SNAP2 = {SNAPSHOT_KEY: "2"}
+#: the configurations of each workload: name → (system, options)
+CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
+    "W1": {"streaming": {"base": "streaming"}, "streaming-snap2": {"base": "streaming", "conf": SNAP2},
+           "falkirk": {"base": "falkirk"}, "falkirk-tuned": {"base": "falkirk-tuned"},
+           "streaming-spark-cc": {"base": "streaming-spark-cc"}, "falkirk-propagation": {"base": "falkirk-propagation"}},
+    "W4": {"streaming": {"mode": "single"}, "streaming-snap2": {"mode": "single", "conf": SNAP2},
+           "streaming-split": {"mode": "split"}, "falkirk": {"totals": "lazy"}, "falkirk-inc": {"totals": "incremental"}},
+    "W6": {"streaming": {"mode": "single"}, "streaming-split": {"mode": "split"}, "falkirk": {"totals": "lazy"}},
+    "W2": {"streaming": {}, "streaming-snap2": {"conf": SNAP2}, "falkirk-inc": {"regime": "eager-inc"},
+           "falkirk-lazy3": {"regime": "lazy3"}},
+    "W3": {"streaming": {}, "streaming-snap2": {"conf": SNAP2}, "falkirk-lazy3": {"regime": "lazy3"},
+           "falkirk-inc": {"regime": "eager-inc"}},
+}
+SIZES: dict[str, dict[str, dict[str, Any]]] = {
+    "quick": {"W1": {"epochs": 6, "crash": 4, "events": 4000, "queries": 60},
+              "W4": {"epochs": 8, "fail": 5, "events": 20000, "users": 2000},
+              "W6": {"epochs": 14, "events": 10000, "users": 2000},
+              "W2": {"epochs": 8, "crash": 6, "keys": 100000, "churn": 0.01},
+              "W3": {"epochs": 8, "crash": 6, "keys": 30000, "churn": 1.0}},
+    "default": {"W1": {"epochs": 12, "crash": 10, "events": 4000, "queries": 60},
+                "W4": {"epochs": 10, "fail": 7, "events": 100000, "users": 20000},
+                "W6": {"epochs": 20, "events": 50000, "users": 10000},
+                "W2": {"epochs": 12, "crash": 10, "keys": 1000000, "churn": 0.01},
+                "W3": {"epochs": 12, "crash": 10, "keys": 500000, "churn": 1.0}},
+    "full": {"W1": {"epochs": 12, "crash": 10, "events": 4000, "queries": 60},
+             "W4": {"epochs": 12, "fail": 9, "events": 200000, "users": 50000},
+             "W6": {"epochs": 30, "events": 200000, "users": 50000},
+             "W2": {"epochs": 12, "crash": 10, "keys": 2000000, "churn": 0.01},
+             "W3": {"epochs": 12, "crash": 10, "keys": 10000000, "churn": 1.0}},
+}
+EVENTS_SCHEMA = "epoch BIGINT, user BIGINT, category STRING, amount BIGINT, purchase BIGINT"
+SINK_SCHEMA = ("CREATE TABLE IF NOT EXISTS heavy_rows (epoch INTEGER, user INTEGER, spend INTEGER, events INTEGER, "
+               "purchases INTEGER, top_category TEXT, share_permille INTEGER, peers INTEGER, leader INTEGER)")
+CATEGORIES = ("books", "games", "music", "garden", "tools", "food", "toys", "shoes")
+REDO = 10  # W6: the last REDO epochs are recomputed with the new code
+
+
+# -- measuring ---------------------------------------------------------------------------------------
+def tree_rss(root: int) -> int:
+    """Resident bytes of process ``root`` and its descendants (from ``/proc``)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    parent: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                rest = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(d)] = int(rest[1])
+        rss[int(d)] = int(rest[21]) * page
+    total = 0
+    for pid, r in rss.items():
+        p = pid
+        for _ in range(64):
+            if p == root:
+                total += r
+                break
+            p = parent.get(p, 0)
+            if p <= 1:
+                break
+    return total
+
+
+class Meter(Clock):
+    """:class:`Clock` that also samples the process tree's resident memory after each epoch."""
+
+    def __init__(self, written: Written) -> None:
+        super().__init__(written)
+        self.peak_rss = tree_rss(os.getpid())
+
+    def epoch_done(self, epoch: int) -> None:
+        super().epoch_done(epoch)
+        self.peak_rss = max(self.peak_rss, tree_rss(os.getpid()))
+
+
+def stamp() -> tuple[float, float]:
+    return time.perf_counter(), tree_cpu(os.getpid())
+
+
+# -- W4/W6 input ---------------------------------------------------------------------------------------
+def events_table(epoch: int, size: dict[str, int]) -> Any:
+    """The epoch's events as a pyarrow Table (deterministic in ``epoch``)."""
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(1000 + epoch)
+    n = size["events"]
+    users = rng.integers(0, size["users"], n)
+    return pa.table({"epoch": np.full(n, epoch, dtype="int64"), "user": users.astype("int64"),
+                     "category": np.array(CATEGORIES)[rng.integers(0, len(CATEGORIES), n)],
+                     "amount": rng.integers(1, 500, n).astype("int64"),
+                     "purchase": (rng.random(n) < 0.3).astype("int64")})
+
+
+def write_parquet_input(directory: Path, size: dict[str, int], epochs: int) -> None:
+    """One Parquet file per epoch for the streaming file source, in epoch order (by modification time)."""
+    import pyarrow.parquet as pq
+
+    directory.mkdir(parents=True, exist_ok=True)
+    base = time.time() - 10 * epochs
+    for e in range(epochs):
+        p = directory / f"epoch-{e:05d}.parquet"
+        pq.write_table(events_table(e, size), p)
+        os.utime(p, (base + e, base + e))
+
+
+# -- the W4/W6 steps, shared by both systems --------------------------------------------------------------
+def heavy_of(events: Any) -> Any:
+    """The flagship's heavy per-epoch aggregate on the events (one row per user of the epoch)."""
+    from falkirk.spark.pipeline.tools.flagship import heavy
+
+    return heavy(events.select("user", "category", "amount", "purchase"))
+
+
+def avg_expr(version: int) -> str:
+    """``totals``' derived column: v1 ``spend div events``; v2 (W6's code change) in cents."""
+    return "spend div events" if version == 1 else "(spend * 100) div events"
+
+
+def avg_py(version: int, spend: int, events: int) -> int:
+    return spend // events if version == 1 else (spend * 100) // events
+
+
+def sink_rows(heavy: Any) -> list[tuple[Any, ...]]:
+    rows = heavy.select("user", "spend", "events", "purchases", "top_category", "share_permille", "peers",
+                        "category_leader").collect()
+    return [(int(r[0]), int(r[1]), int(r[2]), int(r[3]), r[4], int(r[5]), int(r[6]), int(bool(r[7]))) for r in rows]
+
+
+def insert_sink(db: Any, epoch: int, rows: list[tuple[Any, ...]]) -> None:
+    db.execute(SINK_SCHEMA)
+    db.executemany("INSERT INTO heavy_rows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [(epoch, *r) for r in rows])
+
+
+class Failure:
+    """One exception in the sink at ``epoch`` (once); the stamp (wall, CPU) taken just before it is raised."""
+
+    def __init__(self, epoch: int | None) -> None:
+        self.epoch = epoch
+        self.at: tuple[float, float] | None = None
+
+    def maybe(self, epoch: int) -> None:
+        if epoch == self.epoch and self.at is None:
+            self.at = stamp()
+            raise ConnectionError(f"sink: the database is unavailable at epoch {epoch} (injected once)")
+
+
+def falkirk_w4(root: Path, spark: Any, size: dict[str, int], totals: str, *, version: int = 1,
+               failure: Failure | None = None, gc: bool = True, code_changes: dict[str, int] | None = None) -> Any:
+    """The W4 pipeline on falkirk (see the module docstring)."""
+    from pyspark.sql import functions as F
+
+    from falkirk.spark import Batch, Eager, Lazy, Pipeline
+    from falkirk.spark.pipeline.run.session import SMALL_DATA
+
+    pipe = Pipeline(root, spark, spark_conf=SMALL_DATA, gc=gc, code_changes=code_changes)
+    pipe.input("events", EVENTS_SCHEMA, partitions=2, key="user", source=lambda e: events_table(e, size))
+
+    def heavy(events: Any) -> Any:
+        return heavy_of(events)
+
+    def totals_fn(heavy: Any, *, state: Any, epoch: int) -> Any:
+        upd = heavy.select("user", "spend", "events", "purchases")
+        if state is None:
+            new = upd
+        else:
+            new = state.join(upd.withColumnsRenamed({"spend": "s", "events": "n", "purchases": "p"}), "user",
+                             "full_outer").select(
+                "user", (F.coalesce("spend", F.lit(0)) + F.coalesce("s", F.lit(0))).alias("spend"),
+                (F.coalesce("events", F.lit(0)) + F.coalesce("n", F.lit(0))).alias("events"),
+                (F.coalesce("purchases", F.lit(0)) + F.coalesce("p", F.lit(0))).alias("purchases"))
+        out = new.join(upd.select("user"), "user").select(
+            "user", "spend", "events", "purchases", F.expr(avg_expr(version)).cast("bigint").alias("avg_spend"))
+        return out, new
+
+    def sink(heavy: Any, *, db: Any, epoch: int) -> None:
+        rows = sink_rows(heavy)
+        if failure is not None:
+            failure.maybe(epoch)
+        insert_sink(db, epoch, rows)
+
+    regime = Lazy(every=3, key="user") if totals == "lazy" else Eager(key="user", incremental=True)
+    pipe.step(heavy, regime=Batch())
+    pipe.step(totals_fn, name="totals", inputs=["heavy"], regime=regime)
+    pipe.step(sink, regime=Eager(database="sink.sqlite", tables={"heavy_rows": "epoch"}))
+    pipe.output("totals_out", inputs=["totals"])
+    return pipe
+
+
+def falkirk_category(rel: str) -> str | None:
+    top = rel.split(os.sep, 1)[0]
+    if top in ("output", "input") or rel.startswith("sink.sqlite") or rel.endswith("-shm"):
+        return None
+    return top
+
+
+def run_falkirk_w4(spark: Any, root: Path, size: dict[str, Any], spec: dict[str, Any], *, epochs: int,
+                   failure: Failure | None = None, version: int = 1, gc: bool = True,
+                   code_changes: dict[str, int] | None = None, fill: bool = True) -> dict[str, Any]:
+    pipe = falkirk_w4(root, spark, size, spec["totals"], version=version, failure=failure, gc=gc,
+                      code_changes=code_changes)
+    written = Written(root, falkirk_category)
+    if fill:
+        fill_input_logs(pipe, epochs)
+    written.scan(count=False)
+    meter = Meter(written)
+
+    def progress(line: str) -> None:
+        if line.startswith("epoch"):
+            meter.epoch_done(int(line.split()[1]))
+
+    result = pipe.run(epochs, progress=progress)
+    written.scan()
+    return {"meter": meter, "result": result, "pipe": pipe, "bytes": dict(written.bytes)}
+
+
+# -- the W4/W6 streaming queries ----------------------------------------------------------------------------
+TOTALS_OUT = "user BIGINT, spend BIGINT, events BIGINT, purchases BIGINT, avg_spend BIGINT"
+PASS_SCHEMA = EVENTS_SCHEMA + ", kind STRING, t_spend BIGINT, t_events BIGINT, t_purchases BIGINT, avg_spend BIGINT"
+
+
+class StreamingW4:
+    """W4/W6 as Structured Streaming: one query (``single``) or one per stateful operator (``split``)."""
+
+    def __init__(self, spark: Any, input_dir: Path, base: Path, mode: str, *, version: int = 1,
+                 failure: Failure | None = None, checkpoint: str = "checkpoint") -> None:
+        self.spark, self.input_dir, self.base, self.mode, self.version = spark, input_dir, base, mode, version
+        self.failure = failure or Failure(None)
+        self.checkpoint = base / checkpoint
+        self.written = Written(base, streaming_category)
+        self.meters: dict[str, Meter] = {}
+        self.db_path = base / "sink.sqlite"
+        self.progress: list[dict[str, Any]] = []
+
+    def source(self) -> Any:
+        return (self.spark.readStream.schema(EVENTS_SCHEMA).option("maxFilesPerTrigger", 1)
+                .parquet(str(self.input_dir)))
+
+    def totals_operator(self, src: Any, passthrough: bool) -> Any:
+        import pandas as pd
+        from pyspark.sql.streaming.state import GroupStateTimeout
+
+        version = self.version
+
+        def update(key: Any, batches: Any, state: Any) -> Any:
+            spend, events, purchases = (int(x) for x in state.get) if state.exists else (0, 0, 0)
+            parts = []
+            for pdf in batches:
+                spend += int(pdf["amount"].sum())
+                events += len(pdf)
+                purchases += int(pdf["purchase"].sum())
+                if passthrough:
+                    parts.append(pdf)
+            state.update((spend, events, purchases))
+            user = int(key[0])
+            avg = spend // events if version == 1 else (spend * 100) // events  # avg_py, inlined: a worker
+            # cannot import this script
+            if not passthrough:
+                yield pd.DataFrame({"user": [user], "spend": [spend], "events": [events], "purchases": [purchases],
+                                    "avg_spend": [avg]})
+                return
+            out = pd.concat(parts, ignore_index=True)
+            out["kind"] = "e"
+            total: dict[str, list[Any]] = {c: [None] for c in out.columns}
+            total.update(epoch=[int(out["epoch"].iloc[0])], user=[user], kind=["t"], t_spend=[spend],
+                         t_events=[events], t_purchases=[purchases], avg_spend=[avg])
+            for c in ("t_spend", "t_events", "t_purchases", "avg_spend"):
+                out[c] = None
+            out = pd.concat([out, pd.DataFrame(total)], ignore_index=True)
+            for c in ("epoch", "user", "amount", "purchase", "t_spend", "t_events", "t_purchases", "avg_spend"):
+                out[c] = out[c].astype("Int64")
+            yield out
+
+        return src.groupBy("user").applyInPandasWithState(
+            update, PASS_SCHEMA if passthrough else TOTALS_OUT, "spend LONG, events LONG, purchases LONG", "append",
+            GroupStateTimeout.NoTimeout)
+
+    def write_totals(self, totals: Any, batch_id: int) -> None:
+        totals.write.mode("overwrite").parquet(str(self.base / "output" / "totals_out" / f"epoch={batch_id}"))
+
+    def sink(self, events: Any, batch_id: int) -> None:
+        """``heavy`` and the SQLite sink, exactly once (skipped when the epoch is in the database)."""
+        db = sqlite3.connect(self.db_path, isolation_level=None)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute(SINK_SCHEMA)
+            if db.execute("SELECT 1 FROM heavy_rows WHERE epoch = ? LIMIT 1", (batch_id,)).fetchone() is None:
+                rows = sink_rows(heavy_of(events))
+                self.failure.maybe(batch_id)
+                insert_sink(db, batch_id, rows)
+            db.execute("COMMIT")
+        finally:
+            db.close()
+
+    def single_batch(self, df: Any, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        df = df.persist()
+        self.write_totals(df.where("kind = 't'").select(
+            "user", F.col("t_spend").alias("spend"), F.col("t_events").alias("events"),
+            F.col("t_purchases").alias("purchases"), "avg_spend"), batch_id)
+        self.sink(df.where("kind = 'e'"), batch_id)
+        df.unpersist()
+        self.meters["single"].epoch_done(batch_id)
+
+    def totals_batch(self, df: Any, batch_id: int) -> None:
+        self.write_totals(df, batch_id)
+        self.meters["totals"].epoch_done(batch_id)
+
+    def sink_batch(self, df: Any, batch_id: int) -> None:
+        df = df.persist()  # heavy scans its input several times: read the batch once
+        self.sink(df, batch_id)
+        df.unpersist()
+        self.meters["sink"].epoch_done(batch_id)
+
+    def queries(self) -> dict[str, Any]:
+        """The query (or queries) to start, by name, in order."""
+        if self.mode == "single":
+            q = self.totals_operator(self.source(), True).writeStream.foreachBatch(self.single_batch)
+            return {"single": q.option("checkpointLocation", str(self.checkpoint)).trigger(availableNow=True)}
+        totals = self.totals_operator(self.source(), False).writeStream.foreachBatch(self.totals_batch)
+        sink = self.source().writeStream.foreachBatch(self.sink_batch)
+        return {"totals": totals.option("checkpointLocation", str(self.checkpoint / "totals")).trigger(availableNow=True),
+                "sink": sink.option("checkpointLocation", str(self.checkpoint / "sink")).trigger(availableNow=True)}
+
+    def run(self, only: tuple[str, ...] = ()) -> dict[str, Any]:
+        """Run the queries to the end of the input; a query that fails is restarted once (same session and
+        checkpoint). The restarted batches' progress is kept."""
+        from pyspark.errors import StreamingQueryException
+
+        from falkirk.spark.pipeline.run.session import SMALL_DATA, sql_conf
+
+        done = {}
+        self.written.scan(count=False)
+        with sql_conf(self.spark, {**STREAMING_CONF, **SMALL_DATA}):
+            for name, writer in self.queries().items():
+                if only and name not in only:
+                    continue
+                self.meters.setdefault(name, Meter(self.written))
+                for attempt in range(2):
+                    q = writer.start()
+                    try:
+                        q.awaitTermination()
+                    except StreamingQueryException:
+                        if attempt:
+                            raise
+                        self.progress += [{**json.loads(p.json), "query": name, "attempt": 0}
+                                          for p in q.recentProgress]
+                        continue  # restart the query in the same SparkSession, same checkpoint location
+                    self.progress += [{**json.loads(p.json), "query": name, "attempt": attempt}
+                                      for p in q.recentProgress]
+                    break
+                done[name] = q
+        self.written.scan()
+        return done
+
+    def per_epoch(self) -> tuple[list[float], list[float]]:
+        """Per-epoch wall and CPU, the queries' costs added epoch by epoch."""
+        walls: list[float] = []
+        cpus: list[float] = []
+        for m in self.meters.values():
+            w, c = m.per_epoch()
+            walls = [a + b for a, b in zip(walls, w, strict=True)] if walls else w
+            cpus = [a + b for a, b in zip(cpus, c, strict=True)] if cpus else c
+        return walls, cpus
+
+
+def streaming_category(rel: str) -> str | None:
+    """``offsets``, ``commits``, ``state``, ``sources``…: what a checkpoint location holds; outputs not counted.
+
+    >>> streaming_category("checkpoint/totals/state/0/1/2.changelog"), streaming_category("output/x/epoch=1/a")
+    ('state', None)
+    """
+    parts = rel.split(os.sep)
+    if not parts[0].startswith("checkpoint") or len(parts) < 3:
+        return None
+    if parts[1] in ("totals", "sink"):  # streaming-split: one checkpoint location per query
+        return parts[2] if len(parts) > 3 else "metadata"
+    return parts[1]
+
+
+# -- W4/W6 driver processes ------------------------------------------------------------------------------------
+def outputs_of(spark: Any, base: Path, epochs: range | None = None) -> tuple[dict[int, Counter[Any]], Counter[Any]]:
+    from falkirk.spark.pipeline.store.rootfs import Root
+    from falkirk.spark.pipeline.tools.verify import output_rows, table_rows
+
+    out = output_rows(spark, Root(str(base)), "totals_out")
+    if epochs is not None:
+        out = {e: v for e, v in out.items() if e in epochs}
+    return out, table_rows(base / "sink.sqlite", "heavy_rows")
+
+
+def compare(got: tuple[dict[int, Counter[Any]], Counter[Any]], ref: tuple[dict[int, Counter[Any]], Counter[Any]],
+            expect_epochs: int, sink: bool = True) -> dict[str, Any]:
+    diffs = [f"totals_out epoch {e}" for e in sorted(set(got[0]) | set(ref[0])) if got[0].get(e) != ref[0].get(e)]
+    if sink and got[1] != ref[1]:
+        diffs.append("sink.sqlite:heavy_rows")
+    if len(ref[0]) != expect_epochs or not any(ref[0].values()):
+        diffs.append(f"reference has {len(ref[0])} totals_out epochs, expected {expect_epochs}")
+    rows = sum(sum(c.values()) for c in ref[0].values()) + (sum(ref[1].values()) if sink else 0)
+    return {"identical": not diffs, "differences": diffs, "rows_compared": rows}
+
+
+def session(conf: dict[str, str] | None) -> Any:
+    from spark_vs_streaming import session as make
+
+    return make({"spark.driver.memory": "1g", **(conf or {})})
+
+
+def streaming_recovery(st: StreamingW4, failure: Failure, epoch: int, query: str) -> dict[str, Any]:
+    """Recovery measured from the exception to the failed epoch's outputs committed, and what was re-run."""
+    assert failure.at is not None
+    end = st.meters[query].ends[epoch]
+    rerun = [p for p in st.progress if p["query"] == query and p["attempt"] == 1 and p["batchId"] == epoch]
+    return {"recovery_s": end[0] - failure.at[0], "recovery_cpu_s": end[1] - failure.at[1],
+            "source_rows": sum(p["numInputRows"] for p in rerun),
+            "batches_rerun": [p["batchId"] for p in rerun],
+            "rerun_duration_ms": [p.get("durationMs") for p in rerun],
+            "rerun_state_operators": [p.get("stateOperators") for p in rerun]}
+
+
+def users_in(size: dict[str, int], epoch: int) -> int:
+    return len(set(events_table(epoch, size).column("user").to_pylist()))
+
+
+def recomputed(size: dict[str, int], epochs: Any, mode: str, *, heavy: bool) -> int:
+    """Streaming: rows of the re-run batches' stateful operator (single query: the events passed through and a totals
+    row per user; split: a totals row per user) and, with ``heavy``, ``heavy``'s rows (one per user)."""
+    total = 0
+    for k in epochs:
+        users = users_in(size, k)
+        total += users + (size["events"] if mode == "single" else 0) + (users if heavy else 0)
+    return total
+
+
+def phase_w4(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
+    """One configuration of W4: the failure-free run (measured), then the run with the sink's exception."""
+    from falkirk.spark.pipeline.tools.report import costs
+
+    size, epochs, c, base = spec["size"], spec["size"]["epochs"], spec["size"]["fail"], Path(spec["base"])
+    out: dict[str, Any] = {}
+    if spec["system"] == "streaming":
+        inp = Path(spec["input"])
+        ref = StreamingW4(spark, inp, base / "reference", spec["mode"])
+        ref.run()
+        walls, cpus = ref.per_epoch()
+        out.update(bytes=dict(ref.written.bytes), peak_rss=max(m.peak_rss for m in ref.meters.values()))
+        failure = Failure(c)
+        run = StreamingW4(spark, inp, base / "run", spec["mode"], failure=failure)
+        run.run()
+        query = "single" if spec["mode"] == "single" else "sink"
+        out.update(streaming_recovery(run, failure, c, query))
+        # re-run steps of batch c that had completed before the exception: heavy (and the stateful operator)
+        out["records_recomputed"] = recomputed(size, [c], spec["mode"], heavy=True)
+        out["log_rows"] = 0
+    else:
+        ref_run = run_falkirk_w4(spark, base / "reference", size, spec, epochs=epochs)
+        walls, cpus = ref_run["meter"].per_epoch()
+        out.update(bytes=ref_run["bytes"], peak_rss=ref_run["meter"].peak_rss,
+                   regimes={n: s.regime.describe() for n, s in ref_run["pipe"].steps.items()})
+        failure = Failure(c)
+        r = run_falkirk_w4(spark, base / "run", size, spec, epochs=epochs, failure=failure)
+        assert failure.at is not None
+        end = r["meter"].ends[c]
+        journal, pipe = r["result"].journal, r["pipe"]
+        rec = journal.recoveries[0]
+        mine = costs(journal, rec, inputs=set(pipe.inputs), stateful=[n for n in pipe.steps if not pipe.stateless(n)])[0]
+        out.update(recovery_s=end[0] - failure.at[0], recovery_cpu_s=end[1] - failure.at[1],
+                   records_recomputed=mine.recomputed, source_rows=mine.source_rows, log_rows=mine.log_rows,
+                   phases=rec.phases(), actions=dict(rec.plan.actions),
+                   redone=[(x.step, x.epoch, x.rows) for x in journal.executions if x.redo])
+    out.update(walls=walls, cpus=cpus)
+    out.update(compare(outputs_of(spark, base / "run"), outputs_of(spark, base / "reference"), epochs))
+    return out
+
+
+def phase_w6(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
+    """One configuration of W6: N epochs with v1 (measured), the code change, a fresh v2 run (the reference)."""
+    size, n, base = spec["size"], spec["size"]["epochs"], Path(spec["base"])
+    redo = spec.get("redo", REDO)
+    e = n - redo - 1
+    last = range(n - redo, n)
+    out: dict[str, Any] = {"redo_from_epoch": e + 1}
+    if spec["system"] == "streaming":
+        inp = Path(spec["input"])
+        v1 = StreamingW4(spark, inp, base / "run", spec["mode"])
+        v1.run()
+        walls, cpus = v1.per_epoch()
+        out.update(bytes=dict(v1.written.bytes), peak_rss=max(m.peak_rss for m in v1.meters.values()))
+        # the change: a new checkpoint location for the changed query, reprocessing from epoch 0
+        v2 = StreamingW4(spark, inp, base / "run", spec["mode"], version=2, checkpoint="checkpoint-v2")
+        t0 = stamp()
+        v2.run(only=("single",) if spec["mode"] == "single" else ("totals",))
+        t1 = stamp()
+        rows_in = sum(p["numInputRows"] for p in v2.progress)
+        out.update(recovery_s=t1[0] - t0[0], recovery_cpu_s=t1[1] - t0[1], source_rows=rows_in, log_rows=0,
+                   batches_rerun=[p["batchId"] for p in v2.progress],
+                   records_recomputed=recomputed(size, range(n), spec["mode"], heavy=False))
+        StreamingW4(spark, inp, base / "reference", spec["mode"], version=2).run()
+        got_base, ref_base = base / "run", base / "reference"
+    else:
+        r1 = run_falkirk_w4(spark, base / "run", size, spec, epochs=n, gc=False)
+        walls, cpus = r1["meter"].per_epoch()
+        out.update(bytes=r1["bytes"], peak_rss=r1["meter"].peak_rss,
+                   regimes={k: s.regime.describe() for k, s in r1["pipe"].steps.items()})
+        t0 = stamp()
+        r2 = run_falkirk_w4(spark, base / "run", size, spec, epochs=n, version=2, gc=False,
+                            code_changes={"totals": e}, fill=False)
+        t1 = stamp()
+        journal = r2["result"].journal
+        redone = [(x.step, x.epoch, x.rows) for x in journal.executions]
+        out.update(recovery_s=t1[0] - t0[0], recovery_cpu_s=t1[1] - t0[1], redone=redone,
+                   records_recomputed=sum(x[2] or 0 for x in redone),
+                   source_rows=sum(x[2] or 0 for x in redone if x[0] == "heavy"),  # heavy re-reading the input
+                   log_rows=sum(journal.rows("heavy", k) or 0 for k in {k for s, k, _ in redone if s == "totals"}),
+                   notes=list(getattr(journal, "notes", []))[:20])
+        run_falkirk_w4(spark, base / "reference", size, spec, epochs=n, version=2)
+        got_base, ref_base = base / "run", base / "reference"
+    out.update(walls=walls, cpus=cpus)
+    out.update(compare(outputs_of(spark, got_base, last), outputs_of(spark, ref_base, last), redo))
+    return out
+
+
+# -- W2/W3: keyed state, slowly changing or churning; the driver SIGKILLed in the stateful step, restarted --------
+def keyed_table(epoch: int, size: dict[str, Any]) -> Any:
+    """W2: all keys at epoch 0 (the bulk load), then ``churn`` of them; W3: every key every epoch. ``key, v``."""
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(7000 + epoch)
+    k = size["keys"]
+    if epoch == 0 or size["churn"] >= 1.0:
+        keys = np.arange(k, dtype="int64")
+    else:
+        keys = np.sort(rng.choice(k, max(1, int(k * size["churn"])), replace=False)).astype("int64")
+    return pa.table({"epoch": np.full(len(keys), epoch, dtype="int64"), "key": keys,
+                     "v": rng.integers(0, 1000, len(keys)).astype("int64")})
+
+
+KEYED_SCHEMA = "epoch BIGINT, key BIGINT, v BIGINT"
+TOP = 100  # W3's output: the epoch's TOP keys by score
+
+
+def write_keyed_input(directory: Path, size: dict[str, Any], epochs: int) -> None:
+    import pyarrow.parquet as pq
+
+    directory.mkdir(parents=True, exist_ok=True)
+    base = time.time() - 10 * epochs
+    for e in range(epochs):
+        p = directory / f"epoch-{e:05d}.parquet"
+        pq.write_table(keyed_table(e, size), p)
+        os.utime(p, (base + e, base + e))
+
+
+def falkirk_keyed(root: Path, spark: Any, workload: str, size: dict[str, Any], regime: str) -> Any:
+    """``updates`` → ``agg`` (keyed state: W2 running sum and count; W3 decayed score ``score * 9 div 10 + v``)
+    → output ``changes`` (W2: the updated keys; W3: the top keys by score)."""
+    from pyspark.sql import functions as F
+
+    from falkirk.spark import Eager, Lazy, Pipeline
+    from falkirk.spark.pipeline.run.session import SMALL_DATA
+
+    pipe = Pipeline(root, spark, spark_conf=SMALL_DATA)
+    pipe.input("updates", KEYED_SCHEMA, partitions=2, key="key", source=lambda e: keyed_table(e, size))
+    top = TOP
+
+    def running(updates: Any, *, state: Any, epoch: int) -> Any:
+        upd = updates.select("key", F.col("v").alias("s"))
+        if state is None:
+            new = upd.select("key", F.col("s").alias("total"), F.lit(1).cast("bigint").alias("n"))
+        else:
+            new = state.join(upd, "key", "full_outer").select(
+                "key", (F.coalesce("total", F.lit(0)) + F.coalesce("s", F.lit(0))).alias("total"),
+                (F.coalesce("n", F.lit(0)) + F.when(F.col("s").isNotNull(), 1).otherwise(0)).cast("bigint").alias("n"))
+        return new.join(upd.select("key"), "key"), new
+
+    def decayed(updates: Any, *, state: Any, epoch: int) -> Any:
+        upd = updates.select("key", F.col("v").alias("x"))
+        if state is None:
+            new = upd.select("key", F.col("x").alias("score"))
+        else:
+            new = state.join(upd, "key", "full_outer").select(
+                "key", (F.expr("coalesce(score, 0) * 9 div 10") + F.coalesce("x", F.lit(0))).alias("score"))
+        return new.orderBy(F.desc("score"), "key").limit(top), new
+
+    regimes = {"eager-inc": Eager(key="key", incremental=True), "lazy3": Lazy(every=3, key="key"),
+               "lazy3-inc": Lazy(every=3, key="key", incremental=True), "eager": Eager(key="key")}
+    pipe.step(running if workload == "W2" else decayed, name="agg", inputs=["updates"], regime=regimes[regime])
+    pipe.output("changes", inputs=["agg"])
+    return pipe
+
+
+class StreamingKeyed:
+    """W2/W3 as one query: file source → ``groupBy("key").applyInPandasWithState`` (RocksDB, changelog on) →
+    ``foreachBatch`` writing ``output/changes/epoch=N`` (overwritten: idempotent)."""
+
+    def __init__(self, spark: Any, input_dir: Path, base: Path, workload: str, *, kill_at: int | None = None) -> None:
+        self.spark, self.input_dir, self.base, self.workload, self.kill_at = spark, input_dir, base, workload, kill_at
+        self.written = Written(base, streaming_category)
+        self.meter = Meter(self.written)
+        self.progress: list[dict[str, Any]] = []
+
+    def query(self) -> Any:
+        import pandas as pd
+        from pyspark.sql.streaming.state import GroupStateTimeout
+
+        kill_at, marker, w2 = self.kill_at, str(self.base / "killed"), self.workload == "W2"
+        victims = (os.getpid(), int(self.spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
+
+        def update(key: Any, batches: Any, state: Any) -> Any:
+            import os as _os
+            import signal as _signal
+
+            pdf = pd.concat(list(batches), ignore_index=True)
+            if kill_at is not None and int(pdf["epoch"].iloc[0]) == kill_at and not _os.path.exists(marker):
+                open(marker, "w").close()
+                for pid in victims:  # the driver: its Python process and its JVM
+                    _os.kill(pid, _signal.SIGKILL)
+            x = int(pdf["v"].sum())
+            if w2:
+                total, n = (int(a) for a in state.get) if state.exists else (0, 0)
+                total, n = total + x, n + len(pdf)
+                state.update((total, n))
+                yield pd.DataFrame({"key": [int(key[0])], "total": [total], "n": [n]})
+            else:
+                score = int(state.get[0]) if state.exists else 0
+                score = score * 9 // 10 + x if state.exists else x
+                state.update((score,))
+                yield pd.DataFrame({"key": [int(key[0])], "score": [score]})
+
+        schema, state_schema = (("key BIGINT, total BIGINT, n BIGINT", "total LONG, n LONG") if w2
+                                else ("key BIGINT, score BIGINT", "score LONG"))
+        src = self.spark.readStream.schema(KEYED_SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(self.input_dir))
+        op = src.groupBy("key").applyInPandasWithState(update, schema, state_schema, "append",
+                                                        GroupStateTimeout.NoTimeout)
+        return (op.writeStream.foreachBatch(self.batch).option("checkpointLocation", str(self.base / "checkpoint"))
+                .trigger(availableNow=True))
+
+    def batch(self, df: Any, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        if self.workload == "W3":
+            df = df.orderBy(F.desc("score"), "key").limit(TOP)
+        df.write.mode("overwrite").parquet(str(self.base / "output" / "changes" / f"epoch={batch_id}"))
+        self.meter.epoch_done(batch_id)
+
+    def run(self) -> None:
+        from falkirk.spark.pipeline.run.session import SMALL_DATA, sql_conf
+
+        self.written.scan(count=False)
+        with sql_conf(self.spark, {**STREAMING_CONF, **SMALL_DATA}):
+            q = self.query().start()
+            q.awaitTermination()
+        self.progress = [json.loads(p.json) for p in q.recentProgress]
+        self.written.scan()
+
+
+def run_falkirk_keyed(spark: Any, root: Path, spec: dict[str, Any], fail: list[str], *, fill: bool = True) -> Any:
+    pipe = falkirk_keyed(root, spark, spec["workload"], spec["size"], spec["regime"])
+    written = Written(root, falkirk_category)
+    if fill:
+        fill_input_logs(pipe, spec["size"]["epochs"])
+    written.scan(count=False)
+    meter = Meter(written)
+
+    def progress(line: str) -> None:
+        if line.startswith("epoch"):
+            meter.epoch_done(int(line.split()[1]))
+
+    result = pipe.run(spec["size"]["epochs"], fail=fail, progress=progress)
+    written.scan()
+    return {"meter": meter, "result": result, "pipe": pipe, "bytes": dict(written.bytes)}
+
+
+def phase_keyed_run(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
+    """Driver process 1 of W2/W3: the failure-free run (measured; its result written now), then the run whose driver
+    is SIGKILLed in the stateful step at the crash epoch (this process does not return)."""
+    base, c = Path(spec["base"]), spec["size"]["crash"]
+    if spec["system"] == "streaming":
+        ref = StreamingKeyed(spark, Path(spec["input"]), base / "reference", spec["workload"])
+        ref.run()
+        walls, cpus = ref.meter.per_epoch()
+        out = {"bytes": dict(ref.written.bytes), "peak_rss": ref.meter.peak_rss, "walls": walls, "cpus": cpus}
+    else:
+        r = run_falkirk_keyed(spark, base / "reference", spec, [])
+        walls, cpus = r["meter"].per_epoch()
+        out = {"bytes": r["bytes"], "peak_rss": r["meter"].peak_rss, "walls": walls, "cpus": cpus,
+               "regimes": {n: s.regime.describe() for n, s in r["pipe"].steps.items()}}
+    Path(spec["result"]).write_text(json.dumps(out, default=str))
+    if spec["system"] == "streaming":
+        StreamingKeyed(spark, Path(spec["input"]), base / "run", spec["workload"], kill_at=c).run()
+    else:
+        run_falkirk_keyed(spark, base / "run", spec, [f"agg@{c}:kill-mid"])
+    raise SystemExit("the driver was not killed")
+
+
+def phase_keyed_restart(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
+    """Driver process 2 of W2/W3: the restarted driver; recovery measured, outputs compared with the reference."""
+    from falkirk.spark.pipeline.store.rootfs import Root
+    from falkirk.spark.pipeline.tools.report import costs
+    from falkirk.spark.pipeline.tools.verify import output_rows
+
+    base, c, size = Path(spec["base"]), spec["size"]["crash"], spec["size"]
+    out: dict[str, Any] = {"log_rows": 0}
+    t0 = stamp()
+    if spec["system"] == "streaming":
+        run = StreamingKeyed(spark, Path(spec["input"]), base / "run", spec["workload"])
+        run.run()
+        end = run.meter.ends[c]
+        rerun = [p for p in run.progress if p["batchId"] <= c]
+        out.update(source_rows=sum(p["numInputRows"] for p in rerun), batches_rerun=[p["batchId"] for p in rerun],
+                   records_recomputed=0,  # the killed batch's operator had not returned: nothing completed is redone
+                   rerun_duration_ms=[p.get("durationMs") for p in rerun],
+                   rerun_state_operators=[p.get("stateOperators") for p in rerun])
+    else:
+        r = run_falkirk_keyed(spark, base / "run", spec, [], fill=False)
+        end = r["meter"].ends[c]
+        journal, pipe = r["result"].journal, r["pipe"]
+        rec = next(x for x in journal.recoveries if x.restart)
+        mine = costs(journal, rec, inputs=set(pipe.inputs), stateful=["agg"])[0]
+        out.update(records_recomputed=mine.recomputed, source_rows=mine.source_rows, log_rows=mine.log_rows,
+                   phases=rec.phases(), actions=dict(rec.plan.actions))
+    out.update(recovery_s=end[0] - t0[0], recovery_cpu_s=end[1] - t0[1])
+    got = output_rows(spark, Root(str(base / "run")), "changes")
+    ref = output_rows(spark, Root(str(base / "reference")), "changes")
+    diffs = [f"changes epoch {e}" for e in sorted(set(got) | set(ref)) if got.get(e) != ref.get(e)]
+    if len(ref) != size["epochs"]:
+        diffs.append(f"reference has {len(ref)} epochs, expected {size['epochs']}")
+    out.update(identical=not diffs, differences=diffs, rows_compared=sum(sum(v.values()) for v in ref.values()))
+    return out
+
+
+PHASES = {"W4": phase_w4, "W6": phase_w6, "keyed:run": phase_keyed_run, "keyed:restart": phase_keyed_restart}
+
+
+# -- the parent ---------------------------------------------------------------------------------------------
+def child(spec: dict[str, Any], work: Path, name: str, phase: str | None = None, expected: int = 0) -> dict[str, Any]:
+    """Run ``spec`` in a new driver process (``--phase``, default the workload's); its result."""
+    phase = phase or spec["workload"]
+    spec = {**spec, "result": str(work / f"{name}.json"), "pids": str(work / f"{name}.pids")}
+    path = work / f"{name}.spec.json"
+    path.write_text(json.dumps(spec))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"), str(HERE.parent), str(HERE),
+                                                       os.environ.get("PYTHONPATH", "")])}
+    with open(work / f"{name}.log", "w") as log:
+        p = subprocess.run([sys.executable, __file__, "--phase", phase, "--spec", str(path)], env=env,
+                           stdout=log, stderr=subprocess.STDOUT)
+    kill_leftover(Path(spec["pids"]))  # the JVM of a killed driver
+    if p.returncode != expected or not Path(spec["result"]).exists():
+        tail = (work / f"{name}.log").read_text(errors="replace")[-3000:]
+        raise SystemExit(f"{name}: exit status {p.returncode}\n{tail}")
+    return json.loads(Path(spec["result"]).read_text())
+
+
+def run_phase(phase: str, spec_path: Path) -> None:
+    spec = json.loads(spec_path.read_text())
+    spark = session(spec.get("conf"))
+    if spec.get("pids"):
+        Path(spec["pids"]).write_text(json.dumps({"jvm_pid": jvm_pid(spark), "driver_pid": os.getpid()}))
+    out = PHASES[phase](spec, spark)
+    Path(spec["result"]).write_text(json.dumps(out, default=str))
+    spark.stop()
+
+
+def summarise(raw: dict[str, Any], warmup: int, epochs: int) -> dict[str, Any]:
+    persisted = sum(v for k, v in raw["bytes"].items() if k != "input log")
+    w = min(warmup, len(raw["walls"]) - 1)
+    return {**{k: v for k, v in raw.items() if not k.startswith("reference_")},
+            "wall_median_s": statistics.median(raw["walls"][w:]), "cpu_median_s": statistics.median(raw["cpus"][w:]),
+            "bytes_per_epoch": persisted / epochs, "load_average": os.getloadavg()}
+
+
+def measure_w1(configs: list[str], size: dict[str, int], work: Path, warmup: int) -> dict[str, Any]:
+    import spark_vs_streaming as svs
+
+    args = argparse.Namespace(epochs=size["epochs"], crash=size["crash"], warmup=warmup, events=size["events"],
+                              queries=size["queries"], cc="unionfind")
+    input_dir = work / "w1-input"
+    svs.write_stream_input(input_dir, svs.sizes(args), args.epochs)
+    out = {}
+    for name in configs:
+        opt = CONFIGS["W1"][name]
+        res = svs.measure(opt["base"], args, work, input_dir, name=f"w1-{name}", conf=opt.get("conf"))
+        res.pop("_ref", None)
+        res["system"] = "streaming" if name.startswith("streaming") else "falkirk"
+        res["peak_rss"] = None
+        out[name] = res
+    return out
+
+
+def measure_w46(workload: str, configs: list[str], size: dict[str, int], work: Path, warmup: int) -> dict[str, Any]:
+    input_dir = work / f"{workload.lower()}-input"
+    write_parquet_input(input_dir, size, size["epochs"])
+    out = {}
+    for name in configs:
+        opt = CONFIGS[workload][name]
+        system = "streaming" if name.startswith("streaming") else "falkirk"
+        spec = {"workload": workload, "system": system, "size": size, "base": str(work / f"{workload}-{name}"),
+                "input": str(input_dir), **opt}
+        t0 = time.perf_counter()
+        raw = child(spec, work, f"{workload}-{name}")
+        res = summarise(raw, warmup, size["epochs"])
+        res.update(system=system, benchmark_s=time.perf_counter() - t0, conf=opt.get("conf", {}))
+        shutil.rmtree(work / f"{workload}-{name}", ignore_errors=True)
+        print(f"{workload} {name:16} cpu {res['cpu_median_s']:.2f} s/epoch, wall {res['wall_median_s']:.2f} s/epoch, "
+              f"{res['bytes_per_epoch'] / 1e3:.0f} kB/epoch, recovery CPU {res['recovery_cpu_s']:.2f} s "
+              f"(wall {res['recovery_s']:.2f} s), recomputed {res['records_recomputed']}, "
+              f"input rows {res['source_rows']}, identical {res['identical']} ({res['benchmark_s']:.0f} s)", flush=True)
+        out[name] = res
+    return out
+
+
+def measure_keyed(workload: str, configs: list[str], size: dict[str, Any], work: Path, warmup: int) -> dict[str, Any]:
+    """W2/W3: each configuration in two driver processes (failure-free + killed; restarted)."""
+    input_dir = work / f"{workload.lower()}-input"
+    write_keyed_input(input_dir, size, size["epochs"])
+    out = {}
+    for name in configs:
+        opt = CONFIGS[workload][name]
+        system = "streaming" if name.startswith("streaming") else "falkirk"
+        spec = {"workload": workload, "system": system, "size": size, "base": str(work / f"{workload}-{name}"),
+                "input": str(input_dir), **opt}
+        t0 = time.perf_counter()
+        a = child(spec, work, f"{workload}-{name}-run", "keyed:run", -signal.SIGKILL)
+        b = child(spec, work, f"{workload}-{name}-restart", "keyed:restart")
+        res = summarise({**a, **b}, warmup, size["epochs"])
+        res.update(system=system, benchmark_s=time.perf_counter() - t0, conf=opt.get("conf", {}))
+        shutil.rmtree(work / f"{workload}-{name}", ignore_errors=True)
+        print(f"{workload} {name:16} cpu {res['cpu_median_s']:.2f} s/epoch, wall {res['wall_median_s']:.2f} s/epoch, "
+              f"{res['bytes_per_epoch'] / 1e3:.0f} kB/epoch, recovery CPU {res['recovery_cpu_s']:.2f} s "
+              f"(wall {res['recovery_s']:.2f} s), recomputed {res['records_recomputed']}, "
+              f"input rows {res['source_rows']}, identical {res['identical']} ({res['benchmark_s']:.0f} s)", flush=True)
+        out[name] = res
+    return out
+
+
+def verdict(summary: dict[str, Any]) -> dict[str, Any]:
+    """Frontier, and whether the best falkirk configuration strictly dominates every streaming one."""
+    points = {n: (s["cpu_median_s"], s["recovery_cpu_s"]) for n, s in summary.items()}
+    front = frontier(points)
+    fk = [n for n in summary if summary[n]["system"] == "falkirk"]
+    st = [n for n in summary if summary[n]["system"] == "streaming"]
+    dominating = [f for f in fk if st and all(points[f][0] < points[s][0] and points[f][1] < points[s][1] for s in st)]
+    ratios = {f: {s: {"cpu": points[f][0] / points[s][0] if points[s][0] else None,
+                      "recovery_cpu": points[f][1] / points[s][1] if points[s][1] else None} for s in st} for f in fk}
+    return {"frontier": front, "falkirk_on_frontier": [n for n in front if n in fk],
+            "falkirk_dominates_all_streaming": dominating, "falkirk_over_streaming": ratios}
+
+
+def plot(workload: str, summary: dict[str, Any], front: list[str], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.6))
+    for name, s in summary.items():
+        x, y = s["cpu_median_s"], s["recovery_cpu_s"]
+        ax.scatter([x], [y], s=60, color="tab:orange" if s["system"] == "streaming" else "tab:blue", zorder=3)
+        ax.annotate(name, (x, y), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=8)
+    fx = [summary[n]["cpu_median_s"] for n in front]
+    fy = [summary[n]["recovery_cpu_s"] for n in front]
+    ax.step(fx, fy, where="post", color="gray", linestyle="--")
+    ax.scatter(fx, fy, s=180, facecolors="none", edgecolors="black", zorder=4, label="non-dominated")
+    ax.set_xlabel("steady state: median CPU s per epoch (driver, JVM, workers)")
+    ax.set_ylabel("recovery CPU s")
+    ax.set_title(f"{workload}: {title}\nlower left is better; orange: Structured Streaming, blue: falkirk", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.margins(x=0.15, y=0.15)
+    ax.legend(loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+TITLES = {"W1": "flagship, driver SIGKILLed in the stateful step, restarted",
+          "W4": "heavy logged aggregate → stateful branch + exactly-once SQLite sink; the sink fails once",
+          "W6": f"code change of the stateful step; its last {REDO} epochs recomputed",
+          "W2": "large slowly changing keyed state (1 % of keys per epoch), driver SIGKILLed, restarted",
+          "W3": "high-churn keyed state (every key every epoch), driver SIGKILLed, restarted"}
+
+
+def rows_of(doc: dict[str, Any]) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = [("workload", "configuration", "CPU / epoch", "wall / epoch", "state+log kB / epoch", "recovery CPU",
+             "recovery wall", "records recomputed", "input rows re-read", "log rows replayed", "peak RSS MB",
+             "identical", "non-dominated")]
+    for w, block in doc["workloads"].items():
+        for n, s in block["summary"].items():
+            rss = s.get("peak_rss")
+            rows.append((w, n, f"{s['cpu_median_s']:.2f} s", f"{s['wall_median_s']:.2f} s",
+                         f"{s['bytes_per_epoch'] / 1e3:.0f}", f"{s['recovery_cpu_s']:.2f} s", f"{s['recovery_s']:.2f} s",
+                         f"{s['records_recomputed']:,}", f"{s['source_rows']:,}", f"{s.get('log_rows', 0):,}",
+                         "-" if not rss else f"{rss / 1e6:.0f}", str(s["identical"]),
+                         "yes" if n in block["verdict"]["frontier"] else "no"))
+    return rows
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    lines = [as_markdown(rows_of(doc)), ""]
+    for w, block in doc["workloads"].items():
+        v = block["verdict"]
+        lines.append(f"* {w}: non-dominated {', '.join(v['frontier'])}; falkirk configurations strictly dominating "
+                     f"every Structured Streaming one: {', '.join(v['falkirk_dominates_all_streaming']) or 'none'}")
+    la = doc["machine"]["load_average"]
+    lines.append(f"\nLoad average at the end {la[0]:.1f} / {la[1]:.1f} / {la[2]:.1f} (1 / 5 / 15 min).")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--quick", action="store_true", help="the small sizes (≤ 30 min on 2 cores)")
+    g.add_argument("--full", action="store_true", help="the documented full sizes")
+    ap.add_argument("--only", default=",".join(IMPLEMENTED), help="workloads, e.g. W1,W4")
+    ap.add_argument("--configs", default="", help="only these configurations (names as in the table)")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--markdown", action="store_true", help="print the results JSON as a Markdown table and stop")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the other workloads of the existing results JSON (replace only those run now)")
+    ap.add_argument("--phase", help=argparse.SUPPRESS)
+    ap.add_argument("--spec", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.phase:
+        run_phase(args.phase, args.spec)
+        return 0
+    if args.markdown:
+        print(markdown(json.loads((args.out / "spark_matrix.json").read_text())))
+        return 0
+    sizes = SIZES["quick" if args.quick else "full" if args.full else "default"]
+    only = [w.strip().upper() for w in args.only.split(",") if w.strip()]
+    bad = [w for w in only if w not in IMPLEMENTED]
+    if bad:
+        ap.error(f"{', '.join(bad)}: not implemented (implemented: {', '.join(IMPLEMENTED)})")
+    pick = {c.strip() for c in args.configs.split(",") if c.strip()}
+    load0 = os.getloadavg()
+    t0 = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix="spark-matrix-"))
+    workloads: dict[str, Any] = {}
+    try:
+        for w in only:
+            configs = [c for c in CONFIGS[w] if not pick or c in pick]
+            if w == "W1":
+                summary = measure_w1(configs, sizes[w], work, args.warmup)
+            elif w in ("W2", "W3"):
+                summary = measure_keyed(w, configs, sizes[w], work, args.warmup)
+            else:
+                summary = measure_w46(w, configs, sizes[w], work, args.warmup)
+            workloads[w] = {"size": sizes[w], "summary": summary, "verdict": verdict(summary)}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    import pyspark
+
+    load = os.getloadavg()
+    doc = {"benchmark": "spark_matrix", "sizes": "quick" if args.quick else "full" if args.full else "default",
+           "warmup": args.warmup, "wall_s": time.perf_counter() - t0, "streaming_conf": STREAMING_CONF,
+           "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                       "spark": pyspark.__version__, "load_average": load, "load_average_start": load0},
+           "workloads": workloads}
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.merge and (args.out / "spark_matrix.json").exists():
+        old = json.loads((args.out / "spark_matrix.json").read_text())
+        doc["workloads"] = {**old.get("workloads", {}), **workloads}
+        doc["earlier_runs"] = [*old.get("earlier_runs", []), {k: old.get(k) for k in ("sizes", "wall_s", "machine")}]
+    (args.out / "spark_matrix.json").write_text(json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n",
+                                                encoding="utf-8")
+    for w, block in workloads.items():
+        try:
+            plot(w, block["summary"], block["verdict"]["frontier"], args.out / f"spark_matrix_{w}.png", TITLES[w])
+        except ImportError as exc:
+            print(f"no picture: {exc}")
+    print()
+    print(as_text(rows_of({**doc, "workloads": workloads})))
+    print(f"\nload average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (start {load0[0]:.1f} / {load0[1]:.1f} / "
+          f"{load0[2]:.1f}); wrote {args.out / 'spark_matrix.json'}")
+    bad_runs = [f"{w}:{n}" for w, b in workloads.items() for n, s in b["summary"].items() if not s["identical"]]
+    if bad_runs:
+        print(f"OUTPUTS DIFFER from the failure-free run: {', '.join(bad_runs)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""Smoke test of benchmarks/spark_matrix.py: each implemented workload × system for 2 tiny epochs, not the benchmark.
+
+W4 and W6 run in the shared session exactly as the benchmark's driver
+processes do (failure-free run, the failure or the code change, outputs
+compared as multisets). W1 is the flagship of benchmarks/spark_vs_streaming.py,
+whose own smoke test (test_spark_vs_streaming.py) runs both systems; its
+killed and restarted drivers need separate processes and are left to the
+benchmark.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from benchmarks.spark_matrix import (
+    CONFIGS,
+    PHASES,
+    StreamingKeyed,
+    markdown,
+    run_falkirk_keyed,
+    streaming_category,
+    verdict,
+    write_keyed_input,
+    write_parquet_input,
+)
+
+SIZE = {"epochs": 2, "fail": 1, "events": 300, "users": 40}
+
+
+def spec(workload: str, name: str, base: Path, inputs: Path) -> dict[str, Any]:
+    system = "streaming" if name.startswith("streaming") else "falkirk"
+    return {"workload": workload, "system": system, "size": SIZE, "base": str(base / name), "input": str(inputs),
+            "redo": 1, **CONFIGS[workload][name]}
+
+
+@pytest.mark.parametrize("workload,names", [("W4", ("falkirk", "streaming")),
+                                            ("W6", ("falkirk", "streaming-split"))])
+def test_each_system_runs_the_workload_and_matches_its_failure_free_run(
+    spark: Any, tmp_path: Path, workload: str, names: tuple[str, ...],
+) -> None:
+    """W4: the sink raises once at epoch 1 and each system recovers (falkirk in the same driver, the streaming query
+    restarted in the same session); W6: totals' code changes and its last epoch is redone (the per-operator split of
+    the streaming query: the one-query form runs in W4). Outputs identical."""
+    pytest.importorskip("pandas", reason="applyInPandasWithState needs pandas")
+    pytest.importorskip("pyarrow", reason="applyInPandasWithState needs pyarrow")
+    write_parquet_input(tmp_path / "input", SIZE, SIZE["epochs"])
+    for name in names:
+        out = PHASES[workload](spec(workload, name, tmp_path, tmp_path / "input"), spark)
+        assert out["identical"], (name, out["differences"])
+        assert out["rows_compared"] > 0 and len(out["cpus"]) == SIZE["epochs"] and min(out["walls"]) > 0
+        assert out["recovery_cpu_s"] > 0 and sum(out["bytes"].values()) > 0
+        if workload == "W4" and name == "falkirk":
+            assert out["actions"]["sink"] != "keep" and out["actions"]["heavy"] == "keep"  # only the sink's closure
+        if workload == "W4" and name.startswith("streaming"):
+            assert out["batches_rerun"] == [SIZE["fail"]] and out["source_rows"] == SIZE["events"]
+        if workload == "W6" and name == "falkirk":
+            assert {s for s, _, _ in out["redone"]} == {"totals", "totals_out"}  # heavy and sink do not run again
+
+
+@pytest.mark.parametrize("workload,churn", [("W2", 0.1), ("W3", 1.0)])
+def test_keyed_state_workloads_give_the_same_outputs_on_both_systems(
+    spark: Any, tmp_path: Path, workload: str, churn: float,
+) -> None:
+    """W2/W3 for 2 epochs: Structured Streaming failure-free, falkirk with its stateful step failing at epoch 1 (in the
+    driver; the SIGKILLed drivers need separate processes: the benchmark's); the outputs are equal as multisets."""
+    pytest.importorskip("pandas", reason="applyInPandasWithState needs pandas")
+    from falkirk.spark.pipeline.store.rootfs import Root
+    from falkirk.spark.pipeline.tools.verify import output_rows
+
+    size = {"epochs": 2, "crash": 1, "keys": 200, "churn": churn}
+    write_keyed_input(tmp_path / "input", size, 2)
+    st = StreamingKeyed(spark, tmp_path / "input", tmp_path / "streaming", workload)
+    st.run()
+    assert len(st.meter.per_epoch()[1]) == 2 and st.written.bytes["state"] > 0
+    name = "falkirk-lazy3" if workload == "W3" else "falkirk-inc"
+    spec = {"workload": workload, "size": size, **CONFIGS[workload][name]}
+    fk = run_falkirk_keyed(spark, tmp_path / "falkirk", spec, ["agg@1:mid"])
+    assert len(fk["result"].journal.recoveries) == 1 and fk["bytes"]
+    got = output_rows(spark, Root(str(tmp_path / "falkirk")), "changes")
+    ref = output_rows(spark, Root(str(tmp_path / "streaming")), "changes")
+    assert sorted(got) == [0, 1] and got == ref
+    assert sum(got[1].values()) == (20 if workload == "W2" else 100)
+
+
+def test_verdict_frontier_and_dominance() -> None:
+    summary = {"streaming": {"system": "streaming", "cpu_median_s": 2.0, "recovery_cpu_s": 10.0},
+               "falkirk": {"system": "falkirk", "cpu_median_s": 1.5, "recovery_cpu_s": 3.0},
+               "falkirk-b": {"system": "falkirk", "cpu_median_s": 2.5, "recovery_cpu_s": 1.0}}
+    v = verdict(summary)
+    assert v["frontier"] == ["falkirk", "falkirk-b"] and v["falkirk_dominates_all_streaming"] == ["falkirk"]
+    assert v["falkirk_over_streaming"]["falkirk"]["streaming"] == {"cpu": 0.75, "recovery_cpu": 0.3}
+    doc = {"workloads": {"W4": {"summary": {n: {**s, "wall_median_s": 1.0, "bytes_per_epoch": 1e3, "recovery_s": 1.0,
+                                                "records_recomputed": 1, "source_rows": 2, "identical": True}
+                                            for n, s in summary.items()}, "verdict": v}},
+           "machine": {"load_average": [1.0, 2.0, 3.0]}}
+    text = markdown(doc)
+    assert "| W4 | `falkirk`" not in text and "| `W4` | falkirk |" in text and "strictly dominating" in text
+    assert streaming_category("checkpoint/sink/offsets/3") == "offsets"
+    assert streaming_category("checkpoint/state/0/0/1.changelog") == "state"
