@@ -260,4 +260,6 @@ def test_the_s3_example_of_the_storage_docs_runs(s3_server: SeaweedS3, monkeypat
                         "AWS_SECRET_ACCESS_KEY": s3_server.SECRET}.items():
         monkeypatch.setenv(name, value)
     exec(compile(blocks[0], "docs/storage.md", "exec"), {"__name__": "docs:storage.md"})
-    assert re.fullmatch(r"\['000000000000@b0\.jsonl'\]\n", capsys.readouterr().out)
+    # the segment's manifest and its Parquet data file (docs/storage.md, "Input logs: Parquet segments")
+    assert re.fullmatch(r"\['000000000000@b0\.[0-9a-f]+-0\.parquet', '000000000000@b0\.json'\]\n",
+                        capsys.readouterr().out)
