@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -107,6 +108,31 @@ def test_a_stopped_or_missing_session_is_a_clear_error(tmp_path: Path) -> None:
     p = _pipe(tmp_path)
     p.spark = "spark"  # type: ignore[assignment]
     with pytest.raises(SessionError, match="needs a pyspark.sql.SparkSession, got str"):
+        p.run(1)
+    assert not (tmp_path / "pipeline.json").exists()
+
+
+def test_a_session_whose_jvm_died_is_a_clear_error(tmp_path: Path) -> None:
+    """A classic session whose driver JVM is gone (py4j: connection refused) is a SessionError saying so.
+
+    Before, it looked alive from Python, and the first thing to fail on a
+    cluster master was the storage probe, which blamed the root's disk.
+    The session here is a real ``SparkSession`` object whose JVM gateway
+    refuses connections, as py4j does after the JVM died.
+    """
+    from pyspark.sql import SparkSession
+
+    from falkirk.spark import SessionError
+
+    class DeadJVM:
+        def sc(self) -> Any:
+            raise ConnectionRefusedError(111, "Connection refused")
+
+    dead = object.__new__(SparkSession)
+    dead._sc = SimpleNamespace(_jsc=DeadJVM())  # type: ignore[attr-defined]
+    p = _pipe(tmp_path)
+    p.spark = dead
+    with pytest.raises(SessionError, match=r"JVM does not answer \(.*Connection refused\).*driver process died"):
         p.run(1)
     assert not (tmp_path / "pipeline.json").exists()
 

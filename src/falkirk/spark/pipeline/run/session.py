@@ -71,7 +71,11 @@ def check_usable(spark: object, what: str = "the pipeline") -> None:
 
     A stopped classic session has no JVM context left (``sparkContext._jsc``
     is ``None``) and a stopped Connect session says so (``is_stopped``);
-    either would otherwise fail deep inside the first Spark call.
+    either would otherwise fail deep inside the first Spark call. A classic
+    session whose driver JVM died (killed, out of memory, or exited after
+    Spark gave up on its executor) still looks alive from Python: one call
+    into the JVM (``SparkContext.isStopped``, no job) finds out, so the
+    error says the session is gone rather than blaming the root's storage.
 
     >>> check_usable(object())
     Traceback (most recent call last):
@@ -91,6 +95,17 @@ def check_usable(spark: object, what: str = "the pipeline") -> None:
     else:
         sc = getattr(spark, "_sc", None)
         stopped = sc is None or getattr(sc, "_jsc", None) is None
+        if not stopped:
+            try:
+                stopped = bool(sc._jsc.sc().isStopped())  # type: ignore[union-attr]
+            except Exception as exc:  # py4j cannot reach the JVM: the driver process is gone
+                from falkirk.spark.pipeline.run.causes import root_cause
+
+                raise SessionError(
+                    f"{what}: its SparkSession's JVM does not answer ({root_cause(exc)}): the Spark driver process "
+                    "died (killed, out of memory, or Spark exited after an error); build a new session "
+                    "(SparkSession.builder.getOrCreate() in a new Python process) and pass it as "
+                    "Pipeline(..., spark=...)") from None
     if stopped:
         raise SessionError(
             f"{what}: its SparkSession was stopped (spark.stop() was called, or Spark shut down after an error); "
