@@ -9,21 +9,28 @@
 3. The flagship runs again on fresh roots with the current and (if they
    differ) the advised regimes, ``--fail STEP`` failing after epoch
    ``EPOCHS - 2``.
-4. Measured against predicted, for each: the steady wall time per epoch (the
+4. Measured against predicted, for each: the steady cost per epoch (the
    median over epochs 1..EPOCHS-3 of Σ step executions), and the recovery's
-   replay/recompute wall time against the model's price of that one failure
-   at that boundary (its redo, restores and replays).
+   redone executions (and its replay/recompute wall time) against the
+   model's price of that one failure at that boundary (its redo, restores
+   and replays).
+
+The unit is the costs' (``unit`` in the JSON): CPU seconds of the process
+tree per step execution, which a ``local`` master's journal records
+(:mod:`falkirk.spark.pipeline.run.cpu`), priced with the ``cpu`` objective;
+wall seconds where CPU was not recorded.
 
 Run: ``python benchmarks/spark_advisor.py [--epochs 8] [--failure-rate 0.05] [--fail cc]``;
-writes ``benchmarks/results/spark_advisor.json``. Wall time, one local
-session: the figures carry the machine's noise (a shared 2-core machine
-shows ±20 % between identical runs).
+writes ``benchmarks/results/spark_advisor.json`` with the load average. One
+local session: the figures carry the machine's noise (wall time on a shared
+2-core machine shows ±20 % between identical runs; CPU time less).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -34,12 +41,17 @@ SIZES: dict[str, Any] = {"events_per_epoch": 3000, "queries_per_epoch": 40, "use
                          "cc_every": 3, "seed": 11}
 
 
-def steady(result: Any, until: int) -> float:
-    """Median over epochs 1..until-1 of the summed wall seconds of each epoch's first executions."""
+def spent(x: Any, unit: str) -> float:
+    """An execution's cost in ``unit``: CPU seconds of the process tree (``cpu``) or wall seconds."""
+    return float(x.cpu) if unit == "cpu" else float(x.seconds)
+
+
+def steady(result: Any, until: int, unit: str) -> float:
+    """Median over epochs 1..until-1 of the summed cost (``unit``) of each epoch's first executions."""
     per: dict[int, float] = {}
     for x in result.journal.executions:
         if not x.redo and 0 < x.epoch < until:
-            per[x.epoch] = per.get(x.epoch, 0.0) + x.seconds
+            per[x.epoch] = per.get(x.epoch, 0.0) + spent(x, unit)
     return statistics.median(per.values())
 
 
@@ -53,11 +65,11 @@ def measure(pipe: Any, costs: Any, regimes: dict[str, Any], advice: Any, which: 
     recovery = [r for r in result.journal.recoveries if not r.restart][0]
     model = Model(pipe, costs, [(fail,)], moments=[at])
     ev = model.evaluate([regimes], exact=True)
-    redone = {n: sum(x.seconds for x in result.journal.executions
+    redone = {n: sum(spent(x, costs.unit) for x in result.journal.executions
                      if x.step == n and x.redo and x.recovery == recovery.index) for n in model.graph.names}
     totals = getattr(advice, which)
-    steady_measured = steady(result, at)
-    rec_measured = recovery.phases()["replay/recompute"]
+    steady_measured = steady(result, at, costs.unit)
+    rec_measured = recovery.phases()["replay/recompute"]  # wall time, whatever the unit
     return {
         "regimes": {n: r.describe() for n, r in regimes.items()},
         "steady": {"predicted": totals.steady, "measured": steady_measured,
@@ -88,11 +100,13 @@ def main() -> None:
         profiled = build(Path(tmp) / "profile", spark, **SIZES)
         costs = profiled.profile(epochs=args.epochs, fail=f"{args.fail}@{args.epochs // 2 - 1}:after")
         profile_seconds = time.perf_counter() - t0
-        advice = profiled.advise(args.failure_rate, costs=costs, objective="wall")
+        advice = profiled.advise(args.failure_rate, costs=costs, objective="cpu" if costs.unit == "cpu" else "wall")
         print(advice.table())
         out: dict[str, Any] = {
             "sizes": SIZES, "epochs": args.epochs, "failure_rate": args.failure_rate, "fail": f"{args.fail}@{at}:after",
-            "profile_steady_measured": steady_of_root(profiled, args.epochs), "profile_seconds": profile_seconds,
+            "unit": costs.unit, "load_average_start": os.getloadavg(),
+            "profile_steady_measured": steady_of_root(profiled, args.epochs, costs.unit),
+            "profile_seconds": profile_seconds,
             "advised_regimes": {n: r.describe() for n, r in advice.regimes().items()},
             "totals": {"current": advice.current.to_json(), "advised": advice.advised.to_json()},
         }
@@ -104,20 +118,22 @@ def main() -> None:
             out["advised"] = measure(build(Path(tmp) / "advised", spark, regimes=advice.regimes(), **SIZES), costs,
                                      advised, advice, "advised", args.epochs, args.fail, at)
         out["costs"] = costs.to_json()
+        out["load_average_end"] = os.getloadavg()
     print(json.dumps({k: v for k, v in out.items() if k != "costs"}, indent=2))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2, sort_keys=True))
 
 
-def steady_of_root(pipe: Any, epochs: int) -> float:
-    """The steady wall time per epoch of the run recorded under ``pipe``'s root (its execution records)."""
+def steady_of_root(pipe: Any, epochs: int, unit: str) -> float:
+    """The steady cost per epoch (``unit``) of the run recorded under ``pipe``'s root (its execution records)."""
     per: dict[int, float] = {}
     for step in pipe.order:
         for name in pipe.location.listdir(f"journal/{step}"):
             if name.endswith(".json") and name[:-5].isdigit():
                 doc = json.loads(pipe.location.read_bytes(f"journal/{step}/{name}"))
                 if 0 < doc["epoch"] < epochs and not doc["redo"]:
-                    per[doc["epoch"]] = per.get(doc["epoch"], 0.0) + float(doc.get("first_seconds") or doc["seconds"])
+                    first = doc["first_cpu"] if unit == "cpu" else doc.get("first_seconds") or doc["seconds"]
+                    per[doc["epoch"]] = per.get(doc["epoch"], 0.0) + float(first)
     return statistics.median(per.values())
 
 

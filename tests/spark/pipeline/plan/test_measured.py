@@ -13,8 +13,9 @@ from falkirk.spark import Costs, Eager, Ephemeral, Lazy, NodeCosts, Pipeline, Pi
 from falkirk.spark.pipeline.plan.measured import PROFILE, from_journal, root_costs, save_profile
 
 
-def _measured_root(root: Path, epochs: int = 6) -> Pipeline:
-    """A recorded pipeline whose journal says: p 0.2 s, x 2.0 s (3.0 s with a checkpoint, every=2), y 1.0 s."""
+def _measured_root(root: Path, epochs: int = 6, cpu: float | None = None) -> Pipeline:
+    """A recorded pipeline whose journal says: p 0.2 s, x 2.0 s (3.0 s with a checkpoint, every=2), y 1.0 s
+    (``cpu``: each record also has CPU seconds, ``cpu`` × its wall seconds, as a local master's run records)."""
     pipe = Pipeline(root)
     pipe.input("src", "a BIGINT")
     pipe.step(lambda src, epoch=None: src, name="p", regime=Ephemeral())
@@ -26,6 +27,8 @@ def _measured_root(root: Path, epochs: int = 6) -> Pipeline:
         for e in range(epochs):
             doc = {"step": step, "epoch": e, "rows": 100, "seconds": f(e), "redo": False, "recovery": None,
                    "jobs": 1, "first_seconds": f(e)}
+            if cpu is not None:
+                doc["cpu"] = doc["first_cpu"] = cpu * f(e)
             pipe.location.replace(f"journal/{step}/{e:08d}.json", json.dumps(doc).encode())
     return pipe
 
@@ -53,6 +56,42 @@ def test_costs_from_the_journal(tmp_path: Path) -> None:
     assert "state_write" not in costs["x"].estimated
     assert costs["y"].state_write == pytest.approx(1.0) and costs["y"].compute == pytest.approx(0.0)
     assert {"state_write", "compute"} <= costs["y"].estimated
+
+
+def test_costs_are_cpu_seconds_when_every_record_has_them(tmp_path: Path) -> None:
+    """Records with CPU seconds (a local master's run) give costs in CPU seconds; one record without makes the
+    whole measurement wall time (one unit for all)."""
+    pipe = _measured_root(tmp_path / "root", cpu=1.5)
+    costs = from_journal(pipe)
+    assert costs.unit == "cpu" and "CPU" in costs.source
+    assert costs["p"].compute == pytest.approx(0.3) and costs["x"].state_write == pytest.approx(1.5)
+    doc = json.loads(pipe.location.read_bytes("journal/p/00000003.json"))
+    del doc["first_cpu"]
+    pipe.location.replace("journal/p/00000003.json", json.dumps(doc).encode())
+    costs = from_journal(pipe)
+    assert costs.unit == "wall" and costs["p"].compute == pytest.approx(0.2)
+
+
+def test_a_local_run_records_cpu_seconds_per_execution(tmp_path: Path, spark: Any) -> None:
+    """On a local master each execution record carries the process tree's CPU seconds, and the costs use them."""
+    from falkirk.spark.pipeline.run.cpu import tree_cpu
+
+    if tree_cpu() is None:
+        pytest.skip("this kernel's /proc has no task/*/children files: CPU per step is not measured here")
+    pipe = Pipeline(tmp_path / "root", spark)
+    pipe.input("src", "a BIGINT", source=lambda e: [{"a": i} for i in range(50)])
+
+    @pipe.step(regime=Lazy(every=2))
+    def total(src: Any, *, state: Any) -> Any:
+        new = src.groupBy().count()
+        return new, new
+
+    result = pipe.run(4)
+    cpus = [x.cpu for x in result.journal.executions]
+    assert cpus and all(c is not None and c >= 0 for c in cpus) and sum(cpus) > 0  # type: ignore[operator]
+    doc = json.loads(pipe.location.read_bytes("journal/total/00000002.json"))
+    assert doc["first_cpu"] == pytest.approx(doc["cpu"]) and doc["first_cpu"] is not None
+    assert from_journal(pipe).unit == "cpu"
 
 
 def test_profile_json_is_preferred_and_round_trips(tmp_path: Path) -> None:

@@ -1,10 +1,12 @@
 """The advisor's costs from a root alone: the execution records of a measured run and the manifests.
 
 A durable run records every step execution under the root
-(``journal/<step>/<epoch>.json``: rows and the first execution's wall
-seconds, :mod:`~falkirk.spark.pipeline.run.journal`) and every checkpoint
+(``journal/<step>/<epoch>.json``: rows, the first execution's wall
+seconds and, on a ``local`` master, its CPU seconds, :mod:`~falkirk.spark.pipeline.run.journal`) and every checkpoint
 and log with a manifest (files and sizes). :func:`from_journal` turns them
-into :class:`~falkirk.spark.pipeline.plan.costs.Costs` (wall seconds):
+into :class:`~falkirk.spark.pipeline.plan.costs.Costs`, in CPU seconds of
+the process tree where every record has them (a ``local`` master), else in
+wall seconds:
 
 * the first epoch recorded warms up the JVM and Spark: with three or more
   recorded, it is left out;
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from falkirk.spark.errors import PipelineError
 from falkirk.spark.pipeline.declare.regimes import Keyed, Lazy
@@ -47,23 +49,34 @@ __all__ = ["PROFILE", "from_journal", "root_costs", "save_profile"]
 PROFILE = "journal/profile.json"
 
 
-def _records(pipeline: Definition, name: str) -> tuple[dict[int, tuple[float, int]], list[float]]:
-    """``epoch -> (seconds, rows)`` of ``name``'s first executions recorded under the root, and for each epoch whose
-    latest execution was a recovery's, its seconds ÷ the first's."""
-    out: dict[int, tuple[float, int]] = {}
-    ratios: list[float] = []
+def _records(pipeline: Definition, name: str) -> dict[int, dict[str, Any]]:
+    """``epoch -> record`` of ``name``'s executions recorded under the root (each readable record's JSON)."""
+    out: dict[int, dict[str, Any]] = {}
     root = pipeline.location
     for f in root.listdir(f"journal/{name}"):
         if not (f.endswith(".json") and f[:-5].isdigit()):
             continue
         try:
             doc = json.loads(root.read_bytes(f"journal/{name}/{f}"))
-            first = float(doc.get("first_seconds") or doc["seconds"])
-            out[int(doc["epoch"])] = (first, int(doc["rows"]))
-            if doc.get("redo") and first > 0:
-                ratios.append(float(doc["seconds"]) / first)
+            doc["first_seconds"] = float(doc.get("first_seconds") or doc["seconds"])
+            doc["rows"] = int(doc["rows"])
+            out[int(doc["epoch"])] = doc
         except (OSError, ValueError, KeyError, TypeError):
             continue  # advisory records: a damaged one only costs a measurement
+    return out
+
+
+def _measure(recs: dict[int, dict[str, Any]], unit: str) -> tuple[dict[int, tuple[float, int]], list[float]]:
+    """``epoch -> (seconds, rows)`` of the first executions in ``unit``, and for each epoch whose latest execution
+    was a recovery's, its seconds ÷ the first's."""
+    now, first = ("cpu", "first_cpu") if unit == "cpu" else ("seconds", "first_seconds")
+    out: dict[int, tuple[float, int]] = {}
+    ratios: list[float] = []
+    for e, doc in recs.items():
+        f = float(doc[first])
+        out[e] = (f, doc["rows"])
+        if doc.get("redo") and f > 0 and doc.get(now) is not None:
+            ratios.append(float(doc[now]) / f)
     return out, ratios
 
 
@@ -82,15 +95,22 @@ def _median(xs: list[float]) -> float | None:
 
 
 def from_journal(pipeline: Definition) -> Costs:
-    """Costs (wall seconds) from the execution records and manifests under ``pipeline``'s root (see above)."""
+    """Costs from the execution records and manifests under ``pipeline``'s root (see above).
+
+    In CPU seconds when every record has them (a run on a ``local`` master,
+    :mod:`~falkirk.spark.pipeline.run.cpu`), else in wall seconds.
+    """
     storage = Storage(pipeline.location, fsync=False, checksums=False)
+    records = {n: _records(pipeline, n) for n in pipeline.order}
+    every = [doc for recs in records.values() for doc in recs.values()]
+    unit = "cpu" if every and all(doc.get("first_cpu") is not None for doc in every) else "wall"
     figures: dict[str, dict[str, float | None]] = {}
     estimated: dict[str, set[str]] = {}
     mixed: dict[str, list[str]] = {}  # per node: the writes its median execution includes
     redo_ratio: dict[str, float] = {}  # per node: a recovery's execution of an epoch ÷ its first
     measured_epochs = 0
     for n in pipeline.order:
-        recs, ratios = _records(pipeline, n)
+        recs, ratios = _measure(records[n], unit)
         if len(recs) > 2:  # the first epoch warms up the JVM and Spark's caches: not a steady epoch
             recs.pop(min(recs))
         measured_epochs += len(recs)
@@ -144,7 +164,8 @@ def from_journal(pipeline: Definition) -> Costs:
             fig["recompute"] = float(fig["compute"] or 0.0) * ratio
     nodes = {n: NodeCosts(**{k: v for k, v in fig.items() if v is not None}, estimated=estimated[n])
              for n, fig in figures.items()}
-    return Costs(nodes, unit="wall", source=f"journal of {measured_epochs} step execution(s) under the root")
+    return Costs(nodes, unit=unit, source=f"journal of {measured_epochs} step execution(s) under the root "
+                 f"({'CPU of the process tree' if unit == 'cpu' else 'wall time'})")
 
 
 def save_profile(pipeline: Definition, costs: Costs) -> None:

@@ -46,6 +46,7 @@ from falkirk.spark.pipeline.plan.planner import Planner
 from falkirk.spark.pipeline.plan.shape import fanout_notes
 from falkirk.spark.pipeline.run.causes import is_deterministic, root_cause, unreadable_input
 from falkirk.spark.pipeline.run.context import RunContext
+from falkirk.spark.pipeline.run.cpu import meter
 from falkirk.spark.pipeline.run.failures import Injection, Injector
 from falkirk.spark.pipeline.run.frames import Frames
 from falkirk.spark.pipeline.run.journal import Journal, Startup
@@ -115,6 +116,7 @@ class Executor:
         self.evolution = pipeline.check_root(write=False)
         self.storage = Storage(pipeline.location, fsync=pipeline.fsync, checksums=pipeline.checksums)
         self.journal = Journal(pipeline.location if pipeline.durable else None)
+        self.cpu = meter(self.spark)  # CPU of the process tree per step execution, where that is the whole job
         self.progress = Progress(progress, bar=bar)
         self.say = self.progress.line
         self.order = list(pipeline.order)
@@ -294,6 +296,7 @@ class Executor:
         runner = self.runners[name]
         self.injector.at(name, epoch, "before")
         t0 = time.perf_counter()
+        c0 = self.cpu() if self.cpu is not None else None
         self.progress.step_started(name, epoch, redo=epoch <= self.high[name])
         group = f"falkirk-{self.run_id}:{name}@{epoch}:{len(self.journal.executions)}"
         with job_group(self.spark, group):
@@ -320,9 +323,11 @@ class Executor:
         redo = epoch <= self.high[name]
         self.high[name] = max(self.high[name], epoch)
         seconds = time.perf_counter() - t0
+        c1 = self.cpu() if self.cpu is not None else None
         rec = self.journal.open_recoveries()
         self.journal.executed(name, epoch, rows=rows, seconds=seconds, redo=redo, jobs=jobs,
-                              recovery=rec[-1].index if rec and redo else None)
+                              recovery=rec[-1].index if rec and redo else None,
+                              cpu=None if c0 is None or c1 is None else max(0.0, c1 - c0))
         self.progress.step_finished(name, epoch, rows=rows, seconds=seconds, redo=redo)
         if redo:
             self.say(f"  redo {name}@{epoch}: {rows} rows ({seconds:.2f} s)")

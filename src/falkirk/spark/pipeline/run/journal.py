@@ -58,7 +58,12 @@ PHASES = ("session start", "metadata rebuild", "validation", "replay/recompute",
 
 @define
 class Execution:
-    """One run of ``step`` on ``epoch``; ``redo``: it had completed that epoch before (recomputation)."""
+    """One run of ``step`` on ``epoch``; ``redo``: it had completed that epoch before (recomputation).
+
+    ``seconds`` is wall time; ``cpu`` the CPU seconds of the driver's process
+    tree meanwhile where that is the whole job (a ``local`` master,
+    :mod:`~falkirk.spark.pipeline.run.cpu`), else ``None``.
+    """
 
     step: str
     epoch: int
@@ -67,6 +72,7 @@ class Execution:
     redo: bool
     recovery: int | None = None
     jobs: int = 0
+    cpu: float | None = None
 
 
 @frozen
@@ -168,14 +174,15 @@ class Journal:
         return f"journal/{step}"
 
     def executed(
-        self, step: str, epoch: int, *, rows: int, seconds: float, redo: bool, recovery: int | None = None, jobs: int = 0
+        self, step: str, epoch: int, *, rows: int, seconds: float, redo: bool, recovery: int | None = None,
+        jobs: int = 0, cpu: float | None = None,
     ) -> None:
         """Record an execution (the first one of each (step, epoch) is the reference measurement)."""
-        ex = Execution(step, epoch, rows, seconds, redo, recovery, jobs)
+        ex = Execution(step, epoch, rows, seconds, redo, recovery, jobs, cpu)
         self.executions.append(ex)
         self._first.setdefault((step, epoch), ex)
         if self.root is not None:
-            doc = {**asdict(ex), "first_seconds": self.seconds(step, epoch)}
+            doc = {**asdict(ex), "first_seconds": self.seconds(step, epoch), "first_cpu": self.cpu(step, epoch)}
             self.root.replace(f"{self._dir(step)}/{epoch:08d}.json", json.dumps(doc, sort_keys=True).encode())
 
     def load(self, steps: Iterable[str]) -> dict[str, int]:
@@ -190,8 +197,10 @@ class Journal:
                     continue
                 try:
                     doc = json.loads(self.root.read_bytes(f"{self._dir(step)}/{name}"))
+                    first_cpu = doc.get("first_cpu")
                     ex = Execution(step, int(doc["epoch"]), int(doc["rows"]), float(doc.get("first_seconds") or
-                                   doc["seconds"]), bool(doc["redo"]), None, int(doc.get("jobs", 0)))
+                                   doc["seconds"]), bool(doc["redo"]), None, int(doc.get("jobs", 0)),
+                                   None if first_cpu is None else float(first_cpu))
                 except (OSError, ValueError, KeyError, TypeError):
                     continue  # advisory: a damaged record only costs a measurement
                 self._earlier[(step, ex.epoch)] = ex
@@ -220,6 +229,11 @@ class Journal:
         """Wall time of the first execution of ``step`` at ``epoch`` (in this run or an earlier driver's)."""
         ex = self._measured(step, epoch)
         return None if ex is None else ex.seconds
+
+    def cpu(self, step: str, epoch: int) -> float | None:
+        """CPU seconds of the first execution of ``step`` at ``epoch``, where measured (see :class:`Execution`)."""
+        ex = self._measured(step, epoch)
+        return None if ex is None else ex.cpu
 
     def open_recoveries(self) -> list[Recovery]:
         """Recoveries whose steps have not all caught up yet."""
