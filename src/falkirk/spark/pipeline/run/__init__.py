@@ -16,7 +16,8 @@
 * :mod:`~falkirk.spark.pipeline.run.session` (classic vs Spark Connect),
   :mod:`~falkirk.spark.pipeline.run.probe` (shared storage check),
   :mod:`~falkirk.spark.pipeline.run.guard` (Eager SQLite writes),
-  :mod:`~falkirk.spark.pipeline.run.journal` and
+  :mod:`~falkirk.spark.pipeline.run.journal`,
+  :mod:`~falkirk.spark.pipeline.run.cpu` (CPU per step on a ``local`` master) and
   :mod:`~falkirk.spark.pipeline.run.progress` (what a run did and says).
 
 May import: :mod:`falkirk.spark.pipeline.plan`, ``declare`` and ``store``.
