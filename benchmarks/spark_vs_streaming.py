@@ -208,6 +208,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from falkirk.spark.pipeline.run.cpu import tree_cpu as process_tree_cpu
+
 RESULTS = Path(__file__).resolve().parent / "results"
 CONFIGS = ("streaming", "streaming-spark-cc", "falkirk", "falkirk-tuned", "falkirk-propagation", "falkirk-eager",
            "falkirk-off")
@@ -226,31 +228,15 @@ INPUT_SCHEMA = ("epoch BIGINT, kind STRING, user BIGINT, category STRING, amount
 
 # -- measuring -----------------------------------------------------------------------------------
 def tree_cpu(root: int) -> float:
-    """CPU seconds (user + system, including reaped children) of process ``root`` and its descendants."""
-    tick = os.sysconf("SC_CLK_TCK")
-    parent: dict[int, int] = {}
-    cpu: dict[int, int] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat", "rb") as f:
-                rest = f.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        parent[int(d)] = int(rest[1])
-        cpu[int(d)] = sum(int(x) for x in rest[11:15])
-    total = 0
-    for pid, c in cpu.items():
-        p = pid
-        for _ in range(64):
-            if p == root:
-                total += c
-                break
-            p = parent.get(p, 0)
-            if p <= 1:
-                break
-    return total / tick
+    """CPU seconds (user + system, including reaped children) of process ``root`` and its descendants.
+
+    :func:`falkirk.spark.pipeline.run.cpu.tree_cpu`, which the journal uses
+    per step execution; here it must work (a Linux ``/proc``).
+    """
+    cpu = process_tree_cpu(root)
+    if cpu is None:
+        raise RuntimeError("this benchmark reads CPU time from Linux's /proc (task/*/children), which is not here")
+    return cpu
 
 
 class Written:
