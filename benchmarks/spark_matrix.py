@@ -344,7 +344,8 @@ ROOTS: list[int] = []
 
 
 def proc_table() -> dict[int, tuple[int, int, int]]:
-    """``pid → (parent pid, CPU ticks of the process and its reaped children, resident pages)`` from ``/proc``."""
+    """``pid → (parent pid, the process's own CPU ticks — user + system, not its reaped children —, resident pages)``
+    from ``/proc``."""
     table: dict[int, tuple[int, int, int]] = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -354,7 +355,7 @@ def proc_table() -> dict[int, tuple[int, int, int]]:
                 rest = f.read().rsplit(b")", 1)[1].split()
         except OSError:
             continue
-        table[int(d)] = (int(rest[1]), sum(int(x) for x in rest[11:15]), int(rest[21]))
+        table[int(d)] = (int(rest[1]), int(rest[11]) + int(rest[12]), int(rest[21]))
     return table
 
 
@@ -373,12 +374,37 @@ def under(table: dict[int, tuple[int, int, int]], roots: set[int]) -> dict[int, 
     return out
 
 
+class _Departed:
+    """W5's CPU count: the own CPU of every process now in the trees, plus the last CPU seen of every process that
+    left them. Reaped children's CPU (``cutime``) is not used: a SIGKILLed executor's Python daemon and workers are
+    orphaned — re-parented out of the trees, their CPU never reaped into a worker's — so it would drop out of the
+    count; a process born and gone between two looks (0.2 s apart while the sampler runs) is missed."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+        self.last: dict[int, int] = {}
+        self.gone = 0
+
+    def __call__(self) -> float:
+        with self.lock:
+            table = proc_table()
+            now = {p: table[p][1] for p in under(table, {os.getpid(), *ROOTS})}
+            self.gone += sum(t for p, t in self.last.items() if p not in now)
+            self.last = now
+            return (sum(now.values()) + self.gone) / os.sysconf("SC_CLK_TCK")
+
+
+_cluster_cpu = _Departed()
+
+
 def now_cpu() -> float:
-    """CPU seconds of this driver's process tree and of the cluster's (:data:`ROOTS`), reaped children included."""
+    """CPU seconds of this driver's process tree (``local``: reaped children included) and, in W5, the cluster's
+    (:data:`ROOTS`; see :class:`_Departed`)."""
     if not ROOTS:
         return tree_cpu(os.getpid())
-    table = proc_table()
-    return sum(table[p][1] for p in under(table, {os.getpid(), *ROOTS})) / os.sysconf("SC_CLK_TCK")
+    return _cluster_cpu()
 
 
 def now_rss() -> int:
@@ -453,9 +479,9 @@ class Sampler:
         prev: tuple[float, float] | None = None
         seen: set[int] = set()
         while not self._stop.is_set():
-            table = proc_table()
             t = time.perf_counter()
-            cpu = sum(table[p][1] for p in under(table, {os.getpid(), *ROOTS})) / os.sysconf("SC_CLK_TCK")
+            cpu = now_cpu()
+            table = proc_table()
             jvms = executor_jvms(table)
             if jvms:
                 self.peak_executor_rss = max(self.peak_executor_rss, *jvms.values())
