@@ -152,8 +152,10 @@ Workloads implemented
     from the checkpoint location (last snapshot + changelog replay). The query does not stop.
 
   Measured in W5 (the cluster's processes are not the driver's children): CPU of the driver's process tree
-  **plus the master's and the workers'** (which fork the executors and their Python workers; a killed
-  executor's CPU stays counted once its worker reaps it). A sampling thread (every 0.2 s) in the driver finds
+  **plus the master's and the workers'** (which fork the executors and their Python workers): the own CPU
+  of every process in those trees plus the last seen CPU of every process that left them (a SIGKILLed
+  executor's Python workers are orphaned, not reaped by a worker; a process living less than the 0.2 s
+  between two looks is missed). A sampling thread (every 0.2 s) in the driver finds
   the kill — the last sample before an executor JVM disappears starts the **recovery**, which ends when the
   killed epoch's output is committed — and the replacement executor the master launches. **phases**:
   ``kill_to_replacement_executor_s`` (start-up: until the new executor JVM exists), the killed epoch's excess
@@ -433,11 +435,14 @@ def stamp() -> tuple[float, float]:
 
 
 def executor_jvms(table: dict[int, tuple[int, int, int]]) -> dict[int, int]:
-    """``pid → resident bytes of its process tree`` (JVM and Python workers) of every executor JVM on the cluster."""
+    """``pid → resident bytes of its process tree`` (JVM and Python workers) of every executor JVM on the cluster.
+
+    An executor JVM is a child of a worker: a process the JVM forks has its command line until it runs ``exec``
+    (seen: a short-lived child of an executor taken for an executor that came and went)."""
     page = os.sysconf("SC_PAGE_SIZE")
     jvms = []
     for pid, root in under(table, set(ROOTS)).items():
-        if pid == root:
+        if pid == root or table[pid][0] not in ROOTS:
             continue
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
