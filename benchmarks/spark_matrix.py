@@ -202,7 +202,9 @@ The numbers
   input log; streaming: ``numInputRows`` of the re-run batches).
 * **peak memory**: the highest resident set size of the driver's process tree
   (driver, JVM — which holds the executors in ``local`` mode — and workers),
-  sampled after each epoch; ``local[2,3]`` has no separate executor.
+  sampled after each epoch; ``local[2,3]`` has no separate executor. W5: the
+  driver's and the cluster's processes together ("peak RSS"), and the largest
+  executor alone ("peak executor", see W5).
 * **outputs identical**: each run with a failure is compared, as multisets,
   with the same configuration's failure-free run — ``totals_out`` per epoch
   and the SQLite ``heavy_rows`` table (W4), ``totals_out`` of the last 10
@@ -1506,14 +1508,15 @@ TITLES = {"W1": "flagship, driver SIGKILLed in the stateful step, restarted",
 def rows_of(doc: dict[str, Any]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = [("workload", "configuration", "CPU / epoch", "wall / epoch", "state+log kB / epoch", "recovery CPU",
              "recovery wall", "records recomputed", "input rows re-read", "log rows replayed", "peak RSS MB",
-             "identical", "non-dominated")]
+             "peak executor MB", "identical", "non-dominated")]
     for w, block in doc["workloads"].items():
         for n, s in block["summary"].items():
             rss = s.get("peak_rss")
             rows.append((w, n, f"{s['cpu_median_s']:.2f} s", f"{s['wall_median_s']:.2f} s",
                          f"{s['bytes_per_epoch'] / 1e3:.0f}", f"{s['recovery_cpu_s']:.2f} s", f"{s['recovery_s']:.2f} s",
                          f"{s['records_recomputed']:,}", f"{s['source_rows']:,}", f"{s.get('log_rows', 0):,}",
-                         "-" if not rss else f"{rss / 1e6:.0f}", str(s["identical"]),
+                         "-" if not rss else f"{rss / 1e6:.0f}",
+                         f"{s['peak_executor_rss'] / 1e6:.0f}" if s.get("peak_executor_rss") else "-", str(s["identical"]),
                          "yes" if n in block["verdict"]["frontier"] else "no"))
     return rows
 
