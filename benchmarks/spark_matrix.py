@@ -127,7 +127,53 @@ Workloads implemented
   arbitrary per-key state). W2's running sum could use Spark's native
   streaming aggregation instead — cheaper per epoch, not measured here.
 
-Not implemented yet: ``W5`` (executor SIGKILL on a standalone cluster).
+``W5`` — **executor loss on a standalone cluster**: W2's keyed state (running sum and count per key; ``keys``
+  keys loaded at epoch 0, ``churn`` of them updated per epoch) on the suite's cluster harness
+  (``tests/spark/cluster/harness.py``, imported: a master and two 1-core, 1 GB workers on loopback, each in its
+  own mount namespace with a private ``/tmp``; 512 MB executors, one per worker; the input, falkirk's root and
+  the streaming checkpoint on ``/var/tmp``, which every "machine" sees). One cluster for the whole workload;
+  one driver process (a new Spark application) per configuration runs the failure-free run, then the run in
+  which, at the crash epoch, the executor JVM holding the most state is SIGKILLed **mid-step**, in the same
+  driver:
+
+  * ``falkirk-lazy3`` / ``falkirk-inc`` — ``agg`` ``Lazy(every=3, key="key")`` / ``Eager(key="key",
+    incremental=True)``, both with the default ``replicas=2`` on a cluster (state blocks kept in memory and on
+    disk on two executors); ``falkirk-lazy3-r1`` — ``Lazy(every=3, key="key", replicas=1)``, the contrast. The
+    kill is falkirk's own injection ``agg@C:executor`` (what the suite's executor-kill test uses): the executor
+    holding the most cached blocks (Spark's status store) is SIGKILLed by the first task of ``agg``'s output
+    that runs there. After a lost executor falkirk looks the state's blocks up on the remaining executors
+    before declaring the state lost; expected: no rollback with two replicas.
+  * ``streaming`` / ``streaming-snap2`` — W2's query (RocksDB, changelog checkpointing on; snapshots every 10 /
+    every 2 deltas). The kill: inside the ``applyInPandasWithState`` function of batch C, the first call of
+    state partition 0's first task attempt SIGKILLs its executor JVM (the two state partitions hold the same
+    number of keys — hash partitioning — so each executor holds half the state; Spark's status store has no
+    per-executor count of state-store instances to pick "the most"). Spark retries the task (and resubmits
+    the map tasks whose shuffle output went with the executor); the retried task reloads that state partition
+    from the checkpoint location (last snapshot + changelog replay). The query does not stop.
+
+  Measured in W5 (the cluster's processes are not the driver's children): CPU of the driver's process tree
+  **plus the master's and the workers'** (which fork the executors and their Python workers): the own CPU
+  of every process in those trees plus the last seen CPU of every process that left them (a SIGKILLed
+  executor's Python workers are orphaned, not reaped by a worker; a process living less than the 0.2 s
+  between two looks is missed). A sampling thread (every 0.2 s) in the driver finds
+  the kill — the last sample before an executor JVM disappears starts the **recovery**, which ends when the
+  killed epoch's output is committed — and the replacement executor the master launches. **phases**:
+  ``kill_to_replacement_executor_s`` (start-up: until the new executor JVM exists), the killed epoch's excess
+  over the same epoch of the failure-free run (state load and replay/recompute together: both happen inside
+  Spark's task retry, not separable from the driver; falkirk's journal phases are added when it did recover),
+  and the **catch-up** excess of the later epochs. **records recomputed** / **input rows re-read** — falkirk:
+  its journal (step executions redone; Spark's own task retries inside a step are not counted there);
+  streaming: rows through the stateful operator (an accumulator: successful task attempts) and the progress'
+  ``numInputRows`` (SQL metrics: successful task attempts, resubmitted map tasks included) of batch C in
+  excess of the failure-free batch C. **peak executor memory**: the largest resident set of one executor
+  (its JVM and Python workers), sampled every 0.2 s during the failure-free run (``peak_executor_rss``; the
+  failure run's is kept too). Outputs compared per epoch as multisets with the configuration's failure-free
+  run. Sizes: ``--quick`` 2·10^4 keys, 5 % churn, 6 epochs, kill at epoch 4; default 10^5 keys, 1 %, 10
+  epochs, kill at 7; ``--full`` 10^6 keys, 1 %, 12 epochs, kill at 10 (not run here: the 512 MB executors
+  may need more memory for two replicas of that state). ``--quick`` took 18 minutes for the five
+  configurations at load 11–15 (3–4 minutes each, the cluster's start 26 s); ``--configs
+  streaming,falkirk-lazy3`` is about 7. W5's smoke test is
+  ``tests/spark/cluster/test_spark_matrix_w5.py`` (it needs the suite's session-scoped cluster).
 
 The numbers
 -----------
@@ -158,7 +204,9 @@ The numbers
   input log; streaming: ``numInputRows`` of the re-run batches).
 * **peak memory**: the highest resident set size of the driver's process tree
   (driver, JVM — which holds the executors in ``local`` mode — and workers),
-  sampled after each epoch; ``local[2,3]`` has no separate executor.
+  sampled after each epoch; ``local[2,3]`` has no separate executor. W5: the
+  driver's and the cluster's processes together ("peak RSS"), and the largest
+  executor alone ("peak executor", see W5).
 * **outputs identical**: each run with a failure is compared, as multisets,
   with the same configuration's failure-free run — ``totals_out`` per epoch
   and the SQLite ``heavy_rows`` table (W4), ``totals_out`` of the last 10
@@ -167,7 +215,7 @@ The numbers
 
 Sizes (:data:`SIZES`): ``--quick`` (W1 6 epochs at 4,000 events; W4 8
 epochs at 20,000 events, W6 14 epochs at 10,000 events, over 2,000 users; W2
-10^5 keys, W3 3·10^4 keys, 8 epochs, crash at 6), the default, and
+10^5 keys, W3 3·10^4 keys, 8 epochs, crash at 6; W5 as above), the default, and
 ``--full`` (W1 12 epochs; W4 12 epochs and W6 30 epochs at 200,000 events
 over 50,000 users; W2 2·10^6 keys, W3 10^7 keys, 12 epochs, crash at 10).
 Results: ``benchmarks/results/spark_matrix.json`` (with the load average at
@@ -180,6 +228,7 @@ Usage::
     python benchmarks/spark_matrix.py --quick
     python benchmarks/spark_matrix.py --quick --only W4,W6
     python benchmarks/spark_matrix.py --quick --only W1 --merge   # keep the other workloads' results
+    python benchmarks/spark_matrix.py --quick --only W5 --merge   # starts (and stops) the standalone cluster
     python benchmarks/spark_matrix.py --full
     python benchmarks/spark_matrix.py --markdown
 """
@@ -221,7 +270,7 @@ from spark_vs_streaming import (  # noqa: E402  (this directory: the shared mach
 
 RESULTS = HERE / "results"
 WORKLOADS = ("W1", "W4", "W6", "W2", "W3", "W5")
-IMPLEMENTED = ("W1", "W4", "W6", "W2", "W3")
+IMPLEMENTED = ("W1", "W4", "W6", "W2", "W3", "W5")
 SNAPSHOT_KEY = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
 SNAP2 = {SNAPSHOT_KEY: "2"}
 #: the configurations of each workload: name → (system, options)
@@ -236,23 +285,28 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
            "falkirk-lazy3": {"regime": "lazy3"}},
     "W3": {"streaming": {}, "streaming-snap2": {"conf": SNAP2}, "falkirk-lazy3": {"regime": "lazy3"},
            "falkirk-inc": {"regime": "eager-inc"}},
+    "W5": {"streaming": {}, "streaming-snap2": {"conf": SNAP2}, "falkirk-lazy3": {"regime": "lazy3"},
+           "falkirk-inc": {"regime": "eager-inc"}, "falkirk-lazy3-r1": {"regime": "lazy3-r1"}},
 }
 SIZES: dict[str, dict[str, dict[str, Any]]] = {
     "quick": {"W1": {"epochs": 6, "crash": 4, "events": 4000, "queries": 60},
               "W4": {"epochs": 8, "fail": 5, "events": 20000, "users": 2000},
               "W6": {"epochs": 14, "events": 10000, "users": 2000},
               "W2": {"epochs": 8, "crash": 6, "keys": 100000, "churn": 0.01},
-              "W3": {"epochs": 8, "crash": 6, "keys": 30000, "churn": 1.0}},
+              "W3": {"epochs": 8, "crash": 6, "keys": 30000, "churn": 1.0},
+              "W5": {"epochs": 6, "crash": 4, "keys": 20000, "churn": 0.05}},
     "default": {"W1": {"epochs": 12, "crash": 10, "events": 4000, "queries": 60},
                 "W4": {"epochs": 10, "fail": 7, "events": 100000, "users": 20000},
                 "W6": {"epochs": 20, "events": 50000, "users": 10000},
                 "W2": {"epochs": 12, "crash": 10, "keys": 1000000, "churn": 0.01},
-                "W3": {"epochs": 12, "crash": 10, "keys": 500000, "churn": 1.0}},
+                "W3": {"epochs": 12, "crash": 10, "keys": 500000, "churn": 1.0},
+                "W5": {"epochs": 10, "crash": 7, "keys": 100000, "churn": 0.01}},
     "full": {"W1": {"epochs": 12, "crash": 10, "events": 4000, "queries": 60},
              "W4": {"epochs": 12, "fail": 9, "events": 200000, "users": 50000},
              "W6": {"epochs": 30, "events": 200000, "users": 50000},
              "W2": {"epochs": 12, "crash": 10, "keys": 2000000, "churn": 0.01},
-             "W3": {"epochs": 12, "crash": 10, "keys": 10000000, "churn": 1.0}},
+             "W3": {"epochs": 12, "crash": 10, "keys": 10000000, "churn": 1.0},
+             "W5": {"epochs": 12, "crash": 10, "keys": 1000000, "churn": 0.01}},
 }
 EVENTS_SCHEMA = "epoch BIGINT, user BIGINT, category STRING, amount BIGINT, purchase BIGINT"
 SINK_SCHEMA = ("CREATE TABLE IF NOT EXISTS heavy_rows (epoch INTEGER, user INTEGER, spend INTEGER, events INTEGER, "
@@ -290,20 +344,168 @@ def tree_rss(root: int) -> int:
     return total
 
 
+#: W5: the standalone cluster's processes (master, workers — whose children are the executors and their Python
+#: workers), measured with this driver's process tree; empty elsewhere (``local`` mode: the driver's tree is all).
+ROOTS: list[int] = []
+
+
+def proc_table() -> dict[int, tuple[int, int, int]]:
+    """``pid → (parent pid, the process's own CPU ticks — user + system, not its reaped children —, resident pages)``
+    from ``/proc``."""
+    table: dict[int, tuple[int, int, int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                rest = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        table[int(d)] = (int(rest[1]), int(rest[11]) + int(rest[12]), int(rest[21]))
+    return table
+
+
+def under(table: dict[int, tuple[int, int, int]], roots: set[int]) -> dict[int, int]:
+    """``pid → the root it descends from`` for every process of ``table`` under one of ``roots`` (roots included)."""
+    out: dict[int, int] = {}
+    for pid in table:
+        p = pid
+        for _ in range(64):
+            if p in roots:
+                out[pid] = p
+                break
+            p = table.get(p, (0, 0, 0))[0]
+            if p <= 1:
+                break
+    return out
+
+
+class _Departed:
+    """W5's CPU count: the own CPU of every process now in the trees, plus the last CPU seen of every process that
+    left them. Reaped children's CPU (``cutime``) is not used: a SIGKILLed executor's Python daemon and workers are
+    orphaned — re-parented out of the trees, their CPU never reaped into a worker's — so it would drop out of the
+    count; a process born and gone between two looks (0.2 s apart while the sampler runs) is missed."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+        self.last: dict[int, int] = {}
+        self.gone = 0
+
+    def __call__(self) -> float:
+        with self.lock:
+            table = proc_table()
+            now = {p: table[p][1] for p in under(table, {os.getpid(), *ROOTS})}
+            self.gone += sum(t for p, t in self.last.items() if p not in now)
+            self.last = now
+            return (sum(now.values()) + self.gone) / os.sysconf("SC_CLK_TCK")
+
+
+_cluster_cpu = _Departed()
+
+
+def now_cpu() -> float:
+    """CPU seconds of this driver's process tree (``local``: reaped children included) and, in W5, the cluster's
+    (:data:`ROOTS`; see :class:`_Departed`)."""
+    if not ROOTS:
+        return tree_cpu(os.getpid())
+    return _cluster_cpu()
+
+
+def now_rss() -> int:
+    if not ROOTS:
+        return tree_rss(os.getpid())
+    table = proc_table()
+    return sum(table[p][2] for p in under(table, {os.getpid(), *ROOTS})) * os.sysconf("SC_PAGE_SIZE")
+
+
 class Meter(Clock):
-    """:class:`Clock` that also samples the process tree's resident memory after each epoch."""
+    """:class:`Clock` that also samples the process tree's resident memory after each epoch (W5: with the cluster's)."""
 
     def __init__(self, written: Written) -> None:
         super().__init__(written)
-        self.peak_rss = tree_rss(os.getpid())
+        self.start = (time.perf_counter(), now_cpu())
+        self.peak_rss = now_rss()
 
     def epoch_done(self, epoch: int) -> None:
-        super().epoch_done(epoch)
-        self.peak_rss = max(self.peak_rss, tree_rss(os.getpid()))
+        self.ends[epoch] = (time.perf_counter(), now_cpu())
+        self.written.scan()
+        self.peak_rss = max(self.peak_rss, now_rss())
 
 
 def stamp() -> tuple[float, float]:
-    return time.perf_counter(), tree_cpu(os.getpid())
+    return time.perf_counter(), now_cpu()
+
+
+def executor_jvms(table: dict[int, tuple[int, int, int]]) -> dict[int, int]:
+    """``pid → resident bytes of its process tree`` (JVM and Python workers) of every executor JVM on the cluster.
+
+    An executor JVM is a child of a worker: a process the JVM forks has its command line until it runs ``exec``
+    (seen: a short-lived child of an executor taken for an executor that came and went)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    jvms = []
+    for pid, root in under(table, set(ROOTS)).items():
+        if pid == root or table[pid][0] not in ROOTS:
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"CoarseGrainedExecutorBackend" in f.read():
+                    jvms.append(pid)
+        except OSError:
+            continue
+    trees = under(table, set(jvms))
+    rss = dict.fromkeys(jvms, 0)
+    for pid, jvm in trees.items():
+        rss[jvm] += table[pid][2] * page
+    return rss
+
+
+class Sampler:
+    """W5: a thread sampling (wall, CPU) of the driver and the cluster and the executor JVMs every ``every`` s.
+
+    Notes when an executor JVM disappears (the kill: the last sample before it is the recovery's start) and when a
+    new one appears after it (the replacement the master launches), and the peak resident memory of one executor
+    (its JVM and Python workers)."""
+
+    def __init__(self, every: float = 0.2) -> None:
+        import threading
+
+        self.every, self.samples = every, []  # type: ignore[var-annotated]
+        self.gone: tuple[float, float] | None = None  # the last sample before an executor JVM vanished
+        self.gone_at: float | None = None  # the first sample without it
+        self.replaced_at: float | None = None  # the first sample with a new executor JVM after that
+        self.peak_executor_rss = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def reset_peak(self) -> int:
+        peak, self.peak_executor_rss = self.peak_executor_rss, 0
+        return peak
+
+    def _loop(self) -> None:
+        prev: tuple[float, float] | None = None
+        seen: set[int] = set()
+        while not self._stop.is_set():
+            t = time.perf_counter()
+            cpu = now_cpu()
+            table = proc_table()
+            jvms = executor_jvms(table)
+            if jvms:
+                self.peak_executor_rss = max(self.peak_executor_rss, *jvms.values())
+            now = set(jvms)
+            if seen - now and self.gone is None and prev is not None:
+                self.gone, self.gone_at = prev, t
+            elif self.gone is not None and self.replaced_at is None and now - seen:
+                self.replaced_at = t
+            seen = now if self.gone is None or self.replaced_at is not None else seen & now
+            prev = (t, cpu)
+            self._stop.wait(self.every)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
 
 
 # -- W4/W6 input ---------------------------------------------------------------------------------------
@@ -813,38 +1015,72 @@ def falkirk_keyed(root: Path, spark: Any, workload: str, size: dict[str, Any], r
         return new.orderBy(F.desc("score"), "key").limit(top), new
 
     regimes = {"eager-inc": Eager(key="key", incremental=True), "lazy3": Lazy(every=3, key="key"),
+               "lazy3-r1": Lazy(every=3, key="key", replicas=1),
                "lazy3-inc": Lazy(every=3, key="key", incremental=True), "eager": Eager(key="key")}
-    pipe.step(running if workload == "W2" else decayed, name="agg", inputs=["updates"], regime=regimes[regime])
+    pipe.step(running if workload in ("W2", "W5") else decayed, name="agg", inputs=["updates"], regime=regimes[regime])
     pipe.output("changes", inputs=["agg"])
     return pipe
 
 
 class StreamingKeyed:
-    """W2/W3 as one query: file source → ``groupBy("key").applyInPandasWithState`` (RocksDB, changelog on) →
-    ``foreachBatch`` writing ``output/changes/epoch=N`` (overwritten: idempotent)."""
+    """W2/W3/W5 as one query: file source → ``groupBy("key").applyInPandasWithState`` (RocksDB, changelog on) →
+    ``foreachBatch`` writing ``output/changes/epoch=N`` (overwritten: idempotent).
 
-    def __init__(self, spark: Any, input_dir: Path, base: Path, workload: str, *, kill_at: int | None = None) -> None:
+    ``kill_at``: the batch in whose stateful operator the driver (``kill="driver"``, W2/W3) or the executor JVM
+    running state partition 0 (``kill="executor"``, W5) is SIGKILLed, once (a marker file under ``base``, which
+    must be on storage every machine sees for W5). ``rows``: rows through the stateful operator per batch, from
+    an accumulator (successful task attempts only)."""
+
+    def __init__(self, spark: Any, input_dir: Path, base: Path, workload: str, *, kill_at: int | None = None,
+                 kill: str = "driver") -> None:
         self.spark, self.input_dir, self.base, self.workload, self.kill_at = spark, input_dir, base, workload, kill_at
+        self.kill = kill
         self.written = Written(base, streaming_category)
         self.meter = Meter(self.written)
         self.progress: list[dict[str, Any]] = []
+        self.acc = spark.sparkContext.accumulator(0)
+        self.rows: dict[int, int] = {}
+        self._counted = 0
 
     def query(self) -> Any:
         import pandas as pd
         from pyspark.sql.streaming.state import GroupStateTimeout
 
-        kill_at, marker, w2 = self.kill_at, str(self.base / "killed"), self.workload == "W2"
+        kill_at, marker, w2 = self.kill_at, str(self.base / "killed"), self.workload in ("W2", "W5")
+        executor = self.kill == "executor"
         victims = (os.getpid(), int(self.spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
+        acc = self.acc
 
         def update(key: Any, batches: Any, state: Any) -> Any:
             import os as _os
             import signal as _signal
 
             pdf = pd.concat(list(batches), ignore_index=True)
+            acc.add(len(pdf))
             if kill_at is not None and int(pdf["epoch"].iloc[0]) == kill_at and not _os.path.exists(marker):
-                open(marker, "w").close()
-                for pid in victims:  # the driver: its Python process and its JVM
-                    _os.kill(pid, _signal.SIGKILL)
+                if not executor:
+                    open(marker, "w").close()
+                    for pid in victims:  # the driver: its Python process and its JVM
+                        _os.kill(pid, _signal.SIGKILL)
+                from pyspark import TaskContext
+
+                tc = TaskContext.get()
+                if tc is not None and tc.partitionId() == 0 and tc.attemptNumber() == 0:
+                    pid = _os.getpid()  # up from this Python worker (daemon, then the executor JVM)
+                    for _ in range(8):
+                        with open(f"/proc/{pid}/stat", "rb") as f:
+                            pid = int(f.read().rsplit(b")", 1)[1].split()[1])
+                        with open(f"/proc/{pid}/cmdline", "rb") as f:
+                            if b"CoarseGrainedExecutorBackend" in f.read():
+                                break
+                    else:
+                        raise RuntimeError("no executor JVM above this Python worker")
+                    try:
+                        _os.close(_os.open(marker, _os.O_CREAT | _os.O_EXCL | _os.O_WRONLY))
+                    except FileExistsError:
+                        pass
+                    else:
+                        _os.kill(pid, _signal.SIGKILL)
             x = int(pdf["v"].sum())
             if w2:
                 total, n = (int(a) for a in state.get) if state.exists else (0, 0)
@@ -871,6 +1107,8 @@ class StreamingKeyed:
         if self.workload == "W3":
             df = df.orderBy(F.desc("score"), "key").limit(TOP)
         df.write.mode("overwrite").parquet(str(self.base / "output" / "changes" / f"epoch={batch_id}"))
+        self.rows[batch_id] = self.acc.value - self._counted
+        self._counted = self.acc.value
         self.meter.epoch_done(batch_id)
 
     def run(self) -> None:
@@ -959,7 +1197,87 @@ def phase_keyed_restart(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
     return out
 
 
-PHASES = {"W4": phase_w4, "W6": phase_w6, "keyed:run": phase_keyed_run, "keyed:restart": phase_keyed_restart}
+# -- W5: executor loss on the standalone cluster -----------------------------------------------------------------
+def phase_w5(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
+    """One configuration of W5 in one driver on the cluster: the failure-free run (measured), then the run in which
+    the executor JVM holding the most state (falkirk: the most cached blocks; streaming: state partition 0's) is
+    SIGKILLed in the stateful step at the crash epoch; recovery measured from the kill to that epoch's output."""
+    from falkirk.spark.pipeline.store.rootfs import Root
+    from falkirk.spark.pipeline.tools.report import costs
+    from falkirk.spark.pipeline.tools.verify import output_rows
+
+    base, c, size = Path(spec["base"]), spec["size"]["crash"], spec["size"]
+    streaming = spec["system"] == "streaming"
+    out: dict[str, Any] = {"log_rows": 0}
+    sampler = Sampler()
+    if streaming:
+        ref = StreamingKeyed(spark, Path(spec["input"]), base / "reference", "W5")
+        ref.run()
+        ref_meter, ref_bytes = ref.meter, dict(ref.written.bytes)
+    else:
+        r = run_falkirk_keyed(spark, base / "reference", spec, [])
+        ref_meter, ref_bytes = r["meter"], r["bytes"]
+        out["regimes"] = {n: s.regime.describe() for n, s in r["pipe"].steps.items()}
+    sampler.stop()
+    walls, cpus = ref_meter.per_epoch()
+    out.update(bytes=ref_bytes, peak_rss=ref_meter.peak_rss, peak_executor_rss=sampler.peak_executor_rss,
+               walls=walls, cpus=cpus)
+    sampler = Sampler()
+    if streaming:
+        run = StreamingKeyed(spark, Path(spec["input"]), base / "run", "W5", kill_at=c, kill="executor")
+        run.run()
+        meter = run.meter
+        batch = [p for p in run.progress if p["batchId"] == c]
+        ref_batch = [p for p in ref.progress if p["batchId"] == c]
+        # SQL metrics and the accumulator count successful task attempts: what ran again beyond the failure-free batch
+        out.update(source_rows=sum(p["numInputRows"] for p in batch) - sum(p["numInputRows"] for p in ref_batch),
+                   records_recomputed=run.rows.get(c, 0) - ref.rows.get(c, 0),
+                   operator_rows={"run": run.rows, "reference": ref.rows},
+                   failed_batch_duration_ms=[p.get("durationMs") for p in batch],
+                   reference_batch_duration_ms=[p.get("durationMs") for p in ref_batch],
+                   failed_batch_state_operators=[p.get("stateOperators") for p in batch])
+    else:
+        r = run_falkirk_keyed(spark, base / "run", spec, [f"agg@{c}:executor"])
+        meter = r["meter"]
+        journal, pipe = r["result"].journal, r["pipe"]
+        out.update(fired=[str(i) for i in r["result"].fired] if hasattr(r["result"], "fired") else None,
+                   notes=list(getattr(journal, "notes", []))[:20], recoveries=len(journal.recoveries),
+                   redone=[(x.step, x.epoch, x.rows) for x in journal.executions if x.redo])
+        if journal.recoveries:
+            rec = journal.recoveries[0]
+            mine = costs(journal, rec, inputs=set(pipe.inputs), stateful=["agg"])[0]
+            out.update(records_recomputed=mine.recomputed, source_rows=mine.source_rows, log_rows=mine.log_rows,
+                       phases=rec.phases(), actions=dict(rec.plan.actions))
+        else:
+            out.update(records_recomputed=0, source_rows=0)
+    sampler.stop()
+    out["peak_executor_rss_failure_run"] = sampler.peak_executor_rss
+    if sampler.gone is None:
+        raise SystemExit("W5: no executor JVM disappeared during the failure run")
+    end = meter.ends[c]
+    out.update(recovery_s=end[0] - sampler.gone[0], recovery_cpu_s=end[1] - sampler.gone[1])
+    fw, fc = meter.per_epoch()
+    # the split: the replacement executor's start (kill → its JVM appears), the killed epoch's excess over the
+    # failure-free run (state load + replay/recompute: one number, Spark retries inside the epoch), catch-up (the
+    # later epochs' excess: a cold replacement JVM, state moved or re-read)
+    out["phases"] = {**out.get("phases", {}),
+                     "kill_to_replacement_executor_s": (sampler.replaced_at - sampler.gone[0]
+                                                        if sampler.replaced_at is not None else None),
+                     "killed_epoch_excess_wall_s": fw[c] - walls[c], "killed_epoch_excess_cpu_s": fc[c] - cpus[c],
+                     "catch_up_excess_wall_s": sum(fw[c + 1:]) - sum(walls[c + 1:]),
+                     "catch_up_excess_cpu_s": sum(fc[c + 1:]) - sum(cpus[c + 1:])}
+    out.update(failure_walls=fw, failure_cpus=fc)
+    got = output_rows(spark, Root(str(base / "run")), "changes")
+    refd = output_rows(spark, Root(str(base / "reference")), "changes")
+    diffs = [f"changes epoch {e}" for e in sorted(set(got) | set(refd)) if got.get(e) != refd.get(e)]
+    if len(refd) != size["epochs"]:
+        diffs.append(f"reference has {len(refd)} epochs, expected {size['epochs']}")
+    out.update(identical=not diffs, differences=diffs, rows_compared=sum(sum(v.values()) for v in refd.values()))
+    return out
+
+
+PHASES = {"W4": phase_w4, "W6": phase_w6, "keyed:run": phase_keyed_run, "keyed:restart": phase_keyed_restart,
+          "W5": phase_w5}
 
 
 # -- the parent ---------------------------------------------------------------------------------------------
@@ -981,9 +1299,30 @@ def child(spec: dict[str, Any], work: Path, name: str, phase: str | None = None,
     return json.loads(Path(spec["result"]).read_text())
 
 
+def cluster_session(cluster: dict[str, Any], conf: dict[str, str] | None) -> Any:
+    """A driver on the standalone cluster (W5): the harness's driver settings, :data:`STREAMING_CONF`, small data."""
+    from pyspark.sql import SparkSession
+
+    from falkirk.spark.pipeline.run.session import SMALL_DATA
+
+    # Python UDFs run the driver's PYSPARK_PYTHON (``python3`` if unset), not ``spark.pyspark.python`` set here
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(cluster["master"]).appName("spark-matrix-w5")
+    for key, value in {**cluster["conf"], **STREAMING_CONF, **SMALL_DATA,
+                       "spark.sql.streaming.numRecentProgressUpdates": "1000", **(conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
 def run_phase(phase: str, spec_path: Path) -> None:
     spec = json.loads(spec_path.read_text())
-    spark = session(spec.get("conf"))
+    if spec.get("cluster"):
+        ROOTS[:] = spec["cluster"]["roots"]
+        spark = cluster_session(spec["cluster"], spec.get("conf"))
+    else:
+        spark = session(spec.get("conf"))
     if spec.get("pids"):
         Path(spec["pids"]).write_text(json.dumps({"jvm_pid": jvm_pid(spark), "driver_pid": os.getpid()}))
     out = PHASES[phase](spec, spark)
@@ -1063,6 +1402,64 @@ def measure_keyed(workload: str, configs: list[str], size: dict[str, Any], work:
     return out
 
 
+def start_cluster() -> Any:
+    """The suite's standalone cluster (``tests/spark/cluster/harness.py``: a master and two 1-core, 1 GB workers on
+    loopback, each with a private ``/tmp``; ``/var/tmp`` is the storage every machine sees)."""
+    where = str(HERE.parent / "tests" / "spark" / "cluster")
+    if where not in sys.path:
+        sys.path.insert(0, where)
+    from harness import StandaloneCluster, why_unavailable
+
+    reason = why_unavailable()
+    if reason:
+        raise SystemExit(f"W5 needs a Spark standalone cluster: {reason}")
+    src = str(HERE.parent / "src")  # the executors' Python workers import falkirk (its injection's filter)
+    if src not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p)
+    return StandaloneCluster(workers=2)
+
+
+def measure_w5(configs: list[str], size: dict[str, Any], work: Path, warmup: int, cluster: Any = None) -> dict[str, Any]:
+    """W5: every configuration in one driver process each on one standalone cluster (started here unless given;
+    stopped — exactly its processes — at the end). The input, state and checkpoints live on the cluster's shared
+    directory."""
+    own = cluster is None
+    cluster = cluster or start_cluster()
+    out = {}
+    try:
+        if own:
+            t = time.perf_counter()
+            cluster.start()
+            print(f"W5 cluster started in {time.perf_counter() - t:.0f} s ({cluster.master_url})", flush=True)
+        input_dir = cluster.shared / "w5-input"
+        write_keyed_input(input_dir, size, size["epochs"])
+        info = {"master": cluster.master_url, "conf": cluster.driver_conf(),
+                "roots": [p.pid for p in cluster.started if p.poll() is None]}
+        for name in configs:
+            opt = CONFIGS["W5"][name]
+            system = "streaming" if name.startswith("streaming") else "falkirk"
+            spec = {"workload": "W5", "system": system, "size": size, "base": str(cluster.shared / f"W5-{name}"),
+                    "input": str(input_dir), "cluster": info, **opt}
+            t0 = time.perf_counter()
+            raw = child(spec, work, f"W5-{name}", "W5")
+            res = summarise(raw, warmup, size["epochs"])
+            res.update(system=system, benchmark_s=time.perf_counter() - t0, conf=opt.get("conf", {}))
+            shutil.rmtree(cluster.shared / f"W5-{name}", ignore_errors=True)
+            ph = res["phases"]
+            print(f"W5 {name:16} cpu {res['cpu_median_s']:.2f} s/epoch, wall {res['wall_median_s']:.2f} s/epoch, "
+                  f"{res['bytes_per_epoch'] / 1e3:.0f} kB/epoch, recovery CPU {res['recovery_cpu_s']:.2f} s "
+                  f"(wall {res['recovery_s']:.2f} s; killed epoch +{ph['killed_epoch_excess_cpu_s']:.2f} s CPU, "
+                  f"catch-up +{ph['catch_up_excess_cpu_s']:.2f} s CPU), recomputed {res['records_recomputed']}, "
+                  f"input rows {res['source_rows']}, peak executor {res['peak_executor_rss'] / 1e6:.0f} MB, "
+                  f"identical {res['identical']} ({res['benchmark_s']:.0f} s, load {res['load_average'][0]:.1f})",
+                  flush=True)
+            out[name] = res
+    finally:
+        if own:
+            cluster.stop()
+    return out
+
+
 def verdict(summary: dict[str, Any]) -> dict[str, Any]:
     """Frontier, and whether the best falkirk configuration strictly dominates every streaming one."""
     points = {n: (s["cpu_median_s"], s["recovery_cpu_s"]) for n, s in summary.items()}
@@ -1106,20 +1503,22 @@ TITLES = {"W1": "flagship, driver SIGKILLed in the stateful step, restarted",
           "W4": "heavy logged aggregate → stateful branch + exactly-once SQLite sink; the sink fails once",
           "W6": f"code change of the stateful step; its last {REDO} epochs recomputed",
           "W2": "large slowly changing keyed state (1 % of keys per epoch), driver SIGKILLed, restarted",
-          "W3": "high-churn keyed state (every key every epoch), driver SIGKILLed, restarted"}
+          "W3": "high-churn keyed state (every key every epoch), driver SIGKILLed, restarted",
+          "W5": "W2's keyed state on a standalone cluster; executor with most state SIGKILLed mid-step"}
 
 
 def rows_of(doc: dict[str, Any]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = [("workload", "configuration", "CPU / epoch", "wall / epoch", "state+log kB / epoch", "recovery CPU",
              "recovery wall", "records recomputed", "input rows re-read", "log rows replayed", "peak RSS MB",
-             "identical", "non-dominated")]
+             "peak executor MB", "identical", "non-dominated")]
     for w, block in doc["workloads"].items():
         for n, s in block["summary"].items():
             rss = s.get("peak_rss")
             rows.append((w, n, f"{s['cpu_median_s']:.2f} s", f"{s['wall_median_s']:.2f} s",
                          f"{s['bytes_per_epoch'] / 1e3:.0f}", f"{s['recovery_cpu_s']:.2f} s", f"{s['recovery_s']:.2f} s",
                          f"{s['records_recomputed']:,}", f"{s['source_rows']:,}", f"{s.get('log_rows', 0):,}",
-                         "-" if not rss else f"{rss / 1e6:.0f}", str(s["identical"]),
+                         "-" if not rss else f"{rss / 1e6:.0f}",
+                         f"{s['peak_executor_rss'] / 1e6:.0f}" if s.get("peak_executor_rss") else "-", str(s["identical"]),
                          "yes" if n in block["verdict"]["frontier"] else "no"))
     return rows
 
@@ -1173,6 +1572,14 @@ def main() -> int:
                 summary = measure_w1(configs, sizes[w], work, args.warmup)
             elif w in ("W2", "W3"):
                 summary = measure_keyed(w, configs, sizes[w], work, args.warmup)
+            elif w == "W5":
+                try:
+                    summary = measure_w5(configs, sizes[w], work, args.warmup)
+                except SystemExit as exc:  # no cluster here: an error when asked for by name, else skipped
+                    if "--only" in sys.argv or not str(exc).startswith("W5 needs a Spark standalone cluster"):
+                        raise
+                    print(f"W5 skipped: {exc}", flush=True)
+                    continue
             else:
                 summary = measure_w46(w, configs, sizes[w], work, args.warmup)
             workloads[w] = {"size": sizes[w], "summary": summary, "verdict": verdict(summary)}

@@ -5,7 +5,9 @@ processes do (failure-free run, the failure or the code change, outputs
 compared as multisets). W1 is the flagship of benchmarks/spark_vs_streaming.py,
 whose own smoke test (test_spark_vs_streaming.py) runs both systems; its
 killed and restarted drivers need separate processes and are left to the
-benchmark.
+benchmark. W5 (executor loss) needs the standalone cluster: its tiny run is
+tests/spark/cluster/test_spark_matrix_w5.py, on the cluster tests'
+session-scoped ``cluster`` fixture (marked ``cluster``/``slow``).
 """
 
 from __future__ import annotations
