@@ -1,6 +1,6 @@
 """The regime advisor's predictions against a real run of the flagship (issue 33's targets, small scale).
 
-0. A durable 3-epoch run warms the JVM and Spark up.
+0. A durable run of ``--warmup`` epochs (3) warms the JVM and Spark up.
 1. ``Pipeline.profile``: the flagship with its declared regimes runs ``EPOCHS``
    epochs on a scratch root, ``--fail STEP`` failing after epoch
    ``EPOCHS/2 - 1`` (its recovery measures how fast epochs run again); the
@@ -75,7 +75,12 @@ def measure(pipe: Any, costs: Any, regimes: dict[str, Any], advice: Any, which: 
         "steady": {"predicted": totals.steady, "measured": steady_measured,
                    "error": (steady_measured - totals.steady) / totals.steady},
         "recovery": {"predicted": float(ev.recovery[0, 0]), "measured_replay_recompute": rec_measured,
-                     "measured_redo_executions": sum(redone.values())},
+                     "measured_redo_executions": sum(redone.values()),
+                     # CPU of the process tree from the failure until every step was back (unit cpu)
+                     "measured_cpu": recovery.cpu_seconds,
+                     "error": None if not ev.recovery[0, 0] else (
+                         ((recovery.cpu_seconds if costs.unit == "cpu" else rec_measured) or 0.0)
+                         - float(ev.recovery[0, 0])) / float(ev.recovery[0, 0])},
         "recovery_by_step": {n: {"predicted": float(ev.node_recovery[i, 0, 0]), "measured_redo": redone[n]}
                              for i, n in enumerate(model.graph.names)},
     }
@@ -86,16 +91,18 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=9)
     parser.add_argument("--failure-rate", type=float, default=0.05)
     parser.add_argument("--fail", default="cc")
+    parser.add_argument("--warmup", type=int, default=3, help="epochs of a durable warm-up run before the profile")
     parser.add_argument("--out", default=str(Path(__file__).with_name("results") / "spark_advisor.json"))
     args = parser.parse_args()
 
     from falkirk.spark import local_session
     from falkirk.spark.pipeline.tools.flagship import build
 
+    load0 = os.getloadavg()
     spark = local_session()
     at = args.epochs - 2
     with tempfile.TemporaryDirectory(prefix="falkirk-advisor-") as tmp:
-        build(Path(tmp) / "warm-up", spark, **SIZES).run(3)  # the JVM's and Spark's warm-up, outside the figures
+        build(Path(tmp) / "warm-up", spark, **SIZES).run(args.warmup)  # the JVM's and Spark's warm-up, outside
         t0 = time.perf_counter()
         profiled = build(Path(tmp) / "profile", spark, **SIZES)
         costs = profiled.profile(epochs=args.epochs, fail=f"{args.fail}@{args.epochs // 2 - 1}:after")
@@ -104,7 +111,7 @@ def main() -> None:
         print(advice.table())
         out: dict[str, Any] = {
             "sizes": SIZES, "epochs": args.epochs, "failure_rate": args.failure_rate, "fail": f"{args.fail}@{at}:after",
-            "unit": costs.unit, "load_average_start": os.getloadavg(),
+            "unit": costs.unit, "warmup": args.warmup, "load_average_start": load0,
             "profile_steady_measured": steady_of_root(profiled, args.epochs, costs.unit),
             "profile_seconds": profile_seconds,
             "advised_regimes": {n: r.describe() for n, r in advice.regimes().items()},

@@ -144,7 +144,7 @@ class Executor:
             available[n] = [e for e in available[n] if e <= self.high[n]]
         self.planner.know(available)
         self.rollback = Rollback(pipeline, self.runners, self.queues, self.planner, self.storage, self.journal,
-                                 self.progress, self.done, self.high)
+                                 self.progress, self.done, self.high, self.cpu)
         self.executors = executors(self.spark)
         #: unique per executor: its Spark job groups (tags) never collide with another pipeline's in one session
         self.run_id = uuid.uuid4().hex[:12]
@@ -334,6 +334,8 @@ class Executor:
         for r in rec:
             if all(self.done[n] >= d for n, d in r.done_at_failure.items()):
                 r.finished = time.perf_counter()
+                if r.cpu_started is not None and c1 is not None:
+                    r.cpu_seconds = max(0.0, c1 - r.cpu_started)
                 self.say(f"recovery {r.index} complete: every step is back where it was ({r.seconds:.2f} s)")
         for r in self.journal.recoveries:
             if r.finished is not None and r.caught_up is None and all(d >= r.in_flight for d in self.done.values()):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from attrs import define
@@ -67,6 +67,8 @@ class Rollback:
     progress: Progress
     done: dict[str, int]
     high: dict[str, int]
+    #: CPU seconds of the process tree (:func:`~falkirk.spark.pipeline.run.cpu.meter`), where that is the whole job
+    cpu: Callable[[], float | None] | None = None
 
     @property
     def order(self) -> list[str]:
@@ -112,6 +114,7 @@ class Rollback:
         )
         if not restart:
             self.progress.line(f"FAILURE: {cause}", level=logging.WARNING)
+            rec.cpu_started = self.cpu() if self.cpu is not None else None
         t0 = time.perf_counter()
         if startup is not None:
             rec.started_up(startup, t0)
