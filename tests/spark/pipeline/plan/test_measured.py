@@ -73,7 +73,8 @@ def test_costs_are_cpu_seconds_when_every_record_has_them(tmp_path: Path) -> Non
 
 
 def test_a_local_run_records_cpu_seconds_per_execution(tmp_path: Path, spark: Any) -> None:
-    """On a local master each execution record carries the process tree's CPU seconds, and the costs use them."""
+    """On a local master each execution record carries the process tree's CPU seconds, and the costs use them;
+    an in-driver recovery records its CPU from the failure until every step was back."""
     from falkirk.spark.pipeline.run.cpu import tree_cpu
 
     if tree_cpu() is None:
@@ -86,10 +87,12 @@ def test_a_local_run_records_cpu_seconds_per_execution(tmp_path: Path, spark: An
         new = src.groupBy().count()
         return new, new
 
-    result = pipe.run(4)
+    result = pipe.run(4, fail="total@2:after")  # an in-driver recovery: its CPU is measured too
     cpus = [x.cpu for x in result.journal.executions]
     assert cpus and all(c is not None and c >= 0 for c in cpus) and sum(cpus) > 0  # type: ignore[operator]
-    doc = json.loads(pipe.location.read_bytes("journal/total/00000002.json"))
+    (rec,) = result.journal.recoveries
+    assert rec.cpu_seconds is not None and rec.cpu_seconds > 0
+    doc = json.loads(pipe.location.read_bytes("journal/total/00000001.json"))  # not redone
     assert doc["first_cpu"] == pytest.approx(doc["cpu"]) and doc["first_cpu"] is not None
     assert from_journal(pipe).unit == "cpu"
 
