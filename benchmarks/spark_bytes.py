@@ -21,7 +21,7 @@ growth (by category: ``data/<step>/<kind>``, ``manifests/<step>/<kind>``,
 Writes ``benchmarks/results/spark_bytes.json`` (per epoch, per category;
 the load average before and after) and prints a line per epoch.
 
-Usage: ``.venv/bin/python benchmarks/spark_bytes.py [--epochs 8] [--mode shipped,wal-exact]``
+Usage: ``.venv/bin/python benchmarks/spark_bytes.py [--epochs 8] [--mode shipped,wal-exact] [--page-size 4096 --out …]``
 """
 
 from __future__ import annotations
@@ -178,8 +178,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--mode", default="shipped,wal-exact")
+    ap.add_argument("--page-size", type=int, default=None,
+                    help="the monitor database's page size (default: Planner.PAGE_SIZE; 4096 is SQLite's default)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
+    if args.page_size:
+        pplanner.Planner.PAGE_SIZE = args.page_size
     _wrap_store()
     spark = local_session()
     doc: dict[str, Any] = {"benchmark": "spark_bytes", "epochs": args.epochs, "page_size": pplanner.Planner.PAGE_SIZE,
