@@ -13,8 +13,11 @@ fresh roots:
   output manifests, SHA-256 checksums, fsync, the SQLite monitor, GC;
 * ``falkirk-nofsync`` — the same without fsync and checksums.
 
-The first ``--warmup`` epochs of every run are dropped (JIT and code
-generation); the median over the rest is the steady state, in wall time,
+Before timing, one untimed run of the baseline (``--warmup-epochs``
+epochs) warms the JVM up: on a loaded machine its JIT is not done after
+two epochs, and the first timed configuration would pay for it. The first
+``--warmup`` epochs of every timed run are dropped as well (each fresh
+root's first epochs); the median over the rest is the steady state, in wall time,
 in **CPU time of the whole process tree** (the Python driver, its JVM and
 the Python workers, from ``/proc``: what the machine spent, whatever else
 runs on it) and in **driver-side Python CPU** (``time.process_time`` of
@@ -24,7 +27,7 @@ shows where the overhead goes. Prints a table and writes
 ``benchmarks/results/spark_overhead.json`` (with the load average before
 and after).
 
-Usage: ``.venv/bin/python benchmarks/spark_overhead.py [--epochs 8] [--events 4000] [--reps 2]``
+Usage: ``.venv/bin/python benchmarks/spark_overhead.py [--epochs 8] [--events 4000] [--reps 2] [--warmup-epochs 6]``
 """
 
 from __future__ import annotations
@@ -84,6 +87,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--events", type=int, default=4000)
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--warmup-epochs", type=int, default=6, help="epochs of the untimed warm-up run (0: none)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     size = {"events_per_epoch": args.events, "queries_per_epoch": 60, "users": 300, "nodes": 1500, "cc_every": 3}
@@ -92,6 +96,11 @@ def main() -> None:
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in CONFIGS}
     scratch = Path(tempfile.mkdtemp(prefix="falkirk-bench-"))
     try:
+        if args.warmup_epochs:
+            t = time.perf_counter()
+            build(scratch / "warmup", spark, **size, durable=False).run(args.warmup_epochs)
+            print(f"warm-up  ({args.warmup_epochs} epochs, untimed) {time.perf_counter() - t:6.1f} s", flush=True)
+            shutil.rmtree(scratch / "warmup", ignore_errors=True)
         for rep in range(args.reps):
             for name, config in CONFIGS.items():
                 root = scratch / f"{name}-{rep}"
@@ -118,6 +127,9 @@ def main() -> None:
         s["cpu_ratio_vs_baseline"] = s["cpu_median_s"] / base["cpu_median_s"]
         s["cpu_mean_ratio_vs_baseline"] = s["cpu_mean_s"] / base["cpu_mean_s"]
         s["driver_cpu_extra_s"] = s["driver_cpu_median_s"] - base["driver_cpu_median_s"]
+    for name, rs in runs.items():  # paired within a rep (the same minutes of machine load): CPU ratio per rep
+        summary[name]["cpu_ratio_per_rep"] = [
+            statistics.median(r["cpu"][w:]) / statistics.median(b["cpu"][w:]) for r, b in zip(rs, runs["baseline"], strict=True)]
     print()
     print(f"steady state (epochs {w}..{args.epochs - 1}, {args.reps} reps, {args.events} events/epoch), median per epoch:")
     print(f"{'configuration':18} {'epoch (s)':>10} {'overhead':>9} {'CPU (s)':>8} {'CPU ratio':>9} "
@@ -125,6 +137,8 @@ def main() -> None:
     for name, s in summary.items():
         print(f"{name:18} {s['epoch_median_s']:10.2f} {s['overhead_vs_baseline']:+9.1%} {s['cpu_median_s']:8.2f} "
               f"{s['cpu_ratio_vs_baseline']:9.3f} {s['driver_cpu_median_s']:10.3f} {s['root_bytes'] / 1e6:12.2f} MB")
+    print("CPU ratio vs baseline per rep: " + "; ".join(
+        f"{name} {' '.join(f'{x:.3f}' for x in s['cpu_ratio_per_rep'])}" for name, s in summary.items() if name != "baseline"))
     print()
     step_names = list(summary["baseline"]["step_median_s"])
     print(f"{'step (median s)':16}" + "".join(f"{n:>18}" for n in summary))
@@ -132,6 +146,7 @@ def main() -> None:
         print(f"{st:16}" + "".join(f"{summary[n]['step_median_s'][st]:18.3f}" for n in summary))
     doc = {
         "benchmark": "spark_overhead", "epochs": args.epochs, "warmup": w, "reps": args.reps, "size": size,
+        "warmup_epochs": args.warmup_epochs,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                     "spark": spark.version, "load_average_before": load_before, "load_average": os.getloadavg()},
         "summary": summary, "runs": runs,
