@@ -176,6 +176,8 @@ class Rollback:
             self._move(n, plan.actions[n], f) for n, (f, _) in lost_work.items()) or "nothing to redo"))
         if all(self.done[n] >= d for n, d in done_before.items()):
             rec.finished = time.perf_counter()
+            if rec.cpu_started is not None and self.cpu is not None:
+                rec.cpu_seconds = max(0.0, (self.cpu() or rec.cpu_started) - rec.cpu_started)
             if all(self.done[n] >= rec.in_flight for n in self.order):
                 rec.caught_up = rec.finished
 
