@@ -318,30 +318,8 @@ REDO = 10  # W6: the last REDO epochs are recomputed with the new code
 # -- measuring ---------------------------------------------------------------------------------------
 def tree_rss(root: int) -> int:
     """Resident bytes of process ``root`` and its descendants (from ``/proc``)."""
-    page = os.sysconf("SC_PAGE_SIZE")
-    parent: dict[int, int] = {}
-    rss: dict[int, int] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat", "rb") as f:
-                rest = f.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        parent[int(d)] = int(rest[1])
-        rss[int(d)] = int(rest[21]) * page
-    total = 0
-    for pid, r in rss.items():
-        p = pid
-        for _ in range(64):
-            if p == root:
-                total += r
-                break
-            p = parent.get(p, 0)
-            if p <= 1:
-                break
-    return total
+    table = proc_table()
+    return sum(table[p][2] for p in under(table, {root})) * os.sysconf("SC_PAGE_SIZE")
 
 
 #: W5: the standalone cluster's processes (master, workers — whose children are the executors and their Python
