@@ -76,7 +76,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.graphs import Graph, make  # noqa: E402
 from falkirk.solver import Checkpoint, Dataflow, solve_frontiers  # noqa: E402
-from falkirk.solver.dispatch import choose  # noqa: E402
+from falkirk.solver.dispatch import choose, rollback_region  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -148,8 +148,12 @@ def with_live(g: Graph) -> Callable[[], Dataflow]:
     return lambda: Dataflow(procs, edges, notifications=g.notifications)
 
 
+#: Timings per strategy and cell up to 10^4 processors (``--repeat``; one above, or after one over 2 s).
+REPEAT = 2
+
+
 def _repeat(n: int) -> int:
-    return 2 if n <= 10_000 else 1
+    return REPEAT if n <= 10_000 else 1
 
 
 def _batch(n: int) -> int:
@@ -167,6 +171,9 @@ def cell(
 ) -> dict[str, Any]:
     """Time the three strategies on ``g`` (fresh Dataflows from ``build``) into one result row."""
     failed: Any = "all" if fraction >= 1 else g.failed_names()
+    names = list(build().processors) if failed == "all" else failed
+    df = build()
+    t = df._table
     row: dict[str, Any] = {
         "shape": label,
         "path": path,
@@ -174,8 +181,11 @@ def cell(
         "edges": g.m,
         "failed_fraction": fraction,
         "failed": g.n if failed == "all" else len(failed),
-        "chosen": choose(build()),
+        "chosen": choose(df, failed=names),
+        # the processors a rollback can reach (dispatch.rollback_region), a fraction of all
+        "region": rollback_region(t, [t.index[p] for p in names], g.n) / g.n,
     }
+    del df, t
     best: dict[str, float] = {}
     finished = {s: True for s in TIMED}
     plans: dict[str, Any] = {}
@@ -213,16 +223,17 @@ def _fmt(row: dict[str, Any]) -> str:
 
     frac = "all" if row["failed_fraction"] >= 1 else f"{100 * row['failed_fraction']:g} %"
     flag = "" if row["within_target"] else "  MISS"
+    region = f"{100 * row['region']:.0f} %" if "region" in row else "?"
     return (
-        f"| {row['shape']} | {row['path']} | {row['processors']:,} | {row['edges']:,} | {frac} | "
+        f"| {row['shape']} | {row['path']} | {row['processors']:,} | {row['edges']:,} | {frac} | {region} | "
         f"{t('auto')} ({row['chosen'][0]}) | {t('worklist')} | {t('vectorised')} | "
         f"{row['auto_over_best']:.2f}×{flag} |"
     )
 
 
 HEADER = (
-    "| shape | path | processors | edges | failed | auto (s) | worklist (s) | vectorised (s) | auto ÷ best |\n"
-    "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+    "| shape | path | processors | edges | failed | region | auto (s) | worklist (s) | vectorised (s) | auto ÷ best |\n"
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 )
 
 
@@ -232,18 +243,24 @@ def run(
     fractions: list[float],
     budget: float,
     general: bool,
+    live_to: int = 10_000,
     save: Callable[[list[dict[str, Any]]], None] = lambda rows: None,
+    columns_to: int | None = None,
 ) -> list[dict[str, Any]]:
-    """The grid's rows (printed, and passed to ``save``, as they come)."""
+    """The grid's rows (printed, and passed to ``save``, as they come).
+
+    Live metadata (``general``) up to ``live_to`` processors, the columns up to ``columns_to`` (``None``: all).
+    """
     print(HEADER, flush=True)
     rows = []
     for n in sizes:  # every shape at one size before the next size
         for label, family, options in shapes:
             for fraction in fractions:
                 g = graph(family, n, fraction, options)
-                rows.append(cell(label, g, fraction, g.from_arrays, budget, "columns"))
-                print(_fmt(rows[-1]), flush=True)
-                if general and n <= 10_000 and fraction < 1:
+                if columns_to is None or n <= columns_to:
+                    rows.append(cell(label, g, fraction, g.from_arrays, budget, "columns"))
+                    print(_fmt(rows[-1]), flush=True)
+                if general and n <= live_to and fraction < 1:
                     rows.append(cell(label, g, fraction, with_live(g), budget, "live"))
                     print(_fmt(rows[-1]), flush=True)
                 save(rows)
@@ -253,12 +270,17 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    global REPEAT
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="10^2 to 10^4 processors")
     ap.add_argument("--sizes", type=int, nargs="+", help="processors (default: 10^2 to 10^6)")
     ap.add_argument("--shapes", help="comma-separated shape labels (default: all)")
     ap.add_argument("--budget", type=float, help="wall seconds before the worklist is stopped (5)")
-    ap.add_argument("--general", action="store_true", help="also dataflows with live metadata (to 10^4)")
+    ap.add_argument("--general", action="store_true", help="also dataflows with live metadata (to --live-to)")
+    ap.add_argument("--live-to", type=int, default=10_000, help="largest size with live metadata (10^4)")
+    ap.add_argument("--fractions", type=float, nargs="+", help="failed fractions, 1 = all (0.001 0.01 1)")
+    ap.add_argument("--columns-to", type=int, help="largest size of the columns path (default: every size)")
+    ap.add_argument("--repeat", type=int, help=f"timings per strategy up to 10^4 processors ({REPEAT})")
     ap.add_argument("--out", type=Path, default=RESULTS / "dispatch.json", help="where to write the JSON")
     ap.add_argument("--markdown", action="store_true", help="print the table of the written JSON and stop")
     args = ap.parse_args(argv)
@@ -291,7 +313,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(res, indent=1) + "\n")
 
-    rows = run(shapes, sizes, FRACTIONS, budget, args.general, save)
+    REPEAT = args.repeat or REPEAT
+    res["fractions"] = fractions = args.fractions or FRACTIONS
+    res["repeat"] = REPEAT
+    rows = run(shapes, sizes, fractions, budget, args.general, args.live_to, save, args.columns_to)
     save(rows)
     res["misses"] = [
         {k: r[k] for k in ("shape", "path", "processors", "failed_fraction", "auto_over_best")}

@@ -94,13 +94,17 @@ thresholds are met.
 
 from __future__ import annotations
 
+import math
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Literal, get_args
+
+import numpy as np
 
 from falkirk.solver.fixpoint import FixedPoint, Reason, round_robin
 from falkirk.solver.model import Dataflow
 from falkirk.solver.model.access import View
+from falkirk.solver.model.table import Table
 from falkirk.solver.vectorised.build import NotApplicable, solve_view
 from falkirk.solver.vectorised.columns import solve_columns
 from falkirk.solver.vectorised.loops import solve_loops
@@ -112,8 +116,10 @@ __all__ = [
     "CONVERT_FROM",
     "VECTORISE_FROM",
     "DENSE_FROM",
+    "REGION_FROM",
     "strategy_of",
     "choose",
+    "rollback_region",
     "solve",
     "LazyReasons",
 ]
@@ -129,6 +135,8 @@ CONVERT_FROM = 10_000
 VECTORISE_FROM = 1000
 #: ... when they have at least this many edges each (dense: the worklist's examinations cost more).
 DENSE_FROM = 2.0
+#: ... and when a rollback of the failed processors can reach at least this fraction of them (:func:`rollback_region`).
+REGION_FROM = 0.5
 
 
 class LazyReasons(Mapping[str, list[Reason]]):
@@ -186,25 +194,83 @@ def strategy_of(strategy: str, fast: bool | None = None, *, stacklevel: int = 2)
     return strategy  # type: ignore[return-value]
 
 
-def choose(dataflow: Dataflow, *, strategy: Strategy = "auto", fast: bool | None = None) -> str:
+def choose(
+    dataflow: Dataflow,
+    *,
+    strategy: Strategy = "auto",
+    fast: bool | None = None,
+    failed: Collection[str] | None = None,
+) -> str:
     """The solver :func:`solve` runs for ``dataflow``: ``"vectorised"``, ``"worklist"`` or ``"round_robin"``.
 
-    ``"auto"`` follows the rule of the module docstring. ``fast=`` is a
-    deprecated alias (see the module docstring). Cost: ``O(1)``, or ``O(V)``
-    for a dataflow without columns that is large enough to convert.
+    ``"auto"`` follows the rule of the module docstring; ``failed`` (names)
+    bounds the rollback region of rule 2 (``None``: every processor may roll
+    back). ``fast=`` is a deprecated alias (see the module docstring). Cost:
+    ``O(1)``, or ``O(V + E)`` for a dataflow without columns that is large
+    enough to convert (a look at every domain, and the walk of
+    :func:`rollback_region`, which stops at ``REGION_FROM × V`` processors).
     """
     strategy = strategy_of(strategy, fast)
     if strategy != "auto":
         return strategy
-    if dataflow._table.epoch_plain:  # the columns: vectorised at every size
+    t = dataflow._table
+    if t.epoch_plain:  # the columns: vectorised at every size
         return "vectorised"
     n, m = len(dataflow.processors), len(dataflow.edges)
     large = n + m >= CONVERT_FROM or (n >= VECTORISE_FROM and m >= DENSE_FROM * n)
     if large and all(d.is_total for d in {id(d): d for d in dataflow.domains.values()}.values()):
-        return "vectorised"
-    if n >= VECTORISE_FROM and dataflow._table.lex_plain:
+        stop = math.ceil(REGION_FROM * n)
+        if failed is None or rollback_region(t, [t.index[p] for p in failed], stop) >= stop:
+            return "vectorised"
+        return "worklist"  # little can roll back: the worklist touches only that
+    if n >= VECTORISE_FROM and t.lex_plain:
         return "vectorised"  # a loop job of plain prefix checkpoints (falkirk.solver.vectorised.loops)
     return "worklist"
+
+
+def rollback_region(table: Table, failed: Sequence[int], stop: int) -> int:
+    """How many processors a rollback of ``failed`` can reach, counted up to ``stop``.
+
+    The region is the closure of the failed processors (indices into
+    ``table.names``) downstream along every edge (C3: a receiver has
+    received messages its sender will send again) and upstream along the
+    unlogged ones (C2: a sender must regenerate what its receiver lost).
+    Only processors in it can leave their live frontier, so it bounds the
+    worklist's examinations; where every live frontier is ``⊤`` it is
+    exactly the set that moves. Cost: ``O(E)`` array work for the adjacency,
+    then a walk of at most ``stop`` processors.
+
+    >>> import numpy as np
+    >>> from falkirk.solver.model.table import Table
+    >>> t = Table(["a", "b", "c", "d"], np.array([0, 1, 2]), np.array([1, 2, 3]),
+    ...           np.array([True, False, False]), np.zeros(4, bool))  # a → b logged
+    >>> rollback_region(t, [1], 10), rollback_region(t, [0], 10), rollback_region(t, [3], 10), rollback_region(t, [0], 2)
+    (3, 4, 3, 2)
+    """
+    count = len(set(failed))
+    if count >= stop or not table.m:
+        return count
+    up = ~np.asarray(table.logged, dtype=bool)
+    frm = np.concatenate([table.src, table.dst[up]])
+    to = np.concatenate([table.dst, table.src[up]])
+    order = np.argsort(frm, kind="stable")
+    ptr = np.zeros(table.n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(frm, minlength=table.n), out=ptr[1:])
+    nbr, at = to[order].tolist(), ptr.tolist()
+    seen = bytearray(table.n)
+    todo = list(set(failed))
+    for i in todo:
+        seen[i] = 1
+    while todo:
+        u = todo.pop()
+        for v in nbr[at[u] : at[u + 1]]:
+            if not seen[v]:
+                seen[v] = 1
+                count += 1
+                if count >= stop:
+                    return count
+                todo.append(v)
+    return count
 
 
 def solve(view: View, *, strategy: Strategy = "auto", fast: bool | None = None) -> FixedPoint:
@@ -215,7 +281,7 @@ def solve(view: View, *, strategy: Strategy = "auto", fast: bool | None = None) 
     universe), the worklist runs instead. ``fast=`` is a deprecated alias.
     """
     strategy = strategy_of(strategy, fast)
-    chosen = choose(view.df, strategy=strategy)
+    chosen = choose(view.df, strategy=strategy, failed=view.failed)
     if chosen == "vectorised":
         try:
             f, n, work = solve_columns(view.df, view.failed) or solve_loops(view.df, view.failed) or solve_view(view)
