@@ -284,7 +284,9 @@ def solve(view: View, *, strategy: Strategy = "auto", fast: bool | None = None) 
     chosen = choose(view.df, strategy=strategy, failed=view.failed)
     if chosen == "vectorised":
         try:
-            f, n, work = solve_columns(view.df, view.failed) or solve_loops(view.df, view.failed) or solve_view(view)
+            f, n, work = (
+                solve_columns(view.df, view.failed) or solve_loops(view.df, view.failed) or solve_view(view)
+            )
         except NotApplicable:
             if strategy == "vectorised":
                 raise
