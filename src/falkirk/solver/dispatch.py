@@ -23,10 +23,13 @@ and ``E`` edges:
    columns, :mod:`falkirk.solver.vectorised.columns`: checkpoints that give
    only their frontier, identity edges, no live metadata) — **vectorised**,
    at every size;
-2. otherwise, every domain totally ordered and ``V + E ≥``
-   :data:`CONVERT_FROM`, or ``V ≥`` :data:`VECTORISE_FROM` with at least
-   :data:`DENSE_FROM` edges per processor — **vectorised** (after a
-   conversion, :mod:`falkirk.solver.vectorised.build`);
+2. otherwise, every domain totally ordered, ``V + E ≥``
+   :data:`CONVERT_FROM` or ``V ≥`` :data:`VECTORISE_FROM` with at least
+   :data:`DENSE_FROM` edges per processor, **and** a rollback of the failed
+   processors able to reach at least :data:`REGION_FROM` of the processors
+   (:func:`rollback_region`) — **vectorised** (after a conversion,
+   :mod:`falkirk.solver.vectorised.build`); the same, large, but with a
+   smaller region — the **worklist**;
 3. otherwise, a *loop job* of plain prefix checkpoints (product or
    lexicographic loop bodies entered through ``epoch_to_loop``,
    :mod:`falkirk.solver.vectorised.loops`) with ``V ≥`` :data:`VECTORISE_FROM`
@@ -51,17 +54,32 @@ stages, 10^2 to 10^6 processors, 0.1 %, 1 % and all of them failed):
   (about 1 µs per processor) and its plan decodes frontiers only when read;
   even one failure rolls back most of a chain or DAG. So no threshold.
 * Other totally ordered dataflows (live metadata — what
-  :meth:`Monitor.plan_rollback <falkirk.solver.Monitor.plan_rollback>` and a
-  spark pipeline's what-if pass —, recorded projections, lexicographic or
-  single-input sequence domains) must first be converted to arrays, which
-  costs about as much per processor and edge as the worklist's
-  examinations (``O(V + E)`` in Python). Below ``V + E ≈ 10^4`` the
-  worklist is as fast or faster; dense graphs (1,000 processors, 9 edges
-  each) convert at 0.5× the worklist's time; at 10^4 the two are within
-  ±10 % on chains, sparse DAGs and trees with 1 % failed, and at 10^5 the
-  conversion was 1.3–1.9× faster (a probe). The rule is not exact: on trees
-  at 10^4 with 0.1 % failed, where little rolls back, the worklist was
-  1.3–1.9× faster than the conversion ``"auto"`` picks.
+  :meth:`Monitor.plan_rollback <falkirk.solver.Monitor.plan_rollback>`, the
+  monitor's full re-solves and a spark pipeline's what-if
+  (``plan_failure``) pass —, recorded projections, lexicographic or
+  single-input sequence domains) must first be converted to arrays:
+  ``O(V + E)`` in Python whatever failed (7–10 µs per processor and edge at
+  10^4). The worklist, which starts from the live frontiers, examines only
+  processors that must move, all of them in the *rollback region*
+  (:func:`rollback_region`: the failed processors' closure downstream along
+  every edge and upstream along unlogged ones; where every live frontier is
+  ``⊤``, as in the grid, it is exactly the set that moves — checked on every
+  shape at 10^4 and 10^5). Per processor of the region it costs about what
+  the conversion costs per processor, so the conversion pays only when most
+  of the dataflow can roll back. Below ``V + E ≈ 10^4`` the worklist is as
+  fast or faster; dense graphs (1,000 processors, 9 edges each) convert at
+  0.5× its time. At 10^4 and 10^5, regions of 95 % or more (chains, sparse
+  DAGs, diamonds, loops, dense shapes, ``tree(out)`` with 1 % failed) cost
+  the worklist 0.9–1.7× the conversion (chain at 10^5, 0.1 % failed: 3.7 s
+  against 3.0 s); regions of 22–42 % (binary trees with few failed) cost it
+  0.37–0.77× (``tree(in)`` at 10^5, 0.1 % failed: 1.20 s against 2.14 s),
+  where the previous rule, converting from ``V + E ≥ 10^4`` whatever
+  failed, was 1.3–1.9× the best. Half the processors (:data:`REGION_FROM`)
+  separates the two groups in every measured cell; it is not sharp (no
+  region between 42 % and 95 % was measured at 10^4 or more). The walk
+  stops at ``REGION_FROM × V`` processors (about 2 ms at 10^4, against
+  0.1–0.2 s for either solver). A region larger than what moves (live
+  metadata below ``⊤``) errs towards the conversion, as the old rule did.
 * The monitor's incremental updates (:meth:`Monitor.record
   <falkirk.solver.Monitor.record>`) re-solve only the region a report
   touches with their own tracking worklist (:mod:`falkirk.solver.monitor.tracker`)
@@ -74,8 +92,8 @@ The keyword ``fast=`` of earlier releases is a deprecated alias
 ``"auto"`` or set to ``"worklist"``; other strategies ignore it, as before).
 
 Cost: :func:`choose` is ``O(1)`` on the columns (the flag is kept by the
-Dataflow) and ``O(V)`` otherwise (a look at every domain) once the size
-thresholds are met.
+Dataflow) and ``O(V + E)`` otherwise (a look at every domain and the walk
+of :func:`rollback_region`) once the size thresholds are met.
 
 >>> from falkirk.solver import Checkpoint, Dataflow, Edge, Processor, solve_frontiers
 >>> df = Dataflow([Processor("a", "epoch", logs=["ab"], checkpoints=[Checkpoint(3)]),
