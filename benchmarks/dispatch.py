@@ -48,8 +48,10 @@ Dataflow) and the mean kept.
 (:mod:`falkirk.solver.vectorised.build`: not plain epoch columns): the same
 epoch shapes where every processor that did not fail carries live metadata,
 as :meth:`Monitor.plan_rollback <falkirk.solver.Monitor.plan_rollback>` and a
-spark pipeline's what-if pass them, to 10^4 processors. Both paths go through
-the same dispatch.
+spark pipeline's what-if pass them, to 10^4 processors (``--live-to``;
+``--columns-to 0`` runs only these). Both paths go through the same
+dispatch. ``--fractions`` and ``--repeat`` (timings per strategy up to 10^4
+processors, 2) narrow a run on a loaded machine without dropping shapes.
 
 Each run records the load average; compare ratios within one run (the
 machine is shared: CPU times are fairer than wall times there).
