@@ -217,13 +217,14 @@ def choose(
     *,
     strategy: Strategy = "auto",
     fast: bool | None = None,
-    failed: Collection[str] | None = None,
+    failed: Collection[str] | str | None = None,
 ) -> str:
     """The solver :func:`solve` runs for ``dataflow``: ``"vectorised"``, ``"worklist"`` or ``"round_robin"``.
 
-    ``"auto"`` follows the rule of the module docstring; ``failed`` (names)
-    bounds the rollback region of rule 2 (``None``: every processor may roll
-    back). ``fast=`` is a deprecated alias (see the module docstring). Cost:
+    ``"auto"`` follows the rule of the module docstring; ``failed`` (names
+    of its processors, or ``"all"``) bounds the rollback region of rule 2
+    (``None``: every processor may roll back). ``fast=`` is a deprecated
+    alias (see the module docstring). Cost:
     ``O(1)``, or ``O(V + E)`` for a dataflow without columns that is large
     enough to convert (a look at every domain, and the walk of
     :func:`rollback_region`, which stops at ``REGION_FROM × V`` processors).
@@ -238,7 +239,11 @@ def choose(
     large = n + m >= CONVERT_FROM or (n >= VECTORISE_FROM and m >= DENSE_FROM * n)
     if large and all(d.is_total for d in {id(d): d for d in dataflow.domains.values()}.values()):
         stop = math.ceil(REGION_FROM * n)
-        if failed is None or rollback_region(t, [t.index[p] for p in failed], stop) >= stop:
+        if (
+            failed is None
+            or failed == "all"
+            or rollback_region(t, [t.index[p] for p in failed], stop) >= stop
+        ):
             return "vectorised"
         return "worklist"  # little can roll back: the worklist touches only that
     if n >= VECTORISE_FROM and t.lex_plain:
