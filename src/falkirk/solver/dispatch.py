@@ -72,7 +72,7 @@ stages, 10^2 to 10^6 processors, 0.1 %, 1 % and all of them failed):
   DAGs, diamonds, loops, dense shapes, ``tree(out)`` with 1 % failed) cost
   the worklist 0.84–1.9× the conversion (chain at 10^5, 0.1 % failed: 3.7 s
   against 3.0 s); regions of 22–42 % (binary trees with few failed) cost it
-  0.37–0.9× at 24 % or 22 %, 0.8–1.14× at 38–42 % (``tree(in)`` at 10^5,
+  0.37–0.56× at 22–24 %, 0.71–1.14× at 38–42 % (``tree(in)`` at 10^5,
   0.1 % failed: 1.20 s against 2.14 s; 1 %, region 42 %: 2.63 s against
   2.30 s), where the previous rule, converting from ``V + E ≥ 10^4``
   whatever failed, was up to 1.9× the best. Half the processors
