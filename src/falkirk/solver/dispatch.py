@@ -64,9 +64,10 @@ stages, 10^2 to 10^6 processors, 0.1 %, 1 % and all of them failed):
   (:func:`rollback_region`: the failed processors' closure downstream along
   every edge and upstream along unlogged ones; where every live frontier is
   ``⊤``, as in the grid, it is exactly the set that moves — counted on every
-  shape at 10^4, and on chains, trees and sparse DAGs at 10^5). Per processor of the region it costs about what
-  the conversion costs per processor, so the conversion pays only when most
-  of the dataflow can roll back. Below ``V + E ≈ 10^4`` the worklist is as
+  shape at 10^4, and on chains, trees and sparse DAGs at 10^5). Per
+  processor of the region it costs about what the conversion costs per
+  processor, so the conversion pays only when most of the dataflow can roll
+  back. Below ``V + E ≈ 10^4`` the worklist is as
   fast or faster; dense graphs (1,000 processors, 9 edges each) convert at
   0.5× its time. At 10^4 and 10^5, regions of 95 % or more (chains, sparse
   DAGs, diamonds, loops, dense shapes, ``tree(out)`` with 1 % failed) cost
