@@ -69,8 +69,8 @@ stages, 10^2 to 10^6 processors, 0.1 %, 1 % and all of them failed):
   pays only when most of the dataflow can roll back. Below ``V + E ≈ 10^4``
   the worklist is as fast or faster; dense graphs (1,000 processors, 9 edges
   each) convert at 0.5× its time. At 10^4 and 10^5, regions of 95 % or more
-  (chains, sparse DAGs, diamonds, loops, dense shapes, ``tree(out)`` with 1
-  % failed) cost the worklist 0.84–1.9× the conversion (chain at 10^5, 0.1 %
+  (chains, sparse DAGs, diamonds, loops, dense shapes, ``tree(out)`` with
+  1 % failed) cost the worklist 0.84–1.9× the conversion (chain at 10^5, 0.1 %
   failed: 3.7 s against 3.0 s); regions of 22–42 % (binary trees with few
   failed) cost it 0.37–0.56× at 22–24 %, 0.71–1.14× at 38–42 % (``tree(in)``
   at 10^5, 0.1 % failed: 1.20 s against 2.14 s; 1 %, region 42 %: 2.63 s
@@ -78,8 +78,8 @@ stages, 10^2 to 10^6 processors, 0.1 %, 1 % and all of them failed):
   whatever failed, was up to 1.9× the best. Half the processors
   (:data:`REGION_FROM`) keeps every measured cell within the target (auto at
   most 1.2× the best + 10 ms: ``benchmarks/results/dispatch.json``,
-  ``dispatch_live_1e5.json``); it is not sharp — the break-even lies near 40
-  % on trees, and no region between 42 % and 95 % was measured at 10^4 or
+  ``dispatch_live_1e5.json``); it is not sharp — the break-even lies near
+  40 % on trees, and no region between 42 % and 95 % was measured at 10^4 or
   more. The walk stops at ``REGION_FROM × V`` processors (about 2 ms at
   10^4, against 0.1–0.2 s for either solver). A region larger than what
   moves (live metadata below ``⊤``) errs towards the conversion, as the old
