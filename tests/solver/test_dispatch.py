@@ -122,11 +122,41 @@ def test_auto_vectorises_plain_epoch_columns_at_every_size(n: int) -> None:
 def test_auto_converts_other_total_dataflows_only_when_large() -> None:
     """Without columns: the worklist below CONVERT_FROM processors + edges, unless the graph is dense."""
     assert choose(with_live(chain(100))) == "worklist"
-    below, above = dispatch.CONVERT_FROM // 2 - 1, dispatch.CONVERT_FROM // 2 + 1  # V + E = CONVERT_FROM -3, +1
+    below, above = (
+        dispatch.CONVERT_FROM // 2 - 1,
+        dispatch.CONVERT_FROM // 2 + 1,
+    )  # V + E = CONVERT_FROM -3, +1
     assert choose(with_live(chain(below))) == "worklist"
     assert choose(with_live(chain(above))) == "vectorised"
     assert choose(with_live(dense(dispatch.VECTORISE_FROM - 1))) == "worklist"
     assert choose(with_live(dense(dispatch.VECTORISE_FROM))) == "vectorised"
+
+
+def test_auto_converts_only_when_the_rollback_can_reach_half_the_processors() -> None:
+    """Without columns and large: the worklist when the failed processors' rollback region is under REGION_FROM × V."""
+    # a chain of n where p{n-4} logs its edge to p{n-3}: the region of p{n-2} is p{n-3}, p{n-2}, p{n-1}
+    n = dispatch.CONVERT_FROM
+    procs = [
+        Processor(
+            f"p{i}",
+            "epoch",
+            logs=[f"e{i}"] if i == n - 4 else [],
+            checkpoints=[Checkpoint(1)],
+            live=Checkpoint("top"),
+        )
+        for i in range(n)
+    ]
+    df = Dataflow(procs, [Edge(f"e{i}", f"p{i}", f"p{i + 1}") for i in range(n - 1)])
+    t = df._table
+    assert dispatch.rollback_region(t, [t.index[f"p{n - 2}"]], n) == 3
+    assert choose(df, failed=[f"p{n - 2}"]) == "worklist"
+    assert choose(df, failed=[f"p{n - 5}"]) == "vectorised"  # downstream: the last 5, upstream: all the rest
+    everything = [choose(df), choose(df, failed=list(df.processors)), choose(df, failed="all")]
+    assert everything == ["vectorised"] * 3  # unknown or all: everything may roll back
+    assert (
+        solve_frontiers(df, [f"p{n - 2}"]).to_json()
+        == solve_frontiers(df, [f"p{n - 2}"], strategy="vectorised").to_json()
+    )
 
 
 def test_auto_vectorises_a_partial_order_only_as_a_loop_job() -> None:
@@ -144,12 +174,13 @@ def test_auto_vectorises_a_partial_order_only_as_a_loop_job() -> None:
 @settings(max_examples=100, deadline=None)
 @given(df=dataflows(max_size=7), data=st.data())
 def test_auto_gives_the_reference_plan_whichever_solver_it_picks(df: Dataflow, data: st.DataObject) -> None:
-    """Property: auto's plan is the round robin's, as shipped and with CONVERT_FROM at 0; its explanations the worklist's."""
+    """Property: auto's plan is the round robin's, as shipped and converting at any size; its explanations the worklist's."""
     names = list(df.processors)
     failed: Any = data.draw(st.one_of(st.just("all"), st.lists(st.sampled_from(names), unique=True)))
     ref = solve_frontiers(df, failed, strategy="round_robin")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(dispatch, "CONVERT_FROM", 0)
+        mp.setattr(dispatch, "REGION_FROM", 0)
         low = solve_frontiers(df, failed)
     assert low.to_json() == solve_frontiers(df, failed).to_json() == ref.to_json()
     worklist = solve_frontiers(df, failed, strategy="worklist")

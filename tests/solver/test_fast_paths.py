@@ -362,6 +362,7 @@ def test_dispatch_picks_vectorised_above_threshold(monkeypatch: pytest.MonkeyPat
     df, failed = next(c for c in _cases(7, 50, total=True) if len(c[0].processors) >= 3)
     monkeypatch.setattr(dispatch, "VECTORISE_FROM", 3)
     monkeypatch.setattr(dispatch, "DENSE_FROM", 0)
+    monkeypatch.setattr(dispatch, "REGION_FROM", 0)  # whatever the failed processors can reach
     assert dispatch.choose(df) == "vectorised"
     assert dispatch.choose(df, fast=False) == "worklist"
     fast, ref = solve_frontiers(df, failed), solve_frontiers(df, failed, strategy="worklist")

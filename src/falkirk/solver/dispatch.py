@@ -23,10 +23,13 @@ and ``E`` edges:
    columns, :mod:`falkirk.solver.vectorised.columns`: checkpoints that give
    only their frontier, identity edges, no live metadata) — **vectorised**,
    at every size;
-2. otherwise, every domain totally ordered and ``V + E ≥``
-   :data:`CONVERT_FROM`, or ``V ≥`` :data:`VECTORISE_FROM` with at least
-   :data:`DENSE_FROM` edges per processor — **vectorised** (after a
-   conversion, :mod:`falkirk.solver.vectorised.build`);
+2. otherwise, every domain totally ordered, ``V + E ≥``
+   :data:`CONVERT_FROM` or ``V ≥`` :data:`VECTORISE_FROM` with at least
+   :data:`DENSE_FROM` edges per processor, **and** a rollback of the failed
+   processors able to reach at least :data:`REGION_FROM` of the processors
+   (:func:`rollback_region`) — **vectorised** (after a conversion,
+   :mod:`falkirk.solver.vectorised.build`); the same, large, but with a
+   smaller region — the **worklist**;
 3. otherwise, a *loop job* of plain prefix checkpoints (product or
    lexicographic loop bodies entered through ``epoch_to_loop``,
    :mod:`falkirk.solver.vectorised.loops`) with ``V ≥`` :data:`VECTORISE_FROM`
@@ -51,17 +54,36 @@ stages, 10^2 to 10^6 processors, 0.1 %, 1 % and all of them failed):
   (about 1 µs per processor) and its plan decodes frontiers only when read;
   even one failure rolls back most of a chain or DAG. So no threshold.
 * Other totally ordered dataflows (live metadata — what
-  :meth:`Monitor.plan_rollback <falkirk.solver.Monitor.plan_rollback>` and a
-  spark pipeline's what-if pass —, recorded projections, lexicographic or
-  single-input sequence domains) must first be converted to arrays, which
-  costs about as much per processor and edge as the worklist's
-  examinations (``O(V + E)`` in Python). Below ``V + E ≈ 10^4`` the
-  worklist is as fast or faster; dense graphs (1,000 processors, 9 edges
-  each) convert at 0.5× the worklist's time; at 10^4 the two are within
-  ±10 % on chains, sparse DAGs and trees with 1 % failed, and at 10^5 the
-  conversion was 1.3–1.9× faster (a probe). The rule is not exact: on trees
-  at 10^4 with 0.1 % failed, where little rolls back, the worklist was
-  1.3–1.9× faster than the conversion ``"auto"`` picks.
+  :meth:`Monitor.plan_rollback <falkirk.solver.Monitor.plan_rollback>`, the
+  monitor's full re-solves and a spark pipeline's what-if (``plan_failure``)
+  pass —, recorded projections, lexicographic or single-input sequence
+  domains) must first be converted to arrays: ``O(V + E)`` in Python
+  whatever failed (7–10 µs per processor and edge at 10^4). The worklist,
+  which starts from the live frontiers, examines only processors that must
+  move, all of them in the *rollback region* (:func:`rollback_region`: the
+  failed processors' closure downstream along every edge and upstream along
+  unlogged ones; where every live frontier is ``⊤``, as in the grid, it is
+  exactly the set that moves — counted on every shape at 10^4, and on
+  chains, trees and sparse DAGs at 10^5). Per processor of the region it
+  costs about what the conversion costs per processor, so the conversion
+  pays only when most of the dataflow can roll back. Below ``V + E ≈ 10^4``
+  the worklist is as fast or faster; dense graphs (1,000 processors, 9 edges
+  each) convert at 0.5× its time. At 10^4 and 10^5, regions of 95 % or more
+  (chains, sparse DAGs, diamonds, loops, dense shapes, ``tree(out)`` with
+  1 % failed) cost the worklist 0.84–1.9× the conversion (chain at 10^5, 0.1 %
+  failed: 3.7 s against 3.0 s); regions of 22–42 % (binary trees with few
+  failed) cost it 0.37–0.56× at 22–24 %, 0.71–1.14× at 38–42 % (``tree(in)``
+  at 10^5, 0.1 % failed: 1.20 s against 2.14 s; 1 %, region 42 %: 2.63 s
+  against 2.30 s), where the previous rule, converting from ``V + E ≥ 10^4``
+  whatever failed, was up to 1.9× the best. Half the processors
+  (:data:`REGION_FROM`) keeps every measured cell within the target (auto at
+  most 1.2× the best + 10 ms: ``benchmarks/results/dispatch.json``,
+  ``dispatch_live_1e5.json``); it is not sharp — the break-even lies near
+  40 % on trees, and no region between 42 % and 95 % was measured at 10^4 or
+  more. The walk stops at ``REGION_FROM × V`` processors (about 2 ms at
+  10^4, against 0.1–0.2 s for either solver). A region larger than what
+  moves (live metadata below ``⊤``) errs towards the conversion, as the old
+  rule did.
 * The monitor's incremental updates (:meth:`Monitor.record
   <falkirk.solver.Monitor.record>`) re-solve only the region a report
   touches with their own tracking worklist (:mod:`falkirk.solver.monitor.tracker`)
@@ -74,8 +96,8 @@ The keyword ``fast=`` of earlier releases is a deprecated alias
 ``"auto"`` or set to ``"worklist"``; other strategies ignore it, as before).
 
 Cost: :func:`choose` is ``O(1)`` on the columns (the flag is kept by the
-Dataflow) and ``O(V)`` otherwise (a look at every domain) once the size
-thresholds are met.
+Dataflow) and ``O(V + E)`` otherwise (a look at every domain and the walk
+of :func:`rollback_region`) once the size thresholds are met.
 
 >>> from falkirk.solver import Checkpoint, Dataflow, Edge, Processor, solve_frontiers
 >>> df = Dataflow([Processor("a", "epoch", logs=["ab"], checkpoints=[Checkpoint(3)]),
@@ -94,13 +116,17 @@ thresholds are met.
 
 from __future__ import annotations
 
+import math
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Literal, get_args
+
+import numpy as np
 
 from falkirk.solver.fixpoint import FixedPoint, Reason, round_robin
 from falkirk.solver.model import Dataflow
 from falkirk.solver.model.access import View
+from falkirk.solver.model.table import Table
 from falkirk.solver.vectorised.build import NotApplicable, solve_view
 from falkirk.solver.vectorised.columns import solve_columns
 from falkirk.solver.vectorised.loops import solve_loops
@@ -112,8 +138,10 @@ __all__ = [
     "CONVERT_FROM",
     "VECTORISE_FROM",
     "DENSE_FROM",
+    "REGION_FROM",
     "strategy_of",
     "choose",
+    "rollback_region",
     "solve",
     "LazyReasons",
 ]
@@ -129,6 +157,8 @@ CONVERT_FROM = 10_000
 VECTORISE_FROM = 1000
 #: ... when they have at least this many edges each (dense: the worklist's examinations cost more).
 DENSE_FROM = 2.0
+#: ... and when a rollback of the failed processors can reach at least this fraction of them (:func:`rollback_region`).
+REGION_FROM = 0.5
 
 
 class LazyReasons(Mapping[str, list[Reason]]):
@@ -186,25 +216,88 @@ def strategy_of(strategy: str, fast: bool | None = None, *, stacklevel: int = 2)
     return strategy  # type: ignore[return-value]
 
 
-def choose(dataflow: Dataflow, *, strategy: Strategy = "auto", fast: bool | None = None) -> str:
+def choose(
+    dataflow: Dataflow,
+    *,
+    strategy: Strategy = "auto",
+    fast: bool | None = None,
+    failed: Collection[str] | str | None = None,
+) -> str:
     """The solver :func:`solve` runs for ``dataflow``: ``"vectorised"``, ``"worklist"`` or ``"round_robin"``.
 
-    ``"auto"`` follows the rule of the module docstring. ``fast=`` is a
-    deprecated alias (see the module docstring). Cost: ``O(1)``, or ``O(V)``
-    for a dataflow without columns that is large enough to convert.
+    ``"auto"`` follows the rule of the module docstring; ``failed`` (names
+    of its processors, or ``"all"``) bounds the rollback region of rule 2
+    (``None``: every processor may roll back). ``fast=`` is a deprecated
+    alias (see the module docstring). Cost:
+    ``O(1)``, or ``O(V + E)`` for a dataflow without columns that is large
+    enough to convert (a look at every domain, and the walk of
+    :func:`rollback_region`, which stops at ``REGION_FROM × V`` processors).
     """
     strategy = strategy_of(strategy, fast)
     if strategy != "auto":
         return strategy
-    if dataflow._table.epoch_plain:  # the columns: vectorised at every size
+    t = dataflow._table
+    if t.epoch_plain:  # the columns: vectorised at every size
         return "vectorised"
     n, m = len(dataflow.processors), len(dataflow.edges)
     large = n + m >= CONVERT_FROM or (n >= VECTORISE_FROM and m >= DENSE_FROM * n)
     if large and all(d.is_total for d in {id(d): d for d in dataflow.domains.values()}.values()):
-        return "vectorised"
-    if n >= VECTORISE_FROM and dataflow._table.lex_plain:
+        stop = math.ceil(REGION_FROM * n)
+        if (
+            failed is None
+            or failed == "all"
+            or rollback_region(t, [t.index[p] for p in failed], stop) >= stop
+        ):
+            return "vectorised"
+        return "worklist"  # little can roll back: the worklist touches only that
+    if n >= VECTORISE_FROM and t.lex_plain:
         return "vectorised"  # a loop job of plain prefix checkpoints (falkirk.solver.vectorised.loops)
     return "worklist"
+
+
+def rollback_region(table: Table, failed: Sequence[int], stop: int) -> int:
+    """How many processors a rollback of ``failed`` can reach, counted up to ``stop``.
+
+    The region is the closure of the failed processors (indices into
+    ``table.names``) downstream along every edge (C3: a receiver has
+    received messages its sender will send again) and upstream along the
+    unlogged ones (C2: a sender must regenerate what its receiver lost).
+    Only processors in it can leave their live frontier, so it bounds the
+    worklist's examinations; where every live frontier is ``⊤`` it is
+    exactly the set that moves. Cost: ``O(E)`` array work for the adjacency,
+    then a walk of at most ``stop`` processors.
+
+    >>> import numpy as np
+    >>> from falkirk.solver.model.table import Table
+    >>> t = Table(["a", "b", "c", "d"], np.array([0, 1, 2]), np.array([1, 2, 3]),
+    ...           np.array([True, False, False]), np.zeros(4, bool))  # a → b logged
+    >>> rollback_region(t, [1], 10), rollback_region(t, [0], 10), rollback_region(t, [3], 10), rollback_region(t, [0], 2)
+    (3, 4, 3, 2)
+    """
+    count = len(set(failed))
+    if count >= stop or not table.m:
+        return count
+    up = ~np.asarray(table.logged, dtype=bool)
+    frm = np.concatenate([table.src, table.dst[up]])
+    to = np.concatenate([table.dst, table.src[up]])
+    order = np.argsort(frm, kind="stable")
+    ptr = np.zeros(table.n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(frm, minlength=table.n), out=ptr[1:])
+    nbr, at = to[order].tolist(), ptr.tolist()
+    seen = bytearray(table.n)
+    todo = list(set(failed))
+    for i in todo:
+        seen[i] = 1
+    while todo:
+        u = todo.pop()
+        for v in nbr[at[u] : at[u + 1]]:
+            if not seen[v]:
+                seen[v] = 1
+                count += 1
+                if count >= stop:
+                    return count
+                todo.append(v)
+    return count
 
 
 def solve(view: View, *, strategy: Strategy = "auto", fast: bool | None = None) -> FixedPoint:
@@ -215,10 +308,12 @@ def solve(view: View, *, strategy: Strategy = "auto", fast: bool | None = None) 
     universe), the worklist runs instead. ``fast=`` is a deprecated alias.
     """
     strategy = strategy_of(strategy, fast)
-    chosen = choose(view.df, strategy=strategy)
+    chosen = choose(view.df, strategy=strategy, failed=view.failed)
     if chosen == "vectorised":
         try:
-            f, n, work = solve_columns(view.df, view.failed) or solve_loops(view.df, view.failed) or solve_view(view)
+            f, n, work = (
+                solve_columns(view.df, view.failed) or solve_loops(view.df, view.failed) or solve_view(view)
+            )
         except NotApplicable:
             if strategy == "vectorised":
                 raise
