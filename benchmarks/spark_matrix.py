@@ -1334,24 +1334,41 @@ def measure_w1(configs: list[str], size: dict[str, int], work: Path, warmup: int
     return out
 
 
+def configured(workload: str, name: str, size: dict[str, Any], base: Path, input_dir: Path,
+               **extra: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Configuration ``name`` of ``workload``: its options and the spec its driver process runs."""
+    opt = CONFIGS[workload][name]
+    system = "streaming" if name.startswith("streaming") else "falkirk"
+    spec = {"workload": workload, "system": system, "size": size, "base": str(base), "input": str(input_dir),
+            **extra, **opt}
+    return opt, spec
+
+
+def summarised(raw: dict[str, Any], spec: dict[str, Any], opt: dict[str, Any], warmup: int, t0: float) -> dict[str, Any]:
+    """:func:`summarise` of one configuration's raw figures, with its system, time and Spark configuration."""
+    res = summarise(raw, warmup, spec["size"]["epochs"])
+    res.update(system=spec["system"], benchmark_s=time.perf_counter() - t0, conf=opt.get("conf", {}))
+    return res
+
+
+def said(workload: str, name: str, res: dict[str, Any], more: str = "", tail: str = "") -> str:
+    """The line printed for one measured configuration (``more``: after the recovery; ``tail``: in the brackets)."""
+    return (f"{workload} {name:16} cpu {res['cpu_median_s']:.2f} s/epoch, wall {res['wall_median_s']:.2f} s/epoch, "
+            f"{res['bytes_per_epoch'] / 1e3:.0f} kB/epoch, recovery CPU {res['recovery_cpu_s']:.2f} s "
+            f"(wall {res['recovery_s']:.2f} s{more}), recomputed {res['records_recomputed']}, "
+            f"input rows {res['source_rows']}, identical {res['identical']} ({res['benchmark_s']:.0f} s{tail})")
+
+
 def measure_w46(workload: str, configs: list[str], size: dict[str, int], work: Path, warmup: int) -> dict[str, Any]:
     input_dir = work / f"{workload.lower()}-input"
     write_parquet_input(input_dir, size, size["epochs"])
     out = {}
     for name in configs:
-        opt = CONFIGS[workload][name]
-        system = "streaming" if name.startswith("streaming") else "falkirk"
-        spec = {"workload": workload, "system": system, "size": size, "base": str(work / f"{workload}-{name}"),
-                "input": str(input_dir), **opt}
+        opt, spec = configured(workload, name, size, work / f"{workload}-{name}", input_dir)
         t0 = time.perf_counter()
-        raw = child(spec, work, f"{workload}-{name}")
-        res = summarise(raw, warmup, size["epochs"])
-        res.update(system=system, benchmark_s=time.perf_counter() - t0, conf=opt.get("conf", {}))
+        res = summarised(child(spec, work, f"{workload}-{name}"), spec, opt, warmup, t0)
         shutil.rmtree(work / f"{workload}-{name}", ignore_errors=True)
-        print(f"{workload} {name:16} cpu {res['cpu_median_s']:.2f} s/epoch, wall {res['wall_median_s']:.2f} s/epoch, "
-              f"{res['bytes_per_epoch'] / 1e3:.0f} kB/epoch, recovery CPU {res['recovery_cpu_s']:.2f} s "
-              f"(wall {res['recovery_s']:.2f} s), recomputed {res['records_recomputed']}, "
-              f"input rows {res['source_rows']}, identical {res['identical']} ({res['benchmark_s']:.0f} s)", flush=True)
+        print(said(workload, name, res), flush=True)
         out[name] = res
     return out
 
@@ -1362,20 +1379,13 @@ def measure_keyed(workload: str, configs: list[str], size: dict[str, Any], work:
     write_keyed_input(input_dir, size, size["epochs"])
     out = {}
     for name in configs:
-        opt = CONFIGS[workload][name]
-        system = "streaming" if name.startswith("streaming") else "falkirk"
-        spec = {"workload": workload, "system": system, "size": size, "base": str(work / f"{workload}-{name}"),
-                "input": str(input_dir), **opt}
+        opt, spec = configured(workload, name, size, work / f"{workload}-{name}", input_dir)
         t0 = time.perf_counter()
         a = child(spec, work, f"{workload}-{name}-run", "keyed:run", -signal.SIGKILL)
         b = child(spec, work, f"{workload}-{name}-restart", "keyed:restart")
-        res = summarise({**a, **b}, warmup, size["epochs"])
-        res.update(system=system, benchmark_s=time.perf_counter() - t0, conf=opt.get("conf", {}))
+        res = summarised({**a, **b}, spec, opt, warmup, t0)
         shutil.rmtree(work / f"{workload}-{name}", ignore_errors=True)
-        print(f"{workload} {name:16} cpu {res['cpu_median_s']:.2f} s/epoch, wall {res['wall_median_s']:.2f} s/epoch, "
-              f"{res['bytes_per_epoch'] / 1e3:.0f} kB/epoch, recovery CPU {res['recovery_cpu_s']:.2f} s "
-              f"(wall {res['recovery_s']:.2f} s), recomputed {res['records_recomputed']}, "
-              f"input rows {res['source_rows']}, identical {res['identical']} ({res['benchmark_s']:.0f} s)", flush=True)
+        print(said(workload, name, res), flush=True)
         out[name] = res
     return out
 
@@ -1414,22 +1424,15 @@ def measure_w5(configs: list[str], size: dict[str, Any], work: Path, warmup: int
         info = {"master": cluster.master_url, "conf": cluster.driver_conf(),
                 "roots": [p.pid for p in cluster.started if p.poll() is None]}
         for name in configs:
-            opt = CONFIGS["W5"][name]
-            system = "streaming" if name.startswith("streaming") else "falkirk"
-            spec = {"workload": "W5", "system": system, "size": size, "base": str(cluster.shared / f"W5-{name}"),
-                    "input": str(input_dir), "cluster": info, **opt}
+            opt, spec = configured("W5", name, size, cluster.shared / f"W5-{name}", input_dir, cluster=info)
             t0 = time.perf_counter()
-            raw = child(spec, work, f"W5-{name}", "W5")
-            res = summarise(raw, warmup, size["epochs"])
-            res.update(system=system, benchmark_s=time.perf_counter() - t0, conf=opt.get("conf", {}))
+            res = summarised(child(spec, work, f"W5-{name}", "W5"), spec, opt, warmup, t0)
             shutil.rmtree(cluster.shared / f"W5-{name}", ignore_errors=True)
             ph = res["phases"]
-            print(f"W5 {name:16} cpu {res['cpu_median_s']:.2f} s/epoch, wall {res['wall_median_s']:.2f} s/epoch, "
-                  f"{res['bytes_per_epoch'] / 1e3:.0f} kB/epoch, recovery CPU {res['recovery_cpu_s']:.2f} s "
-                  f"(wall {res['recovery_s']:.2f} s; killed epoch +{ph['killed_epoch_excess_cpu_s']:.2f} s CPU, "
-                  f"catch-up +{ph['catch_up_excess_cpu_s']:.2f} s CPU), recomputed {res['records_recomputed']}, "
-                  f"input rows {res['source_rows']}, peak executor {res['peak_executor_rss'] / 1e6:.0f} MB, "
-                  f"identical {res['identical']} ({res['benchmark_s']:.0f} s, load {res['load_average'][0]:.1f})",
+            print(said("W5", name, res,
+                       f"; killed epoch +{ph['killed_epoch_excess_cpu_s']:.2f} s CPU, "
+                       f"catch-up +{ph['catch_up_excess_cpu_s']:.2f} s CPU",
+                       f", load {res['load_average'][0]:.1f}; peak executor {res['peak_executor_rss'] / 1e6:.0f} MB"),
                   flush=True)
             out[name] = res
     finally:
