@@ -179,14 +179,14 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--mode", default="shipped,wal-exact")
     ap.add_argument("--page-size", type=int, default=None,
-                    help="the monitor database's page size (default: Planner.PAGE_SIZE; 4096 is SQLite's default)")
+                    help="the monitor database's page size (default: SQLiteStore.PAGE_SIZE; 4096 is SQLite's default)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     if args.page_size:
-        pplanner.Planner.PAGE_SIZE = args.page_size
+        mstore.SQLiteStore.PAGE_SIZE = args.page_size
     _wrap_store()
     spark = local_session()
-    doc: dict[str, Any] = {"benchmark": "spark_bytes", "epochs": args.epochs, "page_size": pplanner.Planner.PAGE_SIZE,
+    doc: dict[str, Any] = {"benchmark": "spark_bytes", "epochs": args.epochs, "page_size": mstore.SQLiteStore.PAGE_SIZE,
                            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                                        "spark": spark.version, "load_average_before": os.getloadavg()},
                            "runs": {}}

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from falkirk.solver import Checkpoint
+from falkirk.solver.monitor.store import SQLiteStore
 from falkirk.spark.pipeline.plan.planner import TOP, Planner, epoch_of
 from falkirk.spark.pipeline.tools.flagship import build
 
@@ -154,7 +155,7 @@ def test_monitor_database_has_small_pages(tmp_path: Path) -> None:
             p.prune(n, lw[n])
         p.compact()
         wal.append((tmp_path / "meta.sqlite-wal").stat().st_size)
-    assert page_size() == Planner.PAGE_SIZE == 1024
+    assert page_size() == SQLiteStore.PAGE_SIZE == 1024
     assert max(wal) <= 70 * (1024 + 24) + 32, wal  # 4 kB pages: up to ~270 kB
     p.truncate("cc", 20)
     p.watermarks()

@@ -75,11 +75,6 @@ class Planner:
     REOPEN = 512
     #: write-ahead log size above which :meth:`compact` folds it back into the database
     WAL_BYTES = 1 << 20
-    #: page size of the monitor's database. Every transaction (a recorded frontier, a discard) writes each page
-    #: it changes to the write-ahead log in full; the rows are tens of bytes, so with SQLite's default 4 kB pages
-    #: the log took ~75 kB per flagship epoch for ~15 transactions. 1 kB pages write a quarter of that, with the
-    #: same transactions and the same syncs.
-    PAGE_SIZE = 1024
 
     def __init__(
         self, template: Dataflow, *, outputs: Iterable[str] = (), known: Mapping[str, Iterable[int]] | None = None,
@@ -197,12 +192,6 @@ class Planner:
             tmp = self.path.with_name(self.path.name + ".new")
             for suffix in ("", "-wal", "-shm", "-journal"):
                 Path(str(tmp) + suffix).unlink(missing_ok=True)
-            db = sqlite3.connect(tmp)  # an empty database with the page size (fixed once it is in WAL mode)
-            try:
-                db.execute(f"PRAGMA page_size={self.PAGE_SIZE}")
-                db.execute("VACUUM")
-            finally:
-                db.close()
             Monitor.create(df, tmp, outputs=self.outputs, synchronous=self.synchronous).close()
             for suffix in ("-wal", "-shm"):
                 Path(str(self.path) + suffix).unlink(missing_ok=True)
