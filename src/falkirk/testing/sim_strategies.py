@@ -98,8 +98,8 @@ def sim_graphs(*, max_ops: int = 4, loops: bool = True, sequences: bool = True, 
 
     >>> from hypothesis import find
     >>> g = find(sim_graphs(loops=True), lambda g: "body" in g.nodes)
-    >>> g.links["e2"].transform
-    'feedback'
+    >>> any(link.transform == "feedback" for link in g.links.values())  # its loop closes with a feedback edge
+    True
     """
     return sim_cases(
         max_ops=max_ops, loops=loops, sequences=sequences, nondeterministic=nondeterministic, max_failures=0

@@ -91,7 +91,7 @@ def test_a_local_run_records_cpu_seconds_per_execution(tmp_path: Path, spark: An
     cpus = [x.cpu for x in result.journal.executions]
     assert cpus and all(c is not None and c >= 0 for c in cpus) and sum(cpus) > 0  # type: ignore[operator]
     (rec,) = result.journal.recoveries
-    assert rec.cpu_seconds is not None and rec.cpu_seconds > 0
+    assert rec.cpu_seconds is not None and rec.cpu_seconds >= 0  # /proc counts in clock ticks (10 ms): may be 0
     doc = json.loads(pipe.location.read_bytes("journal/total/00000001.json"))  # not redone
     assert doc["first_cpu"] == pytest.approx(doc["cpu"]) and doc["first_cpu"] is not None
     assert from_journal(pipe).unit == "cpu"
