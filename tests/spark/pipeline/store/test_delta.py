@@ -50,7 +50,7 @@ def test_snapshot_plus_deltas_is_the_state_after_any_upserts_and_deletes(spark: 
         want = [(k, v, s, False) for k in changed for v, s in new.get(k, [])]
         want += [(k, None, None, True) for k in changed if not new.get(k)]
         assert Counter(got[i]) == Counter(want), (i, old, new)
-    restored = apply(frames[0], deltas, "k", broadcast=len(changes) % 2 == 0).collect()
+    restored = apply(frames[0], deltas, "k").collect()
     assert Counter(tuple(r) for r in restored) == Counter(_state(tables[-1]))
 
 

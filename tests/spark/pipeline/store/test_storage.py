@@ -339,3 +339,28 @@ def test_sweep_unpublished_removes_only_what_this_storage_wrote_and_never_publis
     # no file is left under the swept directory (an object store may list an emptied prefix for a while)
     assert list(s.fs.walk_files(df_like.location or "")) == [] and s.fs.exists(published.location or "")
     assert s.sweep_unpublished() == 0
+
+
+@pytest.mark.spark
+def test_read_tagged_reads_several_items_in_one_scan_and_tags_each_row_with_its_item(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Rows of three items (one empty, one with an extra column) come back in one scan, each tagged with the tag of
+    the manifest listing its file; a column an item lacks is null; partition directories are not read."""
+    from pyspark.sql import functions as F
+
+    s = Storage(tmp_path, fsync=False)
+    a = spark.createDataFrame([(1, 10, 0), (2, 20, 1)], "k BIGINT, v BIGINT, p INT")
+    b = spark.createDataFrame([(1, 11, True, 1)], "k BIGINT, v BIGINT, gone BOOLEAN, p INT")
+    items = [s.write_frame(a, "st", "checkpoint", 0, 2, partition_by="p"),
+             s.write_frame(a.where("k > 5"), "st", "checkpoint", 1, 0),
+             s.write_frame(b, "st", "checkpoint", 2, 1, partition_by="p")]
+    df = s.read_tagged(spark, items, "tag", [7, 8, 9])
+    assert df.columns == ["k", "v", "gone", "tag"]
+    assert sorted(map(tuple, df.collect())) == [(1, 10, None, 7), (1, 11, True, 9), (2, 20, None, 7)]
+    assert "Union" not in df._jdf.queryExecution().executedPlan().toString()
+    dup = s.read_tagged(spark, [items[0], items[0]], "tag")  # same file names twice: read one by one
+    assert sorted(map(tuple, dup.select("k", "tag").collect())) == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    none = s.read_tagged(spark, [items[1]], "tag")
+    assert none.count() == 0 and "tag" in none.columns
+    assert s.read_tagged(spark, items[:1], "tag").where(F.col("tag") != 0).count() == 0

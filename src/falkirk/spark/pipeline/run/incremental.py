@@ -36,11 +36,7 @@ if TYPE_CHECKING:
     from falkirk.spark.pipeline.run.context import RunContext
     from falkirk.spark.pipeline.store.storage import Manifest
 
-__all__ = ["StateCheckpoints", "BROADCAST_ROWS"]
-
-#: a restore sends the keys of its deltas to every task (no shuffle of the snapshot) below this many delta rows
-BROADCAST_ROWS = 2_000_000
-
+__all__ = ["StateCheckpoints"]
 
 class StateCheckpoints:
     """Writes and reads the state checkpoints of step ``name`` (see the module docstring)."""
@@ -108,16 +104,21 @@ class StateCheckpoints:
         items = [storage.get(self.name, "checkpoint", e) for e in before] + [m]
         for item in items:
             self._check_layout(item)
-        frames = [storage.read_frame(spark, item, verify=False).drop(keyed.SUBTASK) for item in items]
-        state = delta.apply(frames[0], frames[1:], layout["key"],
-                            broadcast=sum(item.rows for item in items[1:]) <= BROADCAST_ROWS)
+        key = layout["key"]
+        if len(items) == 1:
+            rows = storage.read_frame(spark, m, verify=False).drop(keyed.SUBTASK)
+            within = None
+        else:  # the snapshot and its deltas in one scan (tagged 0, 1, 2, ...), resolved per key after the shuffle
+            rows = storage.read_tagged(spark, items, delta.SEQ, verify=False)
+            within = lambda d, by: delta.newest(d, key, [by])  # noqa: E731
         self.chain = (*before, m.epoch)
         self.chains[m.epoch] = tuple(before)
         new = self.regime.parallelism  # type: ignore[attr-defined]
         differ = [item.extra["keyed"]["parallelism"] for item in items if item.extra["keyed"]["parallelism"] != new]
         if differ:  # reported as the newest layout that differs (a chain may span a change of partitions)
             self.rescaled = (differ[-1], new, keyed.plan_rescale(differ[-1], new, layout["max_parallelism"]))
-        return keyed.restore(state, new, layout["max_parallelism"])
+        state = keyed.restore(rows, new, layout["max_parallelism"], within=within)
+        return state if within is None else state.drop(delta.SEQ, delta.DELETED)
 
     def _check_layout(self, m: Manifest) -> None:
         layout: dict[str, Any] = m.extra["keyed"]

@@ -20,7 +20,7 @@ and this one (added, changed or removed):
 **Applying** a delta to a state drops every row whose key the delta names
 and adds its rows that are not tombstones. **Restoring** epoch ``e`` reads
 its snapshot and each delta after it, in order — in one pass
-(:func:`apply`): per key, the rows of the latest delta that names it, else
+(:func:`newest`): per key, the rows of the latest delta that names it, else
 the snapshot's rows. The delta's manifest records that **chain**
 (``extra["delta"]["chain"]``: the snapshot's epoch, then the deltas' before
 it), so a restore, a check of it (every file of the chain) and garbage
@@ -33,9 +33,10 @@ change between those alone is not seen. Map columns cannot be grouped on:
 incremental state with one is refused (:func:`check_columns`).
 
 Cost per epoch: one shuffle of the previous and the new state together
-(:func:`diff`), then the delta's own write; restoring costs one read of the
-snapshot and of the (small) deltas, and no shuffle beyond the keyed
-layout's.
+(:func:`diff`), then the delta's own write. Restoring reads the snapshot and
+all its deltas in one scan, shuffles them once into the step's partitions
+(as restoring a full checkpoint does) and resolves each key there, after a
+sort within each partition (:func:`newest`).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 
     from falkirk.spark.pipeline.store.storage import Manifest
 
-__all__ = ["DELETED", "check_columns", "diff", "apply", "chain"]
+__all__ = ["DELETED", "SEQ", "check_columns", "diff", "apply", "newest", "chain"]
 
 #: column of a delta: ``True`` on a tombstone (the key has no rows any more)
 DELETED = "_deleted"
@@ -59,8 +60,9 @@ _NEW = "_falkirk_new"
 _OLD = "_falkirk_old"
 _CHANGED = "_falkirk_changed"
 _ANY = "_falkirk_any"
-_SEQ = "_falkirk_seq"
-_K = "_falkirk_k"
+#: column tagging a restore's rows with their checkpoint: 0 the snapshot, 1, 2, ... its deltas in order
+SEQ = "_falkirk_seq"
+_LATEST = "_falkirk_latest"
 
 
 def chain(m: Manifest) -> list[int]:
@@ -91,14 +93,6 @@ def check_columns(df: DataFrame, step: str) -> None:
             "Spark cannot compare maps; store them as arrays of (key, value) structs, or use incremental=False")
 
 
-def _null_safe(left: DataFrame, right: DataFrame, key: str, how: str, extra: Any = None) -> DataFrame:
-    """``left`` joined with ``right`` (whose key column is ``_K``) on ``key`` ``<=>`` ``_K``."""
-    from pyspark.sql import functions as F
-
-    cond = left[key].eqNullSafe(F.col(_K))
-    return left.join(right, cond if extra is None else cond & extra, how)
-
-
 def diff(new: DataFrame, old: DataFrame, key: str) -> DataFrame:
     """The delta from state ``old`` to state ``new`` (same columns, keyed by ``key``): see the module docstring.
 
@@ -126,13 +120,9 @@ def diff(new: DataFrame, old: DataFrame, key: str) -> DataFrame:
     return upserts.unionByName(tombstones)
 
 
-def apply(base: DataFrame, deltas: Sequence[DataFrame], key: str, *, broadcast: bool = False) -> DataFrame:
-    """``base`` with ``deltas`` applied in order (each with the state's columns and ``_deleted``).
-
-    In one pass: per key, the rows of the latest delta naming it, else
-    ``base``'s rows. ``broadcast``: the deltas' keys are few enough to send
-    to every task (``base`` is then read once, without a shuffle).
-    """
+def apply(base: DataFrame, deltas: Sequence[DataFrame], key: str) -> DataFrame:
+    """``base`` with ``deltas`` applied in order (each with the state's columns and ``_deleted``): :func:`newest`
+    of all their rows, tagged."""
     from functools import reduce
 
     from pyspark.sql import functions as F
@@ -140,10 +130,31 @@ def apply(base: DataFrame, deltas: Sequence[DataFrame], key: str, *, broadcast: 
     if not deltas:
         return base
     cols = base.columns
-    tagged = reduce(lambda a, b: a.unionByName(b),
-                    [d.select(*cols, DELETED, F.lit(i).alias(_SEQ)) for i, d in enumerate(deltas)])
-    latest = tagged.groupBy(key).agg(F.max(_SEQ).alias(_SEQ)).select(F.col(key).alias(_K), F.col(_SEQ).alias("_s"))
-    rows = _null_safe(tagged, latest, key, "left_semi", extra=tagged[_SEQ] == F.col("_s"))
-    keys = latest.select(_K)
-    kept = _null_safe(base, F.broadcast(keys) if broadcast else keys, key, "left_anti")
-    return kept.unionByName(rows.where(~F.col(DELETED)).select(*cols))
+    rows = reduce(lambda a, b: a.unionByName(b),
+                  [d.select(*cols, DELETED, F.lit(i).alias(SEQ)) for i, d in enumerate(deltas, 1)],
+                  base.select(*cols, F.lit(False).alias(DELETED), F.lit(0).alias(SEQ)))
+    return newest(rows, key).select(*cols)
+
+
+def newest(rows: DataFrame, key: str, by: Sequence[str] = ()) -> DataFrame:
+    """The rows of the state that a snapshot and its deltas restore, from all their rows tagged in ``SEQ``: the
+    snapshot's 0, the deltas' 1, 2, ... in order (``_deleted`` null counts as false). Per key: the rows of the latest
+    delta naming it, else the snapshot's. Columns as ``rows``'s.
+
+    A per-key window partitioned by ``[key, *by]``: one shuffle, or none
+    when ``rows`` is already hash-partitioned by ``by`` (columns that are
+    functions of the key; :func:`falkirk.spark.pipeline.store.keyed.restore`
+    gives them), so a restore reads the snapshot and its deltas in one scan
+    and shuffles them once, as a full checkpoint's restore does.
+
+    Not a join of the rows with each key's latest delta: Spark pushes a
+    semi-join into every branch of a union of deltas (the chain read once
+    per delta), and a broadcast one costs a job and a hash probe per row.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    # key first: the sort before the window compares rows by a prefix of the first column (``by`` is constant
+    # within a partition)
+    out = rows.withColumn(_LATEST, F.max(SEQ).over(Window.partitionBy(key, *by)))
+    return out.where((F.col(SEQ) == F.col(_LATEST)) & ~F.coalesce(F.col(DELETED), F.lit(False))).select(*rows.columns)

@@ -27,6 +27,7 @@ affected by the new layout.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from falkirk.spark.errors import PipelineError
@@ -137,13 +138,19 @@ def _salt_values(n: int) -> list[int]:
     return _salts[n]
 
 
-def partition_exactly(df: DataFrame, subtask: Column, n: int) -> DataFrame:
-    """``df`` in ``n`` partitions, row ``r`` in partition ``subtask(r)`` (``0 <= subtask < n``)."""
+def partition_exactly(df: DataFrame, subtask: Column, n: int, *, keep: bool = False) -> DataFrame:
+    """``df`` in ``n`` partitions, row ``r`` in partition ``subtask(r)`` (``0 <= subtask < n``).
+
+    ``keep``: keep the column the rows are hash-partitioned by (``_salt``,
+    a function of ``subtask``), so that an operator clustered by it and
+    more columns runs without another shuffle.
+    """
     from pyspark.sql import functions as F
 
     salts = _salt_values(n)
     salt = F.element_at(F.array(*[F.lit(v).cast("bigint") for v in salts]), subtask + 1)
-    return df.withColumn(_SALT, salt).repartition(n, _SALT).drop(_SALT)
+    out = df.withColumn(_SALT, salt).repartition(n, _SALT)
+    return out if keep else out.drop(_SALT)
 
 
 def layout(df: DataFrame, key: str, parallelism: int, max_parallelism: int) -> DataFrame:
@@ -155,12 +162,22 @@ def layout(df: DataFrame, key: str, parallelism: int, max_parallelism: int) -> D
     return partition_exactly(with_kg.withColumn(SUBTASK, owner), F.col(SUBTASK), parallelism)
 
 
-def restore(df: DataFrame, parallelism: int, max_parallelism: int) -> DataFrame:
-    """Checkpoint rows (with their ``_kg``) redistributed into ``parallelism`` partitions; internal columns dropped."""
+def restore(df: DataFrame, parallelism: int, max_parallelism: int, *,
+            within: Callable[[DataFrame, str], DataFrame] | None = None) -> DataFrame:
+    """Checkpoint rows (with their ``_kg``) redistributed into ``parallelism`` partitions; internal columns dropped.
+
+    ``within(rows, by)``: applied to the redistributed rows before that;
+    ``by`` names the column they are hash-partitioned by, a function of the
+    key group, so all rows of a key share a partition and an operator
+    clustered by ``[by, key]`` (a per-key window) needs no further shuffle.
+    """
     from pyspark.sql import functions as F
 
     cols = [c for c in df.columns if c not in (KG, SUBTASK)]
-    return partition_exactly(df, _owner(F.col(KG), parallelism, max_parallelism), parallelism).select(*cols)
+    owner = _owner(F.col(KG), parallelism, max_parallelism)
+    if within is None:
+        return partition_exactly(df, owner, parallelism).select(*cols)
+    return within(partition_exactly(df, owner, parallelism, keep=True), _SALT).select(*cols)
 
 
 def check_layout(df: DataFrame, key: str, parallelism: int, max_parallelism: int) -> list[Any]:
