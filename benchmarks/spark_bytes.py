@@ -14,9 +14,10 @@ growth (by category: ``data/<step>/<kind>``, ``manifests/<step>/<kind>``,
   generation are counted from its header as well.
 * ``wal-exact`` — the same with the monitor's WAL never checkpointed
   (``wal_autocheckpoint=0``, ``Planner.WAL_BYTES`` huge): its growth is
-  then exactly the frames written. The monitor store's transactions
-  (``append``, ``discard``) are counted per epoch in both (the store's
-  methods are wrapped).
+  then exactly the frames written. The monitor store's calls
+  (``append``, ``discard``) and its committed transactions (``commit``;
+  one per epoch since the executor batches an epoch's monitor writes) are
+  counted per epoch in both (the store's methods are wrapped).
 
 Writes ``benchmarks/results/spark_bytes.json`` (per epoch, per category;
 the load average before and after) and prints a line per epoch.
@@ -49,8 +50,9 @@ WAL_EXACT = [False]
 
 
 def _wrap_store() -> None:
-    """Count the monitor store's transactions; in ``wal-exact`` mode, never checkpoint its WAL."""
+    """Count the monitor store's calls and commits; in ``wal-exact`` mode, never checkpoint its WAL."""
     append, discard, init = mstore.SQLiteStore.append, mstore.SQLiteStore.discard, mstore.SQLiteStore.__init__
+    commit = getattr(mstore.SQLiteStore, "_commit", None)  # absent before batches: then append/discard commit each
 
     def counted_append(self: Any, *a: Any, **k: Any) -> None:
         CALLS["append"] += 1
@@ -66,7 +68,14 @@ def _wrap_store() -> None:
         if WAL_EXACT[0]:
             self._db.execute("PRAGMA wal_autocheckpoint=0")
 
+    def counted_commit(self: Any) -> None:
+        assert commit is not None
+        commit(self)
+        CALLS["commit"] += 1
+
     mstore.SQLiteStore.append = counted_append  # type: ignore[method-assign]
+    if commit is not None:
+        mstore.SQLiteStore._commit = counted_commit  # type: ignore[method-assign]
     mstore.SQLiteStore.discard = counted_discard  # type: ignore[method-assign]
     mstore.SQLiteStore.__init__ = opened  # type: ignore[method-assign]
 

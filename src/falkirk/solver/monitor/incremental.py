@@ -46,7 +46,8 @@ a full re-solve; the tests call it after every step.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from falkirk.domains import Frontier
@@ -58,6 +59,7 @@ from falkirk.solver.model.resolve import coerce
 from falkirk.solver.monitor.codec import checkpoint_to_json
 from falkirk.solver.monitor.reports import Changes, projected_checkpoints, resolve_next
 from falkirk.solver.monitor.store import (
+    BatchLostError,
     MemoryStore,
     MetadataStore,
     SQLiteStore,
@@ -171,12 +173,12 @@ class Monitor:
         otherwise, and nothing changes). The latest checkpoint reported again
         with identical metadata (an idle period, SPEC §5) is the same
         checkpoint: accepted, and nothing changes. The report is durable
-        when this returns.
+        when this returns (inside a :meth:`batch`: when the batch exits).
 
         Cost: resolving the checkpoint (``O(edges of p)``), then a solve of
         the processors whose watermark derives from ``processor``
         (``Changes.examined`` updates), not of the graph; with an SQLite
-        store, one commit.
+        store, one commit (none inside a :meth:`batch`, which commits once).
         """
         name = self._name(processor)
         if name in self._outputs:
@@ -249,7 +251,7 @@ class Monitor:
         metadata until it is reopened, which is harmless (nothing below a
         watermark is ever chosen). Frontiers it does not hold are ignored.
 
-        Cost: ``O(checkpoints of processor)`` plus one store transaction.
+        Cost: ``O(checkpoints of processor)`` plus one store transaction (inside a :meth:`batch`: part of its one).
         """
         self._usable()
         name = self._name(processor)
@@ -278,6 +280,67 @@ class Monitor:
             discard(name, [ck.frontier for ck in gone])
         self._raw[name] = [ck for ck in raw if not any(ck is g for g in gone)]
         return len(gone)
+
+    @contextmanager
+    def batch(self) -> Iterator[Monitor]:
+        """Commit the reports and discards inside to the store together, once, when the outermost batch exits.
+
+        ::
+
+            with monitor.batch():  # one SQLite transaction
+                monitor.record("a", Checkpoint(5))
+                monitor.discard("b", [2])
+
+        Every call inside behaves as outside — same checks, same
+        :class:`Changes`, same watermarks; reads (``watermarks``,
+        :meth:`plan_rollback`, :meth:`checkpoints`) see every report made so
+        far, and so do the store's own reads (one SQLite connection, one
+        transaction). Only the commits are deferred: with an
+        :class:`~falkirk.solver.monitor.store.SQLiteStore` the batch is one
+        transaction instead of one per call (every transaction writes each
+        page it changes to the write-ahead log in full, however small the
+        rows). A store without batches (e.g. the in-memory one) commits each
+        call as before. Nested batches join the outermost one.
+
+        Failures:
+
+        * a call inside that fails (a refused report, a store error) changes
+          nothing, in memory or in the store (an SQLite savepoint), as
+          outside a batch;
+        * an exception that leaves the batch still commits the calls that
+          completed: each was acknowledged and is in the monitor's memory,
+          so the store and the monitor agree (the exception propagates);
+        * a crash before the commit loses the whole batch: the database
+          holds the state before it, which :meth:`open` restarts from (each
+          report is durable when the batch exits, not when the call returns);
+        * if the commit fails, the store rolls the batch back and this
+          monitor reloads its state from the store (the state before the
+          batch) before the :class:`~falkirk.errors.MonitorError` propagates;
+          if it cannot, it closes itself.
+        """
+        self._usable()
+        begin = getattr(self._store, "batch", None)
+        if begin is None:
+            yield self
+            return
+        try:
+            with begin():
+                yield self
+        except BatchLostError:
+            if not self._closed:
+                self._reload()
+            raise
+
+    def _reload(self) -> None:
+        """The in-memory state again from the store (after a batch the store lost); closed if that fails."""
+        try:
+            state = self._store.load()
+            if state is None:
+                raise MonitorError(f"{self._store!r} holds no monitor")
+            self._setup(state.dataflow, state.outputs)
+        except BaseException:
+            self.close()
+            raise
 
     # -- failures ----------------------------------------------------------------------------
     def plan_rollback(

@@ -7,9 +7,10 @@ any point, :meth:`MetadataStore.load` returns the state before or after the
 call, never a mix.
 
 * :class:`SQLiteStore` (the default for persistent monitors): an embedded
-  SQLite database in WAL mode, one transaction per ``append``; with the
-  default ``synchronous="FULL"`` a committed record also survives power loss
-  (``"NORMAL"`` survives a killed process, not a lost machine).
+  SQLite database in WAL mode, one transaction per ``append`` (or one per
+  :meth:`SQLiteStore.batch` of them); with the default ``synchronous="FULL"``
+  a committed record also survives power loss (``"NORMAL"`` survives a
+  killed process, not a lost machine).
 * :class:`MemoryStore`: keeps Python objects in memory (no persistence, so
   it accepts projections that are Python functions); for tests and
   short-lived monitors.
@@ -48,7 +49,11 @@ from falkirk.solver.monitor.codec import (
     graph_to_json,
 )
 
-__all__ = ["StoredState", "MetadataStore", "MemoryStore", "SQLiteStore", "with_checkpoints"]
+__all__ = ["StoredState", "MetadataStore", "MemoryStore", "SQLiteStore", "BatchLostError", "with_checkpoints"]
+
+
+class BatchLostError(MonitorError):
+    """Committing a :meth:`SQLiteStore.batch` failed: it was rolled back, the store holds the state before it."""
 
 
 @frozen
@@ -150,13 +155,15 @@ class SQLiteStore:
 
     ``synchronous`` is SQLite's setting: ``"FULL"`` (default: durable across
     power loss) or ``"NORMAL"`` (durable across a killed process; faster).
+    :meth:`batch` groups several appends and discards into one transaction.
     """
 
     SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
     #: page size of a new database. Every transaction (a recorded checkpoint, a discard) writes each page it
     #: changes to the write-ahead log in full, and the rows are tens of bytes: with SQLite's default 4 kB pages a
     #: spark pipeline's monitor logged ~75 kB per flagship epoch for ~15 transactions; 1 kB pages write a
-    #: quarter of that, with the same transactions and syncs. (An existing database keeps its page size.)
+    #: quarter of that, with the same transactions and syncs. (An existing database keeps its page size.) A
+    #: :meth:`batch` writes each changed page once for all its calls: the pipeline's epoch, ~2 kB.
     PAGE_SIZE = 1024
 
     def __init__(
@@ -180,14 +187,93 @@ class SQLiteStore:
         if mode.lower() not in ("wal", "memory"):
             raise MonitorError(f"{self.path!r}: SQLite refused WAL mode (journal_mode is {mode!r})")
         self._graph: Dataflow | None = None
+        self._depth = 0  # nesting depth of batch()
+        self._closed = False
+        #: transactions this store committed (each a commit record in the write-ahead log)
+        self.commits = 0
+
+    @property
+    def in_batch(self) -> bool:
+        """Whether a :meth:`batch` is open (its writes are not committed yet)."""
+        return self._depth > 0
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group every append and discard inside into **one** transaction, committed when the outermost batch exits.
+
+        Each ``append``/``discard`` inside still is atomic on its own (an
+        SQLite savepoint: one that fails leaves nothing behind), and reads on
+        this store inside the batch see its writes (one connection, one
+        transaction). Other connections see none of them until the commit.
+        The write transaction begins with the first write (``BEGIN
+        IMMEDIATE``), so a batch without writes commits nothing.
+
+        Nesting is safe: an inner batch joins the outer one (nothing is
+        committed at its exit). When the outermost batch exits — normally
+        **or by an exception** — what its completed calls wrote is committed:
+        each of them was acknowledged to its caller (a :class:`Monitor
+        <falkirk.solver.Monitor>` has already taken it into its in-memory
+        state), so the database agrees with the monitor either way; a failed
+        call was rolled back to its savepoint, in memory and here alike.
+
+        What a batch gives up is durability of each call on return: a crash
+        (a killed process, a lost machine) before the batch commits loses all
+        of its calls, and the database holds the state before the batch — an
+        earlier consistent state (``load`` never sees part of a batch, nor
+        part of a call). If the commit itself fails, the transaction is
+        rolled back and :class:`BatchLostError` is raised: the database again
+        holds the state before the batch, and a monitor must reload from it
+        (:meth:`Monitor.batch <falkirk.solver.Monitor.batch>` does).
+        """
+        if self._closed:
+            raise MonitorError(f"{self.path!r}: this store is closed")
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0 and not self._closed and self._db.in_transaction:
+                self._commit_batch()
+
+    def _commit_batch(self) -> None:
+        try:
+            self._commit()
+        except sqlite3.Error as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise BatchLostError(
+                f"monitor database {self.path!r}: committing a batch failed, it was rolled back ({exc})"
+            ) from exc
+
+    def _commit(self) -> None:
+        self._db.execute("COMMIT")
+        self.commits += 1
 
     @contextmanager
     def _transaction(self, kind: str = "IMMEDIATE") -> Iterator[sqlite3.Connection]:
         db = self._db
+        if self._depth:  # inside a batch: a savepoint in the batch's transaction, committed when the batch exits
+            try:
+                if not db.in_transaction:
+                    db.execute("BEGIN IMMEDIATE")  # reads and writes of the batch in one write transaction
+                db.execute("SAVEPOINT falkirk_call")
+            except sqlite3.Error as exc:
+                raise MonitorError(f"monitor database {self.path!r}: {exc}") from exc
+            try:
+                yield db
+                db.execute("RELEASE falkirk_call")
+            except BaseException as exc:
+                if db.in_transaction:
+                    db.execute("ROLLBACK TO falkirk_call")
+                    db.execute("RELEASE falkirk_call")
+                if isinstance(exc, sqlite3.Error):
+                    raise MonitorError(f"monitor database {self.path!r}: {exc}") from exc
+                raise
+            return
         try:
             db.execute(f"BEGIN {kind}")
             yield db
-            db.execute("COMMIT")
+            self._commit()
         except BaseException as exc:
             if db.in_transaction:
                 db.execute("ROLLBACK")
@@ -261,7 +347,15 @@ class SQLiteStore:
             db.executemany("DELETE FROM checkpoints WHERE seq = ?", gone)
 
     def close(self) -> None:
-        self._db.close()
+        """Close the database; inside a :meth:`batch`, commit what it wrote first (the batch then commits nothing)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._db.in_transaction:
+                self._commit_batch()
+        finally:
+            self._db.close()
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"

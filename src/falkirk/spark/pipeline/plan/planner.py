@@ -16,7 +16,9 @@ accepts checkpoints in increasing order, so when a rollback abandons
 checkpoints (:meth:`Planner.truncate`) or one turns out to be corrupt
 (:meth:`Planner.forget`) the planner rebuilds it from the mirror (a new
 database replaces the old one with ``os.replace``). ``monitor=False`` uses
-:func:`falkirk.solver.solve_frontiers` directly (no database).
+:func:`falkirk.solver.solve_frontiers` directly (no database). Inside
+:meth:`Planner.batch` the monitor's writes are committed together, once per
+:meth:`Planner.commit` (the executor: once per epoch).
 
 >>> from falkirk.solver import Dataflow, Edge, Processor
 >>> df = Dataflow([Processor("src", "epoch", stateless=True, logs=["s->c"]), Processor("c", "epoch")],
@@ -35,7 +37,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +94,8 @@ class Planner:
         self._dirty = True
         self._pruned = False
         self._recorded = 0  # frontiers recorded since the monitor was (re)opened
+        self._batching = 0  # depth of batch()
+        self._open_batch: ExitStack | None = None  # the monitor's batch holding this batch's uncommitted writes
         self.rebuilds = 0
         self.reopens = 0
         self.know(known or {})
@@ -115,6 +120,7 @@ class Planner:
             return  # the rebuild on next use includes it
         self._recorded += 1
         try:
+            self._join_batch()
             if step in self.outputs:
                 self._monitor.acknowledge_output(step, epoch)
             else:
@@ -149,6 +155,62 @@ class Planner:
         """An in-memory planner with the same frontiers (no monitor, no database): for trying plans out."""
         return Planner(self.template, outputs=self.outputs, known=self.available, monitor=False)
 
+    # -- batches ---------------------------------------------------------------------------
+    @contextmanager
+    def batch(self) -> Iterator[Planner]:
+        """Defer the monitor's commits: its writes inside are committed together at :meth:`commit` and at exit.
+
+        ``record`` and ``compact`` normally commit one SQLite transaction per
+        recorded frontier and per discard (each writes the pages it changes
+        to ``meta.sqlite-wal`` in full); the executor opens one batch around
+        its run loop and calls :meth:`commit` at the end of every epoch, so
+        an epoch's reports and garbage collection are one transaction. Plans
+        and watermarks inside are the same as without a batch (the monitor
+        answers from memory, and its store reads its own uncommitted writes).
+        A rebuild of the monitor inside (after a rollback, :meth:`truncate`,
+        :meth:`forget`) drops the old database with whatever it held and
+        starts the new one outside any transaction; later writes join the
+        batch again. Nested batches join the outermost one.
+
+        Why deferring is safe: ``meta.sqlite`` is a cache of the manifests.
+        Every planner starts dirty and rebuilds the database from the
+        available frontiers found in the manifests on first use (it never
+        opens the one an earlier driver left), so a crash that loses an
+        uncommitted batch loses nothing the next driver reads. An exception
+        that leaves the batch commits what the monitor acknowledged (it is
+        in the monitor's memory as well); if a commit fails the monitor is
+        marked dirty and rebuilt on next use, as after any monitor error.
+        Meanwhile another process (``falkirk monitor --db … status``) sees
+        the database as of the last commit: at most an epoch behind.
+        """
+        self._batching += 1
+        try:
+            yield self
+        finally:
+            self._batching -= 1
+            if not self._batching:
+                self._release_batch()
+
+    def commit(self) -> None:
+        """Inside :meth:`batch`: commit the monitor's writes so far (one transaction); the batch goes on."""
+        self._release_batch()
+
+    def _join_batch(self) -> None:
+        """Inside :meth:`batch`, before a write: hold the monitor's batch open (begun once per commit)."""
+        if self._batching and self._open_batch is None and self._monitor is not None:
+            stack = ExitStack()
+            stack.enter_context(self._monitor.batch())
+            self._open_batch = stack
+
+    def _release_batch(self) -> None:
+        stack, self._open_batch = self._open_batch, None
+        if stack is None:
+            return
+        try:
+            stack.close()
+        except MonitorError:
+            self._dirty = True  # the store rolled the batch back (and the monitor reloaded, or closed): rebuild
+
     # -- answers -------------------------------------------------------------------------
     def dataflow(self, live: Mapping[str, Checkpoint] | None = None) -> Dataflow:
         """The template with the available frontiers as checkpoints (and ``live`` metadata)."""
@@ -182,6 +244,7 @@ class Planner:
     def _rebuild(self) -> None:
         from falkirk.solver.monitor import Monitor
 
+        self._release_batch()  # committed, though superseded: the new database is built from the available frontiers
         if self._monitor is not None:
             self._monitor.close()
             self._monitor = None
@@ -219,6 +282,7 @@ class Planner:
         """
         if self._pruned and self._monitor is not None and not self._dirty:
             try:
+                self._join_batch()
                 for n, es in self.available.items():
                     keep = set(es)
                     gone = [c.frontier for c in self._monitor.checkpoints(n) if c.frontier not in keep]
@@ -232,6 +296,7 @@ class Planner:
         self._ensure()
         wal = Path(f"{self.path}-wal") if self.path is not None else None
         if wal is not None and wal.exists() and wal.stat().st_size > self.WAL_BYTES:
+            self.commit()  # the checkpoint below (another connection) cannot pass an open write transaction
             db = sqlite3.connect(self.path)  # type: ignore[arg-type]
             try:
                 db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -242,6 +307,9 @@ class Planner:
         """The monitor again from its (pruned) database, or in memory from the available frontiers: bounded memory."""
         from falkirk.solver.monitor import Monitor
 
+        self.commit()  # reopened from the database: it must hold everything recorded
+        if self._dirty:  # the commit failed: rebuilt on next use
+            return
         self._monitor.close()
         self._monitor = None
         if self.path is None:
@@ -252,7 +320,8 @@ class Planner:
         self.reopens += 1
 
     def close(self) -> None:
-        """Close the monitor's database."""
+        """Close the monitor's database (committing an open batch's writes first)."""
+        self._release_batch()
         if self._monitor is not None:
             self._monitor.close()
             self._monitor = None

@@ -190,7 +190,10 @@ class Executor:
         for note in fanout_notes(self.pipeline):
             self.journal.note(note)
             self.say(f"note: {note}")
-        with self.progress.running(sum(max(0, epochs - 1 - d) for d in self.done.values())):
+        # the monitor's writes of an epoch (recorded frontiers, garbage collection's discards) are one SQLite
+        # transaction, committed at its end (_end_of_epoch), not one each: meta.sqlite is rebuilt from the manifests
+        # at every start, so what a crash loses of an epoch's batch costs nothing (Planner.batch)
+        with self.progress.running(sum(max(0, epochs - 1 - d) for d in self.done.values())), self.planner.batch():
             return self._loop(epochs)
 
     def _loop(self, epochs: int) -> RunResult:
@@ -286,6 +289,7 @@ class Executor:
     def _end_of_epoch(self, epoch: int) -> None:
         if self.pipeline.gc and self.pipeline.durable:
             collect(self.pipeline, self.planner, self.runners, self.storage, self.journal)
+        self.planner.commit()  # the epoch's monitor writes: one transaction
         runs = [x for x in self.journal.executions if x.epoch == epoch and not x.redo]
         if runs:
             total = sum(x.seconds for x in runs)
