@@ -17,12 +17,21 @@ def _planner(tmp: Path, monitor: bool) -> Planner:
     return Planner(df, outputs=["responses"], monitor=monitor, path=tmp / "meta.sqlite" if monitor else None)
 
 
-def _feed(p: Planner, epochs: int) -> None:
-    for e in range(epochs):
+def _feed(p: Planner, epochs: int, start: int = 0) -> None:
+    for e in range(start, epochs):
         for n in ["events", "queries", "parse_batch", "heavy", "parse_graph", "answer", "stats", "responses"]:
             p.record(n, e)
         if (e + 1) % 3 == 0:
             p.record("cc", e)
+
+
+def _flagship_epoch(p: Planner, e: int) -> None:
+    """Epoch ``e`` as the executor records it, then garbage collection (prune to the watermarks, compact)."""
+    _feed(p, e + 1, start=e)
+    lw = p.watermarks()
+    for n in ["cc", "stats", "responses"]:
+        p.prune(n, lw[n])
+    p.compact()
 
 
 def _live(done: int) -> dict[str, Checkpoint]:
@@ -146,14 +155,7 @@ def test_monitor_database_has_small_pages(tmp_path: Path) -> None:
     p = _planner(tmp_path, True)
     wal = []
     for e in range(30):
-        for n in ["events", "queries", "parse_batch", "heavy", "parse_graph", "answer", "stats", "responses"]:
-            p.record(n, e)
-        if (e + 1) % 3 == 0:
-            p.record("cc", e)
-        lw = p.watermarks()
-        for n in ["cc", "stats", "responses"]:
-            p.prune(n, lw[n])
-        p.compact()
+        _flagship_epoch(p, e)
         wal.append((tmp_path / "meta.sqlite-wal").stat().st_size)
     assert page_size() == SQLiteStore.PAGE_SIZE == 1024
     assert max(wal) <= 70 * (1024 + 24) + 32, wal  # 4 kB pages: up to ~270 kB
@@ -170,16 +172,6 @@ def test_a_batch_makes_an_epoch_one_monitor_transaction(tmp_path: Path) -> None:
     the same as without a batch, also across a rollback's rebuild inside the batch."""
     from falkirk.solver.monitor import Monitor
 
-    def epoch(p: Planner, e: int) -> None:
-        for n in ["events", "queries", "parse_batch", "heavy", "parse_graph", "answer", "stats", "responses"]:
-            p.record(n, e)
-        if (e + 1) % 3 == 0:
-            p.record("cc", e)
-        lw = p.watermarks()
-        for n in ["cc", "stats", "responses"]:
-            p.prune(n, lw[n])
-        p.compact()
-
     def commits(p: Planner) -> int:
         assert isinstance(p._monitor.store, SQLiteStore)
         return int(p._monitor.store.commits)
@@ -188,7 +180,7 @@ def test_a_batch_makes_an_epoch_one_monitor_transaction(tmp_path: Path) -> None:
     (tmp_path / "b").mkdir()
     plain, batched = _planner(tmp_path / "a", True), _planner(tmp_path / "b", True)
     for p in (plain, batched):
-        epoch(p, 0)
+        _flagship_epoch(p, 0)
     per_epoch: dict[str, list[int]] = {"plain": [], "batched": []}
     with batched.batch():
         for e in range(1, 12):
@@ -199,7 +191,7 @@ def test_a_batch_makes_an_epoch_one_monitor_transaction(tmp_path: Path) -> None:
                     p.truncate("responses", 4)
             for name, p in (("plain", plain), ("batched", batched)):
                 c0 = commits(p)
-                epoch(p, e)
+                _flagship_epoch(p, e)
                 if p is batched:
                     with batched.batch():  # nested: joins the outer batch
                         p.watermarks()
