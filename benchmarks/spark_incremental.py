@@ -18,7 +18,8 @@ Measured:
 * **restore**: the epoch-9 state (the longest chain: a snapshot and 9
   deltas) read back and materialised as a recovery does (the chain applied,
   redistributed by key group, locally checkpointed; one Spark job), against
-  the same epoch's full checkpoint; alternated ``--reps`` times, median wall
+  the same epoch's full checkpoint; after ``--warmup`` untimed restores of
+  each (the JVM compiles a plan's code on its first run), alternated ``--reps`` times, median wall
   time and CPU of the process tree (driver, JVM, workers; from ``/proc``)
   (target ≤ 1.2×). Both restored tables are checked equal (row count and an
   order-independent checksum).
@@ -27,7 +28,7 @@ Measured:
 
 Writes ``benchmarks/results/spark_incremental.json`` with the load average.
 
-Usage: ``.venv/bin/python benchmarks/spark_incremental.py [--rows 1000000] [--churn 0.01] [--epochs 12] [--reps 3]``
+Usage: ``.venv/bin/python benchmarks/spark_incremental.py [--rows 1000000] [--churn 0.01] [--epochs 12] [--reps 3] [--warmup 1]``
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=12)
     ap.add_argument("--snapshot-every", type=int, default=10)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1, help="untimed restores of each configuration first")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     spark = local_session(conf={"spark.driver.memory": "2g"})
@@ -144,6 +146,9 @@ def main() -> None:
         at = min(args.snapshot_every - 1, args.epochs - 1)
         timings: dict[str, list[tuple[float, float]]] = {name: [] for name in regimes}
         sums = {}
+        for _ in range(args.warmup):  # untimed: the JVM compiles each restore's code on its first run
+            for name, regime in regimes.items():
+                restore(spark, scratch / name, regime, at)
         for _ in range(args.reps):
             for name, regime in regimes.items():
                 wall, cpu, sums[name] = restore(spark, scratch / name, regime, at)
