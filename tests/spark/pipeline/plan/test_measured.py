@@ -34,16 +34,20 @@ def _measured_root(root: Path, epochs: int = 6, cpu: float | None = None) -> Pip
 
 
 def test_a_recovery_measures_how_fast_an_epoch_runs_again(tmp_path: Path) -> None:
-    """Epochs a recovery redid (their latest record is a redo) price recomputation by the median ratio."""
+    """Epochs a recovery redid (their latest record is a redo) price recomputation by the median ratio of every
+    step's redone executions to their first ones: one factor for the run, applied to each step's ``compute``."""
     pipe = _measured_root(tmp_path / "root")
-    for e, seconds in ((2, 1.0), (3, 1.5)):
-        first = 2.0 if e % 2 == 0 else 3.0
-        doc = {"step": "x", "epoch": e, "rows": 100, "seconds": seconds, "redo": True, "recovery": 1, "jobs": 1,
+    assert from_journal(pipe)["p"].recompute is None  # nothing redone: compute, once completed
+    assert from_journal(pipe).complete(["p"])["p"].recompute == pytest.approx(0.2)
+    # x redid epochs 2 and 3 at half their first cost, p epoch 3 at 3x its own (one outlier)
+    for step, e, seconds, first in (("x", 2, 1.0, 2.0), ("x", 3, 1.5, 3.0), ("p", 3, 0.6, 0.2)):
+        doc = {"step": step, "epoch": e, "rows": 100, "seconds": seconds, "redo": True, "recovery": 1, "jobs": 1,
                "first_seconds": first}
-        pipe.location.replace(f"journal/x/{e:08d}.json", json.dumps(doc).encode())
+        pipe.location.replace(f"journal/{step}/{e:08d}.json", json.dumps(doc).encode())
     costs = from_journal(pipe)
     assert costs["x"].compute == pytest.approx(2.0) and costs["x"].recompute == pytest.approx(1.0)
-    assert costs["p"].recompute is None and costs.complete(["p"])["p"].recompute == pytest.approx(0.2)
+    assert costs["p"].compute == pytest.approx(0.2) and costs["p"].recompute == pytest.approx(0.1)
+    assert costs["y"].recompute == pytest.approx(costs["y"].compute * 0.5)
 
 
 def test_costs_from_the_journal(tmp_path: Path) -> None:

@@ -18,8 +18,11 @@ wall seconds:
   by the line fitted to the writes measured elsewhere (marked estimated)
   and taken off the median;
 * a recovery's execution of an epoch (``recompute``) is ``compute`` times the
-  median ratio of the step's redone executions to their first ones, where
-  the root records some (else ``compute``);
+  median ratio of the redone executions to their first ones, pooled over
+  all steps (a property of the run: warm caches, no input to cut; one
+  step's few redos are noise, and an unlogged step's include the replay
+  of its input, which the model prices apart), where the root records
+  some (else ``compute``);
 * bytes are the medians of the manifests' sizes (deltas of incremental
   state apart); reads are :data:`~falkirk.spark.pipeline.plan.costs.READ_PER_WRITE`
   of the writes (estimated).
@@ -107,7 +110,7 @@ def from_journal(pipeline: Definition) -> Costs:
     figures: dict[str, dict[str, float | None]] = {}
     estimated: dict[str, set[str]] = {}
     mixed: dict[str, list[str]] = {}  # per node: the writes its median execution includes
-    redo_ratio: dict[str, float] = {}  # per node: a recovery's execution of an epoch ÷ its first
+    redo_ratios: list[float] = []  # every step's: a recovery's execution of an epoch ÷ its first
     measured_epochs = 0
     for n in pipeline.order:
         recs, ratios = _measure(records[n], unit)
@@ -143,17 +146,16 @@ def from_journal(pipeline: Definition) -> Costs:
             fig["compute"] = 0.0
             est.add("compute")
         figures[n], estimated[n], mixed[n] = fig, est, writes
-        if ratios:
-            redo_ratio[n] = statistics.median(ratios)
+        redo_ratios += ratios
     if measured_epochs == 0:
         raise PipelineError(f"{pipeline.location.uri} holds no measurements (no journal/<step>/<epoch>.json): run "
                             "the pipeline durably for a few epochs, or pipe.profile(epochs=n), then advise")
     points = [(float(f.get("state_bytes") or 0.0), float(f["state_write"] or 0.0)) for f in figures.values()
               if f.get("state_write") is not None]  # bytes unknown (no manifest kept): the fixed cost alone
     a, b = fit_writes(points)
+    ratio = _median(redo_ratios)
     for n, writes in mixed.items():
         fig = figures[n]
-        ratio = redo_ratio.get(n)
         for kind in writes:
             nbytes = fig.get(f"{kind}_bytes")
             cost = a + b * float(nbytes or 0.0)
