@@ -43,6 +43,20 @@ Workloads implemented
   * ``falkirk-inc`` — the same with ``totals`` ``Eager(key="user",
     incremental=True)`` (a delta of the changed keys every epoch, a snapshot
     every 10).
+  * ``falkirk-advised`` — the regimes :meth:`Pipeline.advise
+    <falkirk.spark.Pipeline.advise>` chooses (issue 33), each step failing
+    alone at ``ADVISE_RATE`` (0.05 failures per epoch), priced in CPU seconds from
+    a profile: in the same driver, the shipped regimes run all the epochs on a
+    scratch root twice — a warm-up, then :meth:`Pipeline.profile
+    <falkirk.spark.Pipeline.profile>` with the sink's exception at epoch
+    ``epochs // 2 - 1`` — before the measured runs. Its result carries the
+    advice and the model's predictions for the shipped and the advised
+    regimes: steady cost per epoch (the sum of the step executions, which
+    the journal of the failure-free run measures as ``journal_steady_cpu_s``) and this failure's
+    recovery (the journal's ``Recovery.cpu_seconds`` as
+    ``journal_recovery_cpu_s``; the model leaves out a recovery's fixed
+    costs, planning and validation). The profile's time is not in the
+    configuration's figures.
   * ``streaming`` — one Structured Streaming query, as a Spark user with one
     query would write it: Parquet file source (one file per epoch,
     ``maxFilesPerTrigger=1``, ``Trigger.AvailableNow``) →
@@ -273,13 +287,16 @@ WORKLOADS = ("W1", "W4", "W6", "W2", "W3", "W5")
 IMPLEMENTED = ("W1", "W4", "W6", "W2", "W3", "W5")
 SNAPSHOT_KEY = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
 SNAP2 = {SNAPSHOT_KEY: "2"}
+#: failures per epoch ``falkirk-advised`` is advised for (each step failing alone), as in benchmarks/spark_advisor.py
+ADVISE_RATE = 0.05
 #: the configurations of each workload: name → (system, options)
 CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
     "W1": {"streaming": {"base": "streaming"}, "streaming-snap2": {"base": "streaming", "conf": SNAP2},
            "falkirk": {"base": "falkirk"}, "falkirk-tuned": {"base": "falkirk-tuned"},
            "streaming-spark-cc": {"base": "streaming-spark-cc"}, "falkirk-propagation": {"base": "falkirk-propagation"}},
     "W4": {"streaming": {"mode": "single"}, "streaming-snap2": {"mode": "single", "conf": SNAP2},
-           "streaming-split": {"mode": "split"}, "falkirk": {"totals": "lazy"}, "falkirk-inc": {"totals": "incremental"}},
+           "streaming-split": {"mode": "split"}, "falkirk": {"totals": "lazy"}, "falkirk-inc": {"totals": "incremental"},
+           "falkirk-advised": {"totals": "lazy", "advise": True}},
     "W6": {"streaming": {"mode": "single"}, "streaming-split": {"mode": "split"}, "falkirk": {"totals": "lazy"}},
     "W2": {"streaming": {}, "streaming-snap2": {"conf": SNAP2}, "falkirk-inc": {"regime": "eager-inc"},
            "falkirk-lazy3": {"regime": "lazy3"}},
@@ -605,9 +622,12 @@ def falkirk_category(rel: str) -> str | None:
 
 def run_falkirk_w4(spark: Any, root: Path, size: dict[str, Any], spec: dict[str, Any], *, epochs: int,
                    failure: Failure | None = None, version: int = 1, gc: bool = True,
-                   code_changes: dict[str, int] | None = None, fill: bool = True) -> dict[str, Any]:
+                   code_changes: dict[str, int] | None = None, fill: bool = True,
+                   regimes: dict[str, Any] | None = None) -> dict[str, Any]:
     pipe = falkirk_w4(root, spark, size, spec["totals"], version=version, failure=failure, gc=gc,
                       code_changes=code_changes)
+    if regimes:
+        pipe.apply(regimes)
     written = Written(root, falkirk_category)
     if fill:
         fill_input_logs(pipe, epochs)
@@ -842,12 +862,51 @@ def recomputed(size: dict[str, int], epochs: Any, mode: str, *, heavy: bool) -> 
     return total
 
 
+def advise_w4(spark: Any, base: Path, size: dict[str, Any], spec: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """``falkirk-advised``: the shipped W4 regimes warmed up and profiled on scratch roots, then advised (each step
+    failing alone at ``ADVISE_RATE``); the advice's figures and the advised regimes."""
+    from falkirk.spark.pipeline.plan.advisor import Model
+
+    epochs, c = size["epochs"], size["fail"]
+    t0 = time.perf_counter()
+    run_falkirk_w4(spark, base / "warm-up", size, spec, epochs=epochs)
+    pipe = falkirk_w4(base / "profile", spark, size, spec["totals"], failure=Failure(max(0, epochs // 2 - 1)))
+    fill_input_logs(pipe, epochs)
+    costs = pipe.profile(epochs=epochs)
+    advice = pipe.advise(ADVISE_RATE, costs=costs, objective=costs.unit)
+    current = {n: s.regime for n, s in pipe.steps.items()}
+    advised = {**current, **advice.regimes()}
+    ev = Model(pipe, costs, [("sink",)], moments=[c]).evaluate([current, advised], exact=True)
+    shutil.rmtree(base / "warm-up", ignore_errors=True)
+    shutil.rmtree(base / "profile", ignore_errors=True)
+    doc = {"regimes": {n: r.describe() for n, r in advice.regimes().items()}, "unit": costs.unit,
+           "failure_rate": ADVISE_RATE, "profile_s": time.perf_counter() - t0,
+           "table": advice.table(), "costs": costs.to_json(),
+           "predicted": {which: {"steady_cpu_s": float(totals.steady), "recovery_cpu_s": float(ev.recovery[i, 0])}
+                         for i, (which, totals) in enumerate((("current", advice.current),
+                                                               ("advised", advice.advised)))}}
+    return doc, advice.regimes()
+
+
+def journal_steady(result: Any, until: int) -> float:
+    """Median over epochs 1..until-1 of the CPU (else wall) seconds of the epoch's first step executions."""
+    per: dict[int, float] = {}
+    for x in result.journal.executions:
+        if not x.redo and 0 < x.epoch < until:
+            per[x.epoch] = per.get(x.epoch, 0.0) + float(x.cpu if x.cpu is not None else x.seconds)
+    return statistics.median(per.values()) if per else 0.0
+
+
 def phase_w4(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
-    """One configuration of W4: the failure-free run (measured), then the run with the sink's exception."""
+    """One configuration of W4: the failure-free run (measured), then the run with the sink's exception
+    (``falkirk-advised``: after :func:`advise_w4`, with its regimes)."""
     from falkirk.spark.pipeline.tools.report import costs
 
     size, epochs, c, base = spec["size"], spec["size"]["epochs"], spec["size"]["fail"], Path(spec["base"])
     out: dict[str, Any] = {}
+    regimes = None
+    if spec["system"] == "falkirk" and spec.get("advise"):
+        out["advice"], regimes = advise_w4(spark, base, size, spec)
     if spec["system"] == "streaming":
         inp = Path(spec["input"])
         ref = StreamingW4(spark, inp, base / "reference", spec["mode"])
@@ -863,18 +922,19 @@ def phase_w4(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
         out["records_recomputed"] = recomputed(size, [c], spec["mode"], heavy=True)
         out["log_rows"] = 0
     else:
-        ref_run = run_falkirk_w4(spark, base / "reference", size, spec, epochs=epochs)
+        ref_run = run_falkirk_w4(spark, base / "reference", size, spec, epochs=epochs, regimes=regimes)
         walls, cpus = ref_run["meter"].per_epoch()
         out.update(bytes=ref_run["bytes"], peak_rss=ref_run["meter"].peak_rss,
                    regimes={n: s.regime.describe() for n, s in ref_run["pipe"].steps.items()})
         failure = Failure(c)
-        r = run_falkirk_w4(spark, base / "run", size, spec, epochs=epochs, failure=failure)
+        r = run_falkirk_w4(spark, base / "run", size, spec, epochs=epochs, failure=failure, regimes=regimes)
         assert failure.at is not None
         end = r["meter"].ends[c]
         journal, pipe = r["result"].journal, r["pipe"]
         rec = journal.recoveries[0]
         mine = costs(journal, rec, inputs=set(pipe.inputs), stateful=[n for n in pipe.steps if not pipe.stateless(n)])[0]
         out.update(recovery_s=end[0] - failure.at[0], recovery_cpu_s=end[1] - failure.at[1],
+                   journal_steady_cpu_s=journal_steady(ref_run["result"], epochs), journal_recovery_cpu_s=rec.cpu_seconds,
                    records_recomputed=mine.recomputed, source_rows=mine.source_rows, log_rows=mine.log_rows,
                    phases=rec.phases(), actions=dict(rec.plan.actions),
                    redone=[(x.step, x.epoch, x.rows) for x in journal.executions if x.redo])
@@ -1370,6 +1430,27 @@ def measure_w46(workload: str, configs: list[str], size: dict[str, int], work: P
         shutil.rmtree(work / f"{workload}-{name}", ignore_errors=True)
         print(said(workload, name, res), flush=True)
         out[name] = res
+    if "falkirk-advised" in out:
+        out["falkirk-advised"]["advice"]["check"] = advice_check(out)
+        print(out["falkirk-advised"]["advice"]["table"], json.dumps(out["falkirk-advised"]["advice"]["check"]),
+              sep="\n", flush=True)
+    return out
+
+
+def advice_check(summary: dict[str, Any]) -> dict[str, Any]:
+    """The advisor's predictions against what the journal measured: the advised regimes in ``falkirk-advised``'s
+    runs, the shipped ones in ``falkirk``'s (when it ran); relative errors (measured − predicted) ÷ predicted."""
+    advice = summary["falkirk-advised"]["advice"]
+    out: dict[str, Any] = {}
+    for which, name in (("advised", "falkirk-advised"), ("current", "falkirk")):
+        if name not in summary:
+            continue
+        row: dict[str, Any] = {"config": name}
+        for axis, measured in (("steady_cpu_s", "journal_steady_cpu_s"), ("recovery_cpu_s", "journal_recovery_cpu_s")):
+            pred, got = advice["predicted"][which][axis], summary[name].get(measured)
+            row[axis] = {"predicted": pred, "measured": got,
+                         "error": None if not pred or got is None else (got - pred) / pred}
+        out[which] = row
     return out
 
 

@@ -37,7 +37,7 @@ def spec(workload: str, name: str, base: Path, inputs: Path) -> dict[str, Any]:
             "redo": 1, **CONFIGS[workload][name]}
 
 
-@pytest.mark.parametrize("workload,names", [("W4", ("falkirk", "streaming")),
+@pytest.mark.parametrize("workload,names", [("W4", ("falkirk", "falkirk-advised", "streaming")),
                                             ("W6", ("falkirk", "streaming-split"))])
 def test_each_system_runs_the_workload_and_matches_its_failure_free_run(
     spark: Any, tmp_path: Path, workload: str, names: tuple[str, ...],
@@ -53,8 +53,15 @@ def test_each_system_runs_the_workload_and_matches_its_failure_free_run(
         assert out["identical"], (name, out["differences"])
         assert out["rows_compared"] > 0 and len(out["cpus"]) == SIZE["epochs"] and min(out["walls"]) > 0
         assert out["recovery_cpu_s"] > 0 and sum(out["bytes"].values()) > 0
-        if workload == "W4" and name == "falkirk":
+        if workload == "W4" and name.startswith("falkirk"):
             assert out["actions"]["sink"] != "keep" and out["actions"]["heavy"] == "keep"  # only the sink's closure
+            assert out["journal_steady_cpu_s"] > 0 and out["journal_recovery_cpu_s"] > 0
+        if name == "falkirk-advised":  # advised from its own profile, run with the advised regimes
+            advice = out["advice"]
+            assert {r: out["regimes"][r] for r in advice["regimes"]} == advice["regimes"]
+            assert all(advice["predicted"][w][k] >= 0 for w in ("current", "advised")
+                       for k in ("steady_cpu_s", "recovery_cpu_s"))
+            assert advice["predicted"]["advised"]["steady_cpu_s"] > 0
         if workload == "W4" and name.startswith("streaming"):
             assert out["batches_rerun"] == [SIZE["fail"]] and out["source_rows"] == SIZE["events"]
         if workload == "W6" and name == "falkirk":
