@@ -13,7 +13,9 @@ Workloads implemented
   full definitions): ``streaming`` and ``falkirk``/``falkirk-tuned`` run the
   same union–find ``cc``; ``streaming-spark-cc`` and ``falkirk-propagation``
   run label propagation on both sides (the second row). ``streaming-snap2`` is
-  ``streaming`` with a RocksDB snapshot every 2 deltas.
+  ``streaming`` with a RocksDB snapshot every 2 deltas. ``falkirk-advised``
+  runs the regimes the advisor chooses for a driver failure from a profile
+  taken in the first driver (issue 33; defined there).
 
 ``W4`` — **a heavy logged aggregate feeding a stateful branch and an
   exactly-once SQLite sink**; the failure is an exception raised by the sink
@@ -45,18 +47,18 @@ Workloads implemented
     every 10).
   * ``falkirk-advised`` — the regimes :meth:`Pipeline.advise
     <falkirk.spark.Pipeline.advise>` chooses (issue 33), each step failing
-    alone at ``ADVISE_RATE`` (0.05 failures per epoch), priced in CPU seconds from
-    a profile: in the same driver, the shipped regimes run all the epochs on a
-    scratch root twice — a warm-up, then :meth:`Pipeline.profile
-    <falkirk.spark.Pipeline.profile>` with the sink's exception at epoch
-    ``epochs // 2 - 1`` — before the measured runs. Its result carries the
-    advice and the model's predictions for the shipped and the advised
-    regimes: steady cost per epoch (the sum of the step executions, which
-    the journal of the failure-free run measures as ``journal_steady_cpu_s``) and this failure's
-    recovery (the journal's ``Recovery.cpu_seconds`` as
-    ``journal_recovery_cpu_s``; the model leaves out a recovery's fixed
-    costs, planning and validation). The profile's time is not in the
-    configuration's figures.
+    alone at ``ADVISE_RATE`` (0.05 failures per epoch), priced in CPU seconds
+    from a profile taken by a driver process of its own before the measured
+    one (as a user profiles once, then runs): :meth:`Pipeline.profile
+    <falkirk.spark.Pipeline.profile>` runs the shipped regimes for all the
+    epochs on a scratch root, the sink raising at epoch ``epochs // 2 - 1``.
+    Its result carries the advice and the model's predictions for the
+    shipped and the advised regimes: steady cost per epoch (the sum of the
+    step executions, measured by the failure-free run's journal as
+    ``journal_steady_cpu_s``) and this failure's recovery (the redo of the
+    sink's epoch from ``heavy``'s log: measured as ``recovery_cpu_s``, from
+    the exception to the end of the failed epoch). The profile's time is in
+    no figure.
   * ``streaming`` — one Structured Streaming query, as a Spark user with one
     query would write it: Parquet file source (one file per epoch,
     ``maxFilesPerTrigger=1``, ``Trigger.AvailableNow``) →
@@ -277,6 +279,7 @@ from spark_vs_streaming import (  # noqa: E402  (this directory: the shared mach
     as_text,
     fill_input_logs,
     frontier,
+    journal_steady,
     jvm_pid,
     kill_leftover,
     tree_cpu,
@@ -293,6 +296,7 @@ ADVISE_RATE = 0.05
 CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
     "W1": {"streaming": {"base": "streaming"}, "streaming-snap2": {"base": "streaming", "conf": SNAP2},
            "falkirk": {"base": "falkirk"}, "falkirk-tuned": {"base": "falkirk-tuned"},
+           "falkirk-advised": {"base": "falkirk-advised"},
            "streaming-spark-cc": {"base": "streaming-spark-cc"}, "falkirk-propagation": {"base": "falkirk-propagation"}},
     "W4": {"streaming": {"mode": "single"}, "streaming-snap2": {"mode": "single", "conf": SNAP2},
            "streaming-split": {"mode": "split"}, "falkirk": {"totals": "lazy"}, "falkirk-inc": {"totals": "incremental"},
@@ -862,14 +866,14 @@ def recomputed(size: dict[str, int], epochs: Any, mode: str, *, heavy: bool) -> 
     return total
 
 
-def advise_w4(spark: Any, base: Path, size: dict[str, Any], spec: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-    """``falkirk-advised``: the shipped W4 regimes warmed up and profiled on scratch roots, then advised (each step
-    failing alone at ``ADVISE_RATE``); the advice's figures and the advised regimes."""
+def phase_w4_advise(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
+    """``falkirk-advised``'s first driver: the shipped W4 regimes profiled on a scratch root, then advised (each
+    step failing alone at ``ADVISE_RATE``); the advice's figures, its regimes described."""
     from falkirk.spark.pipeline.plan.advisor import Model
 
+    size, base = spec["size"], Path(spec["base"])
     epochs, c = size["epochs"], size["fail"]
     t0 = time.perf_counter()
-    run_falkirk_w4(spark, base / "warm-up", size, spec, epochs=epochs)
     pipe = falkirk_w4(base / "profile", spark, size, spec["totals"], failure=Failure(max(0, epochs // 2 - 1)))
     fill_input_logs(pipe, epochs)
     costs = pipe.profile(epochs=epochs)
@@ -877,7 +881,6 @@ def advise_w4(spark: Any, base: Path, size: dict[str, Any], spec: dict[str, Any]
     current = {n: s.regime for n, s in pipe.steps.items()}
     advised = {**current, **advice.regimes()}
     ev = Model(pipe, costs, [("sink",)], moments=[c]).evaluate([current, advised], exact=True)
-    shutil.rmtree(base / "warm-up", ignore_errors=True)
     shutil.rmtree(base / "profile", ignore_errors=True)
     doc = {"regimes": {n: r.describe() for n, r in advice.regimes().items()}, "unit": costs.unit,
            "failure_rate": ADVISE_RATE, "profile_s": time.perf_counter() - t0,
@@ -885,28 +888,22 @@ def advise_w4(spark: Any, base: Path, size: dict[str, Any], spec: dict[str, Any]
            "predicted": {which: {"steady_cpu_s": float(totals.steady), "recovery_cpu_s": float(ev.recovery[i, 0])}
                          for i, (which, totals) in enumerate((("current", advice.current),
                                                                ("advised", advice.advised)))}}
-    return doc, advice.regimes()
-
-
-def journal_steady(result: Any, until: int) -> float:
-    """Median over epochs 1..until-1 of the CPU (else wall) seconds of the epoch's first step executions."""
-    per: dict[int, float] = {}
-    for x in result.journal.executions:
-        if not x.redo and 0 < x.epoch < until:
-            per[x.epoch] = per.get(x.epoch, 0.0) + float(x.cpu if x.cpu is not None else x.seconds)
-    return statistics.median(per.values()) if per else 0.0
+    return doc
 
 
 def phase_w4(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
     """One configuration of W4: the failure-free run (measured), then the run with the sink's exception
-    (``falkirk-advised``: after :func:`advise_w4`, with its regimes)."""
+    (``falkirk-advised``: with the regimes :func:`phase_w4_advise` chose)."""
     from falkirk.spark.pipeline.tools.report import costs
 
     size, epochs, c, base = spec["size"], spec["size"]["epochs"], spec["size"]["fail"], Path(spec["base"])
     out: dict[str, Any] = {}
     regimes = None
-    if spec["system"] == "falkirk" and spec.get("advise"):
-        out["advice"], regimes = advise_w4(spark, base, size, spec)
+    if spec.get("advice"):  # falkirk-advised: what its first driver (phase_w4_advise) chose
+        from falkirk.spark.pipeline.declare.regimes import from_description
+
+        out["advice"] = spec["advice"]
+        regimes = {n: from_description(n, d) for n, d in spec["advice"]["regimes"].items()}
     if spec["system"] == "streaming":
         inp = Path(spec["input"])
         ref = StreamingW4(spark, inp, base / "reference", spec["mode"])
@@ -934,7 +931,7 @@ def phase_w4(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
         rec = journal.recoveries[0]
         mine = costs(journal, rec, inputs=set(pipe.inputs), stateful=[n for n in pipe.steps if not pipe.stateless(n)])[0]
         out.update(recovery_s=end[0] - failure.at[0], recovery_cpu_s=end[1] - failure.at[1],
-                   journal_steady_cpu_s=journal_steady(ref_run["result"], epochs), journal_recovery_cpu_s=rec.cpu_seconds,
+                   journal_steady_cpu_s=journal_steady(ref_run["result"], epochs),
                    records_recomputed=mine.recomputed, source_rows=mine.source_rows, log_rows=mine.log_rows,
                    phases=rec.phases(), actions=dict(rec.plan.actions),
                    redone=[(x.step, x.epoch, x.rows) for x in journal.executions if x.redo])
@@ -1314,8 +1311,8 @@ def phase_w5(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
     return out
 
 
-PHASES = {"W4": phase_w4, "W6": phase_w6, "keyed:run": phase_keyed_run, "keyed:restart": phase_keyed_restart,
-          "W5": phase_w5}
+PHASES = {"W4": phase_w4, "W4:advise": phase_w4_advise, "W6": phase_w6, "keyed:run": phase_keyed_run,
+          "keyed:restart": phase_keyed_restart, "W5": phase_w5}
 
 
 # -- the parent ---------------------------------------------------------------------------------------------
@@ -1391,7 +1388,16 @@ def measure_w1(configs: list[str], size: dict[str, int], work: Path, warmup: int
         res["system"] = "streaming" if name.startswith("streaming") else "falkirk"
         res["peak_rss"] = None
         out[name] = res
+    report_advice(out, "journal_recovery_cpu_s")  # the restart's session start is not the model's
     return out
+
+
+def report_advice(out: dict[str, Any], recovery: str = "recovery_cpu_s") -> None:
+    """With ``falkirk-advised`` among the configurations: its advice checked (:func:`advice_check`), and printed."""
+    if "falkirk-advised" in out:
+        out["falkirk-advised"]["advice"]["check"] = advice_check(out, recovery)
+        print(out["falkirk-advised"]["advice"]["table"], json.dumps(out["falkirk-advised"]["advice"]["check"]),
+              sep="\n", flush=True)
 
 
 def configured(workload: str, name: str, size: dict[str, Any], base: Path, input_dir: Path,
@@ -1425,28 +1431,28 @@ def measure_w46(workload: str, configs: list[str], size: dict[str, int], work: P
     out = {}
     for name in configs:
         opt, spec = configured(workload, name, size, work / f"{workload}-{name}", input_dir)
+        if opt.get("advise"):  # profiled and advised by a driver of its own, outside the figures
+            spec["advice"] = child(spec, work, f"{workload}-{name}-advise", f"{workload}:advise")
         t0 = time.perf_counter()
         res = summarised(child(spec, work, f"{workload}-{name}"), spec, opt, warmup, t0)
         shutil.rmtree(work / f"{workload}-{name}", ignore_errors=True)
         print(said(workload, name, res), flush=True)
         out[name] = res
-    if "falkirk-advised" in out:
-        out["falkirk-advised"]["advice"]["check"] = advice_check(out)
-        print(out["falkirk-advised"]["advice"]["table"], json.dumps(out["falkirk-advised"]["advice"]["check"]),
-              sep="\n", flush=True)
+    report_advice(out)
     return out
 
 
-def advice_check(summary: dict[str, Any]) -> dict[str, Any]:
-    """The advisor's predictions against what the journal measured: the advised regimes in ``falkirk-advised``'s
-    runs, the shipped ones in ``falkirk``'s (when it ran); relative errors (measured − predicted) ÷ predicted."""
+def advice_check(summary: dict[str, Any], recovery: str = "recovery_cpu_s") -> dict[str, Any]:
+    """The advisor's predictions against the measurements: the advised regimes in ``falkirk-advised``'s runs, the
+    shipped ones in ``falkirk``'s (when it ran); relative errors (measured − predicted) ÷ predicted. Steady: the
+    journal's sum of step executions per epoch; recovery: the figure named ``recovery``."""
     advice = summary["falkirk-advised"]["advice"]
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"recovery_measured_as": recovery}
     for which, name in (("advised", "falkirk-advised"), ("current", "falkirk")):
         if name not in summary:
             continue
         row: dict[str, Any] = {"config": name}
-        for axis, measured in (("steady_cpu_s", "journal_steady_cpu_s"), ("recovery_cpu_s", "journal_recovery_cpu_s")):
+        for axis, measured in (("steady_cpu_s", "journal_steady_cpu_s"), ("recovery_cpu_s", recovery)):
             pred, got = advice["predicted"][which][axis], summary[name].get(measured)
             row[axis] = {"predicted": pred, "measured": got,
                          "error": None if not pred or got is None else (got - pred) / pred}

@@ -64,6 +64,23 @@ same ``cc`` algorithm (its *peer*): the union–find configurations with
   but the outputs (and the input log); after a driver crash the only way
   back is to start over from epoch 0 (the root is deleted, the input log
   refilled before timing, and the job re-run).
+* ``falkirk-advised`` (not run by default: ``--configs``, and
+  ``spark_matrix.py`` W1) — the regimes :meth:`Pipeline.advise
+  <falkirk.spark.Pipeline.advise>` chooses for a driver failure
+  (``failures="driver"``) at ``ADVISE_RATE`` (0.05 per epoch), priced in CPU
+  seconds from a profile taken by a driver process of its own before the two
+  measured ones (as a user profiles once, then runs): :meth:`Pipeline.profile
+  <falkirk.spark.Pipeline.profile>` runs the shipped regimes for every epoch
+  on a scratch root with ``cc`` failing in-process after epoch
+  ``epochs // 2 - 1`` (its recovery measures how fast epochs run again). The
+  advice and the model's predictions (for the shipped and the advised
+  regimes: steady cost per epoch, and the recovery of every node failing
+  after epoch ``crash - 1``) are in the JSON under ``advice``, beside what
+  the journal measured (``journal_steady_cpu_s``: the failure-free run's
+  median sum of step executions per epoch; ``journal_recovery_cpu_s``: the
+  restart's ``Recovery.cpu_seconds``, from after the session start until
+  every step was back where it had been — the model leaves out the session
+  start and the catch-up). The profile's time is in no figure.
 
 ``--cc propagation`` runs ``falkirk``, ``falkirk-tuned``, ``falkirk-eager`` and
 ``falkirk-off`` with label propagation instead (their peer is then
@@ -212,7 +229,11 @@ from falkirk.spark.pipeline.run.cpu import tree_cpu as process_tree_cpu
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CONFIGS = ("streaming", "streaming-spark-cc", "falkirk", "falkirk-tuned", "falkirk-propagation", "falkirk-eager",
-           "falkirk-off")
+           "falkirk-off", "falkirk-advised")
+#: the configurations run unless ``--configs`` names others
+DEFAULT_CONFIGS = CONFIGS[:-1]
+#: failures per epoch ``falkirk-advised`` is advised for
+ADVISE_RATE = 0.05
 #: the streaming configuration doing the same ``cc`` work as a falkirk configuration, by algorithm (like for like)
 PEER = {"unionfind": "streaming", "propagation": "streaming-spark-cc"}
 #: issue 28's targets for falkirk-tuned against its peer (ratios, at most)
@@ -413,8 +434,9 @@ def suggested_logs(pipe: Any, crash: int, failed: str = "cc") -> list[str]:
 
 
 def falkirk_pipeline(config: str, root: Path, spark: Any, size: dict[str, int], cc: str = "unionfind",
-                     crash: int = 0) -> Any:
-    """The flagship as configuration ``config`` runs it (see the module docstring)."""
+                     crash: int = 0, regimes: dict[str, Any] | None = None) -> Any:
+    """The flagship as configuration ``config`` runs it (see the module docstring); ``regimes``: ``{step: regime
+    description}`` applied over the shipped ones (``falkirk-advised``)."""
     import attrs
 
     from falkirk.spark.pipeline.declare.regimes import Eager, Ephemeral, Lazy
@@ -433,7 +455,54 @@ def falkirk_pipeline(config: str, root: Path, spark: Any, size: dict[str, int], 
             regime = Lazy(every=size["cc_every"], key="node", incremental=True)  # type: ignore[call-arg]
             pipe.steps["cc"] = attrs.evolve(pipe.steps["cc"], regime=regime)
         suggested_logs(pipe, crash)
+    if regimes:
+        from falkirk.spark.pipeline.declare.regimes import from_description
+
+        pipe.apply({n: from_description(n, d) for n, d in regimes.items()})
     return pipe
+
+
+def advise_flagship(spec: dict[str, Any], spark: Any, base: Path) -> dict[str, Any]:
+    """``falkirk-advised``: the shipped regimes profiled on a scratch root, then advised for a driver failure; the
+    advice, the model's predictions and the regimes (kept in ``base/advice.json`` for the measured drivers)."""
+    from falkirk.spark.pipeline.plan.advisor import Model
+
+    t0 = time.perf_counter()
+    epochs, c = spec["epochs"], spec["crash"]
+    pipe = falkirk_pipeline("falkirk", base / "profile", spark, spec["size"], spec.get("cc", "unionfind"))
+    fill_input_logs(pipe, epochs)
+    costs = pipe.profile(epochs=epochs, fail=f"cc@{max(0, epochs // 2 - 1)}:after")
+    advice = pipe.advise(ADVISE_RATE, failures="driver", costs=costs, objective=costs.unit)
+    current = {n: st.regime for n, st in pipe.steps.items()}
+    advised = {**current, **advice.regimes()}
+    ev = Model(pipe, costs, [("all",)], moments=[max(0, c - 1)]).evaluate([current, advised], exact=True)
+    shutil.rmtree(base / "profile", ignore_errors=True)
+    doc = {"regimes": {n: r.describe() for n, r in advice.regimes().items()}, "unit": costs.unit,
+           "failure_rate": ADVISE_RATE, "failures": "driver", "profile_s": time.perf_counter() - t0,
+           "table": advice.table(), "costs": costs.to_json(),
+           "predicted": {which: {"steady_cpu_s": float(totals.steady), "recovery_cpu_s": float(ev.recovery[i, 0])}
+                         for i, (which, totals) in enumerate((("current", advice.current),
+                                                               ("advised", advice.advised)))}}
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "advice.json").write_text(json.dumps(doc))
+    return doc
+
+
+def advised_regimes(spec: dict[str, Any]) -> dict[str, Any] | None:
+    """The regimes ``falkirk-advised``'s first driver chose (``None`` for the other configurations)."""
+    if spec["config"] != "falkirk-advised":
+        return None
+    return dict(json.loads((Path(spec["base"]) / "advice.json").read_text())["regimes"])
+
+
+def journal_steady(result: Any, until: int) -> float:
+    """Median over epochs 1..until-1 of the CPU (else wall) seconds of the epoch's first step executions: the
+    advisor's steady cost, as the journal measures it."""
+    per: dict[int, float] = {}
+    for x in result.journal.executions:
+        if not x.redo and 0 < x.epoch < until:
+            per[x.epoch] = per.get(x.epoch, 0.0) + float(x.cpu if x.cpu is not None else x.seconds)
+    return statistics.median(per.values()) if per else 0.0
 
 
 def fill_input_logs(pipe: Any, epochs: int) -> None:
@@ -452,7 +521,7 @@ def tree_bytes(path: Path) -> int:
 def run_falkirk(spec: dict[str, Any], spark: Any, root: Path, fail: list[str], *, fill: bool = True) -> dict[str, Any]:
     """One falkirk driver run of ``spec``'s configuration at ``root``; ``fill``: its input log first, untimed."""
     pipe = falkirk_pipeline(spec["config"], root, spark, spec["size"], spec.get("cc", "unionfind"),
-                            spec.get("crash", 0))
+                            spec.get("crash", 0), regimes=advised_regimes(spec))
     written = Written(root, falkirk_category)
     if fill:
         fill_input_logs(pipe, spec["epochs"])
@@ -608,11 +677,14 @@ def phase_run(spec: dict[str, Any]) -> None:
         out.update(bytes=dict(ref.written.bytes), input_rows=[p["numInputRows"] for p in
                                                                (json.loads(x.json) for x in q.recentProgress)])
     else:
+        if spec["config"] == "falkirk-advised":
+            out["advice"] = json.loads((base / "advice.json").read_text())
         r = run_falkirk(spec, spark, base / "reference", [])
         walls, cpus = r["clock"].per_epoch()
         pipe = r["pipe"]
         out.update(bytes=r["bytes"], root_bytes=r["result"].root_bytes, input_log_bytes=r["input_bytes"],
-                   regimes={n: pipe.steps[n].regime.describe() for n in pipe.steps})
+                   regimes={n: pipe.steps[n].regime.describe() for n in pipe.steps},
+                   journal_steady_cpu_s=journal_steady(r["result"], spec["epochs"]))
     out.update(walls=walls, cpus=cpus)
     Path(spec["result"]).write_text(json.dumps(out))
     print(f"  reference: {sum(walls):.1f} s", flush=True)
@@ -622,6 +694,15 @@ def phase_run(spec: dict[str, Any]) -> None:
     else:
         run_falkirk(spec, spark, base / "run", [f"cc@{c}:kill-mid"])
     raise SystemExit("the driver was not killed")
+
+
+def phase_advise(spec: dict[str, Any]) -> None:
+    """Driver process 0 of ``falkirk-advised``: the profile and the advice (:func:`advise_flagship`)."""
+    spark = session(spec.get("conf"))
+    Path(spec["pids"]).write_text(json.dumps({"jvm_pid": jvm_pid(spark), "driver_pid": os.getpid()}))
+    doc = advise_flagship(spec, spark, Path(spec["base"]))
+    Path(spec["result"]).write_text(json.dumps(doc))
+    spark.stop()
 
 
 def phase_restart(spec: dict[str, Any]) -> None:
@@ -670,7 +751,8 @@ def phase_restart(spec: dict[str, Any]) -> None:
             mine = costs(journal, rec, inputs=set(pipe.inputs),
                          stateful=[n for n in pipe.steps if not pipe.stateless(n)])[0]
             out.update(records_recomputed=mine.recomputed, source_rows=mine.source_rows, log_rows=mine.log_rows,
-                       falkirk_recovery_s=rec.seconds, actions=dict(rec.plan.actions), phases=rec.phases(),
+                       falkirk_recovery_s=rec.seconds, journal_recovery_cpu_s=rec.cpu_seconds,
+                       actions=dict(rec.plan.actions), phases=rec.phases(),
                        redone=[(x.step, x.epoch, x.rows) for x in journal.executions
                                if x.recovery == rec.index and x.redo],
                        replayed={k: list(v) for k, v in rec.replayed.items()},
@@ -749,6 +831,8 @@ def measure(config: str, args: argparse.Namespace, work: Path, input_dir: Path, 
     name = name or config
     spec = {"config": config, "epochs": args.epochs, "crash": args.crash, "size": sizes(args),
             "base": str(work / name), "input": str(input_dir), "cc": algorithm(config, args.cc), "conf": conf or {}}
+    if config == "falkirk-advised":  # profiled and advised by a driver of its own, outside the figures
+        child("advise", spec, work, name)
     t0 = time.perf_counter()
     a = child("run", spec, work, name)
     b = child("restart", spec, work, name)
@@ -761,6 +845,7 @@ def measure(config: str, args: argparse.Namespace, work: Path, input_dir: Path, 
         "walls": a["walls"], "cpus": a["cpus"],
         "bytes_per_epoch": persisted / args.epochs, "bytes_by_kind": a["bytes"],
         "input_log_bytes_per_epoch": source_bytes / args.epochs, "regimes": a.get("regimes"),
+        **{k: a[k] for k in ("advice", "journal_steady_cpu_s") if k in a},
         **{k: v for k, v in b.items() if not k.startswith("reference_")},
         "benchmark_s": time.perf_counter() - t0, "load_average": os.getloadavg(),
     }
@@ -867,18 +952,18 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--events", type=int, default=4000)
     ap.add_argument("--queries", type=int, default=60)
-    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--configs", default=",".join(DEFAULT_CONFIGS))
     ap.add_argument("--cc", choices=tuple(PEER), default="unionfind",
                     help="cc's algorithm in the falkirk configurations that do not name one (default unionfind)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--markdown", action="store_true", help="print the results JSON's table as Markdown and stop")
     ap.add_argument("--replot", action="store_true", help="redraw the picture from the results JSON and stop")
-    ap.add_argument("--phase", choices=("run", "restart"), help=argparse.SUPPRESS)
+    ap.add_argument("--phase", choices=("advise", "run", "restart"), help=argparse.SUPPRESS)
     ap.add_argument("--spec", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.phase:
         spec = json.loads(args.spec.read_text())
-        (phase_run if args.phase == "run" else phase_restart)(spec)
+        {"advise": phase_advise, "run": phase_run, "restart": phase_restart}[args.phase](spec)
         return 0
     if args.replot:
         doc = json.loads((args.out / "spark_vs_streaming.json").read_text())

@@ -14,11 +14,13 @@ import pytest
 from benchmarks.spark_vs_streaming import (
     PEER,
     Streaming,
+    advise_flagship,
     algorithm,
     check_targets,
     falkirk_pipeline,
     frontier,
     incremental_available,
+    journal_steady,
     like_for_like,
     run_falkirk,
     write_stream_input,
@@ -79,3 +81,25 @@ def test_tuned_configuration_logs_what_the_what_if_suggests_and_pairs_by_algorit
 
 def test_frontier_keeps_the_non_dominated_points() -> None:
     assert frontier({"a": (1.0, 9.0), "b": (2.0, 2.0), "c": (3.0, 3.0), "d": (2.0, 2.0)}) == ["a", "b", "d"]
+
+
+def test_advised_configuration_profiles_advises_and_runs_the_advice(spark: Any, tmp_path: Path) -> None:
+    """falkirk-advised: a warm-up and a profile (cc failing in-process) on scratch roots, advice for a driver failure
+    with predictions for both assignments, then a run with the advised regimes whose outputs equal the shipped ones'."""
+    pytest.importorskip("pandas", reason="the union-find cc needs pandas")
+    from falkirk.spark.pipeline.store.rootfs import Root
+    from falkirk.spark.pipeline.tools.verify import output_rows
+
+    spec = {"config": "falkirk-advised", "size": SIZE, "epochs": 3, "crash": 2, "base": str(tmp_path / "advised")}
+    advice = advise_flagship(spec, spark, tmp_path / "advised")
+    assert advice["unit"] in ("cpu", "wall") and advice["failures"] == "driver"
+    for which in ("current", "advised"):
+        assert advice["predicted"][which]["steady_cpu_s"] > 0 and advice["predicted"][which]["recovery_cpu_s"] >= 0
+    assert not (tmp_path / "advised" / "warm-up").exists() and not (tmp_path / "advised" / "profile").exists()
+    fk = run_falkirk(spec, spark, tmp_path / "advised" / "reference", [])
+    got = {n: fk["pipe"].steps[n].regime.describe() for n in advice["regimes"]}
+    assert got == advice["regimes"]
+    ref = run_falkirk({"config": "falkirk", "size": SIZE, "epochs": 3}, spark, tmp_path / "shipped", [])
+    assert journal_steady(fk["result"], 3) > 0 and journal_steady(ref["result"], 3) > 0
+    assert output_rows(spark, Root(str(tmp_path / "advised" / "reference")), "responses") == output_rows(
+        spark, Root(str(tmp_path / "shipped")), "responses")
