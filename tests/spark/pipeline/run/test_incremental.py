@@ -150,23 +150,18 @@ def test_driver_killed_between_and_mid_epoch_with_incremental_state(spark: Any, 
     _identical(spark, root, plain)
 
 
-@pytest.mark.parametrize("overlay", [False, True], ids=["large-deltas", "small-deltas"])
-def test_a_chain_is_restored_with_one_shuffle_of_the_snapshot_and_equals_the_state_it_checkpointed(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, overlay: bool
+def test_a_chain_is_restored_in_one_scan_and_one_shuffle_and_equals_the_state_it_checkpointed(
+    spark: Any, tmp_path: Path
 ) -> None:
-    """The restore of a snapshot and two deltas shuffles the snapshot's rows once (into the step's partitions, as
-    a full checkpoint's restore does) and yields the state of a run without ``incremental`` at the same epoch, row
-    for row. Deltas large beside the snapshot: all files in one scan, resolved per key inside those partitions.
-    Small deltas (``OVERLAY_SHARE``): the deltas' keys broadcast and only the deltas shuffled for their resolution."""
+    """The restore of a snapshot and two deltas reads all their files in one scan and shuffles once (into the
+    step's partitions, as a full checkpoint's restore does; the deltas are resolved per key inside those
+    partitions), and yields the state of a run without ``incremental`` at the same epoch, row for row."""
     from types import SimpleNamespace
 
     from pyspark.sql import functions as F
 
     from falkirk.spark import Lazy, Storage
-    from falkirk.spark.pipeline.run import incremental
     from falkirk.spark.pipeline.run.incremental import StateCheckpoints
-
-    monkeypatch.setattr(incremental, "OVERLAY_SHARE", float("inf") if overlay else 0.0)
 
     full = tmp_path / "full"
     keyed_pipeline(full, spark, every=1, gc=False).run(6)
@@ -178,11 +173,7 @@ def test_a_chain_is_restored_with_one_shuffle_of_the_snapshot_and_equals_the_sta
     ctx = SimpleNamespace(storage=storage, spark=spark)
     state = StateCheckpoints(ctx, "totals", regime).read(m)  # type: ignore[arg-type]
     plan = state._jdf.queryExecution().executedPlan().toString()
-    if overlay:  # the snapshot scanned once, probed against the broadcast keys; the deltas scanned for both
-        assert plan.count("BroadcastExchange") == 1 and "LeftAnti" in plan, plan
-        assert plan.count("Scan parquet") == 3 and plan.count("Exchange") - plan.count("BroadcastExchange") == 3, plan
-    else:
-        assert plan.count("Exchange") == 1 and plan.count("Scan parquet") == 1 and "Union" not in plan, plan
+    assert plan.count("Exchange") == 1 and plan.count("Scan parquet") == 1 and "Union" not in plan, plan
     assert state.rdd.getNumPartitions() == 2
     reference = Storage(full, fsync=False)
     expected = StateCheckpoints(SimpleNamespace(storage=reference, spark=spark), "totals",  # type: ignore[arg-type]

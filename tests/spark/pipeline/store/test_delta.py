@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from falkirk.spark import PipelineError
-from falkirk.spark.pipeline.store.delta import DELETED, SEQ, apply, check_columns, diff, overlay
+from falkirk.spark.pipeline.store.delta import DELETED, apply, check_columns, diff
 
 pytestmark = pytest.mark.spark
 
@@ -30,9 +30,8 @@ def _state(table: dict[Any, list[tuple[Any, Any]]]) -> list[tuple[Any, Any, Any]
 @given(start=epochs, changes=st.lists(epochs, min_size=1, max_size=5))
 def test_snapshot_plus_deltas_is_the_state_after_any_upserts_and_deletes(spark: Any, start: dict, changes: list) -> None:
     """After any sequence of upserts and deletes (null keys, null values and several rows per key included), the
-    snapshot with every delta applied in order equals the full state (by ``apply`` and by ``overlay``), and each
-    delta names exactly the keys whose rows changed: their rows now, or one tombstone for a key that has none
-    left."""
+    snapshot with every delta applied in order equals the full state, and each delta names exactly the keys whose
+    rows changed: their rows now, or one tombstone for a key that has none left."""
     from functools import reduce
 
     from pyspark.sql import functions as F
@@ -53,10 +52,6 @@ def test_snapshot_plus_deltas_is_the_state_after_any_upserts_and_deletes(spark: 
         assert Counter(got[i]) == Counter(want), (i, old, new)
     restored = apply(frames[0], deltas, "k").collect()
     assert Counter(tuple(r) for r in restored) == Counter(_state(tables[-1]))
-    # the restore of a chain with small deltas: the snapshot overlaid with the deltas resolved on their own
-    seqs = reduce(lambda a, b: a.unionByName(b), [d.withColumn(SEQ, F.lit(i)) for i, d in enumerate(deltas, 1)])
-    overlaid = overlay(frames[0], seqs, "k").collect()
-    assert Counter(tuple(r) for r in overlaid) == Counter(_state(tables[-1]))
 
 
 def test_map_columns_are_refused_naming_the_step(spark: Any) -> None:

@@ -36,12 +36,7 @@ if TYPE_CHECKING:
     from falkirk.spark.pipeline.run.context import RunContext
     from falkirk.spark.pipeline.store.storage import Manifest
 
-__all__ = ["StateCheckpoints", "OVERLAY_SHARE"]
-
-#: A chain whose deltas hold at most this share of its snapshot's rows is restored by :func:`delta.overlay
-#: <falkirk.spark.pipeline.store.delta.overlay>` (the deltas' keys broadcast, only the deltas sorted); beyond, by
-#: :func:`delta.newest <falkirk.spark.pipeline.store.delta.newest>` over all the rows after the shuffle.
-OVERLAY_SHARE = 0.25
+__all__ = ["StateCheckpoints"]
 
 class StateCheckpoints:
     """Writes and reads the state checkpoints of step ``name`` (see the module docstring)."""
@@ -110,15 +105,9 @@ class StateCheckpoints:
         for item in items:
             self._check_layout(item)
         key = layout["key"]
-        within = None
         if len(items) == 1:
             rows = storage.read_frame(spark, m, verify=False).drop(keyed.SUBTASK)
-        elif sum(item.rows for item in items[1:]) <= OVERLAY_SHARE * items[0].rows:
-            # small deltas: the snapshot kept where no delta names the key (a broadcast anti-join), the deltas
-            # resolved per key on their own (tagged 1, 2, ...); one shuffle of the result, as a full restore
-            deltas = storage.read_tagged(spark, items[1:], delta.SEQ, verify=False)
-            rows = delta.overlay(storage.read_frame(spark, items[0], verify=False).drop(keyed.SUBTASK),
-                                 deltas.drop(keyed.SUBTASK).withColumn(delta.SEQ, deltas[delta.SEQ] + 1), key)
+            within = None
         else:  # the snapshot and its deltas in one scan (tagged 0, 1, 2, ...), resolved per key after the shuffle
             rows = storage.read_tagged(spark, items, delta.SEQ, verify=False)
             within = lambda d, by: delta.newest(d, key, [by])  # noqa: E731
@@ -129,7 +118,7 @@ class StateCheckpoints:
         if differ:  # reported as the newest layout that differs (a chain may span a change of partitions)
             self.rescaled = (differ[-1], new, keyed.plan_rescale(differ[-1], new, layout["max_parallelism"]))
         state = keyed.restore(rows, new, layout["max_parallelism"], within=within)
-        return state.drop(delta.SEQ, delta.DELETED)
+        return state if within is None else state.drop(delta.SEQ, delta.DELETED)
 
     def _check_layout(self, m: Manifest) -> None:
         layout: dict[str, Any] = m.extra["keyed"]

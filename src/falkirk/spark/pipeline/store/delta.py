@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
     from falkirk.spark.pipeline.store.storage import Manifest
 
-__all__ = ["DELETED", "SEQ", "check_columns", "diff", "apply", "newest", "overlay", "chain"]
+__all__ = ["DELETED", "SEQ", "check_columns", "diff", "apply", "newest", "chain"]
 
 #: column of a delta: ``True`` on a tombstone (the key has no rows any more)
 DELETED = "_deleted"
@@ -63,7 +63,6 @@ _ANY = "_falkirk_any"
 #: column tagging a restore's rows with their checkpoint: 0 the snapshot, 1, 2, ... its deltas in order
 SEQ = "_falkirk_seq"
 _LATEST = "_falkirk_latest"
-_NAMED = "_falkirk_named"
 
 
 def chain(m: Manifest) -> list[int]:
@@ -135,24 +134,6 @@ def apply(base: DataFrame, deltas: Sequence[DataFrame], key: str) -> DataFrame:
                   [d.select(*cols, DELETED, F.lit(i).alias(SEQ)) for i, d in enumerate(deltas, 1)],
                   base.select(*cols, F.lit(False).alias(DELETED), F.lit(0).alias(SEQ)))
     return newest(rows, key).select(*cols)
-
-
-def overlay(snapshot: DataFrame, deltas: DataFrame, key: str) -> DataFrame:
-    """The state a snapshot and its deltas restore, for a chain whose deltas are small beside the snapshot: the
-    snapshot's rows whose key no delta names (an anti-join with the deltas' keys, broadcast), and each named key's
-    rows of its latest delta (:func:`newest` of the deltas alone, tagged ``SEQ`` 1, 2, ...). Columns as
-    ``snapshot``'s.
-
-    Only the deltas are sorted and shuffled for the per-key resolution; each
-    snapshot row costs one hash probe (null keys compare equal, as in
-    :func:`newest`).
-    """
-    from pyspark.sql import functions as F
-
-    cols = snapshot.columns
-    named = F.broadcast(deltas.select(F.col(key).alias(_NAMED)).distinct())
-    kept = snapshot.join(named, snapshot[key].eqNullSafe(named[_NAMED]), "left_anti")
-    return kept.unionByName(newest(deltas, key).select(*cols))
 
 
 def newest(rows: DataFrame, key: str, by: Sequence[str] = ()) -> DataFrame:
