@@ -1388,7 +1388,7 @@ def measure_w1(configs: list[str], size: dict[str, int], work: Path, warmup: int
         res["system"] = "streaming" if name.startswith("streaming") else "falkirk"
         res["peak_rss"] = None
         out[name] = res
-    report_advice(out, "journal_recovery_cpu_s")  # the restart's session start is not the model's
+    report_advice(out, "journal_redo_cpu_s")  # the restart's session start and catch-up are not the model's
     return out
 
 

@@ -77,10 +77,10 @@ same ``cc`` algorithm (its *peer*): the union–find configurations with
   regimes: steady cost per epoch, and the recovery of every node failing
   after epoch ``crash - 1``) are in the JSON under ``advice``, beside what
   the journal measured (``journal_steady_cpu_s``: the failure-free run's
-  median sum of step executions per epoch; ``journal_recovery_cpu_s``: the
-  restart's ``Recovery.cpu_seconds``, from after the session start until
-  every step was back where it had been — the model leaves out the session
-  start and the catch-up). The profile's time is in no figure.
+  median sum of step executions per epoch; ``journal_redo_cpu_s``: the CPU
+  of the restart's redone step executions, restores included — the model
+  leaves out the session start, the metadata rebuild, the validation and the
+  catch-up). The profile's time is in no figure.
 
 ``--cc propagation`` runs ``falkirk``, ``falkirk-tuned``, ``falkirk-eager`` and
 ``falkirk-off`` with label propagation instead (their peer is then
@@ -751,7 +751,9 @@ def phase_restart(spec: dict[str, Any]) -> None:
             mine = costs(journal, rec, inputs=set(pipe.inputs),
                          stateful=[n for n in pipe.steps if not pipe.stateless(n)])[0]
             out.update(records_recomputed=mine.recomputed, source_rows=mine.source_rows, log_rows=mine.log_rows,
-                       falkirk_recovery_s=rec.seconds, journal_recovery_cpu_s=rec.cpu_seconds,
+                       falkirk_recovery_s=rec.seconds,
+                       journal_redo_cpu_s=sum(x.cpu or 0.0 for x in journal.executions
+                                              if x.recovery == rec.index and x.redo),
                        actions=dict(rec.plan.actions), phases=rec.phases(),
                        redone=[(x.step, x.epoch, x.rows) for x in journal.executions
                                if x.recovery == rec.index and x.redo],

@@ -87,7 +87,11 @@ def _outcome(kind: str, fn: Any) -> Any:
        key=st.sampled_from([None, None, "user", "user", "nope"]))
 def test_declare_and_append_malformed_inputs(schema: str, records: list[Any], partitions: Any, key: Any) -> None:
     """Schemas, keys, partition counts and records: a falkirk error, or records that read back as appended."""
-    root = tempfile.mkdtemp(prefix="falkirk-fuzz-")
+    with tempfile.TemporaryDirectory(prefix="falkirk-fuzz-") as root:
+        _declare_and_append(root, schema, records, partitions, key)
+
+
+def _declare_and_append(root: str, schema: str, records: list[Any], partitions: Any, key: Any) -> None:
     log = _outcome("declare", lambda: InputLog(root, "clicks", schema, partitions=partitions, key=key, fsync=False))
     if log is None:
         return
@@ -172,7 +176,11 @@ def _no_cloud() -> Iterator[None]:
                       st.text(alphabet="abc-_. é", max_size=8)))
 def test_roots(root: str) -> None:
     """Any root string: a usable Root or a StorageError naming the root — never a local folder named after a URI."""
-    where = root if "://" in root else f"{tempfile.mkdtemp(prefix='falkirk-fuzz-')}/{root}"
+    with tempfile.TemporaryDirectory(prefix="falkirk-fuzz-") as scratch:
+        _root(root, root if "://" in root else f"{scratch}/{root}")
+
+
+def _root(root: str, where: str) -> None:
     fs = _outcome("root", lambda: Root(where, fsync=False))
     if fs is not None and "://" in root:
         assert fs.uri.split("://")[0].lower() in {"file", "memory", "hdfs", "s3a", "gs"}
