@@ -275,6 +275,7 @@ from spark_vs_streaming import (  # noqa: E402  (this directory: the shared mach
     STREAMING_CONF,
     Clock,
     Written,
+    advice_doc,
     as_markdown,
     as_text,
     fill_input_logs,
@@ -869,8 +870,6 @@ def recomputed(size: dict[str, int], epochs: Any, mode: str, *, heavy: bool) -> 
 def phase_w4_advise(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
     """``falkirk-advised``'s first driver: the shipped W4 regimes profiled on a scratch root, then advised (each
     step failing alone at ``ADVISE_RATE``); the advice's figures, its regimes described."""
-    from falkirk.spark.pipeline.plan.advisor import Model
-
     size, base = spec["size"], Path(spec["base"])
     epochs, c = size["epochs"], size["fail"]
     t0 = time.perf_counter()
@@ -878,16 +877,8 @@ def phase_w4_advise(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
     fill_input_logs(pipe, epochs)
     costs = pipe.profile(epochs=epochs)
     advice = pipe.advise(ADVISE_RATE, costs=costs, objective=costs.unit)
-    current = {n: s.regime for n, s in pipe.steps.items()}
-    advised = {**current, **advice.regimes()}
-    ev = Model(pipe, costs, [("sink",)], moments=[c]).evaluate([current, advised], exact=True)
+    doc = advice_doc(pipe, costs, advice, ("sink",), c, t0)
     shutil.rmtree(base / "profile", ignore_errors=True)
-    doc = {"regimes": {n: r.describe() for n, r in advice.regimes().items()}, "unit": costs.unit,
-           "failure_rate": ADVISE_RATE, "profile_s": time.perf_counter() - t0,
-           "table": advice.table(), "costs": costs.to_json(),
-           "predicted": {which: {"steady_cpu_s": float(totals.steady), "recovery_cpu_s": float(ev.recovery[i, 0])}
-                         for i, (which, totals) in enumerate((("current", advice.current),
-                                                               ("advised", advice.advised)))}}
     return doc
 
 

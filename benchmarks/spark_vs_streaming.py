@@ -462,27 +462,34 @@ def falkirk_pipeline(config: str, root: Path, spark: Any, size: dict[str, int], 
     return pipe
 
 
+def advice_doc(pipe: Any, costs: Any, advice: Any, failed: tuple[str, ...], moment: int, t0: float) -> dict[str, Any]:
+    """What a benchmark keeps of ``advice`` (priced from ``costs``; profiling began at ``t0``): the advised regimes
+    described, the table, the costs, and the model's predictions for the current and the advised regimes — steady
+    cost per epoch, and the recovery of ``failed`` failing after epoch ``moment``."""
+    from falkirk.spark.pipeline.plan.advisor import Model
+
+    current = {n: st.regime for n, st in pipe.steps.items()}
+    advised = {**current, **advice.regimes()}
+    ev = Model(pipe, costs, [failed], moments=[moment]).evaluate([current, advised], exact=True)
+    return {"regimes": {n: r.describe() for n, r in advice.regimes().items()}, "unit": costs.unit,
+            "failure_rate": advice.failure_rate, "failures": list(advice.failures), "failed": list(failed),
+            "moment": moment, "profile_s": time.perf_counter() - t0, "table": advice.table(), "costs": costs.to_json(),
+            "predicted": {which: {"steady_cpu_s": float(totals.steady), "recovery_cpu_s": float(ev.recovery[i, 0])}
+                          for i, (which, totals) in enumerate((("current", advice.current),
+                                                                ("advised", advice.advised)))}}
+
+
 def advise_flagship(spec: dict[str, Any], spark: Any, base: Path) -> dict[str, Any]:
     """``falkirk-advised``: the shipped regimes profiled on a scratch root, then advised for a driver failure; the
     advice, the model's predictions and the regimes (kept in ``base/advice.json`` for the measured drivers)."""
-    from falkirk.spark.pipeline.plan.advisor import Model
-
     t0 = time.perf_counter()
     epochs, c = spec["epochs"], spec["crash"]
     pipe = falkirk_pipeline("falkirk", base / "profile", spark, spec["size"], spec.get("cc", "unionfind"))
     fill_input_logs(pipe, epochs)
     costs = pipe.profile(epochs=epochs, fail=f"cc@{max(0, epochs // 2 - 1)}:after")
     advice = pipe.advise(ADVISE_RATE, failures="driver", costs=costs, objective=costs.unit)
-    current = {n: st.regime for n, st in pipe.steps.items()}
-    advised = {**current, **advice.regimes()}
-    ev = Model(pipe, costs, [("all",)], moments=[max(0, c - 1)]).evaluate([current, advised], exact=True)
+    doc = advice_doc(pipe, costs, advice, ("all",), max(0, c - 1), t0)
     shutil.rmtree(base / "profile", ignore_errors=True)
-    doc = {"regimes": {n: r.describe() for n, r in advice.regimes().items()}, "unit": costs.unit,
-           "failure_rate": ADVISE_RATE, "failures": "driver", "profile_s": time.perf_counter() - t0,
-           "table": advice.table(), "costs": costs.to_json(),
-           "predicted": {which: {"steady_cpu_s": float(totals.steady), "recovery_cpu_s": float(ev.recovery[i, 0])}
-                         for i, (which, totals) in enumerate((("current", advice.current),
-                                                               ("advised", advice.advised)))}}
     base.mkdir(parents=True, exist_ok=True)
     (base / "advice.json").write_text(json.dumps(doc))
     return doc
