@@ -225,7 +225,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from falkirk.spark.pipeline.run.cpu import tree_cpu as process_tree_cpu
+from falkirk.spark.pipeline.run.cpu import TreeMeter
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CONFIGS = ("streaming", "streaming-spark-cc", "falkirk", "falkirk-tuned", "falkirk-propagation", "falkirk-eager",
@@ -248,13 +248,18 @@ INPUT_SCHEMA = ("epoch BIGINT, kind STRING, user BIGINT, category STRING, amount
 
 
 # -- measuring -----------------------------------------------------------------------------------
+_METERS: dict[int, TreeMeter] = {}
+
+
 def tree_cpu(root: int) -> float:
     """CPU seconds (user + system, including reaped children) of process ``root`` and its descendants.
 
-    :func:`falkirk.spark.pipeline.run.cpu.tree_cpu`, which the journal uses
-    per step execution; here it must work (a Linux ``/proc``).
+    One :class:`falkirk.spark.pipeline.run.cpu.TreeMeter` per ``root``, the
+    meter the journal uses per step execution (monotone: a worker that
+    leaves the tree unreaped keeps its CPU counted); here it must work (a
+    Linux ``/proc``).
     """
-    cpu = process_tree_cpu(root)
+    cpu = _METERS.setdefault(root, TreeMeter(root))()
     if cpu is None:
         raise RuntimeError("this benchmark reads CPU time from Linux's /proc (task/*/children), which is not here")
     return cpu

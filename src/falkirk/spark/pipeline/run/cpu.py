@@ -16,8 +16,22 @@ without ``children`` files); the journal then records wall time only. On a
 cluster or through Spark Connect the executors are not in the tree, and
 :func:`meter` returns ``None``: the work would not be seen.
 
+A single reading can go *down*: a child that left the tree without its
+CPU reaching a parent's ``cutime`` (an orphan re-parented to ``init``, a
+child reaped by ``SIGCHLD=SIG_IGN``, a zombie still unreaped) takes its
+CPU with it. CI once measured an epoch at -0.35 CPU-s that way.
+:class:`TreeMeter` is the stateful reading every measurement uses: it
+remembers what each process (pid and start time) showed, and when one
+leaves the tree it checks that its nearest remaining ancestor's
+``cutime`` grew by at least as much; any shortfall is kept. Its readings
+never decrease.
+
 >>> t = tree_cpu()
 >>> t is None or t >= 0
+True
+>>> m = TreeMeter()
+>>> a = m(); b = m()
+>>> a is None or b >= a
 True
 """
 
@@ -30,7 +44,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["meter", "tree_cpu"]
+__all__ = ["TreeMeter", "meter", "tree_cpu"]
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -68,8 +82,77 @@ def tree_cpu(pid: int | None = None) -> float | None:
     return ticks / _TICK
 
 
+#: One process as :class:`TreeMeter` saw it: (parent's key, own ticks, reaped children's ticks).
+_Seen = tuple[tuple[int, int] | None, int, int]
+
+
+def _walk(root: int) -> dict[tuple[int, int], _Seen]:
+    """Every process under ``root``, keyed by (pid, start time) so that a reused pid is another process."""
+    out: dict[tuple[int, int], _Seen] = {}
+    todo: list[tuple[int, tuple[int, int] | None]] = [(root, None)]
+    seen: set[int] = set()
+    while todo:
+        p, parent = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            with open(f"/proc/{p}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            key = (p, int(fields[19]))
+            out[key] = (parent, int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]))
+            todo.extend((c, key) for c in _children(p))
+        except (FileNotFoundError, ProcessLookupError):
+            if p == root:
+                raise
+            continue  # gone between the parent's children list and its own stat
+    return out
+
+
+class TreeMeter:
+    """:func:`tree_cpu` of ``pid``'s tree, made monotone: CPU that leaves the tree unreaped is kept.
+
+    A process gone since the last reading should have reached its nearest
+    ancestor still in the tree through ``cutime``; where that ancestor's
+    ``cutime`` grew by less than the gone processes last showed, the
+    difference is added to every later reading. (CPU a process spent
+    after the last reading and took away unreaped is still missed.)
+    Calls are serialised; ``None`` where ``/proc`` does not give the tree.
+    """
+
+    def __init__(self, pid: int | None = None) -> None:
+        import threading
+
+        self.pid = os.getpid() if pid is None else pid
+        self.last: dict[tuple[int, int], _Seen] = {}
+        self.kept = 0
+        self.lock = threading.Lock()
+
+    def __call__(self) -> float | None:
+        with self.lock:
+            try:
+                now = _walk(self.pid)
+            except (OSError, ValueError, IndexError):
+                return None
+            expected: dict[tuple[int, int], int] = {}
+            for key, (parent, own, kids) in self.last.items():
+                if key in now:
+                    continue
+                while parent is not None and parent not in now:
+                    parent = self.last[parent][0] if parent in self.last else None
+                if parent is None:  # the root itself changed: nothing to check against
+                    self.kept += own + kids
+                else:
+                    expected[parent] = expected.get(parent, 0) + own + kids
+            for key, gone in expected.items():
+                grew = now[key][2] - self.last[key][2] if key in self.last else 0
+                self.kept += max(0, gone - grew)
+            self.last = now
+            return (sum(own + kids for _, own, kids in now.values()) + self.kept) / _TICK
+
+
 def meter(spark: SparkSession) -> Callable[[], float | None] | None:
-    """:func:`tree_cpu` for ``spark`` when its executors run in this driver's process tree, else ``None``.
+    """A :class:`TreeMeter` for ``spark`` when its executors run in this driver's process tree, else ``None``.
 
     That is a classic session on a ``local`` master; a Connect session's
     server, and a cluster's executors, are other machines' or other
@@ -80,4 +163,4 @@ def meter(spark: SparkSession) -> Callable[[], float | None] | None:
 
     if is_connect(spark) or not is_local_master(spark) or tree_cpu() is None:
         return None
-    return tree_cpu
+    return TreeMeter()

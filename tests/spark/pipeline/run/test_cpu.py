@@ -1,0 +1,49 @@
+"""The process-tree CPU meter: an orphaned child takes its CPU out of a plain reading, never out of a TreeMeter's."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from falkirk.spark.pipeline.run.cpu import TreeMeter, tree_cpu
+
+#: A child that starts a grandchild burning about 0.6 CPU-s, says the grandchild's pid, and exits on a line of stdin
+#: without waiting for it: the grandchild is re-parented out of the tree, its CPU never reaped into the tree.
+CHILD = textwrap.dedent("""
+    import subprocess, sys
+    burn = "import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.6: pass\\nprint('hot', flush=True)\\ntime.sleep(60)"
+    g = subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE, text=True)
+    assert g.stdout.readline().strip() == "hot"
+    print(g.pid, flush=True)
+    sys.stdin.readline()
+""")
+
+
+@pytest.mark.skipif(tree_cpu() is None, reason="no Linux /proc/PID/task/TID/children here: CPU is not metered")
+def test_an_orphaned_childs_cpu_stays_counted() -> None:
+    meter = TreeMeter()
+    child = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdin is not None
+    grandchild = int(child.stdout.readline())
+    try:
+        plain_before, metered_before = tree_cpu(), meter()
+        assert plain_before is not None and metered_before is not None
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        child.wait(30)  # the child is reaped (its CPU reaches ours); the grandchild is orphaned, still running
+        assert os.getppid() != grandchild and os.path.exists(f"/proc/{grandchild}")
+        plain_after, metered_after = tree_cpu(), meter()
+        assert plain_after is not None and metered_after is not None
+        # the plain reading lost the grandchild's ~0.6 s; the meter kept it
+        assert plain_after < plain_before - 0.3
+        assert metered_after >= metered_before
+        assert meter.kept / os.sysconf("SC_CLK_TCK") >= 0.5
+        assert meter() >= metered_after  # and stays monotone on later readings
+    finally:
+        os.kill(grandchild, signal.SIGKILL)
+        child.kill()
