@@ -63,7 +63,7 @@ def measure(pipe: Any, costs: Any, regimes: dict[str, Any], advice: Any, which: 
 
     result = pipe.run(epochs, fail=f"{fail}@{at}:after")
     recovery = [r for r in result.journal.recoveries if not r.restart][0]
-    model = Model(pipe, costs, [(fail,)], moments=[at])
+    model = Model(pipe, costs, [(fail,)], moments=[(at, None)])  # STEP@at:after: between epochs at and at + 1
     ev = model.evaluate([regimes], exact=True)
     redone = {n: sum(spent(x, costs.unit) for x in result.journal.executions
                      if x.step == n and x.redo and x.recovery == recovery.index) for n in model.graph.names}

@@ -467,10 +467,12 @@ def falkirk_pipeline(config: str, root: Path, spark: Any, size: dict[str, int], 
     return pipe
 
 
-def advice_doc(pipe: Any, costs: Any, advice: Any, failed: tuple[str, ...], moment: int, t0: float) -> dict[str, Any]:
+def advice_doc(pipe: Any, costs: Any, advice: Any, failed: tuple[str, ...], moment: int | tuple[int, str],
+               t0: float) -> dict[str, Any]:
     """What a benchmark keeps of ``advice`` (priced from ``costs``; profiling began at ``t0``): the advised regimes
     described, the table, the costs, and the model's predictions for the current and the advised regimes — steady
-    cost per epoch, and the recovery of ``failed`` failing after epoch ``moment``."""
+    cost per epoch, and the recovery of ``failed`` failing at ``moment`` (the model's: ``e`` or ``(e, step)``, the
+    failure striking while ``step`` runs epoch ``e + 1``)."""
     from falkirk.spark.pipeline.plan.advisor import Model
 
     current = {n: st.regime for n, st in pipe.steps.items()}
@@ -493,7 +495,7 @@ def advise_flagship(spec: dict[str, Any], spark: Any, base: Path) -> dict[str, A
     fill_input_logs(pipe, epochs)
     costs = pipe.profile(epochs=epochs, fail=f"cc@{max(0, epochs // 2 - 1)}:after")
     advice = pipe.advise(ADVISE_RATE, failures="driver", costs=costs, objective=costs.unit)
-    doc = advice_doc(pipe, costs, advice, ("all",), max(0, c - 1), t0)
+    doc = advice_doc(pipe, costs, advice, ("all",), (c - 1, "cc"), t0)  # the driver is killed in cc at epoch c
     shutil.rmtree(base / "profile", ignore_errors=True)
     base.mkdir(parents=True, exist_ok=True)
     (base / "advice.json").write_text(json.dumps(doc))
@@ -515,6 +517,22 @@ def journal_steady(result: Any, until: int) -> float:
         if not x.redo and 0 < x.epoch < until:
             per[x.epoch] = per.get(x.epoch, 0.0) + float(x.cpu if x.cpu is not None else x.seconds)
     return statistics.median(per.values()) if per else 0.0
+
+
+def failure_cpu(journal: Any, rec: Any, crash: int) -> float:
+    """What a driver failure cost the restart, from its journal: the CPU of the redone step executions, plus what
+    its first executions up to the crashed epoch cost beyond the same steps' steady executions before the crash
+    (median of epochs 1..crash-1, recorded by the killed driver) — the cold start of a new driver, wherever it
+    falls. The model's counterpart is its redo, restores and replays plus ``Costs.restart``."""
+    redo = sum(x.cpu or 0.0 for x in journal.executions if x.recovery == rec.index and x.redo)
+    cold = 0.0
+    for x in journal.executions:
+        if x.redo or x.epoch > crash or x.cpu is None:
+            continue
+        before = [c for c in (journal.cpu(x.step, e) for e in range(1, crash)) if c is not None]
+        if before:
+            cold += x.cpu - statistics.median(before)
+    return redo + cold
 
 
 def fill_input_logs(pipe: Any, epochs: int) -> None:
@@ -766,6 +784,7 @@ def phase_restart(spec: dict[str, Any]) -> None:
                        falkirk_recovery_s=rec.seconds,
                        journal_redo_cpu_s=sum(x.cpu or 0.0 for x in journal.executions
                                               if x.recovery == rec.index and x.redo),
+                       journal_failure_cpu_s=failure_cpu(journal, rec, c),
                        actions=dict(rec.plan.actions), phases=rec.phases(),
                        redone=[(x.step, x.epoch, x.rows) for x in journal.executions
                                if x.recovery == rec.index and x.redo],

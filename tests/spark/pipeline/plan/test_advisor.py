@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from attrs import evolve
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -77,14 +78,17 @@ def test_an_unlogged_step_dragging_three_consumers_back_is_logged() -> None:
 
 
 def test_a_chain_with_one_expensive_step_gets_youngs_spacing_by_hand() -> None:
-    """Only x's own failure loses work: x restores its last checkpoint and redoes (k-1)/2 epochs on average (of
-    itself, of p, which is not logged, and the input's cuts read again), so its total per epoch is
-    C/k + λ/3·((k-1)/2·8.15 + 0.4); the advice picks the spacing minimising that, and the whole product agrees."""
+    """Each step fails while it runs epoch e+1, the steps before it having done e+1. p's failure loses nothing. x's
+    restores its last checkpoint (0.4) and redoes (k-1)/2 epochs on average of itself, of p (not logged) and of the
+    input's cuts read again (8.15 an epoch), and p's e+1 (0.15). out's drags x back to resend e+1, which x did not
+    log: x restores and redoes (k-1)/2 + 1 epochs. So the total per epoch is
+    C/k + λ/3·((k-1)·8.15 + 8.15 + 0.95); the advice picks the spacing minimising that, and the whole product
+    agrees."""
     pipe, costs = _chain()
     rate = 0.02
 
     def by_hand(k: int) -> float:
-        return 0.5 / k + rate / 3 * ((k - 1) / 2 * 8.15 + 0.4)
+        return 0.5 / k + rate / 3 * ((k - 1) * 8.15 + 8.15 + 0.95)
 
     best = min((1, 2, 3, 4, 5, 6, 10, 12), key=by_hand)
     advice = advise(pipe, costs, rate)
@@ -93,6 +97,25 @@ def test_a_chain_with_one_expensive_step_gets_youngs_spacing_by_hand() -> None:
     steady = 0.05 + 0.1 + 8.0 + 0.5 / best
     assert advice.advised.total == pytest.approx(steady + by_hand(best) - 0.5 / best, rel=1e-9)
     assert advice.advised.total == pytest.approx(_brute_force(pipe, costs, rate), rel=1e-9)
+
+
+def test_a_driver_failure_strikes_while_any_step_runs_and_pays_the_cold_start() -> None:
+    """Every node fails at a moment uniform in time: while src (0.05 of an epoch's 8.15 compute), p (0.1) or x
+    (8.0) runs epoch e+1. Before x's turn x only restores its checkpoint of e (0.4); during x's, p has done e+1,
+    which it did not log, so p redoes it (0.1) and reads src's cut again (0.05). ``Costs.restart`` is added once."""
+    pipe, costs = _chain()
+    current = regimes_of(pipe)
+    by_hand = (0.05 * 0.4 + 0.1 * 0.4 + 8.0 * (0.4 + 0.1 + 0.05)) / 8.15
+    model = Model(pipe, costs, failure_kinds(pipe, "driver"), period=1)
+    assert [w for _, w in model.strikes[0]] == pytest.approx([0.05 / 8.15, 0.1 / 8.15, 8.0 / 8.15])
+    assert model.evaluate([current]).recovery[0, 0] == pytest.approx(by_hand)
+    assert model.evaluate([current], exact=True).recovery[0, 0] == pytest.approx(by_hand)
+    cold = Model(pipe, evolve(costs, restart=2.5), failure_kinds(pipe, "driver"), period=1)
+    assert cold.evaluate([current]).recovery[0, 0] == pytest.approx(by_hand + 2.5)
+    # between epochs, (e, None): nothing of e+1 done, only the restore; x's own failure in e+1 pays no cold start
+    assert Model(pipe, costs, [("all",)], moments=[(4, None)]).evaluate([current]).recovery[0, 0] == pytest.approx(0.4)
+    assert Model(pipe, evolve(costs, restart=2.5), [("x",)], moments=[4]).evaluate([current]).recovery[0, 0] == \
+        pytest.approx(0.4 + 0.1 + 0.05)
 
 
 def test_a_drag_chain_matches_the_whole_product() -> None:
@@ -133,19 +156,21 @@ def _random_pipe(rng: random.Random, n: int) -> Pipeline:
 def test_the_closure_agrees_with_the_planner() -> None:
     """The vectorised closure redoes what the planner's own plans redo, for random pipelines and failures."""
     rng = random.Random(33)
-    for _ in range(150):
+    for _ in range(600):
         pipe = _random_pipe(rng, rng.randint(1, 6))
         g = Graph.of(pipe)
         at, everyone = rng.randint(0, 7), rng.random() < 0.2
         failed = ["all"] if everyone else rng.sample(list(pipe.steps), min(len(pipe.steps), rng.choice((1, 1, 2))))
-        done = {n: at for n in g.names}
+        running = rng.randint(0, len(g.names) - 1)  # the failure strikes while it runs at + 1: those before did it
+        done = {n: at + 1 if i < running else at for i, n in enumerate(g.names)}
         logs = np.array([[pipe.logs(n)] for n in g.names])
         every = np.array([[0 if pipe.stateless(n) else getattr(pipe.steps[n].regime, "every", 1)] for n in g.names])
         lost = np.array([[everyone or n in failed] for n in g.names])
-        fast = frontiers(g, logs, every, lost, np.full((len(g.names), 1), at))
+        fast = frontiers(g, logs, every, lost, np.array([[done[n]] for n in g.names]))
         ref = reference_frontiers(pipe, failed, done)
-        redo = {n: max(0, at - min(int(fast[i, 0, 0]), at)) for i, n in enumerate(g.names)}
-        assert redo == {n: max(0, at - min(ref[n], at)) for n in g.names}, (pipe.describe()["steps"], failed, at)
+        redo = {n: max(0, done[n] - min(int(fast[i, 0, 0]), done[n])) for i, n in enumerate(g.names)}
+        assert redo == {n: max(0, done[n] - min(ref[n], done[n])) for n in g.names}, (
+            pipe.describe()["steps"], failed, done)
 
 
 def test_exact_and_closure_pricing_agree() -> None:

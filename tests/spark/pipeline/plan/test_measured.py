@@ -50,6 +50,22 @@ def test_a_recovery_measures_how_fast_an_epoch_runs_again(tmp_path: Path) -> Non
     assert costs["y"].recompute == pytest.approx(costs["y"].compute * 0.5)
 
 
+def test_the_first_epochs_excess_is_a_restarts_cold_start(tmp_path: Path) -> None:
+    """A new driver's first epoch costs more than a steady one: ``Costs.restart`` is what its executions cost
+    beyond the same steps' steady epochs (a Lazy step's compared with its epochs alike: here without a
+    checkpoint), and it survives ``to_json``."""
+    pipe = _measured_root(tmp_path / "root")
+    assert from_journal(pipe).restart == 0.0  # epoch 0 like the others: no cold start
+    for step, seconds in (("p", 1.2), ("x", 2.5), ("y", 1.0)):
+        doc = {"step": step, "epoch": 0, "rows": 100, "seconds": seconds, "redo": False, "recovery": None,
+               "jobs": 1, "first_seconds": seconds}
+        pipe.location.replace(f"journal/{step}/{0:08d}.json", json.dumps(doc).encode())
+    costs = from_journal(pipe)
+    assert costs.restart == pytest.approx(1.0 + 0.5)
+    assert costs["p"].compute == pytest.approx(0.2)  # the cold epoch is still out of the steady figures
+    assert Costs.from_json(costs.to_json()).restart == pytest.approx(1.5)
+
+
 def test_costs_from_the_journal(tmp_path: Path) -> None:
     """A Lazy step's checkpoint cost is its epochs with a checkpoint minus those without; an Eager step's write is
     estimated from that and taken off its median (marked estimated)."""

@@ -12,11 +12,15 @@ The cost model (``docs/advisor.md``), per epoch and in the unit of the
   would redo (``(done - frontier) × recompute`` per node), restore
   (``state_read`` per restored stateful step) and replay (``log_read`` of the
   sender per logged epoch a rolled-back receiver reads again), averaged over
-  the moments of the failure: the failed steps (one step, a group, or every
-  node for a driver failure) fail after epoch ``e`` — the epoch boundary
-  :meth:`Pipeline.plan_failure <falkirk.spark.Pipeline.plan_failure>` plans
-  at — for ``e`` over a :data:`PERIOD`-long cycle of every checkpoint
-  spacing, so each phase counts once;
+  the moments of the failure. A failure strikes while a step runs epoch
+  ``e + 1`` (steps run epoch by epoch in the pipeline's order, so the steps
+  before it have completed ``e + 1``, it and the later ones ``e``): a step's
+  own failure while it runs; a driver's (every node fails) or a group's at a
+  moment uniform in time, so each step is the running one with its share of
+  the epoch's compute. ``e`` goes over a :data:`PERIOD`-long cycle of every
+  checkpoint spacing, so each phase counts once. A driver failure also pays
+  ``Costs.restart``, a new driver's cold start; the running step's
+  unfinished work is lost under every assignment alike and not priced;
 * **total** = steady + ``failure_rate`` × the mean recovery over the failure
   kinds (``failure_rate``: failures per epoch).
 
@@ -128,24 +132,32 @@ class Model:
     """A pipeline, its costs and failure kinds, priced for many assignments at once (see the module docstring)."""
 
     def __init__(self, pipeline: Definition, costs: Costs, kinds: Sequence[tuple[str, ...]], *,
-                 period: int = PERIOD, max_columns: int | None = None, moments: Sequence[int] | None = None) -> None:
+                 period: int = PERIOD, max_columns: int | None = None,
+                 moments: Sequence[int | tuple[int, str | None]] | None = None) -> None:
         self.pipeline = pipeline
         self.graph = Graph.of(pipeline)
         self.kinds = list(kinds)
         self.costs = costs.complete(self.graph.names)
         self.period = period
-        #: the moments (epochs after the warm-up) each failure kind is tried at: the whole cycle, or with
-        #: ``max_columns`` an evenly spread sample of it (:attr:`sampled`)
-        self.phases = list(range(period))
-        if max_columns is not None and len(self.kinds) * period > max_columns:
-            count = max(2, max_columns // len(self.kinds))
-            self.phases = sorted({round(i * period / count) for i in range(count)})
-        self.sampled = len(self.phases) < period
-        #: the epochs after which each kind fails (``moments``: those; else a warm-up cycle, then the phases)
-        self.moments = list(moments) if moments is not None else [period + p for p in self.phases]
         names = self.graph.names
         c = self.costs
         self.compute = np.array([c[n].compute for n in names])
+        #: a driver failure's fixed cost: a new driver's first epoch beyond a steady one (:attr:`Costs.restart`)
+        self.restart = float(c.restart)
+        #: per kind, the steps a failure of it can strike during, with their weights (:meth:`running`)
+        self.strikes = [self.running(k) for k in self.kinds]
+        #: the moments (epochs after the warm-up) each failure kind is tried at: the whole cycle, or with
+        #: ``max_columns`` an evenly spread sample of it (:attr:`sampled`)
+        self.phases = list(range(period))
+        width = sum(len(s) for s in self.strikes)
+        if max_columns is not None and width * period > max_columns:
+            count = max(2, max_columns // width)
+            self.phases = sorted({round(i * period / count) for i in range(count)})
+        self.sampled = len(self.phases) < period
+        #: the epochs after which each kind fails (``moments``: those; else a warm-up cycle, then the phases);
+        #: a moment ``(e, step)`` names the step running epoch ``e + 1`` when it strikes, ``(e, None)`` a
+        #: failure between epochs ``e`` and ``e + 1`` (what ``STEP@e:after`` injects)
+        self.moments = list(moments) if moments is not None else [period + p for p in self.phases]
         self.recompute = np.array([c[n].recompute if c[n].recompute is not None else c[n].compute for n in names])
         self.log_write = np.array([c[n].log_write or 0.0 for n in names])
         self.log_bytes = np.array([c[n].log_bytes or 0.0 for n in names])
@@ -162,20 +174,46 @@ class Model:
                 self.state_write[i] = self.state_bytes[i] = self.state_read[i] = 0.0
         self._columns()
 
+    def running(self, kind: tuple[str, ...]) -> list[tuple[int, float]]:
+        """``(index, weight)`` of the steps a failure of ``kind`` can strike while they run epoch ``e + 1``.
+
+        Steps run epoch by epoch in :attr:`graph` order, so the steps before the running one have done ``e + 1``.
+        A step's own failure strikes while it runs; a driver's, or a group's, at a moment uniform in time: each
+        step is the running one with its share of the epoch's compute (equal shares where nothing is measured).
+        """
+        order = {name: i for i, name in enumerate(self.graph.names)}
+        if len(kind) == 1 and kind[0] != "all":
+            return [(order[kind[0]], 1.0)]
+        total = float(self.compute.sum())
+        n = len(self.graph.names)
+        if total <= 0:
+            return [(i, 1.0 / n) for i in range(n)]
+        return [(i, float(w) / total) for i, w in enumerate(self.compute) if w > 0]
+
     def _columns(self) -> None:
-        """``failed``/``done`` (N, M) for every (kind, moment), and each column's kind."""
+        """``failed``/``done`` (N, M) for every (kind, moment, running step), each column's kind and weight."""
         n = len(self.graph.names)
         order = {name: i for i, name in enumerate(self.graph.names)}
-        failed, done, kind = [], [], []
+        failed, done, kind, weight = [], [], [], []
         for k, names in enumerate(self.kinds):
+            lost = np.ones(n, bool) if names == ("all",) else np.isin(np.arange(n), [order[s] for s in names])
             for at in self.moments:
-                lost = np.ones(n, bool) if names == ("all",) else np.isin(np.arange(n), [order[s] for s in names])
-                failed.append(lost)
-                done.append(np.full(n, at))
-                kind.append(k)
+                if isinstance(at, tuple):  # (e, step): while step runs e + 1; (e, None): between e and e + 1
+                    at, step = at
+                    if step is not None and step not in order:
+                        raise PipelineError(f"advise: moment ({at}, {step!r}) names no step of this pipeline")
+                    strikes = [(0 if step is None else order[step], 1.0)]
+                else:
+                    strikes = self.strikes[k]
+                for j, w in strikes:
+                    failed.append(lost)
+                    done.append(np.where(np.arange(n) < j, at + 1, at))
+                    kind.append(k)
+                    weight.append(w / len(self.moments))
         self.failed = np.array(failed).T
         self.done = np.array(done).T
         self.kind_of = np.array(kind)
+        self.weight = np.array(weight)
 
     # -- assignments ------------------------------------------------------------------------
     def arrays(self, assignments: Sequence[Mapping[str, Regime]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -241,7 +279,9 @@ class Model:
             replay[q] += epochs * self.log_read[p]
         node = redo + restore + replay  # (N, A, M)
         K = len(self.kinds)
-        per_kind = np.stack([node[:, :, self.kind_of == k].mean(axis=2) for k in range(K)], axis=2)
+        per_kind = np.stack([np.average(node[:, :, self.kind_of == k], axis=2, weights=self.weight[self.kind_of == k])
+                             for k in range(K)], axis=2)
+        restart = np.array([self.restart if names == ("all",) else 0.0 for names in self.kinds])
         steady_node = self.compute[:, None] + np.where(logs, self.log_write[:, None], 0.0)
         ev = np.maximum(every, 1)
         ckpt = np.where(incr, np.nan_to_num(self.delta_write)[:, None] + self.state_write[:, None] / snap,
@@ -254,7 +294,7 @@ class Model:
             if n in self.pipeline.inputs:
                 steady_node[i] = self.compute[i]
                 bytes_node[i] = 0.0
-        return Evaluation(steady_node.sum(axis=0), bytes_node.sum(axis=0), per_kind.sum(axis=0), per_kind,
+        return Evaluation(steady_node.sum(axis=0), bytes_node.sum(axis=0), per_kind.sum(axis=0) + restart, per_kind,
                           steady_node, bytes_node)
 
     # -- choices ------------------------------------------------------------------------------

@@ -113,20 +113,35 @@ def frontiers(
     moved = True
     while moved:
         moved = False
-        for q in order:  # C3: what q delivered, p must not send again differently
-            for p in graph.preds[q]:
-                fq = f[q]
-                viol = np.where(fq == TOP, queued[(p, q)], fq) > f[p]
+        low: list[np.ndarray] = []  # C4's n(q) = f(q) ∧ every n(p) upstream
+        for q in order:
+            preds, lazy = graph.preds[q], graph.stateless[q]
+            for p in preds:  # C3: what q delivered, p must not send again differently
+                fq = f[q]  # live, a stateless step has no metadata: its M(⊤) is ⊤, a stateful one's what it queued
+                viol = (fq if lazy else np.where(fq == TOP, queued[(p, q)], fq)) > f[p]
                 if viol.any():
-                    bound = np.minimum(f[p], np.where(fq == TOP, done3[q], fq))
+                    bound = np.minimum(f[p], fq if lazy else np.where(fq == TOP, done3[q], fq))
                     f[q] = np.where(viol, last_checkpoint(bound, every3[q]), fq)
                     moved = True
+            fq = f[q]
+            if not preds:
+                low.append(fq)
+                continue
+            up = low[preds[0]]
+            for p in preds[1:]:
+                up = np.minimum(up, low[p])
+            # C4: N_q(f(q)) ⊆ n(q) (N(f) = f; live: what it was told, a stateless step's N(⊤) = ⊤)
+            viol = (fq if lazy else np.where(fq == TOP, done3[q], fq)) > up
+            if viol.any():
+                fq = f[q] = np.where(viol, last_checkpoint(np.minimum(up, fq), every3[q]), fq)
+                moved = True
+            low.append(np.minimum(fq, up))
         for p in reversed(order):  # C2: what p discarded, q must not need again
             if not unlogged[p].any():
                 continue
             for q in graph.succs[p]:
-                fp = f[p]
-                val = np.where(fp == TOP, done3[p], fp)
+                fp = f[p]  # live, a stateless step has no metadata: its D(⊤) is ⊤ (SPEC §3), a stateful one's what it sent
+                val = np.where(fp == TOP, TOP if graph.stateless[p] else done3[p], fp)
                 viol = unlogged[p] & (val > f[q])
                 if viol.any():
                     f[p] = np.where(viol, last_checkpoint(np.minimum(f[q], val), every3[p]), fp)

@@ -21,7 +21,9 @@ field               what
 ==================  ==========================================================================
 
 plus ``overhead``, the executor's own work per epoch between the steps
-(the same for every assignment of regimes). Figures come from a measured
+(the same for every assignment of regimes), and ``restart``, what a new
+driver's first epoch costs beyond a steady one — a cold JVM and cold
+caches, paid once per driver failure whatever the regimes. Figures come from a measured
 run's journal, from a profile run (:meth:`Pipeline.profile
 <falkirk.spark.Pipeline.profile>`), or are estimated from the others
 (:meth:`Costs.complete`); every estimated field is named in
@@ -121,12 +123,14 @@ def _nodes(value: Mapping[str, NodeCosts]) -> dict[str, NodeCosts]:
 @frozen
 class Costs:
     """Per-node :class:`NodeCosts` in one ``unit`` (``"cpu"`` or ``"wall"``), the fixed ``overhead`` per epoch,
-    and ``source``: what was measured, for the advice's readers."""
+    ``restart``: what a new driver's first epoch costs beyond a steady one (paid once per driver failure, whatever
+    the regimes), and ``source``: what was measured, for the advice's readers."""
 
     nodes: Mapping[str, NodeCosts] = field(converter=_nodes)
     unit: str = field(default="cpu")
     overhead: float = field(default=0.0, validator=_number)
     source: str = ""
+    restart: float = field(default=0.0, validator=_number)
 
     @unit.validator
     def _unit(self, attribute: Any, value: str) -> None:
@@ -191,7 +195,7 @@ class Costs:
     def to_json(self) -> dict[str, Any]:
         """The ``falkirk-costs/1`` document (what ``ROOT/journal/profile.json`` holds)."""
         return {"format": "falkirk-costs/1", "unit": self.unit, "overhead": self.overhead, "source": self.source,
-                "nodes": {n: c.to_json() for n, c in self.nodes.items()}}
+                "restart": self.restart, "nodes": {n: c.to_json() for n, c in self.nodes.items()}}
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Costs:
@@ -200,6 +204,7 @@ class Costs:
             raise PipelineError(f"not a falkirk-costs/1 document: {str(doc)[:80]}")
         try:
             return cls({n: NodeCosts.from_json(c) for n, c in doc["nodes"].items()}, unit=doc["unit"],
-                       overhead=doc.get("overhead", 0.0), source=doc.get("source", ""))
+                       overhead=doc.get("overhead", 0.0), source=doc.get("source", ""),
+                       restart=doc.get("restart", 0.0))
         except (KeyError, TypeError, AttributeError) as exc:
             raise PipelineError(f"falkirk-costs/1 document is malformed ({type(exc).__name__}: {exc})") from None

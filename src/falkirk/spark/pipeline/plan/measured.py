@@ -9,7 +9,9 @@ the process tree where every record has them (a ``local`` master), else in
 wall seconds:
 
 * the first epoch recorded warms up the JVM and Spark: with three or more
-  recorded, it is left out;
+  recorded, it is left out of the steady figures, and what its executions
+  cost beyond the steady ones (like epochs: with a checkpoint or without)
+  is ``Costs.restart``, the cold start a driver failure pays again;
 * a step's execution includes writing its log and its checkpoint, so a
   ``Lazy(every=k>1)`` step's ``compute`` is the median of its epochs without
   a checkpoint and its ``state_write`` the difference of the medians with
@@ -112,12 +114,17 @@ def from_journal(pipeline: Definition) -> Costs:
     mixed: dict[str, list[str]] = {}  # per node: the writes its median execution includes
     redo_ratios: list[float] = []  # every step's: a recovery's execution of an epoch ÷ its first
     measured_epochs = 0
+    restart = 0.0  # the first epoch's executions beyond steady ones: a new driver's cold start
     for n in pipeline.order:
         recs, ratios = _measure(records[n], unit)
-        if len(recs) > 2:  # the first epoch warms up the JVM and Spark's caches: not a steady epoch
-            recs.pop(min(recs))
-        measured_epochs += len(recs)
         regime = pipeline.steps[n].regime if n in pipeline.steps else None
+        if len(recs) > 2:  # the first epoch warms up the JVM and Spark's caches: not a steady epoch
+            first = min(recs)
+            cold = recs.pop(first)[0]
+            alike = [s for e, (s, _) in recs.items() if not isinstance(regime, Lazy) or regime.incremental
+                     or regime.checkpoints_at(e) == regime.checkpoints_at(first)]
+            restart += cold - statistics.median(alike or [s for s, _ in recs.values()])
+        measured_epochs += len(recs)
         logs = [m for m in _manifests(storage, n, "log") if m.files] if regime is not None else []
         cks = [m for m in _manifests(storage, n, "checkpoint") if m.files] if regime is not None else []
         full = [m for m in cks if not (m.extra.get("delta") or {}).get("chain")]
@@ -167,7 +174,7 @@ def from_journal(pipeline: Definition) -> Costs:
     nodes = {n: NodeCosts(**{k: v for k, v in fig.items() if v is not None}, estimated=estimated[n])
              for n, fig in figures.items()}
     return Costs(nodes, unit=unit, source=f"journal of {measured_epochs} step execution(s) under the root "
-                 f"({'CPU of the process tree' if unit == 'cpu' else 'wall time'})")
+                 f"({'CPU of the process tree' if unit == 'cpu' else 'wall time'})", restart=max(0.0, restart))
 
 
 def save_profile(pipeline: Definition, costs: Costs) -> None:
