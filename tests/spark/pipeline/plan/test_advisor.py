@@ -116,6 +116,9 @@ def test_a_driver_failure_strikes_while_any_step_runs_and_pays_the_cold_start() 
     assert Model(pipe, costs, [("all",)], moments=[(4, None)]).evaluate([current]).recovery[0, 0] == pytest.approx(0.4)
     assert Model(pipe, evolve(costs, restart=2.5), [("x",)], moments=[4]).evaluate([current]).recovery[0, 0] == \
         pytest.approx(0.4 + 0.1 + 0.05)
+    advice = advise(pipe, evolve(costs, restart=2.5), 0.05, failures=["each-step", "driver"])
+    assert "a new driver's cold start, 2.5 CPU-s" in advice.table() and advice.to_json()["restart"] == 2.5
+    assert advice.current.per_failure["driver"] > 2.5 > advice.current.per_failure["x"]
 
 
 def test_a_drag_chain_matches_the_whole_product() -> None:

@@ -47,3 +47,26 @@ def test_an_orphaned_childs_cpu_stays_counted() -> None:
     finally:
         os.kill(grandchild, signal.SIGKILL)
         child.kill()
+
+
+def test_a_process_one_reading_missed_is_not_counted_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A walk can miss a live process (its parent's thread ended while being read): it is charged while missing,
+    and the charge is taken back when a reading sees it again, so the readings stay monotone and exact."""
+    from falkirk.spark.pipeline.run import cpu
+
+    root, jvm, worker = (1, 10), (2, 20), (3, 30)
+    readings = [
+        {root: (None, 100, 0), jvm: (root, 1000, 0), worker: (jvm, 500, 0)},
+        {root: (None, 101, 0), jvm: (root, 1010, 0)},  # the worker missed: the JVM reaped nothing
+        {root: (None, 102, 0), jvm: (root, 1020, 0), worker: (jvm, 510, 0)},
+        {root: (None, 103, 0), jvm: (root, 1030, 5)},  # now it is gone, 5 of its 510 ticks reaped by the JVM
+    ]
+    walks = iter(readings)
+    monkeypatch.setattr(cpu, "_walk", lambda pid: next(walks))
+    meter = TreeMeter(1)
+    got = [meter() for _ in readings]
+    tick = cpu._TICK
+    assert got[0] == pytest.approx(1600 / tick) and got[1] == pytest.approx((101 + 1010 + 500) / tick)
+    assert got[2] == pytest.approx((102 + 1020 + 510) / tick)  # seen again: its charge taken back
+    assert got[3] == pytest.approx((103 + 1030 + 5 + 505) / tick)  # the unreaped 505 kept
+    assert got == sorted(got)

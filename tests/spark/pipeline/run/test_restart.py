@@ -63,6 +63,8 @@ def test_a_resumed_driver_counts_what_it_executes_again(spark: Any, tmp_path: Pa
     assert again == [("report", 3), ("report", 4), ("rolling", 3), ("rolling", 4)], again
     assert all(x.recovery == rec.index for x in result.journal.executions if x.redo)
     assert all(not x.redo for x in result.journal.executions if x.epoch == 5)
+    # a local master: the restart's CPU, from its session being up until every step was back, is measured too
+    assert rec.finished is not None and rec.cpu_seconds is not None and rec.cpu_seconds > 0
     mine = costs(result.journal, rec, inputs={"events"}, stateful=["rolling", "alerts", "report"])[0]
     assert mine.pairs == 4 and mine.recomputed > 0
     text = format_recovery(result.journal, rec, inputs={"events"}, stateful=["rolling", "alerts", "report"])

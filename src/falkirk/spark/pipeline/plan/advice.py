@@ -125,6 +125,8 @@ class Advice:
     #: whether the totals come from the planner's own plans (else from the vectorised closure)
     exact: bool
     source: str = ""
+    #: a driver failure's cold start (``Costs.restart``), in each ``per_failure["driver"]`` (0: no driver kind)
+    restart: float = 0.0
 
     def regimes(self) -> dict[str, Regime]:
         """The advised regime of every step whose regime changes (``Pipeline(..., regimes=advice.regimes())``)."""
@@ -161,6 +163,9 @@ class Advice:
         for name, t in (("current", self.current), ("advised", self.advised)):
             out.append(f"  {name}: steady {t.steady:.4g} {u}/epoch ({t.steady_bytes / 1e6:.3g} MB), expected "
                        f"recovery {t.recovery:.4g} {u}/epoch, total {t.total:.4g} {u}/epoch")
+        if self.restart:
+            out.append(f"  a driver failure includes a new driver's cold start, {self.restart:.4g} {u} under "
+                       "any regimes")
         gain = self.current.total - self.advised.total
         pct = 100 * gain / self.current.total if self.current.total > 0 else 0.0
         out.append(f"  saving {gain:.4g} {u}/epoch ({pct:.1f} %); search: {self.search}; "
@@ -174,7 +179,7 @@ class Advice:
                 "storage_budget": self.storage_budget, "steps": [s.to_json() for s in self.steps],
                 "current": self.current.to_json(), "advised": self.advised.to_json(),
                 "frontier": [list(p) for p in self.frontier()], "evaluated": len(self.evaluated),
-                "search": self.search, "exact": self.exact, "source": self.source}
+                "search": self.search, "exact": self.exact, "source": self.source, "restart": self.restart}
 
     def draw(self, path: str) -> None:
         """The evaluated assignments, their frontier, the current and the advised one on the plane (steady
@@ -301,5 +306,6 @@ def advise(
         f"{costs.source + '; ' if costs.source else ''}measured in {costs.unit} seconds, used for the {objective} "
         "objective")
     return Advice(costs.unit, objective, float(failure_rate), tuple(names), storage_budget, steps, tot[0], tot[1],
-                  tuple(points), how, bool(exact), unit_note)
+                  tuple(points), how, bool(exact), unit_note,
+                  float(costs.restart) if ("all",) in kinds else 0.0)
 

@@ -50,10 +50,15 @@ _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def _children(pid: int) -> list[int]:
+    """The children of every thread of ``pid`` (a thread that ends meanwhile is skipped, not the whole list: a
+    JVM starts and ends threads all the time, and losing its children for one reading loses the workers' CPU)."""
     out: list[int] = []
     for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
-            out.extend(int(c) for c in f.read().split())
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                out.extend(int(c) for c in f.read().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue
     return out
 
 
@@ -120,12 +125,17 @@ class TreeMeter:
     Calls are serialised; ``None`` where ``/proc`` does not give the tree.
     """
 
+    #: How many gone processes' charges are remembered, in case one was only missed by a reading.
+    REMEMBER = 4096
+
     def __init__(self, pid: int | None = None) -> None:
         import threading
 
         self.pid = os.getpid() if pid is None else pid
         self.last: dict[tuple[int, int], _Seen] = {}
-        self.kept = 0
+        self.kept = 0.0
+        #: what each gone process added to :attr:`kept` (taken back if a later reading sees it again)
+        self.charged: dict[tuple[int, int], float] = {}
         self.lock = threading.Lock()
 
     def __call__(self) -> float | None:
@@ -134,21 +144,27 @@ class TreeMeter:
                 now = _walk(self.pid)
             except (OSError, ValueError, IndexError):
                 return None
-            expected: dict[tuple[int, int], int] = {}
+            for key in [k for k in self.charged if k in now]:  # not gone after all: one reading missed it
+                self.kept -= self.charged.pop(key)
+            gone: dict[tuple[int, int], list[tuple[tuple[int, int], int]]] = {}
             for key, (parent, own, kids) in self.last.items():
                 if key in now:
                     continue
                 while parent is not None and parent not in now:
                     parent = self.last[parent][0] if parent in self.last else None
-                if parent is None:  # the root itself changed: nothing to check against
-                    self.kept += own + kids
-                else:
-                    expected[parent] = expected.get(parent, 0) + own + kids
-            for key, gone in expected.items():
-                grew = now[key][2] - self.last[key][2] if key in self.last else 0
-                self.kept += max(0, gone - grew)
+                if parent is not None:  # (None: the root itself is gone, and the walk has failed)
+                    gone.setdefault(parent, []).append((key, own + kids))
+            for ancestor, keys in gone.items():
+                total = sum(t for _, t in keys)
+                short = max(0, total - (now[ancestor][2] - self.last[ancestor][2]))
+                for key, t in keys:  # the shortfall, shared in proportion to what each showed
+                    if short and t:
+                        self.charged[key] = short * t / total
+                        self.kept += self.charged[key]
+            while len(self.charged) > self.REMEMBER:
+                self.charged.pop(next(iter(self.charged)))
             self.last = now
-            return (sum(own + kids for _, own, kids in now.values()) + self.kept) / _TICK
+            return (sum(own + kids for _, own, kids in now.values()) + max(0.0, self.kept)) / _TICK
 
 
 def meter(spark: SparkSession) -> Callable[[], float | None] | None:

@@ -118,8 +118,9 @@ class Recovery:
     validation_seconds: float = 0.0
     validated: float | None = None
     caught_up: float | None = None
-    #: CPU of the process tree when the failure was detected, and from then until :attr:`finished` (an in-driver
-    #: recovery on a ``local`` master, :mod:`~falkirk.spark.pipeline.run.cpu`; else ``None``)
+    #: CPU of the process tree when the failure was detected (a restart: when its session was up, the JVM's start
+    #: left out), and from then until :attr:`finished` (on a ``local`` master, :mod:`~falkirk.spark.pipeline.run.cpu`;
+    #: else ``None``)
     cpu_started: float | None = None
     cpu_seconds: float | None = None
     problems: list[str] = field(factory=list)

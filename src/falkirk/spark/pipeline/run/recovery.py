@@ -114,7 +114,7 @@ class Rollback:
         )
         if not restart:
             self.progress.line(f"FAILURE: {cause}", level=logging.WARNING)
-            rec.cpu_started = self.cpu() if self.cpu is not None else None
+        rec.cpu_started = self.cpu() if self.cpu is not None else None  # a restart's: once its session is up
         t0 = time.perf_counter()
         if startup is not None:
             rec.started_up(startup, t0)
