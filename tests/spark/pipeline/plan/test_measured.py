@@ -66,6 +66,20 @@ def test_the_first_epochs_excess_is_a_restarts_cold_start(tmp_path: Path) -> Non
     assert Costs.from_json(costs.to_json()).restart == pytest.approx(1.5)
 
 
+def test_writes_priced_at_zero_are_said_so(tmp_path: Path) -> None:
+    """When the one measured checkpoint costs nothing above its epochs without one (noise), every estimated write
+    is priced at 0: the costs' source says so, for the advice's readers."""
+    pipe = _measured_root(tmp_path / "root")
+    assert "priced at 0" not in from_journal(pipe).source
+    for e in range(6):
+        doc = {"step": "x", "epoch": e, "rows": 100, "seconds": 2.0, "redo": False, "recovery": None, "jobs": 1,
+               "first_seconds": 2.0}
+        pipe.location.replace(f"journal/x/{e:08d}.json", json.dumps(doc).encode())
+    costs = from_journal(pipe)
+    assert costs["x"].state_write == 0.0 and costs["y"].state_write == 0.0
+    assert "every write is priced at 0" in costs.source
+
+
 def test_costs_from_the_journal(tmp_path: Path) -> None:
     """A Lazy step's checkpoint cost is its epochs with a checkpoint minus those without; an Eager step's write is
     estimated from that and taken off its median (marked estimated)."""

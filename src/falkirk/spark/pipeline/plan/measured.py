@@ -173,8 +173,12 @@ def from_journal(pipeline: Definition) -> Costs:
             fig["recompute"] = float(fig["compute"] or 0.0) * ratio
     nodes = {n: NodeCosts(**{k: v for k, v in fig.items() if v is not None}, estimated=estimated[n])
              for n, fig in figures.items()}
-    return Costs(nodes, unit=unit, source=f"journal of {measured_epochs} step execution(s) under the root "
-                 f"({'CPU of the process tree' if unit == 'cpu' else 'wall time'})", restart=max(0.0, restart))
+    source = (f"journal of {measured_epochs} step execution(s) under the root "
+              f"({'CPU of the process tree' if unit == 'cpu' else 'wall time'})")
+    if mixed and any(mixed.values()) and not any(y > 0 for _, y in points):
+        source += ("; no checkpoint write was measured above zero (a Lazy(every=k>1) step's epochs with and without "
+                   "one): every write is priced at 0 — profile more epochs")
+    return Costs(nodes, unit=unit, source=source, restart=max(0.0, restart))
 
 
 def save_profile(pipeline: Definition, costs: Costs) -> None:
