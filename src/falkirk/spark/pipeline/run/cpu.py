@@ -63,28 +63,13 @@ def _children(pid: int) -> list[int]:
 
 
 def tree_cpu(pid: int | None = None) -> float | None:
-    """CPU seconds (user + system, with reaped children) of process ``pid`` (default: this one) and its descendants."""
-    todo = [os.getpid() if pid is None else pid]
-    ticks = 0
-    seen = set()
+    """CPU seconds (user + system, with reaped children) of process ``pid`` (default: this one) and its descendants:
+    one reading, which can go down (see :class:`TreeMeter`)."""
     try:
-        while todo:
-            p = todo.pop()
-            if p in seen:
-                continue
-            seen.add(p)
-            try:
-                with open(f"/proc/{p}/stat", "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()
-                ticks += sum(int(x) for x in fields[11:15])
-                todo.extend(_children(p))
-            except (FileNotFoundError, ProcessLookupError):
-                if p == (os.getpid() if pid is None else pid):
-                    raise
-                continue  # a worker that exited between the two reads
+        seen = _walk(os.getpid() if pid is None else pid)
     except (OSError, ValueError, IndexError):
         return None
-    return ticks / _TICK
+    return sum(own + kids for _, own, kids in seen.values()) / _TICK
 
 
 #: One process as :class:`TreeMeter` saw it: (parent's key, own ticks, reaped children's ticks).
