@@ -19,12 +19,15 @@ cluster or through Spark Connect the executors are not in the tree, and
 A single reading can go *down*: a child that left the tree without its
 CPU reaching a parent's ``cutime`` (an orphan re-parented to ``init``, a
 child reaped by ``SIGCHLD=SIG_IGN``, a zombie still unreaped) takes its
-CPU with it. CI once measured an epoch at -0.35 CPU-s that way.
+CPU with it, and so, for one reading, did a JVM's workers whenever one of
+the JVM's threads ended while its children were being listed (now
+skipped thread by thread). CI once measured an epoch at -0.35 CPU-s.
 :class:`TreeMeter` is the stateful reading every measurement uses: it
 remembers what each process (pid and start time) showed, and when one
 leaves the tree it checks that its nearest remaining ancestor's
-``cutime`` grew by at least as much; any shortfall is kept. Its readings
-never decrease.
+``cutime`` grew by at least as much; any shortfall is kept, and taken
+back if a later reading sees the process again. Its readings never
+decrease.
 
 >>> t = tree_cpu()
 >>> t is None or t >= 0
