@@ -80,6 +80,24 @@ def test_writes_priced_at_zero_are_said_so(tmp_path: Path) -> None:
     assert "every write is priced at 0" in costs.source
 
 
+def test_writes_measured_apart_price_the_unmeasured_ones(tmp_path: Path) -> None:
+    """Writes measured apart from the steps join the measured checkpoints in the line a + b·bytes: with the one
+    checkpoint measured at 0, the Eager step's write (estimated) is no longer free, nor is a log nobody wrote."""
+    pipe = _measured_root(tmp_path / "root")
+    for e in range(6):  # x's epochs with and without a checkpoint alike: its checkpoint measures 0
+        doc = {"step": "x", "epoch": e, "rows": 100, "seconds": 2.0, "redo": False, "recovery": None, "jobs": 1,
+               "first_seconds": 2.0}
+        pipe.location.replace(f"journal/x/{e:08d}.json", json.dumps(doc).encode())
+    calibration = [(1e3, 0.1), (1e3, 0.1), (1e6, 0.4)]
+    costs = from_journal(pipe, calibration=calibration)
+    assert costs.writes == tuple(calibration) and "3 write(s) measured apart" in costs.source
+    assert "priced at 0" not in costs.source
+    assert costs["y"].state_write is not None and costs["y"].state_write > 0.05
+    full = costs.complete(["p", "x", "y"])
+    assert full["p"].log_write is not None and full["p"].log_write > 0.05  # p logs nothing: priced by the line
+    assert Costs.from_json(costs.to_json()).writes == tuple(calibration)
+
+
 def test_costs_from_the_journal(tmp_path: Path) -> None:
     """A Lazy step's checkpoint cost is its epochs with a checkpoint minus those without; an Eager step's write is
     estimated from that and taken off its median (marked estimated)."""
@@ -129,6 +147,19 @@ def test_a_local_run_records_cpu_seconds_per_execution(tmp_path: Path, spark: An
     doc = json.loads(pipe.location.read_bytes("journal/total/00000001.json"))  # not redone
     assert doc["first_cpu"] == pytest.approx(doc["cpu"]) and doc["first_cpu"] is not None
     assert from_journal(pipe).unit == "cpu"
+
+
+def test_profile_measures_writes_apart_and_cleans_up(tmp_path: Path, spark: Any) -> None:
+    """Pipeline.profile writes each step's latest checkpoint and log again, measured, into the costs it keeps;
+    nothing of those writes stays under the root."""
+    from spark_support import all_regimes
+
+    pipe = all_regimes(tmp_path / "root", spark)
+    costs = pipe.profile(epochs=4)
+    assert len(costs.writes) >= 2  # rolling's checkpoint, hourly's log (at least)
+    assert all(b > 0 and c >= 0 for b, c in costs.writes) and max(c for _, c in costs.writes) > 0
+    assert not pipe.location.exists("journal/calibration")
+    assert root_costs(pipe).writes == costs.writes  # kept in journal/profile.json
 
 
 def test_profile_json_is_preferred_and_round_trips(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from attrs import evolve, field, frozen
@@ -65,6 +65,10 @@ def _number(instance: object, attribute: Any, value: float | None) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0
                               or math.isinf(value)):
         raise PipelineError(f"{type(instance).__name__}: {attribute.name}={value!r} must be a finite number >= 0")
+
+
+def _points(value: Iterable[Sequence[float]]) -> tuple[tuple[float, float], ...]:
+    return tuple((float(b), float(c)) for b, c in value)
 
 
 def _names(value: Iterable[str]) -> frozenset[str]:
@@ -124,13 +128,17 @@ def _nodes(value: Mapping[str, NodeCosts]) -> dict[str, NodeCosts]:
 class Costs:
     """Per-node :class:`NodeCosts` in one ``unit`` (``"cpu"`` or ``"wall"``), the fixed ``overhead`` per epoch,
     ``restart``: what a new driver's first epoch costs beyond a steady one (paid once per driver failure, whatever
-    the regimes), and ``source``: what was measured, for the advice's readers."""
+    the regimes), ``writes``: writes measured apart from any step, and ``source``: what was measured, for the
+    advice's readers."""
 
     nodes: Mapping[str, NodeCosts] = field(converter=_nodes)
     unit: str = field(default="cpu")
     overhead: float = field(default=0.0, validator=_number)
     source: str = ""
     restart: float = field(default=0.0, validator=_number)
+    #: ``(bytes, cost)`` of writes measured apart from any step (:mod:`~falkirk.spark.pipeline.run.calibrate`):
+    #: they join the steps' measured writes in the line that prices the others
+    writes: tuple[tuple[float, float], ...] = field(default=(), converter=_points)
 
     @unit.validator
     def _unit(self, attribute: Any, value: str) -> None:
@@ -162,7 +170,7 @@ class Costs:
                   if n.log_bytes is not None and n.log_write is not None and "log_write" not in n.estimated]
         writes += [(n.state_bytes, n.state_write) for n in self.nodes.values()
                    if n.state_bytes is not None and n.state_write is not None and "state_write" not in n.estimated]
-        a, b = fit_writes([(float(x), float(y)) for x, y in writes])
+        a, b = fit_writes([(float(x), float(y)) for x, y in writes] + list(self.writes))
         per_row = [n.log_bytes / n.rows for n in self.nodes.values()
                    if n.log_bytes is not None and n.rows and "log_bytes" not in n.estimated]
         row_bytes = statistics.median(per_row) if per_row else 0.0
@@ -195,7 +203,7 @@ class Costs:
     def to_json(self) -> dict[str, Any]:
         """The ``falkirk-costs/1`` document (what ``ROOT/journal/profile.json`` holds)."""
         return {"format": "falkirk-costs/1", "unit": self.unit, "overhead": self.overhead, "source": self.source,
-                "restart": self.restart, "nodes": {n: c.to_json() for n, c in self.nodes.items()}}
+                "restart": self.restart, "writes": [list(w) for w in self.writes], "nodes": {n: c.to_json() for n, c in self.nodes.items()}}
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Costs:
@@ -205,6 +213,6 @@ class Costs:
         try:
             return cls({n: NodeCosts.from_json(c) for n, c in doc["nodes"].items()}, unit=doc["unit"],
                        overhead=doc.get("overhead", 0.0), source=doc.get("source", ""),
-                       restart=doc.get("restart", 0.0))
+                       restart=doc.get("restart", 0.0), writes=doc.get("writes", ()))
         except (KeyError, TypeError, AttributeError) as exc:
             raise PipelineError(f"falkirk-costs/1 document is malformed ({type(exc).__name__}: {exc})") from None

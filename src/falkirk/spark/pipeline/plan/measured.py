@@ -25,6 +25,10 @@ wall seconds:
   step's few redos are noise, and an unlogged step's include the replay
   of its input, which the model prices apart), where the root records
   some (else ``compute``);
+* ``writes``: ``(bytes, cost)`` of writes measured apart from any step
+  (:meth:`Pipeline.profile <falkirk.spark.Pipeline.profile>` makes them,
+  :mod:`~falkirk.spark.pipeline.run.calibrate`) join the measured
+  checkpoints in the line ``a + b·bytes``;
 * bytes are the medians of the manifests' sizes (deltas of incremental
   state apart); reads are :data:`~falkirk.spark.pipeline.plan.costs.READ_PER_WRITE`
   of the writes (estimated).
@@ -38,6 +42,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from falkirk.spark.errors import PipelineError
@@ -99,7 +104,7 @@ def _median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
-def from_journal(pipeline: Definition) -> Costs:
+def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, float]] = ()) -> Costs:
     """Costs from the execution records and manifests under ``pipeline``'s root (see above).
 
     In CPU seconds when every record has them (a run on a ``local`` master,
@@ -159,6 +164,7 @@ def from_journal(pipeline: Definition) -> Costs:
                             "the pipeline durably for a few epochs, or pipe.profile(epochs=n), then advise")
     points = [(float(f.get("state_bytes") or 0.0), float(f["state_write"] or 0.0)) for f in figures.values()
               if f.get("state_write") is not None]  # bytes unknown (no manifest kept): the fixed cost alone
+    points += [(float(b), float(c)) for b, c in calibration]  # measured apart from any step (Pipeline.profile)
     a, b = fit_writes(points)
     ratio = _median(redo_ratios)
     for n, writes in mixed.items():
@@ -177,8 +183,10 @@ def from_journal(pipeline: Definition) -> Costs:
               f"({'CPU of the process tree' if unit == 'cpu' else 'wall time'})")
     if mixed and any(mixed.values()) and not any(y > 0 for _, y in points):
         source += ("; no checkpoint write was measured above zero (a Lazy(every=k>1) step's epochs with and without "
-                   "one): every write is priced at 0 — profile more epochs")
-    return Costs(nodes, unit=unit, source=source, restart=max(0.0, restart))
+                   "one): every write is priced at 0 — profile more epochs, or with Pipeline.profile")
+    if calibration:
+        source += f"; {len(calibration)} write(s) measured apart from the steps"
+    return Costs(nodes, unit=unit, source=source, restart=max(0.0, restart), writes=tuple(calibration))
 
 
 def save_profile(pipeline: Definition, costs: Costs) -> None:
