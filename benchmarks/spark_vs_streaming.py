@@ -519,20 +519,18 @@ def journal_steady(result: Any, until: int) -> float:
     return statistics.median(per.values()) if per else 0.0
 
 
-def failure_cpu(journal: Any, rec: Any, crash: int) -> float:
-    """What a driver failure cost the restart, from its journal: the CPU of the redone step executions, plus what
-    its first executions up to the crashed epoch cost beyond the same steps' steady executions before the crash
-    (median of epochs 1..crash-1, recorded by the killed driver) — the cold start of a new driver, wherever it
-    falls. The model's counterpart is its redo, restores and replays plus ``Costs.restart``."""
-    redo = sum(x.cpu or 0.0 for x in journal.executions if x.recovery == rec.index and x.redo)
-    cold = 0.0
-    for x in journal.executions:
-        if x.redo or x.epoch > crash or x.cpu is None:
-            continue
-        before = [c for c in (journal.cpu(x.step, e) for e in range(1, crash)) if c is not None]
+def failure_cpu(journal: Any, redo: float, crash: int) -> float:
+    """What a driver failure cost the restart, from its journal: ``redo`` (the CPU of the redone step executions),
+    plus what its first executions up to the crashed epoch cost beyond the same steps' steady executions before the
+    crash (median of epochs 1..crash-1, recorded by the killed driver) — the cold start of a new driver, wherever
+    it falls. The model's counterpart is its redo, restores and replays plus ``Costs.restart``."""
+    first = [x for x in journal.executions if not x.redo and x.epoch <= crash and x.cpu is not None]
+    steady = {}
+    for step in {x.step for x in first}:
+        before = [c for c in (journal.cpu(step, e) for e in range(1, crash)) if c is not None]
         if before:
-            cold += x.cpu - statistics.median(before)
-    return redo + cold
+            steady[step] = statistics.median(before)
+    return redo + sum(x.cpu - steady[x.step] for x in first if x.step in steady)
 
 
 def fill_input_logs(pipe: Any, epochs: int) -> None:
@@ -778,13 +776,12 @@ def phase_restart(spec: dict[str, Any]) -> None:
             out["log_rows"] = 0
         else:
             rec = next(x for x in journal.recoveries if x.restart)
+            redo = sum(x.cpu or 0.0 for x in journal.executions if x.recovery == rec.index and x.redo)
             mine = costs(journal, rec, inputs=set(pipe.inputs),
                          stateful=[n for n in pipe.steps if not pipe.stateless(n)])[0]
             out.update(records_recomputed=mine.recomputed, source_rows=mine.source_rows, log_rows=mine.log_rows,
                        falkirk_recovery_s=rec.seconds,
-                       journal_redo_cpu_s=sum(x.cpu or 0.0 for x in journal.executions
-                                              if x.recovery == rec.index and x.redo),
-                       journal_failure_cpu_s=failure_cpu(journal, rec, c),
+                       journal_redo_cpu_s=redo, journal_failure_cpu_s=failure_cpu(journal, redo, c),
                        actions=dict(rec.plan.actions), phases=rec.phases(),
                        redone=[(x.step, x.epoch, x.rows) for x in journal.executions
                                if x.recovery == rec.index and x.redo],

@@ -64,11 +64,9 @@ def calibrate_writes(pipeline: Definition, spark: SparkSession, *, repeats: int 
                 costs = []
                 for r in range(repeats):
                     t0, c0 = time.perf_counter(), cpu() if cpu is not None else None
-                    out = storage.write_frame(df, m.step, "calibration", m.epoch, m.rows,
-                                              location=f"{SCRATCH}/{i}-{r}")
+                    storage.write_frame(df, m.step, "calibration", m.epoch, m.rows, location=f"{SCRATCH}/{i}-{r}")
                     c1 = cpu() if cpu is not None else None
                     costs.append(c1 - c0 if c0 is not None and c1 is not None else time.perf_counter() - t0)
-                    del out
             finally:
                 df.unpersist()
             points.append((float(sum(f.size for f in m.files)), statistics.median(costs)))
