@@ -521,10 +521,13 @@ def journal_steady(result: Any, until: int) -> float:
 
 def failure_cpu(journal: Any, redo: float, crash: int) -> float:
     """What a driver failure cost the restart, from its journal: ``redo`` (the CPU of the redone step executions),
-    plus what its first executions up to the crashed epoch cost beyond the same steps' steady executions before the
-    crash (median of epochs 1..crash-1, recorded by the killed driver) — the cold start of a new driver, wherever
-    it falls. The model's counterpart is its redo, restores and replays plus ``Costs.restart``."""
-    first = [x for x in journal.executions if not x.redo and x.epoch <= crash and x.cpu is not None]
+    plus what every first execution of the restarted driver cost beyond the same step's steady executions before
+    the crash (median of epochs 1..crash-1, recorded by the killed driver) — the cold start of a new driver,
+    wherever it falls: a step that does not run again before the crashed epoch is done (``heavy``, already logged)
+    pays its first execution's cost in a later epoch, and the new driver pays it because of the failure all the
+    same. The model's counterpart is its redo, restores and replays plus ``Costs.restart`` (every step's first
+    execution beyond its steady one). Until 2026-11-27 only the executions up to the crashed epoch counted."""
+    first = [x for x in journal.executions if not x.redo and x.cpu is not None]
     steady = {}
     for step in {x.step for x in first}:
         before = [c for c in (journal.cpu(step, e) for e in range(1, crash)) if c is not None]
