@@ -104,6 +104,7 @@ class Pipeline(Definition):
     def advise(
         self, failure_rate: float, *, failures: str | Sequence[Any] = "each-step", storage_budget: float | None = None,
         objective: str = "cpu", costs: Costs | None = None, accepted_only: bool = False,
+        min_saving: float | None = None,
     ) -> Advice:
         """Each step's regime chosen from measured costs and the rollback closure (``docs/advisor.md``).
 
@@ -114,10 +115,14 @@ class Pipeline(Definition):
         many bytes persisted per epoch; ``costs``: the figures to price with
         (default: ``ROOT/journal/profile.json``, else the journal of the runs
         under the root); ``accepted_only``: only changes a restart on the
-        existing root accepts. Nothing is run or changed.
+        existing root accepts; ``min_saving``: keep the current regimes unless
+        the advised ones save at least this fraction (default: the relative
+        standard error of the measured steady cost, ``Costs.spread``). Nothing
+        is run or changed.
         """
         return advise(self, root_costs(self) if costs is None else costs, failure_rate, failures=failures,
-                      storage_budget=storage_budget, objective=objective, accepted_only=accepted_only)
+                      storage_budget=storage_budget, objective=objective, accepted_only=accepted_only,
+                      min_saving=min_saving)
 
     def apply(self, advice: Advice | dict[str, Any]) -> Self:
         """Run with the advised regimes from now on (``advice``: an :class:`Advice` or ``{step: regime}``).

@@ -233,6 +233,23 @@ def test_a_storage_budget_is_respected() -> None:
     assert advice.advised.steady_bytes <= 2e6
 
 
+def test_a_saving_inside_the_measured_noise_keeps_the_current_regimes() -> None:
+    """The drag case's advice saves a known fraction; with min_saving (or the costs' spread) above it the current
+    regimes are kept and the advice says why; just below it, the same advice as with no threshold."""
+    pipe, costs = _drag()
+    free = advise(pipe, costs, 0.05, min_saving=0.0)
+    saving = 1 - free.advised.total / free.current.total
+    assert saving > 0.01 and free.regimes()["parse"] == Ephemeral(log=True)
+    assert advise(pipe, costs, 0.05).regimes() == free.regimes()  # no spread measured: 0
+    for kept in (advise(pipe, costs, 0.05, min_saving=saving * 1.01),
+                 advise(pipe, evolve(costs, spread=saving * 1.01), 0.05)):
+        assert kept.regimes() == {} and all(not s.changed for s in kept.steps)
+        assert kept.advised.total == pytest.approx(kept.current.total) == pytest.approx(free.current.total)
+        assert f"saves {saving:.1%}" in kept.search and "current regimes are kept" in kept.search
+    assert advise(pipe, evolve(costs, spread=saving * 0.99), 0.05).regimes() == free.regimes()
+    assert Costs.from_json(evolve(costs, spread=0.03).to_json()).spread == 0.03
+
+
 @pytest.mark.parametrize(("kwargs", "named"), [
     ({"failure_rate": -1.0}, "failure_rate=-1.0"),
     ({"failure_rate": float("nan")}, "failure_rate=nan"),
@@ -240,6 +257,8 @@ def test_a_storage_budget_is_respected() -> None:
     ({"failures": []}, "failures"),
     ({"objective": "money"}, "objective='money'"),
     ({"storage_budget": -5}, "storage_budget=-5"),
+    ({"min_saving": 1.5}, "min_saving=1.5"),
+    ({"min_saving": -0.1}, "min_saving=-0.1"),
 ])
 def test_bad_arguments_are_named(kwargs: dict[str, Any], named: str) -> None:
     """Each bad argument raises a PipelineError naming it."""

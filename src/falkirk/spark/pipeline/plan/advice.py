@@ -248,7 +248,7 @@ def refusals(pipeline: Definition, regimes: Mapping[str, Regime]) -> dict[str, s
 def advise(
     pipeline: Definition, costs: Costs, failure_rate: float, *, failures: str | Sequence[Any] = "each-step",
     storage_budget: float | None = None, objective: str = "cpu", accepted_only: bool = False,
-    exact: bool | None = None,
+    exact: bool | None = None, min_saving: float | None = None,
 ) -> Advice:
     """The regime advice for ``pipeline`` priced with ``costs`` (see the module docstring and ``docs/advisor.md``).
 
@@ -259,7 +259,12 @@ def advise(
     says so); ``accepted_only``: consider only changes a restart on the
     existing root accepts; ``exact``: price the current and advised
     assignments with the planner (``None``: when it takes at most
-    :data:`~falkirk.spark.pipeline.plan.advisor.EXACT_SOLVES` solves).
+    :data:`~falkirk.spark.pipeline.plan.advisor.EXACT_SOLVES` solves);
+    ``min_saving``: keep the current regimes unless the advised ones save at
+    least this fraction of the current predicted total (``None``: the
+    costs' :attr:`~falkirk.spark.pipeline.plan.costs.Costs.spread`, the
+    relative standard error of the measured steady cost — a smaller saving
+    could be the measurements' noise; ``0``: any saving).
     """
     if isinstance(failure_rate, bool) or not isinstance(failure_rate, (int, float)) or not (
             failure_rate >= 0 and math.isfinite(failure_rate)):
@@ -271,6 +276,10 @@ def advise(
         raise PipelineError(f"advise: storage_budget={storage_budget!r} must be a number of bytes >= 0 or None")
     if not isinstance(costs, Costs):
         raise PipelineError(f"advise: costs={costs!r} must be a falkirk.spark Costs (measured, or Costs(...))")
+    if min_saving is not None and (isinstance(min_saving, bool) or not isinstance(min_saving, (int, float))
+                                   or not 0 <= min_saving < 1):
+        raise PipelineError(f"advise: min_saving={min_saving!r} must be a fraction in [0, 1) or None")
+    threshold = float(costs.spread if min_saving is None else min_saving)
     if not pipeline.steps:
         raise PipelineError("advise: the pipeline has no steps")
     kinds = failure_kinds(pipeline, failures)
@@ -285,9 +294,12 @@ def advise(
         exact = exact_solves(final, pair) <= EXACT_SOLVES
     ev = final.evaluate(pair, exact=exact)
     totals = ev.steady + ev.expected(float(failure_rate))
-    if totals[1] > totals[0] or (storage_budget is not None and ev.steady_bytes[1] > storage_budget
-                                 and ev.steady_bytes[0] <= storage_budget):
-        best = current  # the closure's figures disagreed with the planner's: keep what runs
+    over_budget = storage_budget is not None and ev.steady_bytes[1] > storage_budget >= ev.steady_bytes[0]
+    if best != current and (totals[1] > totals[0] or over_budget or totals[1] > totals[0] * (1 - threshold)):
+        if not (totals[1] > totals[0] or over_budget):  # a saving below what the measurements can resolve
+            how += (f"; the best found saves {1 - totals[1] / totals[0]:.1%} of the current total, below "
+                    f"min_saving {threshold:.1%}: the current regimes are kept")
+        best = current  # else the closure's figures disagreed with the planner's: keep what runs
         ev = final.evaluate([current, current], exact=exact)
         totals = ev.steady + ev.expected(float(failure_rate))
     names = [_kind_name(k) for k in kinds]

@@ -128,8 +128,9 @@ def _nodes(value: Mapping[str, NodeCosts]) -> dict[str, NodeCosts]:
 class Costs:
     """Per-node :class:`NodeCosts` in one ``unit`` (``"cpu"`` or ``"wall"``), the fixed ``overhead`` per epoch,
     ``restart``: what a new driver's first epoch costs beyond a steady one (paid once per driver failure, whatever
-    the regimes), ``writes``: writes measured apart from any step, and ``source``: what was measured, for the
-    advice's readers."""
+    the regimes), ``writes``: writes measured apart from any step, ``spread``: the relative standard error of the
+    measured steady cost per epoch (what a predicted saving must exceed to be told from noise; 0: unknown), and
+    ``source``: what was measured, for the advice's readers."""
 
     nodes: Mapping[str, NodeCosts] = field(converter=_nodes)
     unit: str = field(default="cpu")
@@ -139,6 +140,8 @@ class Costs:
     #: ``(bytes, cost)`` of writes measured apart from any step (:mod:`~falkirk.spark.pipeline.run.calibrate`):
     #: they join the steps' measured writes in the line that prices the others
     writes: tuple[tuple[float, float], ...] = field(default=(), converter=_points)
+    #: relative standard error of the measured steady cost per epoch (:func:`~falkirk.spark.pipeline.plan.measured.spread`)
+    spread: float = field(default=0.0, validator=_number)
 
     @unit.validator
     def _unit(self, attribute: Any, value: str) -> None:
@@ -203,7 +206,8 @@ class Costs:
     def to_json(self) -> dict[str, Any]:
         """The ``falkirk-costs/1`` document (what ``ROOT/journal/profile.json`` holds)."""
         return {"format": "falkirk-costs/1", "unit": self.unit, "overhead": self.overhead, "source": self.source,
-                "restart": self.restart, "writes": [list(w) for w in self.writes], "nodes": {n: c.to_json() for n, c in self.nodes.items()}}
+                "restart": self.restart, "writes": [list(w) for w in self.writes], "spread": self.spread,
+                "nodes": {n: c.to_json() for n, c in self.nodes.items()}}
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Costs:
@@ -213,6 +217,6 @@ class Costs:
         try:
             return cls({n: NodeCosts.from_json(c) for n, c in doc["nodes"].items()}, unit=doc["unit"],
                        overhead=doc.get("overhead", 0.0), source=doc.get("source", ""),
-                       restart=doc.get("restart", 0.0), writes=doc.get("writes", ()))
+                       restart=doc.get("restart", 0.0), writes=doc.get("writes", ()), spread=doc.get("spread", 0.0))
         except (KeyError, TypeError, AttributeError) as exc:
             raise PipelineError(f"falkirk-costs/1 document is malformed ({type(exc).__name__}: {exc})") from None

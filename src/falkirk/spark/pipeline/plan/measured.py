@@ -31,7 +31,12 @@ wall seconds:
   checkpoints in the line ``a + b·bytes``;
 * bytes are the medians of the manifests' sizes (deltas of incremental
   state apart); reads are :data:`~falkirk.spark.pipeline.plan.costs.READ_PER_WRITE`
-  of the writes (estimated).
+  of the writes (estimated);
+* ``spread``: the steady epochs' summed deviations from each step's median
+  (like epochs alike) give the relative standard error of the steady cost
+  per epoch (:func:`spread`); ``advise`` keeps the current regimes when the
+  best assignment it finds saves less than that (a saving the measurements
+  cannot tell from noise).
 
 :func:`save_profile` writes a :class:`Costs` to ``ROOT/journal/profile.json``
 (what :meth:`Pipeline.profile <falkirk.spark.Pipeline.profile>` measured);
@@ -41,8 +46,9 @@ wall seconds:
 from __future__ import annotations
 
 import json
+import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from falkirk.spark.errors import PipelineError
@@ -53,7 +59,7 @@ from falkirk.spark.pipeline.store.storage import Manifest, Storage
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.declare.definition import Definition
 
-__all__ = ["PROFILE", "from_journal", "root_costs", "save_profile"]
+__all__ = ["PROFILE", "from_journal", "root_costs", "save_profile", "spread"]
 
 #: Where :func:`save_profile` keeps measured costs, relative to the root.
 PROFILE = "journal/profile.json"
@@ -104,6 +110,19 @@ def _median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def spread(residuals: Mapping[int, float], steady: float) -> float:
+    """The relative standard error of a steady cost per epoch: ``residuals`` (per epoch, the executions' summed
+    deviation from their steps' medians) over ``steady`` (the summed medians), ÷ √epochs; 0 with fewer than 2.
+
+    >>> round(spread({1: 0.1, 2: -0.1, 3: 0.0, 4: 0.2}, 4.0), 4)
+    0.0161
+    """
+    xs = list(residuals.values())
+    if len(xs) < 2 or steady <= 0:
+        return 0.0
+    return statistics.stdev(xs) / steady / math.sqrt(len(xs))
+
+
 def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, float]] = ()) -> Costs:
     """Costs from the execution records and manifests under ``pipeline``'s root (see above).
 
@@ -120,6 +139,8 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
     redo_ratios: list[float] = []  # every step's: a recovery's execution of an epoch ÷ its first
     measured_epochs = 0
     restart = 0.0  # the first epoch's executions beyond steady ones: a new driver's cold start
+    residuals: dict[int, float] = {}  # per steady epoch: Σ over steps of (execution - its step's median alike)
+    steady = 0.0
     for n in pipeline.order:
         recs, ratios = _measure(records[n], unit)
         regime = pipeline.steps[n].regime if n in pipeline.steps else None
@@ -130,6 +151,11 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
                      or regime.checkpoints_at(e) == regime.checkpoints_at(first)]
             restart += cold - statistics.median(alike or [s for s, _ in recs.values()])
         measured_epochs += len(recs)
+        for e, (sec, _) in recs.items():
+            alike = [x for f, (x, _) in recs.items() if not isinstance(regime, Lazy) or regime.incremental
+                     or regime.checkpoints_at(f) == regime.checkpoints_at(e)]
+            residuals[e] = residuals.get(e, 0.0) + sec - statistics.median(alike)
+        steady += statistics.median([x for x, _ in recs.values()]) if recs else 0.0
         logs = [m for m in _manifests(storage, n, "log") if m.files] if regime is not None else []
         cks = [m for m in _manifests(storage, n, "checkpoint") if m.files] if regime is not None else []
         full = [m for m in cks if not (m.extra.get("delta") or {}).get("chain")]
@@ -186,7 +212,8 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
                    "one): every write is priced at 0 — profile more epochs, or with Pipeline.profile")
     if calibration:
         source += f"; {len(calibration)} write(s) measured apart from the steps"
-    return Costs(nodes, unit=unit, source=source, restart=max(0.0, restart), writes=tuple(calibration))
+    return Costs(nodes, unit=unit, source=source, restart=max(0.0, restart), writes=tuple(calibration),
+                 spread=spread(residuals, steady))
 
 
 def save_profile(pipeline: Definition, costs: Costs) -> None:

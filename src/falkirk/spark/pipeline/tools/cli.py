@@ -66,6 +66,9 @@ def register(subparsers: Any) -> None:
     advise.add_argument("--objective", choices=("cpu", "wall"), default="cpu", help="what to minimise (default cpu)")
     advise.add_argument("--accepted-only", action="store_true",
                         help="only changes a restart on this root accepts (no new logs, no kind changes)")
+    advise.add_argument("--min-saving", type=float, metavar="FRACTION",
+                        help="keep the current regimes unless the advised ones save at least this fraction "
+                             "(default: the measured steady cost's relative standard error)")
     advise.add_argument("--json", action="store_true", help="print the falkirk-advice/1 document instead")
     advise.add_argument("--draw", metavar="PNG", help="also draw the assignments evaluated (falkirk[draw])")
     add_storage_options(advise)
@@ -126,7 +129,7 @@ def run_advise(args: argparse.Namespace) -> int:
     pipe = Pipeline.from_root(args.root, storage_options=dict(args.storage_options), storage_timeout=args.storage_timeout)
     failures = [tuple(k.split("+")) if "+" in k else k for k in (args.failures or ["each-step"])]
     advice = pipe.advise(args.failure_rate, failures=failures, storage_budget=args.storage_budget,
-                         objective=args.objective, accepted_only=args.accepted_only)
+                         objective=args.objective, accepted_only=args.accepted_only, min_saving=args.min_saving)
     if args.json:
         print(json.dumps(advice.to_json(), indent=2, ensure_ascii=False))
     else:
