@@ -110,6 +110,46 @@ def test_costs_from_the_journal(tmp_path: Path) -> None:
     assert {"state_write", "compute"} <= costs["y"].estimated
 
 
+def test_a_database_steps_state_is_inside_its_execution(tmp_path: Path) -> None:
+    """An Eager step whose state is its own SQLite database writes it inside its function and restores by one
+    transaction: its whole execution is compute (a redo does it all again), its write and restore are priced 0
+    (marked estimated), where an Eager DataFrame step's write is taken off its median."""
+    pipe = Pipeline(tmp_path / "root")
+    pipe.input("src", "a BIGINT")
+    pipe.step(lambda src, *, state, epoch=None: (src, state), name="x", regime=Lazy(every=2))
+
+    def sink(x, *, db, epoch=None):
+        return None
+
+    pipe.step(sink, inputs=["x"], regime=Eager(database="sink.sqlite", tables={"t": "epoch"}))
+    pipe.write_root()
+    for step, f in {"x": lambda e: 3.0 if e % 2 else 2.0, "sink": lambda e: 0.7}.items():
+        for e in range(6):
+            doc = {"step": step, "epoch": e, "rows": 100, "seconds": f(e), "redo": False, "recovery": None,
+                   "jobs": 1, "first_seconds": f(e)}
+            pipe.location.replace(f"journal/{step}/{e:08d}.json", json.dumps(doc).encode())
+    full = from_journal(pipe).complete(["x", "sink"])
+    assert full["sink"].compute == pytest.approx(0.7) and full["sink"].recompute == pytest.approx(0.7)
+    assert full["sink"].state_write == 0.0 and full["sink"].state_read == 0.0
+    assert {"state_write", "state_read"} <= full["sink"].estimated and "compute" not in full["sink"].estimated
+    assert full["x"].state_write == pytest.approx(1.0)
+
+
+def test_the_steady_cost_s_spread_is_its_relative_standard_error(tmp_path: Path) -> None:
+    """Costs.spread: each steady epoch's deviations from its steps' medians (a Lazy step's epochs compared with
+    their like), their standard deviation over the steady cost (each step's mean epoch), over √epochs; 0 when every epoch is alike."""
+    pipe = _measured_root(tmp_path / "root")
+    assert from_journal(pipe).spread == 0.0  # x's checkpoint epochs are compared with each other: no noise
+    for e, seconds in ((1, 0.3), (2, 0.1)):  # p: 0.2 s but for these two epochs
+        doc = {"step": "p", "epoch": e, "rows": 100, "seconds": seconds, "redo": False, "recovery": None,
+               "jobs": 1, "first_seconds": seconds}
+        pipe.location.replace(f"journal/p/{e:08d}.json", json.dumps(doc).encode())
+    # epochs 1-5: deviations 0.1, -0.1, 0, 0, 0 (p's median 0.2; x and y as their like), their standard deviation
+    # √(0.02 / 4); the steady cost is the steps' mean epochs: p 0.2, x (3 + 2 + 3 + 2 + 3) / 5 = 2.6, y 1.0
+    expected = (0.02 / 4) ** 0.5 / 3.8 / 5 ** 0.5
+    assert from_journal(pipe).spread == pytest.approx(expected)
+
+
 def test_costs_are_cpu_seconds_when_every_record_has_them(tmp_path: Path) -> None:
     """Records with CPU seconds (a local master's run) give costs in CPU seconds; one record without makes the
     whole measurement wall time (one unit for all)."""

@@ -18,7 +18,11 @@ wall seconds:
   and without one;
 * where every epoch writes (``Eager``, ``log=True``), the write is priced
   by the line fitted to the writes measured elsewhere (marked estimated)
-  and taken off the median;
+  and taken off the median — except a step whose state is its own SQLite
+  database (``Eager(database=...)``): its function writes the state inside
+  the execution, so all of it is ``compute`` (a redo does it again), and a
+  restore is one transaction deleting the rolled-back epochs' rows, priced
+  0 (``state_write`` and ``state_read`` 0, marked estimated);
 * a recovery's execution of an epoch (``recompute``) is ``compute`` times the
   median ratio of the redone executions to their first ones, pooled over
   all steps (a property of the run: warm caches, no input to cut; one
@@ -112,7 +116,7 @@ def _median(xs: list[float]) -> float | None:
 
 def spread(residuals: Mapping[int, float], steady: float) -> float:
     """The relative standard error of a steady cost per epoch: ``residuals`` (per epoch, the executions' summed
-    deviation from their steps' medians) over ``steady`` (the summed medians), ÷ √epochs; 0 with fewer than 2.
+    deviation from their steps' medians) over ``steady`` (the steps' mean epochs, summed), ÷ √epochs; 0 with fewer than 2.
 
     >>> round(spread({1: 0.1, 2: -0.1, 3: 0.0, 4: 0.2}, 4.0), 4)
     0.0161
@@ -155,7 +159,7 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
             alike = [x for f, (x, _) in recs.items() if not isinstance(regime, Lazy) or regime.incremental
                      or regime.checkpoints_at(f) == regime.checkpoints_at(e)]
             residuals[e] = residuals.get(e, 0.0) + sec - statistics.median(alike)
-        steady += statistics.median([x for x, _ in recs.values()]) if recs else 0.0
+        steady += statistics.mean([x for x, _ in recs.values()]) if recs else 0.0
         logs = [m for m in _manifests(storage, n, "log") if m.files] if regime is not None else []
         cks = [m for m in _manifests(storage, n, "checkpoint") if m.files] if regime is not None else []
         full = [m for m in cks if not (m.extra.get("delta") or {}).get("chain")]
@@ -178,6 +182,12 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
             if with_ck and without:
                 fig["compute"] = statistics.median(without)
                 fig["state_write"] = max(0.0, statistics.median(with_ck) - statistics.median(without))
+        elif getattr(regime, "database", None):
+            # state in the step's own SQLite database: written by its function, inside its execution (no Parquet
+            # checkpoint to take apart), restored by one transaction deleting the rolled-back epochs' rows
+            # (DatabaseRunner.reset: no Spark job, milliseconds): both inside what is measured, priced 0 apart
+            fig["state_write"] = fig["state_read"] = 0.0
+            est |= {"state_write", "state_read"}
         elif regime is not None and not regime.stateless and regime.kind != "output":
             writes.append("delta" if isinstance(regime, Keyed) and regime.incremental else "state")
         if fig["compute"] is None:
