@@ -114,6 +114,13 @@ def _median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def _alike(recs: Mapping[int, tuple[float, int]], regime: Any, epoch: int) -> list[float]:
+    """The costs in ``recs`` of the epochs like ``epoch``: a ``Lazy(every=k>1)`` step's with a checkpoint or
+    without, as ``epoch`` is; any other step's all."""
+    return [s for e, (s, _) in recs.items() if not isinstance(regime, Lazy) or regime.incremental
+            or regime.checkpoints_at(e) == regime.checkpoints_at(epoch)]
+
+
 def spread(residuals: Mapping[int, float], steady: float) -> float:
     """The relative standard error of a steady cost per epoch: ``residuals`` (per epoch, the executions' summed
     deviation from their steps' medians) over ``steady`` (the steps' mean epochs, summed), ÷ √epochs; 0 with fewer than 2.
@@ -151,14 +158,10 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
         if len(recs) > 2:  # the first epoch warms up the JVM and Spark's caches: not a steady epoch
             first = min(recs)
             cold = recs.pop(first)[0]
-            alike = [s for e, (s, _) in recs.items() if not isinstance(regime, Lazy) or regime.incremental
-                     or regime.checkpoints_at(e) == regime.checkpoints_at(first)]
-            restart += cold - statistics.median(alike or [s for s, _ in recs.values()])
+            restart += cold - statistics.median(_alike(recs, regime, first) or [s for s, _ in recs.values()])
         measured_epochs += len(recs)
         for e, (sec, _) in recs.items():
-            alike = [x for f, (x, _) in recs.items() if not isinstance(regime, Lazy) or regime.incremental
-                     or regime.checkpoints_at(f) == regime.checkpoints_at(e)]
-            residuals[e] = residuals.get(e, 0.0) + sec - statistics.median(alike)
+            residuals[e] = residuals.get(e, 0.0) + sec - statistics.median(_alike(recs, regime, e))
         steady += statistics.mean([x for x, _ in recs.values()]) if recs else 0.0
         logs = [m for m in _manifests(storage, n, "log") if m.files] if regime is not None else []
         cks = [m for m in _manifests(storage, n, "checkpoint") if m.files] if regime is not None else []
