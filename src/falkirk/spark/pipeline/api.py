@@ -149,15 +149,16 @@ class Pipeline(Definition):
         ``fail`` injects failures as :meth:`run` does: their recoveries measure how much faster (or slower) an
         epoch runs again than the first time (``NodeCosts.recompute``). Afterwards every step's latest
         checkpoint and log is written again apart from the steps, and those writes are measured
-        (:mod:`~falkirk.spark.pipeline.run.calibrate`): they price the writes the run did not measure."""
-        from falkirk.spark.pipeline.run.calibrate import calibrate_writes
+        (:mod:`~falkirk.spark.pipeline.run.calibrate`): they price the writes the run did not measure; and read
+        back as a recovery reads them, which prices each such step's restore and replay."""
+        from falkirk.spark.pipeline.run.calibrate import calibrate
 
         if not self.durable:
             raise PipelineError("profile: the pipeline is not durable (durable=False): nothing would be measured")
         self.run(epochs, fail=fail)
         assert self.spark is not None  # run() made one
         with sql_conf(self.spark, self.spark_conf):
-            writes = calibrate_writes(self, self.spark)
-        costs = from_journal(self, calibration=writes)
+            measured = calibrate(self, self.spark)
+        costs = from_journal(self, calibration=measured.writes, reads=measured.reads)
         save_profile(self, costs)
         return costs

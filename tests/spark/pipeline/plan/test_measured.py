@@ -98,6 +98,20 @@ def test_writes_measured_apart_price_the_unmeasured_ones(tmp_path: Path) -> None
     assert Costs.from_json(costs.to_json()).writes == tuple(calibration)
 
 
+def test_reads_measured_apart_replace_the_estimates(tmp_path: Path) -> None:
+    """A restore measured apart is the step's state_read, a replay its log_read (no longer marked estimated); a
+    step with none keeps the estimate, and a read of a step the pipeline does not have is ignored."""
+    pipe = _measured_root(tmp_path / "root")
+    costs = from_journal(pipe, reads={("x", "checkpoint"): (0.4, 0.1), ("p", "log"): (0.3, 0.05),
+                                      ("gone", "log"): (1.0, 1.0)})
+    assert costs["x"].state_read == 0.4 and costs["p"].log_read == 0.05
+    assert "gone" not in costs.nodes and "2 read(s) measured apart" in costs.source
+    full = costs.complete(["p", "x", "y"])
+    assert full["x"].state_read == 0.4 and "state_read" not in full["x"].estimated
+    assert full["p"].log_read == 0.05 and "log_read" not in full["p"].estimated
+    assert "state_read" in full["y"].estimated  # nothing measured for y
+
+
 def test_costs_from_the_journal(tmp_path: Path) -> None:
     """A Lazy step's checkpoint cost is its epochs with a checkpoint minus those without; an Eager step's write is
     estimated from that and taken off its median (marked estimated)."""
@@ -200,6 +214,14 @@ def test_profile_measures_writes_apart_and_cleans_up(tmp_path: Path, spark: Any)
     assert all(b > 0 and c >= 0 for b, c in costs.writes) and max(c for _, c in costs.writes) > 0
     assert not pipe.location.exists("journal/calibration")
     assert root_costs(pipe).writes == costs.writes  # kept in journal/profile.json
+    # and read back: rolling's restore and hourly's replay measured, no longer estimated; alerts (its SQLite
+    # database) restores by a transaction, priced 0
+    assert "read(s) measured apart" in costs.source
+    assert costs["rolling"].state_read is not None and costs["rolling"].state_read > 0
+    assert costs["hourly"].log_read is not None and costs["hourly"].log_read >= 0
+    assert "state_read" not in costs["rolling"].estimated and "log_read" not in costs["hourly"].estimated
+    assert costs["alerts"].state_read == 0.0 and costs["alerts"].state_write == 0.0
+    assert root_costs(pipe)["rolling"].state_read == costs["rolling"].state_read
 
 
 def test_profile_json_is_preferred_and_round_trips(tmp_path: Path) -> None:

@@ -35,7 +35,9 @@ wall seconds:
   checkpoints in the line ``a + b·bytes``;
 * bytes are the medians of the manifests' sizes (deltas of incremental
   state apart); reads are :data:`~falkirk.spark.pipeline.plan.costs.READ_PER_WRITE`
-  of the writes (estimated);
+  of the writes (estimated), except those measured apart (``reads``, from
+  :meth:`Pipeline.profile <falkirk.spark.Pipeline.profile>`): a restore is
+  its read job, a replay that job less the same job on the in-memory copy;
 * ``spread``: the steady epochs' summed deviations from each step's median
   (like epochs alike) give the relative standard error of the steady cost
   per epoch (:func:`spread`); ``advise`` keeps the current regimes when the
@@ -134,8 +136,11 @@ def spread(residuals: Mapping[int, float], steady: float) -> float:
     return statistics.stdev(xs) / steady / math.sqrt(len(xs))
 
 
-def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, float]] = ()) -> Costs:
-    """Costs from the execution records and manifests under ``pipeline``'s root (see above).
+def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, float]] = (),
+                 reads: Mapping[tuple[str, str], tuple[float, float]] | None = None) -> Costs:
+    """Costs from the execution records and manifests under ``pipeline``'s root (see above); ``calibration``:
+    writes measured apart, ``reads``: per ``(step, "checkpoint" | "log")``, ``(restore, replay)`` measured apart
+    (:func:`~falkirk.spark.pipeline.run.calibrate.calibrate`).
 
     In CPU seconds when every record has them (a run on a ``local`` master,
     :mod:`~falkirk.spark.pipeline.run.cpu`), else in wall seconds.
@@ -216,6 +221,12 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
             estimated[n] |= {f"{kind}_write", "compute"}
         if ratio is not None:
             fig["recompute"] = float(fig["compute"] or 0.0) * ratio
+    applied = {key: value for key, value in (reads or {}).items() if key[0] in figures}
+    # measured apart: a restore is its own read job, a replay what reading adds to its consumer's job
+    for (n, kind), (restore, replay) in applied.items():
+        read, value = ("state_read", restore) if kind == "checkpoint" else ("log_read", replay)
+        figures[n][read] = value
+        estimated[n].discard(read)
     nodes = {n: NodeCosts(**{k: v for k, v in fig.items() if v is not None}, estimated=estimated[n])
              for n, fig in figures.items()}
     source = (f"journal of {measured_epochs} step execution(s) under the root "
@@ -225,6 +236,8 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
                    "one): every write is priced at 0 — profile more epochs, or with Pipeline.profile")
     if calibration:
         source += f"; {len(calibration)} write(s) measured apart from the steps"
+    if applied:
+        source += f"; {len(applied)} read(s) measured apart"
     return Costs(nodes, unit=unit, source=source, restart=max(0.0, restart), writes=tuple(calibration),
                  spread=spread(residuals, steady))
 

@@ -16,23 +16,40 @@ that prices every write the run did not measure
 (:meth:`Costs.complete <falkirk.spark.pipeline.plan.costs.Costs.complete>`).
 What it writes is under ``journal/calibration/`` and deleted before it
 returns.
+
+:func:`calibrate` also measures reading each of those items back from the
+root as a recovery does (checksums verified, every column read: a job
+hashing each row), against the same job on the copy held in memory:
+
+* a **restore** (``state_read``) is a job of its own that reads the
+  checkpoint back: the whole read job is its cost;
+* a **replay** (``log_read``) is read inside its consumer's job, in place of
+  the output the consumer would have had in memory: its cost is the read
+  job less the same job on the in-memory copy (at least 0).
+
+A step's measured reads replace the estimates (``READ_PER_WRITE`` of a
+write) for that step (:func:`~falkirk.spark.pipeline.plan.measured.from_journal`).
 """
 
 from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
+
+from attrs import field, frozen
 
 from falkirk.spark.pipeline.run.cpu import meter
 from falkirk.spark.pipeline.store.storage import Manifest, Storage
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from falkirk.spark.pipeline.declare.definition import Definition
 
-__all__ = ["calibrate_writes", "SCRATCH"]
+__all__ = ["Calibration", "calibrate", "calibrate_writes", "SCRATCH"]
 
 #: Where the calibration writes, relative to the root (deleted afterwards).
 SCRATCH = "journal/calibration"
@@ -49,28 +66,78 @@ def _latest(storage: Storage, step: str, kind: str) -> Manifest | None:
     return None
 
 
-def calibrate_writes(pipeline: Definition, spark: SparkSession, *, repeats: int = 3) -> list[tuple[float, float]]:
-    """``(bytes, cost)`` of writing again each step's latest checkpoint and log (median of ``repeats`` writes;
-    cost in the journal's unit, see the module docstring)."""
+@frozen
+class Calibration:
+    """What :func:`calibrate` measured, in the journal's unit: ``writes``, ``(bytes, cost)`` of each item written
+    again; ``reads``, per ``(step, kind)`` (kind ``"checkpoint"`` or ``"log"``), ``(restore, replay)``: the read
+    job's cost, and its cost beyond the same job on the in-memory copy."""
+
+    writes: tuple[tuple[float, float], ...] = ()
+    reads: dict[tuple[str, str], tuple[float, float]] = field(factory=dict)
+
+
+def _hashed(df: DataFrame) -> None:
+    """One job reading every column of every row of ``df``."""
+    from pyspark.sql import functions as F
+
+    df.agg(F.sum(F.xxhash64(*df.columns))).collect()
+
+
+def _item(storage: Storage, spark: SparkSession, m: Manifest, where: str, repeats: int,
+          cost: Callable[[Callable[[], object]], float]) -> tuple[float, float, float]:
+    """One item's median write, read job from the root, and the same job on the copy in memory."""
+    df = storage.read_frame(spark, m, verify=False).persist()
+    try:
+        df.count()  # in memory: the writes measure writing, not reading
+
+        def write(r: int) -> None:
+            storage.write_frame(df, m.step, "calibration", m.epoch, m.rows, location=f"{where}-{r}")
+
+        def stored() -> None:
+            _hashed(storage.read_frame(spark, m, verify=True))
+
+        def held() -> None:
+            _hashed(df)
+
+        writes = [cost(partial(write, r)) for r in range(repeats)]
+        held()  # both jobs' plans compiled once, outside the figures
+        stored()
+        reads, memory = [], []
+        for _ in range(repeats):  # alternated: a drift of the machine touches both alike
+            reads.append(cost(stored))
+            memory.append(cost(held))
+    finally:
+        df.unpersist()
+    return statistics.median(writes), statistics.median(reads), statistics.median(memory)
+
+
+def calibrate(pipeline: Definition, spark: SparkSession, *, repeats: int = 3) -> Calibration:
+    """Each step's latest checkpoint and log written again (median of ``repeats`` writes) and read back (median
+    of ``repeats`` reads, from the root and from memory, alternated); costs in the journal's unit (see the module
+    docstring)."""
     storage = Storage(pipeline.location, fsync=pipeline.fsync, checksums=pipeline.checksums)
     cpu = meter(spark)
+
+    def cost(action: Callable[[], object]) -> float:
+        t0, c0 = time.perf_counter(), cpu() if cpu is not None else None
+        action()
+        c1 = cpu() if cpu is not None else None
+        return c1 - c0 if c0 is not None and c1 is not None else time.perf_counter() - t0
+
     items = [m for n in pipeline.steps for kind in ("checkpoint", "log") if (m := _latest(storage, n, kind))]
     points: list[tuple[float, float]] = []
+    reads: dict[tuple[str, str], tuple[float, float]] = {}
     try:
         for i, m in enumerate(items):
-            df = storage.read_frame(spark, m, verify=False).persist()
-            try:
-                df.count()  # in memory: the writes below measure writing, not reading
-                costs = []
-                for r in range(repeats):
-                    t0, c0 = time.perf_counter(), cpu() if cpu is not None else None
-                    storage.write_frame(df, m.step, "calibration", m.epoch, m.rows, location=f"{SCRATCH}/{i}-{r}")
-                    c1 = cpu() if cpu is not None else None
-                    costs.append(c1 - c0 if c0 is not None and c1 is not None else time.perf_counter() - t0)
-            finally:
-                df.unpersist()
-            points.append((float(sum(f.size for f in m.files)), statistics.median(costs)))
+            write, restore, memory = _item(storage, spark, m, f"{SCRATCH}/{i}", repeats, cost)
+            points.append((float(sum(f.size for f in m.files)), write))
+            reads[(m.step, m.kind)] = (restore, max(0.0, restore - memory))
     finally:
         if pipeline.location.exists(SCRATCH):
             pipeline.location.delete(SCRATCH, recursive=True)
-    return points
+    return Calibration(tuple(points), reads)
+
+
+def calibrate_writes(pipeline: Definition, spark: SparkSession, *, repeats: int = 3) -> list[tuple[float, float]]:
+    """``(bytes, cost)`` of writing again each step's latest checkpoint and log (:func:`calibrate`'s writes)."""
+    return list(calibrate(pipeline, spark, repeats=repeats).writes)
