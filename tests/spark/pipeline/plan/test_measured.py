@@ -270,3 +270,16 @@ def test_pipe_advise_reads_the_root(tmp_path: Path) -> None:
     assert advice.unit == "wall" and advice.advised.total <= advice.current.total
     for name, why in advice.refused.items():
         assert name in pipe.steps and "log False → True" in why or "regime was" in why
+
+
+def test_the_read_job_hashes_many_rows_without_overflow(spark: Any) -> None:
+    """The calibration's read job folds every row's 64-bit hash: a sum would overflow under ANSI mode (it did in
+    the W4 benchmark); 5,000 rows of hashes must not."""
+    from falkirk.spark.pipeline.run.calibrate import _hashed
+
+    with_ansi = spark.conf.get("spark.sql.ansi.enabled")
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        _hashed(spark.range(5000).selectExpr("id", "id * 7 AS v"))
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", with_ansi)
