@@ -319,6 +319,8 @@ def test_monitor_state_machine() -> None:
         if sum(DISCARDED) > 0:
             break
     assert sum(DISCARDED) > 0  # garbage collection forgot checkpoints in place, and the invariants held
-    # The runs are long: hypothesis ends a run early only when its buffer of choices is full,
-    # which happens near the end of some runs (seen: 488-500 steps), so half of them reach 450.
-    assert statistics.median(STEPS) >= 450, STEPS
+    # The runs are long: hypothesis ends a run early only when its buffer of choices is full, which
+    # happens near the end of some runs (seen: 436-500 steps; a CI run on 2026-11-27 had the median of
+    # [500, 437, 445, 500, 441, 436] at 443, which failed the 450 this asserted before), so the median
+    # stays well above 400.
+    assert statistics.median(STEPS) >= 400, STEPS
