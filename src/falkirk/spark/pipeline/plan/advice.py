@@ -295,8 +295,8 @@ def advise(
     ev = final.evaluate(pair, exact=exact)
     totals = ev.steady + ev.expected(float(failure_rate))
     over_budget = storage_budget is not None and ev.steady_bytes[1] > storage_budget >= ev.steady_bytes[0]
-    if best != current and (totals[1] > totals[0] or over_budget or totals[1] > totals[0] * (1 - threshold)):
-        if not (totals[1] > totals[0] or over_budget):  # a saving below what the measurements can resolve
+    if best != current and (over_budget or totals[1] > totals[0] * (1 - threshold)):
+        if not over_budget and totals[1] <= totals[0]:  # a saving below what the measurements can resolve
             how += (f"; the best found saves {1 - totals[1] / totals[0]:.1%} of the current total, below "
                     f"min_saving {threshold:.1%}: the current regimes are kept")
         best = current  # else the closure's figures disagreed with the planner's: keep what runs

@@ -6,7 +6,7 @@ while writing it), so the journal measures a write only as the difference
 between a ``Lazy(every=k>1)`` step's epochs with and without a checkpoint —
 noise where the state is small (a profile once measured the flagship's
 checkpoint at 0.00 CPU-s, and every write was then priced at nothing).
-:func:`calibrate_writes` writes again, through the root's own storage
+:func:`calibrate` writes again, through the root's own storage
 (Parquet, checksums and fsync as the pipeline is configured), the latest
 checkpoint and log of every step the run persisted, from data already held
 in memory, and measures each write as the journal measures a step: CPU of
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
     from falkirk.spark.pipeline.declare.definition import Definition
 
-__all__ = ["Calibration", "calibrate", "calibrate_writes", "SCRATCH"]
+__all__ = ["Calibration", "calibrate", "SCRATCH"]
 
 #: Where the calibration writes, relative to the root (deleted afterwards).
 SCRATCH = "journal/calibration"
@@ -136,8 +136,3 @@ def calibrate(pipeline: Definition, spark: SparkSession, *, repeats: int = 3) ->
         if pipeline.location.exists(SCRATCH):
             pipeline.location.delete(SCRATCH, recursive=True)
     return Calibration(tuple(points), reads)
-
-
-def calibrate_writes(pipeline: Definition, spark: SparkSession, *, repeats: int = 3) -> list[tuple[float, float]]:
-    """``(bytes, cost)`` of writing again each step's latest checkpoint and log (:func:`calibrate`'s writes)."""
-    return list(calibrate(pipeline, spark, repeats=repeats).writes)
