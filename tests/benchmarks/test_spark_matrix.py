@@ -59,6 +59,8 @@ def test_each_system_runs_the_workload_and_matches_its_failure_free_run(
         if workload == "W4" and name.startswith("falkirk"):
             assert out["actions"]["sink"] != "keep" and out["actions"]["heavy"] == "keep"  # only the sink's closure
             assert out["journal_steady_cpu_s"] > 0
+            # the failure's excess takes off the steady executions of the sink and of what runs after it in epoch c
+            assert set(out["steady_after_failure_cpu_s"]) == {"sink", "totals_out"}
         if name == "falkirk-advised":  # advised from its own profile, run with the advised regimes
             advice = out["advice"]
             assert {r: out["regimes"][r] for r in advice["regimes"]} == advice["regimes"]

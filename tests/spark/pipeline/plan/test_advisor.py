@@ -78,17 +78,17 @@ def test_an_unlogged_step_dragging_three_consumers_back_is_logged() -> None:
 
 
 def test_a_chain_with_one_expensive_step_gets_youngs_spacing_by_hand() -> None:
-    """Each step fails while it runs epoch e+1, the steps before it having done e+1. p's failure loses nothing. x's
-    restores its last checkpoint (0.4) and redoes (k-1)/2 epochs on average of itself, of p (not logged) and of the
-    input's cuts read again (8.15 an epoch), and p's e+1 (0.15). out's drags x back to resend e+1, which x did not
-    log: x restores and redoes (k-1)/2 + 1 epochs. So the total per epoch is
-    C/k + λ/3·((k-1)·8.15 + 8.15 + 0.95); the advice picks the spacing minimising that, and the whole product
-    agrees."""
+    """Each step fails while it runs epoch e+1, the steps before it having done e+1. p's failure loses only the cut
+    of e+1 it had taken (read again: 0.05). x's restores its last checkpoint (0.4) and redoes (k-1)/2 epochs on
+    average of itself, of p (not logged) and of the input's cuts read again (8.15 an epoch), and p's e+1 (0.15).
+    out's drags x back to resend e+1, which x did not log: x restores and redoes (k-1)/2 + 1 epochs. So the total
+    per epoch is C/k + λ/3·((k-1)·8.15 + 8.15 + 0.95 + 0.05); the advice picks the spacing minimising that, and the
+    whole product agrees."""
     pipe, costs = _chain()
     rate = 0.02
 
     def by_hand(k: int) -> float:
-        return 0.5 / k + rate / 3 * ((k - 1) * 8.15 + 8.15 + 0.95)
+        return 0.5 / k + rate / 3 * ((k - 1) * 8.15 + 8.15 + 0.95 + 0.05)
 
     best = min((1, 2, 3, 4, 5, 6, 10, 12), key=by_hand)
     advice = advise(pipe, costs, rate)
@@ -101,11 +101,12 @@ def test_a_chain_with_one_expensive_step_gets_youngs_spacing_by_hand() -> None:
 
 def test_a_driver_failure_strikes_while_any_step_runs_and_pays_the_cold_start() -> None:
     """Every node fails at a moment uniform in time: while src (0.05 of an epoch's 8.15 compute), p (0.1) or x
-    (8.0) runs epoch e+1. Before x's turn x only restores its checkpoint of e (0.4); during x's, p has done e+1,
-    which it did not log, so p redoes it (0.1) and reads src's cut again (0.05). ``Costs.restart`` is added once."""
+    (8.0) runs epoch e+1. x always restores its checkpoint of e (0.4); during p's turn p had taken src's cut of
+    e+1, lost with the driver, so it is read again (0.05); during x's, p has done e+1, which it did not log, so p
+    redoes it (0.1) and reads src's cut again (0.05). ``Costs.restart`` is added once."""
     pipe, costs = _chain()
     current = regimes_of(pipe)
-    by_hand = (0.05 * 0.4 + 0.1 * 0.4 + 8.0 * (0.4 + 0.1 + 0.05)) / 8.15
+    by_hand = (0.05 * 0.4 + 0.1 * (0.4 + 0.05) + 8.0 * (0.4 + 0.1 + 0.05)) / 8.15
     model = Model(pipe, costs, failure_kinds(pipe, "driver"), period=1)
     assert [w for _, w in model.strikes[0]] == pytest.approx([0.05 / 8.15, 0.1 / 8.15, 8.0 / 8.15])
     assert model.evaluate([current]).recovery[0, 0] == pytest.approx(by_hand)
@@ -119,6 +120,23 @@ def test_a_driver_failure_strikes_while_any_step_runs_and_pays_the_cold_start() 
     advice = advise(pipe, evolve(costs, restart=2.5), 0.05, failures=["each-step", "driver"])
     assert "a new driver's cold start, 2.5 CPU-s" in advice.table() and advice.to_json()["restart"] == 2.5
     assert advice.current.per_failure["driver"] > 2.5 > advice.current.per_failure["x"]
+
+
+def test_the_input_a_failed_step_had_taken_is_read_again_from_its_senders_log() -> None:
+    """x fails while it runs epoch e+1: it had taken p's e+1 from memory, so the recovery reads it from p's log
+    (0.3) besides restoring x (0.4); p, kept, redoes nothing. A driver failing during x's turn loses the same;
+    during p's turn p had taken src's cut (0.05) and x had not received p's e+1 yet (nothing to read)."""
+    pipe = _pipe(("p", ["src"], Ephemeral(log=True)), ("x", ["p"], Lazy(every=1)))
+    costs = Costs({"src": NodeCosts(compute=0.05), "p": NodeCosts(compute=0.1, log_write=0.2, log_read=0.3),
+                   "x": NodeCosts(compute=8.0, state_write=0.5, state_read=0.4)}, unit="cpu")
+    current = regimes_of(pipe)
+    for exact in (False, True):
+        own = Model(pipe, costs, [("x",)], moments=[4]).evaluate([current], exact=exact)
+        assert own.recovery[0, 0] == pytest.approx(0.4 + 0.3)
+        assert own.node_recovery[:, 0, 0] == pytest.approx([0.0, 0.0, 0.7])
+        driver = Model(pipe, costs, [("all",)], moments=[(4, "x"), (4, "p"), (4, None)]).evaluate([current],
+                                                                                                 exact=exact)
+        assert driver.recovery[0, 0] == pytest.approx(((0.4 + 0.3) + (0.4 + 0.05) + 0.4) / 3)
 
 
 def test_a_drag_chain_matches_the_whole_product() -> None:

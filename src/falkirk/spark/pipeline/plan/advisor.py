@@ -11,7 +11,9 @@ The cost model (``docs/advisor.md``), per epoch and in the unit of the
 * **recovery cost** of one failure: what the plan falkirk's solver picks
   would redo (``(done - frontier) × recompute`` per node), restore
   (``state_read`` per restored stateful step) and replay (``log_read`` of the
-  sender per logged epoch a rolled-back receiver reads again), averaged over
+  sender per logged epoch a rolled-back receiver reads again, including the
+  epoch ``e + 1`` a failed step had in memory only: the running step's input,
+  and with a driver every queue), averaged over
   the moments of the failure. A failure strikes while a step runs epoch
   ``e + 1`` (steps run epoch by epoch in the pipeline's order, so the steps
   before it have completed ``e + 1``, it and the later ones ``e``): a step's
@@ -194,7 +196,7 @@ class Model:
         """``failed``/``done`` (N, M) for every (kind, moment, running step), each column's kind and weight."""
         n = len(self.graph.names)
         order = {name: i for i, name in enumerate(self.graph.names)}
-        failed, done, kind, weight = [], [], [], []
+        failed, done, kind, weight, taken = [], [], [], [], []
         for k, names in enumerate(self.kinds):
             lost = np.ones(n, bool) if names == ("all",) else np.isin(np.arange(n), [order[s] for s in names])
             for at in self.moments:
@@ -210,8 +212,13 @@ class Model:
                     done.append(np.where(np.arange(n) < j, at + 1, at))
                     kind.append(k)
                     weight.append(w / len(self.moments))
+                    # the epoch e + 1 sent to a failed step that had not done it was in memory only: the running
+                    # step had taken it, and a driver's failure loses every queue (what a restart reads again)
+                    taken.append(lost & ((np.arange(n) == j) | (names == ("all",))))
         self.failed = np.array(failed).T
         self.done = np.array(done).T
+        #: (N, M): the failed steps whose input of epoch e + 1 was lost with them (read again from a log, if kept)
+        self.taken = np.array(taken).T
         self.kind_of = np.array(kind)
         self.weight = np.array(weight)
 
@@ -273,8 +280,9 @@ class Model:
         deltas = np.where(incr, (snap - 1) / 2, 0.0)[:, :, None] * self.delta_read[:, None, None]
         restore = np.where(restored, self.state_read[:, None, None] + deltas, 0.0)
         replay = np.zeros_like(redo)
+        upto = done + self.taken[:, None, :]  # what a receiver must read again up to, where its sender still has it
         for p, q in self.graph.edges:
-            hi = np.minimum(fr[p], done[q])
+            hi = np.minimum(fr[p], upto[q])
             epochs = np.where(kept[q] | ~logs[p][:, None], 0, np.maximum(hi - fr[q], 0))
             replay[q] += epochs * self.log_read[p]
         node = redo + restore + replay  # (N, A, M)
