@@ -270,6 +270,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -1397,10 +1398,10 @@ def measure_w1(configs: list[str], size: dict[str, int], work: Path, warmup: int
     return out
 
 
-def report_advice(out: dict[str, Any], recovery: str = "recovery_cpu_s") -> None:
+def report_advice(out: dict[str, Any], recovery: str = "recovery_cpu_s", window: Sequence[str] = ()) -> None:
     """With ``falkirk-advised`` among the configurations: its advice checked (:func:`advice_check`), and printed."""
     if "falkirk-advised" in out:
-        out["falkirk-advised"]["advice"]["check"] = advice_check(out, recovery)
+        out["falkirk-advised"]["advice"]["check"] = advice_check(out, recovery, window)
         print(out["falkirk-advised"]["advice"]["table"], json.dumps(out["falkirk-advised"]["advice"]["check"]),
               sep="\n", flush=True)
 
@@ -1443,14 +1444,22 @@ def measure_w46(workload: str, configs: list[str], size: dict[str, int], work: P
         shutil.rmtree(work / f"{workload}-{name}", ignore_errors=True)
         print(said(workload, name, res), flush=True)
         out[name] = res
-    report_advice(out, "failure_excess_cpu_s" if workload == "W4" else "recovery_cpu_s")
+    report_advice(out, *(("failure_excess_cpu_s", ("sink", "totals_out")) if workload == "W4" else ()))
     return out
 
 
-def advice_check(summary: dict[str, Any], recovery: str = "recovery_cpu_s") -> dict[str, Any]:
+def _error(pred: float, got: float | None) -> dict[str, Any]:
+    return {"predicted": pred, "measured": got, "error": None if not pred or got is None else (got - pred) / pred,
+            "abs_error": None if got is None else got - pred}  # read abs_error where pred is near 0
+
+
+def advice_check(summary: dict[str, Any], recovery: str = "recovery_cpu_s",
+                 window: Sequence[str] = ()) -> dict[str, Any]:
     """The advisor's predictions against the measurements: the advised regimes in ``falkirk-advised``'s runs, the
     shipped ones in ``falkirk``'s (when it ran); relative errors (measured − predicted) ÷ predicted. Steady: the
-    journal's sum of step executions per epoch; recovery: the figure named ``recovery``."""
+    journal's sum of step executions per epoch; recovery: the figure named ``recovery``. With ``window`` (W4: the
+    failed step and the steps after it in the epoch), also ``recovery_window_cpu_s``: the whole ``recovery_cpu_s``
+    against the predicted recovery plus those steps' compute in the profile (what they run in any run)."""
     advice = summary["falkirk-advised"]["advice"]
     out: dict[str, Any] = {"recovery_measured_as": recovery}
     for which, name in (("advised", "falkirk-advised"), ("current", "falkirk")):
@@ -1458,10 +1467,11 @@ def advice_check(summary: dict[str, Any], recovery: str = "recovery_cpu_s") -> d
             continue
         row: dict[str, Any] = {"config": name}
         for axis, measured in (("steady_cpu_s", "journal_steady_cpu_s"), ("recovery_cpu_s", recovery)):
-            pred, got = advice["predicted"][which][axis], summary[name].get(measured)
-            row[axis] = {"predicted": pred, "measured": got,
-                         "error": None if not pred or got is None else (got - pred) / pred,
-                         "abs_error": None if got is None else got - pred}  # read this one where pred is near 0
+            row[axis] = _error(advice["predicted"][which][axis], summary[name].get(measured))
+        if window:
+            rest = sum(advice["costs"]["nodes"][n]["compute"] for n in window)
+            row["recovery_window_cpu_s"] = _error(advice["predicted"][which]["recovery_cpu_s"] + rest,
+                                                  summary[name].get("recovery_cpu_s"))
         out[which] = row
     return out
 

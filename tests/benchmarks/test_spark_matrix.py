@@ -20,6 +20,7 @@ from benchmarks.spark_matrix import (
     CONFIGS,
     PHASES,
     StreamingKeyed,
+    advice_check,
     markdown,
     run_falkirk_keyed,
     streaming_category,
@@ -113,3 +114,21 @@ def test_verdict_frontier_and_dominance() -> None:
     assert "| W4 | `falkirk`" not in text and "| `W4` | falkirk |" in text and "strictly dominating" in text
     assert streaming_category("checkpoint/sink/offsets/3") == "offsets"
     assert streaming_category("checkpoint/state/0/0/1.changelog") == "state"
+
+
+def test_the_advice_check_compares_predictions_with_measurements() -> None:
+    """Relative and absolute errors per axis; with a window (W4), the whole recovery CPU against the predicted
+    recovery plus the profile's compute of the steps that run the failed epoch in any run."""
+    predicted = {w: {"steady_cpu_s": 4.0, "recovery_cpu_s": 0.02} for w in ("current", "advised")}
+    costs = {"nodes": {"sink": {"compute": 0.18}, "totals_out": {"compute": 0.3}, "heavy": {"compute": 1.8}}}
+    summary = {"falkirk-advised": {"advice": {"predicted": predicted, "costs": costs}, "journal_steady_cpu_s": 5.0,
+                                   "failure_excess_cpu_s": 0.12, "recovery_cpu_s": 0.6},
+               "falkirk": {"journal_steady_cpu_s": 3.0, "failure_excess_cpu_s": -0.04, "recovery_cpu_s": 0.45}}
+    check = advice_check(summary, "failure_excess_cpu_s", ("sink", "totals_out"))
+    assert check["recovery_measured_as"] == "failure_excess_cpu_s"
+    assert check["advised"]["steady_cpu_s"]["error"] == pytest.approx(0.25)
+    assert check["current"]["steady_cpu_s"]["error"] == pytest.approx(-0.25)
+    assert check["advised"]["recovery_cpu_s"]["abs_error"] == pytest.approx(0.10)
+    assert check["current"]["recovery_window_cpu_s"]["predicted"] == pytest.approx(0.5)
+    assert check["current"]["recovery_window_cpu_s"]["error"] == pytest.approx(-0.1)
+    assert "recovery_window_cpu_s" not in advice_check(summary)["advised"]
