@@ -15,7 +15,10 @@ Workloads implemented
   run label propagation on both sides (the second row). ``streaming-snap2`` is
   ``streaming`` with a RocksDB snapshot every 2 deltas. ``falkirk-advised``
   runs the regimes the advisor chooses for a driver failure from a profile
-  taken in the first driver (issue 33; defined there).
+  taken in the first driver (issue 33; defined there). ``falkirk-eager``
+  (since 2026-11-27 04:30 UTC) persists every step every epoch (``cc``
+  checkpointed each epoch, every Ephemeral step logged): falkirk's cheapest
+  recovery for more steady cost, the trade a user makes by hand.
 
 ``W4`` — **a heavy logged aggregate feeding a stateful branch and an
   exactly-once SQLite sink**; the failure is an exception raised by the sink
@@ -304,7 +307,7 @@ ADVISE_RATE = 0.05
 CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
     "W1": {"streaming": {"base": "streaming"}, "streaming-snap2": {"base": "streaming", "conf": SNAP2},
            "falkirk": {"base": "falkirk"}, "falkirk-tuned": {"base": "falkirk-tuned"},
-           "falkirk-advised": {"base": "falkirk-advised"},
+           "falkirk-advised": {"base": "falkirk-advised"}, "falkirk-eager": {"base": "falkirk-eager"},
            "streaming-spark-cc": {"base": "streaming-spark-cc"}, "falkirk-propagation": {"base": "falkirk-propagation"}},
     "W4": {"streaming": {"mode": "single"}, "streaming-snap2": {"mode": "single", "conf": SNAP2},
            "streaming-split": {"mode": "split"}, "falkirk": {"totals": "lazy"}, "falkirk-inc": {"totals": "incremental"},
