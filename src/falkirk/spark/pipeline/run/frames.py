@@ -1,7 +1,10 @@
 """The lifetime of the DataFrames a run holds in executor memory: persisted once, counted once, unpersisted once.
 
 A step's output is persisted and counted when it is made
-(:meth:`Frames.materialise`), queued for each consumer
+(:meth:`Frames.materialise`) — or, when its first use is a write (a log, an
+output), persisted and counted by that write (:meth:`Frames.observing`: the
+write's own job fills the cache and counts the rows, so no count job runs
+before it) —, queued for each consumer
 (:mod:`~falkirk.spark.pipeline.run.queues` pins it once per queue entry)
 and unpersisted when the last consumer took it and its producer released
 it. Row counts the run already knows — a replayed log's manifest says how
@@ -20,11 +23,21 @@ Spark job counts them again.
 
 from __future__ import annotations
 
+import itertools
+import time
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from falkirk.spark.pipeline.run.session import is_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+#: names of the row-count observations (unique within the process)
+_OBSERVATIONS = itertools.count()
+#: how long :meth:`Frames.observing`'s count waits for a finished write's observation before counting instead
+OBSERVED_WAIT = 2.0
 
 __all__ = ["Frames"]
 
@@ -55,6 +68,37 @@ class Frames:
             df = df.persist(StorageLevel.MEMORY_AND_DISK)
         n = df.count() if rows is None else rows
         return self.known_rows(df, n), n
+
+    def observing(self, df: DataFrame) -> tuple[DataFrame, DataFrame, Callable[[], int]] | None:
+        """Persist ``df`` with no job, for a first use that writes it: ``(persisted, observed, rows)``.
+
+        Write ``observed`` (``persisted`` with a row count attached as a
+        Spark observation): that write's job computes ``df`` once, fills
+        ``persisted``'s cache and counts the rows; ``rows()``, called after
+        it, returns the count (and remembers it). Where the observation did
+        not arrive, ``rows()`` counts ``persisted`` (from memory). ``None``
+        through Spark Connect, and for a DataFrame this run has counted
+        already (use :meth:`materialise`).
+        """
+        from pyspark import StorageLevel
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        known = self._counts.get(id(df))
+        if (known is not None and known[0]() is df) or is_connect(df.sparkSession):
+            return None
+        persisted = df.persist(StorageLevel.MEMORY_AND_DISK)
+        observation = Observation(f"falkirk_rows_{next(_OBSERVATIONS)}")
+        observed = persisted.observe(observation, F.count(F.lit(1)).alias("rows"))
+
+        def rows() -> int:
+            n = _observed_rows(observation)
+            if n is None:
+                n = persisted.count()
+            self.known_rows(persisted, n)
+            return n
+
+        return persisted, observed, rows
 
     def known_rows(self, df: DataFrame, rows: int) -> DataFrame:
         """Remember that ``df`` has ``rows`` rows (e.g. a replayed log, whose manifest says so)."""
@@ -90,3 +134,18 @@ class Frames:
         self._released.clear()
         if len(self._counts) > 256:
             self._counts = {k: v for k, v in self._counts.items() if v[0]() is not None}
+
+
+def _observed_rows(observation: Any) -> int | None:
+    """The row count ``observation`` received from a finished action, waiting up to :data:`OBSERVED_WAIT` seconds
+    for it (the metrics travel on Spark's listener bus); ``None`` if it did not arrive (the caller counts)."""
+    try:
+        future = observation._jo.future()
+        deadline = time.monotonic() + OBSERVED_WAIT
+        while not future.isCompleted():
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.002)
+        return int(observation.get["rows"])
+    except Exception:  # noqa: BLE001 - an observation is an optimisation: counting is always correct
+        return None

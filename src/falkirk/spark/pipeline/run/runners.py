@@ -19,6 +19,8 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from falkirk.spark.errors import CorruptDataError, PipelineError
 from falkirk.spark.pipeline.declare.regimes import Output
 from falkirk.spark.pipeline.run.guard import WriteGuard
@@ -163,11 +165,34 @@ class StepRunner(Runner):
                 new_state = detach(returned, eager=False, replicas=self.replicas)
                 result = new_state if result is returned else result
         wrapped = ctx.injector.wrap(self.name, epoch, result)
-        out, rows = ctx.frames.materialise(wrapped, cached=wrapped is new_state)
-        pending: list[Manifest] = []
         durable = ctx.durable
+        output = isinstance(regime, Output)
+        if output and any(c.lower() == "epoch" for c in wrapped.columns):
+            raise PipelineError(
+                f"output step {self.name!r}: its rows have a column named 'epoch', the output's partition column "
+                f"(output/{self.name}/epoch=E/); rename it, e.g. .withColumnRenamed('epoch', 'epoch_')")
+        # an output whose first use is a write (its log, or an output's data) is computed, cached and counted by
+        # that write's job (Frames.observing): no count job before it
+        observing = ctx.frames.observing(wrapped) if durable and wrapped is not new_state and (
+            regime.logs or output) else None
+        if observing is not None:
+            out, observed, count = observing
+            rows = -1  # known after the first write
+        else:
+            out, rows = ctx.frames.materialise(wrapped, cached=wrapped is new_state)
+        pending: list[Manifest] = []
+
+        def write(kind: str, location: str | None = None) -> None:
+            nonlocal observing, rows
+            if observing is None:
+                pending.append(storage.write_frame(out, self.name, kind, epoch, rows, location=location))
+                return
+            m = storage.write_frame(observed, self.name, kind, epoch, 0, location=location)
+            rows, observing = count(), None
+            pending.append(attrs.evolve(m, rows=rows))
+
         if regime.logs and durable:
-            pending.append(storage.write_frame(out, self.name, "log", epoch, rows))
+            write("log")
         if regime.takes_state and regime.checkpoints_at(epoch) and durable:
             if new_state is None:
                 pending.append(Manifest(self.name, "checkpoint", epoch, 0, extra={"empty": True}))
@@ -175,13 +200,8 @@ class StepRunner(Runner):
                 pending.append(self.checkpoints.write(new_state, self.state, epoch, rows if new_state is out else None))
         elif new_state is not None and new_state is not out and not materialised(new_state):
             new_state.count()  # held in executor memory from now on, not recomputed from the previous state
-        if isinstance(regime, Output):
-            if any(c.lower() == "epoch" for c in out.columns):
-                raise PipelineError(
-                    f"output step {self.name!r}: its rows have a column named 'epoch', the output's partition column "
-                    f"(output/{self.name}/epoch=E/); rename it, e.g. .withColumnRenamed('epoch', 'epoch_')")
-            loc = f"output/{self.name}/epoch={epoch}"
-            pending.append(storage.write_frame(out, self.name, "output", epoch, rows, location=loc))
+        if output:
+            write("output", f"output/{self.name}/epoch={epoch}")
         ctx.injector.at(self.name, epoch, "mid")
         if durable:
             for m in pending:
