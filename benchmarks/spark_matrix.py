@@ -1447,7 +1447,10 @@ def measure_w46(workload: str, configs: list[str], size: dict[str, int], work: P
         shutil.rmtree(work / f"{workload}-{name}", ignore_errors=True)
         print(said(workload, name, res), flush=True)
         out[name] = res
-    report_advice(out, *(("failure_excess_cpu_s", ("sink", "totals_out")) if workload == "W4" else ()))
+    if workload == "W4":  # the steps the excess took off (phase_w4): the sink and those after it in epoch c
+        report_advice(out, "failure_excess_cpu_s", tuple(out.get("falkirk-advised", {}).get("steady_after_failure_cpu_s", ())))
+    else:
+        report_advice(out)
     return out
 
 
