@@ -159,6 +159,7 @@ class Pipeline(Definition):
         assert self.spark is not None  # run() made one
         with sql_conf(self.spark, self.spark_conf):
             measured = calibrate(self, self.spark)
-        costs = from_journal(self, calibration=measured.writes, reads=measured.reads)
+        costs = from_journal(self, calibration=measured.writes, reads=measured.reads,
+                             first_writes=measured.first_writes)
         save_profile(self, costs)
         return costs

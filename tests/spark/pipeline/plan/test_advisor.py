@@ -77,6 +77,27 @@ def test_an_unlogged_step_dragging_three_consumers_back_is_logged() -> None:
     assert advice.advised.total == pytest.approx(_brute_force(pipe, costs, 0.05), rel=1e-9)
 
 
+def test_a_stateless_steps_log_is_priced_by_the_writes_less_a_count() -> None:
+    """With writes measured apart and the same writes less a count (``first_writes``), the model prices the
+    stateless parse's log by the second line (its output is computed by one job whether it logs or not) and the
+    stateful consumers' logs by the first (a job of their own). Priced as a whole write (the line through three
+    3 CPU-s writes of 1 MB and the consumers' 1 CPU-s checkpoints of 10 MB: 2 CPU-s an epoch) the log costs more
+    than any recovery it can save (at most λ × 6 epochs × 5 CPU-s = 1.5 an epoch); priced as what it adds (0.1),
+    it is advised."""
+    pipe, costs = _drag()
+    parse = evolve(costs["parse"], log_write=None, log_read=None)
+    whole = evolve(costs, nodes={**costs.nodes, "parse": parse}, writes=[(1e6, 3.0)] * 3)
+    first = evolve(whole, first_writes=[(1e6, 0.1)])
+    assert {s.name: s.advised for s in advise(pipe, whole, 0.05).steps}["parse"] == Ephemeral()
+    assert advise(pipe, first, 0.05).regimes()["parse"] == Ephemeral(log=True)
+    model = Model(pipe, first, failure_kinds(pipe, "each-step"))
+    names = model.graph.names
+    assert model.log_write[names.index("parse")] == pytest.approx(0.1)  # one point: the line is its cost
+    plain = first.complete(names)  # no first_use: every log by the line of whole writes (and the checkpoints)
+    assert all(model.log_write[names.index(n)] == pytest.approx(plain[n].log_write) for n in "abc")
+    assert plain["parse"].log_write == pytest.approx(2.0)  # (3 × 3.0 + 3 × 1.0) / 6: no slope through them
+
+
 def test_a_chain_with_one_expensive_step_gets_youngs_spacing_by_hand() -> None:
     """Each step fails while it runs epoch e+1, the steps before it having done e+1. p's failure loses only the cut
     of e+1 it had taken (read again: 0.05). x's restores its last checkpoint (0.4) and redoes (k-1)/2 epochs on

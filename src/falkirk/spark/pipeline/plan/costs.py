@@ -142,6 +142,9 @@ class Costs:
     writes: tuple[tuple[float, float], ...] = field(default=(), converter=_points)
     #: relative standard error of the measured steady cost per epoch (:func:`~falkirk.spark.pipeline.plan.measured.spread`)
     spread: float = field(default=0.0, validator=_number)
+    #: ``(bytes, cost)`` of writes less a count of the same data, measured apart (:mod:`~falkirk.spark.pipeline.run.calibrate`):
+    #: what a log adds to a step whose output a job computes and counts anyway (see :meth:`complete`)
+    first_writes: tuple[tuple[float, float], ...] = field(default=(), converter=_points)
 
     @unit.validator
     def _unit(self, attribute: Any, value: str) -> None:
@@ -154,12 +157,16 @@ class Costs:
     def __iter__(self) -> Iterator[str]:
         return iter(self.nodes)
 
-    def complete(self, names: Iterable[str]) -> Costs:
+    def complete(self, names: Iterable[str], *, first_use: Iterable[str] = ()) -> Costs:
         """Every field of every node in ``names`` filled in: measured where known, estimated otherwise.
 
         A missing write is priced by a line ``a + b·bytes`` fitted to the
         writes measured anywhere in the pipeline (so the fixed cost of a
-        Spark job dominates small writes, as it does when measured); missing
+        Spark job dominates small writes, as it does when measured) — except
+        the log of a node in ``first_use`` (a stateless step: its output is
+        computed and counted by a job whether it logs or not, and a log's
+        write is that job) where :attr:`first_writes` were measured: the
+        line fitted to those (a write less a count); missing
         bytes by the node's rows times the median bytes per row measured
         elsewhere; a missing restore (``state_read``) as :data:`READ_PER_WRITE`
         of its write; a missing replay (``log_read``) as :data:`READ_PER_WRITE`
@@ -174,6 +181,8 @@ class Costs:
         writes += [(n.state_bytes, n.state_write) for n in self.nodes.values()
                    if n.state_bytes is not None and n.state_write is not None and "state_write" not in n.estimated]
         a, b = fit_writes([(float(x), float(y)) for x, y in writes] + list(self.writes))
+        first = fit_writes(list(self.first_writes)) if self.first_writes else (a, b)
+        first_use = set(first_use)
         per_row = [n.log_bytes / n.rows for n in self.nodes.values()
                    if n.log_bytes is not None and n.rows and "log_bytes" not in n.estimated]
         row_bytes = statistics.median(per_row) if per_row else 0.0
@@ -187,7 +196,8 @@ class Costs:
                     values[f"{kind}_bytes"] = (n.rows or 0.0) * row_bytes
                     est.add(f"{kind}_bytes")
                 if values[f"{kind}_write"] is None:
-                    values[f"{kind}_write"] = a + b * float(values[f"{kind}_bytes"] or 0.0)
+                    line = first if kind == "log" and name in first_use else (a, b)
+                    values[f"{kind}_write"] = line[0] + line[1] * float(values[f"{kind}_bytes"] or 0.0)
                     est.add(f"{kind}_write")
                 if values[f"{kind}_read"] is None:
                     write = float(values[f"{kind}_write"] or 0.0) if kind == "state" else \
@@ -207,6 +217,7 @@ class Costs:
         """The ``falkirk-costs/1`` document (what ``ROOT/journal/profile.json`` holds)."""
         return {"format": "falkirk-costs/1", "unit": self.unit, "overhead": self.overhead, "source": self.source,
                 "restart": self.restart, "writes": [list(w) for w in self.writes], "spread": self.spread,
+                "first_writes": [list(w) for w in self.first_writes],
                 "nodes": {n: c.to_json() for n, c in self.nodes.items()}}
 
     @classmethod
@@ -217,6 +228,7 @@ class Costs:
         try:
             return cls({n: NodeCosts.from_json(c) for n, c in doc["nodes"].items()}, unit=doc["unit"],
                        overhead=doc.get("overhead", 0.0), source=doc.get("source", ""),
-                       restart=doc.get("restart", 0.0), writes=doc.get("writes", ()), spread=doc.get("spread", 0.0))
+                       restart=doc.get("restart", 0.0), writes=doc.get("writes", ()), spread=doc.get("spread", 0.0),
+                       first_writes=doc.get("first_writes", ()))
         except (KeyError, TypeError, AttributeError) as exc:
             raise PipelineError(f"falkirk-costs/1 document is malformed ({type(exc).__name__}: {exc})") from None

@@ -29,6 +29,10 @@ wall seconds:
   step's few redos are noise, and an unlogged step's include the replay
   of its input, which the model prices apart), where the root records
   some (else ``compute``);
+* a stateless step's log (``Ephemeral(log=True)``, ``Batch``) is written by
+  the job that computes and counts its output whether it logs or not: with
+  ``first_writes`` (a write less a count of the same data, measured apart)
+  its write is priced by the line fitted to those instead;
 * ``writes``: ``(bytes, cost)`` of writes measured apart from any step
   (:meth:`Pipeline.profile <falkirk.spark.Pipeline.profile>` makes them,
   :mod:`~falkirk.spark.pipeline.run.calibrate`) join the measured
@@ -137,9 +141,11 @@ def spread(residuals: Mapping[int, float], steady: float) -> float:
 
 
 def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, float]] = (),
-                 reads: Mapping[tuple[str, str], tuple[float, float]] | None = None) -> Costs:
+                 reads: Mapping[tuple[str, str], tuple[float, float]] | None = None,
+                 first_writes: Sequence[tuple[float, float]] = ()) -> Costs:
     """Costs from the execution records and manifests under ``pipeline``'s root (see above); ``calibration``:
-    writes measured apart, ``reads``: per ``(step, "checkpoint" | "log")``, ``(restore, replay)`` measured apart
+    writes measured apart, ``first_writes``: the same writes less a count of the same data, ``reads``: per
+    ``(step, "checkpoint" | "log")``, ``(restore, replay)`` measured apart
     (:func:`~falkirk.spark.pipeline.run.calibrate.calibrate`).
 
     In CPU seconds when every record has them (a run on a ``local`` master,
@@ -210,12 +216,16 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
               if f.get("state_write") is not None]  # bytes unknown (no manifest kept): the fixed cost alone
     points += [(float(b), float(c)) for b, c in calibration]  # measured apart from any step (Pipeline.profile)
     a, b = fit_writes(points)
+    # a stateless step's log is written by the job that computes and counts its output anyway: what it adds is
+    # a write less a count (Costs.complete)
+    first_line = fit_writes([(float(x), float(y)) for x, y in first_writes]) if first_writes else (a, b)
     ratio = _median(redo_ratios)
     for n, writes in mixed.items():
         fig = figures[n]
         for kind in writes:
             nbytes = fig.get(f"{kind}_bytes")
-            cost = a + b * float(nbytes or 0.0)
+            fa, fb = first_line if kind == "log" and pipeline.stateless(n) else (a, b)
+            cost = fa + fb * float(nbytes or 0.0)
             fig[f"{kind}_write"] = cost
             fig["compute"] = max(0.0, float(fig["compute"] or 0.0) - cost)
             estimated[n] |= {f"{kind}_write", "compute"}
@@ -238,8 +248,10 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
         source += f"; {len(calibration)} write(s) measured apart from the steps"
     if applied:
         source += f"; {len(applied)} read(s) measured apart"
+    if first_writes:
+        source += "; a stateless step's log priced as a write less a count"
     return Costs(nodes, unit=unit, source=source, restart=max(0.0, restart), writes=tuple(calibration),
-                 spread=spread(residuals, steady))
+                 spread=spread(residuals, steady), first_writes=tuple(first_writes))
 
 
 def save_profile(pipeline: Definition, costs: Costs) -> None:

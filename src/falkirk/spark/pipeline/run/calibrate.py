@@ -29,6 +29,14 @@ hashing each row), against the same job on the copy held in memory:
 
 A step's measured reads replace the estimates (``READ_PER_WRITE`` of a
 write) for that step (:func:`~falkirk.spark.pipeline.plan.measured.from_journal`).
+
+Each write is alternated with a count of the same in-memory copy: a
+stateless step's output is computed and counted by one Spark job whether it
+logs or not, and where it logs, the log's write *is* that job
+(:meth:`Frames.observing <falkirk.spark.pipeline.run.frames.Frames.observing>`).
+So what ``log=True`` adds to such a step is a write less a count
+(``first_writes``, at least 0), not a write job of its own: the fixed cost
+of a Spark job (scheduling, a stage, its tasks) is paid by the step anyway.
 """
 
 from __future__ import annotations
@@ -69,11 +77,14 @@ def _latest(storage: Storage, step: str, kind: str) -> Manifest | None:
 @frozen
 class Calibration:
     """What :func:`calibrate` measured, in the journal's unit: ``writes``, ``(bytes, cost)`` of each item written
-    again; ``reads``, per ``(step, kind)`` (kind ``"checkpoint"`` or ``"log"``), ``(restore, replay)``: the read
-    job's cost, and its cost beyond the same job on the in-memory copy."""
+    again; ``first_writes``, ``(bytes, cost)`` of the same writes less a count job on the same data (what a
+    write costs where it is the job that computes a step's output anyway); ``reads``, per ``(step, kind)`` (kind
+    ``"checkpoint"`` or ``"log"``), ``(restore, replay)``: the read job's cost, and its cost beyond the same job on
+    the in-memory copy."""
 
     writes: tuple[tuple[float, float], ...] = ()
     reads: dict[tuple[str, str], tuple[float, float]] = field(factory=dict)
+    first_writes: tuple[tuple[float, float], ...] = ()
 
 
 def _hashed(df: DataFrame) -> None:
@@ -84,8 +95,9 @@ def _hashed(df: DataFrame) -> None:
 
 
 def _item(storage: Storage, spark: SparkSession, m: Manifest, where: str, repeats: int,
-          cost: Callable[[Callable[[], object]], float]) -> tuple[float, float, float]:
-    """One item's median write, read job from the root, and the same job on the copy in memory."""
+          cost: Callable[[Callable[[], object]], float]) -> tuple[float, float, float, float]:
+    """One item's median write, median count job on the copy in memory (alternated with the writes), read job
+    from the root, and the same job on the copy in memory."""
     df = storage.read_frame(spark, m, verify=False).persist()
     try:
         df.count()  # in memory: the writes measure writing, not reading
@@ -99,7 +111,10 @@ def _item(storage: Storage, spark: SparkSession, m: Manifest, where: str, repeat
         def held() -> None:
             _hashed(df)
 
-        writes = [cost(partial(write, r)) for r in range(repeats)]
+        writes, counts = [], []
+        for r in range(repeats):  # alternated, as the reads below
+            writes.append(cost(partial(write, r)))
+            counts.append(cost(df.count))
         held()  # both jobs' plans compiled once, outside the figures
         stored()
         reads, memory = [], []
@@ -108,13 +123,14 @@ def _item(storage: Storage, spark: SparkSession, m: Manifest, where: str, repeat
             memory.append(cost(held))
     finally:
         df.unpersist()
-    return statistics.median(writes), statistics.median(reads), statistics.median(memory)
+    return (statistics.median(writes), statistics.median(counts), statistics.median(reads),
+            statistics.median(memory))
 
 
 def calibrate(pipeline: Definition, spark: SparkSession, *, repeats: int = 3) -> Calibration:
-    """Each step's latest checkpoint and log written again (median of ``repeats`` writes) and read back (median
-    of ``repeats`` reads, from the root and from memory, alternated); costs in the journal's unit (see the module
-    docstring)."""
+    """Each step's latest checkpoint and log written again (median of ``repeats`` writes, alternated with counts
+    of the same data) and read back (median of ``repeats`` reads, from the root and from memory, alternated);
+    costs in the journal's unit (see the module docstring)."""
     storage = Storage(pipeline.location, fsync=pipeline.fsync, checksums=pipeline.checksums)
     cpu = meter(spark)
 
@@ -126,13 +142,16 @@ def calibrate(pipeline: Definition, spark: SparkSession, *, repeats: int = 3) ->
 
     items = [m for n in pipeline.steps for kind in ("checkpoint", "log") if (m := _latest(storage, n, kind))]
     points: list[tuple[float, float]] = []
+    first: list[tuple[float, float]] = []
     reads: dict[tuple[str, str], tuple[float, float]] = {}
     try:
         for i, m in enumerate(items):
-            write, restore, memory = _item(storage, spark, m, f"{SCRATCH}/{i}", repeats, cost)
-            points.append((float(sum(f.size for f in m.files)), write))
+            write, count, restore, memory = _item(storage, spark, m, f"{SCRATCH}/{i}", repeats, cost)
+            nbytes = float(sum(f.size for f in m.files))
+            points.append((nbytes, write))
+            first.append((nbytes, max(0.0, write - count)))
             reads[(m.step, m.kind)] = (restore, max(0.0, restore - memory))
     finally:
         if pipeline.location.exists(SCRATCH):
             pipeline.location.delete(SCRATCH, recursive=True)
-    return Calibration(tuple(points), reads)
+    return Calibration(tuple(points), reads, tuple(first))
