@@ -250,6 +250,9 @@ def test_profile_measures_writes_apart_and_cleans_up(tmp_path: Path, spark: Any)
     costs = pipe.profile(epochs=4)
     assert len(costs.writes) >= 2  # rolling's checkpoint, hourly's log (at least)
     assert all(b > 0 and c >= 0 for b, c in costs.writes) and max(c for _, c in costs.writes) > 0
+    # each item written at its own size and at SCALE times its rows: the points span sizes (the line's slope)
+    sizes = sorted(b for b, _ in costs.writes)
+    assert len(costs.writes) % 2 == 0 and sizes[-1] > 2 * sizes[0]
     # each write again less a count of the same data: same items, same bytes, never more than the write
     assert [b for b, _ in costs.first_writes] == [b for b, _ in costs.writes]
     assert all(0 <= f <= w for (_, f), (_, w) in zip(costs.first_writes, costs.writes, strict=True))

@@ -10,7 +10,10 @@ checkpoint at 0.00 CPU-s, and every write was then priced at nothing).
 (Parquet, checksums and fsync as the pipeline is configured), the latest
 checkpoint and log of every step the run persisted, from data already held
 in memory, and measures each write as the journal measures a step: CPU of
-the driver's process tree on a ``local`` master, else wall seconds. The
+the driver's process tree on a ``local`` master, else wall seconds —
+each item at its own size and at :data:`SCALE` times its rows (the copy in
+memory repeated), so that the points span sizes and fix the line's slope,
+not only its fixed part. The
 ``(bytes, cost)`` points join the journal's in the line ``a + b·bytes``
 that prices every write the run did not measure
 (:meth:`Costs.complete <falkirk.spark.pipeline.plan.costs.Costs.complete>`).
@@ -44,7 +47,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from functools import partial
+from functools import partial, reduce
 from typing import TYPE_CHECKING
 
 from attrs import field, frozen
@@ -57,10 +60,13 @@ if TYPE_CHECKING:
 
     from falkirk.spark.pipeline.declare.definition import Definition
 
-__all__ = ["Calibration", "calibrate", "SCRATCH"]
+__all__ = ["Calibration", "calibrate", "SCALE", "SCRATCH"]
 
 #: Where the calibration writes, relative to the root (deleted afterwards).
 SCRATCH = "journal/calibration"
+#: Each item is also written at this many times its rows: writes of one size alone fix the line's fixed part
+#: but not its slope (two items a few kB apart once gave a slope that priced a 100 kB log at 4 CPU-s).
+SCALE = 8
 
 
 def _latest(storage: Storage, step: str, kind: str) -> Manifest | None:
@@ -95,15 +101,30 @@ def _hashed(df: DataFrame) -> None:
 
 
 def _item(storage: Storage, spark: SparkSession, m: Manifest, where: str, repeats: int,
-          cost: Callable[[Callable[[], object]], float]) -> tuple[float, float, float, float]:
-    """One item's median write, median count job on the copy in memory (alternated with the writes), read job
-    from the root, and the same job on the copy in memory."""
+          cost: Callable[[Callable[[], object]], float]) -> tuple[list[tuple[float, float, float]], float, float]:
+    """One item's writes, as ``(bytes written, median write, median count job)`` at its own size and at
+    :data:`SCALE` times its rows (the copy in memory; writes and counts alternated), its median read job from the
+    root, and the median of the same job on the copy in memory."""
+    from pyspark.sql import DataFrame
+
     df = storage.read_frame(spark, m, verify=False).persist()
+    big = reduce(DataFrame.unionByName, [df] * SCALE).persist()
     try:
         df.count()  # in memory: the writes measure writing, not reading
+        big.count()
+        sizes: list[tuple[float, float, float]] = []
+        for i, frame in enumerate((df, big)):
+            written: list[float] = []
 
-        def write(r: int) -> None:
-            storage.write_frame(df, m.step, "calibration", m.epoch, m.rows, location=f"{where}-{r}")
+            def write(r: int, frame: DataFrame = frame, i: int = i, written: list[float] = written) -> None:
+                out = storage.write_frame(frame, m.step, "calibration", m.epoch, m.rows, location=f"{where}-{i}-{r}")
+                written.append(float(sum(f.size for f in out.files)))
+
+            writes, counts = [], []
+            for r in range(repeats):  # alternated, as the reads below
+                writes.append(cost(partial(write, r)))
+                counts.append(cost(frame.count))
+            sizes.append((statistics.median(written), statistics.median(writes), statistics.median(counts)))
 
         def stored() -> None:
             _hashed(storage.read_frame(spark, m, verify=True))
@@ -111,10 +132,6 @@ def _item(storage: Storage, spark: SparkSession, m: Manifest, where: str, repeat
         def held() -> None:
             _hashed(df)
 
-        writes, counts = [], []
-        for r in range(repeats):  # alternated, as the reads below
-            writes.append(cost(partial(write, r)))
-            counts.append(cost(df.count))
         held()  # both jobs' plans compiled once, outside the figures
         stored()
         reads, memory = [], []
@@ -122,14 +139,14 @@ def _item(storage: Storage, spark: SparkSession, m: Manifest, where: str, repeat
             reads.append(cost(stored))
             memory.append(cost(held))
     finally:
+        big.unpersist()
         df.unpersist()
-    return (statistics.median(writes), statistics.median(counts), statistics.median(reads),
-            statistics.median(memory))
+    return sizes, statistics.median(reads), statistics.median(memory)
 
 
 def calibrate(pipeline: Definition, spark: SparkSession, *, repeats: int = 3) -> Calibration:
-    """Each step's latest checkpoint and log written again (median of ``repeats`` writes, alternated with counts
-    of the same data) and read back (median of ``repeats`` reads, from the root and from memory, alternated);
+    """Each step's latest checkpoint and log written again at two sizes (median of ``repeats`` writes each,
+    alternated with counts of the same data) and read back (median of ``repeats`` reads, from the root and from memory, alternated);
     costs in the journal's unit (see the module docstring)."""
     storage = Storage(pipeline.location, fsync=pipeline.fsync, checksums=pipeline.checksums)
     cpu = meter(spark)
@@ -146,10 +163,10 @@ def calibrate(pipeline: Definition, spark: SparkSession, *, repeats: int = 3) ->
     reads: dict[tuple[str, str], tuple[float, float]] = {}
     try:
         for i, m in enumerate(items):
-            write, count, restore, memory = _item(storage, spark, m, f"{SCRATCH}/{i}", repeats, cost)
-            nbytes = float(sum(f.size for f in m.files))
-            points.append((nbytes, write))
-            first.append((nbytes, max(0.0, write - count)))
+            sizes, restore, memory = _item(storage, spark, m, f"{SCRATCH}/{i}", repeats, cost)
+            for nbytes, write, count in sizes:
+                points.append((nbytes, write))
+                first.append((nbytes, max(0.0, write - count)))
             reads[(m.step, m.kind)] = (restore, max(0.0, restore - memory))
     finally:
         if pipeline.location.exists(SCRATCH):
