@@ -146,8 +146,8 @@ def _item(storage: Storage, spark: SparkSession, m: Manifest, where: str, repeat
 
 def calibrate(pipeline: Definition, spark: SparkSession, *, repeats: int = 3) -> Calibration:
     """Each step's latest checkpoint and log written again at two sizes (median of ``repeats`` writes each,
-    alternated with counts of the same data) and read back (median of ``repeats`` reads, from the root and from memory, alternated);
-    costs in the journal's unit (see the module docstring)."""
+    alternated with counts of the same data) and read back (median of ``repeats`` reads, from the root and from
+    memory, alternated); costs in the journal's unit (see the module docstring)."""
     storage = Storage(pipeline.location, fsync=pipeline.fsync, checksums=pipeline.checksums)
     cpu = meter(spark)
 
