@@ -77,23 +77,24 @@ def test_an_unlogged_step_dragging_three_consumers_back_is_logged() -> None:
     assert advice.advised.total == pytest.approx(_brute_force(pipe, costs, 0.05), rel=1e-9)
 
 
-def test_a_stateless_steps_log_is_priced_by_the_writes_less_a_count() -> None:
-    """With writes measured apart and the same writes less a count (``first_writes``), the model prices the
-    stateless parse's log by the second line (its output is computed by one job whether it logs or not) and the
-    stateful consumers' logs by the first (a job of their own). Priced as a whole write (the line through three
+def test_a_log_that_is_its_steps_first_job_is_priced_by_the_writes_less_a_count() -> None:
+    """With writes measured apart and the same writes less a count (``first_writes``), the model prices the log of
+    parse, whose output is a frame of its own (``first_use``: computed by one job whether it logs or not), by the
+    second line, and the consumers' logs (not in ``first_use``) by the first. Priced as a whole write (the line through three
     3 CPU-s writes of 1 MB and the consumers' 1 CPU-s checkpoints of 10 MB: 2 CPU-s an epoch) the log costs more
     than any recovery it can save (at most λ × 6 epochs × 5 CPU-s = 1.5 an epoch); priced as what it adds (0.1),
     it is advised."""
     pipe, costs = _drag()
     parse = evolve(costs["parse"], log_write=None, log_read=None)
     whole = evolve(costs, nodes={**costs.nodes, "parse": parse}, writes=[(1e6, 3.0)] * 3)
-    first = evolve(whole, first_writes=[(1e6, 0.1)])
+    first = evolve(whole, first_writes=[(1e6, 0.1)], first_use={"parse"})
+    assert {s.name: s.advised for s in advise(pipe, evolve(first, first_use=()), 0.05).steps}["parse"] == Ephemeral()
     assert {s.name: s.advised for s in advise(pipe, whole, 0.05).steps}["parse"] == Ephemeral()
     assert advise(pipe, first, 0.05).regimes()["parse"] == Ephemeral(log=True)
     model = Model(pipe, first, failure_kinds(pipe, "each-step"))
     names = model.graph.names
     assert model.log_write[names.index("parse")] == pytest.approx(0.1)  # one point: the line is its cost
-    plain = first.complete(names)  # no first_use: every log by the line of whole writes (and the checkpoints)
+    plain = evolve(first, first_use=()).complete(names)  # every log by the line of whole writes (and checkpoints)
     assert all(model.log_write[names.index(n)] == pytest.approx(plain[n].log_write) for n in "abc")
     assert plain["parse"].log_write == pytest.approx(2.0)  # (3 × 3.0 + 3 × 1.0) / 6: no slope through them
 

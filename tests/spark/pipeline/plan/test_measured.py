@@ -98,42 +98,46 @@ def test_writes_measured_apart_price_the_unmeasured_ones(tmp_path: Path) -> None
     assert Costs.from_json(costs.to_json()).writes == tuple(calibration)
 
 
-def test_a_stateless_steps_log_is_priced_as_a_write_less_a_count(tmp_path: Path) -> None:
-    """A stateless step's output is computed and counted by one job whether it logs or not, and its log's write is
-    that job: with writes less counts measured apart (``first_writes``), its log is priced by their line — taken
-    off a logged step's measured median, and added for a step that does not log yet — while a stateful step's
-    log (a job of its own) keeps the line of whole writes."""
+def test_a_log_that_is_its_steps_first_job_is_priced_as_a_write_less_a_count(tmp_path: Path) -> None:
+    """A step whose output is a frame of its own (its records say ``fresh``) has it computed and counted by one job
+    whether it logs or not, and its log's write is that job: with writes less counts measured apart
+    (``first_writes``), its log is priced by their line — taken off a logged step's measured median, and added
+    for a step that does not log yet — while a step whose output is not fresh (its state, an input passed
+    through: a log is then a job of its own) keeps the line of whole writes, as does every checkpoint."""
     pipe = Pipeline(tmp_path / "root")
     pipe.input("src", "a BIGINT")
     pipe.step(lambda src, epoch=None: src, name="b", regime=Ephemeral(log=True))
     pipe.step(lambda b, epoch=None: b, name="p", regime=Ephemeral())
     pipe.step(lambda p, *, state, epoch=None: (p, state), name="x", regime=Eager())
+    pipe.step(lambda x, epoch=None: x, name="q", regime=Ephemeral())
     pipe.write_root()
-    for step, seconds in (("b", 1.0), ("p", 0.5), ("x", 2.0)):
+    fresh = {"b": [True] * 5, "p": [True] * 5, "x": [True, True, False, False, False], "q": [None] * 5}
+    for step, seconds in (("b", 1.0), ("p", 0.5), ("x", 2.0), ("q", 0.1)):
         for e in range(5):
             doc = {"step": step, "epoch": e, "rows": 100, "seconds": seconds, "redo": False, "recovery": None,
-                   "jobs": 1, "first_seconds": seconds}
+                   "jobs": 1, "first_seconds": seconds, "fresh": fresh[step][e]}
             pipe.location.replace(f"journal/{step}/{e:08d}.json", json.dumps(doc).encode())
     whole = [(1e3, 0.30), (1e6, 0.60)]  # the line through them: slope 0.3 / 999e3, 0.30 - 1e3 · slope at 0
     less = [(1e3, 0.05), (1e6, 0.35)]  # the same writes less a count of the same data: the same slope
     slope = 0.3 / 999e3
     old = from_journal(pipe, calibration=whole)
     new = from_journal(pipe, calibration=whole, first_writes=less)
+    assert new.first_use == {"b", "p"}  # x: most records not fresh; q: records that do not say
     assert old["b"].log_write == pytest.approx(0.30 - 1e3 * slope)  # no manifest here: bytes 0
     assert new["b"].log_write == pytest.approx(0.05 - 1e3 * slope)
     assert new["b"].compute == pytest.approx(1.0 - new["b"].log_write)  # the median less the cheaper write
     assert new["b"].compute > old["b"].compute
     assert new["x"].state_write == pytest.approx(old["x"].state_write)  # a checkpoint: a job of its own
     assert new.first_writes == tuple(less) and "write less a count" in new.source
-    assert Costs.from_json(new.to_json()).first_writes == tuple(less)
-    stateless = ["src", "b", "p"]
-    full = new.complete(["src", "b", "p", "x"], first_use=stateless)
+    assert Costs.from_json(new.to_json()) == new
+    full = new.complete(["src", "b", "p", "x", "q"])
     line_first, line_whole = full["p"].log_write, full["x"].log_write
     assert line_first is not None and line_whole is not None
     assert line_first == pytest.approx(0.05 - 1e3 * slope + slope * float(full["p"].log_bytes or 0.0))
     assert line_whole - line_first == pytest.approx(0.25, abs=1e-6)  # the job's fixed cost, paid by x alone
+    assert full["q"].log_write == pytest.approx(line_whole)
     # without first_writes (an old profile, or the journal alone) every log keeps the line of whole writes
-    assert old.complete(["p"], first_use=["p"])["p"].log_write == pytest.approx(old.complete(["p"])["p"].log_write)
+    assert old.complete(["p"])["p"].log_write == pytest.approx(old.complete(["x"])["x"].log_write)
 
 
 def test_reads_measured_apart_replace_the_estimates(tmp_path: Path) -> None:
@@ -250,13 +254,14 @@ def test_profile_measures_writes_apart_and_cleans_up(tmp_path: Path, spark: Any)
     costs = pipe.profile(epochs=4)
     assert len(costs.writes) >= 2  # rolling's checkpoint, hourly's log (at least)
     assert all(b > 0 and c >= 0 for b, c in costs.writes) and max(c for _, c in costs.writes) > 0
-    # each item written at its own size and at SCALE times its rows: the points span sizes (the line's slope)
-    sizes = sorted(b for b, _ in costs.writes)
-    assert len(costs.writes) % 2 == 0 and sizes[-1] > 2 * sizes[0]
-    # each write again less a count of the same data: same items, same bytes, never more than the write
-    assert [b for b, _ in costs.first_writes] == [b for b, _ in costs.writes]
-    assert all(0 <= f <= w for (_, f), (_, w) in zip(costs.first_writes, costs.writes, strict=True))
+    # each item written at its own size, then at SCALE times its rows: more bytes (the line's slope)
+    assert len(costs.writes) % 2 == 0
+    assert all(big > small for (small, _), (big, _) in zip(costs.writes[::2], costs.writes[1::2], strict=True))
+    assert len(costs.first_writes) == len(costs.writes)
     assert root_costs(pipe).first_writes == costs.first_writes
+    # the steps whose output was a frame of their own, computed by their own first job, as the run recorded:
+    # not rolling (its output is its state), report (rolling's output passed through), alerts (a database step)
+    assert costs.first_use == {"clean", "hourly"}
     assert not pipe.location.exists("journal/calibration")
     assert root_costs(pipe).writes == costs.writes  # kept in journal/profile.json
     # and read back: rolling's restore and hourly's replay measured, no longer estimated; alerts (its SQLite

@@ -139,9 +139,7 @@ class Model:
         self.pipeline = pipeline
         self.graph = Graph.of(pipeline)
         self.kinds = list(kinds)
-        # a stateless step's log is written by the job computing its output anyway (Costs.first_writes)
-        self.costs = costs.complete(self.graph.names, first_use=[
-            n for n in self.graph.names if n in pipeline.steps and pipeline.stateless(n)])
+        self.costs = costs.complete(self.graph.names)
         self.period = period
         names = self.graph.names
         c = self.costs

@@ -145,6 +145,9 @@ class Costs:
     #: ``(bytes, cost)`` of writes less a count of the same data, measured apart (:mod:`~falkirk.spark.pipeline.run.calibrate`):
     #: what a log adds to a step whose output a job computes and counts anyway (see :meth:`complete`)
     first_writes: tuple[tuple[float, float], ...] = field(default=(), converter=_points)
+    #: the nodes whose output is a frame of their own, first computed by their own job (the journal's ``fresh``):
+    #: their log's write would be that job (see :meth:`complete`)
+    first_use: frozenset[str] = field(default=frozenset(), converter=_names)
 
     @unit.validator
     def _unit(self, attribute: Any, value: str) -> None:
@@ -157,14 +160,14 @@ class Costs:
     def __iter__(self) -> Iterator[str]:
         return iter(self.nodes)
 
-    def complete(self, names: Iterable[str], *, first_use: Iterable[str] = ()) -> Costs:
+    def complete(self, names: Iterable[str]) -> Costs:
         """Every field of every node in ``names`` filled in: measured where known, estimated otherwise.
 
         A missing write is priced by a line ``a + b·bytes`` fitted to the
         writes measured anywhere in the pipeline (so the fixed cost of a
         Spark job dominates small writes, as it does when measured) — except
-        the log of a node in ``first_use`` (a stateless step: its output is
-        computed and counted by a job whether it logs or not, and a log's
+        the log of a node in :attr:`first_use` (its output is computed and
+        counted by a job of its own whether it logs or not, and a log's
         write is that job) where :attr:`first_writes` were measured: the
         line fitted to those (a write less a count); missing
         bytes by the node's rows times the median bytes per row measured
@@ -182,7 +185,6 @@ class Costs:
                    if n.state_bytes is not None and n.state_write is not None and "state_write" not in n.estimated]
         a, b = fit_writes([(float(x), float(y)) for x, y in writes] + list(self.writes))
         first = fit_writes(list(self.first_writes)) if self.first_writes else (a, b)
-        first_use = set(first_use)
         per_row = [n.log_bytes / n.rows for n in self.nodes.values()
                    if n.log_bytes is not None and n.rows and "log_bytes" not in n.estimated]
         row_bytes = statistics.median(per_row) if per_row else 0.0
@@ -196,7 +198,7 @@ class Costs:
                     values[f"{kind}_bytes"] = (n.rows or 0.0) * row_bytes
                     est.add(f"{kind}_bytes")
                 if values[f"{kind}_write"] is None:
-                    line = first if kind == "log" and name in first_use else (a, b)
+                    line = first if kind == "log" and name in self.first_use else (a, b)
                     values[f"{kind}_write"] = line[0] + line[1] * float(values[f"{kind}_bytes"] or 0.0)
                     est.add(f"{kind}_write")
                 if values[f"{kind}_read"] is None:
@@ -217,7 +219,7 @@ class Costs:
         """The ``falkirk-costs/1`` document (what ``ROOT/journal/profile.json`` holds)."""
         return {"format": "falkirk-costs/1", "unit": self.unit, "overhead": self.overhead, "source": self.source,
                 "restart": self.restart, "writes": [list(w) for w in self.writes], "spread": self.spread,
-                "first_writes": [list(w) for w in self.first_writes],
+                "first_writes": [list(w) for w in self.first_writes], "first_use": sorted(self.first_use),
                 "nodes": {n: c.to_json() for n, c in self.nodes.items()}}
 
     @classmethod
@@ -229,6 +231,6 @@ class Costs:
             return cls({n: NodeCosts.from_json(c) for n, c in doc["nodes"].items()}, unit=doc["unit"],
                        overhead=doc.get("overhead", 0.0), source=doc.get("source", ""),
                        restart=doc.get("restart", 0.0), writes=doc.get("writes", ()), spread=doc.get("spread", 0.0),
-                       first_writes=doc.get("first_writes", ()))
+                       first_writes=doc.get("first_writes", ()), first_use=doc.get("first_use", ()))
         except (KeyError, TypeError, AttributeError) as exc:
             raise PipelineError(f"falkirk-costs/1 document is malformed ({type(exc).__name__}: {exc})") from None

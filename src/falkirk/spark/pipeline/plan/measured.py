@@ -29,10 +29,12 @@ wall seconds:
   step's few redos are noise, and an unlogged step's include the replay
   of its input, which the model prices apart), where the root records
   some (else ``compute``);
-* a stateless step's log (``Ephemeral(log=True)``, ``Batch``) is written by
-  the job that computes and counts its output whether it logs or not: with
+* a step whose output is a frame of its own, first computed by the step's
+  own job (its records say ``fresh``: not its state, not an input passed
+  through; not through Spark Connect) has that output computed and counted
+  by one job whether it logs or not, and a log's write is that job: with
   ``first_writes`` (a write less a count of the same data, measured apart)
-  its write is priced by the line fitted to those instead;
+  its log is priced by the line fitted to those instead (``Costs.first_use``);
 * ``writes``: ``(bytes, cost)`` of writes measured apart from any step
   (:meth:`Pipeline.profile <falkirk.spark.Pipeline.profile>` makes them,
   :mod:`~falkirk.spark.pipeline.run.calibrate`) join the measured
@@ -216,15 +218,19 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
               if f.get("state_write") is not None]  # bytes unknown (no manifest kept): the fixed cost alone
     points += [(float(b), float(c)) for b, c in calibration]  # measured apart from any step (Pipeline.profile)
     a, b = fit_writes(points)
-    # a stateless step's log is written by the job that computes and counts its output anyway: what it adds is
-    # a write less a count (Costs.complete)
+    # a log that is written by the job computing and counting its step's output anyway adds a write less a
+    # count (Costs.complete)
     first_line = fit_writes([(float(x), float(y)) for x, y in first_writes]) if first_writes else (a, b)
+    # the steps whose records say their output was a frame of their own (most of them: an injected failure wraps
+    # a state that is the output in a new frame for its epoch)
+    first_use = {n for n, recs in records.items()
+                 if sum(1 if r.get("fresh") else -1 for r in recs.values() if r.get("fresh") is not None) > 0}
     ratio = _median(redo_ratios)
     for n, writes in mixed.items():
         fig = figures[n]
         for kind in writes:
             nbytes = fig.get(f"{kind}_bytes")
-            fa, fb = first_line if kind == "log" and pipeline.stateless(n) else (a, b)
+            fa, fb = first_line if kind == "log" and n in first_use else (a, b)
             cost = fa + fb * float(nbytes or 0.0)
             fig[f"{kind}_write"] = cost
             fig["compute"] = max(0.0, float(fig["compute"] or 0.0) - cost)
@@ -249,9 +255,9 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
     if applied:
         source += f"; {len(applied)} read(s) measured apart"
     if first_writes:
-        source += "; a stateless step's log priced as a write less a count"
+        source += "; a log that is its step's first job priced as a write less a count"
     return Costs(nodes, unit=unit, source=source, restart=max(0.0, restart), writes=tuple(calibration),
-                 spread=spread(residuals, steady), first_writes=tuple(first_writes))
+                 spread=spread(residuals, steady), first_writes=tuple(first_writes), first_use=first_use)
 
 
 def save_profile(pipeline: Definition, costs: Costs) -> None:

@@ -33,13 +33,15 @@ hashing each row), against the same job on the copy held in memory:
 A step's measured reads replace the estimates (``READ_PER_WRITE`` of a
 write) for that step (:func:`~falkirk.spark.pipeline.plan.measured.from_journal`).
 
-Each write is alternated with a count of the same in-memory copy: a
-stateless step's output is computed and counted by one Spark job whether it
-logs or not, and where it logs, the log's write *is* that job
-(:meth:`Frames.observing <falkirk.spark.pipeline.run.frames.Frames.observing>`).
+Each write is alternated with a count of the same in-memory copy: a step
+whose output is a frame of its own has it computed and counted by one Spark
+job whether it logs or not, and where it logs, the log's write *is* that
+job (:meth:`Frames.observing <falkirk.spark.pipeline.run.frames.Frames.observing>`).
 So what ``log=True`` adds to such a step is a write less a count
 (``first_writes``, at least 0), not a write job of its own: the fixed cost
 of a Spark job (scheduling, a stage, its tasks) is paid by the step anyway.
+Through Spark Connect no log is written that way, and ``first_writes`` is
+empty.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from typing import TYPE_CHECKING
 from attrs import field, frozen
 
 from falkirk.spark.pipeline.run.cpu import meter
+from falkirk.spark.pipeline.run.session import is_connect
 from falkirk.spark.pipeline.store.storage import Manifest, Storage
 
 if TYPE_CHECKING:
@@ -108,9 +111,12 @@ def _item(storage: Storage, spark: SparkSession, m: Manifest, where: str, repeat
     from pyspark.sql import DataFrame
 
     df = storage.read_frame(spark, m, verify=False).persist()
-    big = reduce(DataFrame.unionByName, [df] * SCALE).persist()
+    big: DataFrame | None = None
     try:
         df.count()  # in memory: the writes measure writing, not reading
+        # as many files as the item has (a union of 8 copies has 8 times the partitions: each file's own cost,
+        # its checksum and fsync, would pass for a cost per byte)
+        big = reduce(DataFrame.unionByName, [df] * SCALE).coalesce(max(1, len(m.files))).persist()
         big.count()
         sizes: list[tuple[float, float, float]] = []
         for i, frame in enumerate((df, big)):
@@ -139,7 +145,8 @@ def _item(storage: Storage, spark: SparkSession, m: Manifest, where: str, repeat
             reads.append(cost(stored))
             memory.append(cost(held))
     finally:
-        big.unpersist()
+        if big is not None:
+            big.unpersist()
         df.unpersist()
     return sizes, statistics.median(reads), statistics.median(memory)
 
@@ -171,4 +178,5 @@ def calibrate(pipeline: Definition, spark: SparkSession, *, repeats: int = 3) ->
     finally:
         if pipeline.location.exists(SCRATCH):
             pipeline.location.delete(SCRATCH, recursive=True)
-    return Calibration(tuple(points), reads, tuple(first))
+    # through Spark Connect no log is its step's first job (Frames.observing): every log is a whole write
+    return Calibration(tuple(points), reads, () if is_connect(spark) else tuple(first))

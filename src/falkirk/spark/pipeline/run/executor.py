@@ -331,7 +331,7 @@ class Executor:
         rec = self.journal.open_recoveries()
         self.journal.executed(name, epoch, rows=rows, seconds=seconds, redo=redo, jobs=jobs,
                               recovery=rec[-1].index if rec and redo else None,
-                              cpu=None if c0 is None or c1 is None else max(0.0, c1 - c0))
+                              cpu=None if c0 is None or c1 is None else max(0.0, c1 - c0), fresh=runner.fresh)
         self.progress.step_finished(name, epoch, rows=rows, seconds=seconds, redo=redo)
         if redo:
             self.say(f"  redo {name}@{epoch}: {rows} rows ({seconds:.2f} s)")

@@ -84,8 +84,7 @@ class Frames:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        known = self._counts.get(id(df))
-        if (known is not None and known[0]() is df) or is_connect(df.sparkSession):
+        if not self.observable(df):
             return None
         persisted = df.persist(StorageLevel.MEMORY_AND_DISK)
         observation = Observation(f"falkirk_rows_{next(_OBSERVATIONS)}")
@@ -99,6 +98,12 @@ class Frames:
             return n
 
         return persisted, observed, rows
+
+    def observable(self, df: DataFrame) -> bool:
+        """Whether :meth:`observing` can take ``df``: a frame this run has not counted, not through Spark Connect
+        (its first use, a write or a count, is the job that computes it)."""
+        known = self._counts.get(id(df))
+        return not (known is not None and known[0]() is df) and not is_connect(df.sparkSession)
 
     def known_rows(self, df: DataFrame, rows: int) -> DataFrame:
         """Remember that ``df`` has ``rows`` rows (e.g. a replayed log, whose manifest says so)."""

@@ -62,7 +62,10 @@ class Execution:
 
     ``seconds`` is wall time; ``cpu`` the CPU seconds of the driver's process
     tree meanwhile where that is the whole job (a ``local`` master,
-    :mod:`~falkirk.spark.pipeline.run.cpu`), else ``None``.
+    :mod:`~falkirk.spark.pipeline.run.cpu`), else ``None``. ``fresh``: the
+    step's output was a frame of its own, first computed by the step's own
+    job (a log's write is then that job: the regime advisor prices such a
+    log as a write less a count); ``None``: not known.
     """
 
     step: str
@@ -73,6 +76,7 @@ class Execution:
     recovery: int | None = None
     jobs: int = 0
     cpu: float | None = None
+    fresh: bool | None = None
 
 
 @frozen
@@ -180,10 +184,10 @@ class Journal:
 
     def executed(
         self, step: str, epoch: int, *, rows: int, seconds: float, redo: bool, recovery: int | None = None,
-        jobs: int = 0, cpu: float | None = None,
+        jobs: int = 0, cpu: float | None = None, fresh: bool | None = None,
     ) -> None:
         """Record an execution (the first one of each (step, epoch) is the reference measurement)."""
-        ex = Execution(step, epoch, rows, seconds, redo, recovery, jobs, cpu)
+        ex = Execution(step, epoch, rows, seconds, redo, recovery, jobs, cpu, fresh)
         self.executions.append(ex)
         self._first.setdefault((step, epoch), ex)
         if self.root is not None:

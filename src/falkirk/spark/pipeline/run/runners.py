@@ -48,6 +48,9 @@ class Runner:
         self.name = name
         #: after a restore that rescaled keyed state: (old partitions, new partitions, old read per new)
         self.rescaled: tuple[int, int, dict[int, list[int]]] | None = None
+        #: whether the last execution's output was a frame of its own, computed by the step's first job on it
+        #: (a log's write would be that job); ``None``: not such a step, or not known
+        self.fresh: bool | None = None
 
     def available(self) -> list[int]:
         """Epochs of the frontiers persisted for this node (what the planner starts from)."""
@@ -172,9 +175,10 @@ class StepRunner(Runner):
                 f"output step {self.name!r}: its rows have a column named 'epoch', the output's partition column "
                 f"(output/{self.name}/epoch=E/); rename it, e.g. .withColumnRenamed('epoch', 'epoch_')")
         # an output whose first use is a write (its log, or an output's data) is computed, cached and counted by
-        # that write's job (Frames.observing): no count job before it
-        observing = ctx.frames.observing(wrapped) if durable and wrapped is not new_state and (
-            regime.logs or output) else None
+        # that write's job (Frames.observing): no count job before it. ``fresh``: this epoch's output was such a
+        # frame, logged or not (a log's write is then the job computing it; the journal keeps it for the advisor)
+        self.fresh = wrapped is not new_state and ctx.frames.observable(wrapped)
+        observing = ctx.frames.observing(wrapped) if durable and self.fresh and (regime.logs or output) else None
         if observing is not None:
             out, observed, count = observing
             rows = -1  # known after the first write
