@@ -118,17 +118,16 @@ def _item(storage: Storage, spark: SparkSession, m: Manifest, where: str, repeat
         # its checksum and fsync, would pass for a cost per byte)
         big = reduce(DataFrame.unionByName, [df] * SCALE).coalesce(max(1, len(m.files))).persist()
         big.count()
+        def write(frame: DataFrame, location: str, written: list[float]) -> None:
+            out = storage.write_frame(frame, m.step, "calibration", m.epoch, m.rows, location=location)
+            written.append(float(sum(f.size for f in out.files)))
+
         sizes: list[tuple[float, float, float]] = []
         for i, frame in enumerate((df, big)):
             written: list[float] = []
-
-            def write(r: int, frame: DataFrame = frame, i: int = i, written: list[float] = written) -> None:
-                out = storage.write_frame(frame, m.step, "calibration", m.epoch, m.rows, location=f"{where}-{i}-{r}")
-                written.append(float(sum(f.size for f in out.files)))
-
             writes, counts = [], []
             for r in range(repeats):  # alternated, as the reads below
-                writes.append(cost(partial(write, r)))
+                writes.append(cost(partial(write, frame, f"{where}-{i}-{r}", written)))
                 counts.append(cost(frame.count))
             sizes.append((statistics.median(written), statistics.median(writes), statistics.median(counts)))
 
