@@ -95,3 +95,24 @@ def test_a_transient_class_gets_three_recoveries(spark: Any, tmp_path: Path) -> 
     err, attempts = _run(tmp_path, spark, body)
     assert type(err) is RecoveryError and "failed 4 times" in str(err), err
     assert attempts == 4
+
+
+def test_a_failure_inside_a_fused_steps_computation_is_that_steps(spark: Any, tmp_path: Path) -> None:
+    """``s`` (unlogged, one stateless consumer) is computed inside ``t``'s job; its UDF raising there is ``s``'s
+    failure — StepError names ``s``, not the consumer whose job ran it."""
+    from pyspark.sql import functions as F
+
+    def udf_body(v):  # type: ignore[no-untyped-def]
+        raise ValueError(f"bad value {v}")
+
+    pipe = Pipeline(tmp_path, spark, fsync=False)
+    pipe.input("src", "k BIGINT, v BIGINT", source=lambda e: [{"k": i, "v": i - 1} for i in range(3)])
+    pipe.step(lambda src: src.select(F.udf(udf_body, "bigint")("v").alias("v")), name="s", inputs=["src"],
+              regime=Ephemeral())
+    pipe.step(lambda s: s.groupBy("v").count(), name="t", inputs=["s"], regime=Ephemeral())
+    from falkirk.spark.pipeline.run.executor import fusions
+
+    assert fusions(pipe) == {"s": "t"}
+    with pytest.raises(StepError) as info:
+        pipe.run(1)
+    assert info.value.step == "s" and "bad value" in info.value.cause and "inside t's job" in info.value.cause, info.value

@@ -56,3 +56,43 @@ def test_logged_and_output_steps_record_the_rows_they_wrote(spark: Any, tmp_path
             (execution,) = [x for x in result.journal.executions if x.step == step and x.epoch == epoch]
             data = spark.read.parquet(str(tmp_path / m.location)).count()
             assert m.rows == execution.rows == data > 0, (step, epoch)
+
+
+def test_a_fused_frame_is_counted_by_its_consumers_job(spark: Any) -> None:
+    """:meth:`Frames.fused`: no job and no cache until the consumer's job, which counts the rows on the way."""
+    from pyspark.sql import functions as F
+
+    df = spark.range(0, 1234, numPartitions=3).withColumn("k", F.col("id") % 7)
+    before = _cached_partitions(spark)
+    observed, rows = Frames().fused(df)  # type: ignore[misc]
+    groups = observed.groupBy("k").count().collect()  # the consumer's job
+    assert sum(r["count"] for r in groups) == 1234
+    assert rows() == 1234 and _cached_partitions(spark) == before  # counted by that job, never persisted
+
+
+def test_a_fused_frame_its_consumer_hid_is_counted(spark: Any) -> None:
+    """Where the consumer's job did not carry the observation (an RDD action), ``rows()`` counts the frame."""
+    observed, rows = Frames().fused(spark.range(0, 77, numPartitions=2))  # type: ignore[misc]
+    assert observed.rdd.map(lambda r: 1).sum() == 77  # no SQL execution: no observed metrics
+    assert rows() == 77
+
+
+def test_the_flagships_parse_batch_runs_inside_heavys_job(spark: Any, tmp_path: Path) -> None:
+    """``parse_batch`` (Ephemeral, read only by ``heavy``) runs no job of its own; its execution records still have
+    its rows, the number of non-link events of each epoch counted here from the input log, and ``heavy``'s log is
+    what the same query gives without the fusion."""
+    from pyspark.sql import functions as F
+
+    from falkirk.spark.pipeline.tools.flagship import heavy, parse_batch
+
+    pipe = flagship(tmp_path, spark)
+    result = pipe.run(2)
+    storage = Storage(tmp_path)
+    for epoch in range(2):
+        (ex,) = [x for x in result.journal.executions if x.step == "parse_batch" and x.epoch == epoch]
+        events = pipe.inputs["events"].log.read(spark, epoch)
+        assert ex.jobs == 0 and ex.fresh is False, ex
+        assert ex.rows == events.where(F.col("kind") != "link").count() > 0, ex
+        logged = spark.read.parquet(str(tmp_path / storage.get("heavy", "log", epoch).location))
+        expected = heavy(parse_batch(events))
+        assert sorted(logged.collect()) == sorted(expected.select(*logged.columns).collect())

@@ -42,6 +42,7 @@ from falkirk.spark.errors import (
     StepError,
     StepFailure,
 )
+from falkirk.spark.pipeline.declare.regimes import Output
 from falkirk.spark.pipeline.plan.planner import Planner
 from falkirk.spark.pipeline.plan.shape import fanout_notes
 from falkirk.spark.pipeline.run.causes import is_deterministic, root_cause, unreadable_input
@@ -135,6 +136,12 @@ class Executor:
             prune=self.planner.prune, note=self.journal.note,
         )
         self.runners: dict[str, Runner] = {n: make_runner(self.context, pipeline, n) for n in self.order}
+        #: unlogged stateless steps computed inside their one consumer's job: step -> consumer (:func:`fusions`)
+        self.fused = fusions(pipeline)
+        for n in self.fused:
+            self.runners[n].fuse = True  # type: ignore[attr-defined]
+        #: bookkeeping of fused executions, finished once their consumer's job counted their rows
+        self._deferred: dict[str, list[Callable[[], None]]] = {}
         self.done = {n: -1 for n in self.order}
         recorded = self.journal.load(self.order)  # what earlier drivers completed (Lazy steps: after their checkpoint)
         self.high = {n: max(r.progress(), recorded[n]) for n, r in self.runners.items()}  # highest ever completed
@@ -223,6 +230,9 @@ class Executor:
             except (StepFailure, CorruptDataError) as exc:
                 failure = exc
             failed = {step} if failure is not None else set()
+            if isinstance(failure, StepFailure) and failure.step != step and failure.step in self.runners:
+                failed.add(failure.step)  # a fused input's own computation failed inside this step's job
+                step = failure.step
             lost, why = self._lost_state(step, lo)
             if lost:
                 failed |= set(lost)
@@ -308,20 +318,25 @@ class Executor:
             try:
                 out, rows = runner.execute(epoch, inputs)
             except (StepFailure, CorruptDataError, RecordError, PipelineError):  # bad input or definition: stop
+                self._finish_fused(name)
                 raise
             except Exception as exc:
+                self._finish_fused(name)
                 cause = root_cause(exc)
                 source = unreadable_input(cause, self.pipeline.location.uri, self.pipeline.inputs)
                 if source is not None:  # the input's fault, not the step's: no recovery reads it back
                     raise CorruptDataError(source, "input", epoch, f"unreadable while {name} read it: {cause}") from exc
-                raise StepFailure(name, epoch, f"{type(exc).__name__}: {cause}",
+                culprit = self._fused_culprit(name, inputs)
+                raise StepFailure(culprit or name, epoch, f"{type(exc).__name__}: {cause}"
+                                  + (f" (computed inside {name}'s job)" if culprit else ""),
                                   deterministic=is_deterministic(exc, cause)) from exc
+            self._finish_fused(name)
             jobs, retried = failed_tasks(self.spark, group) or (0, 0)
         if retried:
             self.journal.note(f"{name}@{epoch}: Spark retried {retried} failed task attempt(s) itself; falkirk not involved")
             self.say(f"  {name}@{epoch}: Spark retried {retried} failed task(s) on its own (no falkirk recovery needed)")
         self.done[name] = epoch
-        self.queues.put(name, epoch, out, rows)
+        self.queues.put(name, epoch, out, rows if rows >= 0 else None)
         if out is not None:
             self.frames.release(out)  # unpersisted once every consumer took it
         redo = epoch <= self.high[name]
@@ -329,12 +344,21 @@ class Executor:
         seconds = time.perf_counter() - t0
         c1 = self.cpu() if self.cpu is not None else None
         rec = self.journal.open_recoveries()
-        self.journal.executed(name, epoch, rows=rows, seconds=seconds, redo=redo, jobs=jobs,
-                              recovery=rec[-1].index if rec and redo else None,
-                              cpu=None if c0 is None or c1 is None else max(0.0, c1 - c0), fresh=runner.fresh)
-        self.progress.step_finished(name, epoch, rows=rows, seconds=seconds, redo=redo)
-        if redo:
-            self.say(f"  redo {name}@{epoch}: {rows} rows ({seconds:.2f} s)")
+        recovery = rec[-1].index if rec and redo else None
+        cpu = None if c0 is None or c1 is None else max(0.0, c1 - c0)
+
+        def finish(rows: int, fresh: bool | None = runner.fresh) -> None:
+            self.journal.executed(name, epoch, rows=rows, seconds=seconds, redo=redo, jobs=jobs, recovery=recovery,
+                                  cpu=cpu, fresh=fresh)
+            self.progress.step_finished(name, epoch, rows=rows, seconds=seconds, redo=redo)
+            if redo:
+                self.say(f"  redo {name}@{epoch}: {rows} rows ({seconds:.2f} s)")
+
+        pending = getattr(runner, "pending_rows", None)
+        if rows < 0 and pending is not None:  # fused: its consumer's job counts it (the journal waits for that)
+            self._deferred.setdefault(self.fused[name], []).append(lambda: finish(_rows_or_unknown(pending)))
+        else:
+            finish(rows)
         for r in rec:
             if all(self.done[n] >= d for n, d in r.done_at_failure.items()):
                 r.finished = time.perf_counter()
@@ -345,6 +369,23 @@ class Executor:
             if r.finished is not None and r.caught_up is None and all(d >= r.in_flight for d in self.done.values()):
                 r.caught_up = time.perf_counter()
         self.frames.flush()
+
+    def _finish_fused(self, consumer: str) -> None:
+        """Journal the fused executions ``consumer``'s job computed (their rows are known now)."""
+        for finish in self._deferred.pop(consumer, []):
+            finish()
+
+    def _fused_culprit(self, name: str, inputs: dict[str, DataFrame]) -> str | None:
+        """After ``name``'s job failed: the fused input whose own computation fails (computed alone), if any — the
+        failure is that step's, not ``name``'s."""
+        for src, df in inputs.items():
+            if self.fused.get(src) != name:
+                continue
+            try:
+                df.write.format("noop").mode("overwrite").save()  # every column computed (a count would prune them)
+            except Exception:  # noqa: BLE001 - any failure of the input alone is the input step's
+                return src
+        return None
 
     def _take(self, edge: str, epoch: int) -> DataFrame:
         item = self.queues.take(edge, epoch)
@@ -359,6 +400,39 @@ class Executor:
         self.queues.clear()
         self.frames.flush()
         self.planner.close()
+
+
+def fusions(pipeline: Definition) -> dict[str, str]:
+    """``step -> consumer`` for each step computed inside its one consumer's job instead of a job of its own.
+
+    Such a step is unlogged and stateless (``Ephemeral()``), not an output,
+    and has exactly one consumer, a step keeping no state
+    (a stateful consumer's state is checkpointed away from the query that
+    computed it, so its job would not count the fused rows). Its output is
+    needed once, so persisting and counting it first would only add a job;
+    a step with several consumers is computed once and shared, as before.
+
+    >>> from falkirk.spark.pipeline.tools.flagship import build
+    >>> sorted(fusions(build("memory://falkirk-doc/fusions")).items())
+    [('parse_batch', 'heavy')]
+    """
+    out: dict[str, str] = {}
+    for name, step in pipeline.steps.items():
+        regime = step.regime
+        if not regime.stateless or regime.logs or isinstance(regime, Output) or step.fn is None:
+            continue
+        consumers = pipeline.consumers(name)
+        if len(consumers) == 1 and consumers[0] in pipeline.steps and not pipeline.steps[consumers[0]].regime.takes_state:
+            out[name] = consumers[0]
+    return out
+
+
+def _rows_or_unknown(rows: Callable[[], int]) -> int:
+    """``rows()``, or ``-1`` (unknown) where counting fails (its consumer failed on the same rows)."""
+    try:
+        return rows()
+    except Exception:  # noqa: BLE001 - a row count for the journal: the failure itself is handled elsewhere
+        return -1
 
 
 def _ignore(step: str, epoch: int) -> None:

@@ -4,7 +4,9 @@ A step's output is persisted and counted when it is made
 (:meth:`Frames.materialise`) — or, when its first use is a write (a log, an
 output), persisted and counted by that write (:meth:`Frames.observing`: the
 write's own job fills the cache and counts the rows, so no count job runs
-before it) —, queued for each consumer
+before it); or, for an unlogged step whose one consumer computes it inside
+its own job, neither persisted nor counted by a job of its own
+(:meth:`Frames.fused`: the consumer's job counts it) —, queued for each consumer
 (:mod:`~falkirk.spark.pipeline.run.queues` pins it once per queue entry)
 and unpersisted when the last consumer took it and its producer released
 it. Row counts the run already knows — a replayed log's manifest says how
@@ -99,6 +101,38 @@ class Frames:
 
         return persisted, observed, rows
 
+    def fused(self, df: DataFrame) -> tuple[DataFrame, Callable[[], int]] | None:
+        """``df`` left to its one consumer's job, neither persisted nor computed now: ``(observed, rows)``.
+
+        Give the consumer ``observed`` (``df`` with a row count attached as a
+        Spark observation): the consumer's first job computes it inside its own
+        plan, as one query, and counts its rows on the way; ``rows()``, called
+        after that job, returns the count. Where the consumer's jobs did not
+        carry the observation (e.g. an RDD action, or a plan hidden behind a
+        checkpoint), ``rows()`` counts ``df`` (a job computing it again). ``None``
+        where :meth:`observing` would be ``None``.
+        """
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        if not self.observable(df):
+            return None
+        observation = Observation(f"falkirk_rows_{next(_OBSERVATIONS)}")
+        observed = df.observe(observation, F.count(F.lit(1)).alias("rows"))
+
+        def rows() -> int:
+            n = _observed_rows(observation, wait=0.0)
+            if n is None:  # its job may be done and its metrics still on Spark's listener bus: drain it, look again
+                from falkirk.spark.lineage._jvm import flush_listener_bus
+
+                flush_listener_bus(df.sparkSession.sparkContext, OBSERVED_WAIT)
+                n = _observed_rows(observation, wait=0.0)
+            if n is None:
+                n = df.count()
+            return n
+
+        return observed, rows
+
     def observable(self, df: DataFrame) -> bool:
         """Whether :meth:`observing` can take ``df``: a frame this run has not counted, not through Spark Connect
         (its first use, a write or a count, is the job that computes it)."""
@@ -141,12 +175,12 @@ class Frames:
             self._counts = {k: v for k, v in self._counts.items() if v[0]() is not None}
 
 
-def _observed_rows(observation: Any) -> int | None:
-    """The row count ``observation`` received from a finished action, waiting up to :data:`OBSERVED_WAIT` seconds
-    for it (the metrics travel on Spark's listener bus); ``None`` if it did not arrive (the caller counts)."""
+def _observed_rows(observation: Any, wait: float = OBSERVED_WAIT) -> int | None:
+    """The row count ``observation`` received from a finished action, waiting up to ``wait`` seconds for it (the
+    metrics travel on Spark's listener bus); ``None`` if it did not arrive (the caller counts)."""
     try:
         future = observation._jo.future()
-        deadline = time.monotonic() + OBSERVED_WAIT
+        deadline = time.monotonic() + wait
         while not future.isCompleted():
             if time.monotonic() > deadline:
                 return None

@@ -127,6 +127,11 @@ class StepRunner(Runner):
         self.regime = step.regime
         self.state: DataFrame | None = None
         self.storage = ctx.storage
+        #: set by the executor: the step is unlogged and stateless and its one consumer computes it inside its own
+        #: job (:meth:`Frames.fused <falkirk.spark.pipeline.run.frames.Frames.fused>`): no job of its own
+        self.fuse = False
+        #: after an execution left to the consumer's job: its row count, known once that job ran
+        self.pending_rows: Any = None
         #: copies of the state's blocks kept on executors between checkpoints (one on a local master)
         self.replicas = 1 if is_local_master(ctx.spark) else getattr(self.regime, "replicas", 1)
         #: how the state is checkpointed and read back (plain, keyed, or keyed snapshots and deltas)
@@ -178,8 +183,16 @@ class StepRunner(Runner):
         # that write's job (Frames.observing): no count job before it. ``fresh``: this epoch's output was such a
         # frame, logged or not (a log's write is then the job computing it; the journal keeps it for the advisor)
         self.fresh = wrapped is not new_state and ctx.frames.observable(wrapped)
-        observing = ctx.frames.observing(wrapped) if durable and self.fresh and (regime.logs or output) else None
-        if observing is not None:
+        # an unlogged step whose one consumer computes it (not under an injected failure: that stays the step's own)
+        fused = ctx.frames.fused(wrapped) if self.fuse and self.fresh and wrapped is result else None
+        self.pending_rows = None
+        observing = (ctx.frames.observing(wrapped) if fused is None and durable and self.fresh and (regime.logs or output)
+                     else None)
+        if fused is not None:
+            out, self.pending_rows = fused
+            rows = -1  # counted by the consumer's job
+            self.fresh = False  # no job of its own: a log would add a whole write (what the advisor prices)
+        elif observing is not None:
             out, observed, count = observing
             rows = -1  # known after the first write
         else:
@@ -211,7 +224,7 @@ class StepRunner(Runner):
             for m in pending:
                 storage.put(m)
             if regime.stateless:
-                storage.put(Manifest(self.name, "complete", epoch, rows))
+                storage.put(Manifest(self.name, "complete", epoch, max(rows, 0)))
         if regime.stateless or regime.checkpoints_at(epoch) or isinstance(regime, Output):
             ctx.record(self.name, epoch)
         if regime.takes_state:
