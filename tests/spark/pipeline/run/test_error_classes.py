@@ -98,8 +98,8 @@ def test_a_transient_class_gets_three_recoveries(spark: Any, tmp_path: Path) -> 
 
 
 def test_a_failure_inside_a_fused_steps_computation_is_that_steps(spark: Any, tmp_path: Path) -> None:
-    """``s`` (unlogged, one stateless consumer) is computed inside ``t``'s job; its UDF raising there is ``s``'s
-    failure — StepError names ``s``, not the consumer whose job ran it."""
+    """``s`` (unlogged) is computed inside its consumer ``t``'s job; its UDF raising there is ``s``'s failure —
+    StepError names ``s``, not the consumer whose job ran it."""
     from pyspark.sql import functions as F
 
     def udf_body(v):  # type: ignore[no-untyped-def]
@@ -112,7 +112,7 @@ def test_a_failure_inside_a_fused_steps_computation_is_that_steps(spark: Any, tm
     pipe.step(lambda s: s.groupBy("v").count(), name="t", inputs=["s"], regime=Ephemeral())
     from falkirk.spark.pipeline.run.executor import fusions
 
-    assert fusions(pipe) == {"s": "t"}
+    assert fusions(pipe) == ["s"]
     with pytest.raises(StepError) as info:
         pipe.run(1)
     assert info.value.step == "s" and "bad value" in info.value.cause and "inside t's job" in info.value.cause, info.value

@@ -58,29 +58,38 @@ def test_logged_and_output_steps_record_the_rows_they_wrote(spark: Any, tmp_path
             assert m.rows == execution.rows == data > 0, (step, epoch)
 
 
-def test_a_fused_frame_is_counted_by_its_consumers_job(spark: Any) -> None:
-    """:meth:`Frames.fused`: no job and no cache until the consumer's job, which counts the rows on the way."""
+def test_a_fused_frame_is_cached_and_counted_by_its_first_consumers_job(spark: Any) -> None:
+    """:meth:`Frames.fused`: persisted with no job; the first consumer's job fills the cache and Spark counts the
+    rows on the way — even where that consumer's query reads none of them (an inner join with an empty side);
+    the second consumer reads the cache; unpersisting the frame handed out frees it."""
     from pyspark.sql import functions as F
 
-    df = spark.range(0, 1234, numPartitions=3).withColumn("k", F.col("id") % 7)
+    df = spark.range(0, 1234, numPartitions=3).withColumn("k", F.col("id") % 7).where("k != 3")
+    expected = sum(1 for i in range(1234) if i % 7 != 3)
     before = _cached_partitions(spark)
-    observed, rows = Frames().fused(df)  # type: ignore[misc]
-    groups = observed.groupBy("k").count().collect()  # the consumer's job
-    assert sum(r["count"] for r in groups) == 1234
-    assert rows() == 1234 and _cached_partitions(spark) == before  # counted by that job, never persisted
+    persisted, rows = Frames().fused(df)  # type: ignore[misc]
+    assert _cached_partitions(spark) == before and rows(False) is None  # no job yet
+    empty = spark.range(0).withColumnRenamed("id", "k")
+    assert persisted.join(F.broadcast(empty), "k").count() == 0  # the first consumer
+    assert _cached_partitions(spark) == before + 3 and rows(False) == expected
+    assert persisted.agg(F.count("*")).collect()[0][0] == expected  # the second, from the cache
+    persisted.unpersist(blocking=True)
+    assert _cached_partitions(spark) == before
 
 
-def test_a_fused_frame_its_consumer_hid_is_counted(spark: Any) -> None:
-    """Where the consumer's job did not carry the observation (an RDD action), ``rows()`` counts the frame."""
-    observed, rows = Frames().fused(spark.range(0, 77, numPartitions=2))  # type: ignore[misc]
-    assert observed.rdd.map(lambda r: 1).sum() == 77  # no SQL execution: no observed metrics
-    assert rows() == 77
+def test_a_fused_frame_not_wholly_cached_is_counted(spark: Any) -> None:
+    """Where the consumer's job left a partition uncomputed (a ``limit``), ``rows(False)`` does not know the rows
+    and ``rows(True)`` counts them (a job)."""
+    persisted, rows = Frames().fused(spark.range(0, 400, numPartitions=4))  # type: ignore[misc]
+    assert len(persisted.limit(1).collect()) == 1
+    assert rows(False) is None and rows(True) == 400
+    persisted.unpersist()
 
 
-def test_the_flagships_parse_batch_runs_inside_heavys_job(spark: Any, tmp_path: Path) -> None:
-    """``parse_batch`` (Ephemeral, read only by ``heavy``) runs no job of its own; its execution records still have
-    its rows, the number of non-link events of each epoch counted here from the input log, and ``heavy``'s log is
-    what the same query gives without the fusion."""
+def test_the_flagships_unlogged_steps_run_inside_their_consumers_jobs(spark: Any, tmp_path: Path) -> None:
+    """``parse_batch`` (read by ``heavy``) and ``parse_graph`` (read by the stateful ``cc``, which checkpoints its
+    state) run no job of their own; their execution records still have their rows, counted here from the input log,
+    and ``heavy``'s log is what the same query gives unfused. ``answer``, read by two steps, keeps its job."""
     from pyspark.sql import functions as F
 
     from falkirk.spark.pipeline.tools.flagship import heavy, parse_batch
@@ -89,10 +98,15 @@ def test_the_flagships_parse_batch_runs_inside_heavys_job(spark: Any, tmp_path: 
     result = pipe.run(2)
     storage = Storage(tmp_path)
     for epoch in range(2):
-        (ex,) = [x for x in result.journal.executions if x.step == "parse_batch" and x.epoch == epoch]
+        ex = {x.step: x for x in result.journal.executions if x.epoch == epoch}
         events = pipe.inputs["events"].log.read(spark, epoch)
-        assert ex.jobs == 0 and ex.fresh is False, ex
-        assert ex.rows == events.where(F.col("kind") != "link").count() > 0, ex
+        for step in ("parse_batch", "parse_graph"):
+            assert ex[step].jobs == 0 and ex[step].fresh is False, ex[step]
+        assert ex["answer"].jobs > 0 and ex["answer"].fresh is True, ex["answer"]  # its own job computes it
+        assert ex["parse_batch"].rows == events.where(F.col("kind") != "link").count() > 0
+        assert ex["parse_graph"].rows == events.where(F.col("kind") == "link").count() > 0
+        responses = spark.read.parquet(str(tmp_path / storage.get("responses", "output", epoch).location))
+        assert ex["answer"].rows == responses.count() == ex["responses"].rows > 0
         logged = spark.read.parquet(str(tmp_path / storage.get("heavy", "log", epoch).location))
         expected = heavy(parse_batch(events))
         assert sorted(logged.collect()) == sorted(expected.select(*logged.columns).collect())

@@ -182,7 +182,7 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
         deltas = [m for m in cks if (m.extra.get("delta") or {}).get("chain")]
         seconds = [s for s, _ in recs.values()]
         fig: dict[str, float | None] = {
-            "rows": _median([float(r) for _, r in recs.values()]),
+            "rows": _median([float(r) for _, r in recs.values() if r >= 0]),  # -1: not known (a failed consumer)
             "log_bytes": _median([float(sum(f.size for f in m.files)) for m in logs]),
             "state_bytes": _median([float(sum(f.size for f in m.files)) for m in full]),
             "delta_bytes": _median([float(sum(f.size for f in m.files)) for m in deltas]),

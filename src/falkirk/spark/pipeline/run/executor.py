@@ -136,12 +136,13 @@ class Executor:
             prune=self.planner.prune, note=self.journal.note,
         )
         self.runners: dict[str, Runner] = {n: make_runner(self.context, pipeline, n) for n in self.order}
-        #: unlogged stateless steps computed inside their one consumer's job: step -> consumer (:func:`fusions`)
-        self.fused = fusions(pipeline)
-        for n in self.fused:
-            self.runners[n].fuse = True  # type: ignore[attr-defined]
-        #: bookkeeping of fused executions, finished once their consumer's job counted their rows
-        self._deferred: dict[str, list[Callable[[], None]]] = {}
+        #: unlogged steps their first consumer's job computes (:func:`fusions`)
+        for n in fusions(pipeline, logged=True):
+            self.runners[n].fusable = True  # type: ignore[attr-defined]
+            self.runners[n].fuse = not pipeline.steps[n].regime.logs  # type: ignore[attr-defined]
+        #: the journal records of fused executions, by step: (epoch, finish), finished by a consumer's execution
+        #: (``finish(count)``: the rows observed by the consumer's job; ``count``: else counted by a job)
+        self._deferred: dict[str, list[tuple[int, Callable[[bool], None]]]] = {}
         self.done = {n: -1 for n in self.order}
         recorded = self.journal.load(self.order)  # what earlier drivers completed (Lazy steps: after their checkpoint)
         self.high = {n: max(r.progress(), recorded[n]) for n, r in self.runners.items()}  # highest ever completed
@@ -318,19 +319,19 @@ class Executor:
             try:
                 out, rows = runner.execute(epoch, inputs)
             except (StepFailure, CorruptDataError, RecordError, PipelineError):  # bad input or definition: stop
-                self._finish_fused(name)
+                self._finish_fused(inputs, epoch, count=False)
                 raise
             except Exception as exc:
-                self._finish_fused(name)
                 cause = root_cause(exc)
                 source = unreadable_input(cause, self.pipeline.location.uri, self.pipeline.inputs)
+                culprit = None if source is not None else self._fused_culprit(inputs)
+                self._finish_fused(inputs, epoch, count=False)
                 if source is not None:  # the input's fault, not the step's: no recovery reads it back
                     raise CorruptDataError(source, "input", epoch, f"unreadable while {name} read it: {cause}") from exc
-                culprit = self._fused_culprit(name, inputs)
                 raise StepFailure(culprit or name, epoch, f"{type(exc).__name__}: {cause}"
                                   + (f" (computed inside {name}'s job)" if culprit else ""),
                                   deterministic=is_deterministic(exc, cause)) from exc
-            self._finish_fused(name)
+            self._finish_fused(inputs, epoch, count=True)
             jobs, retried = failed_tasks(self.spark, group) or (0, 0)
         if retried:
             self.journal.note(f"{name}@{epoch}: Spark retried {retried} failed task attempt(s) itself; falkirk not involved")
@@ -350,13 +351,13 @@ class Executor:
         def finish(rows: int, fresh: bool | None = runner.fresh) -> None:
             self.journal.executed(name, epoch, rows=rows, seconds=seconds, redo=redo, jobs=jobs, recovery=recovery,
                                   cpu=cpu, fresh=fresh)
-            self.progress.step_finished(name, epoch, rows=rows, seconds=seconds, redo=redo)
+            self.progress.step_finished(name, epoch, rows=rows if rows >= 0 else None, seconds=seconds, redo=redo)
             if redo:
-                self.say(f"  redo {name}@{epoch}: {rows} rows ({seconds:.2f} s)")
+                self.say(f"  redo {name}@{epoch}: {rows if rows >= 0 else 'unknown'} rows ({seconds:.2f} s)")
 
         pending = getattr(runner, "pending_rows", None)
-        if rows < 0 and pending is not None:  # fused: its consumer's job counts it (the journal waits for that)
-            self._deferred.setdefault(self.fused[name], []).append(lambda: finish(_rows_or_unknown(pending)))
+        if rows < 0 and pending is not None:  # fused: its first consumer's job counts it (the journal waits for that)
+            self._deferred.setdefault(name, []).append((epoch, lambda count: finish(_rows_or_unknown(pending, count))))
         else:
             finish(rows)
         for r in rec:
@@ -370,16 +371,19 @@ class Executor:
                 r.caught_up = time.perf_counter()
         self.frames.flush()
 
-    def _finish_fused(self, consumer: str) -> None:
-        """Journal the fused executions ``consumer``'s job computed (their rows are known now)."""
-        for finish in self._deferred.pop(consumer, []):
-            finish()
+    def _finish_fused(self, inputs: dict[str, DataFrame], epoch: int, *, count: bool) -> None:
+        """Journal the fused executions among ``inputs`` a consumer's job (of ``epoch``) computed: their rows are
+        known now (``count``: counted by a job where the consumer's job did not observe them; records of other
+        epochs, superseded by a recovery, take only what was observed)."""
+        for src in inputs:
+            for e, finish in self._deferred.pop(src, []):
+                finish(count and e == epoch)
 
-    def _fused_culprit(self, name: str, inputs: dict[str, DataFrame]) -> str | None:
-        """After ``name``'s job failed: the fused input whose own computation fails (computed alone), if any — the
-        failure is that step's, not ``name``'s."""
+    def _fused_culprit(self, inputs: dict[str, DataFrame]) -> str | None:
+        """After a consumer's job failed: the fused input whose own computation fails (computed alone), if any —
+        the failure is that step's, not the consumer's."""
         for src, df in inputs.items():
-            if self.fused.get(src) != name:
+            if src not in self._deferred:
                 continue
             try:
                 df.write.format("noop").mode("overwrite").save()  # every column computed (a count would prune them)
@@ -402,37 +406,38 @@ class Executor:
         self.planner.close()
 
 
-def fusions(pipeline: Definition) -> dict[str, str]:
-    """``step -> consumer`` for each step computed inside its one consumer's job instead of a job of its own.
+def fusions(pipeline: Definition, *, logged: bool = False) -> list[str]:
+    """The steps computed by their first consumer's job instead of a job of their own (``logged``: and the logged
+    steps that would be, unlogged).
 
     Such a step is unlogged and stateless (``Ephemeral()``), not an output,
-    and has exactly one consumer, a step keeping no state
-    (a stateful consumer's state is checkpointed away from the query that
-    computed it, so its job would not count the fused rows). Its output is
-    needed once, so persisting and counting it first would only add a job;
-    a step with several consumers is computed once and shared, as before.
+    and has one consumer. Its output is persisted with no job; the
+    consumer's job computes it inside its own query and fills the cache,
+    counting the rows on the way (:meth:`Frames.fused
+    <falkirk.spark.pipeline.run.frames.Frames.fused>`). A job of its own
+    would only compute, cache and count it first. A step with several
+    consumers keeps its job: computed inside the first consumer's query it
+    cost more than its own job and the consumer's together (the flagship's
+    ``answer`` read by ``stats`` and ``responses``: 1.3 CPU-s against 0.6,
+    measured in ``stats``' query planned with the joins of ``answer``).
 
     >>> from falkirk.spark.pipeline.tools.flagship import build
-    >>> sorted(fusions(build("memory://falkirk-doc/fusions")).items())
-    [('parse_batch', 'heavy')]
+    >>> fusions(build("memory://falkirk-doc/fusions"))
+    ['parse_batch', 'parse_graph']
     """
-    out: dict[str, str] = {}
-    for name, step in pipeline.steps.items():
-        regime = step.regime
-        if not regime.stateless or regime.logs or isinstance(regime, Output) or step.fn is None:
-            continue
-        consumers = pipeline.consumers(name)
-        if len(consumers) == 1 and consumers[0] in pipeline.steps and not pipeline.steps[consumers[0]].regime.takes_state:
-            out[name] = consumers[0]
-    return out
+    return [n for n, step in pipeline.steps.items()
+            if step.regime.stateless and (logged or not step.regime.logs) and not isinstance(step.regime, Output)
+            and step.fn is not None and len(pipeline.consumers(n)) == 1]
 
 
-def _rows_or_unknown(rows: Callable[[], int]) -> int:
-    """``rows()``, or ``-1`` (unknown) where counting fails (its consumer failed on the same rows)."""
+def _rows_or_unknown(rows: Callable[[bool], int | None], count: bool) -> int:
+    """``rows(count)``, or ``-1`` (unknown) where it is not known or counting fails (e.g. the consumer failed on the
+    same rows)."""
     try:
-        return rows()
+        n = rows(count)
     except Exception:  # noqa: BLE001 - a row count for the journal: the failure itself is handled elsewhere
         return -1
+    return -1 if n is None else n
 
 
 def _ignore(step: str, epoch: int) -> None:

@@ -4,9 +4,9 @@ A step's output is persisted and counted when it is made
 (:meth:`Frames.materialise`) — or, when its first use is a write (a log, an
 output), persisted and counted by that write (:meth:`Frames.observing`: the
 write's own job fills the cache and counts the rows, so no count job runs
-before it); or, for an unlogged step whose one consumer computes it inside
-its own job, neither persisted nor counted by a job of its own
-(:meth:`Frames.fused`: the consumer's job counts it) —, queued for each consumer
+before it); or, for an unlogged step, persisted with no job and computed by
+its first consumer's job, which counts its rows while filling the cache
+(:meth:`Frames.fused`) —, queued for each consumer
 (:mod:`~falkirk.spark.pipeline.run.queues` pins it once per queue entry)
 and unpersisted when the last consumer took it and its producer released
 it. Row counts the run already knows — a replayed log's manifest says how
@@ -101,37 +101,33 @@ class Frames:
 
         return persisted, observed, rows
 
-    def fused(self, df: DataFrame) -> tuple[DataFrame, Callable[[], int]] | None:
-        """``df`` left to its one consumer's job, neither persisted nor computed now: ``(observed, rows)``.
+    def fused(self, df: DataFrame) -> tuple[DataFrame, Callable[[bool], int | None]] | None:
+        """``df`` persisted with no job, for its consumers' jobs to compute: ``(persisted, rows)``.
 
-        Give the consumer ``observed`` (``df`` with a row count attached as a
-        Spark observation): the consumer's first job computes it inside its own
-        plan, as one query, and counts its rows on the way; ``rows()``, called
-        after that job, returns the count. Where the consumer's jobs did not
-        carry the observation (e.g. an RDD action, or a plan hidden behind a
-        checkpoint), ``rows()`` counts ``df`` (a job computing it again). ``None``
-        where :meth:`observing` would be ``None``.
+        The first consumer's job computes ``df`` inside its own query and fills
+        the cache on the way (whole partitions); the others read the cache.
+        ``rows(count)``, called after that job, returns the rows Spark counted
+        while filling the cache (:func:`cached_rows`: exact once every
+        partition is cached, whatever the consumer's query did with them);
+        where some partition is not cached, ``rows(True)`` counts ``persisted``
+        (a job) and ``rows(False)`` returns ``None``. ``None`` where
+        :meth:`observing` would be ``None``.
         """
-        from pyspark.sql import Observation
-        from pyspark.sql import functions as F
+        from pyspark import StorageLevel
 
         if not self.observable(df):
             return None
-        observation = Observation(f"falkirk_rows_{next(_OBSERVATIONS)}")
-        observed = df.observe(observation, F.count(F.lit(1)).alias("rows"))
+        persisted = df.persist(StorageLevel.MEMORY_AND_DISK)
 
-        def rows() -> int:
-            n = _observed_rows(observation, wait=0.0)
-            if n is None:  # its job may be done and its metrics still on Spark's listener bus: drain it, look again
-                from falkirk.spark.lineage._jvm import flush_listener_bus
-
-                flush_listener_bus(df.sparkSession.sparkContext, OBSERVED_WAIT)
-                n = _observed_rows(observation, wait=0.0)
-            if n is None:
-                n = df.count()
+        def rows(count: bool) -> int | None:
+            n = cached_rows(persisted)
+            if n is None and count:
+                n = persisted.count()
+            if n is not None:
+                self.known_rows(persisted, n)
             return n
 
-        return observed, rows
+        return persisted, rows
 
     def observable(self, df: DataFrame) -> bool:
         """Whether :meth:`observing` can take ``df``: a frame this run has not counted, not through Spark Connect
@@ -173,6 +169,23 @@ class Frames:
         self._released.clear()
         if len(self._counts) > 256:
             self._counts = {k: v for k, v in self._counts.items() if v[0]() is not None}
+
+
+def cached_rows(df: DataFrame) -> int | None:
+    """The rows of persisted ``df`` as Spark counted them while caching it, once every partition is cached (the
+    cache's own row count, not a plan's estimate); ``None`` before that, or where Spark does not say."""
+    try:
+        node = df.select("*")._jdf.queryExecution().withCachedData()  # a new plan, with the cached relation in it
+        while not node.getClass().getName().endswith(".InMemoryRelation"):
+            if node.children().size() != 1:
+                return None
+            node = node.children().apply(0)
+        if not node.cacheBuilder().isCachedColumnBuffersLoaded():  # until then its statistics are the plan's estimate
+            return None
+        count = node.computeStats().rowCount()
+        return int(str(count.get())) if count.isDefined() else None  # a Scala BigInt
+    except Exception:  # noqa: BLE001 - a count the cache kept is an optimisation: counting is always correct
+        return None
 
 
 def _observed_rows(observation: Any, wait: float = OBSERVED_WAIT) -> int | None:

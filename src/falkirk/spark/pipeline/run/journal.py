@@ -232,7 +232,7 @@ class Journal:
     def rows(self, step: str, epoch: int) -> int | None:
         """Output rows of ``step`` at ``epoch`` (first measurement, in this run or an earlier driver's)."""
         ex = self._measured(step, epoch)
-        return None if ex is None else ex.rows
+        return None if ex is None or ex.rows < 0 else ex.rows
 
     def seconds(self, step: str, epoch: int) -> float | None:
         """Wall time of the first execution of ``step`` at ``epoch`` (in this run or an earlier driver's)."""

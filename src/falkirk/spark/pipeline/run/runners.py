@@ -127,8 +127,9 @@ class StepRunner(Runner):
         self.regime = step.regime
         self.state: DataFrame | None = None
         self.storage = ctx.storage
-        #: set by the executor: the step is unlogged and stateless and its one consumer computes it inside its own
-        #: job (:meth:`Frames.fused <falkirk.spark.pipeline.run.frames.Frames.fused>`): no job of its own
+        #: set by the executor: unlogged, the step's output would be computed by its first consumer's job, with no
+        #: job of its own (:meth:`Frames.fused <falkirk.spark.pipeline.run.frames.Frames.fused>`); ``fuse``: it is
+        self.fusable = False
         self.fuse = False
         #: after an execution left to the consumer's job: its row count, known once that job ran
         self.pending_rows: Any = None
@@ -182,16 +183,17 @@ class StepRunner(Runner):
         # an output whose first use is a write (its log, or an output's data) is computed, cached and counted by
         # that write's job (Frames.observing): no count job before it. ``fresh``: this epoch's output was such a
         # frame, logged or not (a log's write is then the job computing it; the journal keeps it for the advisor)
-        self.fresh = wrapped is not new_state and ctx.frames.observable(wrapped)
-        # an unlogged step whose one consumer computes it (not under an injected failure: that stays the step's own)
-        fused = ctx.frames.fused(wrapped) if self.fuse and self.fresh and wrapped is result else None
+        own = wrapped is not new_state and ctx.frames.observable(wrapped)
+        # the advisor prices a log of such a step as a write less a count; not where the unlogged step has no job
+        self.fresh = own and not self.fusable
+        # an unlogged step its consumers' jobs compute (not under an injected failure: that stays the step's own)
+        fused = ctx.frames.fused(wrapped) if self.fuse and own and wrapped is result else None
         self.pending_rows = None
-        observing = (ctx.frames.observing(wrapped) if fused is None and durable and self.fresh and (regime.logs or output)
+        observing = (ctx.frames.observing(wrapped) if fused is None and durable and own and (regime.logs or output)
                      else None)
         if fused is not None:
             out, self.pending_rows = fused
-            rows = -1  # counted by the consumer's job
-            self.fresh = False  # no job of its own: a log would add a whole write (what the advisor prices)
+            rows = -1  # counted by the first consumer's job
         elif observing is not None:
             out, observed, count = observing
             rows = -1  # known after the first write
