@@ -373,8 +373,8 @@ class Executor:
 
     def _finish_fused(self, inputs: dict[str, DataFrame], epoch: int, *, count: bool) -> None:
         """Journal the fused executions among ``inputs`` a consumer's job (of ``epoch``) computed: their rows are
-        known now (``count``: counted by a job where the consumer's job did not observe them; records of other
-        epochs, superseded by a recovery, take only what was observed)."""
+        known now (``count``: counted by a job where that job left a partition uncached; records of other epochs,
+        superseded by a recovery, take only what the cache counted)."""
         for src in inputs:
             for e, finish in self._deferred.pop(src, []):
                 finish(count and e == epoch)

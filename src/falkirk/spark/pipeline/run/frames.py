@@ -121,7 +121,7 @@ class Frames:
 
         def rows(count: bool) -> int | None:
             n = cached_rows(persisted)
-            if n is None and count:
+            if n is None and count and persisted.is_cached:  # not once unpersisted: that would compute it again
                 n = persisted.count()
             if n is not None:
                 self.known_rows(persisted, n)
