@@ -110,3 +110,40 @@ def test_the_flagships_unlogged_steps_run_inside_their_consumers_jobs(spark: Any
         logged = spark.read.parquet(str(tmp_path / storage.get("heavy", "log", epoch).location))
         expected = heavy(parse_batch(events))
         assert sorted(logged.collect()) == sorted(expected.select(*logged.columns).collect())
+
+
+def test_a_retried_task_does_not_undercount_a_fused_step(spark: Any, tmp_path: Path) -> None:
+    """The output's task fails once (injected) in the job that fills the fused ``p``'s cache, and Spark retries it:
+    ``p``'s rows are still the rows written (a failed attempt's accumulator updates are dropped, so after a retry
+    falkirk counts them with a job instead of trusting the cache's statistics)."""
+    from falkirk.spark import Ephemeral, Pipeline
+
+    pipe = Pipeline(tmp_path, spark, fsync=False)
+    pipe.input("src", "k BIGINT", partitions=2, source=lambda e: [{"k": i} for i in range(50 + e)])
+    pipe.step(lambda src: src.where("k % 3 != 0"), name="p", inputs=["src"], regime=Ephemeral())
+    pipe.output("out", inputs=["p"])
+    result = pipe.run(2, fail="out@1:task")
+    assert [str(i) for i in result.fired] == ["out@1:task"]
+    for epoch in range(2):
+        (ex,) = [x for x in result.journal.executions if x.step == "p" and x.epoch == epoch]
+        written = spark.read.parquet(str(tmp_path / "output" / "out" / f"epoch={epoch}")).count()
+        assert ex.jobs == 0 and ex.rows == written == sum(1 for k in range(50 + epoch) if k % 3), ex
+
+
+def test_in_a_chain_of_unlogged_steps_every_other_one_keeps_its_job() -> None:
+    """``a -> b -> c -> out``: ``c`` is computed by the output's job; ``b``, whose consumer runs no job, keeps its
+    own, and computes ``a``; a logged step is listed with ``logged=True`` where it would be fused unlogged."""
+    import attrs
+
+    from falkirk.spark import Batch, Ephemeral, Pipeline
+    from falkirk.spark.pipeline.run.executor import fusions
+
+    pipe = Pipeline("memory://falkirk-test/chain")
+    pipe.input("src", "k BIGINT", source=lambda e: [{"k": 1}])
+    pipe.step(lambda src: src, name="a", inputs=["src"], regime=Ephemeral())
+    pipe.step(lambda a: a, name="b", inputs=["a"], regime=Ephemeral())
+    pipe.step(lambda b: b, name="c", inputs=["b"], regime=Ephemeral())
+    pipe.output("out", inputs=["c"])
+    assert fusions(pipe) == fusions(pipe, logged=True) == ["a", "c"]
+    pipe.steps["c"] = attrs.evolve(pipe.steps["c"], regime=Batch())  # c logged: b's consumer runs a job again
+    assert fusions(pipe) == ["b"] and fusions(pipe, logged=True) == ["b", "c"]

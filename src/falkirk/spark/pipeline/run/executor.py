@@ -142,7 +142,7 @@ class Executor:
             self.runners[n].fuse = not pipeline.steps[n].regime.logs  # type: ignore[attr-defined]
         #: the journal records of fused executions, by step: (epoch, finish), finished by a consumer's execution
         #: (``finish(count)``: the rows observed by the consumer's job; ``count``: else counted by a job)
-        self._deferred: dict[str, list[tuple[int, Callable[[bool], None]]]] = {}
+        self._deferred: dict[str, list[tuple[int, Callable[[bool, bool], None]]]] = {}
         self.done = {n: -1 for n in self.order}
         recorded = self.journal.load(self.order)  # what earlier drivers completed (Lazy steps: after their checkpoint)
         self.high = {n: max(r.progress(), recorded[n]) for n, r in self.runners.items()}  # highest ever completed
@@ -304,7 +304,7 @@ class Executor:
         runs = [x for x in self.journal.executions if x.epoch == epoch and not x.redo]
         if runs:
             total = sum(x.seconds for x in runs)
-            parts = " · ".join(f"{x.step} {x.rows}" for x in runs)
+            parts = " · ".join(f"{x.step} {x.rows if x.rows >= 0 else '?'}" for x in runs)
             self.say(f"epoch {epoch:>3}  {parts}  ({total:.1f} s)")
 
     def _execute(self, name: str, epoch: int) -> None:
@@ -319,20 +319,20 @@ class Executor:
             try:
                 out, rows = runner.execute(epoch, inputs)
             except (StepFailure, CorruptDataError, RecordError, PipelineError):  # bad input or definition: stop
-                self._finish_fused(inputs, epoch, count=False)
+                self._finish_fused(inputs, epoch, count=False, cache=False)
                 raise
             except Exception as exc:
                 cause = root_cause(exc)
                 source = unreadable_input(cause, self.pipeline.location.uri, self.pipeline.inputs)
                 culprit = None if source is not None else self._fused_culprit(inputs)
-                self._finish_fused(inputs, epoch, count=False)
+                self._finish_fused(inputs, epoch, count=False, cache=False)  # failed attempts' rows went uncounted
                 if source is not None:  # the input's fault, not the step's: no recovery reads it back
                     raise CorruptDataError(source, "input", epoch, f"unreadable while {name} read it: {cause}") from exc
                 raise StepFailure(culprit or name, epoch, f"{type(exc).__name__}: {cause}"
                                   + (f" (computed inside {name}'s job)" if culprit else ""),
                                   deterministic=is_deterministic(exc, cause)) from exc
-            self._finish_fused(inputs, epoch, count=True)
             jobs, retried = failed_tasks(self.spark, group) or (0, 0)
+            self._finish_fused(inputs, epoch, count=True, cache=not retried)
         if retried:
             self.journal.note(f"{name}@{epoch}: Spark retried {retried} failed task attempt(s) itself; falkirk not involved")
             self.say(f"  {name}@{epoch}: Spark retried {retried} failed task(s) on its own (no falkirk recovery needed)")
@@ -357,7 +357,8 @@ class Executor:
 
         pending = getattr(runner, "pending_rows", None)
         if rows < 0 and pending is not None:  # fused: its first consumer's job counts it (the journal waits for that)
-            self._deferred.setdefault(name, []).append((epoch, lambda count: finish(_rows_or_unknown(pending, count))))
+            self._deferred.setdefault(name, []).append(
+                (epoch, lambda count, cache: finish(_rows_or_unknown(pending, count, cache))))
         else:
             finish(rows)
         for r in rec:
@@ -371,13 +372,14 @@ class Executor:
                 r.caught_up = time.perf_counter()
         self.frames.flush()
 
-    def _finish_fused(self, inputs: dict[str, DataFrame], epoch: int, *, count: bool) -> None:
+    def _finish_fused(self, inputs: dict[str, DataFrame], epoch: int, *, count: bool, cache: bool) -> None:
         """Journal the fused executions among ``inputs`` a consumer's job (of ``epoch``) computed: their rows are
-        known now (``count``: counted by a job where that job left a partition uncached; records of other epochs,
-        superseded by a recovery, take only what the cache counted)."""
+        known now — the cache's count (``cache``: no task attempt of that job was retried, see
+        :meth:`Frames.fused <falkirk.spark.pipeline.run.frames.Frames.fused>`), else with ``count`` a count job;
+        records of other epochs, superseded by a recovery, take only what the cache counted."""
         for src in inputs:
             for e, finish in self._deferred.pop(src, []):
-                finish(count and e == epoch)
+                finish(count and e == epoch, cache)
 
     def _fused_culprit(self, inputs: dict[str, DataFrame]) -> str | None:
         """After a consumer's job failed: the fused input whose own computation fails (computed alone), if any —
@@ -407,34 +409,46 @@ class Executor:
 
 
 def fusions(pipeline: Definition, *, logged: bool = False) -> list[str]:
-    """The steps computed by their first consumer's job instead of a job of their own (``logged``: and the logged
-    steps that would be, unlogged).
+    """The steps computed by their consumer's job instead of a job of their own (``logged``: and the logged steps
+    that would be, unlogged).
 
     Such a step is unlogged and stateless (``Ephemeral()``), not an output,
-    and has one consumer. Its output is persisted with no job; the
-    consumer's job computes it inside its own query and fills the cache,
-    counting the rows on the way (:meth:`Frames.fused
+    and has one consumer, itself not such a step. Its output is persisted
+    with no job; the consumer's job computes it inside its own query and
+    fills the cache, counting the rows on the way (:meth:`Frames.fused
     <falkirk.spark.pipeline.run.frames.Frames.fused>`). A job of its own
-    would only compute, cache and count it first. A step with several
-    consumers keeps its job: computed inside the first consumer's query it
-    cost more than its own job and the consumer's together (the flagship's
-    ``answer`` read by ``stats`` and ``responses``: 1.3 CPU-s against 0.6,
-    measured in ``stats``' query planned with the joins of ``answer``).
+    would only compute, cache and count it first. In a chain of such steps
+    every other one keeps its job (from the last): a fused step's consumer
+    that is fused too runs no job in which to compute it. A step with
+    several consumers keeps its job: computed inside the first consumer's
+    query it cost more than its own job and the consumer's together (the
+    flagship's ``answer`` read by ``stats`` and ``responses``: 1.3 CPU-s
+    against 0.6, measured in ``stats``' query planned with the joins of
+    ``answer``).
 
     >>> from falkirk.spark.pipeline.tools.flagship import build
     >>> fusions(build("memory://falkirk-doc/fusions"))
     ['parse_batch', 'parse_graph']
     """
-    return [n for n, step in pipeline.steps.items()
-            if step.regime.stateless and (logged or not step.regime.logs) and not isinstance(step.regime, Output)
-            and step.fn is not None and len(pipeline.consumers(n)) == 1]
+    def candidate(n: str) -> bool:
+        step = pipeline.steps.get(n)
+        return (step is not None and step.regime.stateless and not isinstance(step.regime, Output)
+                and step.fn is not None and len(pipeline.consumers(n)) == 1)
+
+    fused: set[str] = set()
+    for n in reversed(list(pipeline.order)):  # consumers first
+        if candidate(n) and not pipeline.steps[n].regime.logs and pipeline.consumers(n)[0] not in fused:
+            fused.add(n)
+    would = {n for n in pipeline.steps if logged and candidate(n) and pipeline.steps[n].regime.logs
+             and pipeline.consumers(n)[0] not in fused}
+    return [n for n in pipeline.order if n in fused or n in would]
 
 
-def _rows_or_unknown(rows: Callable[[bool], int | None], count: bool) -> int:
-    """``rows(count)``, or ``-1`` (unknown) where it is not known or counting fails (e.g. the consumer failed on the
-    same rows)."""
+def _rows_or_unknown(rows: Callable[[bool, bool], int | None], count: bool, cache: bool) -> int:
+    """``rows(count, cache)``, or ``-1`` (unknown) where it is not known or counting fails (e.g. the consumer failed
+    on the same rows)."""
     try:
-        n = rows(count)
+        n = rows(count, cache)
     except Exception:  # noqa: BLE001 - a row count for the journal: the failure itself is handled elsewhere
         return -1
     return -1 if n is None else n

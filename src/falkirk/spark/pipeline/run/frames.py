@@ -101,17 +101,19 @@ class Frames:
 
         return persisted, observed, rows
 
-    def fused(self, df: DataFrame) -> tuple[DataFrame, Callable[[bool], int | None]] | None:
+    def fused(self, df: DataFrame) -> tuple[DataFrame, Callable[[bool, bool], int | None]] | None:
         """``df`` persisted with no job, for its consumers' jobs to compute: ``(persisted, rows)``.
 
         The first consumer's job computes ``df`` inside its own query and fills
         the cache on the way (whole partitions); the others read the cache.
-        ``rows(count)``, called after that job, returns the rows Spark counted
-        while filling the cache (:func:`cached_rows`: exact once every
-        partition is cached, whatever the consumer's query did with them);
-        where some partition is not cached, ``rows(True)`` counts ``persisted``
-        (a job) and ``rows(False)`` returns ``None``. ``None`` where
-        :meth:`observing` would be ``None``.
+        ``rows(count, cache)``, called after that job, returns the rows Spark
+        counted while filling the cache (:func:`cached_rows`: exact once every
+        partition is cached, whatever the consumer's query did with them;
+        not trusted where a task attempt was retried — Spark drops a failed
+        attempt's accumulator updates, and its retry may read a partition the
+        failed attempt cached: pass ``cache=False`` then); else, with
+        ``count``, it counts ``persisted`` (a job, from memory), and without,
+        returns ``None``. ``None`` where :meth:`observing` would be ``None``.
         """
         from pyspark import StorageLevel
 
@@ -119,8 +121,8 @@ class Frames:
             return None
         persisted = df.persist(StorageLevel.MEMORY_AND_DISK)
 
-        def rows(count: bool) -> int | None:
-            n = cached_rows(persisted)
+        def rows(count: bool, cache: bool = True) -> int | None:
+            n = cached_rows(persisted) if cache else None
             if n is None and count and persisted.is_cached:  # not once unpersisted: that would compute it again
                 n = persisted.count()
             if n is not None:
@@ -174,12 +176,14 @@ class Frames:
 def cached_rows(df: DataFrame) -> int | None:
     """The rows of persisted ``df`` as Spark counted them while caching it, once every partition is cached (the
     cache's own row count, not a plan's estimate); ``None`` before that, or where Spark does not say."""
+    if not getattr(df, "is_cached", False):  # unpersisted: a cached frame under it would answer for it
+        return None
     try:
         node = df.select("*")._jdf.queryExecution().withCachedData()  # a new plan, with the cached relation in it
-        while not node.getClass().getName().endswith(".InMemoryRelation"):
-            if node.children().size() != 1:
-                return None
-            node = node.children().apply(0)
+        while node.getClass().getName().endswith(".Project"):  # the select("*"): df itself is the cached relation
+            node = node.child()
+        if not node.getClass().getName().endswith(".InMemoryRelation"):
+            return None
         if not node.cacheBuilder().isCachedColumnBuffersLoaded():  # until then its statistics are the plan's estimate
             return None
         count = node.computeStats().rowCount()

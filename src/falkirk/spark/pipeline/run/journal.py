@@ -189,7 +189,9 @@ class Journal:
         """Record an execution (the first one of each (step, epoch) is the reference measurement)."""
         ex = Execution(step, epoch, rows, seconds, redo, recovery, jobs, cpu, fresh)
         self.executions.append(ex)
-        self._first.setdefault((step, epoch), ex)
+        first = self._first.setdefault((step, epoch), ex)
+        if first.rows < 0 <= rows:  # the first record did not know its rows (a fused step whose consumer failed)
+            self._first[(step, epoch)] = ex
         if self.root is not None:
             doc = {**asdict(ex), "first_seconds": self.seconds(step, epoch), "first_cpu": self.cpu(step, epoch)}
             self.root.replace(f"{self._dir(step)}/{epoch:08d}.json", json.dumps(doc, sort_keys=True).encode())
