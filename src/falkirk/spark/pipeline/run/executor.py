@@ -136,7 +136,7 @@ class Executor:
             prune=self.planner.prune, note=self.journal.note,
         )
         self.runners: dict[str, Runner] = {n: make_runner(self.context, pipeline, n) for n in self.order}
-        #: unlogged steps their first consumer's job computes (:func:`fusions`)
+        #: unlogged steps their consumer's job computes (:func:`fusions`)
         for n in fusions(pipeline, logged=True):
             self.runners[n].fusable = True  # type: ignore[attr-defined]
             self.runners[n].fuse = not pipeline.steps[n].regime.logs  # type: ignore[attr-defined]
@@ -356,7 +356,7 @@ class Executor:
                 self.say(f"  redo {name}@{epoch}: {rows if rows >= 0 else 'unknown'} rows ({seconds:.2f} s)")
 
         pending = getattr(runner, "pending_rows", None)
-        if rows < 0 and pending is not None:  # fused: its first consumer's job counts it (the journal waits for that)
+        if rows < 0 and pending is not None:  # fused: its consumer's job counts it (the journal waits for that)
             self._deferred.setdefault(name, []).append(
                 (epoch, lambda count, cache: finish(_rows_or_unknown(pending, count, cache))))
         else:

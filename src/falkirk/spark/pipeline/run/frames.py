@@ -102,10 +102,10 @@ class Frames:
         return persisted, observed, rows
 
     def fused(self, df: DataFrame) -> tuple[DataFrame, Callable[[bool, bool], int | None]] | None:
-        """``df`` persisted with no job, for its consumers' jobs to compute: ``(persisted, rows)``.
+        """``df`` persisted with no job, for its consumer's job to compute: ``(persisted, rows)``.
 
-        The first consumer's job computes ``df`` inside its own query and fills
-        the cache on the way (whole partitions); the others read the cache.
+        The consumer's job computes ``df`` inside its own query and fills the
+        cache on the way (whole partitions).
         ``rows(count, cache)``, called after that job, returns the rows Spark
         counted while filling the cache (:func:`cached_rows`: exact once every
         partition is cached, whatever the consumer's query did with them;
@@ -192,12 +192,12 @@ def cached_rows(df: DataFrame) -> int | None:
         return None
 
 
-def _observed_rows(observation: Any, wait: float = OBSERVED_WAIT) -> int | None:
-    """The row count ``observation`` received from a finished action, waiting up to ``wait`` seconds for it (the
-    metrics travel on Spark's listener bus); ``None`` if it did not arrive (the caller counts)."""
+def _observed_rows(observation: Any) -> int | None:
+    """The row count ``observation`` received from a finished action, waiting up to :data:`OBSERVED_WAIT` seconds
+    for it (the metrics travel on Spark's listener bus); ``None`` if it did not arrive (the caller counts)."""
     try:
         future = observation._jo.future()
-        deadline = time.monotonic() + wait
+        deadline = time.monotonic() + OBSERVED_WAIT
         while not future.isCompleted():
             if time.monotonic() > deadline:
                 return None

@@ -127,7 +127,7 @@ class StepRunner(Runner):
         self.regime = step.regime
         self.state: DataFrame | None = None
         self.storage = ctx.storage
-        #: set by the executor: unlogged, the step's output would be computed by its first consumer's job, with no
+        #: set by the executor: unlogged, the step's output would be computed by its consumer's job, with no
         #: job of its own (:meth:`Frames.fused <falkirk.spark.pipeline.run.frames.Frames.fused>`); ``fuse``: it is
         self.fusable = False
         self.fuse = False
@@ -186,14 +186,14 @@ class StepRunner(Runner):
         own = wrapped is not new_state and ctx.frames.observable(wrapped)
         # the advisor prices a log of such a step as a write less a count; not where the unlogged step has no job
         self.fresh = own and not self.fusable
-        # an unlogged step its consumers' jobs compute (not under an injected failure: that stays the step's own)
+        # an unlogged step its consumer's job computes (not under an injected failure: that stays the step's own)
         fused = ctx.frames.fused(wrapped) if self.fuse and own and wrapped is result else None
         self.pending_rows = None
         observing = (ctx.frames.observing(wrapped) if fused is None and durable and own and (regime.logs or output)
                      else None)
         if fused is not None:
             out, self.pending_rows = fused
-            rows = -1  # counted by the first consumer's job
+            rows = -1  # counted by the consumer's job
         elif observing is not None:
             out, observed, count = observing
             rows = -1  # known after the first write
