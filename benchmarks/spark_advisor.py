@@ -9,18 +9,22 @@
 3. The flagship runs again on fresh roots with the current and (if they
    differ) the advised regimes, ``--fail STEP`` failing after epoch
    ``EPOCHS - 2``.
+   Each configuration runs ``--repeats`` times (3), each on a fresh root.
 4. Measured against predicted, for each: the steady cost per epoch (the
    median over epochs 1..EPOCHS-3 of Σ step executions), and the recovery's
    redone executions (and its replay/recompute wall time) against the
    model's price of that one failure at that boundary (its redo, restores
-   and replays).
+   and replays). The error is that of the median over the repeats; every
+   repeat's figures are in the JSON (``runs``). One recovery is a handful of
+   step executions, each of which varies by ±50 % between identical epochs
+   on this machine, so a single recovery says little about the model.
 
 The unit is the costs' (``unit`` in the JSON): CPU seconds of the process
 tree per step execution, which a ``local`` master's journal records
 (:mod:`falkirk.spark.pipeline.run.cpu`), priced with the ``cpu`` objective;
 wall seconds where CPU was not recorded.
 
-Run: ``python benchmarks/spark_advisor.py [--epochs 8] [--failure-rate 0.05] [--fail cc]``;
+Run: ``python benchmarks/spark_advisor.py [--epochs 9] [--failure-rate 0.05] [--fail cc] [--repeats 3]``;
 writes ``benchmarks/results/spark_advisor.json`` with the load average. One
 local session: the figures carry the machine's noise (wall time on a shared
 2-core machine shows ±20 % between identical runs; CPU time less).
@@ -34,6 +38,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,33 +60,51 @@ def steady(result: Any, until: int, unit: str) -> float:
     return statistics.median(per.values())
 
 
-def measure(pipe: Any, costs: Any, regimes: dict[str, Any], advice: Any, which: str, epochs: int, fail: str,
-            at: int) -> dict[str, Any]:
-    """Run ``pipe`` (the flagship with ``regimes``) with ``fail`` injected after ``at``: steady and recovery wall
-    time, measured and predicted."""
+def measure(make: Callable[[int], Any], costs: Any, regimes: dict[str, Any], advice: Any, which: str,
+            epochs: int, fail: str, at: int, repeats: int) -> dict[str, Any]:
+    """Run ``make(i)`` (the flagship with ``regimes`` on a fresh root) ``repeats`` times with ``fail`` injected
+    after ``at``: steady cost and recovery, measured (median over the repeats, and each) and predicted."""
     from falkirk.spark.pipeline.plan.advisor import Model
 
-    result = pipe.run(epochs, fail=f"{fail}@{at}:after")
-    recovery = [r for r in result.journal.recoveries if not r.restart][0]
-    model = Model(pipe, costs, [(fail,)], moments=[(at, None)])  # STEP@at:after: between epochs at and at + 1
-    ev = model.evaluate([regimes], exact=True)
-    redone = {n: sum(spent(x, costs.unit) for x in result.journal.executions
-                     if x.step == n and x.redo and x.recovery == recovery.index) for n in model.graph.names}
+    runs: list[dict[str, Any]] = []
+    model = ev = None
+    for i in range(repeats):
+        pipe = make(i)
+        result = pipe.run(epochs, fail=f"{fail}@{at}:after")
+        recovery = [r for r in result.journal.recoveries if not r.restart][0]
+        if model is None:
+            model = Model(pipe, costs, [(fail,)], moments=[(at, None)])  # STEP@at:after: between at and at + 1
+            ev = model.evaluate([regimes], exact=True)
+        runs.append({
+            "steady": steady(result, at, costs.unit),
+            "replay_recompute": recovery.phases()["replay/recompute"],  # wall time, whatever the unit
+            # CPU of the process tree from the failure until every step was back (unit cpu)
+            "recovery_cpu": recovery.cpu_seconds,
+            "redo": {n: sum(spent(x, costs.unit) for x in result.journal.executions
+                            if x.step == n and x.redo and x.recovery == recovery.index) for n in model.graph.names},
+        })
+    assert model is not None and ev is not None
+    med = statistics.median
     totals = getattr(advice, which)
-    steady_measured = steady(result, at, costs.unit)
-    rec_measured = recovery.phases()["replay/recompute"]  # wall time, whatever the unit
+    steady_measured = med(r["steady"] for r in runs)
+    rec_measured = med(r["replay_recompute"] for r in runs)
+    rec_cpu = med((r["recovery_cpu"] or 0.0) for r in runs)
+    predicted = float(ev.recovery[0, 0])
     return {
         "regimes": {n: r.describe() for n, r in regimes.items()},
+        "repeats": repeats,
         "steady": {"predicted": totals.steady, "measured": steady_measured,
-                   "error": (steady_measured - totals.steady) / totals.steady},
-        "recovery": {"predicted": float(ev.recovery[0, 0]), "measured_replay_recompute": rec_measured,
-                     "measured_redo_executions": sum(redone.values()),
-                     # CPU of the process tree from the failure until every step was back (unit cpu)
-                     "measured_cpu": recovery.cpu_seconds,
-                     "error": None if not ev.recovery[0, 0] else (
-                         ((recovery.cpu_seconds if costs.unit == "cpu" else rec_measured) or 0.0)
-                         - float(ev.recovery[0, 0])) / float(ev.recovery[0, 0])},
-        "recovery_by_step": {n: {"predicted": float(ev.node_recovery[i, 0, 0]), "measured_redo": redone[n]}
+                   "error": (steady_measured - totals.steady) / totals.steady,
+                   "each": [r["steady"] for r in runs]},
+        "recovery": {"predicted": predicted, "measured_replay_recompute": rec_measured,
+                     "measured_redo_executions": med(sum(r["redo"].values()) for r in runs),
+                     "measured_cpu": rec_cpu,
+                     "each_cpu": [r["recovery_cpu"] for r in runs],
+                     "error": None if not predicted else (
+                         (rec_cpu if costs.unit == "cpu" else rec_measured) - predicted) / predicted},
+        "recovery_by_step": {n: {"predicted": float(ev.node_recovery[i, 0, 0]),
+                                 "measured_redo": med(r["redo"][n] for r in runs),
+                                 "each": [r["redo"][n] for r in runs]}
                              for i, n in enumerate(model.graph.names)},
     }
 
@@ -92,6 +115,7 @@ def main() -> None:
     parser.add_argument("--failure-rate", type=float, default=0.05)
     parser.add_argument("--fail", default="cc")
     parser.add_argument("--warmup", type=int, default=3, help="epochs of a durable warm-up run before the profile")
+    parser.add_argument("--repeats", type=int, default=3, help="measured runs of each configuration (medians)")
     parser.add_argument("--out", default=str(Path(__file__).with_name("results") / "spark_advisor.json"))
     args = parser.parse_args()
 
@@ -118,12 +142,13 @@ def main() -> None:
             "totals": {"current": advice.current.to_json(), "advised": advice.advised.to_json()},
         }
         current = {n: s.regime for n, s in profiled.steps.items()}
-        out["current"] = measure(build(Path(tmp) / "current", spark, **SIZES), costs, current, advice, "current",
-                                 args.epochs, args.fail, at)
+        out["current"] = measure(lambda i: build(Path(tmp) / f"current-{i}", spark, **SIZES), costs, current,
+                                 advice, "current", args.epochs, args.fail, at, args.repeats)
         if advice.regimes():
             advised = {**current, **advice.regimes()}
-            out["advised"] = measure(build(Path(tmp) / "advised", spark, regimes=advice.regimes(), **SIZES), costs,
-                                     advised, advice, "advised", args.epochs, args.fail, at)
+            out["advised"] = measure(
+                lambda i: build(Path(tmp) / f"advised-{i}", spark, regimes=advice.regimes(), **SIZES), costs,
+                advised, advice, "advised", args.epochs, args.fail, at, args.repeats)
         out["costs"] = costs.to_json()
         out["load_average_end"] = os.getloadavg()
     print(json.dumps({k: v for k, v in out.items() if k != "costs"}, indent=2))
