@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from falkirk.spark.errors import CorruptDataError, PipelineError
 from falkirk.spark.pipeline.store import delta, keyed
 
@@ -73,14 +75,22 @@ class StateCheckpoints:
                 and len(before) < self.regime.snapshot_spacing):  # type: ignore[attr-defined]
             delta.check_columns(state, self.name)
             rows = state.count() if rows is None else rows  # the manifest records the state's size (materialised)
-            changes = delta.diff(state, previous, key).persist()
+            # one shuffle into the checkpoint's layout, compared there; the write's job counts the rows
+            changes = delta.diff(state, previous, key, place=lambda both: keyed.placed(both, key, n, groups))
+            laid_out = changes.drop(keyed.SALT)
+            observing = self.ctx.frames.observing(laid_out)
+            if observing is None:  # through Spark Connect: counted first, from memory
+                persisted, written, count = laid_out.persist(), laid_out, None
+            else:
+                persisted, written, count = observing
             try:
-                count = changes.count()
-                m = storage.write_frame(
-                    keyed.layout(changes, key, n, groups), self.name, "checkpoint", epoch, count,
-                    partition_by=keyed.SUBTASK, keyed=layout, delta={"chain": list(before), "state_rows": rows})
+                m = storage.write_frame(written, self.name, "checkpoint", epoch, 0 if count else persisted.count(),
+                                        partition_by=keyed.SUBTASK, keyed=layout,
+                                        delta={"chain": list(before), "state_rows": rows})
+                if count is not None:
+                    m = attrs.evolve(m, rows=count())
             finally:
-                changes.unpersist()
+                persisted.unpersist()
             self.chain = (*before, epoch)
         else:
             rows = state.count() if rows is None else rows

@@ -32,8 +32,9 @@ grouped on): ``NaN`` equals ``NaN`` and ``-0.0`` equals ``0.0``, so a
 change between those alone is not seen. Map columns cannot be grouped on:
 incremental state with one is refused (:func:`check_columns`).
 
-Cost per epoch: one shuffle of the previous and the new state together
-(:func:`diff`), then the delta's own write. Restoring reads the snapshot and
+Cost per epoch: one job, which shuffles the previous and the new state
+together straight into the checkpoint's layout (:func:`diff`), compares
+them and writes the delta, counting its rows on the way. Restoring reads the snapshot and
 all its deltas in one scan, shuffles them once into the step's partitions
 (as restoring a full checkpoint does) and resolves each key there, after a
 sort within each partition (:func:`newest`).
@@ -41,7 +42,7 @@ sort within each partition (:func:`newest`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from falkirk.spark.errors import PipelineError
@@ -93,30 +94,39 @@ def check_columns(df: DataFrame, step: str) -> None:
             "Spark cannot compare maps; store them as arrays of (key, value) structs, or use incremental=False")
 
 
-def diff(new: DataFrame, old: DataFrame, key: str) -> DataFrame:
+def diff(new: DataFrame, old: DataFrame, key: str, *,
+         place: Callable[[DataFrame], tuple[DataFrame, list[str]]] | None = None) -> DataFrame:
     """The delta from state ``old`` to state ``new`` (same columns, keyed by ``key``): see the module docstring.
 
-    One shuffle of both states by ``key``; the rest (a grouping on every
-    column, per-key windows, a distinct) runs within its partitions. A row
-    present ``n`` times in ``new`` appears ``n`` times in the delta.
+    One shuffle of both states; the rest (a grouping on every column,
+    per-key windows, a distinct) runs within its partitions. A row present
+    ``n`` times in ``new`` appears ``n`` times in the delta.
+
+    ``place(rows)``: that shuffle, returning the rows hash-partitioned and
+    the columns it added, functions of the key that the rows are partitioned
+    by (:func:`falkirk.spark.pipeline.store.keyed.placed`: the delta comes
+    out laid out for writing, with no second shuffle); the delta keeps them
+    (after the state's columns). Default: by the key, no column added.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     cols = new.columns
     both = new.select(*cols, F.lit(1).alias(_W)).unionByName(old.select(*cols, F.lit(-1).alias(_W)))
-    rows = both.repartition(F.col(key)).groupBy(*cols).agg(
+    spread, by = place(both) if place is not None else (both.repartition(F.col(key)), [])
+    rows = spread.groupBy(*cols, *by).agg(
         F.sum(F.when(F.col(_W) > 0, 1).otherwise(0)).alias(_NEW),
         F.sum(F.when(F.col(_W) < 0, 1).otherwise(0)).alias(_OLD))
-    per_key = Window.partitionBy(key)
+    per_key = Window.partitionBy(key, *by)
     rows = (rows.withColumn(_CHANGED, F.max((F.col(_NEW) != F.col(_OLD)).cast("int")).over(per_key))
             .withColumn(_ANY, F.max(_NEW).over(per_key))
             .where(F.col(_CHANGED) == 1))
     upserts = rows.where(F.col(_NEW) > 0).select(
-        *cols, F.explode(F.array_repeat(F.lit(False), F.col(_NEW).cast("int"))).alias(DELETED))
+        *cols, *by, F.explode(F.array_repeat(F.lit(False), F.col(_NEW).cast("int"))).alias(DELETED))
     types = {f.name: f.dataType for f in new.schema.fields}
-    tombstones = rows.where(F.col(_ANY) == 0).select(key).distinct().select(
-        *[F.col(c) if c == key else F.lit(None).cast(types[c]).alias(c) for c in cols], F.lit(True).alias(DELETED))
+    tombstones = rows.where(F.col(_ANY) == 0).select(key, *by).distinct().select(
+        *[F.col(c) if c == key else F.lit(None).cast(types[c]).alias(c) for c in cols], *by,
+        F.lit(True).alias(DELETED))
     return upserts.unionByName(tombstones)
 
 

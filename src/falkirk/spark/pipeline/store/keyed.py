@@ -35,14 +35,15 @@ from falkirk.spark.errors import PipelineError
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["KG", "SUBTASK", "key_group_range", "subtask_of", "plan_rescale", "key_group", "layout",
+__all__ = ["KG", "SUBTASK", "SALT", "key_group_range", "subtask_of", "plan_rescale", "key_group", "layout", "placed",
            "partition_exactly", "check_layout", "spark_hash"]
 
 #: column holding a record's key group in checkpoint files
 KG = "_kg"
 #: directory partition column of a keyed checkpoint (``_subtask=i``)
 SUBTASK = "_subtask"
-_SALT = "_falkirk_partition"
+#: column a keyed layout's rows are hash-partitioned by (a function of ``_subtask``; dropped before writing)
+SALT = "_falkirk_partition"
 _salts: dict[int, list[int]] = {}
 
 
@@ -149,17 +150,25 @@ def partition_exactly(df: DataFrame, subtask: Column, n: int, *, keep: bool = Fa
 
     salts = _salt_values(n)
     salt = F.element_at(F.array(*[F.lit(v).cast("bigint") for v in salts]), subtask + 1)
-    out = df.withColumn(_SALT, salt).repartition(n, _SALT)
-    return out if keep else out.drop(_SALT)
+    out = df.withColumn(SALT, salt).repartition(n, SALT)
+    return out if keep else out.drop(SALT)
 
 
 def layout(df: DataFrame, key: str, parallelism: int, max_parallelism: int) -> DataFrame:
     """``df`` with its key group and owning partition, in ``parallelism`` partitions (for writing)."""
+    return placed(df, key, parallelism, max_parallelism)[0].drop(SALT)
+
+
+def placed(df: DataFrame, key: str, parallelism: int, max_parallelism: int) -> tuple[DataFrame, list[str]]:
+    """:func:`layout` keeping the column the rows are hash-partitioned by, and the columns a row gained: its key
+    group, its partition and that column, all functions of the key (an operator clustered by the key and them
+    runs without another shuffle; drop the last before writing)."""
     from pyspark.sql import functions as F
 
     with_kg = df.withColumn(KG, key_group(key, max_parallelism))
     owner = _owner(F.col(KG), parallelism, max_parallelism)
-    return partition_exactly(with_kg.withColumn(SUBTASK, owner), F.col(SUBTASK), parallelism)
+    return (partition_exactly(with_kg.withColumn(SUBTASK, owner), F.col(SUBTASK), parallelism, keep=True),
+            [KG, SUBTASK, SALT])
 
 
 def restore(df: DataFrame, parallelism: int, max_parallelism: int, *,
@@ -177,7 +186,7 @@ def restore(df: DataFrame, parallelism: int, max_parallelism: int, *,
     owner = _owner(F.col(KG), parallelism, max_parallelism)
     if within is None:
         return partition_exactly(df, owner, parallelism).select(*cols)
-    return within(partition_exactly(df, owner, parallelism, keep=True), _SALT).select(*cols)
+    return within(partition_exactly(df, owner, parallelism, keep=True), SALT).select(*cols)
 
 
 def check_layout(df: DataFrame, key: str, parallelism: int, max_parallelism: int) -> list[Any]:
