@@ -61,6 +61,7 @@ _NEW = "_falkirk_new"
 _OLD = "_falkirk_old"
 _CHANGED = "_falkirk_changed"
 _ANY = "_falkirk_any"
+_LEAST = "_falkirk_least"
 #: column tagging a restore's rows with their checkpoint: 0 the snapshot, 1, 2, ... its deltas in order
 SEQ = "_falkirk_seq"
 _LATEST = "_falkirk_latest"
@@ -98,8 +99,8 @@ def diff(new: DataFrame, old: DataFrame, key: str, *,
          place: Callable[[DataFrame], tuple[DataFrame, list[str]]] | None = None) -> DataFrame:
     """The delta from state ``old`` to state ``new`` (same columns, keyed by ``key``): see the module docstring.
 
-    One shuffle of both states; the rest (a grouping on every column,
-    per-key windows, a distinct) runs within its partitions. A row present
+    One shuffle of both states; the rest (a grouping on every column, then
+    per-key windows) runs within its partitions, once. A row present
     ``n`` times in ``new`` appears ``n`` times in the delta.
 
     ``place(rows)``: that shuffle, returning the rows hash-partitioned and
@@ -118,16 +119,18 @@ def diff(new: DataFrame, old: DataFrame, key: str, *,
         F.sum(F.when(F.col(_W) > 0, 1).otherwise(0)).alias(_NEW),
         F.sum(F.when(F.col(_W) < 0, 1).otherwise(0)).alias(_OLD))
     per_key = Window.partitionBy(key, *by)
+    row = F.struct(*cols)  # the grouped rows of a key are distinct: one of them is its least
     rows = (rows.withColumn(_CHANGED, F.max((F.col(_NEW) != F.col(_OLD)).cast("int")).over(per_key))
             .withColumn(_ANY, F.max(_NEW).over(per_key))
+            .withColumn(_LEAST, F.min(row).over(per_key).eqNullSafe(row))
             .where(F.col(_CHANGED) == 1))
-    upserts = rows.where(F.col(_NEW) > 0).select(
-        *cols, *by, F.explode(F.array_repeat(F.lit(False), F.col(_NEW).cast("int"))).alias(DELETED))
-    types = {f.name: f.dataType for f in new.schema.fields}
-    tombstones = rows.where(F.col(_ANY) == 0).select(key, *by).distinct().select(
-        *[F.col(c) if c == key else F.lit(None).cast(types[c]).alias(c) for c in cols], *by,
-        F.lit(True).alias(DELETED))
-    return upserts.unionByName(tombstones)
+    # one pass (no union of upserts and tombstones, which would compute the rows above twice): a row of a key that
+    # has rows now is repeated as often as it occurs; a key that has none gets one tombstone, from its least row
+    gone = F.col(_ANY) == 0
+    copies = F.when(F.col(_NEW) > 0, F.col(_NEW)).when(gone & F.col(_LEAST), 1).otherwise(0).cast("int")
+    out = rows.select(*cols, *by, F.explode(F.array_repeat(gone, copies)).alias(DELETED))
+    return out.select(*[F.col(c) if c == key else F.when(F.col(DELETED), None).otherwise(F.col(c)).alias(c)
+                        for c in cols], *by, DELETED)
 
 
 def apply(base: DataFrame, deltas: Sequence[DataFrame], key: str) -> DataFrame:
