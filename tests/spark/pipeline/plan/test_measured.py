@@ -259,13 +259,14 @@ def test_profile_measures_writes_apart_and_cleans_up(tmp_path: Path, spark: Any)
     assert all(big > small for (small, _), (big, _) in zip(costs.writes[::2], costs.writes[1::2], strict=True))
     assert len(costs.first_writes) == len(costs.writes)
     assert root_costs(pipe).first_writes == costs.first_writes
-    # the steps whose output was a frame of their own, computed by their own first job, as the run recorded:
-    # not rolling (its output is its state), report (rolling's output passed through), alerts (a database step);
-    # nor hourly: unlogged, its one consumer's job would compute it, with no job of its own (clean has two)
-    assert costs.first_use == {"clean"}
+    # the steps whose output was a frame of their own, computed by their own first job, as the run recorded: none
+    # here — not rolling (its output is its state), report (rolling's output passed through), alerts (a database
+    # step); nor clean and hourly: unlogged, the job of their first consumer computes them (clean) or would
+    # (hourly), with no job of their own
+    assert costs.first_use == set()
     fresh = {s: {json.loads(pipe.location.read_bytes(f"journal/{s}/{f}")).get("fresh")
                  for f in pipe.location.listdir(f"journal/{s}") if f[:-5].isdigit()} for s in ("clean", "hourly")}
-    assert fresh == {"clean": {True}, "hourly": {False}}, fresh
+    assert fresh == {"clean": {False}, "hourly": {False}}, fresh
     assert not pipe.location.exists("journal/calibration")
     assert root_costs(pipe).writes == costs.writes  # kept in journal/profile.json
     # and read back: rolling's restore and hourly's replay measured, no longer estimated; alerts (its SQLite

@@ -140,9 +140,10 @@ class Executor:
         for n in fusions(pipeline, logged=True):
             self.runners[n].fusable = True  # type: ignore[attr-defined]
             self.runners[n].fuse = not pipeline.steps[n].regime.logs  # type: ignore[attr-defined]
-        #: the journal records of fused executions, by step: (epoch, finish), finished by a consumer's execution
-        #: (``finish(count)``: the rows observed by the consumer's job; ``count``: else counted by a job)
-        self._deferred: dict[str, list[tuple[int, Callable[[bool, bool], None]]]] = {}
+        #: the journal records of fused executions, by step: (epoch, finish, inputs), finished by a consumer's
+        #: execution (``finish(count)``: the rows observed by the consumer's job; ``count``: else counted by a job);
+        #: the step's input frames are held in memory until then (that job reads them)
+        self._deferred: dict[str, list[tuple[int, Callable[[bool, bool], None], list[DataFrame]]]] = {}
         self.done = {n: -1 for n in self.order}
         recorded = self.journal.load(self.order)  # what earlier drivers completed (Lazy steps: after their checkpoint)
         self.high = {n: max(r.progress(), recorded[n]) for n, r in self.runners.items()}  # highest ever completed
@@ -357,8 +358,10 @@ class Executor:
 
         pending = getattr(runner, "pending_rows", None)
         if rows < 0 and pending is not None:  # fused: its consumer's job counts it (the journal waits for that)
+            held = list(inputs.values())
+            self.frames.hold(held)  # that job computes this step from them: kept in memory until it ran
             self._deferred.setdefault(name, []).append(
-                (epoch, lambda count, cache: finish(_rows_or_unknown(pending, count, cache))))
+                (epoch, lambda count, cache: finish(_rows_or_unknown(pending, count, cache)), held))
         else:
             finish(rows)
         for r in rec:
@@ -378,8 +381,9 @@ class Executor:
         :meth:`Frames.fused <falkirk.spark.pipeline.run.frames.Frames.fused>`), else with ``count`` a count job;
         records of other epochs, superseded by a recovery, take only what the cache counted."""
         for src in inputs:
-            for e, finish in self._deferred.pop(src, []):
+            for e, finish, held in self._deferred.pop(src, []):
                 finish(count and e == epoch, cache)
+                self.frames.unhold(held)
 
     def _fused_culprit(self, inputs: dict[str, DataFrame]) -> str | None:
         """After a consumer's job failed: the fused input whose own computation fails (computed alone), if any —
@@ -408,39 +412,44 @@ class Executor:
         self.planner.close()
 
 
-def fusions(pipeline: Definition, *, logged: bool = False) -> list[str]:
+def fusions(pipeline: Definition, *, logged: bool = False, several: bool = True) -> list[str]:
     """The steps computed by their consumer's job instead of a job of their own (``logged``: and the logged steps
     that would be, unlogged).
 
     Such a step is unlogged and stateless (``Ephemeral()``), not an output,
-    and has one consumer, itself not such a step. Its output is persisted
-    with no job; the consumer's job computes it inside its own query and
-    fills the cache, counting the rows on the way (:meth:`Frames.fused
-    <falkirk.spark.pipeline.run.frames.Frames.fused>`). A job of its own
-    would only compute, cache and count it first. In a chain of such steps
-    every other one keeps its job (from the last): a fused step's consumer
-    that is fused too runs no job in which to compute it. A step with
-    several consumers keeps its job: computed inside the first consumer's
-    query it cost more than its own job and the consumer's together (the
-    flagship's ``answer`` read by ``stats`` and ``responses``: 1.3 CPU-s
-    against 0.6, measured in ``stats``' query planned with the joins of
-    ``answer``).
+    and read by some step; its first consumer (in the pipeline's order) is
+    not such a step. Its output is persisted with no job; the job of the
+    first consumer to run computes it inside its own query and fills the
+    cache, counting the rows on the way (:meth:`Frames.fused
+    <falkirk.spark.pipeline.run.frames.Frames.fused>`); any other consumer
+    reads the cache. A job of its own would only compute, cache and count
+    it first. The frames the step read stay in memory until that job ran
+    (:meth:`Frames.hold <falkirk.spark.pipeline.run.frames.Frames.hold>`),
+    which reads them there rather than computing them again from their
+    lineage. In a chain of such steps every other one keeps its job (from
+    the last): a fused step's consumer that is fused too runs no job in
+    which to compute it. ``several=False``: only steps read by one step
+    (for comparisons: the rule until the inputs were held).
 
     >>> from falkirk.spark.pipeline.tools.flagship import build
     >>> fusions(build("memory://falkirk-doc/fusions"))
-    ['parse_batch', 'parse_graph']
+    ['parse_batch', 'parse_graph', 'answer']
     """
     def candidate(n: str) -> bool:
         step = pipeline.steps.get(n)
         return (step is not None and step.regime.stateless and not isinstance(step.regime, Output)
-                and step.fn is not None and len(pipeline.consumers(n)) == 1)
+                and step.fn is not None and (len(pipeline.consumers(n)) >= 1 if several
+                                             else len(pipeline.consumers(n)) == 1))
+
+    def first(n: str) -> str:
+        return min(pipeline.consumers(n), key=pipeline.order.index)
 
     fused: set[str] = set()
     for n in reversed(list(pipeline.order)):  # consumers first
-        if candidate(n) and not pipeline.steps[n].regime.logs and pipeline.consumers(n)[0] not in fused:
+        if candidate(n) and not pipeline.steps[n].regime.logs and first(n) not in fused:
             fused.add(n)
     would = {n for n in pipeline.steps if logged and candidate(n) and pipeline.steps[n].regime.logs
-             and pipeline.consumers(n)[0] not in fused}
+             and first(n) not in fused}
     return [n for n in pipeline.order if n in fused or n in would]
 
 

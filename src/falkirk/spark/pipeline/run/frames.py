@@ -9,7 +9,9 @@ its first consumer's job, which counts its rows while filling the cache
 (:meth:`Frames.fused`) —, queued for each consumer
 (:mod:`~falkirk.spark.pipeline.run.queues` pins it once per queue entry)
 and unpersisted when the last consumer took it and its producer released
-it. Row counts the run already knows — a replayed log's manifest says how
+it — not while a fused step that read it is still to be computed by its
+consumer's job (:meth:`Frames.hold`: that job reads it from memory, not
+from its lineage). Row counts the run already knows — a replayed log's manifest says how
 many rows it holds — are remembered (:meth:`Frames.known_rows`) so that no
 Spark job counts them again.
 
@@ -21,6 +23,11 @@ Spark job counts them again.
 0
 >>> frames.unpin(df); frames.flush(); Fake.unpersisted
 1
+>>> other = Fake()
+>>> frames.hold([other]); frames.release(other); frames.flush(); Fake.unpersisted   # a fused reader pending
+1
+>>> frames.unhold([other]); frames.flush(); Fake.unpersisted
+2
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from __future__ import annotations
 import itertools
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from falkirk.spark.pipeline.run.session import is_connect
@@ -54,6 +61,7 @@ class Frames:
         self._pins: dict[int, list[Any]] = {}
         self._counts: dict[int, tuple[weakref.ref[Any], int]] = {}
         self._released: list[Any] = []
+        self._holds: dict[int, list[Any]] = {}
 
     def materialise(self, df: DataFrame, *, cached: bool = False, rows: int | None = None) -> tuple[DataFrame, int]:
         """Persist ``df`` (unless ``cached``) and count it (one Spark job); ``(df, rows)``.
@@ -162,13 +170,32 @@ class Frames:
             del self._pins[id(df)]
             self._released.append(df)
 
+    def hold(self, dfs: Iterable[Any]) -> None:
+        """Keep ``dfs`` persisted until :meth:`unhold`, even once released (the inputs of a fused step, which its
+        consumer's job computes later: unpersisted, they would be computed again from their lineage)."""
+        for df in dfs:
+            if df is not None:
+                self._holds.setdefault(id(df), [df, 0])[1] += 1
+
+    def unhold(self, dfs: Iterable[Any]) -> None:
+        """Lift one :meth:`hold` of each of ``dfs`` (unpersisted at the next :meth:`flush` if released)."""
+        for df in dfs:
+            entry = self._holds.get(id(df)) if df is not None else None
+            if entry is not None:
+                entry[1] -= 1
+                if entry[1] <= 0:
+                    del self._holds[id(df)]
+
     def flush(self) -> None:
         """Unpersist the released DataFrames nothing holds any more."""
+        kept = []
         for df in self._released:
-            if id(df) not in self._pins:
+            if id(df) in self._holds:
+                kept.append(df)  # released, but a fused step's consumer has still to read it
+            elif id(df) not in self._pins:
                 self._counts.pop(id(df), None)
                 df.unpersist(blocking=False)
-        self._released.clear()
+        self._released = kept
         if len(self._counts) > 256:
             self._counts = {k: v for k, v in self._counts.items() if v[0]() is not None}
 
