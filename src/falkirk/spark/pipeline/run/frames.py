@@ -11,9 +11,9 @@ its first consumer's job, which counts its rows while filling the cache
 and unpersisted when the last consumer took it and its producer released
 it — not while a fused step that read it is still to be computed by its
 consumer's job (:meth:`Frames.hold`: that job reads it from memory, not
-from its lineage). Row counts the run already knows — a replayed log's manifest says how
-many rows it holds — are remembered (:meth:`Frames.known_rows`) so that no
-Spark job counts them again.
+from its lineage). Row counts the run already knows — a replayed log's
+manifest says how many rows it holds — are remembered
+(:meth:`Frames.known_rows`) so that no Spark job counts them again.
 
 >>> class Fake:
 ...     unpersisted = 0

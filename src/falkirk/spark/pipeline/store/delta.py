@@ -34,9 +34,10 @@ incremental state with one is refused (:func:`check_columns`).
 
 Cost per epoch: one job, which shuffles the previous and the new state
 together straight into the checkpoint's layout (:func:`diff`), compares
-them and writes the delta, counting its rows on the way. Restoring reads the snapshot and
-all its deltas in one scan, shuffles them once into the step's partitions
-(as restoring a full checkpoint does) and resolves each key there, after a
+them and writes the delta, counting its rows on the way (through Spark
+Connect a count job first). Restoring reads the snapshot and all its
+deltas in one scan, shuffles them once into the step's partitions (as
+restoring a full checkpoint does) and resolves each key there, after a
 sort within each partition (:func:`newest`).
 """
 
