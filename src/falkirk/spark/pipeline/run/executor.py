@@ -408,6 +408,10 @@ class Executor:
         for r in self.runners.values():
             r.lose()
         self.queues.clear()
+        for entries in self._deferred.values():  # a run that ended before a fused step's consumer ran
+            for _, _, held in entries:
+                self.frames.unhold(held)
+        self._deferred.clear()
         self.frames.flush()
         self.planner.close()
 

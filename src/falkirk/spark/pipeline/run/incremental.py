@@ -84,7 +84,7 @@ class StateCheckpoints:
             else:
                 persisted, written, count = observing
             try:
-                m = storage.write_frame(written, self.name, "checkpoint", epoch, 0 if count else persisted.count(),
+                m = storage.write_frame(written, self.name, "checkpoint", epoch, 0 if count is not None else persisted.count(),
                                         partition_by=keyed.SUBTASK, keyed=layout,
                                         delta={"chain": list(before), "state_rows": rows})
                 if count is not None:
