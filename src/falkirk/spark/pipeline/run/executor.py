@@ -416,7 +416,7 @@ class Executor:
         self.planner.close()
 
 
-def fusions(pipeline: Definition, *, logged: bool = False, several: bool = True) -> list[str]:
+def fusions(pipeline: Definition, *, logged: bool = False) -> list[str]:
     """The steps computed by their consumer's job instead of a job of their own (``logged``: and the logged steps
     that would be, unlogged).
 
@@ -432,8 +432,7 @@ def fusions(pipeline: Definition, *, logged: bool = False, several: bool = True)
     which reads them there rather than computing them again from their
     lineage. In a chain of such steps every other one keeps its job (from
     the last): a fused step's consumer that is fused too runs no job in
-    which to compute it. ``several=False``: only steps read by one step
-    (for comparisons: the rule until the inputs were held).
+    which to compute it.
 
     >>> from falkirk.spark.pipeline.tools.flagship import build
     >>> fusions(build("memory://falkirk-doc/fusions"))
@@ -442,8 +441,7 @@ def fusions(pipeline: Definition, *, logged: bool = False, several: bool = True)
     def candidate(n: str) -> bool:
         step = pipeline.steps.get(n)
         return (step is not None and step.regime.stateless and not isinstance(step.regime, Output)
-                and step.fn is not None and (len(pipeline.consumers(n)) >= 1 if several
-                                             else len(pipeline.consumers(n)) == 1))
+                and step.fn is not None and bool(pipeline.consumers(n)))
 
     def first(n: str) -> str:
         return min(pipeline.consumers(n), key=pipeline.order.index)
