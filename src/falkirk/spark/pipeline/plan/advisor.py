@@ -221,6 +221,11 @@ class Model:
         self.taken = np.array(taken).T
         self.kind_of = np.array(kind)
         self.weight = np.array(weight)
+        #: (M, K): column m's share of its kind's weight (a kind's mean over its columns is one product)
+        self.shares = np.zeros((len(weight), len(self.kinds)))
+        for k in range(len(self.kinds)):
+            mine = self.kind_of == k
+            self.shares[mine, k] = self.weight[mine] / self.weight[mine].sum()
 
     # -- assignments ------------------------------------------------------------------------
     def arrays(self, assignments: Sequence[Mapping[str, Regime]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -286,9 +291,7 @@ class Model:
             epochs = np.where(kept[q] | ~logs[p][:, None], 0, np.maximum(hi - fr[q], 0))
             replay[q] += epochs * self.log_read[p]
         node = redo + restore + replay  # (N, A, M)
-        K = len(self.kinds)
-        per_kind = np.stack([np.average(node[:, :, self.kind_of == k], axis=2, weights=self.weight[self.kind_of == k])
-                             for k in range(K)], axis=2)
+        per_kind = node @ self.shares  # (N, A, K): each kind's weighted mean over its columns
         restart = np.array([self.restart if names == ("all",) else 0.0 for names in self.kinds])
         steady_node = self.compute[:, None] + np.where(logs, self.log_write[:, None], 0.0)
         ev = np.maximum(every, 1)

@@ -107,6 +107,11 @@ def frontiers(
     unlogged = ~logs[:, :, None].astype(bool)
     done3 = done[:, None, :].astype(np.int64)
     start = last_checkpoint(np.broadcast_to(done3, (n, every.shape[1], done.shape[1])), every3)
+    spacing, anytime = np.maximum(every3, 1), every3 == 0
+
+    def last(y: np.ndarray, i: int) -> np.ndarray:  # last_checkpoint(y, every3[i]), its per-node parts once
+        return np.where(anytime[i], y, np.maximum((y + 1) // spacing[i] * spacing[i] - 1, -1))
+
     f = np.where(failed[:, None, :], start, TOP)
     queued = {(p, q): np.maximum(done3[p], done3[q]) for p, q in graph.edges}
     order = range(n)
@@ -121,7 +126,7 @@ def frontiers(
                 viol = (fq if lazy else np.where(fq == TOP, queued[(p, q)], fq)) > f[p]
                 if viol.any():
                     bound = np.minimum(f[p], fq if lazy else np.where(fq == TOP, done3[q], fq))
-                    f[q] = np.where(viol, last_checkpoint(bound, every3[q]), fq)
+                    f[q] = np.where(viol, last(bound, q), fq)
                     moved = True
             fq = f[q]
             if not preds:
@@ -133,7 +138,7 @@ def frontiers(
             # C4: N_q(f(q)) ⊆ n(q) (N(f) = f; live: what it was told, a stateless step's N(⊤) = ⊤)
             viol = (fq if lazy else np.where(fq == TOP, done3[q], fq)) > up
             if viol.any():
-                fq = f[q] = np.where(viol, last_checkpoint(np.minimum(up, fq), every3[q]), fq)
+                fq = f[q] = np.where(viol, last(np.minimum(up, fq), q), fq)
                 moved = True
             low.append(np.minimum(fq, up))
         for p in reversed(order):  # C2: what p discarded, q must not need again
@@ -144,7 +149,7 @@ def frontiers(
                 val = np.where(fp == TOP, TOP if graph.stateless[p] else done3[p], fp)
                 viol = unlogged[p] & (val > f[q])
                 if viol.any():
-                    f[p] = np.where(viol, last_checkpoint(np.minimum(f[q], val), every3[p]), fp)
+                    f[p] = np.where(viol, last(np.minimum(f[q], val), p), fp)
                     moved = True
     return f
 
