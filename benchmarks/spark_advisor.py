@@ -3,8 +3,9 @@
 0. A durable run of ``--warmup`` epochs (3) warms the JVM and Spark up.
 1. ``Pipeline.profile``: the flagship with its declared regimes runs ``EPOCHS``
    epochs on a scratch root, ``--fail STEP`` failing after epoch
-   ``EPOCHS/2 - 1`` (its recovery measures how fast epochs run again); the
-   costs come from its journal (wall seconds).
+   ``EPOCHS/2 - 1`` (its recovery measures how fast epochs run again; with
+   ``--profile-failures K``, after K epochs spread over the run, whose
+   recoveries the profile pools); the costs come from its journal.
 2. ``advise``: the advice for ``--failure-rate`` (each step failing alone).
 3. The flagship runs again on fresh roots with the current and (if they
    differ) the advised regimes, ``--fail STEP`` failing after epoch
@@ -116,6 +117,9 @@ def main() -> None:
     parser.add_argument("--fail", default="cc")
     parser.add_argument("--warmup", type=int, default=3, help="epochs of a durable warm-up run before the profile")
     parser.add_argument("--repeats", type=int, default=3, help="measured runs of each configuration (medians)")
+    parser.add_argument("--profile-failures", type=int, default=1,
+                        help="failures of --fail the profile injects, spread over its epochs (its recompute factor "
+                             "pools their recoveries)")
     parser.add_argument("--out", default=str(Path(__file__).with_name("results") / "spark_advisor.json"))
     args = parser.parse_args()
 
@@ -129,13 +133,15 @@ def main() -> None:
         build(Path(tmp) / "warm-up", spark, **SIZES).run(args.warmup)  # the JVM's and Spark's warm-up, outside
         t0 = time.perf_counter()
         profiled = build(Path(tmp) / "profile", spark, **SIZES)
-        costs = profiled.profile(epochs=args.epochs, fail=f"{args.fail}@{args.epochs // 2 - 1}:after")
+        costs = profiled.profile(epochs=args.epochs, fail=[f"{args.fail}@{e}:after" for e in
+                                                          profile_failures(args.epochs, args.profile_failures)])
         profile_seconds = time.perf_counter() - t0
         advice = profiled.advise(args.failure_rate, costs=costs, objective="cpu" if costs.unit == "cpu" else "wall")
         print(advice.table())
         out: dict[str, Any] = {
             "sizes": SIZES, "epochs": args.epochs, "failure_rate": args.failure_rate, "fail": f"{args.fail}@{at}:after",
             "unit": costs.unit, "warmup": args.warmup, "load_average_start": load0,
+            "profile_fail": [f"{args.fail}@{e}:after" for e in profile_failures(args.epochs, args.profile_failures)],
             "profile_steady_measured": steady_of_root(profiled, args.epochs, costs.unit),
             "profile_seconds": profile_seconds,
             "advised_regimes": {n: r.describe() for n, r in advice.regimes().items()},
@@ -154,6 +160,18 @@ def main() -> None:
     print(json.dumps({k: v for k, v in out.items() if k != "costs"}, indent=2))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2, sort_keys=True))
+
+
+def profile_failures(epochs: int, k: int) -> list[int]:
+    """The epochs after which the profile fails: ``epochs // 2 - 1`` for one failure, else ``k`` spread evenly
+    over epochs 1 .. epochs - 2.
+
+    >>> profile_failures(9, 1), profile_failures(9, 3), profile_failures(12, 4)
+    ([3], [1, 4, 7], [1, 4, 7, 10])
+    """
+    if k <= 1:
+        return [epochs // 2 - 1]
+    return sorted({1 + round(i * (epochs - 3) / (k - 1)) for i in range(k)})
 
 
 def steady_of_root(pipe: Any, epochs: int, unit: str) -> float:
