@@ -167,8 +167,8 @@ def _same(t: Type, given_value: Any, stored: Any, zone: dt.tzinfo) -> bool:
         return (dt.date.fromisoformat(given_value) if isinstance(given_value, str) else given_value) == stored
     if n in ("TIMESTAMP", "TIMESTAMP_NTZ"):
         v = dt.datetime.fromisoformat(given_value) if isinstance(given_value, str) else given_value
-        if n == "TIMESTAMP":
-            return (v if v.tzinfo else v.replace(tzinfo=zone)) == stored
+        if n == "TIMESTAMP":  # the same instant: == between zones is False for a time in a repeated hour (PEP 495)
+            return stored is not None and (v if v.tzinfo else v.replace(tzinfo=zone)).timestamp() == stored.timestamp()
         return (v.astimezone(dt.UTC).replace(tzinfo=None) if v.tzinfo else v) == stored
     if n == "ARRAY":
         return len(given_value) == len(stored) and all(
