@@ -133,15 +133,15 @@ def main() -> None:
         build(Path(tmp) / "warm-up", spark, **SIZES).run(args.warmup)  # the JVM's and Spark's warm-up, outside
         t0 = time.perf_counter()
         profiled = build(Path(tmp) / "profile", spark, **SIZES)
-        costs = profiled.profile(epochs=args.epochs, fail=[f"{args.fail}@{e}:after" for e in
-                                                          profile_failures(args.epochs, args.profile_failures)])
+        profile_fail = [f"{args.fail}@{e}:after" for e in profile_failures(args.epochs, args.profile_failures)]
+        costs = profiled.profile(epochs=args.epochs, fail=profile_fail)
         profile_seconds = time.perf_counter() - t0
         advice = profiled.advise(args.failure_rate, costs=costs, objective="cpu" if costs.unit == "cpu" else "wall")
         print(advice.table())
         out: dict[str, Any] = {
             "sizes": SIZES, "epochs": args.epochs, "failure_rate": args.failure_rate, "fail": f"{args.fail}@{at}:after",
             "unit": costs.unit, "warmup": args.warmup, "load_average_start": load0,
-            "profile_fail": [f"{args.fail}@{e}:after" for e in profile_failures(args.epochs, args.profile_failures)],
+            "profile_fail": profile_fail,
             "profile_steady_measured": steady_of_root(profiled, args.epochs, costs.unit),
             "profile_seconds": profile_seconds,
             "advised_regimes": {n: r.describe() for n, r in advice.regimes().items()},

@@ -88,9 +88,12 @@ def last_checkpoint(y: np.ndarray, every: np.ndarray) -> np.ndarray:
     >>> last_checkpoint(np.array([1, 2, 5, 7]), np.array([3, 3, 3, 0]))
     array([-1,  2,  5,  7])
     """
-    k = np.maximum(every, 1)
-    c = ((y + 1) // k) * k - 1
-    return np.where(every == 0, y, np.maximum(c, -1))
+    return _rounded(y, np.maximum(every, 1), every == 0)
+
+
+def _rounded(y: np.ndarray, spacing: np.ndarray, anytime: np.ndarray) -> np.ndarray:
+    """:func:`last_checkpoint` from its per-step parts: ``max(every, 1)`` and ``every == 0``."""
+    return np.where(anytime, y, np.maximum((y + 1) // spacing * spacing - 1, -1))
 
 
 def frontiers(
@@ -110,7 +113,7 @@ def frontiers(
     spacing, anytime = np.maximum(every3, 1), every3 == 0
 
     def last(y: np.ndarray, i: int) -> np.ndarray:  # last_checkpoint(y, every3[i]), its per-node parts once
-        return np.where(anytime[i], y, np.maximum((y + 1) // spacing[i] * spacing[i] - 1, -1))
+        return _rounded(y, spacing[i], anytime[i])
 
     f = np.where(failed[:, None, :], start, TOP)
     queued = {(p, q): np.maximum(done3[p], done3[q]) for p, q in graph.edges}
