@@ -61,6 +61,16 @@ def steady(result: Any, until: int, unit: str) -> float:
     return statistics.median(per.values())
 
 
+def steady_by_step(result: Any, until: int, unit: str) -> dict[str, float]:
+    """Per step, the median over epochs 1..until-1 of its first executions' cost (``unit``): what the model's
+    per-step ``compute`` (plus the writes each epoch's execution includes) predicts."""
+    per: dict[str, list[float]] = {}
+    for x in result.journal.executions:
+        if not x.redo and 0 < x.epoch < until:
+            per.setdefault(x.step, []).append(spent(x, unit))
+    return {n: statistics.median(xs) for n, xs in per.items()}
+
+
 def measure(make: Callable[[int], Any], costs: Any, regimes: dict[str, Any], advice: Any, which: str,
             epochs: int, fail: str, at: int, repeats: int) -> dict[str, Any]:
     """Run ``make(i)`` (the flagship with ``regimes`` on a fresh root) ``repeats`` times with ``fail`` injected
@@ -78,6 +88,7 @@ def measure(make: Callable[[int], Any], costs: Any, regimes: dict[str, Any], adv
             ev = model.evaluate([regimes], exact=True)
         runs.append({
             "steady": steady(result, at, costs.unit),
+            "steady_by_step": steady_by_step(result, at, costs.unit),
             "replay_recompute": recovery.phases()["replay/recompute"],  # wall time, whatever the unit
             # CPU of the process tree from the failure until every step was back (unit cpu)
             "recovery_cpu": recovery.cpu_seconds,
@@ -107,6 +118,12 @@ def measure(make: Callable[[int], Any], costs: Any, regimes: dict[str, Any], adv
                                  "measured_redo": med(r["redo"][n] for r in runs),
                                  "each": [r["redo"][n] for r in runs]}
                              for i, n in enumerate(model.graph.names)},
+        # per step: the profile's compute (what a redone epoch is priced from, before the recompute factor)
+        # against the median first execution of the measured runs' steady epochs
+        "steady_by_step": {n: {"profile_compute": costs.nodes[n].compute if n in costs.nodes else None,
+                               "measured": med(r["steady_by_step"].get(n, 0.0) for r in runs),
+                               "each": [r["steady_by_step"].get(n) for r in runs]}
+                           for n in model.graph.names},
     }
 
 
@@ -181,7 +198,7 @@ def steady_of_root(pipe: Any, epochs: int, unit: str) -> float:
         for name in pipe.location.listdir(f"journal/{step}"):
             if name.endswith(".json") and name[:-5].isdigit():
                 doc = json.loads(pipe.location.read_bytes(f"journal/{step}/{name}"))
-                if 0 < doc["epoch"] < epochs and not doc["redo"]:
+                if 0 < doc["epoch"] < epochs:  # a redone epoch's record keeps its first execution's cost
                     first = doc["first_cpu"] if unit == "cpu" else doc.get("first_seconds") or doc["seconds"]
                     per[doc["epoch"]] = per.get(doc["epoch"], 0.0) + float(first)
     return statistics.median(per.values())
