@@ -62,7 +62,7 @@ def test_a_process_one_reading_missed_is_not_counted_twice(monkeypatch: pytest.M
         {root: (None, 103, 0), jvm: (root, 1030, 5)},  # now it is gone, 5 of its 510 ticks reaped by the JVM
     ]
     walks = iter(readings)
-    monkeypatch.setattr(cpu, "_walk", lambda pid: next(walks))
+    monkeypatch.setattr(cpu, "_walk", lambda pid, threads=None: next(walks))
     meter = TreeMeter(1)
     got = [meter() for _ in readings]
     tick = cpu._TICK
@@ -70,3 +70,64 @@ def test_a_process_one_reading_missed_is_not_counted_twice(monkeypatch: pytest.M
     assert got[2] == pytest.approx((102 + 1020 + 510) / tick)  # seen again: its charge taken back
     assert got[3] == pytest.approx((103 + 1030 + 5 + 505) / tick)  # the unreaped 505 kept
     assert got == sorted(got)
+
+
+@pytest.mark.skipif(tree_cpu() is None, reason="no Linux /proc/PID/task/TID/children here: CPU is not metered")
+def test_a_partial_reading_finds_every_child_a_full_one_does_within_its_period() -> None:
+    """Between full readings only threads that had children, and new threads, are asked: a child started by a
+    thread that had none is found at the next full reading at the latest; a child that leaves makes the reading a
+    full one."""
+    import threading
+
+    from falkirk.spark.pipeline.run import cpu
+
+    now = [0.0]
+    threads = cpu._Threads()
+    threads.clock = lambda: now[0]
+    me = os.getpid()
+
+    def kids() -> set[int]:
+        return {pid for pid, _ in cpu._walk(me, threads) if pid != me}
+
+    def full() -> set[int]:
+        return {pid for pid, _ in cpu._walk(me) if pid != me}
+
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        first = kids()  # full: the meter's first reading of this process
+        assert first == full()
+        ready, go = threading.Event(), threading.Event()
+
+        def spawn_later() -> None:  # a thread that exists before the next reading, and forks after it
+            ready.set()
+            go.wait(30)
+            started.append(subprocess.Popen(sleeper))
+
+        t = threading.Thread(target=spawn_later)
+        t.start()
+        ready.wait(30)
+        assert kids() == first  # the new thread is read (it has no child yet) and becomes known
+        go.set()
+        t.join(30)
+        late = started[-1].pid
+        assert late in full()
+        # its thread has ended, and Linux moved the child to a live thread of this process (the main one): if
+        # that thread never had a child, it is not read until the next full reading; never a process not there
+        assert kids() <= full()
+        now[0] += cpu._Threads.FULL
+        assert late in kids()  # found, and from now on its thread is read every time
+        assert late in kids()
+        fresh = threading.Thread(target=lambda: started.append(subprocess.Popen(sleeper)))
+        fresh.start()
+        fresh.join(30)
+        # its thread has ended: Linux moved the child to this process's main thread, which has had children
+        # since the first sleeper moved there the same way, and is read every time
+        assert started[-1].pid in kids()
+        started[0].kill()
+        started[0].wait(30)
+        assert kids() == full()  # a child seen before is missing: every thread read again
+    finally:
+        for p in started:
+            p.kill()
+            p.wait(30)

@@ -22,6 +22,8 @@ child reaped by ``SIGCHLD=SIG_IGN``, a zombie still unreaped) takes its
 CPU with it, and so, for one reading, did a JVM's workers whenever one of
 the JVM's threads ended while its children were being listed (now
 skipped thread by thread). CI once measured an epoch at -0.35 CPU-s.
+A meter reads every thread's ``children`` file at most every two seconds,
+and in between only those of the threads that had children (:class:`_Threads`).
 :class:`TreeMeter` is the stateful reading every measurement uses: it
 remembers what each process (pid and start time) showed, and when one
 leaves the tree it checks that its nearest remaining ancestor's
@@ -52,17 +54,92 @@ __all__ = ["TreeMeter", "meter", "tree_cpu"]
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _children(pid: int) -> list[int]:
+def _children(pid: int, threads: _Threads | None = None) -> list[int]:
     """The children of every thread of ``pid`` (a thread that ends meanwhile is skipped, not the whole list: a
-    JVM starts and ends threads all the time, and losing its children for one reading loses the workers' CPU)."""
+    JVM starts and ends threads all the time, and losing its children for one reading loses the workers' CPU).
+
+    With ``threads`` (a :class:`_Threads` memory), only the threads it says to read are read.
+    """
+    tids = os.listdir(f"/proc/{pid}/task")
+    if threads is None:
+        return _read_children(pid, tids)[0]
+    out, forked = _read_children(pid, threads.to_read(pid, tids))
+    if not threads.still(pid, out):  # a child seen before is not where it was: read every thread
+        threads.to_read(pid, tids, full=True)
+        out, forked = _read_children(pid, tids)
+    threads.read(pid, tids, forked, out)
+    return out
+
+
+def _read_children(pid: int, tids: list[str]) -> tuple[list[int], list[str]]:
+    """The children of threads ``tids`` of ``pid``, and which of those threads had any."""
     out: list[int] = []
-    for tid in os.listdir(f"/proc/{pid}/task"):
+    forked: list[str] = []
+    for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
-                out.extend(int(c) for c in f.read().split())
+                kids = f.read().split()
         except (FileNotFoundError, ProcessLookupError):
             continue
-    return out
+        if kids:
+            forked.append(tid)
+            out.extend(int(c) for c in kids)
+    return out, forked
+
+
+class _Threads:
+    """Which threads of a process a reading must ask for children: all of them at most every :attr:`FULL`
+    seconds, and in between only the threads that had children and the threads not seen before — and all of
+    them again whenever a child seen before is not among the children read (it ended, or its thread did and
+    it moved to another).
+
+    A JVM has a hundred threads or more, and reading each one's
+    ``children`` file made a reading cost about 6 ms — on the flagship a
+    third of falkirk's own driver CPU per epoch, with one reading at each
+    step execution's start and end. Its children (the PySpark daemon) are
+    started once, by a thread that then keeps them. A child started by a
+    thread that had none is found at the next full reading, at most
+    :attr:`FULL` seconds later: until then its CPU is not in the readings,
+    and once found all of it is (it counts from its start); one that ends
+    before that reaches its parent's ``cutime``, which is read.
+    """
+
+    #: seconds between readings of every thread
+    FULL = 2.0
+
+    def __init__(self) -> None:
+        import time
+
+        self.clock = time.monotonic
+        self.known: dict[int, set[str]] = {}
+        self.forkers: dict[int, set[str]] = {}
+        self.children: dict[int, set[int]] = {}
+        self.full: dict[int, float] = {}
+
+    def to_read(self, pid: int, tids: list[str], *, full: bool = False) -> list[str]:
+        """The threads of ``pid`` (now ``tids``) to ask for children."""
+        if full or pid not in self.known or self.clock() - self.full[pid] >= self.FULL:
+            self.full[pid] = self.clock()
+            self.known[pid], self.forkers[pid] = set(), set()
+            return tids
+        known, forkers = self.known[pid], self.forkers[pid]
+        return [t for t in tids if t in forkers or t not in known]
+
+    def still(self, pid: int, children: list[int]) -> bool:
+        """Whether every child of ``pid`` seen at the last reading is in ``children``."""
+        return self.children.get(pid, set()) <= set(children)
+
+    def read(self, pid: int, tids: list[str], forked: list[str], children: list[int]) -> None:
+        """What one reading of ``pid`` found: its threads, those with children, the children."""
+        self.known[pid] = set(tids)
+        self.forkers[pid] = (self.forkers[pid] & self.known[pid]) | set(forked)
+        self.children[pid] = set(children)
+
+    def keep(self, pids: set[int]) -> None:
+        """Forget the processes not in ``pids`` (gone: their pid may be reused)."""
+        for memo in (self.known, self.forkers, self.children, self.full):
+            for pid in [p for p in memo if p not in pids]:
+                del memo[pid]
 
 
 def tree_cpu(pid: int | None = None) -> float | None:
@@ -79,8 +156,9 @@ def tree_cpu(pid: int | None = None) -> float | None:
 _Seen = tuple[tuple[int, int] | None, int, int]
 
 
-def _walk(root: int) -> dict[tuple[int, int], _Seen]:
-    """Every process under ``root``, keyed by (pid, start time) so that a reused pid is another process."""
+def _walk(root: int, threads: _Threads | None = None) -> dict[tuple[int, int], _Seen]:
+    """Every process under ``root``, keyed by (pid, start time) so that a reused pid is another process;
+    ``threads``: which threads to ask for children (:class:`_Threads`; default all)."""
     out: dict[tuple[int, int], _Seen] = {}
     todo: list[tuple[int, tuple[int, int] | None]] = [(root, None)]
     seen: set[int] = set()
@@ -94,7 +172,7 @@ def _walk(root: int) -> dict[tuple[int, int], _Seen]:
                 fields = f.read().rsplit(b")", 1)[1].split()
             key = (p, int(fields[19]))
             out[key] = (parent, int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]))
-            todo.extend((c, key) for c in _children(p))
+            todo.extend((c, key) for c in _children(p, threads))
         except (FileNotFoundError, ProcessLookupError):
             if p == root:
                 raise
@@ -125,13 +203,15 @@ class TreeMeter:
         #: what each gone process added to :attr:`kept` (taken back if a later reading sees it again)
         self.charged: dict[tuple[int, int], float] = {}
         self.lock = threading.Lock()
+        self.threads = _Threads()
 
     def __call__(self) -> float | None:
         with self.lock:
             try:
-                now = _walk(self.pid)
+                now = _walk(self.pid, self.threads)
             except (OSError, ValueError, IndexError):
                 return None
+            self.threads.keep({pid for pid, _ in now})
             for key in [k for k in self.charged if k in now]:  # not gone after all: one reading missed it
                 self.kept -= self.charged.pop(key)
             gone: dict[tuple[int, int], list[tuple[tuple[int, int], int]]] = {}
