@@ -100,3 +100,35 @@ def test_job_groups_do_not_collide_across_pipelines(spark: Any, tmp_path: Path) 
     assert any("Spark retried 1 failed task" in n for n in first.journal.notes), first.journal.notes
     second = _pipe(tmp_path / "b", spark, copy).run(1)
     assert not [n for n in second.journal.notes if "retried" in n], second.journal.notes
+
+
+def test_the_quiet_path_counts_what_the_status_tracker_does(spark: Any) -> None:
+    """:func:`failed_tasks` with ``quiet=True`` (no attempt failed anywhere, by :func:`all_failed_tasks`) counts the
+    group's jobs as reading every stage does; a task attempt that fails and is retried grows the total."""
+    from falkirk.spark.pipeline.run.session import all_failed_tasks, failed_tasks, job_group
+
+    def flaky(it: Any) -> Any:
+        from pyspark import TaskContext
+
+        if TaskContext.get().attemptNumber() == 0 and TaskContext.get().partitionId() == 0:
+            raise RuntimeError("first attempt fails")
+        return it
+
+    before = all_failed_tasks(spark)
+    assert before is not None
+    with job_group(spark, "test-quiet-ok"):
+        spark.range(0, 100, numPartitions=2).count()
+        spark.range(0, 10).collect()
+    assert all_failed_tasks(spark) == before
+    quick, exact = failed_tasks(spark, "test-quiet-ok", quiet=True), failed_tasks(spark, "test-quiet-ok")
+    assert quick == exact and exact is not None and exact[0] >= 2 and exact[1] == 0
+    with job_group(spark, "test-quiet-retried"):
+        assert spark.sparkContext.parallelize(range(10), 2).mapPartitions(flaky).count() == 10
+    import time
+
+    for _ in range(50):  # the status store follows Spark's listener bus
+        if all_failed_tasks(spark) != before:
+            break
+        time.sleep(0.1)
+    assert all_failed_tasks(spark) == before + 1
+    assert failed_tasks(spark, "test-quiet-retried") == (1, 1)

@@ -58,6 +58,7 @@ from falkirk.spark.pipeline.run.recovery import Rollback
 from falkirk.spark.pipeline.run.retention import collect
 from falkirk.spark.pipeline.run.runners import Runner, make_runner
 from falkirk.spark.pipeline.run.session import (
+    all_failed_tasks,
     executors,
     failed_tasks,
     job_group,
@@ -118,6 +119,8 @@ class Executor:
         self.storage = Storage(pipeline.location, fsync=pipeline.fsync, checksums=pipeline.checksums)
         self.journal = Journal(pipeline.location if pipeline.durable else None)
         self.cpu = meter(self.spark)  # CPU of the process tree per step execution, where that is the whole job
+        #: the application's failed task attempts when the last execution ended (None: read no baseline yet)
+        self._failed_seen: int | None = None
         self.progress = Progress(progress, bar=bar)
         self.say = self.progress.line
         self.order = list(pipeline.order)
@@ -332,7 +335,9 @@ class Executor:
                 raise StepFailure(culprit or name, epoch, f"{type(exc).__name__}: {cause}"
                                   + (f" (computed inside {name}'s job)" if culprit else ""),
                                   deterministic=is_deterministic(exc, cause)) from exc
-            jobs, retried = failed_tasks(self.spark, group) or (0, 0)
+            failed, self._failed_seen = self._failed_seen, all_failed_tasks(self.spark)  # and the next one's baseline
+            quiet = failed is not None and failed == self._failed_seen  # no attempt failed since the last execution
+            jobs, retried = failed_tasks(self.spark, group, quiet=quiet) or (0, 0)
             self._finish_fused(inputs, epoch, count=True, cache=not retried)
         if retried:
             self.journal.note(f"{name}@{epoch}: Spark retried {retried} failed task attempt(s) itself; falkirk not involved")

@@ -10,6 +10,7 @@ need                        classic                             Spark Connect
 ==========================  ==================================  =================================
 :func:`job_group`           a job group (``setJobGroup``)       a job tag (``addTag``/``removeTag``)
 :func:`failed_tasks`        the status tracker                  unknown (``None``)
+:func:`all_failed_tasks`    the status store's executor list    unknown (``None``)
 :func:`executors`           the JVM status tracker              unknown (``None``)
 :func:`detach`              rows re-wrapped in the JVM, then    ``localCheckpoint`` (plan statistics
                             ``localCheckpoint``                 are kept)
@@ -42,7 +43,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
-    "LOCAL_DEFAULTS", "SMALL_DATA", "local_session", "sql_conf", "job_group", "failed_tasks", "detach", "executors",
+    "LOCAL_DEFAULTS", "SMALL_DATA", "local_session", "sql_conf", "job_group", "failed_tasks", "all_failed_tasks", "detach",
+    "executors",
     "is_connect", "check_usable", "console_to", "take_start_seconds", "materialised", "missing_blocks",
     "busiest_executor",
 ]
@@ -256,15 +258,42 @@ def job_group(spark: SparkSession, group: str, description: str = "") -> Iterato
         sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
 
 
-def failed_tasks(spark: SparkSession, group: str) -> tuple[int, int] | None:
+def all_failed_tasks(spark: SparkSession) -> int | None:
+    """Failed task attempts of the whole application so far, every executor's (lost ones included); ``None`` if
+    unknown (Spark Connect, a stopped context).
+
+    One look at Spark's status store (a few py4j calls): :func:`failed_tasks`
+    compares two of these to skip reading every stage of a job group when
+    no task attempt failed anywhere in between.
+    """
+    if is_connect(spark):
+        return None
+    try:
+        summaries = spark.sparkContext._jsc.sc().statusStore().executorList(False)
+        total = sum(int(summaries.apply(i).failedTasks()) for i in range(summaries.size()))
+    except Exception:  # noqa: BLE001 - a stopped context or another JVM: unknown, and the exact path is taken
+        return None
+    return total
+
+
+def failed_tasks(spark: SparkSession, group: str, *, quiet: bool = False) -> tuple[int, int] | None:
     """``(jobs, failed task attempts)`` of the Spark jobs run in job group ``group``; ``None`` if unknown.
 
     Read from Spark's status tracker. Failed attempts in jobs that still
     succeeded were retried by Spark on its own, without falkirk. Spark
     Connect does not expose the status tracker: ``None``.
+
+    ``quiet``: the caller saw :func:`all_failed_tasks` unchanged from
+    before the group's jobs ran until after, so none of them had a failed
+    attempt: only the jobs are counted (two py4j calls). Otherwise every
+    stage of every job of the group is read (about ten calls per stage;
+    done for every step execution of the flagship, a sixth of falkirk's
+    py4j calls).
     """
     if is_connect(spark):
         return None
+    if quiet:
+        return len(spark.sparkContext._jsc.statusTracker().getJobIdsForGroup(group)), 0
     tracker = spark.sparkContext.statusTracker()
     jobs = tracker.getJobIdsForGroup(group)
     failed = 0
