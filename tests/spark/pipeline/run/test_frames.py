@@ -19,6 +19,20 @@ def _cached_partitions(spark: Any) -> int:
     return sum(i.numCachedPartitions() for i in spark.sparkContext._jsc.sc().getRDDStorageInfo())
 
 
+def _settled_cached_partitions(spark: Any) -> int:
+    """:func:`_cached_partitions` once earlier tests' unpersists (``blocking=False``) have stopped changing it."""
+    import time
+
+    last = _cached_partitions(spark)
+    for _ in range(50):
+        time.sleep(0.2)
+        now = _cached_partitions(spark)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
 def test_the_write_fills_the_cache_and_counts_the_rows(spark: Any, tmp_path: Path) -> None:
     """The observed write's job counts the rows and fills the persisted frame's cache; a frame counted before is
     left to :meth:`Frames.materialise`."""
@@ -26,9 +40,13 @@ def test_the_write_fills_the_cache_and_counts_the_rows(spark: Any, tmp_path: Pat
 
     frames = Frames()
     df = spark.range(0, 1234, numPartitions=3).withColumn("k", F.col("id") % 7)
-    before = _cached_partitions(spark)
-    persisted, observed, rows = frames.observing(df)  # type: ignore[misc]
-    assert _cached_partitions(spark) == before  # no job yet
+    before = _settled_cached_partitions(spark)
+    spark.sparkContext.setJobGroup("test-observing", "observing")
+    try:
+        persisted, observed, rows = frames.observing(df)  # type: ignore[misc]
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup("test-observing") == []  # no job yet
     observed.write.parquet(str(tmp_path / "out"))
     assert _cached_partitions(spark) >= before + 3  # filled by the write
     assert rows() == 1234 == spark.read.parquet(str(tmp_path / "out")).count()
