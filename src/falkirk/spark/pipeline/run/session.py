@@ -43,9 +43,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
-    "LOCAL_DEFAULTS", "SMALL_DATA", "local_session", "sql_conf", "job_group", "failed_tasks", "all_failed_tasks", "detach",
-    "executors",
-    "is_connect", "check_usable", "console_to", "take_start_seconds", "materialised", "missing_blocks",
+    "LOCAL_DEFAULTS", "CODEGEN_CACHE", "SMALL_DATA", "local_session", "sql_conf", "job_group", "failed_tasks",
+    "all_failed_tasks", "detach", "executors", "is_connect", "check_usable", "console_to", "take_start_seconds", "materialised", "missing_blocks",
     "busiest_executor",
 ]
 
@@ -115,11 +114,21 @@ def check_usable(spark: object, what: str = "the pipeline") -> None:
 
 
 #: Configuration :func:`local_session` applies (small data: few partitions, no UI).
+#: Spark's cache of compiled generated code, in entries (static: set when the JVM starts). Spark's default,
+#: 100, is fewer classes than one epoch of the flagship generates (about 120, expression code even without
+#: whole-stage code generation): the cache evicted every class before the next epoch asked for it again, and
+#: every epoch compiled them all anew (87 Janino compilations per flagship epoch, 42 per Structured Streaming
+#: micro-batch of the same application) — and the JVM then compiled the new classes' bytecode again, which kept
+#: its JIT busy for good (1.6-2 CPU-s of an epoch's ~4). With room for them, no epoch after the first compiles
+#: anything (docs/spark.md, "Spark settings").
+CODEGEN_CACHE = {"spark.sql.codegen.cache.maxEntries": "1000"}
+
 LOCAL_DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
+    **CODEGEN_CACHE,
 }
 
 #: Runtime SQL settings for epochs of a few thousand rows (``Pipeline(spark_conf=SMALL_DATA)``):
