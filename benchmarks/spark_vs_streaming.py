@@ -16,7 +16,13 @@ timing starts — the streaming query's JSON files, falkirk's input log
 ahead of the pipeline would) — and writes the same outputs. Each falkirk
 configuration is compared with the streaming configuration that runs the
 same ``cc`` algorithm (its *peer*): the union–find configurations with
-``streaming``, label propagation with ``streaming-spark-cc``.
+``streaming``, label propagation with ``streaming-spark-cc``. Every driver
+is started by :func:`~falkirk.spark.pipeline.run.session.local_session`
+with the same settings, among them Spark's codegen cache at 1000 classes
+(``CODEGEN_CACHE``, since 2026-11-27 20:30 UTC): at Spark's default of 100
+both systems recompiled their generated code every epoch (falkirk 87
+classes, the streaming query 42), which kept the JVM's JIT compiler busy
+for good; runs before that date carry it.
 
 * ``streaming`` — Structured Streaming (the same PySpark), written as a Spark
   user would: a **file source** (one JSON file per epoch, written up front
