@@ -44,8 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOCAL_DEFAULTS", "CODEGEN_CACHE", "SMALL_DATA", "local_session", "sql_conf", "job_group", "failed_tasks",
-    "all_failed_tasks", "detach", "executors", "is_connect", "check_usable", "console_to", "take_start_seconds", "materialised", "missing_blocks",
-    "busiest_executor",
+    "all_failed_tasks", "detach", "executors", "is_connect", "check_usable", "console_to", "take_start_seconds",
+    "materialised", "missing_blocks", "busiest_executor",
 ]
 
 #: SparkContext -> the seconds :func:`local_session` took to start it (read once: :func:`take_start_seconds`)
@@ -113,7 +113,6 @@ def check_usable(spark: object, what: str = "the pipeline") -> None:
             "build a new one (SparkSession.builder.getOrCreate()) and pass it as Pipeline(..., spark=...)")
 
 
-#: Configuration :func:`local_session` applies (small data: few partitions, no UI).
 #: Spark's cache of compiled generated code, in entries (static: set when the JVM starts). Spark's default,
 #: 100, is fewer classes than one epoch of the flagship generates (about 120, expression code even without
 #: whole-stage code generation): the cache evicted every class before the next epoch asked for it again, and
@@ -123,6 +122,7 @@ def check_usable(spark: object, what: str = "the pipeline") -> None:
 #: anything (docs/spark.md, "Spark settings").
 CODEGEN_CACHE = {"spark.sql.codegen.cache.maxEntries": "1000"}
 
+#: Configuration :func:`local_session` applies (small data: few partitions, no UI; :data:`CODEGEN_CACHE`).
 LOCAL_DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -271,9 +271,9 @@ def all_failed_tasks(spark: SparkSession) -> int | None:
     """Failed task attempts of the whole application so far, every executor's (lost ones included); ``None`` if
     unknown (Spark Connect, a stopped context).
 
-    One look at Spark's status store (a few py4j calls): :func:`failed_tasks`
-    compares two of these to skip reading every stage of a job group when
-    no task attempt failed anywhere in between.
+    One look at Spark's status store (a few py4j calls): two equal
+    readings, before and after a job group's jobs, mean none of them had a
+    failed attempt (:func:`failed_tasks`' ``quiet``).
     """
     if is_connect(spark):
         return None
@@ -293,8 +293,8 @@ def failed_tasks(spark: SparkSession, group: str, *, quiet: bool = False) -> tup
     Connect does not expose the status tracker: ``None``.
 
     ``quiet``: the caller saw :func:`all_failed_tasks` unchanged from
-    before the group's jobs ran until after, so none of them had a failed
-    attempt: only the jobs are counted (two py4j calls). Otherwise every
+    before the group's jobs ran until after they ended, so none of them had
+    a failed attempt: only the jobs are counted (two py4j calls). Otherwise every
     stage of every job of the group is read (about ten calls per stage;
     done for every step execution of the flagship, a sixth of falkirk's
     py4j calls).
