@@ -16,7 +16,9 @@
    redone executions (and its replay/recompute wall time) against the
    model's price of that one failure at that boundary (its redo, restores
    and replays). The error is that of the median over the repeats; every
-   repeat's figures are in the JSON (``runs``). One recovery is a handful of
+   repeat's figures are in the JSON (``each``), and per step the profile's
+   ``compute`` beside the measured runs' median first execution
+   (``steady_by_step``). One recovery is a handful of
    step executions, each of which varies by ±50 % between identical epochs
    on this machine, so a single recovery says little about the model.
 
