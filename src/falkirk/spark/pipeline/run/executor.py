@@ -58,12 +58,15 @@ from falkirk.spark.pipeline.run.recovery import Rollback
 from falkirk.spark.pipeline.run.retention import collect
 from falkirk.spark.pipeline.run.runners import Runner, make_runner
 from falkirk.spark.pipeline.run.session import (
+    CODEGEN_CACHE,
     all_failed_tasks,
+    codegen_compilations,
     executors,
     failed_tasks,
     job_group,
     local_session,
     missing_blocks,
+    recompiling,
     take_start_seconds,
 )
 from falkirk.spark.pipeline.store.rootfs import metadata_cache
@@ -121,6 +124,8 @@ class Executor:
         self.cpu = meter(self.spark)  # CPU of the process tree per step execution, where that is the whole job
         #: the application's failed task attempts when the last execution ended (None: read no baseline yet)
         self._failed_seen: int | None = None
+        #: generated classes the driver's JVM had compiled at the end of each epoch (empty once noted or unknown)
+        self._compiled: list[int] | None = []
         self.progress = Progress(progress, bar=bar)
         self.say = self.progress.line
         self.order = list(pipeline.order)
@@ -305,11 +310,35 @@ class Executor:
         if self.pipeline.gc and self.pipeline.durable:
             collect(self.pipeline, self.planner, self.runners, self.storage, self.journal)
         self.planner.commit()  # the epoch's monitor writes: one transaction
+        self._watch_codegen()
         runs = [x for x in self.journal.executions if x.epoch == epoch and not x.redo]
         if runs:
             total = sum(x.seconds for x in runs)
             parts = " · ".join(f"{x.step} {x.rows if x.rows >= 0 else '?'}" for x in runs)
             self.say(f"epoch {epoch:>3}  {parts}  ({total:.1f} s)")
+
+    def _watch_codegen(self) -> None:
+        """Note once when Spark compiles its generated code anew every epoch (a codegen cache too small for one
+        epoch's classes: ``docs/spark.md``, "Spark settings")."""
+        if self._compiled is None:
+            return
+        n = codegen_compilations(self.spark)
+        if n is None:
+            self._compiled = None
+            return
+        self._compiled.append(n)
+        classes = recompiling(self._compiled)
+        if classes is None:
+            return
+        self._compiled = None
+        (key, suggested), = CODEGEN_CACHE.items()
+        size = self.spark.sparkContext.getConf().get(key, "100")
+        note = (f"Spark compiled {classes} or more generated classes in each of the last epochs: its codegen cache "
+                f"({key}={size}) is smaller than one epoch's classes, so every epoch compiles them again (and the "
+                f"JVM's JIT after it); build the session with a larger {key} (e.g. {suggested}; it cannot be "
+                "changed once the session runs): docs/spark.md, 'Spark settings'")
+        self.journal.note(note)
+        self.say(f"  {note}")
 
     def _execute(self, name: str, epoch: int) -> None:
         runner = self.runners[name]

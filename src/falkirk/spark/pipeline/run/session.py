@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOCAL_DEFAULTS", "CODEGEN_CACHE", "SMALL_DATA", "local_session", "sql_conf", "job_group", "failed_tasks",
-    "all_failed_tasks", "detach", "executors", "is_connect", "check_usable", "console_to", "take_start_seconds",
+    "all_failed_tasks", "codegen_compilations", "recompiling", "detach", "executors", "is_connect", "check_usable", "console_to", "take_start_seconds",
     "materialised", "missing_blocks", "busiest_executor",
 ]
 
@@ -283,6 +283,40 @@ def all_failed_tasks(spark: SparkSession) -> int | None:
     except Exception:  # noqa: BLE001 - a stopped context or another JVM: unknown, and the exact path is taken
         return None
     return total
+
+
+def codegen_compilations(spark: SparkSession) -> int | None:
+    """How many generated classes Spark has compiled in the driver's JVM so far (its ``CodegenMetrics``); ``None``
+    where unknown (Spark Connect, a stopped context). On a ``local`` master that is every compilation of the job;
+    on a cluster the executors compile in JVMs of their own."""
+    if is_connect(spark):
+        return None
+    try:
+        jvm: Any = spark.sparkContext._jvm
+        metrics = jvm.org.apache.spark.metrics.source.CodegenMetrics
+        return int(metrics.METRIC_COMPILATION_TIME().getCount())
+    except Exception:  # noqa: BLE001 - advisory: unknown
+        return None
+
+
+def recompiling(counts: list[int], *, epochs: int = 3, least: int = 20) -> int | None:
+    """From :func:`codegen_compilations` read at the end of each epoch: the fewest classes compiled by each of the
+    last ``epochs`` epochs when every one compiled at least ``least`` (the first epoch's excepted: a cold cache),
+    else ``None``. A job whose codegen cache holds what an epoch uses compiles next to nothing after its first
+    epochs; one whose cache is too small compiles the same classes again every epoch.
+
+    >>> recompiling([120, 207, 294, 381, 468])   # 87 classes every epoch
+    87
+    >>> recompiling([120, 123, 123, 124, 124]) is None
+    True
+    >>> recompiling([120, 207, 294]) is None     # too few epochs to tell
+    True
+    """
+    deltas = [b - a for a, b in zip(counts, counts[1:], strict=False)]
+    last = deltas[-epochs:]
+    if len(deltas) <= epochs or min(last) < least:
+        return None
+    return min(last)
 
 
 def failed_tasks(spark: SparkSession, group: str, *, quiet: bool = False) -> tuple[int, int] | None:
