@@ -54,12 +54,16 @@ def spent(x: Any, unit: str) -> float:
     return float(x.cpu) if unit == "cpu" else float(x.seconds)
 
 
+def first_executions(result: Any, until: int) -> list[Any]:
+    """The first executions of epochs 1..until-1 in ``result``'s journal (no redo)."""
+    return [x for x in result.journal.executions if not x.redo and 0 < x.epoch < until]
+
+
 def steady(result: Any, until: int, unit: str) -> float:
     """Median over epochs 1..until-1 of the summed cost (``unit``) of each epoch's first executions."""
     per: dict[int, float] = {}
-    for x in result.journal.executions:
-        if not x.redo and 0 < x.epoch < until:
-            per[x.epoch] = per.get(x.epoch, 0.0) + spent(x, unit)
+    for x in first_executions(result, until):
+        per[x.epoch] = per.get(x.epoch, 0.0) + spent(x, unit)
     return statistics.median(per.values())
 
 
@@ -67,9 +71,8 @@ def steady_by_step(result: Any, until: int, unit: str) -> dict[str, float]:
     """Per step, the median over epochs 1..until-1 of its first executions' cost (``unit``): what the model's
     per-step ``compute`` (plus the writes each epoch's execution includes) predicts."""
     per: dict[str, list[float]] = {}
-    for x in result.journal.executions:
-        if not x.redo and 0 < x.epoch < until:
-            per.setdefault(x.step, []).append(spent(x, unit))
+    for x in first_executions(result, until):
+        per.setdefault(x.step, []).append(spent(x, unit))
     return {n: statistics.median(xs) for n, xs in per.items()}
 
 

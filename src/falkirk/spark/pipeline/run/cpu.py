@@ -65,8 +65,7 @@ def _children(pid: int, threads: _Threads | None = None) -> list[int]:
         return _read_children(pid, tids)[0]
     out, forked = _read_children(pid, threads.to_read(pid, tids))
     if not threads.still(pid, out):  # a child seen before is not where it was: read every thread
-        threads.to_read(pid, tids, full=True)
-        out, forked = _read_children(pid, tids)
+        out, forked = _read_children(pid, threads.to_read(pid, tids, full=True))
     threads.read(pid, tids, forked, out)
     return out
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -59,6 +60,7 @@ from falkirk.spark.pipeline.run.retention import collect
 from falkirk.spark.pipeline.run.runners import Runner, make_runner
 from falkirk.spark.pipeline.run.session import (
     CODEGEN_CACHE,
+    RECOMPILING_EPOCHS,
     all_failed_tasks,
     codegen_compilations,
     executors,
@@ -124,8 +126,9 @@ class Executor:
         self.cpu = meter(self.spark)  # CPU of the process tree per step execution, where that is the whole job
         #: the application's failed task attempts when the last execution ended (None: read no baseline yet)
         self._failed_seen: int | None = None
-        #: generated classes the driver's JVM had compiled at the end of each epoch (empty once noted or unknown)
-        self._compiled: list[int] | None = []
+        #: generated classes the driver's JVM had compiled at the end of the latest epochs (None once noted or
+        #: unknown); as many as :func:`recompiling` looks at
+        self._compiled: deque[int] | None = deque(maxlen=RECOMPILING_EPOCHS + 2)
         self.progress = Progress(progress, bar=bar)
         self.say = self.progress.line
         self.order = list(pipeline.order)
@@ -327,7 +330,7 @@ class Executor:
             self._compiled = None
             return
         self._compiled.append(n)
-        classes = recompiling(self._compiled)
+        classes = recompiling(list(self._compiled), epochs=RECOMPILING_EPOCHS)
         if classes is None:
             return
         self._compiled = None

@@ -44,8 +44,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOCAL_DEFAULTS", "CODEGEN_CACHE", "SMALL_DATA", "local_session", "sql_conf", "job_group", "failed_tasks",
-    "all_failed_tasks", "codegen_compilations", "recompiling", "detach", "executors", "is_connect", "check_usable", "console_to", "take_start_seconds",
-    "materialised", "missing_blocks", "busiest_executor",
+    "all_failed_tasks", "codegen_compilations", "recompiling", "RECOMPILING_EPOCHS", "detach", "executors",
+    "is_connect", "check_usable", "console_to", "take_start_seconds", "materialised", "missing_blocks",
+    "busiest_executor",
 ]
 
 #: SparkContext -> the seconds :func:`local_session` took to start it (read once: :func:`take_start_seconds`)
@@ -299,7 +300,11 @@ def codegen_compilations(spark: SparkSession) -> int | None:
         return None
 
 
-def recompiling(counts: list[int], *, epochs: int = 3, least: int = 20) -> int | None:
+#: Epochs in a row (after the first) that must each compile classes for :func:`recompiling` to say so.
+RECOMPILING_EPOCHS = 3
+
+
+def recompiling(counts: list[int], *, epochs: int = RECOMPILING_EPOCHS, least: int = 20) -> int | None:
     """From :func:`codegen_compilations` read at the end of each epoch: the fewest classes compiled by each of the
     last ``epochs`` epochs when every one compiled at least ``least`` (the first epoch's excepted: a cold cache),
     else ``None``. A job whose codegen cache holds what an epoch uses compiles next to nothing after its first
