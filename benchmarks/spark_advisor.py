@@ -12,7 +12,9 @@
    ``EPOCHS - 2``.
    Each configuration runs ``--repeats`` times (3), each on a fresh root.
 4. Measured against predicted, for each: the steady cost per epoch (the
-   median over epochs 1..EPOCHS-3 of Σ step executions), and the recovery's
+   median over epochs 1..EPOCHS-3 of Σ step executions; in CPU less the
+   JVM's JIT compilers', as the advisor prices it since 2026-11-28 — the
+   figures with JIT are in ``each_with_jit``), and the recovery's
    redone executions (and its replay/recompute wall time) against the
    model's price of that one failure at that boundary (its redo, restores
    and replays). The error is that of the median over the repeats; every
@@ -49,9 +51,12 @@ SIZES: dict[str, Any] = {"events_per_epoch": 3000, "queries_per_epoch": 40, "use
                          "cc_every": 3, "seed": 11}
 
 
-def spent(x: Any, unit: str) -> float:
-    """An execution's cost in ``unit``: CPU seconds of the process tree (``cpu``) or wall seconds."""
-    return float(x.cpu) if unit == "cpu" else float(x.seconds)
+def spent(x: Any, unit: str, *, jit: bool = True) -> float:
+    """An execution's cost in ``unit``: CPU seconds of the process tree (``cpu``; ``jit=False``: less the JVM's JIT
+    compilers', as the advisor prices steady work) or wall seconds."""
+    if unit != "cpu":
+        return float(x.seconds)
+    return float(x.cpu) - (0.0 if jit else float(x.jit or 0.0))
 
 
 def first_executions(result: Any, until: int) -> list[Any]:
@@ -59,20 +64,21 @@ def first_executions(result: Any, until: int) -> list[Any]:
     return [x for x in result.journal.executions if not x.redo and 0 < x.epoch < until]
 
 
-def steady(result: Any, until: int, unit: str) -> float:
-    """Median over epochs 1..until-1 of the summed cost (``unit``) of each epoch's first executions."""
+def steady(result: Any, until: int, unit: str, *, jit: bool = False) -> float:
+    """Median over epochs 1..until-1 of the summed cost (``unit``; CPU less JIT unless ``jit``) of each epoch's
+    first executions."""
     per: dict[int, float] = {}
     for x in first_executions(result, until):
-        per[x.epoch] = per.get(x.epoch, 0.0) + spent(x, unit)
+        per[x.epoch] = per.get(x.epoch, 0.0) + spent(x, unit, jit=jit)
     return statistics.median(per.values())
 
 
 def steady_by_step(result: Any, until: int, unit: str) -> dict[str, float]:
-    """Per step, the median over epochs 1..until-1 of its first executions' cost (``unit``): what the model's
-    per-step ``compute`` (plus the writes each epoch's execution includes) predicts."""
+    """Per step, the median over epochs 1..until-1 of its first executions' cost (``unit``, CPU less JIT): what
+    the model's per-step ``compute`` (plus the writes each epoch's execution includes) predicts."""
     per: dict[str, list[float]] = {}
     for x in first_executions(result, until):
-        per.setdefault(x.step, []).append(spent(x, unit))
+        per.setdefault(x.step, []).append(spent(x, unit, jit=False))
     return {n: statistics.median(xs) for n, xs in per.items()}
 
 
@@ -93,6 +99,7 @@ def measure(make: Callable[[int], Any], costs: Any, regimes: dict[str, Any], adv
             ev = model.evaluate([regimes], exact=True)
         runs.append({
             "steady": steady(result, at, costs.unit),
+            "steady_with_jit": steady(result, at, costs.unit, jit=True),
             "steady_by_step": steady_by_step(result, at, costs.unit),
             "replay_recompute": recovery.phases()["replay/recompute"],  # wall time, whatever the unit
             # CPU of the process tree from the failure until every step was back (unit cpu)
@@ -112,7 +119,9 @@ def measure(make: Callable[[int], Any], costs: Any, regimes: dict[str, Any], adv
         "repeats": repeats,
         "steady": {"predicted": totals.steady, "measured": steady_measured,
                    "error": (steady_measured - totals.steady) / totals.steady,
-                   "each": [r["steady"] for r in runs]},
+                   "each": [r["steady"] for r in runs],
+                   # the same executions' CPU with the JVM's JIT compilers' (what the advisor no longer prices)
+                   "each_with_jit": [r["steady_with_jit"] for r in runs]},
         "recovery": {"predicted": predicted, "measured_replay_recompute": rec_measured,
                      "measured_redo_executions": med(sum(r["redo"].values()) for r in runs),
                      "measured_cpu": rec_cpu,
@@ -197,14 +206,16 @@ def profile_failures(epochs: int, k: int) -> list[int]:
 
 
 def steady_of_root(pipe: Any, epochs: int, unit: str) -> float:
-    """The steady cost per epoch (``unit``) of the run recorded under ``pipe``'s root (its execution records)."""
+    """The steady cost per epoch (``unit``; CPU less JIT) of the run recorded under ``pipe``'s root (its execution
+    records)."""
     per: dict[int, float] = {}
     for step in pipe.order:
         for name in pipe.location.listdir(f"journal/{step}"):
             if name.endswith(".json") and name[:-5].isdigit():
                 doc = json.loads(pipe.location.read_bytes(f"journal/{step}/{name}"))
                 if 0 < doc["epoch"] < epochs:  # a redone epoch's record keeps its first execution's cost
-                    first = doc["first_cpu"] if unit == "cpu" else doc.get("first_seconds") or doc["seconds"]
+                    first = (doc["first_cpu"] - (doc.get("first_jit") or 0.0) if unit == "cpu"
+                             else doc.get("first_seconds") or doc["seconds"])
                     per[doc["epoch"]] = per.get(doc["epoch"], 0.0) + float(first)
     return statistics.median(per.values())
 

@@ -22,7 +22,12 @@ with the same settings, among them Spark's codegen cache at 1000 classes
 (``CODEGEN_CACHE``, since 2026-11-27 20:30 UTC): at Spark's default of 100
 both systems recompiled their generated code every epoch (falkirk 87
 classes, the streaming query 42), which kept the JVM's JIT compiler busy
-for good; runs before that date carry it.
+for good; runs before that date carry it. Beside the whole tree's CPU per
+epoch, ``cpu_nojit_median_s`` is the same epochs' CPU less the JVM's JIT
+compiler threads' (``TreeMeter.read``, since 2026-11-28): in a driver a few
+epochs old the JIT is still about 40 % of an epoch's CPU in both systems,
+and decays over tens of epochs, so it is the part of a short run's figure
+that depends most on the JVM's age.
 
 * ``streaming`` — Structured Streaming (the same PySpark), written as a Spark
   user would: a **file source** (one JSON file per epoch, written up front
@@ -265,10 +270,15 @@ def tree_cpu(root: int) -> float:
     leaves the tree unreaped keeps its CPU counted); here it must work (a
     Linux ``/proc``).
     """
-    cpu = _METERS.setdefault(root, TreeMeter(root))()
-    if cpu is None:
+    return tree_and_jit(root)[0]
+
+
+def tree_and_jit(root: int) -> tuple[float, float]:
+    """:func:`tree_cpu` and, of it, the CPU seconds of the JVM's JIT compiler threads (``TreeMeter.read``)."""
+    got = _METERS.setdefault(root, TreeMeter(root)).read()
+    if got is None:
         raise RuntimeError("this benchmark reads CPU time from Linux's /proc (task/*/children), which is not here")
-    return cpu
+    return got
 
 
 class Written:
@@ -370,16 +380,25 @@ def jvm_pid(spark: Any) -> int:
 
 
 class Clock:
-    """Stamps (wall, process-tree CPU) at the end of each epoch, and scans the written bytes."""
+    """Stamps (wall, process-tree CPU, of which the JVM's JIT compilers) at the end of each epoch, and scans the
+    written bytes."""
 
     def __init__(self, written: Written) -> None:
         self.written = written
-        self.start = (time.perf_counter(), tree_cpu(os.getpid()))
-        self.ends: dict[int, tuple[float, float]] = {}
+        self.start = (time.perf_counter(), *tree_and_jit(os.getpid()))
+        self.ends: dict[int, tuple[float, float, float]] = {}
 
     def epoch_done(self, epoch: int) -> None:
-        self.ends[epoch] = (time.perf_counter(), tree_cpu(os.getpid()))
+        self.ends[epoch] = (time.perf_counter(), *tree_and_jit(os.getpid()))
         self.written.scan()
+
+    def jit_per_epoch(self) -> list[float]:
+        """Each epoch's CPU seconds of the JVM's JIT compilers (a part of :meth:`per_epoch`'s CPU)."""
+        out, prev = [], self.start
+        for e in sorted(self.ends):
+            out.append(self.ends[e][2] - prev[2])
+            prev = self.ends[e]
+        return out
 
     def per_epoch(self) -> tuple[list[float], list[float]]:
         walls, cpus = [], []
@@ -516,12 +535,13 @@ def advised_regimes(spec: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def journal_steady(result: Any, until: int) -> float:
-    """Median over epochs 1..until-1 of the CPU (else wall) seconds of the epoch's first step executions: the
-    advisor's steady cost, as the journal measures it."""
+    """Median over epochs 1..until-1 of the CPU (less the JVM's JIT compilers', as the advisor prices it; else
+    wall) seconds of the epoch's first step executions: the advisor's steady cost, as the journal measures it."""
     per: dict[int, float] = {}
     for x in result.journal.executions:
         if not x.redo and 0 < x.epoch < until:
-            per[x.epoch] = per.get(x.epoch, 0.0) + float(x.cpu if x.cpu is not None else x.seconds)
+            cost = x.seconds if x.cpu is None else x.cpu - (x.jit or 0.0)
+            per[x.epoch] = per.get(x.epoch, 0.0) + float(cost)
     return statistics.median(per.values()) if per else 0.0
 
 
@@ -711,6 +731,7 @@ def phase_run(spec: dict[str, Any]) -> None:
         ref = Streaming(spark, Path(spec["input"]), base / "reference", mode=spec["config"])
         q = ref.run()
         walls, cpus = ref.clock.per_epoch()
+        out["jits"] = ref.clock.jit_per_epoch()
         out.update(bytes=dict(ref.written.bytes), input_rows=[p["numInputRows"] for p in
                                                                (json.loads(x.json) for x in q.recentProgress)])
     else:
@@ -718,6 +739,7 @@ def phase_run(spec: dict[str, Any]) -> None:
             out["advice"] = json.loads((base / "advice.json").read_text())
         r = run_falkirk(spec, spark, base / "reference", [])
         walls, cpus = r["clock"].per_epoch()
+        out["jits"] = r["clock"].jit_per_epoch()
         pipe = r["pipe"]
         out.update(bytes=r["bytes"], root_bytes=r["result"].root_bytes, input_log_bytes=r["input_bytes"],
                    regimes={n: pipe.steps[n].regime.describe() for n in pipe.steps},
@@ -881,7 +903,9 @@ def measure(config: str, args: argparse.Namespace, work: Path, input_dir: Path, 
     res = {
         "cc": spec["cc"], "peer": PEER[spec["cc"]] if config.startswith("falkirk") else None,
         "wall_median_s": statistics.median(a["walls"][w:]), "cpu_median_s": statistics.median(a["cpus"][w:]),
-        "walls": a["walls"], "cpus": a["cpus"],
+        "walls": a["walls"], "cpus": a["cpus"], "jits": a["jits"],
+        # the same epochs' CPU less the JVM's JIT compilers' (a warm-up that decays over tens of epochs)
+        "cpu_nojit_median_s": statistics.median([c - j for c, j in zip(a["cpus"], a["jits"], strict=True)][w:]),
         "bytes_per_epoch": persisted / args.epochs, "bytes_by_kind": a["bytes"],
         "input_log_bytes_per_epoch": source_bytes / args.epochs, "regimes": a.get("regimes"),
         **{k: a[k] for k in ("advice", "journal_steady_cpu_s") if k in a},
@@ -898,7 +922,7 @@ def measure(config: str, args: argparse.Namespace, work: Path, input_dir: Path, 
     return res
 
 
-RATIO_KEYS = ("cpu_median_s", "wall_median_s", "bytes_per_epoch", "recovery_cpu_s", "recovery_s")
+RATIO_KEYS = ("cpu_median_s", "wall_median_s", "bytes_per_epoch", "recovery_cpu_s", "recovery_s", "cpu_nojit_median_s")
 
 
 def like_for_like(summary: dict[str, Any]) -> dict[str, dict[str, float | None]]:
@@ -1103,7 +1127,8 @@ def phase_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
 
 def ratio_rows(ratios: dict[str, dict[str, float | None]], summary: dict[str, Any]) -> list[tuple[str, ...]]:
     """Each falkirk configuration over its like-for-like peer."""
-    rows = [("configuration", "over", "CPU / epoch", "wall / epoch", "bytes / epoch", "recovery CPU", "recovery wall")]
+    rows = [("configuration", "over", "CPU / epoch", "wall / epoch", "bytes / epoch", "recovery CPU", "recovery wall",
+             "CPU / epoch less JIT")]
     for n, r in ratios.items():
         rows.append((n, summary[n]["peer"], *("-" if r.get(k) is None else f"{r[k]:.2f}x" for k in RATIO_KEYS)))
     return rows

@@ -220,6 +220,33 @@ def test_costs_are_cpu_seconds_when_every_record_has_them(tmp_path: Path) -> Non
     assert costs.unit == "wall" and costs["p"].compute == pytest.approx(0.2)
 
 
+def test_steady_cpu_leaves_the_jit_out_and_a_cold_start_or_a_recovery_keeps_it(tmp_path: Path) -> None:
+    """Records with the JVM's JIT compilers' share (``first_jit``, ``jit``): the steady figures leave it out; the
+    first epoch's excess (``restart``) and a recovery's ratio count all the CPU."""
+    pipe = _measured_root(tmp_path / "root", cpu=1.0)
+    before = from_journal(pipe)
+    jit = {0: 2.0, 1: 0.5, 2: 0.4, 3: 0.3, 4: 0.2, 5: 0.1}  # decaying, as a young JVM's does
+    for step in ("p", "x", "y"):
+        for e, j in jit.items():
+            doc = json.loads(pipe.location.read_bytes(f"journal/{step}/{e:08d}.json"))
+            doc["cpu"] = doc["first_cpu"] = doc["first_cpu"] + j
+            doc["jit"] = doc["first_jit"] = j
+            pipe.location.replace(f"journal/{step}/{e:08d}.json", json.dumps(doc).encode())
+    costs = from_journal(pipe)
+    for step in ("p", "y"):
+        assert costs[step].compute == pytest.approx(before[step].compute)  # the JIT's CPU is not the step's
+    assert costs["x"].state_write == pytest.approx(before["x"].state_write)
+    assert "JIT" in costs.source
+    # the cold epoch in all its CPU against the steady epochs' all: (0.2 + 2) + (2 + 2) + (1 + 2) against the
+    # medians 0.2 + 0.3, 2.0 + 0.3 (x's epochs without a checkpoint: 2 and 4) and 1.0 + 0.3
+    assert costs.restart == pytest.approx((2.2 - 0.5) + (4.0 - 2.3) + (3.0 - 1.3))
+    doc = json.loads(pipe.location.read_bytes("journal/y/00000003.json"))  # a redo at 0.5 + 0.2 of JIT
+    doc.update(redo=True, recovery=1, cpu=0.7, jit=0.2)
+    pipe.location.replace("journal/y/00000003.json", json.dumps(doc).encode())
+    again = from_journal(pipe)
+    assert again["y"].recompute == pytest.approx(again["y"].compute * 0.7 / 1.0)  # all its CPU over a steady one
+
+
 def test_a_local_run_records_cpu_seconds_per_execution(tmp_path: Path, spark: Any) -> None:
     """On a local master each execution record carries the process tree's CPU seconds, and the costs use them;
     an in-driver recovery records its CPU from the failure until every step was back."""
@@ -242,6 +269,8 @@ def test_a_local_run_records_cpu_seconds_per_execution(tmp_path: Path, spark: An
     assert rec.cpu_seconds is not None and rec.cpu_seconds >= 0  # /proc counts in clock ticks (10 ms): may be 0
     doc = json.loads(pipe.location.read_bytes("journal/total/00000001.json"))  # not redone
     assert doc["first_cpu"] == pytest.approx(doc["cpu"]) and doc["first_cpu"] is not None
+    assert doc["first_jit"] is not None and 0 <= doc["first_jit"] <= doc["first_cpu"]  # the JVM's JIT, apart
+    assert rec.jit_seconds is not None and 0 <= rec.jit_seconds <= rec.cpu_seconds
     assert from_journal(pipe).unit == "cpu"
 
 

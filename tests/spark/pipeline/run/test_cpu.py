@@ -62,7 +62,7 @@ def test_a_process_one_reading_missed_is_not_counted_twice(monkeypatch: pytest.M
         {root: (None, 103, 0), jvm: (root, 1030, 5)},  # now it is gone, 5 of its 510 ticks reaped by the JVM
     ]
     walks = iter(readings)
-    monkeypatch.setattr(cpu, "_walk", lambda pid, threads=None: next(walks))
+    monkeypatch.setattr(cpu, "_walk", lambda pid, threads=None, jit=None: next(walks))
     meter = TreeMeter(1)
     got = [meter() for _ in readings]
     tick = cpu._TICK
@@ -131,3 +131,53 @@ def test_a_partial_reading_finds_every_child_a_full_one_does_within_its_period()
         for p in started:
             p.kill()
             p.wait(30)
+
+
+
+#: A child whose second thread names itself as a HotSpot compiler thread (``prctl(PR_SET_NAME)``), burns about
+#: 0.4 CPU-s and says so; on a line of stdin it burns 0.2 more and ends, and the main thread burns 0.3 CPU-s.
+COMPILER = textwrap.dedent("""
+    import ctypes, sys, threading, time
+    def burn(s):
+        t = time.thread_time()
+        while time.thread_time() - t < s: pass
+    go = threading.Event()
+    def compiler():
+        ctypes.CDLL(None).prctl(15, b"C2 CompilerThread0")  # PR_SET_NAME: comm is cut to 15 bytes
+        burn(0.4)
+        print("compiling", flush=True)
+        go.wait()
+        burn(0.2)
+    th = threading.Thread(target=compiler); th.start()
+    sys.stdin.readline(); go.set(); th.join()
+    burn(0.3)
+    print("worked", flush=True)
+    sys.stdin.readline()
+""")
+
+
+@pytest.mark.skipif(tree_cpu() is None, reason="no Linux /proc/PID/task/TID/children here: CPU is not metered")
+def test_the_jit_compilers_share_is_read_apart_and_kept_when_their_thread_ends() -> None:
+    """A compiler thread's CPU is the meter's JIT share while a reading sees it, and stays in it after the thread
+    ended; what it spent after the last reading that saw it, and the rest of the tree's CPU, are not."""
+    meter = TreeMeter()
+    child = subprocess.Popen([sys.executable, "-c", COMPILER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+    assert child.stdout is not None and child.stdin is not None
+    try:
+        start = meter.read()
+        assert child.stdout.readline().strip() == "compiling"
+        seen = meter.read()  # the compiler thread is alive: about 0.4 CPU-s of its own
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "worked"
+        after = meter.read()  # it burnt 0.2 more and ended; the main thread burnt 0.3
+    finally:
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        child.wait(30)
+    assert start is not None and seen is not None and after is not None
+    assert seen[1] - start[1] >= 0.4 - 0.05
+    assert after[1] == seen[1]  # kept when the thread ended; its last 0.2 CPU-s are the tree's other work
+    assert after[0] - seen[0] >= 0.5 - 0.05
+    assert all(0 <= jit <= tree for tree, jit in (start, seen, after))

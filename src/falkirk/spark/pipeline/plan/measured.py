@@ -8,6 +8,14 @@ into :class:`~falkirk.spark.pipeline.plan.costs.Costs`, in CPU seconds of
 the process tree where every record has them (a ``local`` master), else in
 wall seconds:
 
+* in CPU, a steady execution's cost leaves out what the JVM's JIT
+  compilers spent meanwhile (the records' ``jit``,
+  :mod:`~falkirk.spark.pipeline.run.cpu`): compiling is a warm-up that
+  decays over tens of epochs, and priced as steady work it made a
+  profile's figures depend on the JVM's age (a profile at epochs 11–19 of
+  a JVM priced the flagship 27 % above the runs after it). Recoveries and
+  a new driver's start are priced from all their CPU, JIT included: they
+  run code the steady epochs had stopped compiling;
 * the first epoch recorded warms up the JVM and Spark: with three or more
   recorded, it is left out of the steady figures, and what its executions
   cost beyond the steady ones (like epochs: with a checkpoint or without)
@@ -24,7 +32,7 @@ wall seconds:
   restore is one transaction deleting the rolled-back epochs' rows, priced
   0 (``state_write`` and ``state_read`` 0, marked estimated);
 * a recovery's execution of an epoch (``recompute``) is ``compute`` times the
-  median ratio of the redone executions to their first ones, pooled over
+  median ratio of the redone executions to their first ones (less JIT), pooled over
   all steps (a property of the run: warm caches, no input to cut; one
   step's few redos are noise, and an unlogged step's include the replay
   of its input, which the model prices apart), where the root records
@@ -94,18 +102,22 @@ def _records(pipeline: Definition, name: str) -> dict[int, dict[str, Any]]:
     return out
 
 
-def _measure(recs: dict[int, dict[str, Any]], unit: str) -> tuple[dict[int, tuple[float, int]], list[float]]:
-    """``epoch -> (seconds, rows)`` of the first executions in ``unit``, and for each epoch whose latest execution
-    was a recovery's, its seconds ÷ the first's."""
+def _measure(recs: dict[int, dict[str, Any]], unit: str) -> tuple[dict[int, tuple[float, int]], list[float],
+                                                                  dict[int, float]]:
+    """``epoch -> (seconds, rows)`` of the first executions in ``unit`` (CPU: less the JIT compilers' share, where
+    recorded), for each epoch whose latest execution was a recovery's its seconds (all of them: a recovery's JIT
+    is part of what it costs) ÷ the first's, and ``epoch ->`` the JIT compilers' seconds left out."""
     now, first = ("cpu", "first_cpu") if unit == "cpu" else ("seconds", "first_seconds")
     out: dict[int, tuple[float, int]] = {}
     ratios: list[float] = []
+    jits: dict[int, float] = {}
     for e, doc in recs.items():
-        f = float(doc[first])
+        jits[e] = float(doc.get("first_jit") or 0.0) if unit == "cpu" else 0.0
+        f = max(0.0, float(doc[first]) - jits[e])
         out[e] = (f, doc["rows"])
         if doc.get("redo") and f > 0 and doc.get(now) is not None:
             ratios.append(float(doc[now]) / f)
-    return out, ratios
+    return out, ratios, jits
 
 
 def _manifests(storage: Storage, name: str, kind: str) -> list[Manifest]:
@@ -163,15 +175,19 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
     redo_ratios: list[float] = []  # every step's: a recovery's execution of an epoch ÷ its first
     measured_epochs = 0
     restart = 0.0  # the first epoch's executions beyond steady ones: a new driver's cold start
+    jit = 0.0  # the JIT compilers' CPU left out of the executions' measurements
     residuals: dict[int, float] = {}  # per steady epoch: Σ over steps of (execution - its step's median alike)
     steady = 0.0
     for n in pipeline.order:
-        recs, ratios = _measure(records[n], unit)
+        recs, ratios, jits = _measure(records[n], unit)
+        jit += sum(jits.values())
         regime = pipeline.steps[n].regime if n in pipeline.steps else None
         if len(recs) > 2:  # the first epoch warms up the JVM and Spark's caches: not a steady epoch
             first = min(recs)
-            cold = recs.pop(first)[0]
-            restart += cold - statistics.median(_alike(recs, regime, first) or [s for s, _ in recs.values()])
+            cold = recs.pop(first)[0] + jits[first]
+            # in all the CPU (JIT included) against the steady epochs' all: what a new driver pays again
+            whole = {e: (s + jits[e], r) for e, (s, r) in recs.items()}
+            restart += cold - statistics.median(_alike(whole, regime, first) or [s for s, _ in whole.values()])
         measured_epochs += len(recs)
         for e, (sec, _) in recs.items():
             residuals[e] = residuals.get(e, 0.0) + sec - statistics.median(_alike(recs, regime, e))
@@ -246,7 +262,8 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
     nodes = {n: NodeCosts(**{k: v for k, v in fig.items() if v is not None}, estimated=estimated[n])
              for n, fig in figures.items()}
     source = (f"journal of {measured_epochs} step execution(s) under the root "
-              f"({'CPU of the process tree' if unit == 'cpu' else 'wall time'})")
+              f"({'CPU of the process tree' if unit == 'cpu' else 'wall time'}"
+              + (f", less {jit:.3g} s of the JVM's JIT compilation" if jit else "") + ")")
     if mixed and any(mixed.values()) and not any(y > 0 for _, y in points):
         source += ("; no checkpoint write was measured above zero (a Lazy(every=k>1) step's epochs with and without "
                    "one): every write is priced at 0 — profile more epochs, or with Pipeline.profile")

@@ -157,11 +157,13 @@ def calibrate(pipeline: Definition, spark: SparkSession, *, repeats: int = 3) ->
     storage = Storage(pipeline.location, fsync=pipeline.fsync, checksums=pipeline.checksums)
     cpu = meter(spark)
 
-    def cost(action: Callable[[], object]) -> float:
-        t0, c0 = time.perf_counter(), cpu() if cpu is not None else None
+    def cost(action: Callable[[], object]) -> float:  # CPU less the JIT compilers', as the journal's costs
+        t0, c0 = time.perf_counter(), cpu.read() if cpu is not None else None
         action()
-        c1 = cpu() if cpu is not None else None
-        return c1 - c0 if c0 is not None and c1 is not None else time.perf_counter() - t0
+        c1 = cpu.read() if cpu is not None else None
+        if c0 is None or c1 is None:
+            return time.perf_counter() - t0
+        return max(0.0, (c1[0] - c0[0]) - (c1[1] - c0[1]))
 
     items = [m for n in pipeline.steps for kind in ("checkpoint", "log") if (m := _latest(storage, n, kind))]
     points: list[tuple[float, float]] = []

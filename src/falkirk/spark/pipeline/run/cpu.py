@@ -31,6 +31,15 @@ leaves the tree it checks that its nearest remaining ancestor's
 back if a later reading sees the process again. Its readings never
 decrease.
 
+A meter also reads the CPU of the JVM's JIT compiler threads (HotSpot's
+``C1 CompilerThread``/``C2 CompilerThread``, :class:`_Jit`): compiling
+Spark's bytecode is a warm-up cost that decays over tens of epochs (on the
+flagship about 40 % of a warm-ish epoch's CPU at epochs 7–13, still a
+third at epochs 20–39), so a measurement taken early in a JVM's life
+prices the JVM's age as much as the step. :meth:`TreeMeter.read` gives
+both; the regime advisor prices steady work without the JIT
+(:mod:`~falkirk.spark.pipeline.plan.measured`).
+
 >>> t = tree_cpu()
 >>> t is None or t >= 0
 True
@@ -38,12 +47,14 @@ True
 >>> a = m(); b = m()
 >>> a is None or b >= a
 True
+>>> r = m.read()
+>>> r is None or 0 <= r[1] <= r[0]
+True
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -53,14 +64,19 @@ __all__ = ["TreeMeter", "meter", "tree_cpu"]
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
+#: The thread names (``comm``, cut at 15 bytes) of a HotSpot JVM's JIT compilers.
+JIT_THREADS = frozenset({b"C1 CompilerThre", b"C2 CompilerThre"})
 
-def _children(pid: int, threads: _Threads | None = None) -> list[int]:
+
+def _children(pid: int, threads: _Threads | None = None, tids: list[str] | None = None) -> list[int]:
     """The children of every thread of ``pid`` (a thread that ends meanwhile is skipped, not the whole list: a
     JVM starts and ends threads all the time, and losing its children for one reading loses the workers' CPU).
 
-    With ``threads`` (a :class:`_Threads` memory), only the threads it says to read are read.
+    With ``threads`` (a :class:`_Threads` memory), only the threads it says to read are read; ``tids``: the
+    threads of ``pid`` if already listed.
     """
-    tids = os.listdir(f"/proc/{pid}/task")
+    if tids is None:
+        tids = os.listdir(f"/proc/{pid}/task")
     if threads is None:
         return _read_children(pid, tids)[0]
     out, forked = _read_children(pid, threads.to_read(pid, tids))
@@ -141,6 +157,59 @@ class _Threads:
                 del memo[pid]
 
 
+class _Jit:
+    """The CPU ticks of the JIT compiler threads (:data:`JIT_THREADS`) of the processes a reading walks.
+
+    Each thread's name is read once, when a reading first lists it; a
+    compiler thread's ``utime + stime`` at every reading. A compiler thread
+    that ends (HotSpot starts and stops them as the compile queue grows and
+    shrinks) keeps what it showed last, so the total never decreases; what
+    it spent after that reading counts as the tree's other work.
+    """
+
+    def __init__(self) -> None:
+        self.names: dict[tuple[int, int], dict[str, bool]] = {}  # process -> its threads: a compiler?
+        self.ticks: dict[tuple[int, int, str], int] = {}  # (pid, start, tid) -> ticks at the last reading
+        self.gone = 0
+        self.reading: dict[tuple[int, int, str], int] = {}
+
+    def start(self) -> None:
+        """A new reading begins."""
+        self.reading = {}
+
+    def read(self, key: tuple[int, int], tids: list[str]) -> None:
+        """Process ``key`` (pid, start time) has threads ``tids`` now: read its compilers."""
+        pid = key[0]
+        known = self.names.setdefault(key, {})
+        listed = set(tids)
+        for tid in [t for t in known if t not in listed]:
+            del known[tid]
+        for tid in tids:
+            if tid not in known:
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/comm", "rb") as f:
+                        known[tid] = f.read().rstrip(b"\n") in JIT_THREADS
+                except (FileNotFoundError, ProcessLookupError):
+                    continue
+            if known.get(tid):
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                        fields = f.read().rsplit(b")", 1)[1].split()
+                except (FileNotFoundError, ProcessLookupError):
+                    continue
+                self.reading[(pid, key[1], tid)] = int(fields[11]) + int(fields[12])
+
+    def total(self, processes: set[tuple[int, int]]) -> int:
+        """The reading's total ticks (``processes``: those it walked; the others' memories are dropped)."""
+        for k, t in self.ticks.items():
+            if k not in self.reading:
+                self.gone += t
+        self.ticks, self.reading = self.reading, {}
+        for key in [k for k in self.names if k not in processes]:
+            del self.names[key]
+        return self.gone + sum(self.ticks.values())
+
+
 def tree_cpu(pid: int | None = None) -> float | None:
     """CPU seconds (user + system, with reaped children) of process ``pid`` (default: this one) and its descendants:
     one reading, which can go down (see :class:`TreeMeter`)."""
@@ -155,9 +224,10 @@ def tree_cpu(pid: int | None = None) -> float | None:
 _Seen = tuple[tuple[int, int] | None, int, int]
 
 
-def _walk(root: int, threads: _Threads | None = None) -> dict[tuple[int, int], _Seen]:
+def _walk(root: int, threads: _Threads | None = None, jit: _Jit | None = None) -> dict[tuple[int, int], _Seen]:
     """Every process under ``root``, keyed by (pid, start time) so that a reused pid is another process;
-    ``threads``: which threads to ask for children (:class:`_Threads`; default all)."""
+    ``threads``: which threads to ask for children (:class:`_Threads`; default all); ``jit``: read the JIT
+    compilers' CPU too (:class:`_Jit`)."""
     out: dict[tuple[int, int], _Seen] = {}
     todo: list[tuple[int, tuple[int, int] | None]] = [(root, None)]
     seen: set[int] = set()
@@ -171,7 +241,10 @@ def _walk(root: int, threads: _Threads | None = None) -> dict[tuple[int, int], _
                 fields = f.read().rsplit(b")", 1)[1].split()
             key = (p, int(fields[19]))
             out[key] = (parent, int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]))
-            todo.extend((c, key) for c in _children(p, threads))
+            tids = os.listdir(f"/proc/{p}/task")
+            if jit is not None:
+                jit.read(key, tids)
+            todo.extend((c, key) for c in _children(p, threads, tids))
         except (FileNotFoundError, ProcessLookupError):
             if p == root:
                 raise
@@ -188,6 +261,7 @@ class TreeMeter:
     difference is added to every later reading. (CPU a process spent
     after the last reading and took away unreaped is still missed.)
     Calls are serialised; ``None`` where ``/proc`` does not give the tree.
+    :meth:`read` also gives the JIT compilers' share (:class:`_Jit`).
     """
 
     #: How many gone processes' charges are remembered, in case one was only missed by a reading.
@@ -203,13 +277,21 @@ class TreeMeter:
         self.charged: dict[tuple[int, int], float] = {}
         self.lock = threading.Lock()
         self.threads = _Threads()
+        self.jit = _Jit()
 
     def __call__(self) -> float | None:
+        got = self.read()
+        return None if got is None else got[0]
+
+    def read(self) -> tuple[float, float] | None:
+        """(CPU seconds of the tree, of which the JVM's JIT compilers' seconds), both never decreasing."""
         with self.lock:
+            self.jit.start()
             try:
-                now = _walk(self.pid, self.threads)
+                now = _walk(self.pid, self.threads, self.jit)
             except (OSError, ValueError, IndexError):
                 return None
+            jit = self.jit.total(set(now))
             self.threads.keep({pid for pid, _ in now})
             for key in [k for k in self.charged if k in now]:  # not gone after all: one reading missed it
                 self.kept -= self.charged.pop(key)
@@ -231,10 +313,11 @@ class TreeMeter:
             while len(self.charged) > self.REMEMBER:
                 self.charged.pop(next(iter(self.charged)))
             self.last = now
-            return (sum(own + kids for _, own, kids in now.values()) + max(0.0, self.kept)) / _TICK
+            tree = (sum(own + kids for _, own, kids in now.values()) + max(0.0, self.kept)) / _TICK
+            return tree, min(jit / _TICK, tree)
 
 
-def meter(spark: SparkSession) -> Callable[[], float | None] | None:
+def meter(spark: SparkSession) -> TreeMeter | None:
     """A :class:`TreeMeter` for ``spark`` when its executors run in this driver's process tree, else ``None``.
 
     That is a classic session on a ``local`` master; a Connect session's

@@ -347,7 +347,7 @@ class Executor:
         runner = self.runners[name]
         self.injector.at(name, epoch, "before")
         t0 = time.perf_counter()
-        c0 = self.cpu() if self.cpu is not None else None
+        c0 = self.cpu.read() if self.cpu is not None else None  # (tree, of which the JIT compilers)
         self.progress.step_started(name, epoch, redo=epoch <= self.high[name])
         group = f"falkirk-{self.run_id}:{name}@{epoch}:{len(self.journal.executions)}"
         with job_group(self.spark, group):
@@ -381,14 +381,15 @@ class Executor:
         redo = epoch <= self.high[name]
         self.high[name] = max(self.high[name], epoch)
         seconds = time.perf_counter() - t0
-        c1 = self.cpu() if self.cpu is not None else None
+        c1 = self.cpu.read() if self.cpu is not None else None
         rec = self.journal.open_recoveries()
         recovery = rec[-1].index if rec and redo else None
-        cpu = None if c0 is None or c1 is None else max(0.0, c1 - c0)
+        cpu = None if c0 is None or c1 is None else max(0.0, c1[0] - c0[0])
+        jit = None if c0 is None or c1 is None else min(cpu or 0.0, max(0.0, c1[1] - c0[1]))
 
         def finish(rows: int, fresh: bool | None = runner.fresh) -> None:
             self.journal.executed(name, epoch, rows=rows, seconds=seconds, redo=redo, jobs=jobs, recovery=recovery,
-                                  cpu=cpu, fresh=fresh)
+                                  cpu=cpu, fresh=fresh, jit=jit)
             self.progress.step_finished(name, epoch, rows=rows if rows >= 0 else None, seconds=seconds, redo=redo)
             if redo:
                 self.say(f"  redo {name}@{epoch}: {rows if rows >= 0 else 'unknown'} rows ({seconds:.2f} s)")
@@ -405,7 +406,9 @@ class Executor:
             if all(self.done[n] >= d for n, d in r.done_at_failure.items()):
                 r.finished = time.perf_counter()
                 if r.cpu_started is not None and c1 is not None:
-                    r.cpu_seconds = max(0.0, c1 - r.cpu_started)
+                    r.cpu_seconds = max(0.0, c1[0] - r.cpu_started)
+                    if r.jit_started is not None:
+                        r.jit_seconds = min(r.cpu_seconds, max(0.0, c1[1] - r.jit_started))
                 self.say(f"recovery {r.index} complete: every step is back where it was ({r.seconds:.2f} s)")
         for r in self.journal.recoveries:
             if r.finished is not None and r.caught_up is None and all(d >= r.in_flight for d in self.done.values()):

@@ -65,7 +65,9 @@ class Execution:
     :mod:`~falkirk.spark.pipeline.run.cpu`), else ``None``. ``fresh``: the
     step's output was a frame of its own, first computed by the step's own
     job (a log's write is then that job: the regime advisor prices such a
-    log as a write less a count); ``None``: not known.
+    log as a write less a count); ``None``: not known. ``jit``: how much of
+    ``cpu`` the JVM's JIT compilers spent (a warm-up cost,
+    :mod:`~falkirk.spark.pipeline.run.cpu`), where ``cpu`` is measured.
     """
 
     step: str
@@ -77,6 +79,7 @@ class Execution:
     jobs: int = 0
     cpu: float | None = None
     fresh: bool | None = None
+    jit: float | None = None
 
 
 @frozen
@@ -127,6 +130,9 @@ class Recovery:
     #: else ``None``)
     cpu_started: float | None = None
     cpu_seconds: float | None = None
+    #: of those, the JVM's JIT compilers' (at the start, and meanwhile)
+    jit_started: float | None = None
+    jit_seconds: float | None = None
     problems: list[str] = field(factory=list)
     replayed: dict[str, tuple[int, int]] = field(factory=dict)  # edge -> (first, last) epoch replayed
     rescaled: dict[str, tuple[int, int]] = field(factory=dict)  # step -> (old, new) partitions of keyed state
@@ -184,16 +190,17 @@ class Journal:
 
     def executed(
         self, step: str, epoch: int, *, rows: int, seconds: float, redo: bool, recovery: int | None = None,
-        jobs: int = 0, cpu: float | None = None, fresh: bool | None = None,
+        jobs: int = 0, cpu: float | None = None, fresh: bool | None = None, jit: float | None = None,
     ) -> None:
         """Record an execution (the first one of each (step, epoch) is the reference measurement)."""
-        ex = Execution(step, epoch, rows, seconds, redo, recovery, jobs, cpu, fresh)
+        ex = Execution(step, epoch, rows, seconds, redo, recovery, jobs, cpu, fresh, jit)
         self.executions.append(ex)
         first = self._first.setdefault((step, epoch), ex)
         if first.rows < 0 <= rows:  # the first record did not know its rows (a fused step whose consumer failed)
             self._first[(step, epoch)] = ex
         if self.root is not None:
-            doc = {**asdict(ex), "first_seconds": self.seconds(step, epoch), "first_cpu": self.cpu(step, epoch)}
+            doc = {**asdict(ex), "first_seconds": self.seconds(step, epoch), "first_cpu": self.cpu(step, epoch),
+                   "first_jit": self.jit(step, epoch)}
             self.root.replace(f"{self._dir(step)}/{epoch:08d}.json", json.dumps(doc, sort_keys=True).encode())
 
     def load(self, steps: Iterable[str]) -> dict[str, int]:
@@ -208,10 +215,11 @@ class Journal:
                     continue
                 try:
                     doc = json.loads(self.root.read_bytes(f"{self._dir(step)}/{name}"))
-                    first_cpu = doc.get("first_cpu")
+                    first_cpu, first_jit = doc.get("first_cpu"), doc.get("first_jit")
                     ex = Execution(step, int(doc["epoch"]), int(doc["rows"]), float(doc.get("first_seconds") or
                                    doc["seconds"]), bool(doc["redo"]), None, int(doc.get("jobs", 0)),
-                                   None if first_cpu is None else float(first_cpu))
+                                   None if first_cpu is None else float(first_cpu), None,
+                                   None if first_jit is None else float(first_jit))
                 except (OSError, ValueError, KeyError, TypeError):
                     continue  # advisory: a damaged record only costs a measurement
                 self._earlier[(step, ex.epoch)] = ex
@@ -245,6 +253,11 @@ class Journal:
         """CPU seconds of the first execution of ``step`` at ``epoch``, where measured (see :class:`Execution`)."""
         ex = self._measured(step, epoch)
         return None if ex is None else ex.cpu
+
+    def jit(self, step: str, epoch: int) -> float | None:
+        """Of :meth:`cpu`, the seconds the JVM's JIT compilers spent, where measured (see :class:`Execution`)."""
+        ex = self._measured(step, epoch)
+        return None if ex is None else ex.jit
 
     def open_recoveries(self) -> list[Recovery]:
         """Recoveries whose steps have not all caught up yet."""

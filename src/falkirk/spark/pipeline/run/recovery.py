@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from attrs import define
@@ -41,6 +41,7 @@ from falkirk.spark.pipeline.run.journal import Recovery, Startup
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.declare.definition import Definition
     from falkirk.spark.pipeline.plan.planner import Planner
+    from falkirk.spark.pipeline.run.cpu import TreeMeter
     from falkirk.spark.pipeline.run.journal import Journal
     from falkirk.spark.pipeline.run.progress import Progress
     from falkirk.spark.pipeline.run.queues import Queues
@@ -67,8 +68,9 @@ class Rollback:
     progress: Progress
     done: dict[str, int]
     high: dict[str, int]
-    #: CPU seconds of the process tree (:func:`~falkirk.spark.pipeline.run.cpu.meter`), where that is the whole job
-    cpu: Callable[[], float | None] | None = None
+    #: CPU seconds of the process tree and of its JIT compilers (:func:`~falkirk.spark.pipeline.run.cpu.meter`),
+    #: where that is the whole job
+    cpu: TreeMeter | None = None
 
     @property
     def order(self) -> list[str]:
@@ -114,7 +116,8 @@ class Rollback:
         )
         if not restart:
             self.progress.line(f"FAILURE: {cause}", level=logging.WARNING)
-        rec.cpu_started = self.cpu() if self.cpu is not None else None  # a restart's: once its session is up
+        reading = self.cpu.read() if self.cpu is not None else None  # a restart's: once its session is up
+        rec.cpu_started, rec.jit_started = reading if reading is not None else (None, None)
         t0 = time.perf_counter()
         if startup is not None:
             rec.started_up(startup, t0)
@@ -176,8 +179,11 @@ class Rollback:
             self._move(n, plan.actions[n], f) for n, (f, _) in lost_work.items()) or "nothing to redo"))
         if all(self.done[n] >= d for n, d in done_before.items()):
             rec.finished = time.perf_counter()
-            if rec.cpu_started is not None and self.cpu is not None:
-                rec.cpu_seconds = max(0.0, (self.cpu() or rec.cpu_started) - rec.cpu_started)
+            now = self.cpu.read() if self.cpu is not None else None
+            if rec.cpu_started is not None and now is not None:
+                rec.cpu_seconds = max(0.0, now[0] - rec.cpu_started)
+                if rec.jit_started is not None:
+                    rec.jit_seconds = min(rec.cpu_seconds, max(0.0, now[1] - rec.jit_started))
             if all(self.done[n] >= rec.in_flight for n in self.order):
                 rec.caught_up = rec.finished
 
