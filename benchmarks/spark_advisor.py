@@ -14,7 +14,7 @@
 4. Measured against predicted, for each: the steady cost per epoch (the
    median over epochs 1..EPOCHS-3 of Σ step executions; in CPU less the
    JVM's JIT compilers', as the advisor prices it since 2026-11-28 — the
-   figures with JIT are in ``each_with_jit``), and the recovery's
+   figures with JIT are in ``each_with_jit`` and ``each_cpu_with_jit``), and the recovery's
    redone executions (and its replay/recompute wall time) against the
    model's price of that one failure at that boundary (its redo, restores
    and replays). The error is that of the median over the repeats; every
@@ -102,9 +102,12 @@ def measure(make: Callable[[int], Any], costs: Any, regimes: dict[str, Any], adv
             "steady_with_jit": steady(result, at, costs.unit, jit=True),
             "steady_by_step": steady_by_step(result, at, costs.unit),
             "replay_recompute": recovery.phases()["replay/recompute"],  # wall time, whatever the unit
-            # CPU of the process tree from the failure until every step was back (unit cpu)
-            "recovery_cpu": recovery.cpu_seconds,
-            "redo": {n: sum(spent(x, costs.unit) for x in result.journal.executions
+            # CPU of the process tree from the failure until every step was back (unit cpu), less the JIT's as the
+            # model prices an in-driver recovery, and with it
+            "recovery_cpu": (None if recovery.cpu_seconds is None
+                             else recovery.cpu_seconds - (recovery.jit_seconds or 0.0)),
+            "recovery_cpu_with_jit": recovery.cpu_seconds,
+            "redo": {n: sum(spent(x, costs.unit, jit=False) for x in result.journal.executions
                             if x.step == n and x.redo and x.recovery == recovery.index) for n in model.graph.names},
         })
     assert model is not None and ev is not None
@@ -126,6 +129,7 @@ def measure(make: Callable[[int], Any], costs: Any, regimes: dict[str, Any], adv
                      "measured_redo_executions": med(sum(r["redo"].values()) for r in runs),
                      "measured_cpu": rec_cpu,
                      "each_cpu": [r["recovery_cpu"] for r in runs],
+                     "each_cpu_with_jit": [r["recovery_cpu_with_jit"] for r in runs],
                      "error": None if not predicted else (
                          (rec_cpu if costs.unit == "cpu" else rec_measured) - predicted) / predicted},
         "recovery_by_step": {n: {"predicted": float(ev.node_recovery[i, 0, 0]),

@@ -552,11 +552,13 @@ def failure_cpu(journal: Any, redo: float, crash: int) -> float:
     wherever it falls: a step that does not run again before the crashed epoch is done (``heavy``, already logged)
     pays its first execution's cost in a later epoch, and the new driver pays it because of the failure all the
     same. The model's counterpart is its redo, restores and replays plus ``Costs.restart`` (every step's first
-    execution beyond its steady one). Until 2026-11-27 only the executions up to the crashed epoch counted."""
+    execution beyond its steady one). Until 2026-11-27 only the executions up to the crashed epoch counted. Since
+    2026-11-28 the steady executions are less the JVM's JIT compilers' CPU (the advisor's steady price), and the
+    restarted driver's executions count all of theirs: its JIT is part of its cold start."""
     first = [x for x in journal.executions if not x.redo and x.cpu is not None]
     steady = {}
-    for step in {x.step for x in first}:
-        before = [c for c in (journal.cpu(step, e) for e in range(1, crash)) if c is not None]
+    for step in {x.step for x in first}:  # the killed driver's steady executions less its JIT, as the model's
+        before = [c - (journal.jit(step, e) or 0.0) for e in range(1, crash) if (c := journal.cpu(step, e)) is not None]
         if before:
             steady[step] = statistics.median(before)
     return redo + sum(x.cpu - steady[x.step] for x in first if x.step in steady)

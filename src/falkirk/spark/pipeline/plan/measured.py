@@ -8,18 +8,18 @@ into :class:`~falkirk.spark.pipeline.plan.costs.Costs`, in CPU seconds of
 the process tree where every record has them (a ``local`` master), else in
 wall seconds:
 
-* in CPU, a steady execution's cost leaves out what the JVM's JIT
-  compilers spent meanwhile (the records' ``jit``,
+* in CPU, an execution's cost leaves out what the JVM's JIT compilers
+  spent meanwhile (the records' ``jit``,
   :mod:`~falkirk.spark.pipeline.run.cpu`): compiling is a warm-up that
-  decays over tens of epochs, and priced as steady work it made a
-  profile's figures depend on the JVM's age (a profile at epochs 11–19 of
-  a JVM priced the flagship 27 % above the runs after it). Recoveries and
-  a new driver's start are priced from all their CPU, JIT included: they
-  run code the steady epochs had stopped compiling;
+  decays over tens of epochs, and priced as work it made a profile's
+  figures depend on the JVM's age (a profile at epochs 11–19 of a JVM
+  priced the flagship 27 % above the runs after it) — except in
+  ``Costs.restart``, below: a new driver compiles everything again;
 * the first epoch recorded warms up the JVM and Spark: with three or more
   recorded, it is left out of the steady figures, and what its executions
-  cost beyond the steady ones (like epochs: with a checkpoint or without)
-  is ``Costs.restart``, the cold start a driver failure pays again;
+  cost, JIT included, beyond the steady ones (like epochs: with a
+  checkpoint or without) is ``Costs.restart``, the cold start a driver
+  failure pays again;
 * a step's execution includes writing its log and its checkpoint, so a
   ``Lazy(every=k>1)`` step's ``compute`` is the median of its epochs without
   a checkpoint and its ``state_write`` the difference of the medians with
@@ -105,8 +105,8 @@ def _records(pipeline: Definition, name: str) -> dict[int, dict[str, Any]]:
 def _measure(recs: dict[int, dict[str, Any]], unit: str) -> tuple[dict[int, tuple[float, int]], list[float],
                                                                   dict[int, float]]:
     """``epoch -> (seconds, rows)`` of the first executions in ``unit`` (CPU: less the JIT compilers' share, where
-    recorded), for each epoch whose latest execution was a recovery's its seconds (all of them: a recovery's JIT
-    is part of what it costs) ÷ the first's, and ``epoch ->`` the JIT compilers' seconds left out."""
+    recorded), for each epoch whose latest execution was a recovery's its seconds ÷ the first's (both less JIT),
+    and ``epoch ->`` the JIT compilers' seconds left out."""
     now, first = ("cpu", "first_cpu") if unit == "cpu" else ("seconds", "first_seconds")
     out: dict[int, tuple[float, int]] = {}
     ratios: list[float] = []
@@ -116,7 +116,8 @@ def _measure(recs: dict[int, dict[str, Any]], unit: str) -> tuple[dict[int, tupl
         f = max(0.0, float(doc[first]) - jits[e])
         out[e] = (f, doc["rows"])
         if doc.get("redo") and f > 0 and doc.get(now) is not None:
-            ratios.append(float(doc[now]) / f)
+            again = float(doc[now]) - (float(doc.get("jit") or 0.0) if unit == "cpu" else 0.0)
+            ratios.append(max(0.0, again) / f)
     return out, ratios, jits
 
 
@@ -184,10 +185,8 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
         regime = pipeline.steps[n].regime if n in pipeline.steps else None
         if len(recs) > 2:  # the first epoch warms up the JVM and Spark's caches: not a steady epoch
             first = min(recs)
-            cold = recs.pop(first)[0] + jits[first]
-            # in all the CPU (JIT included) against the steady epochs' all: what a new driver pays again
-            whole = {e: (s + jits[e], r) for e, (s, r) in recs.items()}
-            restart += cold - statistics.median(_alike(whole, regime, first) or [s for s, _ in whole.values()])
+            cold = recs.pop(first)[0] + jits[first]  # all of it, JIT included: what a new driver pays again
+            restart += cold - statistics.median(_alike(recs, regime, first) or [s for s, _ in recs.values()])
         measured_epochs += len(recs)
         for e, (sec, _) in recs.items():
             residuals[e] = residuals.get(e, 0.0) + sec - statistics.median(_alike(recs, regime, e))
