@@ -558,7 +558,8 @@ def failure_cpu(journal: Any, redo: float, crash: int) -> float:
     first = [x for x in journal.executions if not x.redo and x.cpu is not None]
     steady = {}
     for step in {x.step for x in first}:  # the killed driver's steady executions less its JIT, as the model's
-        before = [c - (journal.jit(step, e) or 0.0) for e in range(1, crash) if (c := journal.cpu(step, e)) is not None]
+        before = [spent - (journal.jit(step, e) or 0.0) for e in range(1, crash)
+                  if (spent := journal.cpu(step, e)) is not None]
         if before:
             steady[step] = statistics.median(before)
     return redo + sum(x.cpu - steady[x.step] for x in first if x.step in steady)

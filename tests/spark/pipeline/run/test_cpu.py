@@ -181,3 +181,19 @@ def test_the_jit_compilers_share_is_read_apart_and_kept_when_their_thread_ends()
     assert after[1] == seen[1]  # kept when the thread ended; its last 0.2 CPU-s are the tree's other work
     assert after[0] - seen[0] >= 0.5 - 0.05
     assert all(0 <= jit <= tree for tree, jit in (start, seen, after))
+
+
+def test_a_compiler_thread_a_reading_missed_is_neither_lost_nor_counted_twice() -> None:
+    """The JIT total across readings where the compiler's process is walked, missed, walked again, then walked
+    without the thread (it ended): never decreasing, and never counting the same ticks twice."""
+    from falkirk.spark.pipeline.run.cpu import _Jit
+
+    jvm, thread = (7, 70), (7, 70, "71")
+    jit = _Jit()
+    totals = []
+    for walked, ticks in (({jvm}, 100), (set(), None), ({jvm}, 120), ({jvm}, None)):
+        jit.start()
+        if ticks is not None:
+            jit.reading[thread] = ticks  # what read() found in /proc for the thread
+        totals.append(jit.total(walked))
+    assert totals == [100, 100, 120, 120]

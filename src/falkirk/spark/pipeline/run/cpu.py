@@ -200,10 +200,16 @@ class _Jit:
                 self.reading[(pid, key[1], tid)] = int(fields[11]) + int(fields[12])
 
     def total(self, processes: set[tuple[int, int]]) -> int:
-        """The reading's total ticks (``processes``: those it walked; the others' memories are dropped)."""
+        """The reading's total ticks (``processes``: those it walked). A compiler thread of a walked process that
+        was not read has ended: its last ticks are kept for good. One of a process the walk did not reach (it
+        ended, or a reading missed it) keeps its last ticks until a reading sees it again, so a missed reading
+        neither loses it nor, later, counts it twice."""
         for k, t in self.ticks.items():
             if k not in self.reading:
-                self.gone += t
+                if (k[0], k[1]) in processes:
+                    self.gone += t
+                else:
+                    self.reading[k] = t
         self.ticks, self.reading = self.reading, {}
         for key in [k for k in self.names if k not in processes]:
             del self.names[key]
