@@ -56,7 +56,7 @@ def spent(x: Any, unit: str, *, jit: bool = True) -> float:
     compilers', as the advisor prices steady work) or wall seconds."""
     if unit != "cpu":
         return float(x.seconds)
-    return float(x.cpu) - (0.0 if jit else float(x.jit or 0.0))
+    return float(x.cpu if jit else x.cpu_less_jit)
 
 
 def first_executions(result: Any, until: int) -> list[Any]:
@@ -104,8 +104,7 @@ def measure(make: Callable[[int], Any], costs: Any, regimes: dict[str, Any], adv
             "replay_recompute": recovery.phases()["replay/recompute"],  # wall time, whatever the unit
             # CPU of the process tree from the failure until every step was back (unit cpu), less the JIT's as the
             # model prices an in-driver recovery, and with it
-            "recovery_cpu": (None if recovery.cpu_seconds is None
-                             else recovery.cpu_seconds - (recovery.jit_seconds or 0.0)),
+            "recovery_cpu": recovery.cpu_less_jit,
             "recovery_cpu_with_jit": recovery.cpu_seconds,
             "redo": {n: sum(spent(x, costs.unit, jit=False) for x in result.journal.executions
                             if x.step == n and x.redo and x.recovery == recovery.index) for n in model.graph.names},

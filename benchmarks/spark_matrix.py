@@ -429,6 +429,14 @@ def now_cpu() -> float:
     return _cluster_cpu()
 
 
+def now_cpu_jit() -> tuple[float, float]:
+    """:func:`now_cpu` and, of it, the JVM's JIT compiler threads' CPU, from one reading (on a ``local`` master;
+    0 with a cluster, whose executors' JVMs are not read apart)."""
+    if not ROOTS:
+        return tree_and_jit(os.getpid())
+    return _cluster_cpu(), 0.0
+
+
 def now_rss() -> int:
     if not ROOTS:
         return tree_rss(os.getpid())
@@ -441,25 +449,17 @@ class Meter(Clock):
 
     def __init__(self, written: Written) -> None:
         super().__init__(written)
-        self.start = (time.perf_counter(), now_cpu())
+        self.start = (time.perf_counter(), *now_cpu_jit())
         self.peak_rss = now_rss()
-        self.jit_ends: dict[int, float] = {}
 
     def epoch_done(self, epoch: int) -> None:
-        self.ends[epoch] = (time.perf_counter(), now_cpu())
-        self.jit_ends[epoch] = jit_now()
+        self.ends[epoch] = (time.perf_counter(), *now_cpu_jit())
         self.written.scan()
         self.peak_rss = max(self.peak_rss, now_rss())
 
 
 def stamp() -> tuple[float, float]:
     return time.perf_counter(), now_cpu()
-
-
-def jit_now() -> float:
-    """CPU seconds the JVM's JIT compiler threads have spent in this driver's process tree (the JIT's share of
-    :func:`now_cpu` on a ``local`` master; 0 with a cluster, whose executors' JVMs are not read)."""
-    return 0.0 if ROOTS else tree_and_jit(os.getpid())[1]
 
 
 def executor_jvms(table: dict[int, tuple[int, int, int]]) -> dict[int, int]:
@@ -597,8 +597,9 @@ class Failure:
 
     def maybe(self, epoch: int) -> None:
         if epoch == self.epoch and self.at is None:
-            self.jit_at = jit_now()
-            self.at = stamp()
+            t = time.perf_counter()
+            cpu, self.jit_at = now_cpu_jit()
+            self.at = (t, cpu)
             raise ConnectionError(f"sink: the database is unavailable at epoch {epoch} (injected once)")
 
 
@@ -956,9 +957,9 @@ def phase_w4(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
         # the same less the JVM's JIT compilers' CPU (the window's, the steady executions'), as the advisor prices
         # an in-driver recovery
         steady_nojit = {n: statistics.median(xs) for n in steady_after
-                        if (xs := [spent - (ref_journal.jit(n, e) or 0.0) for e in range(1, epochs)
-                                   if (spent := ref_journal.cpu(n, e)) is not None])}
-        window_jit = r["meter"].jit_ends[c] - failure.jit_at
+                        if (xs := [x for x in (ref_journal.cpu(n, e, jit=False) for e in range(1, epochs))
+                                   if x is not None])}
+        window_jit = end[2] - failure.jit_at
         out.update(recovery_s=end[0] - failure.at[0], recovery_cpu_s=end[1] - failure.at[1],
                    failure_excess_cpu_s=end[1] - failure.at[1] - sum(steady_after.values()),
                    recovery_nojit_cpu_s=end[1] - failure.at[1] - window_jit,

@@ -540,8 +540,7 @@ def journal_steady(result: Any, until: int) -> float:
     per: dict[int, float] = {}
     for x in result.journal.executions:
         if not x.redo and 0 < x.epoch < until:
-            cost = x.seconds if x.cpu is None else x.cpu - (x.jit or 0.0)
-            per[x.epoch] = per.get(x.epoch, 0.0) + float(cost)
+            per[x.epoch] = per.get(x.epoch, 0.0) + float(x.seconds if x.cpu is None else x.cpu_less_jit)
     return statistics.median(per.values()) if per else 0.0
 
 
@@ -558,8 +557,7 @@ def failure_cpu(journal: Any, redo: float, crash: int) -> float:
     first = [x for x in journal.executions if not x.redo and x.cpu is not None]
     steady = {}
     for step in {x.step for x in first}:  # the killed driver's steady executions less its JIT, as the model's
-        before = [spent - (journal.jit(step, e) or 0.0) for e in range(1, crash)
-                  if (spent := journal.cpu(step, e)) is not None]
+        before = [c for c in (journal.cpu(step, e, jit=False) for e in range(1, crash)) if c is not None]
         if before:
             steady[step] = statistics.median(before)
     return redo + sum(x.cpu - steady[x.step] for x in first if x.step in steady)

@@ -81,6 +81,11 @@ class Execution:
     fresh: bool | None = None
     jit: float | None = None
 
+    @property
+    def cpu_less_jit(self) -> float | None:
+        """``cpu`` less the JIT compilers' share: what the regime advisor prices (``None`` where not measured)."""
+        return None if self.cpu is None else max(0.0, self.cpu - (self.jit or 0.0))
+
 
 @frozen
 class Startup:
@@ -137,6 +142,11 @@ class Recovery:
     replayed: dict[str, tuple[int, int]] = field(factory=dict)  # edge -> (first, last) epoch replayed
     rescaled: dict[str, tuple[int, int]] = field(factory=dict)  # step -> (old, new) partitions of keyed state
     planner: str = ""
+
+    @property
+    def cpu_less_jit(self) -> float | None:
+        """:attr:`cpu_seconds` less the JIT compilers' share (``None`` where not measured)."""
+        return None if self.cpu_seconds is None else max(0.0, self.cpu_seconds - (self.jit_seconds or 0.0))
 
     @property
     def seconds(self) -> float | None:
@@ -249,10 +259,11 @@ class Journal:
         ex = self._measured(step, epoch)
         return None if ex is None else ex.seconds
 
-    def cpu(self, step: str, epoch: int) -> float | None:
-        """CPU seconds of the first execution of ``step`` at ``epoch``, where measured (see :class:`Execution`)."""
+    def cpu(self, step: str, epoch: int, *, jit: bool = True) -> float | None:
+        """CPU seconds of the first execution of ``step`` at ``epoch``, where measured (see :class:`Execution`);
+        ``jit=False``: less the JIT compilers' share."""
         ex = self._measured(step, epoch)
-        return None if ex is None else ex.cpu
+        return None if ex is None else ex.cpu if jit else ex.cpu_less_jit
 
     def jit(self, step: str, epoch: int) -> float | None:
         """Of :meth:`cpu`, the seconds the JVM's JIT compilers spent, where measured (see :class:`Execution`)."""
