@@ -160,9 +160,10 @@ COMPILER = textwrap.dedent("""
 def test_the_jit_compilers_share_is_read_apart_and_kept_when_their_thread_ends() -> None:
     """A compiler thread's CPU is the meter's JIT share while a reading sees it, and stays in it after the thread
     ended; what it spent after the last reading that saw it, and the rest of the tree's CPU, are not."""
-    meter = TreeMeter()
     child = subprocess.Popen([sys.executable, "-c", COMPILER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              text=True)
+    # the child's own tree: a Spark session an earlier test left in this process has real compiler threads
+    meter = TreeMeter(child.pid)
     assert child.stdout is not None and child.stdin is not None
     try:
         start = meter.read()
