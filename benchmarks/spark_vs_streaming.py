@@ -887,13 +887,18 @@ def child(phase: str, spec: dict[str, Any], work: Path, name: str) -> dict[str, 
 
 
 def measure(config: str, args: argparse.Namespace, work: Path, input_dir: Path, *, name: str | None = None,
-            conf: dict[str, str] | None = None) -> dict[str, Any]:
+            conf: dict[str, str] | None = None, advice: Path | None = None) -> dict[str, Any]:
     """Run ``config`` (reference run, driver killed, restart) in two driver processes; ``conf``: extra Spark settings
-    of both (e.g. the streaming snapshot spacing), ``name``: its directory and log names (default ``config``)."""
+    of both (e.g. the streaming snapshot spacing), ``name``: its directory and log names (default ``config``);
+    ``advice``: for ``falkirk-advised``, the ``advice.json`` of an earlier measurement to run with instead of
+    profiling and advising again (``spark_matrix.py --drivers``: one advice, measured in several drivers)."""
     name = name or config
     spec = {"config": config, "epochs": args.epochs, "crash": args.crash, "size": sizes(args),
             "base": str(work / name), "input": str(input_dir), "cc": algorithm(config, args.cc), "conf": conf or {}}
-    if config == "falkirk-advised":  # profiled and advised by a driver of its own, outside the figures
+    if config == "falkirk-advised" and advice is not None:
+        Path(spec["base"]).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(advice, Path(spec["base"]) / "advice.json")
+    elif config == "falkirk-advised":  # profiled and advised by a driver of its own, outside the figures
         child("advise", spec, work, name)
     t0 = time.perf_counter()
     a = child("run", spec, work, name)

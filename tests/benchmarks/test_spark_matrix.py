@@ -22,6 +22,7 @@ from benchmarks.spark_matrix import (
     StreamingKeyed,
     advice_check,
     markdown,
+    pooled,
     run_falkirk_keyed,
     streaming_category,
     verdict,
@@ -132,3 +133,16 @@ def test_the_advice_check_compares_predictions_with_measurements() -> None:
     assert check["current"]["recovery_window_cpu_s"]["predicted"] == pytest.approx(0.5)
     assert check["current"]["recovery_window_cpu_s"]["error"] == pytest.approx(-0.1)
     assert "recovery_window_cpu_s" not in advice_check(summary)["advised"]
+
+
+def test_several_drivers_are_pooled_by_the_median_of_each_number() -> None:
+    """``--drivers N`` (W1): each number is the median over the drivers, a duplicate or missing row in any driver
+    makes the pooled result not identical, and what is not a number (regimes, per-epoch lists) is the first's."""
+    runs = [{"cpu_median_s": c, "recovery_cpu_s": r, "records_recomputed": n, "identical": ok, "regimes": {"cc": g},
+             "cpus": [c, c]} for c, r, n, ok, g in ((3.0, 1.0, 10, True, "lazy"), (2.0, 4.0, 30, True, "eager"),
+                                                   (2.5, 2.0, 20, True, "eager"), (9.0, 3.0, 40, False, "eager"))]
+    p = pooled(runs)
+    assert (p["cpu_median_s"], p["recovery_cpu_s"], p["records_recomputed"]) == (2.75, 2.5, 25)
+    assert p["identical"] is False and p["regimes"] == {"cc": "lazy"} and p["cpus"] == [3.0, 3.0]
+    assert [d["cpu_median_s"] for d in p["drivers"]] == [3.0, 2.0, 2.5, 9.0]
+    assert pooled(runs[:3])["identical"] is True
