@@ -254,6 +254,8 @@ def test_frame_round_trip(spark: Any, tmp_path: Path, as_uri: bool) -> None:
     back = s.read_frame(spark, s.get("step", "log", 0))
     assert sorted(map(tuple, back.collect())) == [(1, "a"), (2, "b")]
     assert all(f.name.startswith("part-") and f.size > 0 for f in m.files)
+    written = {q.name for q in (tmp_path / m.location).iterdir()}
+    assert "_SUCCESS" not in written and {f.name for f in m.files} <= written  # the manifest, not a marker
     empty = s.write_frame(df.where("k > 5"), "step", "log", 1, 0)
     assert s.read_frame(spark, empty).schema == df.schema and s.read_frame(spark, empty).count() == 0
 
