@@ -259,8 +259,8 @@ and every number reported is the median of the N drivers' (each driver's
 under ``drivers``, each driver's ratio to the streaming configurations' of
 the same round under ``per_driver_over``). Why: W1's CPU per epoch differs
 by up to 1.3× between two drivers of the same configuration in one run —
-a JVM's own spread (its JIT, its heap's layout), not the machine's drift —
-so a single pair of drivers per configuration cannot settle a 1.15×
+a spread between driver processes, not the machine's drift, and not the
+JIT's (read apart, it does not narrow it) — so a single pair of drivers per configuration cannot settle a 1.15×
 target. ``falkirk-advised`` is profiled and advised once; its later drivers
 run with that advice.
 
