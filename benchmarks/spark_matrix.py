@@ -260,9 +260,9 @@ under ``drivers``, each driver's ratio to the streaming configurations' of
 the same round under ``per_driver_over``). Why: W1's CPU per epoch differs
 by up to 1.3× between two drivers of the same configuration in one run —
 a spread between driver processes, not the machine's drift, and not the
-JIT's (read apart, it does not narrow it) — so a single pair of drivers per configuration cannot settle a 1.15×
-target. ``falkirk-advised`` is profiled and advised once; its later drivers
-run with that advice.
+JIT's (read apart, it does not narrow it) — so a single pair of drivers
+per configuration cannot settle a 1.15× target. ``falkirk-advised`` is
+profiled and advised once; its later drivers run with that advice.
 
 Usage::
 
@@ -290,7 +290,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -964,13 +964,13 @@ def phase_w4(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
         # pipeline's order (totals_out) run epoch c once, as in any run, so their steady executions (the
         # failure-free run's medians) are taken off; what remains is what the model prices (restore, replay, redo)
         ref_journal = ref_run["result"].journal
-        steady_after = {n: statistics.median(xs) for n in pipe.order[pipe.order.index("sink"):]
-                        if (xs := [x for x in (ref_journal.cpu(n, e) for e in range(1, epochs)) if x is not None])}
-        # the same less the JVM's JIT compilers' CPU (the window's, the steady executions'), as the advisor prices
-        # an in-driver recovery
-        steady_nojit = {n: statistics.median(xs) for n in steady_after
-                        if (xs := [x for x in (ref_journal.cpu(n, e, jit=False) for e in range(1, epochs))
-                                   if x is not None])}
+        def steady(jit: bool) -> dict[str, float]:  # the sink's and later steps' median first executions
+            return {n: statistics.median(xs) for n in pipe.order[pipe.order.index("sink"):]
+                    if (xs := [x for x in (ref_journal.cpu(n, e, jit=jit) for e in range(1, epochs)) if x is not None])}
+
+        # and the same less the JVM's JIT compilers' CPU (the window's, the steady executions'), as the advisor
+        # prices an in-driver recovery
+        steady_after, steady_nojit = steady(True), steady(False)
         window_jit = end[2] - failure.jit_at
         out.update(recovery_s=end[0] - failure.at[0], recovery_cpu_s=end[1] - failure.at[1],
                    failure_excess_cpu_s=end[1] - failure.at[1] - sum(steady_after.values()),
@@ -1428,20 +1428,31 @@ def measure_w1(configs: list[str], size: dict[str, int], work: Path, warmup: int
                               queries=size["queries"], cc="unionfind")
     input_dir = work / "w1-input"
     svs.write_stream_input(input_dir, svs.sizes(args), args.epochs)
+
+    def one(name: str, d: int) -> dict[str, Any]:
+        opt = CONFIGS["W1"][name]
+        tag = f"w1-{name}" if d == 0 else f"w1-{name}-d{d + 1}"
+        advice = work / f"w1-{name}" / "advice.json" if d and name == "falkirk-advised" else None
+        res = svs.measure(opt["base"], args, work, input_dir, name=tag, conf=opt.get("conf"), advice=advice)
+        res.pop("_ref", None)
+        res["system"] = "streaming" if name.startswith("streaming") else "falkirk"
+        res["peak_rss"] = None
+        return res
+
+    out = round_robin(configs, drivers, one)
+    report_advice(out, "journal_failure_cpu_s")  # redo + the cold start's excess (svs.failure_cpu)
+    return out
+
+
+def round_robin(configs: list[str], drivers: int, one: Callable[[str, int], dict[str, Any]]) -> dict[str, Any]:
+    """``one(name, d)`` — configuration ``name`` measured by its driver ``d`` — for ``drivers`` rounds over the
+    configurations; each configuration's result (with several drivers :func:`pooled`, and :func:`per_driver`)."""
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
     for d in range(drivers):
         for name in configs:
-            opt = CONFIGS["W1"][name]
-            tag = f"w1-{name}" if d == 0 else f"w1-{name}-d{d + 1}"
-            advice = work / f"w1-{name}" / "advice.json" if d and name == "falkirk-advised" else None
-            res = svs.measure(opt["base"], args, work, input_dir, name=tag, conf=opt.get("conf"), advice=advice)
-            res.pop("_ref", None)
-            res["system"] = "streaming" if name.startswith("streaming") else "falkirk"
-            res["peak_rss"] = None
-            runs[name].append(res)
+            runs[name].append(one(name, d))
     out = {name: rs[0] if drivers == 1 else pooled(rs) for name, rs in runs.items()}
     per_driver(out, runs)
-    report_advice(out, "journal_failure_cpu_s")  # redo + the cold start's excess (svs.failure_cpu)
     return out
 
 
@@ -1519,23 +1530,22 @@ def measure_w46(workload: str, configs: list[str], size: dict[str, int], work: P
     """W4/W6: each configuration in ``drivers`` driver processes, round-robin (as :func:`measure_w1`)."""
     input_dir = work / f"{workload.lower()}-input"
     write_parquet_input(input_dir, size, size["epochs"])
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
     advice: dict[str, Any] = {}
-    for d in range(drivers):
-        for name in configs:
-            opt, spec = configured(workload, name, size, work / f"{workload}-{name}", input_dir)
-            if opt.get("advise") and name not in advice:  # profiled and advised once, by a driver of its own
-                advice[name] = child(spec, work, f"{workload}-{name}-advise", f"{workload}:advise")
-            if opt.get("advise"):
-                spec["advice"] = advice[name]
-            t0 = time.perf_counter()
-            res = summarised(child(spec, work, f"{workload}-{name}" + (f"-d{d + 1}" if d else "")), spec, opt,
-                             warmup, t0)
-            shutil.rmtree(work / f"{workload}-{name}", ignore_errors=True)
-            print(said(workload, name, res, tail=f", driver {d + 1} of {drivers}" if drivers > 1 else ""), flush=True)
-            runs[name].append(res)
-    out = {name: rs[0] if drivers == 1 else pooled(rs) for name, rs in runs.items()}
-    per_driver(out, runs)
+
+    def one(name: str, d: int) -> dict[str, Any]:
+        opt, spec = configured(workload, name, size, work / f"{workload}-{name}", input_dir)
+        if opt.get("advise") and name not in advice:  # profiled and advised once, by a driver of its own
+            advice[name] = child(spec, work, f"{workload}-{name}-advise", f"{workload}:advise")
+        if opt.get("advise"):
+            spec["advice"] = advice[name]
+        t0 = time.perf_counter()
+        res = summarised(child(spec, work, f"{workload}-{name}" + (f"-d{d + 1}" if d else "")), spec, opt,
+                         warmup, t0)
+        shutil.rmtree(work / f"{workload}-{name}", ignore_errors=True)
+        print(said(workload, name, res, tail=f", driver {d + 1} of {drivers}" if drivers > 1 else ""), flush=True)
+        return res
+
+    out = round_robin(configs, drivers, one)
     if workload == "W4":  # the steps the excess took off (phase_w4): the sink and those after it in epoch c
         # less the JVM's JIT compilers' CPU, as the advisor prices an in-driver recovery (since 2026-11-28)
         report_advice(out, "failure_excess_nojit_cpu_s",
