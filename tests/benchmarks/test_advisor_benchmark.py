@@ -19,4 +19,4 @@ def test_fifty_steps_are_advised(capsys: pytest.CaptureFixture[str]) -> None:
     assert "coordinate descent" in advice.search
     assert advice.advised.total <= advice.current.total
     main([8])
-    assert "8 steps: advise" in capsys.readouterr().out
+    assert "8 steps, seed 7, rate 0.01: advise" in capsys.readouterr().out

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +72,8 @@ PERIOD = 60
 EXHAUSTIVE = 8
 #: The final figures come from the planner itself when they take at most this many solves.
 EXACT_SOLVES = 600
+#: Coordinate descent prices the trials of at most this many steps in one closure call (see :func:`search`).
+AHEAD = 8
 #: What the advice minimises.
 OBJECTIVES = ("cpu", "wall")
 #: Coordinate-descent passes at most (each pass tries every choice of every step once).
@@ -286,10 +289,13 @@ class Model:
         restore = np.where(restored, self.state_read[:, None, None] + deltas, 0.0)
         replay = np.zeros_like(redo)
         upto = done + self.taken[:, None, :]  # what a receiver must read again up to, where its sender still has it
-        for p, q in self.graph.edges:
+        for q, ps in enumerate(self.graph.preds):  # each receiver's senders at once: (P, A, M)
+            if not ps:
+                continue
+            p = list(ps)
             hi = np.minimum(fr[p], upto[q])
-            epochs = np.where(kept[q] | ~logs[p][:, None], 0, np.maximum(hi - fr[q], 0))
-            replay[q] += epochs * self.log_read[p]
+            epochs = np.where(kept[q] | ~logs[p][:, :, None], 0, np.maximum(hi - fr[q], 0))
+            replay[q] = np.tensordot(self.log_read[p], epochs, axes=1)
         node = redo + restore + replay  # (N, A, M)
         per_kind = node @ self.shares  # (N, A, K): each kind's weighted mean over its columns
         restart = np.array([self.restart if names == ("all",) else 0.0 for names in self.kinds])
@@ -382,33 +388,50 @@ def search(
 
     reprs: dict[int, str] = {}
     keep = [c for n in steps for c in choices[n]]  # alive during the search: their ids stay theirs
+    getters = [operator.itemgetter(n) for n in steps]
 
     def ident(a: Mapping[str, Regime]) -> tuple[str, ...]:  # regimes with a database hold a dict: not hashable
-        return tuple(reprs.get(id(a[n])) or reprs.setdefault(id(a[n]), repr(a[n])) for n in steps)
+        out = []
+        for get in getters:
+            r = get(a)
+            key = reprs.get(id(r))
+            out.append(key if key is not None else reprs.setdefault(id(r), repr(r)))
+        return tuple(out)
 
     def run(assignments: list[dict[str, Regime]]) -> np.ndarray:
-        todo = list({ident(a): a for a in assignments if ident(a) not in cache}.values())
-        for lo in range(0, len(todo), 64):
-            chunk = todo[lo:lo + 64]
-            ev = model.evaluate(chunk)
+        keys = [ident(a) for a in assignments]
+        todo = {k: a for k, a in zip(keys, assignments, strict=True) if k not in cache}
+        pending = list(todo.items())
+        for lo in range(0, len(pending), 64):
+            chunk = pending[lo:lo + 64]
+            ev = model.evaluate([a for _, a in chunk])
             values = _objective(model, ev, rate, storage_budget)
-            for a, v, s, r in zip(chunk, values, ev.steady, ev.expected(rate), strict=True):
-                cache[ident(a)] = float(v)
+            for (k, _), v, s, r in zip(chunk, values, ev.steady, ev.expected(rate), strict=True):
+                cache[k] = float(v)
                 points.append((float(s), float(r)))
-        return np.array([cache[ident(a)] for a in assignments])
+        return np.array([cache[k] for k in keys])
+
+    movable = [n for n in steps if len(choices[n]) > 1]
 
     def descend(start: dict[str, Regime], passes: int) -> dict[str, Regime]:
         best, value = dict(start), float(run([start])[0])
         for _ in range(passes):
             moved = False
-            for n in steps:
-                if len(choices[n]) < 2:
-                    continue
+            # One closure call per step is mostly numpy's per-call overhead, so the trials of the next `ahead`
+            # steps are priced together on the guess that `best` stays; a move wastes the guesses after it
+            # (they are priced again from the new best). The steps visited and the values compared are the
+            # same as one step at a time: only how many go to one call changes.
+            priced, ahead = 0, 1
+            for j, n in enumerate(movable):
+                if j >= priced:
+                    run([{**best, m: c} for m in movable[j:j + ahead] for c in choices[m]])
+                    priced, ahead = j + ahead, min(2 * ahead, AHEAD)
                 trial = [{**best, n: c} for c in choices[n]]
                 values = run(trial)
                 i = int(np.argmin(values))  # the first of equals: deterministic
                 if values[i] < value - 1e-12 * max(1.0, abs(value)):
                     best, value, moved = trial[i], float(values[i]), True
+                    priced, ahead = j + 1, 1
             if not moved:
                 break
         return best

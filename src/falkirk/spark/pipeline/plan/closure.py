@@ -19,10 +19,11 @@ computed here with array operations over all the columns at once:
   ``max(done[q], done[p])`` (its queue counts as delivered).
 * **C2** on ``p → q`` when ``p`` does not log: ``D(f(p)) ≤ f(q)``, where a
   live ``p`` has discarded up to ``done[p]``.
-* **C4** follows from C3 here (``done`` never increases along an edge), so
-  it is not iterated.
+* **C4**: ``N_q(f(q)) ≤`` the least ``N`` upstream of ``q``; it binds where
+  ``done`` is uneven (a failure striking mid-epoch: the steps before the
+  running one are an epoch ahead).
 
-Each sweep applies C3 to every edge in run order, then C2 in reverse order,
+Each sweep applies C3 and C4 to every node in run order, then C2 in reverse order,
 each time lowering a violated frontier to the largest one its regime
 allows under the bound; sweeps repeat until nothing moves (the greatest
 fixpoint, as SPEC §5's worklist reaches it). :func:`reference_frontiers`
@@ -112,10 +113,21 @@ def frontiers(
     start = last_checkpoint(np.broadcast_to(done3, (n, every.shape[1], done.shape[1])), every3)
     spacing, anytime = np.maximum(every3, 1), every3 == 0
 
+    # where every assignment lets node i stop at any epoch (stateless, or a checkpoint every epoch), rounding
+    # down to a checkpoint is the identity: skipped, as it is a division per element
+    # down to a checkpoint is the identity: skipped, as it is a division per element. Every y rounded here is
+    # ≥ -1 (an epoch, or ∅), so where no assignment makes node i stateless, the rounding is y - (y + 1) mod k.
+    trivial = [bool((spacing[i] == 1).all()) for i in range(n)]
+    mixed = [bool(anytime[i].any()) for i in range(n)]
+
     def last(y: np.ndarray, i: int) -> np.ndarray:  # last_checkpoint(y, every3[i]), its per-node parts once
-        return _rounded(y, spacing[i], anytime[i])
+        if trivial[i]:
+            return y
+        return _rounded(y, spacing[i], anytime[i]) if mixed[i] else y - (y + 1) % spacing[i]
 
     f = np.where(failed[:, None, :], start, TOP)
+    # A stateful frontier below ⊤ never exceeds what the node has done (it starts at a checkpoint ≤ done and
+    # only falls), so "⊤ read as what it has done or queued" is a minimum with that bound, one operation.
     queued = {(p, q): np.maximum(done3[p], done3[q]) for p, q in graph.edges}
     order = range(n)
     moved = True
@@ -126,9 +138,9 @@ def frontiers(
             preds, lazy = graph.preds[q], graph.stateless[q]
             for p in preds:  # C3: what q delivered, p must not send again differently
                 fq = f[q]  # live, a stateless step has no metadata: its M(⊤) is ⊤, a stateful one's what it queued
-                viol = (fq if lazy else np.where(fq == TOP, queued[(p, q)], fq)) > f[p]
+                viol = (fq if lazy else np.minimum(fq, queued[(p, q)])) > f[p]
                 if viol.any():
-                    bound = np.minimum(f[p], fq if lazy else np.where(fq == TOP, done3[q], fq))
+                    bound = np.minimum(f[p], fq if lazy else np.minimum(fq, done3[q]))
                     f[q] = np.where(viol, last(bound, q), fq)
                     moved = True
             fq = f[q]
@@ -139,7 +151,8 @@ def frontiers(
             for p in preds[1:]:
                 up = np.minimum(up, low[p])
             # C4: N_q(f(q)) ⊆ n(q) (N(f) = f; live: what it was told, a stateless step's N(⊤) = ⊤)
-            viol = (fq if lazy else np.where(fq == TOP, done3[q], fq)) > up
+            told = fq if lazy else np.minimum(fq, done3[q])
+            viol = told > up
             if viol.any():
                 fq = f[q] = np.where(viol, last(np.minimum(up, fq), q), fq)
                 moved = True
@@ -147,12 +160,13 @@ def frontiers(
         for p in reversed(order):  # C2: what p discarded, q must not need again
             if not unlogged[p].any():
                 continue
+            fp = f[p]  # live, a stateless step has no metadata: its D(⊤) is ⊤ (SPEC §3), a stateful one's what it sent
+            val = fp if graph.stateless[p] else np.minimum(fp, done3[p])
             for q in graph.succs[p]:
-                fp = f[p]  # live, a stateless step has no metadata: its D(⊤) is ⊤ (SPEC §3), a stateful one's what it sent
-                val = np.where(fp == TOP, TOP if graph.stateless[p] else done3[p], fp)
                 viol = unlogged[p] & (val > f[q])
                 if viol.any():
-                    f[p] = np.where(viol, last(np.minimum(f[q], val), p), fp)
+                    fp = f[p] = np.where(viol, last(np.minimum(f[q], val), p), fp)
+                    val = fp if graph.stateless[p] else np.minimum(fp, done3[p])
                     moved = True
     return f
 
