@@ -41,6 +41,8 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -82,66 +84,98 @@ def steady_by_step(result: Any, until: int, unit: str) -> dict[str, float]:
     return {n: statistics.median(xs) for n, xs in per.items()}
 
 
-def measure(make: Callable[[int], Any], costs: Any, regimes: dict[str, Any], advice: Any, which: str,
-            epochs: int, fail: str, at: int, repeats: int) -> dict[str, Any]:
-    """Run ``make(i)`` (the flagship with ``regimes`` on a fresh root) ``repeats`` times with ``fail`` injected
-    after ``at``: steady cost and recovery, measured (median over the repeats, and each) and predicted."""
+def predict(pipe: Any, costs: Any, regimes: dict[str, Any], fail: str, at: int) -> tuple[Any, Any]:
+    """The model of ``fail`` striking between epochs ``at`` and ``at + 1`` (what ``STEP@at:after`` injects) and its
+    exact pricing of ``regimes``."""
     from falkirk.spark.pipeline.plan.advisor import Model
 
+    model = Model(pipe, costs, [(fail,)], moments=[(at, None)])
+    return model, model.evaluate([regimes], exact=True)
+
+
+def one_run(pipe: Any, unit: str, names: tuple[str, ...], epochs: int, fail: str, at: int) -> dict[str, Any]:
+    """``pipe`` run for ``epochs`` with ``fail`` injected after ``at``: its steady cost and its recovery's."""
+    result = pipe.run(epochs, fail=f"{fail}@{at}:after")
+    recovery = [r for r in result.journal.recoveries if not r.restart][0]
+    return {
+        "steady": steady(result, at, unit),
+        "steady_with_jit": steady(result, at, unit, jit=True),
+        "steady_by_step": steady_by_step(result, at, unit),
+        "replay_recompute": recovery.phases()["replay/recompute"],  # wall time, whatever the unit
+        # CPU of the process tree from the failure until every step was back (unit cpu), less the JIT's as the
+        # model prices an in-driver recovery, and with it
+        "recovery_cpu": recovery.cpu_less_jit,
+        "recovery_cpu_with_jit": recovery.cpu_seconds,
+        "redo": {n: sum(spent(x, unit, jit=False) for x in result.journal.executions
+                        if x.step == n and x.redo and x.recovery == recovery.index) for n in names},
+    }
+
+
+def measure(make: Callable[[int], Any], costs: Any, regimes: dict[str, Any], advice: Any, which: str,
+            epochs: int, fail: str, at: int, repeats: int) -> dict[str, Any]:
+    """Run ``make(i)`` (the flagship with ``regimes`` on a fresh root) ``repeats`` times in this driver with
+    ``fail`` injected after ``at``: steady cost and recovery, measured (median over the repeats, and each) and
+    predicted."""
     runs: list[dict[str, Any]] = []
     model = ev = None
     for i in range(repeats):
         pipe = make(i)
-        result = pipe.run(epochs, fail=f"{fail}@{at}:after")
-        recovery = [r for r in result.journal.recoveries if not r.restart][0]
         if model is None:
-            model = Model(pipe, costs, [(fail,)], moments=[(at, None)])  # STEP@at:after: between at and at + 1
-            ev = model.evaluate([regimes], exact=True)
-        runs.append({
-            "steady": steady(result, at, costs.unit),
-            "steady_with_jit": steady(result, at, costs.unit, jit=True),
-            "steady_by_step": steady_by_step(result, at, costs.unit),
-            "replay_recompute": recovery.phases()["replay/recompute"],  # wall time, whatever the unit
-            # CPU of the process tree from the failure until every step was back (unit cpu), less the JIT's as the
-            # model prices an in-driver recovery, and with it
-            "recovery_cpu": recovery.cpu_less_jit,
-            "recovery_cpu_with_jit": recovery.cpu_seconds,
-            "redo": {n: sum(spent(x, costs.unit, jit=False) for x in result.journal.executions
-                            if x.step == n and x.redo and x.recovery == recovery.index) for n in model.graph.names},
-        })
+            model, ev = predict(pipe, costs, regimes, fail, at)
+        runs.append(one_run(pipe, costs.unit, model.graph.names, epochs, fail, at))
     assert model is not None and ev is not None
+    return summary([runs], model, ev, regimes, getattr(advice, which), costs)
+
+
+def summary(groups: list[list[dict[str, Any]]], model: Any, ev: Any, regimes: dict[str, Any], totals: Any,
+            costs: Any) -> dict[str, Any]:
+    """Measured against predicted for runs grouped by driver process: each measured number is the median over the
+    drivers of each driver's median over its runs (one driver: the median over the runs); every run's figures
+    are kept (``each``), and with several drivers each driver's medians and their errors (``drivers``)."""
     med = statistics.median
-    totals = getattr(advice, which)
-    steady_measured = med(r["steady"] for r in runs)
-    rec_measured = med(r["replay_recompute"] for r in runs)
-    rec_cpu = med((r["recovery_cpu"] or 0.0) for r in runs)
+
+    def pooled(f: Callable[[dict[str, Any]], float]) -> float:
+        return med(med(f(r) for r in g) for g in groups)
+
+    runs = [r for g in groups for r in g]
+    steady_measured = pooled(lambda r: r["steady"])
+    rec_measured = pooled(lambda r: r["replay_recompute"])
+    rec_cpu = pooled(lambda r: r["recovery_cpu"] or 0.0)
     predicted = float(ev.recovery[0, 0])
-    return {
-        "regimes": {n: r.describe() for n, r in regimes.items()},
-        "repeats": repeats,
+    out = {
+        "regimes": {n: r.describe() if hasattr(r, "describe") else r for n, r in regimes.items()},
+        "repeats": len(groups[0]),
         "steady": {"predicted": totals.steady, "measured": steady_measured,
                    "error": (steady_measured - totals.steady) / totals.steady,
                    "each": [r["steady"] for r in runs],
                    # the same executions' CPU with the JVM's JIT compilers' (what the advisor no longer prices)
                    "each_with_jit": [r["steady_with_jit"] for r in runs]},
         "recovery": {"predicted": predicted, "measured_replay_recompute": rec_measured,
-                     "measured_redo_executions": med(sum(r["redo"].values()) for r in runs),
+                     "measured_redo_executions": pooled(lambda r: sum(r["redo"].values())),
                      "measured_cpu": rec_cpu,
                      "each_cpu": [r["recovery_cpu"] for r in runs],
                      "each_cpu_with_jit": [r["recovery_cpu_with_jit"] for r in runs],
                      "error": None if not predicted else (
                          (rec_cpu if costs.unit == "cpu" else rec_measured) - predicted) / predicted},
         "recovery_by_step": {n: {"predicted": float(ev.node_recovery[i, 0, 0]),
-                                 "measured_redo": med(r["redo"][n] for r in runs),
+                                 "measured_redo": pooled(lambda r, n=n: r["redo"][n]),
                                  "each": [r["redo"][n] for r in runs]}
                              for i, n in enumerate(model.graph.names)},
         # per step: the profile's compute (what a redone epoch is priced from, before the recompute factor)
         # against the median first execution of the measured runs' steady epochs
         "steady_by_step": {n: {"profile_compute": costs.nodes[n].compute if n in costs.nodes else None,
-                               "measured": med(r["steady_by_step"].get(n, 0.0) for r in runs),
+                               "measured": pooled(lambda r, n=n: r["steady_by_step"].get(n, 0.0)),
                                "each": [r["steady_by_step"].get(n) for r in runs]}
                            for n in model.graph.names},
     }
+    if len(groups) > 1:
+        out["drivers"] = [{"steady": med(r["steady"] for r in g), "recovery_cpu": med(r["recovery_cpu"] or 0.0
+                                                                                         for r in g)}
+                          for g in groups]
+        for key, predicted_value in (("steady", totals.steady), ("recovery_cpu", predicted)):
+            for d in out["drivers"]:
+                d[f"{key}_error"] = (d[key] - predicted_value) / predicted_value if predicted_value else None
+    return out
 
 
 def main() -> None:
@@ -151,11 +185,19 @@ def main() -> None:
     parser.add_argument("--fail", default="cc")
     parser.add_argument("--warmup", type=int, default=3, help="epochs of a durable warm-up run before the profile")
     parser.add_argument("--repeats", type=int, default=3, help="measured runs of each configuration (medians)")
+    parser.add_argument("--drivers", type=int, default=1,
+                        help="driver processes measuring (each its own session, warm-up and --repeats runs of each "
+                             "configuration); the figures are the medians of the drivers' medians")
     parser.add_argument("--profile-failures", type=int, default=1,
                         help="failures of --fail the profile injects, spread over its epochs (its recompute factor "
                              "pools their recoveries)")
     parser.add_argument("--out", default=str(Path(__file__).with_name("results") / "spark_advisor.json"))
+    parser.add_argument("--phase", choices=["measure"], help=argparse.SUPPRESS)  # a measuring driver (--drivers)
+    parser.add_argument("--spec", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.phase == "measure":
+        measuring_driver(json.loads(Path(args.spec).read_text()))
+        return
 
     from falkirk.spark import local_session
     from falkirk.spark.pipeline.tools.flagship import build
@@ -180,20 +222,76 @@ def main() -> None:
             "profile_seconds": profile_seconds,
             "advised_regimes": {n: r.describe() for n, r in advice.regimes().items()},
             "totals": {"current": advice.current.to_json(), "advised": advice.advised.to_json()},
+            "drivers": args.drivers,
         }
         current = {n: s.regime for n, s in profiled.steps.items()}
-        out["current"] = measure(lambda i: build(Path(tmp) / f"current-{i}", spark, **SIZES), costs, current,
-                                 advice, "current", args.epochs, args.fail, at, args.repeats)
-        if advice.regimes():
-            advised = {**current, **advice.regimes()}
-            out["advised"] = measure(
-                lambda i: build(Path(tmp) / f"advised-{i}", spark, regimes=advice.regimes(), **SIZES), costs,
-                advised, advice, "advised", args.epochs, args.fail, at, args.repeats)
+        advised = {**current, **advice.regimes()} if advice.regimes() else None
+        if args.drivers <= 1:
+            out["current"] = measure(lambda i: build(Path(tmp) / f"current-{i}", spark, **SIZES), costs, current,
+                                     advice, "current", args.epochs, args.fail, at, args.repeats)
+            if advised is not None:
+                out["advised"] = measure(
+                    lambda i: build(Path(tmp) / f"advised-{i}", spark, regimes=advice.regimes(), **SIZES), costs,
+                    advised, advice, "advised", args.epochs, args.fail, at, args.repeats)
+        else:
+            spark.stop()  # the measuring drivers have the machine to themselves
+            groups = drivers(Path(tmp), args, at, costs.unit, out["advised_regimes"] if advised is not None else None)
+            for which, regimes in (("current", current), ("advised", advised)):
+                if regimes is not None:
+                    model, ev = predict(profiled, costs, regimes, args.fail, at)
+                    out[which] = summary(groups[which], model, ev, regimes, getattr(advice, which), costs)
         out["costs"] = costs.to_json()
         out["load_average_end"] = os.getloadavg()
     print(json.dumps({k: v for k, v in out.items() if k != "costs"}, indent=2))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2, sort_keys=True))
+
+
+def drivers(tmp: Path, args: argparse.Namespace, at: int, unit: str, advised: dict[str, str] | None,
+            ) -> dict[str, list[list[dict[str, Any]]]]:
+    """``args.drivers`` driver processes, one after another, each measuring the current regimes and (if any)
+    ``advised`` ``args.repeats`` times, alternately: their runs by configuration, grouped by driver."""
+    out: dict[str, list[list[dict[str, Any]]]] = {"current": [], "advised": []}
+    for d in range(args.drivers):
+        spec = {"dir": str(tmp / f"driver-{d}"), "epochs": args.epochs, "fail": args.fail, "at": at,
+                "repeats": args.repeats, "warmup": args.warmup, "advised": advised, "unit": unit}
+        Path(spec["dir"]).mkdir(parents=True)
+        path = Path(spec["dir"]) / "spec.json"
+        path.write_text(json.dumps(spec))
+        t0 = time.perf_counter()
+        with (Path(spec["dir"]) / "driver.log").open("w") as log:
+            p = subprocess.run([sys.executable, __file__, "--phase", "measure", "--spec", str(path)],
+                               stdout=log, stderr=subprocess.STDOUT, check=False)
+        if p.returncode != 0:
+            tail = (Path(spec["dir"]) / "driver.log").read_text()[-3000:]
+            raise SystemExit(f"measuring driver {d} exited with {p.returncode}:\n{tail}")
+        runs = json.loads((Path(spec["dir"]) / "runs.json").read_text())
+        for which, rs in runs.items():
+            out[which].append(rs)
+        print(f"driver {d}: {time.perf_counter() - t0:.0f} s, steady "
+              + ", ".join(f"{w} {statistics.median(r['steady'] for r in rs):.3f}" for w, rs in runs.items()),
+              flush=True)
+    return out
+
+
+def measuring_driver(spec: dict[str, Any]) -> None:
+    """One measuring driver (``--drivers``): its own session and warm-up, then ``repeats`` rounds of the current
+    and (if any) the advised regimes, each on a fresh root; every run's figures to ``runs.json``."""
+    from falkirk.spark import local_session
+    from falkirk.spark.pipeline.tools.flagship import build
+
+    spark = local_session()
+    d = Path(spec["dir"])
+    build(d / "warm-up", spark, **SIZES).run(spec["warmup"])
+    configs = {"current": None, **({"advised": spec["advised"]} if spec["advised"] else {})}
+    runs: dict[str, list[dict[str, Any]]] = {w: [] for w in configs}
+    for i in range(spec["repeats"]):
+        for which, regimes in configs.items():
+            pipe = build(d / f"{which}-{i}", spark, **SIZES) if regimes is None else build(
+                d / f"{which}-{i}", spark, regimes=regimes, **SIZES)
+            runs[which].append(one_run(pipe, spec["unit"], tuple(pipe.order),
+                                       spec["epochs"], spec["fail"], spec["at"]))
+    (d / "runs.json").write_text(json.dumps(runs))
 
 
 def profile_failures(epochs: int, k: int) -> list[int]:
