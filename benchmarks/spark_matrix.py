@@ -1661,8 +1661,37 @@ def verdict(summary: dict[str, Any]) -> dict[str, Any]:
     dominating = [f for f in fk if st and all(points[f][0] < points[s][0] and points[f][1] < points[s][1] for s in st)]
     ratios = {f: {s: {"cpu": points[f][0] / points[s][0] if points[s][0] else None,
                       "recovery_cpu": points[f][1] / points[s][1] if points[s][1] else None} for s in st} for f in fk}
-    return {"frontier": front, "falkirk_on_frontier": [n for n in front if n in fk],
-            "falkirk_dominates_all_streaming": dominating, "falkirk_over_streaming": ratios}
+    out = {"frontier": front, "falkirk_on_frontier": [n for n in front if n in fk],
+           "falkirk_dominates_all_streaming": dominating, "falkirk_over_streaming": ratios}
+    twins = same_regimes(summary)
+    if twins:  # one configuration under several labels: also its figures over all their drivers, and that frontier
+        merged = {n: p for n, p in points.items() if not any(n in g for g in twins)}
+        for group in twins:
+            runs = [d for n in group for d in summary[n].get("drivers") or [summary[n]]]
+            merged["=".join(group)] = (statistics.median(d["cpu_median_s"] for d in runs),
+                                       statistics.median(d["recovery_cpu_s"] for d in runs))
+        out["same_regimes"] = {"=".join(g): {"labels": g, "drivers": sum(len(summary[n].get("drivers") or [1])
+                                                                         for n in g),
+                                             "cpu_median_s": merged["=".join(g)][0],
+                                             "recovery_cpu_s": merged["=".join(g)][1]} for g in twins}
+        out["frontier_same_regimes_pooled"] = frontier(merged)
+    return out
+
+
+def same_regimes(summary: dict[str, Any]) -> list[list[str]]:
+    """The falkirk labels that ran the same regimes (``falkirk-advised`` when the advice kept the shipped ones):
+    groups of two or more, in the summary's order.
+
+    >>> same_regimes({"falkirk": {"system": "falkirk", "regimes": {"a": "x"}}, "streaming": {"system": "streaming"},
+    ...               "falkirk-advised": {"system": "falkirk", "regimes": {"a": "x"}},
+    ...               "falkirk-inc": {"system": "falkirk", "regimes": {"a": "y"}}})
+    [['falkirk', 'falkirk-advised']]
+    """
+    groups: dict[str, list[str]] = {}
+    for n, res in summary.items():
+        if res.get("system") == "falkirk" and res.get("regimes") is not None:
+            groups.setdefault(json.dumps(res["regimes"], sort_keys=True), []).append(n)
+    return [g for g in groups.values() if len(g) > 1]
 
 
 def plot(workload: str, summary: dict[str, Any], front: list[str], path: Path, title: str) -> None:
@@ -1721,6 +1750,10 @@ def markdown(doc: dict[str, Any]) -> str:
         v = block["verdict"]
         lines.append(f"* {w}: non-dominated {', '.join(v['frontier'])}; falkirk configurations strictly dominating "
                      f"every Structured Streaming one: {', '.join(v['falkirk_dominates_all_streaming']) or 'none'}")
+        for twin in v.get("same_regimes", {}).values():
+            lines.append(f"  * {', '.join(twin['labels'])} ran the same regimes: over their {twin['drivers']} drivers "
+                         f"{twin['cpu_median_s']:.2f} s / {twin['recovery_cpu_s']:.2f} s; as one configuration, "
+                         f"non-dominated {', '.join(v['frontier_same_regimes_pooled'])}")
     la = doc["machine"]["load_average"]
     lines.append(f"\nLoad average at the end {la[0]:.1f} / {la[1]:.1f} / {la[2]:.1f} (1 / 5 / 15 min).")
     return "\n".join(lines)

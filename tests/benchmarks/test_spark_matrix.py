@@ -113,7 +113,31 @@ def test_verdict_frontier_and_dominance() -> None:
            "machine": {"load_average": [1.0, 2.0, 3.0]}}
     text = markdown(doc)
     assert "| W4 | `falkirk`" not in text and "| `W4` | falkirk |" in text and "strictly dominating" in text
+    assert "same_regimes" not in v
     assert streaming_category("checkpoint/sink/offsets/3") == "offsets"
+
+
+def test_labels_that_ran_the_same_regimes_are_also_pooled_as_one_configuration() -> None:
+    """falkirk-advised with the shipped regimes is the shipped configuration: beside each label's own figures (where
+    one may dominate the other by noise alone), the verdict pools every driver of both, and that frontier."""
+    shipped = {"totals": {"kind": "lazy", "every": 3}}
+
+    def drivers(*pairs: tuple[float, float]) -> list[dict[str, float]]:
+        return [{"cpu_median_s": c, "recovery_cpu_s": r} for c, r in pairs]
+
+    summary = {"streaming": {"system": "streaming", "cpu_median_s": 10.0, "recovery_cpu_s": 9.0},
+               "falkirk": {"system": "falkirk", "regimes": shipped, "cpu_median_s": 3.3, "recovery_cpu_s": 0.5,
+                           "drivers": drivers((3.3, 0.5), (3.2, 0.6), (3.6, 0.4))},
+               "falkirk-inc": {"system": "falkirk", "regimes": {"totals": {"kind": "lazy", "incremental": True}},
+                               "cpu_median_s": 4.0, "recovery_cpu_s": 0.39},
+               "falkirk-advised": {"system": "falkirk", "regimes": dict(shipped), "cpu_median_s": 3.8,
+                                   "recovery_cpu_s": 0.6, "drivers": drivers((3.8, 0.6), (3.7, 0.55), (3.9, 0.7))}}
+    v = verdict(summary)
+    assert v["frontier"] == ["falkirk", "falkirk-inc"]  # the advised label alone: dominated by its twin
+    pooled = v["same_regimes"]["falkirk=falkirk-advised"]
+    assert pooled["drivers"] == 6 and pooled["labels"] == ["falkirk", "falkirk-advised"]
+    assert (pooled["cpu_median_s"], pooled["recovery_cpu_s"]) == pytest.approx((3.65, 0.575))  # the six drivers' medians
+    assert v["frontier_same_regimes_pooled"] == ["falkirk=falkirk-advised", "falkirk-inc"]
     assert streaming_category("checkpoint/state/0/0/1.changelog") == "state"
 
 
