@@ -114,7 +114,6 @@ def frontiers(
     spacing, anytime = np.maximum(every3, 1), every3 == 0
 
     # where every assignment lets node i stop at any epoch (stateless, or a checkpoint every epoch), rounding
-    # down to a checkpoint is the identity: skipped, as it is a division per element
     # down to a checkpoint is the identity: skipped, as it is a division per element. Every y rounded here is
     # ≥ -1 (an epoch, or ∅), so where no assignment makes node i stateless, the rounding is y - (y + 1) mod k.
     trivial = [bool((spacing[i] == 1).all()) for i in range(n)]
@@ -151,8 +150,7 @@ def frontiers(
             for p in preds[1:]:
                 up = np.minimum(up, low[p])
             # C4: N_q(f(q)) ⊆ n(q) (N(f) = f; live: what it was told, a stateless step's N(⊤) = ⊤)
-            told = fq if lazy else np.minimum(fq, done3[q])
-            viol = told > up
+            viol = (fq if lazy else np.minimum(fq, done3[q])) > up
             if viol.any():
                 fq = f[q] = np.where(viol, last(np.minimum(up, fq), q), fq)
                 moved = True
