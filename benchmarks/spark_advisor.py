@@ -29,7 +29,15 @@ tree per step execution, which a ``local`` master's journal records
 (:mod:`falkirk.spark.pipeline.run.cpu`), priced with the ``cpu`` objective;
 wall seconds where CPU was not recorded.
 
-Run: ``python benchmarks/spark_advisor.py [--epochs 9] [--failure-rate 0.05] [--fail cc] [--repeats 3]``;
+With ``--drivers N`` the measuring is done by N driver processes one after
+another (each its own session and warm-up, the configurations alternated
+``--repeats`` times), every figure the median of the drivers' medians; with
+``--profiles P`` as well, P processes profile and the advice is priced from
+the median of their costs (:meth:`Costs.median`): the same code profiled in
+two processes here priced the steady epoch 22 % apart.
+
+Run: ``python benchmarks/spark_advisor.py [--epochs 9] [--failure-rate 0.05] [--fail cc] [--repeats 3]
+[--drivers N [--profiles P]]``;
 writes ``benchmarks/results/spark_advisor.json`` with the load average. One
 local session: the figures carry the machine's noise (wall time on a shared
 2-core machine shows ±20 % between identical runs; CPU time less).
@@ -191,15 +199,23 @@ def main() -> None:
     parser.add_argument("--profile-failures", type=int, default=1,
                         help="failures of --fail the profile injects, spread over its epochs (its recompute factor "
                              "pools their recoveries)")
+    parser.add_argument("--profiles", type=int, default=1,
+                        help="driver processes that profile (this one and P-1 more, each its own session and "
+                             "warm-up); the advice is priced from the median of their costs (Costs.median)")
     parser.add_argument("--out", default=str(Path(__file__).with_name("results") / "spark_advisor.json"))
-    parser.add_argument("--phase", choices=["measure"], help=argparse.SUPPRESS)  # a measuring driver (--drivers)
+    parser.add_argument("--phase", choices=["measure", "profile"], help=argparse.SUPPRESS)  # --drivers, --profiles
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.profiles > 1 and args.drivers < 2:
+        parser.error("--profiles P > 1 stops this process's session: measure with --drivers N > 1")
     if args.phase == "measure":
         measuring_driver(json.loads(Path(args.spec).read_text()))
         return
+    if args.phase == "profile":
+        profiling_driver(json.loads(Path(args.spec).read_text()))
+        return
 
-    from falkirk.spark import local_session
+    from falkirk.spark import Costs, local_session
     from falkirk.spark.pipeline.tools.flagship import build
 
     load0 = os.getloadavg()
@@ -212,6 +228,13 @@ def main() -> None:
         profile_fail = [f"{args.fail}@{e}:after" for e in profile_failures(args.epochs, args.profile_failures)]
         costs = profiled.profile(epochs=args.epochs, fail=profile_fail)
         profile_seconds = time.perf_counter() - t0
+        each_profile = [costs.to_json()]
+        if args.profiles > 1:  # more profiles, each in a process of its own, pooled by their median
+            spark.stop()
+            each_profile += [child(Path(tmp) / f"profile-{i}", "profile",
+                                   {"epochs": args.epochs, "warmup": args.warmup, "fail": profile_fail})["costs"]
+                             for i in range(1, args.profiles)]
+            costs = Costs.median([Costs.from_json(c) for c in each_profile])
         advice = profiled.advise(args.failure_rate, costs=costs, objective="cpu" if costs.unit == "cpu" else "wall")
         print(advice.table())
         out: dict[str, Any] = {
@@ -222,7 +245,10 @@ def main() -> None:
             "profile_seconds": profile_seconds,
             "advised_regimes": {n: r.describe() for n, r in advice.regimes().items()},
             "totals": {"current": advice.current.to_json(), "advised": advice.advised.to_json()},
-            "drivers": args.drivers,
+            "drivers": args.drivers, "profiles": args.profiles,
+            # each profile's steady epoch as the advisor prices it (Σ compute + what each regime persists)
+            "each_profile_steady": [profiled.advise(args.failure_rate, costs=Costs.from_json(c),
+                                                    objective=costs.unit).current.steady for c in each_profile],
         }
         current = {n: s.regime for n, s in profiled.steps.items()}
         advised = {**current, **advice.regimes()} if advice.regimes() else None
@@ -234,7 +260,8 @@ def main() -> None:
                     lambda i: build(Path(tmp) / f"advised-{i}", spark, regimes=advice.regimes(), **SIZES), costs,
                     advised, advice, "advised", args.epochs, args.fail, at, args.repeats)
         else:
-            spark.stop()  # the measuring drivers have the machine to themselves
+            if args.profiles <= 1:
+                spark.stop()  # the measuring drivers have the machine to themselves
             groups = drivers(Path(tmp), args, at, costs.unit, out["advised_regimes"] if advised is not None else None)
             for which, regimes in (("current", current), ("advised", advised)):
                 if regimes is not None:
@@ -247,31 +274,48 @@ def main() -> None:
     Path(args.out).write_text(json.dumps(out, indent=2, sort_keys=True))
 
 
+def child(where: Path, phase: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """This script as a driver process of its own (``--phase``), in ``where``: what it wrote to ``out.json``."""
+    where.mkdir(parents=True)
+    path = where / "spec.json"
+    path.write_text(json.dumps({**spec, "dir": str(where)}))
+    with (where / "driver.log").open("w") as log:
+        p = subprocess.run([sys.executable, __file__, "--phase", phase, "--spec", str(path)],
+                           stdout=log, stderr=subprocess.STDOUT, check=False)
+    if p.returncode != 0:
+        tail = (where / "driver.log").read_text()[-3000:]
+        raise SystemExit(f"{phase} driver in {where} exited with {p.returncode}:\n{tail}")
+    return dict(json.loads((where / "out.json").read_text()))
+
+
 def drivers(tmp: Path, args: argparse.Namespace, at: int, unit: str, advised: dict[str, str] | None,
             ) -> dict[str, list[list[dict[str, Any]]]]:
     """``args.drivers`` driver processes, one after another, each measuring the current regimes and (if any)
     ``advised`` ``args.repeats`` times, alternately: their runs by configuration, grouped by driver."""
     out: dict[str, list[list[dict[str, Any]]]] = {"current": [], "advised": []}
     for d in range(args.drivers):
-        spec = {"dir": str(tmp / f"driver-{d}"), "epochs": args.epochs, "fail": args.fail, "at": at,
-                "repeats": args.repeats, "warmup": args.warmup, "advised": advised, "unit": unit}
-        Path(spec["dir"]).mkdir(parents=True)
-        path = Path(spec["dir"]) / "spec.json"
-        path.write_text(json.dumps(spec))
         t0 = time.perf_counter()
-        with (Path(spec["dir"]) / "driver.log").open("w") as log:
-            p = subprocess.run([sys.executable, __file__, "--phase", "measure", "--spec", str(path)],
-                               stdout=log, stderr=subprocess.STDOUT, check=False)
-        if p.returncode != 0:
-            tail = (Path(spec["dir"]) / "driver.log").read_text()[-3000:]
-            raise SystemExit(f"measuring driver {d} exited with {p.returncode}:\n{tail}")
-        runs = json.loads((Path(spec["dir"]) / "runs.json").read_text())
+        runs = child(tmp / f"driver-{d}", "measure", {"epochs": args.epochs, "fail": args.fail, "at": at,
+                                                       "repeats": args.repeats, "warmup": args.warmup,
+                                                       "advised": advised, "unit": unit})
         for which, rs in runs.items():
             out[which].append(rs)
         print(f"driver {d}: {time.perf_counter() - t0:.0f} s, steady "
               + ", ".join(f"{w} {statistics.median(r['steady'] for r in rs):.3f}" for w, rs in runs.items()),
               flush=True)
     return out
+
+
+def profiling_driver(spec: dict[str, Any]) -> None:
+    """One more profile (``--profiles``): its own session and warm-up, then the profile; its costs to ``out.json``."""
+    from falkirk.spark import local_session
+    from falkirk.spark.pipeline.tools.flagship import build
+
+    spark = local_session()
+    d = Path(spec["dir"])
+    build(d / "warm-up", spark, **SIZES).run(spec["warmup"])
+    costs = build(d / "profile", spark, **SIZES).profile(epochs=spec["epochs"], fail=spec["fail"])
+    (d / "out.json").write_text(json.dumps({"costs": costs.to_json()}))
 
 
 def measuring_driver(spec: dict[str, Any]) -> None:
@@ -291,7 +335,7 @@ def measuring_driver(spec: dict[str, Any]) -> None:
                 d / f"{which}-{i}", spark, regimes=regimes, **SIZES)
             runs[which].append(one_run(pipe, spec["unit"], tuple(pipe.order),
                                        spec["epochs"], spec["fail"], spec["at"]))
-    (d / "runs.json").write_text(json.dumps(runs))
+    (d / "out.json").write_text(json.dumps(runs))
 
 
 def profile_failures(epochs: int, k: int) -> list[int]:

@@ -354,3 +354,24 @@ def test_apply_refuses_what_the_root_would_refuse() -> None:
     safe = advise(pipe, costs, 0.05, accepted_only=True)
     assert not safe.refused and safe.advised.total <= safe.current.total
     pipe.apply(safe)
+
+
+def test_profiles_pool_by_the_median_of_what_each_measured() -> None:
+    """Costs.median: per node and field the median of the profiles that measured it; an estimate only where none
+    did; the write points of all; one unit only, at least one profile."""
+    a = Costs({"x": NodeCosts(compute=1.0, log_write=0.3), "y": NodeCosts(compute=0.1)}, unit="cpu",
+              restart=1.0, writes=[(1e6, 0.2)], spread=0.1, source="a")
+    b = Costs({"x": NodeCosts(compute=3.0, log_write=0.9, estimated={"log_write"})}, unit="cpu",
+              restart=5.0, writes=[(2e6, 0.3)], spread=0.3, source="b")
+    c = Costs({"x": NodeCosts(compute=2.0, state_read=0.4, estimated={"state_read"})}, unit="cpu", restart=2.0,
+              spread=0.2, source="c")
+    m = Costs.median([a, b, c])
+    assert m["x"].compute == 2.0 and m["x"].log_write == 0.3 and m["x"].state_read == 0.4
+    assert m["x"].estimated == frozenset({"state_read"}) and m["y"].compute == 0.1
+    assert (m.restart, m.spread, m.unit) == (2.0, 0.2, "cpu") and sorted(m.writes) == [(1e6, 0.2), (2e6, 0.3)]
+    assert m.source.startswith("median of 3 profiles")
+    assert Costs.from_json(m.to_json()) == m
+    with pytest.raises(PipelineError, match="different units"):
+        Costs.median([a, Costs({"x": NodeCosts(compute=1.0)}, unit="wall")])
+    with pytest.raises(PipelineError, match="no profiles"):
+        Costs.median([])
