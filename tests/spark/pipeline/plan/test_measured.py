@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from attrs import evolve
 
 from falkirk.spark import Costs, Eager, Ephemeral, Lazy, NodeCosts, Pipeline, PipelineError
 from falkirk.spark.pipeline.plan.measured import PROFILE, from_journal, root_costs, save_profile
@@ -345,6 +346,37 @@ def test_cli_advise_from_the_root_alone(tmp_path: Path, capsys: pytest.CaptureFi
     png = tmp_path / "advice.png"
     assert main(["pipeline", "advise", str(root), "--failure-rate", "0.05", "--draw", str(png)]) == 0
     assert png.stat().st_size > 0
+
+
+def test_cli_advise_prices_with_given_profiles_pooled(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--costs FILE prices with that falkirk-costs/1 document instead of the root's; given several times, with
+    their median (Costs.median); a file that is not such a document is an error naming it."""
+    from falkirk.cli import main
+
+    root = tmp_path / "root"
+    measured = from_journal(_measured_root(root))
+    files = []
+    for i, factor in enumerate((1.0, 3.0, 2.0)):  # three "processes": x's compute 2.0, 6.0, 4.0 -> median 4.0
+        nodes = {n: evolve(c, compute=c.compute * factor) for n, c in measured.nodes.items()}
+        files.append(tmp_path / f"profile-{i}.json")
+        files[-1].write_text(json.dumps(evolve(measured, nodes=nodes).to_json()))
+
+    def advised(*args: str) -> dict[str, Any]:
+        assert main(["pipeline", "advise", str(root), "--failure-rate", "0.05", "--json", *args]) == 0
+        return dict(json.loads(capsys.readouterr().out))
+
+    def steady(doc: dict[str, Any]) -> float:
+        return float(doc["current"]["steady"])
+
+    alone, one, pooled = advised(), advised("--costs", str(files[1])), advised(
+        *[a for f in files for a in ("--costs", str(f))])
+    assert steady(one) > steady(pooled) > steady(alone)
+    assert steady(pooled) == pytest.approx(steady(advised("--costs", str(files[2]))))  # the median profile's
+    (tmp_path / "bad.json").write_text('{"format": "something-else"}')
+    assert main(["pipeline", "advise", str(root), "--failure-rate", "0.05", "--costs", str(tmp_path / "bad.json")]) != 0
+    assert "bad.json" in capsys.readouterr().err
+    assert main(["pipeline", "advise", str(root), "--failure-rate", "0.05", "--costs", str(tmp_path / "none.json")]) != 0
+    assert "none.json" in capsys.readouterr().err
 
 
 def test_pipe_advise_reads_the_root(tmp_path: Path) -> None:

@@ -17,10 +17,15 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from falkirk.spark.errors import PipelineError
 from falkirk.spark.pipeline.store.connectors import storage_option
 from falkirk.spark.pipeline.store.rootfs import DEFAULT_TIMEOUT
+
+if TYPE_CHECKING:
+    from falkirk.spark.pipeline.plan.costs import Costs
 
 __all__ = ["add_storage_options", "register", "run_advise", "run_plan", "run_verify"]
 
@@ -69,6 +74,9 @@ def register(subparsers: Any) -> None:
     advise.add_argument("--min-saving", type=float, metavar="FRACTION",
                         help="keep the current regimes unless the advised ones save at least this fraction "
                              "(default: the measured steady cost's relative standard error)")
+    advise.add_argument("--costs", action="append", metavar="FILE",
+                        help="price with this falkirk-costs/1 document (a profile.json) instead of ROOT's; given "
+                             "several times (profiles from several driver processes), with the median of them")
     advise.add_argument("--json", action="store_true", help="print the falkirk-advice/1 document instead")
     advise.add_argument("--draw", metavar="PNG", help="also draw the assignments evaluated (falkirk[draw])")
     add_storage_options(advise)
@@ -128,8 +136,10 @@ def run_advise(args: argparse.Namespace) -> int:
 
     pipe = Pipeline.from_root(args.root, storage_options=dict(args.storage_options), storage_timeout=args.storage_timeout)
     failures = [tuple(k.split("+")) if "+" in k else k for k in (args.failures or ["each-step"])]
+    costs = _pooled_costs(args.costs) if args.costs else None
     advice = pipe.advise(args.failure_rate, failures=failures, storage_budget=args.storage_budget,
-                         objective=args.objective, accepted_only=args.accepted_only, min_saving=args.min_saving)
+                         objective=args.objective, accepted_only=args.accepted_only, min_saving=args.min_saving,
+                         costs=costs)
     if args.json:
         print(json.dumps(advice.to_json(), indent=2, ensure_ascii=False))
     else:
@@ -139,3 +149,21 @@ def run_advise(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"advice picture: {args.draw}")
     return 0
+
+
+def _pooled_costs(paths: list[str]) -> Costs:
+    """The ``falkirk-costs/1`` documents at ``paths`` (local files), pooled by :meth:`Costs.median` when several;
+    ``PipelineError`` naming the file that cannot be read or is not such a document."""
+    from falkirk.spark.pipeline.plan.costs import Costs
+
+    profiles = []
+    for path in paths:
+        try:
+            doc = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise PipelineError(f"--costs {path}: cannot read a falkirk-costs/1 document: {exc}") from exc
+        try:
+            profiles.append(Costs.from_json(doc))
+        except PipelineError as exc:
+            raise PipelineError(f"--costs {path}: {exc}") from exc
+    return profiles[0] if len(profiles) == 1 else Costs.median(profiles)
