@@ -151,7 +151,7 @@ def summary(groups: list[list[dict[str, Any]]], model: Any, ev: Any, regimes: di
     rec_cpu = pooled(lambda r: r["recovery_cpu"] or 0.0)
     predicted = float(ev.recovery[0, 0])
     out = {
-        "regimes": {n: r.describe() if hasattr(r, "describe") else r for n, r in regimes.items()},
+        "regimes": {n: r.describe() for n, r in regimes.items()},
         "repeats": len(groups[0]),
         "steady": {"predicted": totals.steady, "measured": steady_measured,
                    "error": (steady_measured - totals.steady) / totals.steady,
@@ -246,11 +246,11 @@ def main() -> None:
             "advised_regimes": {n: r.describe() for n, r in advice.regimes().items()},
             "totals": {"current": advice.current.to_json(), "advised": advice.advised.to_json()},
             "drivers": args.drivers, "profiles": args.profiles,
-            # each profile's steady epoch as the advisor prices it (Σ compute + what each regime persists)
-            "each_profile_steady": [profiled.advise(args.failure_rate, costs=Costs.from_json(c),
-                                                    objective=costs.unit).current.steady for c in each_profile],
         }
         current = {n: s.regime for n, s in profiled.steps.items()}
+        # each profile's steady epoch as the model prices the current regimes (Σ compute + what each persists)
+        out["each_profile_steady"] = [float(predict(profiled, Costs.from_json(c), current, args.fail, at)[1].steady[0])
+                                      for c in each_profile]
         advised = {**current, **advice.regimes()} if advice.regimes() else None
         if args.drivers <= 1:
             out["current"] = measure(lambda i: build(Path(tmp) / f"current-{i}", spark, **SIZES), costs, current,
@@ -320,7 +320,7 @@ def profiling_driver(spec: dict[str, Any]) -> None:
 
 def measuring_driver(spec: dict[str, Any]) -> None:
     """One measuring driver (``--drivers``): its own session and warm-up, then ``repeats`` rounds of the current
-    and (if any) the advised regimes, each on a fresh root; every run's figures to ``runs.json``."""
+    and (if any) the advised regimes, each on a fresh root; every run's figures to ``out.json``."""
     from falkirk.spark import local_session
     from falkirk.spark.pipeline.tools.flagship import build
 
@@ -331,8 +331,7 @@ def measuring_driver(spec: dict[str, Any]) -> None:
     runs: dict[str, list[dict[str, Any]]] = {w: [] for w in configs}
     for i in range(spec["repeats"]):
         for which, regimes in configs.items():
-            pipe = build(d / f"{which}-{i}", spark, **SIZES) if regimes is None else build(
-                d / f"{which}-{i}", spark, regimes=regimes, **SIZES)
+            pipe = build(d / f"{which}-{i}", spark, regimes=regimes, **SIZES)  # None: as declared
             runs[which].append(one_run(pipe, spec["unit"], tuple(pipe.order),
                                        spec["epochs"], spec["fail"], spec["at"]))
     (d / "out.json").write_text(json.dumps(runs))
