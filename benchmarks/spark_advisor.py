@@ -151,7 +151,7 @@ def summary(groups: list[list[dict[str, Any]]], model: Any, ev: Any, regimes: di
     rec_cpu = pooled(lambda r: r["recovery_cpu"] or 0.0)
     predicted = float(ev.recovery[0, 0])
     out = {
-        "regimes": {n: r.describe() for n, r in regimes.items()},
+        "regimes": {n: r.describe() if hasattr(r, "describe") else r for n, r in regimes.items()},
         "repeats": len(groups[0]),
         "steady": {"predicted": totals.steady, "measured": steady_measured,
                    "error": (steady_measured - totals.steady) / totals.steady,
