@@ -12,6 +12,7 @@ from attrs import evolve
 
 from falkirk.spark import Costs, Eager, Ephemeral, Lazy, NodeCosts, Pipeline, PipelineError
 from falkirk.spark.pipeline.plan.measured import PROFILE, from_journal, root_costs, save_profile
+from falkirk.spark.pipeline.store.rootfs import Root
 
 
 def _measured_root(root: Path, epochs: int = 6, cpu: float | None = None) -> Pipeline:
@@ -372,6 +373,9 @@ def test_cli_advise_prices_with_given_profiles_pooled(tmp_path: Path, capsys: py
         *[a for f in files for a in ("--costs", str(f))])
     assert steady(one) > steady(pooled) > steady(alone)
     assert steady(pooled) == pytest.approx(steady(advised("--costs", str(files[2]))))  # the median profile's
+    uri = "memory://falkirk-test-costs/profile.json"  # read as a root is (fsspec), not as a local file
+    Root("memory://falkirk-test-costs").replace("profile.json", files[2].read_bytes())
+    assert steady(advised("--costs", uri)) == pytest.approx(steady(pooled))
     (tmp_path / "bad.json").write_text('{"format": "something-else"}')
     assert main(["pipeline", "advise", str(root), "--failure-rate", "0.05", "--costs", str(tmp_path / "bad.json")]) != 0
     assert "bad.json" in capsys.readouterr().err

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
+import posixpath
 from typing import TYPE_CHECKING, Any
 
 from falkirk.spark.errors import PipelineError
 from falkirk.spark.pipeline.store.connectors import storage_option
-from falkirk.spark.pipeline.store.rootfs import DEFAULT_TIMEOUT
+from falkirk.spark.pipeline.store.rootfs import DEFAULT_TIMEOUT, Root
 
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.plan.costs import Costs
@@ -136,7 +136,7 @@ def run_advise(args: argparse.Namespace) -> int:
 
     pipe = Pipeline.from_root(args.root, storage_options=dict(args.storage_options), storage_timeout=args.storage_timeout)
     failures = [tuple(k.split("+")) if "+" in k else k for k in (args.failures or ["each-step"])]
-    costs = _pooled_costs(args.costs) if args.costs else None
+    costs = _pooled_costs(args.costs, dict(args.storage_options), args.storage_timeout) if args.costs else None
     advice = pipe.advise(args.failure_rate, failures=failures, storage_budget=args.storage_budget,
                          objective=args.objective, accepted_only=args.accepted_only, min_saving=args.min_saving,
                          costs=costs)
@@ -151,16 +151,18 @@ def run_advise(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pooled_costs(paths: list[str]) -> Costs:
-    """The ``falkirk-costs/1`` documents at ``paths`` (local files), pooled by :meth:`Costs.median` when several;
-    ``PipelineError`` naming the file that cannot be read or is not such a document."""
+def _pooled_costs(paths: list[str], storage_options: dict[str, Any], timeout: float) -> Costs:
+    """The ``falkirk-costs/1`` documents at ``paths`` (plain paths or URIs, read as the root is, with its storage
+    options), pooled by :meth:`Costs.median` when several; ``PipelineError`` naming the file that cannot be read or
+    is not such a document."""
     from falkirk.spark.pipeline.plan.costs import Costs
 
     profiles = []
     for path in paths:
+        folder, name = posixpath.split(path)
         try:
-            doc = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as exc:
+            doc = json.loads(Root(folder or ".", storage_options=storage_options, timeout=timeout).read_bytes(name))
+        except (OSError, ValueError) as exc:  # StorageError is an OSError
             raise PipelineError(f"--costs {path}: cannot read a falkirk-costs/1 document: {exc}") from exc
         try:
             profiles.append(Costs.from_json(doc))
