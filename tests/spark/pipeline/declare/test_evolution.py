@@ -131,7 +131,7 @@ def test_refused_changes_name_the_difference_and_leave_the_root_as_it_was(tmp_pa
 def test_a_changed_function_is_detected_and_the_user_chooses(tmp_path: Path) -> None:
     """A step's code fingerprint changed: refused with both choices named, unless code_changes says which."""
     build(tmp_path, None).check_root()
-    with pytest.raises(PipelineError, match=r"step 'clean': its function changed .*code_changes=\{'clean': 'keep'\}"):
+    with pytest.raises(PipelineError, match=r"step 'clean': its code changed .*the step's function changed.*code_changes=\{'clean': 'keep'\}"):
         build(tmp_path, None, clean=_clean_doubled).check_root()
     with pytest.raises(PipelineError, match=r"code_changes\['clean'\]='yes': expected 'keep' or an epoch"):
         build(tmp_path, None, clean=_clean_doubled, code_changes={"clean": "yes"}).check_root()

@@ -150,7 +150,7 @@ def test_refused_restarts_leave_the_root_byte_identical(base: tuple[Path, bool],
                                                             Eager(key="device"), frozenset({"state"}))
     partitions = build(root, spark, old_clean, gc=gc)
     partitions.inputs["readings"].log.partitions = 3
-    for pipe, message in [(changed, "its function changed"), (removed, "step 'alerts' is missing here"),
+    for pipe, message in [(changed, "its code changed"), (removed, "step 'alerts' is missing here"),
                           (regime, "its regime was lazy, now eager"), (partitions, "partitions and key cannot change")]:
         with pytest.raises(PipelineError, match=message):
             pipe.run(THEN)

@@ -47,7 +47,8 @@ from attrs import frozen
 
 from falkirk.solver import Dataflow, Edge, Processor
 from falkirk.spark.errors import PipelineError
-from falkirk.spark.pipeline.declare.evolution import Changes, changes, fingerprint
+from falkirk.spark.pipeline.declare.evolution import Changes, changes
+from falkirk.spark.pipeline.declare.fingerprint import dependencies, fingerprint
 from falkirk.spark.pipeline.declare.regimes import Ephemeral, Output, Regime
 from falkirk.spark.pipeline.store.inputlog import InputLog
 from falkirk.spark.pipeline.store.rootfs import DEFAULT_TIMEOUT
@@ -313,7 +314,8 @@ class Definition:
             "format": FORMAT,
             "inputs": {n: {"schema": i.log.schema, "partitions": i.log.partitions, "key": i.log.key}
                        for n, i in self.inputs.items()},
-            "steps": {n: {"inputs": list(s.inputs), "regime": s.regime.describe(), "code": fingerprint(s.fn)}
+            "steps": {n: {"inputs": list(s.inputs), "regime": s.regime.describe(), "code": fingerprint(s.fn),
+                          **({"code_deps": dependencies(s.fn)} if s.fn is not None else {})}
                       for n, s in self.steps.items()},
             "order": list(self.order),
         }

@@ -20,10 +20,11 @@ a removed **output** (no step reads it)         accepted: its epochs under ``out
                                                 checkpoint is a snapshot; deltas already
                                                 written stay restorable until collected)
 new **nullable** input columns at the end       accepted: earlier records read them as ``NULL``
-a step's function changed (code fingerprint)    refused unless ``Pipeline(code_changes=…)`` says
-                                                ``"keep"`` (keep its state and outputs) or an
-                                                epoch ``E`` (roll it and everything downstream
-                                                back to ``E``: epochs after ``E`` are recomputed)
+a step's code changed: its function, or a       refused, naming what changed, unless
+helper, class, closure variable or constant     ``Pipeline(code_changes=…)`` says ``"keep"``
+of the user's code it reaches                   (keep its state and outputs) or an epoch ``E``
+(:mod:`~falkirk.spark.pipeline.declare.         (roll it and everything downstream back to
+fingerprint` says what is followed)             ``E``: epochs after ``E`` are recomputed)
 anything else (another removed step, other      refused, naming the step or input and the change
 inputs,
 a regime's kind, key, ``log=False→True``, …)
@@ -45,82 +46,16 @@ step 'out' is new: it starts at ∅ and is backfilled from logged or replayable 
 
 from __future__ import annotations
 
-import hashlib
 import json
-import types
 from collections.abc import Mapping
 from typing import Any
 
 from attrs import frozen
 
 from falkirk.spark.errors import PipelineError
+from falkirk.spark.pipeline.declare.fingerprint import STEP, describe_differences, fingerprint
 
 __all__ = ["fingerprint", "changes", "Changes"]
-
-
-def _const(value: Any) -> Any:
-    """A constant in a form whose ``repr`` is the same in every process (set order follows string hashes)."""
-    if isinstance(value, types.CodeType):
-        return _code_parts(value)
-    if isinstance(value, (frozenset, set)):
-        return ["set", sorted(repr(_const(v)) for v in value)]
-    if isinstance(value, tuple):
-        return ["tuple", [_const(v) for v in value]]
-    return repr(value)
-
-
-def _code_parts(code: types.CodeType) -> list[Any]:
-    return [code.co_code, code.co_names, code.co_varnames, code.co_freevars, [_const(c) for c in code.co_consts]]
-
-
-def fingerprint(fn: Any) -> str | None:
-    """A fingerprint of ``fn``'s code: bytecode, names, constants, and the plain values (numbers,
-    strings, tuples of them) it reads from its closure or module — not line numbers, not the file.
-
-    Editing a comment or moving the function leaves it unchanged; changing
-    what the function computes, or a module-level threshold it reads,
-    changes it. Functions it calls are not followed. Cost: O(size of the code).
-
-    >>> def f(x): return x + 1
-    >>> def g(x): return x + 2
-    >>> fingerprint(f) == fingerprint(f), fingerprint(f) == fingerprint(g), fingerprint(None)
-    (True, False, None)
-    """
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return None if fn is None else f"{type(fn).__module__}.{type(fn).__qualname__}"
-    return hashlib.sha256(repr([_code_parts(code), _values(fn, code)]).encode()).hexdigest()[:16]
-
-
-def _simple(value: Any) -> bool:
-    if isinstance(value, (tuple, frozenset)):
-        return all(_simple(v) for v in value)
-    return value is None or isinstance(value, (bool, int, float, str, bytes))
-
-
-def _names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _names(const)
-    return names
-
-
-def _values(fn: Any, code: types.CodeType) -> list[Any]:
-    """Plain values the code reads from its closure or its module (a threshold, a column name…)."""
-    cells = [(n, c.cell_contents) for n, c in zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False)
-             if _cell_is_set(c)]
-    module = getattr(fn, "__globals__", {})
-    found = cells + [(n, module[n]) for n in sorted(_names(code)) if n in module]
-    return [(n, _const(v)) for n, v in found if _simple(v)]
-
-
-def _cell_is_set(cell: Any) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018 - an empty cell raises
-    except ValueError:
-        return False
-    return True
 
 
 @frozen
@@ -134,6 +69,8 @@ class Changes:
     new_steps: tuple[str, ...] = ()
     #: outputs the new pipeline no longer has
     removed_outputs: tuple[str, ...] = ()
+    #: the recorded description differs in what needs no note (e.g. it predates ``code_deps``): rewrite it
+    record: bool = False
 
     def __bool__(self) -> bool:
         return bool(self.accepted or self.code)
@@ -229,17 +166,36 @@ def changes(
                 else:
                     raise refuse(f"step {name!r} was {json.dumps(ra, sort_keys=True)}, now {json.dumps(rb, sort_keys=True)}: "
                                  f"its {key} cannot change on a running pipeline")
-        if a.get("code") is not None and b.get("code") is not None and a["code"] != b["code"]:
+        what = _code_changed(a, b)
+        if what is not None:
             choice = code_changes.get(name)
             if choice is None:
                 raise PipelineError(
-                    f"step {name!r}: its function changed since {where} was written; choose what happens to what it "
-                    f"already computed: Pipeline(..., code_changes={{{name!r}: 'keep'}}) keeps its state and outputs, "
-                    f"code_changes={{{name!r}: EPOCH}} rolls it and everything downstream back to EPOCH")
+                    f"step {name!r}: its code changed since {where} was written ({'; '.join(what)}); choose what "
+                    f"happens to what it already computed: Pipeline(..., code_changes={{{name!r}: 'keep'}}) keeps its "
+                    f"state and outputs, code_changes={{{name!r}: EPOCH}} rolls it and everything downstream back "
+                    "to EPOCH")
             if choice != "keep" and (isinstance(choice, bool) or not isinstance(choice, int) or choice < -1):
                 raise PipelineError(f"code_changes[{name!r}]={choice!r}: expected 'keep' or an epoch >= -1")
             code[name] = choice
             accepted.append(f"step {name!r}: function changed; " + (
                 "its state and outputs are kept" if choice == "keep" else
                 f"it and everything downstream roll back to epoch {choice}"))
-    return Changes(tuple(accepted), code, tuple(new), tuple(removed))
+    return Changes(tuple(accepted), code, tuple(new), tuple(removed), record=True)
+
+
+def _code_changed(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str] | None:
+    """What changed in a step's code between the recorded description ``a`` and ``b`` (``None``: nothing).
+
+    ``code`` is the function's own fingerprint (every root has it);
+    ``code_deps`` the fingerprints of what it reaches in the user's code
+    (:func:`~falkirk.spark.pipeline.declare.fingerprint.dependencies`),
+    compared where both descriptions have them (a root written before they
+    were recorded gets them at its next start).
+    """
+    deps_a, deps_b = a.get("code_deps"), b.get("code_deps")
+    what = describe_differences(deps_a, deps_b) if isinstance(deps_a, dict) and isinstance(deps_b, dict) else []
+    own = a.get("code") is not None and b.get("code") is not None and a["code"] != b["code"]
+    if own and not what:
+        what = [f"{STEP} changed"]
+    return what or None

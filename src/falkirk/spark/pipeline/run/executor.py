@@ -196,7 +196,7 @@ class Executor:
                 "previous pipeline, which resumes as it was (or start the changed one on a new root)") from exc
         if self.pipeline.durable:  # a crashed driver's unpublished data: once, after the start's recovery worked
             self.storage.sweep_orphans()
-        if self.evolution:
+        if self.evolution or self.evolution.record:
             self.pipeline.write_root()
             for change in self.evolution.accepted:
                 self.journal.note(f"pipeline changed: {change}")
