@@ -111,3 +111,25 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "usage:" in err
     code, _, err = run(capsys, "solve", "x.json", "--strategy", "fastest")
     assert code == 2 and "fastest" in err
+
+
+def test_a_closed_pipe_ends_quietly_like_a_unix_tool(tmp_path: Path) -> None:
+    """``falkirk solve … | head``: the reader went away; no "Broken pipe" error, status 141 (SIGPIPE's)."""
+    import os
+    import subprocess
+    import sys
+
+    scenario = tmp_path / "s.json"
+    scenario.write_text(json.dumps({
+        "format": "falkirk-scenario/1",
+        "processors": {f"p{i}": {"domain": "epoch", "stateless": True} for i in range(200)},
+        "edges": {f"e{i}": {"src": f"p{i}", "dst": f"p{i + 1}"} for i in range(199)},
+        "failed": ["p0"]}))
+    read, write = os.pipe()
+    os.close(read)  # nobody reads what it writes
+    try:
+        done = subprocess.run([sys.executable, "-m", "falkirk", "solve", str(scenario)], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+    finally:
+        os.close(write)
+    assert done.stderr == "" and done.returncode == 141, (done.returncode, done.stderr)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
@@ -73,7 +74,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     source = getattr(args, "file", None)
     try:
-        return int(args.run(args))
+        status = int(args.run(args))
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return status
+    except BrokenPipeError:  # `falkirk ... | head`: the reader went away; say nothing, as Unix tools do
+        _quiet_stdout()
+        return 128 + 13  # killed by SIGPIPE, as the shell reports it
     except FalkirkError as exc:
         report(exc, source)
         return 2
@@ -83,6 +89,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         report(exc, source)
         return 2
+
+
+def _quiet_stdout() -> None:
+    """Point standard output at /dev/null, so that the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a test's captured stdout): nothing to flush at exit
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

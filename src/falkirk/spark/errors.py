@@ -14,7 +14,7 @@ from falkirk.errors import FalkirkError, ValidationError
 __all__ = [
     "PipelineError", "SchemaError", "EagerWriteError", "RecordError", "StorageError", "AlreadyPublishedError", "CorruptDataError",
     "StepFailure", "RecoveryError",
-    "StepError", "SessionError",
+    "StepError", "SessionError", "RunInterrupted",
 ]
 
 
@@ -133,3 +133,19 @@ class StepError(RecoveryError):
         self.step = failure.step
         self.epoch = failure.epoch
         self.cause = failure.cause
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by Ctrl-C (``SIGINT``); the message says where, that the root is consistent and how to resume.
+
+    Deliberately *not* a :class:`~falkirk.errors.FalkirkError`: an interrupt
+    must pass through ``except Exception`` like the ``KeyboardInterrupt`` it
+    replaces (whose py4j traceback it hides). ``root`` is the root's URI.
+    """
+
+    def __init__(self, message: str, root: str) -> None:
+        super().__init__(message)
+        self.root = root
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

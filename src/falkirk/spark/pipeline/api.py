@@ -11,10 +11,11 @@ it needs.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Self
 
-from falkirk.spark.errors import PipelineError
+from falkirk.spark.errors import PipelineError, RunInterrupted
 from falkirk.spark.pipeline.declare.definition import Definition
 from falkirk.spark.pipeline.plan.advice import Advice, advise, refusals
 from falkirk.spark.pipeline.plan.costs import Costs
@@ -23,6 +24,8 @@ from falkirk.spark.pipeline.plan.measured import from_journal, root_costs, save_
 from falkirk.spark.pipeline.plan.shape import fanout_notes
 from falkirk.spark.pipeline.plan.whatif import WhatIf, check_steps, from_root, what_if
 from falkirk.spark.pipeline.run.executor import Executor, RunResult
+from falkirk.spark.pipeline.run.interrupt import Interrupt, after_interrupt, interruptible
+from falkirk.spark.pipeline.run.progress import Progress
 from falkirk.spark.pipeline.run.session import check_usable, local_session, sql_conf
 from falkirk.spark.pipeline.store.storage import Storage
 
@@ -52,18 +55,35 @@ class Pipeline(Definition):
         ``bar=True`` draws a live progress bar (tqdm) of the step executions
         left. Each step's start and finish (rows, seconds) is also logged to
         the ``falkirk.spark`` logger (:mod:`~falkirk.spark.pipeline.run.progress`).
+        Ctrl-C stops the run with :class:`~falkirk.spark.errors.RunInterrupted`
+        (a ``KeyboardInterrupt``) after one line saying where; the root stays
+        consistent and the same call resumes.
         """
         if self.spark is None:
             self.spark = local_session()
         check_usable(self.spark, f"pipeline at {self.location.uri}")
-        with sql_conf(self.spark, self.spark_conf):
-            ex = Executor(self, fail=fail, progress=progress, bar=bar)
-            self._executor = ex
+        with sql_conf(self.spark, self.spark_conf), interruptible(self.spark):
+            ex: Executor | None = None
+            interrupted: RunInterrupted | None = None
             try:
+                ex = self._executor = Executor(self, fail=fail, progress=progress, bar=bar)
                 return ex.run(epochs)
+            except (KeyboardInterrupt, Interrupt):
+                after_interrupt(self.spark, ex.group if ex is not None else None)
+                where = f" during {ex.running}" if ex is not None and ex.running else " while starting"
+                message = (f"run interrupted (Ctrl-C){where}; the root {self.location.uri} is consistent (what "
+                           "completed is durable, what was in flight is redone): the same call resumes")
+                (ex.progress.line if ex is not None else Progress().line)(message, level=logging.WARNING)
+                interrupted = RunInterrupted(message, self.location.uri)
             finally:
                 self._executor = None
-                ex.close()
+                try:
+                    if ex is not None:
+                        ex.close()
+                except Exception:  # noqa: BLE001 - after an interrupt the session may refuse: the root is what counts
+                    if interrupted is None:
+                        raise
+            raise interrupted from None
 
     def plan_failure(self, steps: Iterable[str] | str, *, at: int | None = None) -> WhatIf:
         """The rollback plan falkirk would execute if ``steps`` failed now — nothing is run or changed.

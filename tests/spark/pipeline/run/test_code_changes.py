@@ -10,6 +10,7 @@ not by running falkirk again.
 
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
 from collections import Counter
@@ -119,6 +120,16 @@ def test_code_changes_redo_the_step_and_its_consumers_from_the_epoch(
             pipe.run(THEN)
         assert "collected by garbage collection" in str(err.value) and "nothing under" in str(err.value)
         assert root_listing(root) == before
+        # the refusal names the earliest epoch that works here, and that one does
+        suggested = re.search(r"the earliest epoch code_changes can name for clean here is (\d+)", str(err.value))
+        assert suggested is not None, str(err.value)
+        earliest = int(suggested.group(1))
+        assert change_at < earliest == acknowledged, (earliest, acknowledged)
+        shutil.copytree(root, tmp_path / "suggested")
+        build(tmp_path / "suggested", spark, new_clean, gc=gc, code_changes={"clean": earliest}).run(THEN)
+        report, alerts = expected(earliest)
+        assert output_rows(spark, tmp_path / "suggested", "device_report") == report
+        assert _alerts(tmp_path / "suggested") == alerts
         build(root, spark, old_clean, gc=gc).run(THEN)  # the unchanged pipeline resumes
         report, alerts = expected(THEN)
     else:

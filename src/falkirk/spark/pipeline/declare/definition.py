@@ -399,7 +399,8 @@ class Definition:
         if theirs == mine:
             return Changes((), {})
         try:
-            found = changes(theirs, mine, code_changes=self.code_changes, where=self.location.uri)
+            found = changes(theirs, mine, code_changes=self.code_changes, where=self.location.uri,
+                            persisted=lambda step: bool(self.location.listdir(f"manifests/{step}/checkpoint")))
         except (KeyError, TypeError, AttributeError) as exc:
             raise PipelineError(f"pipeline.json does not describe a pipeline ({type(exc).__name__}: {exc}) "
                                 f"under {self.location.uri}") from None

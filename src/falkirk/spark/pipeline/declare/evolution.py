@@ -47,7 +47,7 @@ step 'out' is new: it starts at ∅ and is backfilled from logged or replayable 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from attrs import frozen
@@ -87,9 +87,15 @@ def _columns(ddl: str) -> list[tuple[str, str, bool]] | None:
 
 def changes(
     theirs: Mapping[str, Any], mine: Mapping[str, Any], *, code_changes: Mapping[str, str | int] | None = None,
-    where: str = "the root",
+    where: str = "the root", persisted: Callable[[str], bool] | None = None,
 ) -> Changes:
-    """Compare the recorded description ``theirs`` with ``mine``; the accepted changes, or PipelineError."""
+    """Compare the recorded description ``theirs`` with ``mine``; the accepted changes, or PipelineError.
+
+    ``persisted(step)``: whether the root holds a checkpoint of ``step``'s
+    state (``None``: assume it does). A keyed step's ``key`` (and
+    ``max_parallelism``) may change only while nothing of its state was
+    persisted — a typo that failed the first epoch must not lock the root.
+    """
     code_changes = dict(code_changes or {})
 
     def refuse(what: str) -> PipelineError:
@@ -163,6 +169,13 @@ def changes(
                 elif key == "log":
                     raise refuse(f"step {name!r}: log False → True would make earlier epochs replayable from a log "
                                  "that was never written; declare it on a new root")
+                elif key in ("key", "max_parallelism") and persisted is not None and not persisted(name):
+                    accepted.append(f"step {name!r}: {key} {ra.get(key)!r} → {rb.get(key)!r} (no checkpoint of its "
+                                    "state was ever written: it starts from ∅ with the new one)")
+                elif key in ("key", "max_parallelism"):
+                    raise refuse(f"step {name!r} was {json.dumps(ra, sort_keys=True)}, now "
+                                 f"{json.dumps(rb, sort_keys=True)}: its {key} cannot change once its state was "
+                                 "checkpointed (the checkpoints are partitioned by it)")
                 else:
                     raise refuse(f"step {name!r} was {json.dumps(ra, sort_keys=True)}, now {json.dumps(rb, sort_keys=True)}: "
                                  f"its {key} cannot change on a running pipeline")

@@ -82,8 +82,11 @@ class Planner:
     def __init__(
         self, template: Dataflow, *, outputs: Iterable[str] = (), known: Mapping[str, Iterable[int]] | None = None,
         path: str | os.PathLike[str] | None = None, monitor: bool = True, synchronous: str = "NORMAL",
+        root: str | None = None,
     ) -> None:
         self.template = template
+        #: the pipeline root the database caches (named in a :class:`~falkirk.spark.errors.StorageError`)
+        self.root = root
         self.outputs = frozenset(outputs)
         self.path = Path(path) if path is not None else None
         self.use_monitor = monitor
@@ -252,17 +255,36 @@ class Planner:
         if self.path is None:
             self._monitor = Monitor(df, outputs=self.outputs)
         else:
-            tmp = self.path.with_name(self.path.name + ".new")
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                Path(str(tmp) + suffix).unlink(missing_ok=True)
-            Monitor.create(df, tmp, outputs=self.outputs, synchronous=self.synchronous).close()
-            for suffix in ("-wal", "-shm"):
-                Path(str(self.path) + suffix).unlink(missing_ok=True)
-            os.replace(tmp, self.path)
-            self._monitor = Monitor.open(self.path, synchronous=self.synchronous)
+            with self._storage("rebuilding the monitor's database"):
+                tmp = self.path.with_name(self.path.name + ".new")
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    Path(str(tmp) + suffix).unlink(missing_ok=True)
+                Monitor.create(df, tmp, outputs=self.outputs, synchronous=self.synchronous).close()
+                for suffix in ("-wal", "-shm"):
+                    Path(str(self.path) + suffix).unlink(missing_ok=True)
+                os.replace(tmp, self.path)
+                self._monitor = Monitor.open(self.path, synchronous=self.synchronous)
         self._dirty = False
         self._recorded = 0
         self.rebuilds += 1
+
+    @contextmanager
+    def _storage(self, what: str) -> Iterator[None]:
+        """Turn a failure to write the monitor's database into a :class:`StorageError` naming the root, what was
+        being done and the cause (a read-only root, a full disk…)."""
+        from falkirk.spark.errors import StorageError
+
+        try:
+            yield
+        except (OSError, sqlite3.Error) as exc:
+            if isinstance(exc, StorageError):
+                raise
+            where = f"root {self.root}" if self.root is not None else f"{self.path}"
+            cause = f"{type(exc).__name__}: {exc}" if isinstance(exc, sqlite3.Error) else str(exc)
+            raise StorageError(
+                f"{where}: {what} ({self.path}, the planner's cache of the manifests) failed: {cause}; nothing under "
+                "the root was changed by it. A run writes under its root: make it writable (or free space) and "
+                "start again") from exc
 
     def compact(self) -> None:
         """After garbage collection: the monitor's database holds exactly the available checkpoints.

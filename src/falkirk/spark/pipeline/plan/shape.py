@@ -83,8 +83,9 @@ def fanout_notes(pipeline: Definition) -> list[str]:
         if after < before:
             notes.append(
                 f"step {s!r} is not logged and feeds {', '.join(consumers)}: when a stateful step fails, all of them "
-                f"roll back with it (failing each stateful step while it works on each of epochs "
-                f"{boundaries.start + 1}..{boundaries.stop} recomputes {before} (step, epoch) pairs in all); "
+                f"roll back with it (in a history of two checkpoint intervals of the slowest stateful step, "
+                f"{slowest} epoch(s) each, failing each stateful step at each epoch recomputes {before} (step, epoch) "
+                "pairs in all); "
                 f"log=True on {s!r} would make that {after}, for writing its output every epoch "
                 "(pipe.plan_failure(...) shows one failure's plan)")
     return notes

@@ -137,7 +137,7 @@ class Executor:
         self.planner = Planner(
             pipeline.dataflow(), outputs=pipeline.external_outputs,
             path=metadata_cache(pipeline.location) if pipeline.monitor and pipeline.durable else None,
-            monitor=pipeline.monitor and pipeline.durable,
+            monitor=pipeline.monitor and pipeline.durable, root=pipeline.location.uri,
         )
         durable = pipeline.durable
         self.context = RunContext(
@@ -170,6 +170,10 @@ class Executor:
         self.run_id = uuid.uuid4().hex[:12]
         #: what this driver spent before its first plan (a restart's first phases)
         self.startup = Startup(t0, session_seconds, probe)
+        #: the step execution under way or last started (``"cc@7"``), for a report of an interrupt
+        self.running: str | None = None
+        #: its Spark job group (a tag through Spark Connect)
+        self.group: str | None = None
 
     def _inputs_read(self, name: str, recorded: int) -> int:
         """The last epoch input ``name`` is known to have read: its execution records, its consumers' durable
@@ -191,6 +195,13 @@ class Executor:
                       for n, e in limits.items()]
             if not needs:
                 raise
+            if limits:
+                earliest = self.rollback.earliest_limits(set(self.order), limits)
+                needs += [f"the earliest epoch code_changes can name for {n} here is {e} "
+                          f"(code_changes={{{n!r}: {e}}}: the old code's epochs up to {e} stand)"
+                          for n, e in earliest.items()]
+                needs += [f"no epoch code_changes can name for {n} has its data here: code_changes={{{n!r}: 'keep'}} "
+                          "keeps what the old code computed" for n in limits if n not in earliest]
             raise RecoveryError(
                 f"{exc}; that is data the changed pipeline needs ({'; '.join(needs)}): the root still holds the "
                 "previous pipeline, which resumes as it was (or start the changed one on a new root)") from exc
@@ -317,7 +328,9 @@ class Executor:
         runs = [x for x in self.journal.executions if x.epoch == epoch and not x.redo]
         if runs:
             total = sum(x.seconds for x in runs)
-            parts = " · ".join(f"{x.step} {x.rows if x.rows >= 0 else '?'}" for x in runs)
+            # a fused step whose consumer failed has no count in its first record: its redo's counts
+            rows = {x.step: x.rows for x in self.journal.executions if x.epoch == epoch and x.rows >= 0}
+            parts = " · ".join(f"{x.step} {rows.get(x.step, '?')}" for x in runs)
             self.say(f"epoch {epoch:>3}  {parts}  ({total:.1f} s)")
 
     def _watch_codegen(self) -> None:
@@ -345,11 +358,12 @@ class Executor:
 
     def _execute(self, name: str, epoch: int) -> None:
         runner = self.runners[name]
+        self.running = f"{name}@{epoch}"
         self.injector.at(name, epoch, "before")
         t0 = time.perf_counter()
         c0 = self.cpu.read() if self.cpu is not None else None  # (tree, of which the JIT compilers)
         self.progress.step_started(name, epoch, redo=epoch <= self.high[name])
-        group = f"falkirk-{self.run_id}:{name}@{epoch}:{len(self.journal.executions)}"
+        group = self.group = f"falkirk-{self.run_id}:{name}@{epoch}:{len(self.journal.executions)}"
         with job_group(self.spark, group):
             inputs = {link.src: self._take(link.name, epoch) for link in self.pipeline.edges if link.dst == name}
             try:

@@ -131,15 +131,12 @@ class Rollback:
             finally:
                 checking += time.perf_counter() - t
 
-        trial = self.planner.copy()
-        for n, e in (limits or {}).items():
-            trial.truncate(n, e)  # held to E: what it did after E was done by the old code
         known = [lost] if lost is not None else []
         if restart:
             t = time.perf_counter()
             known += self._damaged_outputs()
             checking += time.perf_counter() - t
-        outcome = executable_plan(self.pipeline, trial, failed, self.live_all, check, lost=known)
+        trial, outcome = self._outcome(failed, limits, known, check)
         rec.problems.extend(str(p) for p in outcome.problems)
         for p in outcome.problems:
             if p is not outcome.blocker:
@@ -186,6 +183,33 @@ class Rollback:
                     rec.jit_seconds = min(rec.cpu_seconds, max(0.0, now[1] - rec.jit_started))
             if all(self.done[n] >= rec.in_flight for n in self.order):
                 rec.caught_up = rec.finished
+
+    def _outcome(
+        self, failed: set[str], limits: Mapping[str, int] | None, known: list[CorruptDataError], check: Any,
+    ) -> tuple[Planner, Any]:
+        """The executable plan for ``failed`` with ``limits`` (or why there is none), on a copy of the planner."""
+        trial = self.planner.copy()
+        for n, e in (limits or {}).items():
+            trial.truncate(n, e)  # held to E: what it did after E was done by the old code
+        return trial, executable_plan(self.pipeline, trial, failed, self.live_all, check, lost=known)
+
+    def earliest_limits(self, failed: set[str], limits: Mapping[str, int]) -> dict[str, int]:
+        """For each step of ``limits`` (``code_changes`` epochs a restart could not honour): the earliest epoch, at
+        or after the one asked, from which the data to redo it is all there (the others held as asked); a step
+        none works for is left out. Nothing changes: each trial is planned and checked on a copy."""
+        done_before = dict(self.high)
+
+        def check(plan: Any, _: Any) -> CorruptDataError | None:
+            return check_plan(self.pipeline, self.storage, plan, done_before)
+
+        found: dict[str, int] = {}
+        for n, e in limits.items():
+            for later in range(e + 1, self.high.get(n, e) + 1):
+                _, outcome = self._outcome(failed, {**limits, n: later}, [], check)
+                if outcome.executable:
+                    found[n] = later
+                    break
+        return found
 
     def _move(self, name: str, action: str, frontier: int) -> str:
         """What a step does in a plan, in its regime's words (``cc restores its checkpoint at 5``)."""

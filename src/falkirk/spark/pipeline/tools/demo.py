@@ -216,5 +216,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
+def entry(argv: Sequence[str] | None = None) -> int:
+    """:func:`main` as a command: Ctrl-C ends it with falkirk's one line (the root is consistent), status 130."""
+    from falkirk.spark.errors import RunInterrupted
+
+    try:
+        return main(argv)
+    except RunInterrupted as exc:
+        print(f"falkirk demo: {exc}", file=sys.stderr, flush=True)
+        return 130
+    except KeyboardInterrupt:
+        print("falkirk demo: interrupted (Ctrl-C) outside the pipeline run", file=sys.stderr, flush=True)
+        return 130
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())
