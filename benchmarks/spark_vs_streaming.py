@@ -76,7 +76,7 @@ that depends most on the JVM's age.
   back is to start over from epoch 0 (the root is deleted, the input log
   refilled before timing, and the job re-run).
 * ``falkirk-advised`` (not run by default: ``--configs``, and
-  ``spark_matrix.py`` W1) — the regimes :meth:`Pipeline.advise
+  ``benchmarks.spark_matrix`` W1) — the regimes :meth:`Pipeline.advise
   <falkirk.spark.Pipeline.advise>` chooses for a driver failure
   (``failures="driver"``) at ``ADVISE_RATE`` (0.05 per epoch), priced in CPU
   seconds from a profile taken by a driver process of its own before the two
@@ -891,7 +891,7 @@ def measure(config: str, args: argparse.Namespace, work: Path, input_dir: Path, 
     """Run ``config`` (reference run, driver killed, restart) in two driver processes; ``conf``: extra Spark settings
     of both (e.g. the streaming snapshot spacing), ``name``: its directory and log names (default ``config``);
     ``advice``: for ``falkirk-advised``, the ``advice.json`` of an earlier measurement to run with instead of
-    profiling and advising again (``spark_matrix.py --drivers``: one advice, measured in several drivers)."""
+    profiling and advising again (``benchmarks.spark_matrix --drivers``: one advice, measured in several drivers)."""
     name = name or config
     spec = {"config": config, "epochs": args.epochs, "crash": args.crash, "size": sizes(args),
             "base": str(work / name), "input": str(input_dir), "cc": algorithm(config, args.cc), "conf": conf or {}}

@@ -5,11 +5,14 @@ them into one session would), from the repository's root. A block may opt out
 with the line ``<!-- docs-test: skip: REASON -->`` right before its fence; a
 marker without a reason fails. Files whose code uses PySpark run on the
 shared SparkSession (``tests/conftest.py``'s ``spark``), which their
-``local_session()``/``getOrCreate()`` calls then return.
+``local_session()``/``getOrCreate()`` calls then return. README.md's blocks
+must also leave what the README says they give (``CHECKS``), and its table of
+falkirk against Structured Streaming must be what the benchmark's results say.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -42,6 +45,17 @@ def _uses_spark(path: Path) -> bool:
     return any("falkirk.spark" in code or "pyspark" in code for _, code, _ in blocks(path))
 
 
+def _check_readme(namespace: dict[str, Any]) -> None:
+    """README.md's examples give what the README says: the solver's plan, a pipeline recovered from its failure."""
+    assert namespace["plan"].actions == {"src": "rollback", "sum": "restore", "sink": "rollback"}
+    result = namespace["result"]
+    assert [str(i) for i in result.fired] == ["totals@4:mid"] and result.journal.recoveries
+
+
+#: per file, what its blocks must leave in their namespace (beyond running without an error)
+CHECKS = {"README.md": _check_readme}
+
+
 def _run(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[int, list[str]]:
     monkeypatch.chdir(ROOT)
     namespace: dict[str, Any] = {"__name__": f"docs:{path.name}"}
@@ -52,6 +66,7 @@ def _run(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[int, list[str]]:
             continue
         exec(compile(code, f"{path.relative_to(ROOT)}:{line}", "exec"), namespace)
         ran += 1
+    CHECKS.get(path.relative_to(ROOT).as_posix(), lambda namespace: None)(namespace)
     return ran, skipped
 
 
@@ -63,6 +78,7 @@ def test_the_docs_have_python_blocks() -> None:
     """The collection itself: README.md and docs/ hold Python blocks (a broken fence pattern would find none)."""
     found = {p.relative_to(ROOT).as_posix(): len(blocks(p)) for p in DOCS if blocks(p)}
     assert found.get("README.md", 0) >= 2 and found.get("docs/spark.md", 0) >= 3, found
+    assert [reason for _, _, reason in blocks(ROOT / "README.md") if reason is not None] == []  # every example runs
 
 
 @pytest.mark.parametrize("path", PLAIN, ids=lambda p: p.relative_to(ROOT).as_posix())
@@ -101,3 +117,23 @@ def test_no_merge_conflict_markers_are_left_in_tracked_text() -> None:
             continue
         found += [f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}" for m in marker.finditer(text)]
     assert len(files) > 50 and not found, found
+
+
+def _ratio(x: float) -> str:
+    """A ratio as README.md rounds it: one decimal, two below 0.1."""
+    return f"{x:.2f}×" if x < 0.095 else f"{x:.1f}×"
+
+
+def test_readme_streaming_table_is_the_matrix_results_rounded() -> None:
+    """Each row of README.md's falkirk-or-Structured-Streaming table is benchmarks/results/spark_matrix.json, rounded."""
+    summary = {w: b["summary"] for w, b in
+               json.loads((ROOT / "benchmarks" / "results" / "spark_matrix.json").read_text())["workloads"].items()}
+    rows = re.findall(r"^\| (W\d):[^|]*\| `([^`]+)` \| `([^`]+)` \| ([0-9.]+×) \| ([0-9.]+×) \|$",
+                      (ROOT / "README.md").read_text(), re.M)
+    assert sorted(w for w, *_ in rows) == sorted(summary), rows
+    for w, fk, st, cpu, recovery in rows:
+        a, b = summary[w][fk], summary[w][st]
+        assert (cpu, recovery) == (_ratio(a["cpu_median_s"] / b["cpu_median_s"]),
+                                   _ratio(a["recovery_cpu_s"] / b["recovery_cpu_s"])), w
+        streams = [n for n, x in summary[w].items() if x["system"] == "streaming"]
+        assert st == min(streams, key=lambda n: summary[w][n]["cpu_median_s"]), (w, st)  # the cheapest per epoch

@@ -126,3 +126,14 @@ def test_tests_that_provoke_a_fetch_failure_run_after_every_other_test(tmp_path:
     provoking = ("tests/spark/lineage/test_lineage_spark.py::", "tests/spark/lineage/test_run_examples.py::test_lineage")
     marked = [i for i, line in enumerate(ids) if line.startswith(provoking)]
     assert len(marked) > 5 and marked == list(range(len(ids) - len(marked), len(ids))), ids
+
+
+def test_importing_the_tests_helper_scripts_writes_nothing(tmp_path: Path) -> None:
+    """Importing each helper script under tests/, as ``--doctest-modules`` does, writes no file in the current directory."""
+    helpers = [p for p in sorted((ROOT / "tests").rglob("*.py"))
+               if p.name != "conftest.py" and not p.name.startswith("test_")]
+    assert any(p.name == "make.py" for p in helpers), helpers  # the fixture script that once wrote root/ on import
+    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "--doctest-modules",
+                          "-p", "no:cacheprovider", *map(str, helpers)], cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode in (0, 5), run.stdout + run.stderr  # 5: no doctests among them
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

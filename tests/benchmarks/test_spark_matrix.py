@@ -1,4 +1,4 @@
-"""Smoke test of benchmarks/spark_matrix.py: each implemented workload × system for 2 tiny epochs, not the benchmark.
+"""Smoke test of benchmarks/spark_matrix/: each implemented workload × system for 2 tiny epochs, not the benchmark.
 
 W4 and W6 run in the shared session exactly as the benchmark's driver
 processes do (failure-free run, the failure or the code change, outputs
@@ -16,19 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchmarks.spark_matrix import (
-    CONFIGS,
-    PHASES,
-    StreamingKeyed,
-    advice_check,
-    markdown,
-    pooled,
-    run_falkirk_keyed,
-    streaming_category,
-    verdict,
-    write_keyed_input,
-    write_parquet_input,
-)
+from benchmarks.spark_matrix.cli import PHASES
+from benchmarks.spark_matrix.configs import CONFIGS
+from benchmarks.spark_matrix.measure import streaming_category
+from benchmarks.spark_matrix.pooling import advice_check, pooled, verdict
+from benchmarks.spark_matrix.report import markdown
+from benchmarks.spark_matrix.w2_w3 import StreamingKeyed, run_falkirk_keyed, write_keyed_input
+from benchmarks.spark_matrix.w4_steps import write_parquet_input
 
 SIZE = {"epochs": 2, "fail": 1, "events": 300, "users": 40}
 

@@ -1,4 +1,4 @@
-"""Smoke test of W5 (benchmarks/spark_matrix.py: executor loss on a standalone cluster), tiny, on the session's cluster.
+"""Smoke test of W5 (benchmarks/spark_matrix/w5.py: executor loss on a standalone cluster), tiny, on the session's cluster.
 
 Here and not in tests/benchmarks/test_spark_matrix.py: W5 needs the suite's
 standalone cluster (``cluster``: session-scoped, started once for every
@@ -32,7 +32,9 @@ def test_w5_executor_killed_mid_step_gives_the_failure_free_output(
 ) -> None:
     pytest.importorskip("pandas", reason="applyInPandasWithState needs pandas")
     pytest.importorskip("pyarrow", reason="applyInPandasWithState needs pyarrow")
-    from benchmarks.spark_matrix import CONFIGS, child, write_keyed_input
+    from benchmarks.spark_matrix.configs import CONFIGS
+    from benchmarks.spark_matrix.measure import child
+    from benchmarks.spark_matrix.w2_w3 import write_keyed_input
 
     size = {"epochs": 3, "crash": 1, "keys": 400, "churn": 0.1}
     shared = cluster.shared / f"w5-smoke-{name}"

@@ -1,0 +1,59 @@
+"""The matrix's workloads, their configurations and sizes.
+
+What each configuration runs is defined in its workload's module (:mod:`.w1`, :mod:`.w4`, :mod:`.w6`,
+:mod:`.w2_w3`, :mod:`.w5`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+#: the ``benchmarks`` directory (``results/`` holds the matrix's JSON and pictures)
+BENCHMARKS = Path(__file__).resolve().parents[1]
+
+
+RESULTS = BENCHMARKS / "results"
+WORKLOADS = ("W1", "W4", "W6", "W2", "W3", "W5")
+IMPLEMENTED = ("W1", "W4", "W6", "W2", "W3", "W5")
+SNAPSHOT_KEY = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
+SNAP2 = {SNAPSHOT_KEY: "2"}
+#: failures per epoch ``falkirk-advised`` is advised for (each step failing alone), as in benchmarks/spark_advisor.py
+ADVISE_RATE = 0.05
+#: the configurations of each workload: name → (system, options)
+CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
+    "W1": {"streaming": {"base": "streaming"}, "streaming-snap2": {"base": "streaming", "conf": SNAP2},
+           "falkirk": {"base": "falkirk"}, "falkirk-tuned": {"base": "falkirk-tuned"},
+           "falkirk-advised": {"base": "falkirk-advised"}, "falkirk-eager": {"base": "falkirk-eager"},
+           "streaming-spark-cc": {"base": "streaming-spark-cc"}, "falkirk-propagation": {"base": "falkirk-propagation"}},
+    "W4": {"streaming": {"mode": "single"}, "streaming-snap2": {"mode": "single", "conf": SNAP2},
+           "streaming-split": {"mode": "split"}, "falkirk": {"totals": "lazy"}, "falkirk-inc": {"totals": "incremental"},
+           "falkirk-advised": {"totals": "lazy", "advise": True}},
+    "W6": {"streaming": {"mode": "single"}, "streaming-split": {"mode": "split"}, "falkirk": {"totals": "lazy"}},
+    "W2": {"streaming": {}, "streaming-snap2": {"conf": SNAP2}, "falkirk-inc": {"regime": "eager-inc"},
+           "falkirk-lazy3": {"regime": "lazy3"}},
+    "W3": {"streaming": {}, "streaming-snap2": {"conf": SNAP2}, "falkirk-lazy3": {"regime": "lazy3"},
+           "falkirk-inc": {"regime": "eager-inc"}},
+    "W5": {"streaming": {}, "streaming-snap2": {"conf": SNAP2}, "falkirk-lazy3": {"regime": "lazy3"},
+           "falkirk-inc": {"regime": "eager-inc"}, "falkirk-lazy3-r1": {"regime": "lazy3-r1"}},
+}
+SIZES: dict[str, dict[str, dict[str, Any]]] = {
+    "quick": {"W1": {"epochs": 6, "crash": 4, "events": 4000, "queries": 60},
+              "W4": {"epochs": 8, "fail": 5, "events": 20000, "users": 2000},
+              "W6": {"epochs": 14, "events": 10000, "users": 2000},
+              "W2": {"epochs": 8, "crash": 6, "keys": 100000, "churn": 0.01},
+              "W3": {"epochs": 8, "crash": 6, "keys": 30000, "churn": 1.0},
+              "W5": {"epochs": 9, "crash": 4, "keys": 20000, "churn": 0.05}},
+    "default": {"W1": {"epochs": 12, "crash": 10, "events": 4000, "queries": 60},
+                "W4": {"epochs": 10, "fail": 7, "events": 100000, "users": 20000},
+                "W6": {"epochs": 20, "events": 50000, "users": 10000},
+                "W2": {"epochs": 12, "crash": 10, "keys": 1000000, "churn": 0.01},
+                "W3": {"epochs": 12, "crash": 10, "keys": 500000, "churn": 1.0},
+                "W5": {"epochs": 10, "crash": 7, "keys": 100000, "churn": 0.01}},
+    "full": {"W1": {"epochs": 12, "crash": 10, "events": 4000, "queries": 60},
+             "W4": {"epochs": 12, "fail": 9, "events": 200000, "users": 50000},
+             "W6": {"epochs": 30, "events": 200000, "users": 50000},
+             "W2": {"epochs": 12, "crash": 10, "keys": 2000000, "churn": 0.01},
+             "W3": {"epochs": 12, "crash": 10, "keys": 10000000, "churn": 1.0},
+             "W5": {"epochs": 12, "crash": 10, "keys": 1000000, "churn": 0.01}},
+}
