@@ -21,8 +21,8 @@ from falkirk.spark.pipeline.plan.advice import Advice, advise, refusals
 from falkirk.spark.pipeline.plan.costs import Costs
 from falkirk.spark.pipeline.plan.feasible import verify_root
 from falkirk.spark.pipeline.plan.measured import from_journal, root_costs, save_profile
-from falkirk.spark.pipeline.plan.shape import fanout_notes
-from falkirk.spark.pipeline.plan.whatif import WhatIf, check_steps, from_root, what_if
+from falkirk.spark.pipeline.plan.shape import fanout_notes, output_notes
+from falkirk.spark.pipeline.plan.whatif import WhatIf, check_steps, from_root
 from falkirk.spark.pipeline.run.executor import Executor, RunResult
 from falkirk.spark.pipeline.run.interrupt import Interrupt, after_interrupt, interruptible
 from falkirk.spark.pipeline.run.progress import Progress
@@ -69,8 +69,8 @@ class Pipeline(Definition):
                 ex = self._executor = Executor(self, fail=fail, progress=progress, bar=bar)
                 return ex.run(epochs)
             except (KeyboardInterrupt, Interrupt):
-                after_interrupt(self.spark, ex.group if ex is not None else None)
-                where = f" during {ex.running}" if ex is not None and ex.running else " while starting"
+                after_interrupt(self.spark, ex.state.group if ex is not None else None)
+                where = f" during {ex.state.running}" if ex is not None and ex.state.running else " while starting"
                 message = (f"run interrupted (Ctrl-C){where}; the root {self.location.uri} is consistent (what "
                            "completed is durable, what was in flight is redone): the same call resumes")
                 (ex.progress.line if ex is not None else Progress().line)(message, level=logging.WARNING)
@@ -99,18 +99,21 @@ class Pipeline(Definition):
         names = check_steps(self, steps)
         ex = self._executor
         if ex is not None and at is None:
-            return what_if(self, ex.planner, names, dict(ex.done), live=ex.rollback.live_all(names), journal=ex.journal,
-                           storage=ex.storage)
+            return ex.state.what_if(names, ex.storage)
         return from_root(self, names, at=at)
 
     def check(self) -> list[str]:
-        """Notes on the pipeline's shape before it runs (also the first notes of every run).
+        """Notes on the pipeline's shape before it runs.
 
-        Today: each unlogged step that feeds two or more consumers and whose
+        Each unlogged step that feeds two or more consumers and whose
         ``log=True`` would make recoveries smaller
-        (:func:`~falkirk.spark.pipeline.plan.shape.fanout_notes`).
+        (:func:`~falkirk.spark.pipeline.plan.shape.fanout_notes`, also the
+        first notes of every run), and each output whose committed epochs a
+        sparsely checkpointed step upstream may compute again — what keeping
+        that output final asks of those steps
+        (:func:`~falkirk.spark.pipeline.plan.shape.output_notes`).
         """
-        return fanout_notes(self)
+        return fanout_notes(self) + output_notes(self)
 
     def verify(self) -> list[str]:
         """Every item under the root checked against its manifest, and the input log: the problems found.

@@ -138,7 +138,7 @@ def test_a_codegen_cache_too_small_is_noted_once(spark: Any, tmp_path: Path, mon
     """Spark compiling its generated classes anew every epoch (the driver's CodegenMetrics growing by the same
     amount each epoch) is noted once, naming the setting; this session (local_session: room for 1000 classes)
     compiles next to nothing after its first epochs and gets no note."""
-    from falkirk.spark.pipeline.run import executor as executor_module
+    from falkirk.spark.pipeline.run import watch as watch_module
     from falkirk.spark.pipeline.run.session import codegen_compilations
 
     def copy(clicks: Any) -> Any:
@@ -152,7 +152,7 @@ def test_a_codegen_cache_too_small_is_noted_once(spark: Any, tmp_path: Path, mon
     assert not [n for n in quiet.journal.notes if "codegen" in n], quiet.journal.notes
 
     calls = iter(range(1000, 100_000, 50))  # 50 classes compiled in every epoch
-    monkeypatch.setattr(executor_module, "codegen_compilations", lambda _spark: next(calls))
+    monkeypatch.setattr(watch_module, "codegen_compilations", lambda _spark: next(calls))
     noisy = _pipe(tmp_path / "noisy", spark, copy).run(6)
     notes = [n for n in noisy.journal.notes if "codegen" in n]
     assert len(notes) == 1 and "spark.sql.codegen.cache.maxEntries=1000" in notes[0] and "50 or more" in notes[0]

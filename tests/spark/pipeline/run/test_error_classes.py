@@ -110,7 +110,7 @@ def test_a_failure_inside_a_fused_steps_computation_is_that_steps(spark: Any, tm
     pipe.step(lambda src: src.select(F.udf(udf_body, "bigint")("v").alias("v")), name="s", inputs=["src"],
               regime=Ephemeral())
     pipe.step(lambda s: s.groupBy("v").count(), name="t", inputs=["s"], regime=Ephemeral())
-    from falkirk.spark.pipeline.run.executor import fusions
+    from falkirk.spark.pipeline.run.fusion import fusions
 
     assert fusions(pipe) == ["s"]
     with pytest.raises(StepError) as info:

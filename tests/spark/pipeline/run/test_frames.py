@@ -154,7 +154,7 @@ def test_in_a_chain_of_unlogged_steps_every_other_one_keeps_its_job() -> None:
     import attrs
 
     from falkirk.spark import Batch, Ephemeral, Pipeline
-    from falkirk.spark.pipeline.run.executor import fusions
+    from falkirk.spark.pipeline.run.fusion import fusions
 
     pipe = Pipeline("memory://falkirk-test/chain")
     pipe.input("src", "k BIGINT", source=lambda e: [{"k": 1}])

@@ -52,13 +52,13 @@ def main() -> None:
     pipe = build(sys.argv[1], json.loads(sys.argv[2]) or None)
     pipe.spark = LocalStandIn()
     ex = Executor(pipe)
-    ex.planner.watermarks()  # uses, and so rebuilds, the monitor's database
-    ex.planner.close()
+    ex.state.planner.watermarks()  # uses, and so rebuilds, the monitor's database
+    ex.state.planner.close()
     path = metadata_cache(pipe.location)
     monitor = Monitor.open(path)
     held = {n: [str(c.frontier) for c in monitor.checkpoints(n)] for n in pipe.order}
     monitor.close()
-    print(json.dumps({"available": ex.planner.available, "cache": str(path), "held": held}), flush=True)
+    print(json.dumps({"available": ex.state.planner.available, "cache": str(path), "held": held}), flush=True)
 
 
 if __name__ == "__main__":

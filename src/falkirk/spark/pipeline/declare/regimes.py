@@ -258,7 +258,14 @@ class Eager(Keyed):
 
 @frozen
 class Output(Regime):
-    """External output: each epoch's result overwrites ``output/<step>/epoch=<e>``; committed epochs are acknowledged."""
+    """External output: each epoch's result is written once to ``output/<step>/epoch=<e>`` and acknowledged.
+
+    A committed (acknowledged) epoch is final: a recovery never rewrites it.
+    When a rollback makes an upstream step re-execute epochs the output has
+    committed, the re-sent results are discarded; only a damaged epoch (its
+    files no longer match its manifest) is written again, and
+    ``Pipeline(code_changes=...)`` rewrites what the user asked to redo.
+    """
 
     kind: ClassVar[str] = "output"
 

@@ -33,7 +33,7 @@ from falkirk.spark.pipeline.plan.planner import TOP, Planner, epoch_of
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.declare.definition import Definition
 
-__all__ = ["fanout_notes", "synthetic_available"]
+__all__ = ["fanout_notes", "output_notes", "synthetic_available"]
 
 
 def synthetic_available(pipeline: Definition, done: Mapping[str, int]) -> dict[str, list[int]]:
@@ -88,4 +88,52 @@ def fanout_notes(pipeline: Definition) -> list[str]:
                 "pairs in all); "
                 f"log=True on {s!r} would make that {after}, for writing its output every epoch "
                 "(pipe.plan_failure(...) shows one failure's plan)")
+    return notes
+
+
+def output_notes(pipeline: Definition) -> list[str]:
+    """A note per output fed (directly or not) by a stateful step that does not checkpoint every epoch.
+
+    A committed output epoch is final (a recovery never rewrites it), so
+    when such a step rolls back to a checkpoint before what the output has
+    committed, it re-executes those epochs, their results are discarded, and
+    the output's later epochs are computed from the re-executed state: the
+    same as the first run only if the step computes the same rows again.
+    Cost: one walk of the graph per output.
+
+    >>> from falkirk.spark import Ephemeral, Lazy, Pipeline
+    >>> pipe = Pipeline("memory://falkirk-doc/output-notes")
+    >>> _ = pipe.input("events", "k BIGINT")
+    >>> @pipe.step(regime=Lazy(every=3))
+    ... def counts(events, *, state): return events, events
+    >>> _ = pipe.output("windows", inputs=["counts"])
+    >>> print(output_notes(pipe)[0])  # doctest: +ELLIPSIS
+    output 'windows' is fed by counts (Lazy(every=3)), which can roll back up to 2 epoch(s) behind what it committed: ...
+    """
+    notes = []
+    for out in pipeline.external_outputs:
+        upstream, todo = [], list(pipeline.steps[out].inputs)
+        seen = set(todo)
+        while todo:
+            n = todo.pop()
+            if n in pipeline.steps:
+                regime = pipeline.steps[n].regime
+                every = getattr(regime, "every", 1)
+                if regime.takes_state and not getattr(regime, "incremental", False) and every > 1:
+                    upstream.append((n, every))
+                for u in pipeline.steps[n].inputs:
+                    if u not in seen:
+                        seen.add(u)
+                        todo.append(u)
+        if upstream:
+            upstream.sort(key=lambda x: pipeline.order.index(x[0]))
+            names = ", ".join(f"{n} (Lazy(every={k}))" for n, k in upstream)
+            lag = max(k for _, k in upstream) - 1
+            notes.append(
+                f"output {out!r} is fed by {names}, which can roll back up to {lag} epoch(s) behind what it committed: "
+                "a committed output epoch is final, so what they compute again for those epochs is discarded and "
+                "the output's later epochs come from the state they computed again — the same as the first run "
+                "only if they compute the same rows again; if one is not deterministic (rand(), "
+                "current_timestamp(), an unordered first(), floating-point sums in another order), checkpoint it "
+                "every epoch (Lazy(every=1) or incremental=True)")
     return notes

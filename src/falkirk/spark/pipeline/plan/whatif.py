@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from attrs import frozen
+from attrs import field, frozen
 
 from falkirk.solver import Checkpoint, RollbackPlan
 from falkirk.spark.errors import PipelineError
@@ -65,6 +65,8 @@ class WhatIf:
     blocked: str | None = None
     #: the step whose ``log=True`` :attr:`suggestion` names (``None``: no suggestion)
     suggested_log: str | None = None
+    #: per output rolled back below what it had committed: the committed epochs it keeps (final, not redone)
+    kept: Mapping[str, tuple[int, int]] = field(factory=dict)
 
     @property
     def executable(self) -> bool:
@@ -87,6 +89,9 @@ class WhatIf:
         out = [f"what if {', '.join(self.failed)} failed after epoch {self.at}:", *plan_table(rows)]
         if self.replay:
             out.append(replayed_line(self.replay))
+        for n, (lo, hi) in self.kept.items():
+            span = f"{lo}" if lo == hi else f"{lo}–{hi}"
+            out.append(f"  {n} keeps its committed epoch(s) {span} (final: what is sent again for them is discarded)")
         pairs = sum(hi - lo + 1 for lo, hi in self.redo.values())
         cost = f"  cost: {pairs} (step, epoch) pair(s) recomputed"
         if self.rows is not None:
@@ -140,10 +145,18 @@ def what_if(
         if not outcome.executable:
             blocked = describe_blocker(outcome, retain=pipeline.retain, gc=pipeline.gc, available=planner.available)
     redo: dict[str, tuple[int, int]] = {}
+    kept: dict[str, tuple[int, int]] = {}
+    outputs = set(pipeline.external_outputs)
     for n, f in plan.frontiers.items():
         e = epoch_of(f)
         if e != TOP and e < done[n]:
-            redo[n] = (e + 1, done[n])
+            committed = max(planner.available.get(n, ()), default=-1) if n in outputs else -1
+            if committed > e:  # an output's committed epochs are final: kept, not redone
+                kept[n] = (e + 1, min(committed, done[n]))
+                if done[n] > committed:
+                    redo[n] = (committed + 1, done[n])
+            else:
+                redo[n] = (e + 1, done[n])
     replay: dict[str, tuple[int, int]] = {}
     for edge, r in plan.replay.items():
         fp = epoch_of(r.log_frontier)
@@ -158,7 +171,7 @@ def what_if(
         rows = sum(journal.rows(n, k) or 0 for n, k in pairs)
         seconds = sum(journal.seconds(n, k) or 0.0 for n, k in pairs)
     return WhatIf(failed, min(done.values(), default=-1), dict(done), plan, redo, replay, rows, seconds,
-                  suggested and suggested[1], unusable, blocked, suggested and suggested[0])
+                  suggested and suggested[1], unusable, blocked, suggested and suggested[0], kept)
 
 
 def _redo_pairs(plan: RollbackPlan, done: Mapping[str, int]) -> tuple[int, int]:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from attrs import asdict, define, field, frozen
@@ -141,6 +141,8 @@ class Recovery:
     problems: list[str] = field(factory=list)
     replayed: dict[str, tuple[int, int]] = field(factory=dict)  # edge -> (first, last) epoch replayed
     rescaled: dict[str, tuple[int, int]] = field(factory=dict)  # step -> (old, new) partitions of keyed state
+    #: output -> its committed epochs above its frontier, kept (final): what was sent again for them was discarded
+    discarded: dict[str, list[int]] = field(factory=dict)
     planner: str = ""
 
     @property
@@ -273,6 +275,26 @@ class Journal:
     def open_recoveries(self) -> list[Recovery]:
         """Recoveries whose steps have not all caught up yet."""
         return [r for r in self.recoveries if r.finished is None]
+
+    def progressed(self, done: Mapping[str, int], cpu: tuple[float, float] | None) -> list[Recovery]:
+        """After a step execution (``done``: each step's last completed epoch; ``cpu``: the process tree's CPU and
+        its JIT compilers', where measured): the open recoveries now finished — every step back where it was —
+        are stamped and returned; those whose steps all completed their :attr:`Recovery.in_flight` epoch are
+        caught up."""
+        now = time.perf_counter()
+        finished = []
+        for r in self.open_recoveries():
+            if all(done[n] >= d for n, d in r.done_at_failure.items()):
+                r.finished = now
+                if r.cpu_started is not None and cpu is not None:
+                    r.cpu_seconds = max(0.0, cpu[0] - r.cpu_started)
+                    if r.jit_started is not None:
+                        r.jit_seconds = min(r.cpu_seconds, max(0.0, cpu[1] - r.jit_started))
+                finished.append(r)
+        for r in self.recoveries:
+            if r.finished is not None and r.caught_up is None and all(d >= r.in_flight for d in done.values()):
+                r.caught_up = now
+        return finished
 
     def note(self, text: str) -> None:
         """Record a remark for the report (e.g. task failures Spark retried on its own)."""

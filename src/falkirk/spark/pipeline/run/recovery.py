@@ -18,35 +18,33 @@ by phase: planning, validation (the checks of step 3), then — measured by the
 run loop — replay/recompute and catch-up.
 The run loop (:mod:`~falkirk.spark.pipeline.run.executor`) then re-executes
 what is missing. This module is the recovery room beside that loop: it
-shares the run's per-step progress (``done``, ``high``), runners and queues,
-and never runs an epoch itself.
+sees the run's :class:`~falkirk.spark.pipeline.run.state.RunState` (progress,
+runners, queues, planner, journal) and its context, and never runs an epoch
+itself.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 from attrs import define
 
-from falkirk.solver import Checkpoint
 from falkirk.spark.errors import CorruptDataError, RecoveryError
 from falkirk.spark.pipeline.plan.feasible import check_plan, describe_blocker, executable_plan
-from falkirk.spark.pipeline.plan.live import live_checkpoint
 from falkirk.spark.pipeline.plan.planner import TOP, epoch_of
 from falkirk.spark.pipeline.run.journal import Recovery, Startup
 
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.declare.definition import Definition
     from falkirk.spark.pipeline.plan.planner import Planner
+    from falkirk.spark.pipeline.run.context import RunContext
     from falkirk.spark.pipeline.run.cpu import TreeMeter
-    from falkirk.spark.pipeline.run.journal import Journal
     from falkirk.spark.pipeline.run.progress import Progress
-    from falkirk.spark.pipeline.run.queues import Queues
-    from falkirk.spark.pipeline.run.runners import Runner
-    from falkirk.spark.pipeline.store.storage import Storage
+    from falkirk.spark.pipeline.run.state import RunState
 
 __all__ = ["Rollback"]
 
@@ -55,43 +53,34 @@ __all__ = ["Rollback"]
 class Rollback:
     """Plans, validates and applies rollbacks for one run (see the module docstring).
 
-    ``done`` and ``high`` are the run's own dictionaries (last epoch each step
-    completed, highest ever completed), updated in place.
+    It sees the run through its ``context`` (storage, the root) and its
+    ``state`` (:class:`~falkirk.spark.pipeline.run.state.RunState`: progress,
+    runners, queues, planner, journal), whose ``done`` it lowers through
+    :meth:`RunState.rolled_back <falkirk.spark.pipeline.run.state.RunState.rolled_back>`.
     """
 
-    pipeline: Definition
-    runners: Mapping[str, Runner]
-    queues: Queues
-    planner: Planner
-    storage: Storage
-    journal: Journal
+    context: RunContext
+    state: RunState
     progress: Progress
-    done: dict[str, int]
-    high: dict[str, int]
     #: CPU seconds of the process tree and of its JIT compilers (:func:`~falkirk.spark.pipeline.run.cpu.meter`),
     #: where that is the whole job
     cpu: TreeMeter | None = None
 
     @property
+    def pipeline(self) -> Definition:
+        """The pipeline's definition."""
+        return self.state.pipeline
+
+    @property
     def order(self) -> list[str]:
         """The pipeline's nodes in definition (topological) order."""
-        return self.pipeline.order
-
-    # -- live metadata ------------------------------------------------------------------------
-    def live(self, name: str) -> Checkpoint:
-        """Live metadata of ``name`` (not failed): :func:`~falkirk.spark.pipeline.plan.live.live_checkpoint`."""
-        return live_checkpoint(self.pipeline, name, self.done[name], self.queues.last_queued(name))
-
-    def live_all(self, failed: Iterable[str]) -> dict[str, Checkpoint]:
-        """Live metadata of every stateful step not in ``failed``."""
-        lost = set(failed)
-        return {n: self.live(n) for n in self.order if n not in lost and not self.pipeline.stateless(n)}
+        return self.state.order
 
     # -- failures ----------------------------------------------------------------------------------
     def lose(self, name: str) -> None:
         """``name`` failed: it loses its memory and its input queues."""
-        self.runners[name].lose()
-        self.queues.drop_inputs(name)
+        self.state.runners[name].lose()
+        self.state.queues.drop_inputs(name)
 
     def recover(
         self, failed: set[str], cause: str, *, lost: CorruptDataError | None = None, restart: bool = False,
@@ -108,10 +97,10 @@ class Rollback:
         :class:`RecoveryError` names the damaged or missing file and what it
         made impossible.
         """
-        done_before = dict(self.done) if not restart else dict(self.high)
+        done_before = dict(self.state.done) if not restart else dict(self.state.high)
         rec = Recovery(
-            len(self.journal.recoveries) + 1, cause, tuple(sorted(failed, key=self.order.index)), done_before,
-            {n: list(v) for n, v in self.planner.available.items()}, restart=restart,
+            len(self.state.journal.recoveries) + 1, cause, tuple(sorted(failed, key=self.order.index)), done_before,
+            {n: list(v) for n, v in self.state.planner.available.items()}, restart=restart,
             planner="falkirk.solver.Monitor (meta.sqlite)" if self.pipeline.monitor else "falkirk.solver.solve_frontiers",
         )
         if not restart:
@@ -127,7 +116,7 @@ class Rollback:
             nonlocal checking
             t = time.perf_counter()
             try:
-                return check_plan(self.pipeline, self.storage, plan, done_before)
+                return check_plan(self.pipeline, self.context.storage, plan, done_before)
             finally:
                 checking += time.perf_counter() - t
 
@@ -150,10 +139,10 @@ class Rollback:
             self.lose(n)
         for n, epochs in outcome.forgotten.items():
             for e in epochs:
-                self.planner.forget(n, e)
+                self.state.planner.forget(n, e)
         for n, keep in {**dict(limits or {}), **outcome.truncated}.items():
-            self.planner.truncate(n, keep)
-        plan = self.planner.plan(sorted(outcome.failed), self.live_all(outcome.failed))
+            self.state.planner.truncate(n, keep)
+        plan = self.state.planner.plan(sorted(outcome.failed), self.state.live_all(outcome.failed))
         rec.validated = time.perf_counter()
         rec.validation_seconds += checking
         rec.plan_seconds += rec.validated - t0 - checking
@@ -163,55 +152,56 @@ class Rollback:
                                 f"{dict(outcome.plan.frontiers)}")
         rec.plan = plan
         rec.failed = tuple(n for n in self.order if n in outcome.failed)
-        self._apply(plan, done_before, rec)
+        damaged = {(p.step, p.epoch) for p in outcome.problems if p.kind == "output"}
+        self._apply(plan, done_before, rec, damaged=damaged, rewrite=self._downstream(limits or {}))
         for n, e in (limits or {}).items():
-            self.journal.note(f"{n}: rolled back to epoch {e} (code_changes)")
+            self.state.journal.note(f"{n}: rolled back to epoch {e} (code_changes)")
         if restart and all(d < 0 for d in done_before.values()):
             return  # a fresh start, nothing to report
-        self.journal.recoveries.append(rec)
+        self.state.journal.recoveries.append(rec)
         if not restart:
-            self.progress.more(sum(max(0, done_before[n] - self.done[n]) for n in self.order))
+            self.progress.more(sum(max(0, done_before[n] - self.state.done[n]) for n in self.order))
         lost_work = {n: (epoch_of(f), done_before[n]) for n, f in plan.frontiers.items() if epoch_of(f) < done_before[n]}
         self.progress.line(f"recovery {rec.index}: plan in {rec.plan_seconds * 1000:.0f} ms; " + (", ".join(
-            self._move(n, plan.actions[n], f) for n, (f, _) in lost_work.items()) or "nothing to redo"))
-        if all(self.done[n] >= d for n, d in done_before.items()):
+            self._move(n, plan.actions[n], f, rec.discarded.get(n, [])) for n, (f, _) in lost_work.items()) or "nothing to redo"))
+        if all(self.state.done[n] >= d for n, d in done_before.items()):
             rec.finished = time.perf_counter()
             now = self.cpu.read() if self.cpu is not None else None
             if rec.cpu_started is not None and now is not None:
                 rec.cpu_seconds = max(0.0, now[0] - rec.cpu_started)
                 if rec.jit_started is not None:
                     rec.jit_seconds = min(rec.cpu_seconds, max(0.0, now[1] - rec.jit_started))
-            if all(self.done[n] >= rec.in_flight for n in self.order):
+            if all(self.state.done[n] >= rec.in_flight for n in self.order):
                 rec.caught_up = rec.finished
 
     def _outcome(
         self, failed: set[str], limits: Mapping[str, int] | None, known: list[CorruptDataError], check: Any,
     ) -> tuple[Planner, Any]:
         """The executable plan for ``failed`` with ``limits`` (or why there is none), on a copy of the planner."""
-        trial = self.planner.copy()
+        trial = self.state.planner.copy()
         for n, e in (limits or {}).items():
             trial.truncate(n, e)  # held to E: what it did after E was done by the old code
-        return trial, executable_plan(self.pipeline, trial, failed, self.live_all, check, lost=known)
+        return trial, executable_plan(self.pipeline, trial, failed, self.state.live_all, check, lost=known)
 
     def earliest_limits(self, failed: set[str], limits: Mapping[str, int]) -> dict[str, int]:
         """For each step of ``limits`` (``code_changes`` epochs a restart could not honour): the earliest epoch, at
         or after the one asked, from which the data to redo it is all there (the others held as asked); a step
         none works for is left out. Nothing changes: each trial is planned and checked on a copy."""
-        done_before = dict(self.high)
+        done_before = dict(self.state.high)
 
         def check(plan: Any, _: Any) -> CorruptDataError | None:
-            return check_plan(self.pipeline, self.storage, plan, done_before)
+            return check_plan(self.pipeline, self.context.storage, plan, done_before)
 
         found: dict[str, int] = {}
         for n, e in limits.items():
-            for later in range(e + 1, self.high.get(n, e) + 1):
+            for later in range(e + 1, self.state.high.get(n, e) + 1):
                 _, outcome = self._outcome(failed, {**limits, n: later}, [], check)
                 if outcome.executable:
                     found[n] = later
                     break
         return found
 
-    def _move(self, name: str, action: str, frontier: int) -> str:
+    def _move(self, name: str, action: str, frontier: int, kept: list[int]) -> str:
         """What a step does in a plan, in its regime's words (``cc restores its checkpoint at 5``)."""
         again = f"from epoch {frontier + 1}"
         if name in self.pipeline.inputs:
@@ -220,7 +210,12 @@ class Rollback:
         if regime.stateless:
             return f"{name} recomputes {again}"
         if regime.kind == "output":
-            return f"{name} rewrites {again}"
+            if not kept:
+                return f"{name} writes {again}"
+            redo = [e for e in range(frontier + 1, kept[-1]) if e not in kept]
+            return (f"{name} keeps its committed epochs {_span(kept)} (final: what is sent again for them is "
+                    "discarded)" + (f", writes the damaged {_span(redo)} again" if redo else "")
+                    + f" and writes from epoch {kept[-1] + 1}")
         if getattr(regime, "database", None):
             return f"{name} returns its database to epoch {frontier}" if frontier >= 0 else f"{name} empties its database"
         if frontier < 0:
@@ -228,24 +223,46 @@ class Rollback:
         return f"{name} {'restores' if action == 'restore' else 'rolls back to'} its checkpoint at {frontier}"
 
     def _damaged_outputs(self) -> list[CorruptDataError]:
-        """Every acknowledged output epoch under the root checked against its manifest: the first damaged per output."""
+        """Every acknowledged output epoch under the root checked against its manifest: each damaged one."""
         found = []
         for n in self.pipeline.external_outputs:
-            for e in self.storage.epochs(n, "output"):
+            for e in self.context.storage.epochs(n, "output"):
                 try:
-                    self.storage.verify(self.storage.get(n, "output", e))
+                    self.context.storage.verify(self.context.storage.get(n, "output", e))
                 except CorruptDataError as err:
-                    found.append(err)
-                    break
+                    found.append(err)  # each damaged epoch is written again; the others stay as they are
         return found
 
-    def _apply(self, plan: Any, done_before: dict[str, int], rec: Recovery) -> None:
+    def _downstream(self, steps: Mapping[str, int]) -> set[str]:
+        """The outputs ``steps`` reach (``code_changes`` asks to redo their epochs: the one chosen rewrite)."""
+        reached, todo = set(steps), list(steps)
+        while todo:
+            for c in self.pipeline.consumers(todo.pop()):
+                if c not in reached:
+                    reached.add(c)
+                    todo.append(c)
+        return reached & set(self.pipeline.external_outputs)
+
+    def _apply(
+        self, plan: Any, done_before: dict[str, int], rec: Recovery, *,
+        damaged: AbstractSet[tuple[str, int]] = frozenset(), rewrite: AbstractSet[str] = frozenset(),
+    ) -> None:
+        """SPEC §6 reset. An output keeps its committed epochs above its frontier (final: what is sent again for
+        them is discarded), except those found ``damaged`` and every one of an output in ``rewrite``."""
+        outputs = set(self.pipeline.external_outputs)
         for n in self.order:
             f = epoch_of(plan.frontiers[n])
             if f == TOP:
                 continue
-            runner = self.runners[n]
-            runner.reset(f)
+            runner = self.state.runners[n]
+            if n in outputs:
+                kept = set() if n in rewrite else {
+                    e for e in self.context.storage.epochs(n, "output") if e > f and (n, e) not in damaged}
+                runner.reset(f, committed=kept)
+                if kept:
+                    rec.discarded[n] = sorted(kept)
+            else:
+                runner.reset(f)
             rescaled = runner.rescaled
             if rescaled is not None:
                 old_n, new_n, reads = rescaled
@@ -253,8 +270,8 @@ class Rollback:
                 self.progress.line(f"  {n}: keyed checkpoint at {f} restored from {old_n} into {new_n} partitions "
                                    f"(by key group; new partition <- old: {reads})")
                 runner.rescaled = None
-            self.planner.truncate(n, f)
-            self.done[n] = f
+            self.state.planner.truncate(n, f)
+            self.state.rolled_back(n, f)
         for link in self.pipeline.edges:
             fq = epoch_of(plan.frontiers[link.dst])
             if fq == TOP:
@@ -268,5 +285,12 @@ class Rollback:
                 replay = range(fq + 1, hi + 1)
                 if hi > fq:
                     rec.replayed[link.name] = (fq + 1, hi)
-            self.queues.reset(link.name, keep_upto=fq, replay=replay, keep_memory=keep_memory)
-        self.queues.frames.flush()
+            self.state.queues.reset(link.name, keep_upto=fq, replay=replay, keep_memory=keep_memory)
+        self.state.queues.frames.flush()
+
+
+def _span(epochs: list[int]) -> str:
+    """``5..9`` for a run of epochs, ``5, 7`` otherwise."""
+    if epochs == list(range(epochs[0], epochs[-1] + 1)):
+        return str(epochs[0]) if len(epochs) == 1 else f"{epochs[0]}..{epochs[-1]}"
+    return ", ".join(map(str, epochs))

@@ -20,8 +20,8 @@ from falkirk.spark.pipeline.plan.planner import epoch_of
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.declare.definition import Definition
     from falkirk.spark.pipeline.plan.planner import Planner
-    from falkirk.spark.pipeline.run.journal import Journal
     from falkirk.spark.pipeline.run.runners import Runner
+    from falkirk.spark.pipeline.run.state import RunState
     from falkirk.spark.pipeline.store.storage import Storage
 
 __all__ = ["retained_watermarks", "collect"]
@@ -60,17 +60,16 @@ def retained_watermarks(pipeline: Definition, planner: Planner, runners: Mapping
     return {n: min(lw[n], epoch_of(marks[n])) for n in lw}
 
 
-def collect(
-    pipeline: Definition, planner: Planner, runners: Mapping[str, Runner], storage: Storage, journal: Journal,
-) -> None:
+def collect(state: RunState, storage: Storage) -> None:
     """Delete what the low-watermarks allow (with retention): old checkpoints, consumed logs, acknowledged input,
     execution records no retained epoch needs, and data directories this driver wrote but never published."""
+    pipeline, planner, runners = state.pipeline, state.planner, state.runners
     lw = retained_watermarks(pipeline, planner, runners)
     for n in pipeline.order:
         consumers = pipeline.consumers(n)
         runners[n].collect(lw[n], min((lw[q] for q in consumers), default=lw[n]))
     oldest = min(lw.values(), default=-1)
     for n in pipeline.order:
-        journal.collect(n, oldest)
+        state.journal.collect(n, oldest)
     storage.sweep_unpublished()  # what failed steps of this driver wrote; a crashed driver's: at start-up
     planner.compact()

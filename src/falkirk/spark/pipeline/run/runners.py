@@ -51,6 +51,18 @@ class Runner:
         #: whether the last execution's output was a frame of its own, computed by the step's first job on it
         #: (a log's write would be that job); ``None``: not such a step, or not known
         self.fresh: bool | None = None
+        #: the state held in executor memory between checkpoints (``None``: none; the executor checks its blocks
+        #: after an executor is lost)
+        self.state: DataFrame | None = None
+        #: set by the executor (:func:`~falkirk.spark.pipeline.run.fusion.fusions`): ``fusable``, an unlogged step's
+        #: output would be computed by its consumer's job, with no job of its own; ``fuse``: it is
+        self.fusable = False
+        self.fuse = False
+        #: after an execution left to the consumer's job: ``pending_rows(count, cache)``, its row count once that
+        #: job ran (``None``: the execution counted its rows itself)
+        self.pending_rows: Any = None
+        #: whether the last execution discarded what it was sent (an output epoch already committed)
+        self.discarded = False
 
     def available(self) -> list[int]:
         """Epochs of the frontiers persisted for this node (what the planner starts from)."""
@@ -67,12 +79,18 @@ class Runner:
     def lose(self) -> None:
         """The node failed: drop everything held in memory."""
 
-    def reset(self, frontier: int) -> None:
-        """Come back to ``frontier`` (``-1``: initial state) and drop durable items above it."""
+    def reset(self, frontier: int, *, committed: set[int] | None = None) -> None:
+        """Come back to ``frontier`` (``-1``: initial state) and drop durable items above it (an output keeps its
+        ``committed`` epochs: :meth:`StepRunner.reset`)."""
 
     def replay(self, epoch: int) -> DataFrame:
         """The logged output of ``epoch`` (checked by the recovery that queued it: not verified again)."""
         raise CorruptDataError(self.name, "log", epoch, "this step does not log its output")
+
+    def committed_frame(self, epoch: int) -> DataFrame:
+        """An output's committed data of ``epoch``, read back (what its consumers take after it discarded a
+        re-sent epoch)."""
+        raise CorruptDataError(self.name, "output", epoch, "this step is not an output")
 
     def collect(self, lw: int, lw_consumers: int) -> None:
         """Garbage collection at low-watermark ``lw`` (and the lowest of its consumers')."""
@@ -125,14 +143,9 @@ class StepRunner(Runner):
         super().__init__(ctx, step.name)
         self.step = step
         self.regime = step.regime
-        self.state: DataFrame | None = None
         self.storage = ctx.storage
-        #: set by the executor: unlogged, the step's output would be computed by its consumer's job, with no
-        #: job of its own (:meth:`Frames.fused <falkirk.spark.pipeline.run.frames.Frames.fused>`); ``fuse``: it is
-        self.fusable = False
-        self.fuse = False
-        #: after an execution left to the consumer's job: its row count, known once that job ran
-        self.pending_rows: Any = None
+        #: an output's committed epochs above its frontier, after a rollback (final: re-sent results are discarded)
+        self.committed: set[int] = set()
         #: copies of the state's blocks kept on executors between checkpoints (one on a local master)
         self.replicas = 1 if is_local_master(ctx.spark) else getattr(self.regime, "replicas", 1)
         #: how the state is checkpointed and read back (plain, keyed, or keyed snapshots and deltas)
@@ -159,6 +172,12 @@ class StepRunner(Runner):
 
     def execute(self, epoch: int, inputs: dict[str, DataFrame]) -> tuple[DataFrame | None, int]:
         ctx, storage, regime = self.ctx, self.storage, self.regime
+        self.discarded = epoch in self.committed
+        if self.discarded:  # committed before a rollback: final, what was sent again is dropped unread
+            self.committed.discard(epoch)
+            self.fresh = None
+            ctx.record(self.name, epoch)  # acknowledged again, in order: the planner catches up with the root
+            return None, storage.get(self.name, "output", epoch).rows
         result = self.call(epoch, inputs)
         new_state = None
         if regime.takes_state:
@@ -239,9 +258,14 @@ class StepRunner(Runner):
         self.ctx.frames.release(self.state)
         self.state = None
         self.checkpoints.lose()
+        self.committed = set()
 
-    def reset(self, frontier: int) -> None:
+    def reset(self, frontier: int, *, committed: set[int] | None = None) -> None:
+        """``committed`` (outputs): the acknowledged epochs above ``frontier`` to keep as they are — they are final;
+        an acknowledged epoch not among them (damaged, or asked to be redone) is removed and written again."""
         storage = self.storage
+        keep = {e for e in committed or () if e > frontier} if isinstance(self.regime, Output) else set()
+        self.committed = keep
         if self.regime.takes_state:
             self.ctx.frames.release(self.state)
             self.state = None
@@ -252,10 +276,16 @@ class StepRunner(Runner):
                     self.rescaled, self.checkpoints.rescaled = self.checkpoints.rescaled, None
             else:
                 self.checkpoints.lose()
-        for kind in ("checkpoint", "log", "output", "complete"):
+        for kind in ("checkpoint", "log", "complete"):
             storage.remove_where(self.name, kind, lambda e: e <= frontier, sync=True)
+        storage.remove_where(self.name, "output", lambda e: e <= frontier or e in keep, sync=True)
         if self.regime.stateless and frontier >= 0 and frontier not in storage.epochs(self.name, "complete"):
             storage.put(Manifest(self.name, "complete", frontier))
+
+    def committed_frame(self, epoch: int) -> DataFrame:
+        """An output's committed data of ``epoch`` (what its consumers read when it discarded a re-sent epoch)."""
+        m = self.storage.get(self.name, "output", epoch)
+        return self.ctx.frames.known_rows(self.storage.read_frame(self.ctx.spark, m, verify=False), m.rows)
 
     def replay(self, epoch: int) -> DataFrame:
         if not self.regime.logs:
@@ -344,7 +374,7 @@ class DatabaseRunner(StepRunner):
             self.db.close()  # an open transaction is rolled back
             self.db = None
 
-    def reset(self, frontier: int) -> None:
+    def reset(self, frontier: int, *, committed: set[int] | None = None) -> None:
         db = self.connect()
         db.execute("BEGIN IMMEDIATE")
         for t, col in self._existing(db).items():

@@ -161,6 +161,11 @@ def format_recovery(journal: Journal, rec: Recovery, *, inputs: set[str], statef
     out += plan_table(rows)
     if rec.replayed:
         out.append(replayed_line(rec.replayed))
+    for n, kept in rec.discarded.items():
+        out.append(f"  {n} kept its committed epochs {kept[0]}..{kept[-1]} as they were (final); what was sent again "
+                   f"for them was discarded" if kept == list(range(kept[0], kept[-1] + 1)) else
+                   f"  {n} kept its committed epochs {', '.join(map(str, kept))} as they were (final); what was sent "
+                   "again for them was discarded")
     out.append(_redone_line(journal, rec, inputs))
     out.append("")
     out.append(format_costs(costs(journal, rec, inputs=inputs, stateful=stateful)))
