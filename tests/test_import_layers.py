@@ -1,4 +1,4 @@
-"""The import contracts in ``pyproject.toml`` hold: layers errors → domains → solver → scenario/sim/testing → cli → spark, spark using only public CLI modules, no cycles inside ``falkirk.solver`` or ``falkirk.spark``."""
+"""The import contracts in ``pyproject.toml`` hold: layers errors → domains → solver → scenario/sim/testing → cli → spark, spark using only public CLI modules, no cycles inside ``falkirk.solver``, ``falkirk.sim`` or ``falkirk.spark``."""
 
 from __future__ import annotations
 
