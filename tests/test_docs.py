@@ -8,6 +8,10 @@ shared SparkSession (``tests/conftest.py``'s ``spark``), which their
 ``local_session()``/``getOrCreate()`` calls then return. README.md's blocks
 must also leave what the README says they give (``CHECKS``), and its table of
 falkirk against Structured Streaming must be what the benchmark's results say.
+
+The normative spec, ``docs/spec.md``, is checked too: its §9 scenario solves
+to the plan it documents, and every "SPEC §N" of the code and the docs names
+one of its sections.
 """
 
 from __future__ import annotations
@@ -137,3 +141,58 @@ def test_readme_streaming_table_is_the_matrix_results_rounded() -> None:
                                    _ratio(a["recovery_cpu_s"] / b["recovery_cpu_s"])), w
         streams = [n for n, x in summary[w].items() if x["system"] == "streaming"]
         assert st == min(streams, key=lambda n: summary[w][n]["cpu_median_s"]), (w, st)  # the cheapest per epoch
+
+
+SPEC = ROOT / "docs" / "spec.md"
+JSON_FENCE = re.compile(r"^```json[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
+SECTION = re.compile(r"^## §(\d+)\. ", re.M)
+#: "SPEC §3", and every section of a run after it: "SPEC §3–§4", "SPEC §1, §2, §7", "SPEC §7/§9".
+SPEC_REF = re.compile(r"SPEC (§\d+(?:(?:\s*[–/-]\s*|,\s*|\s+and\s+)§\d+)*)")
+
+
+def _spec_document(fmt: str) -> Any:
+    """The one JSON block of docs/spec.md whose ``"format"`` is ``fmt``."""
+    import json
+
+    found = [doc for doc in map(json.loads, JSON_FENCE.findall(SPEC.read_text())) if doc.get("format") == fmt]
+    assert len(found) == 1, f"docs/spec.md has {len(found)} JSON blocks of format {fmt}"
+    return found[0]
+
+
+def test_the_spec_example_solves_to_the_plan_it_documents(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/spec.md §9's scenario, given to ``falkirk solve FILE --json``, prints §9's plan (compared as JSON values)."""
+    import json
+
+    from falkirk.cli import main
+
+    scenario, plan = _spec_document("falkirk-scenario/1"), _spec_document("falkirk-plan/1")
+    path = tmp_path / "spec_example.json"
+    path.write_text(json.dumps(scenario))
+    capsys.readouterr()
+    assert main(["solve", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == plan
+
+
+def test_the_spec_example_is_the_shipped_example_file() -> None:
+    """docs/spec.md §9's scenario and plan are examples/scenarios/spec_example.json and its ``x-expected-plan``."""
+    import json
+
+    shipped = json.loads((ROOT / "examples" / "scenarios" / "spec_example.json").read_text())
+    assert {k: v for k, v in shipped.items() if not k.startswith("x-")} == _spec_document("falkirk-scenario/1")
+    assert shipped["x-expected-plan"] == _spec_document("falkirk-plan/1")
+
+
+def test_every_spec_reference_names_a_section_of_the_spec() -> None:
+    """Every "SPEC §N" of src/, docs/ and README.md (runs like "§2–§3" included) is a ``## §N.`` heading of docs/spec.md."""
+    sections = {int(n) for n in SECTION.findall(SPEC.read_text())}
+    assert sections == set(range(1, 10)), sorted(sections)
+    files = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "src").rglob("*.py")]
+    refs, dangling = 0, []
+    for path in files:
+        text = path.read_text()
+        for m in SPEC_REF.finditer(text):
+            for n in re.findall(r"§(\d+)", m.group(1)):
+                refs += 1
+                if int(n) not in sections:
+                    dangling.append(f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}")
+    assert refs > 100 and not dangling, dangling

@@ -1,4 +1,4 @@
-"""The import contracts in ``pyproject.toml`` hold: layers domains → solver → scenario/sim/testing → spark, no cycle inside ``falkirk.solver``."""
+"""The import contracts in ``pyproject.toml`` hold: layers errors → domains → solver → scenario/sim/testing → cli → spark, spark using only public CLI modules, no cycles inside ``falkirk.solver``, ``falkirk.sim`` or ``falkirk.spark``."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def _lint_imports() -> str:
 
 
 def test_import_contracts_are_kept() -> None:
-    """``lint-imports`` reports every contract kept (a new upward import or solver cycle breaks it)."""
+    """``lint-imports`` reports every contract kept (a new upward import, private CLI import or cycle breaks it)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run(
         [_lint_imports(), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],

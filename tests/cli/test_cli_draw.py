@@ -9,7 +9,7 @@ import pytest
 from cli_support import EXAMPLES, run
 
 from falkirk.cli._layout import layout
-from falkirk.cli._render import frontier_text
+from falkirk.cli.render import frontier_text
 from falkirk.domains import Epoch, Frontier, Product, Sequence
 from falkirk.solver import Dataflow, Edge, Processor
 

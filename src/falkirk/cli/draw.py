@@ -29,7 +29,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Solve ``args.file`` and draw the plan into ``args.output``."""
-    from falkirk.cli._render import render_plan
+    from falkirk.cli.render import render_plan
 
     scenario = read_scenario(args.file)
     plan = scenario.solve()

@@ -3,7 +3,9 @@
 :func:`build_case` draws everything through a small :class:`Chooser`
 interface, so the same generator serves the fuzzer (:class:`RandomChooser`,
 a seeded ``random.Random``) and hypothesis (``falkirk.testing.sim_strategies``
-adapts ``draw``), and cases shrink well under both.
+adapts ``draw``), and cases shrink well under both. The chooser and
+:func:`policy_for` live in :mod:`falkirk.sim.choices`, which the schemes
+share (importable from here too).
 
 Graphs: one or two sources, a few operators in the epoch domain (one or two
 inputs each), optionally a loop (``Halve`` with a feedback edge, a stateful
@@ -21,12 +23,12 @@ True
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any
 
 from attrs import define, field
 
+from falkirk.sim.choices import Chooser, RandomChooser, policy_for
 from falkirk.sim.engine import Failure
 from falkirk.sim.graph import Link, Node, SimGraph
 from falkirk.sim.operators import (
@@ -47,38 +49,9 @@ from falkirk.sim.operators import (
     Chooser as ChooserOp,
 )
 from falkirk.sim.oracle import Verdict, check_run
-from falkirk.sim.policies import Batch, Eager, Ephemeral, HistoryLog, Lazy, Never, Policy, WrongLog
 from falkirk.sim.schemes.base import Role, Scheme, falkirk_policy
 
 __all__ = ["Case", "Chooser", "RandomChooser", "build_case", "check_case", "policy_for"]
-
-T = TypeVar("T")
-
-
-class Chooser:
-    """Where the generator's decisions come from (override the three methods)."""
-
-    def integer(self, lo: int, hi: int) -> int:
-        """An integer in ``lo..hi`` (inclusive); smaller is simpler."""
-        raise NotImplementedError
-
-    def choice(self, options: Sequence[T]) -> T:
-        """One of ``options``; earlier is simpler."""
-        return options[self.integer(0, len(options) - 1)]
-
-    def boolean(self) -> bool:
-        """``False`` is simpler."""
-        return bool(self.integer(0, 1))
-
-
-class RandomChooser(Chooser):
-    """Decisions from ``random.Random(seed)``."""
-
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-
-    def integer(self, lo: int, hi: int) -> int:
-        return self.rng.randint(lo, hi)
 
 
 @define
@@ -111,32 +84,6 @@ STATEFUL_OPS: list[Callable[[Chooser], Operator]] = [
     lambda c: RunningTotal(),
     lambda c: ChooserOp(),
 ]
-
-
-def policy_for(c: Chooser, op: Operator, outputs: Sequence[str], *, stateless_ok: bool = True, broken: bool = False) -> Policy:
-    """A policy ``op`` allows, with random ``every`` and logging of ``outputs``.
-
-    ``broken``: stateless operators may also get :class:`~falkirk.sim.policies.WrongLog`.
-    """
-    logs = [e for e in outputs if c.integer(0, 2) == 2]
-    every = c.integer(1, 3)
-    kinds: list[str] = ["Lazy", "Eager", "HistoryLog", "Never"]
-    if op.stateless and stateless_ok:
-        kinds = ["Ephemeral", "Batch"] + kinds + (["WrongLog"] if broken else [])
-    kind = c.choice(kinds)
-    if kind == "WrongLog":
-        return WrongLog(claims=outputs)
-    if kind == "Ephemeral":
-        return Ephemeral(logs=logs, every=every)
-    if kind == "Batch":
-        return Batch(every=every)
-    if kind == "Lazy":
-        return Lazy(logs=logs, every=every)
-    if kind == "Eager":
-        return Eager(logs=logs)
-    if kind == "HistoryLog":
-        return HistoryLog(logs=logs, every=every)
-    return Never(logs=logs)
 
 
 def build_case(

@@ -18,15 +18,13 @@ True
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from attrs import field, frozen
 
+from falkirk.sim.choices import Chooser, policy_for
 from falkirk.sim.operators import Operator, Output, Source
 from falkirk.sim.policies import Batch, Commit, Ephemeral, Policy
-
-if TYPE_CHECKING:
-    from falkirk.sim.cases import Chooser
 
 __all__ = ["Role", "Scheme", "FALKIRK", "falkirk_policy"]
 
@@ -80,8 +78,6 @@ class Scheme:
 
 def falkirk_policy(c: Chooser, role: Role, *, broken: bool = False) -> Policy:
     """falkirk's own mix: any policy the operator allows, chosen at random per processor."""
-    from falkirk.sim.cases import policy_for
-
     if role.is_output:
         return Commit(every=c.integer(1, 2))
     if role.is_source:

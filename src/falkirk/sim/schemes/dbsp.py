@@ -57,7 +57,7 @@ from falkirk.sim.schemes.base import Role, Scheme
 from falkirk.sim.state import Proc, Record, Store, nbytes
 
 if TYPE_CHECKING:
-    from falkirk.sim.cases import Chooser
+    from falkirk.sim.choices import Chooser
     from falkirk.sim.engine import Simulation
 
 __all__ = [

@@ -56,7 +56,7 @@ from falkirk.sim.policies import Batch, Commit, Eager, Lazy, Policy
 from falkirk.sim.schemes.base import Role, Scheme
 
 if TYPE_CHECKING:
-    from falkirk.sim.cases import Chooser
+    from falkirk.sim.choices import Chooser
 
 __all__ = ["FLINK_UNALIGNED", "flink_unaligned_policy"]
 

@@ -103,7 +103,7 @@ from falkirk.sim.schemes.base import Role, Scheme
 from falkirk.solver import RollbackPlan
 
 if TYPE_CHECKING:
-    from falkirk.sim.cases import Chooser
+    from falkirk.sim.choices import Chooser
 
 __all__ = ["QUOKKA", "quokka_policy", "Recovery", "recovery", "all_to_all", "naming_cost"]
 

@@ -108,7 +108,7 @@ class WhatIf:
 
     def draw(self, path: str) -> None:
         """Draw the plan (needs ``falkirk[draw]``) to ``path``."""
-        from falkirk.cli._render import render_plan
+        from falkirk.cli.render import render_plan
 
         render_plan(self.plan, path, title=f"what if {', '.join(self.failed)} failed after epoch {self.at}",
                     subtitle="failed: " + ", ".join(self.failed))

@@ -140,7 +140,7 @@ def _picture(plan: Any, path: Path | None, title: str) -> str:
     if path is None:
         return "plan picture skipped (the root is not a local directory)"
     try:
-        from falkirk.cli._render import render_plan
+        from falkirk.cli.render import render_plan
 
         render_plan(plan, str(path), title=title, subtitle="failed: " + ", ".join(sorted(plan.failed)))
     except Exception as exc:  # matplotlib missing, or the renderer changed

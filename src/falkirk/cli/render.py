@@ -1,5 +1,10 @@
 """Render a rollback plan as a picture (matplotlib, Agg backend, imported lazily).
 
+This module is public: ``falkirk draw`` uses it, and so do other packages
+that draw plans (:mod:`falkirk.spark`'s what-if plans and demo), through
+the names of its ``__all__``. Its helpers (:mod:`falkirk.cli._layout`,
+:mod:`falkirk.cli._common`) stay private.
+
 Processors are boxes coloured by action (keep / rollback / restore /
 restart) showing their name, action and frontier ``f(p)`` (and ``n(p)``
 when it differs); failed processors get a thick red outline and processors
