@@ -77,8 +77,6 @@ def epoch_dataflow(
     self = cls.__new__(cls)
     self.system_notifications = notifications
     self._made = {}
-    self._columns = None
-    self._loops = None
     dom = domain if isinstance(domain, Domain) else self._domain(Processor("", domain))
     names = t.names
     given = ck_val.tolist()
@@ -185,7 +183,7 @@ def from_columns(
     ptr, rows, ac = cols.ptr, cols.rows, cols.ac
     self = cls.__new__(cls)
     self.system_notifications = notifications
-    self._made, self._columns, self._loops = {}, None, None
+    self._made = {}
     try:
         domains = [self._domain(Processor("", k)) for k in kinds]
     except FalkirkError:
@@ -223,7 +221,7 @@ def from_columns(
     ep_ptr, ep_val, tuples = got
     t.tuples = tuples
     images: dict[int, Any] = {}
-    if t.m and self._recorded.any():
+    if t.m and t.recorded.any():
         return None
     everyone = np.arange(n)
     for c, dom in enumerate(domains):

@@ -32,7 +32,7 @@ __all__ = ["bind", "check_logs", "check_stateless", "edge_values"]
 
 def edge_values(df: Dataflow, specs: list[Any], code: Any) -> None:
     """:attr:`edges`: edge ``k`` made again from the columns when read, its projection ``specs[code[k]]``."""
-    t = df._table
+    t = df.table
 
     def edge(e: str) -> Edge:
         k = t.edge_index()[e]
@@ -53,7 +53,7 @@ def spec_object(spec: Any, named: dict[Any, Any]) -> Any:
 
 
 def bind_edge(df: Dataflow, k: int, spec: Any, named: dict[Any, Any]) -> BoundProjection:
-    t = df._table
+    t = df.table
     name = t.edge_name(k)
     try:
         return spec_object(spec, named).bind(
@@ -74,7 +74,7 @@ def bind(df: Dataflow, enames: PySequence[str], projs: PySequence[Any]) -> Any:
     edge, and projections that are not hashable are bound one by one,
     now. Returns whether each edge is an identity edge.
     """
-    t = df._table
+    t = df.table
     m = len(enames)
     named: dict[Any, Any] = {}
     made: dict[str, BoundProjection] = {}
@@ -86,10 +86,12 @@ def bind(df: Dataflow, enames: PySequence[str], projs: PySequence[Any]) -> Any:
         edge_values(df, list(projs), np.arange(m))
         df.bound = OnDemand(df.edges, made.__getitem__, made)
         ident = np.fromiter((type(b.spec) is Identity for b in made.values()), dtype=bool, count=m)
-        df._residual = np.fromiter((b.recorded or b.has_residual for b in made.values()), bool, m)
-        df._recorded = np.fromiter((b.recorded for b in made.values()), bool, m)
-        df._sample = list(made.values())
-        df._sample_of = np.arange(m)
+        t.set_groups(
+            residual=np.fromiter((b.recorded or b.has_residual for b in made.values()), bool, m),
+            recorded=np.fromiter((b.recorded for b in made.values()), bool, m),
+            sample=list(made.values()),
+            sample_of=np.arange(m),
+        )
         return ident
     codes = {s: i for i, s in enumerate(distinct)}
     scode = (
@@ -120,10 +122,13 @@ def bind(df: Dataflow, enames: PySequence[str], projs: PySequence[Any]) -> Any:
         recorded[g] = b.recorded
         if own[k]:
             made[enames[k]] = b
-    df._residual = residual[group.reshape(-1)] if m else np.zeros(0, dtype=bool)
-    df._recorded = recorded[group.reshape(-1)] if m else np.zeros(0, dtype=bool)
     # one bound projection per group: edges that bind alike project alike (their images are shared)
-    df._sample, df._sample_of = sample, group.reshape(-1) if m else np.zeros(0, dtype=np.int64)
+    t.set_groups(
+        residual=residual[group.reshape(-1)] if m else np.zeros(0, dtype=bool),
+        recorded=recorded[group.reshape(-1)] if m else np.zeros(0, dtype=bool),
+        sample=sample,
+        sample_of=group.reshape(-1) if m else np.zeros(0, dtype=np.int64),
+    )
     objs = [spec_object(s, named) for s in distinct]
     edge_values(df, distinct, scode)
     domains, names = df.domains, t.names
@@ -144,7 +149,7 @@ def check_logs(df: Dataflow, procs: list[Processor]) -> Any:
     ``logs`` exactly when every name is one of them; the first
     processor in declaration order for which that fails is named.
     """
-    t = df._table
+    t = df.table
     logs = list(map(attrgetter("logs"), procs))
     mine = map(frozenset.__contains__, map(logs.__getitem__, t.src.tolist()), t.edge_names())
     logged = np.fromiter(mine, dtype=bool, count=t.m)
@@ -159,8 +164,8 @@ def check_logs(df: Dataflow, procs: list[Processor]) -> Any:
 
 def check_stateless(df: Dataflow) -> None:
     """A stateless processor's unlogged output edges need a projection with a residual (SPEC §3)."""
-    t = df._table
-    bad = np.flatnonzero(t.stateless[t.src] & ~t.logged & ~df._residual)
+    t = df.table
+    bad = np.flatnonzero(t.stateless[t.src] & ~t.logged & ~t.residual)
     if bad.size:
         k = int(bad[np.lexsort((bad, t.src[bad]))[0]])  # first by processor, then by edge, as declared
         e, p = t.edge_name(k), t.names[t.src[k]]

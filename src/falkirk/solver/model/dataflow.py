@@ -165,14 +165,15 @@ class Dataflow:
     frontier — and is resolved when its metadata are first read;
     :attr:`plain` holds its checkpoint keys (epochs in the ``epoch``
     domain, frontiers otherwise).
+
+    The solver's own modules (the vectorised engine, the dispatch rule,
+    the plans, the model's builders) read the columns through
+    :attr:`table` and nothing else of its private state; they do not write
+    through it. It is not for users: its layout follows the solver.
     """
 
     edges: dict[str, Edge]
     bound: dict[str, BoundProjection]
-    _residual: Any  # per edge: its projection is recorded or has a residual
-    _recorded: Any  # per edge: its projection is recorded
-    _sample: list[BoundProjection]  # one bound projection per group of edges that bind alike
-    _sample_of: Any  # per edge: its group
 
     def __init__(
         self, processors: Iterable[Processor], edges: Iterable[Edge], *, notifications: bool = True
@@ -181,8 +182,6 @@ class Dataflow:
         edge_list = list(edges)
         self.system_notifications = notifications
         self._made: dict[tuple[str, int | None], Domain] = {}
-        self._columns: Any = None  # the vectorised solver's arrays, built on its first solve
-        self._loops: Any = None  # the same for a loop job (falkirk.solver.vectorised.loops)
         self.processors: dict[str, Processor] = _processors(procs)
         names = list(self.processors)
         index = {p: i for i, p in enumerate(names)}
@@ -207,6 +206,15 @@ class Dataflow:
             count=len(procs),
         )
         self._defer(procs, ident)
+
+    @property
+    def table(self) -> Table:
+        """The columns (:class:`~falkirk.solver.model.table.Table`), read-only: for the solver's own modules.
+
+        One attribute read: a hot loop binds it to a local once. The
+        arrays are shared, not copied; writing to them breaks the dataflow.
+        """
+        return self._table
 
     def _views(self) -> None:
         """The dictionaries over the table whose values are made on first read."""
@@ -247,7 +255,7 @@ class Dataflow:
         n = t.n
         doms = list(self.domains.values())
         live = np.fromiter((p.live is not None for p in procs), dtype=bool, count=n)
-        recorded_out = np.bincount(t.src[self._recorded], minlength=n) > 0 if t.m else np.zeros(n, dtype=bool)
+        recorded_out = np.bincount(t.src[t.recorded], minlength=n) > 0 if t.m else np.zeros(n, dtype=bool)
         free = ~live & ~recorded_out if DEFER_PLAIN else np.zeros(n, dtype=bool)
         plain = np.zeros(n, dtype=bool)
         images: dict[int, Any] = {}
