@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from falkirk.domains import Domain, Epoch, Frontier, Identity, Lexicographic, Product
+from falkirk.domains import Sequence as SequenceDomain
 from falkirk.errors import FalkirkError
 from falkirk.solver.model.deferred import check_images_many, epoch_frontier, tuple_ids
 from falkirk.solver.model.elements import Checkpoint, Edge, Processor
@@ -181,6 +182,8 @@ def from_columns(
     """
     kinds, dcode, specs, pcode = cols.kinds, cols.dcode, cols.specs, cols.pcode
     ptr, rows, ac = cols.ptr, cols.rows, cols.ac
+    if any(isinstance(k, SequenceDomain) or (isinstance(k, str) and k == "sequence") for k in kinds):
+        return None  # a sequence domain is made from the processor's input edges: the objects decide
     self = cls.__new__(cls)
     self.system_notifications = notifications
     self._made = {}
