@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from falkirk.domains import Identity, Sequence
+from falkirk.domains import Domain, Identity, Sequence
 from falkirk.domains.projections import BoundProjection, projection_from_spec
 from falkirk.errors import FalkirkError, UnknownNameError, ValidationError
 from falkirk.solver.model.elements import Edge, Processor
@@ -27,7 +27,9 @@ from falkirk.solver.model.views import OnDemand
 if TYPE_CHECKING:
     from falkirk.solver.model.dataflow import Dataflow
 
-__all__ = ["bind", "check_logs", "check_stateless", "edge_values"]
+__all__ = ["bind", "bind_identity", "check_logs", "check_stateless", "edge_values"]
+
+_IDENTITY = Identity()  # the projection of every edge of an epoch job given as arrays (one immutable value)
 
 
 def edge_values(df: Dataflow, specs: list[Any], code: Any) -> None:
@@ -140,6 +142,23 @@ def bind(df: Dataflow, enames: PySequence[str], projs: PySequence[Any]) -> Any:
     df.bound = OnDemand(t.edge_index, bind, made, size=t.m)
     is_id = np.array([type(o) is Identity for o in objs], dtype=bool)
     return is_id[scode] if m else np.zeros(0, dtype=bool)
+
+
+def bind_identity(df: Dataflow, dom: Domain) -> None:
+    """Every edge the identity within the one domain ``dom``: :attr:`edges` and :attr:`bound` made when read.
+
+    Nothing to check (the identity binds within a domain) and no binding
+    groups recorded: for :func:`~falkirk.solver.model.arrays.epoch_dataflow`.
+    """
+    t = df.table
+    names = t.names
+
+    def edge(e: str) -> Edge:
+        k = t.edge_index()[e]
+        return Edge(e, names[t.src[k]], names[t.dst[k]], _IDENTITY)
+
+    df.edges = OnDemand(t.edge_index, edge, size=t.m)
+    df.bound = OnDemand(t.edge_index, lambda e: _IDENTITY.bind(dom, dom, e), size=t.m)
 
 
 def check_logs(df: Dataflow, procs: list[Processor]) -> Any:

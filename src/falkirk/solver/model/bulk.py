@@ -217,7 +217,7 @@ def _mixed(
     t = Table(names, src, dst, logged, stateless, edge_names=enames)
     distinct = len(t.index) == n and (enames is None or (len(set(enames)) == m and all(type(e) is str for e in enames)))
     cols = JobColumns(kinds, dcode, specs, pcode, ptr, rows, ac)
-    made = from_columns(cls, names, t, cols, notifications) if distinct else None
+    made = from_columns(cls, t, cols, notifications) if distinct else None
     if made is not None:
         return made
     t = Table(names, src, dst, logged, stateless, edge_names=enames or [f"e{k}" for k in range(m)])

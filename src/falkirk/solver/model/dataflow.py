@@ -34,7 +34,6 @@ from falkirk.domains import (
     Domain,
     Epoch,
     Frontier,
-    Identity,
     Sequence,
     make_domain,
 )
@@ -81,7 +80,6 @@ class _OnDemand(dict[str, Resolved]):
 #: Whether plain processors are resolved on first use (``False``: every processor at once, as a reference).
 DEFER_PLAIN = True
 
-_IDENTITY = Identity()  # the projection of every edge given as arrays (one immutable value)
 _NAME, _SRC, _DST, _PROJECTION = map(attrgetter, ("name", "src", "dst", "projection"))
 
 
@@ -231,6 +229,43 @@ class Dataflow:
         self._resolved: dict[str, Resolved] = _OnDemand(self._resolve)
         self._plain_other: dict[str, list[Any]] = {}  # plain processors of other totally ordered domains
         self.plain: dict[str, list[Any]] = OnDemand(self._plain_names, self._plain_keys)
+
+    @classmethod
+    def _from_table(
+        cls,
+        table: Table,
+        kinds: PySequence[Any],
+        kind_of: Any,
+        processor: Callable[[str], Processor],
+        *,
+        notifications: bool,
+    ) -> tuple["Dataflow", list[Domain]]:
+        """A dataflow over columns already validated, and the domains made of ``kinds``.
+
+        The one way in besides ``__init__``, for the bulk constructors
+        (:mod:`falkirk.solver.model.arrays`). ``table`` holds valid,
+        distinct names and edges and the processors' flags; processor ``i``
+        is in the domain made of ``kinds[kind_of[i]]`` (domain values or
+        specs, each made once; ``kind_of`` ``None`` when there is one kind;
+        never a ``sequence``, which is made from the input edges);
+        ``processor(name)`` makes its :class:`Processor` when it is first
+        read. The caller then binds the edges
+        (:mod:`falkirk.solver.model.binding`) and records the checkpoint
+        chains on the table. Raises the :class:`~falkirk.errors.FalkirkError`
+        of a kind that makes no domain.
+        """
+        self = cls.__new__(cls)
+        self.system_notifications = notifications
+        self._made = {}
+        made = [self._domain(Processor("", k)) for k in kinds]
+        self._table = table
+        self.processors = OnDemand(table.index, processor)
+        self._views()
+        if kind_of is None:
+            self.domains = dict.fromkeys(table.names, made[0])
+        else:
+            self.domains = dict(zip(table.names, map(made.__getitem__, kind_of.tolist()), strict=True))
+        return self, made
 
     def _resolve(self, name: str) -> Resolved:
         return resolve_processor(self, name)
