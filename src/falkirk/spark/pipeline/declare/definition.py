@@ -49,8 +49,8 @@ from falkirk.solver import Dataflow, Edge, Processor
 from falkirk.spark.errors import PipelineError
 from falkirk.spark.pipeline.declare.evolution import Changes, changes, fingerprint
 from falkirk.spark.pipeline.declare.regimes import Ephemeral, Output, Regime
+from falkirk.spark.pipeline.store.fscalls import DEFAULT_TIMEOUT
 from falkirk.spark.pipeline.store.inputlog import InputLog
-from falkirk.spark.pipeline.store.rootfs import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -2,7 +2,12 @@
 
 * :mod:`~falkirk.spark.pipeline.store.rootfs` — the root as shared storage
   reached by URI (fsspec on the driver, Hadoop on the executors): write-once
-  publish, atomic replace, checksums. **A new storage backend goes here**;
+  publish, atomic replace, checksums. **A new storage backend goes here**
+  (its roles: :mod:`~falkirk.spark.pipeline.store.schemes`,
+  :mod:`~falkirk.spark.pipeline.store.connectors`,
+  :mod:`~falkirk.spark.pipeline.store.fscalls`,
+  :mod:`~falkirk.spark.pipeline.store.writeonce`,
+  :mod:`~falkirk.spark.pipeline.store.localdisk`);
 * :mod:`~falkirk.spark.pipeline.store.storage` — manifests (write-once, with
   each data file's size and checksum), checkpoints, logs and outputs as Parquet;
 * :mod:`~falkirk.spark.pipeline.store.inputlog` — partitioned, append-only

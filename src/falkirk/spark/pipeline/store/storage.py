@@ -56,7 +56,8 @@ from typing import TYPE_CHECKING, Any
 from attrs import field, frozen
 
 from falkirk.spark.errors import CorruptDataError, PipelineError, StorageError
-from falkirk.spark.pipeline.store.rootfs import DEFAULT_TIMEOUT, Root
+from falkirk.spark.pipeline.store.fscalls import DEFAULT_TIMEOUT
+from falkirk.spark.pipeline.store.rootfs import Root
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
