@@ -9,7 +9,11 @@
   :mod:`~falkirk.spark.pipeline.store.writeonce`,
   :mod:`~falkirk.spark.pipeline.store.localdisk`);
 * :mod:`~falkirk.spark.pipeline.store.storage` — manifests (write-once, with
-  each data file's size and checksum), checkpoints, logs and outputs as Parquet;
+  each data file's size and checksum: :mod:`~falkirk.spark.pipeline.store.manifest`),
+  checkpoints, logs and outputs as Parquet (read back with Spark:
+  :mod:`~falkirk.spark.pipeline.store.frames`), data no manifest names
+  (:mod:`~falkirk.spark.pipeline.store.sweep`), an Eager step's database
+  (:mod:`~falkirk.spark.pipeline.store.eagerdb`);
 * :mod:`~falkirk.spark.pipeline.store.inputlog` — partitioned, append-only
   input logs cut into epochs: their Parquet segments and manifests
   (:mod:`~falkirk.spark.pipeline.store.segments`), what an append takes

@@ -68,9 +68,10 @@ from falkirk.spark.pipeline.store import ingest
 from falkirk.spark.pipeline.store import segments as seg
 from falkirk.spark.pipeline.store.arrowschema import log_fields, read_ddl
 from falkirk.spark.pipeline.store.convert import Converter
+from falkirk.spark.pipeline.store.manifest import Manifest
 from falkirk.spark.pipeline.store.records import RecordSchema, parse_schema
 from falkirk.spark.pipeline.store.rootfs import Root
-from falkirk.spark.pipeline.store.storage import Manifest, Storage, as_root
+from falkirk.spark.pipeline.store.storage import Storage, as_root
 
 if TYPE_CHECKING:
     import datetime as dt

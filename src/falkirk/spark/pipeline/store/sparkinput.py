@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from falkirk.spark.errors import RecordError
 from falkirk.spark.pipeline.store import segments as seg
-from falkirk.spark.pipeline.store.storage import FileEntry
+from falkirk.spark.pipeline.store.manifest import FileEntry
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
