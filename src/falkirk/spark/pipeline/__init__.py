@@ -43,7 +43,8 @@ from falkirk.spark.pipeline.plan.planner import Planner
 from falkirk.spark.pipeline.run.executor import Executor, RunResult
 from falkirk.spark.pipeline.run.failures import Injection
 from falkirk.spark.pipeline.run.session import local_session
-from falkirk.spark.pipeline.store.inputlog import Cut, InputLog
+from falkirk.spark.pipeline.store.inputcuts import Cut
+from falkirk.spark.pipeline.store.inputlog import InputLog
 from falkirk.spark.pipeline.store.keyed import key_group_range, plan_rescale
 from falkirk.spark.pipeline.store.manifest import Manifest
 from falkirk.spark.pipeline.store.storage import Storage

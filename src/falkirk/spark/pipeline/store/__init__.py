@@ -15,7 +15,9 @@
   (:mod:`~falkirk.spark.pipeline.store.sweep`), an Eager step's database
   (:mod:`~falkirk.spark.pipeline.store.eagerdb`);
 * :mod:`~falkirk.spark.pipeline.store.inputlog` — partitioned, append-only
-  input logs cut into epochs: their Parquet segments and manifests
+  input logs cut into epochs (:mod:`~falkirk.spark.pipeline.store.inputcuts`),
+  read again (:mod:`~falkirk.spark.pipeline.store.inputread`) and collected
+  (:mod:`~falkirk.spark.pipeline.store.inputgc`): their Parquet segments and manifests
   (:mod:`~falkirk.spark.pipeline.store.segments`), what an append takes
   (:mod:`~falkirk.spark.pipeline.store.ingest`; a Spark DataFrame:
   :mod:`~falkirk.spark.pipeline.store.sparkinput`), the input's schema as Arrow
