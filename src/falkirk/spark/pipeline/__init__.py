@@ -32,7 +32,8 @@ contract in ``pyproject.toml``), from the top down:
 Where new things go: **a new regime** — its declaration in
 ``declare/regimes.py``, how it runs and persists in ``run/runners.py``;
 **a new storage backend** — ``store/rootfs.py`` (the root's semantics are
-stated there once); **a new failure kind** — ``run/failures.py`` (injected)
+stated there once; its scheme in ``store/schemes.py``, its connector's
+options and dialect in ``store/connectors.py``); **a new failure kind** — ``run/failures.py`` (injected)
 or ``run/causes.py`` (how Spark reports it, transient or not).
 """
 
