@@ -179,7 +179,7 @@ def cell(
     failed: Any = "all" if fraction >= 1 else g.failed_names()
     names = list(build().processors) if failed == "all" else failed
     df = build()
-    t = df._table
+    t = df.table
     row: dict[str, Any] = {
         "shape": label,
         "path": path,

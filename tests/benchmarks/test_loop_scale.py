@@ -14,7 +14,7 @@ def test_product_loops_from_arrays_solve_as_the_objects(seed: int) -> None:
     """Graph.from_arrays of a loop graph (rows, domains, projections) gives the objects' plan, on the loop path."""
     g = make("product_loops", 1200, seed=seed, failures=1 + seed)
     df = g.from_arrays()
-    assert df._table.lex_plain and len(df.processors) == g.n and len(df.edges) == g.m
+    assert df.table.lex_plain and len(df.processors) == g.n and len(df.edges) == g.m
     got = solve_frontiers(df, g.failed_names())
     want = solve_frontiers(g.dataflow(), g.failed_names(), strategy="worklist")
     assert type(got.frontiers).__name__ == "ValueFrontiers"  # the vectorised loop path ran

@@ -110,6 +110,19 @@ def test_from_arrays_names_the_argument_that_is_wrong() -> None:
         Dataflow.from_arrays(["a", 1], [0], [1])  # type: ignore[list-item]
 
 
+def test_bulk_constructors_take_sequence_domains() -> None:
+    """A sequence domain given to from_arrays' mixed form or to from_networkx is made as the objects make it."""
+    objects = Dataflow([Processor("a", "sequence"), Processor("b", "sequence")], [Edge("e0", "a", "b", "sequence")])
+    arrays = Dataflow.from_arrays(["a", "b"], [0], [1], domain="sequence", projection="sequence")
+    G = nx.DiGraph()
+    G.add_node("a", domain="sequence")
+    G.add_node("b", domain="sequence")
+    G.add_edge("a", "b", name="e0", projection="sequence")
+    for df in (arrays, Dataflow.from_networkx(G)):
+        assert df.domains == objects.domains
+        assert solve_frontiers(df, failed=["a"]).to_json() == solve_frontiers(objects, failed=["a"]).to_json()
+
+
 def test_bulk_constructors_raise_the_model_errors() -> None:
     """A checkpoint chain out of order, or a duplicate name, is refused as the object constructors refuse it."""
     with pytest.raises(NotAChainError, match=r"processor 'a': checkpoint 1 .*increasing order"):

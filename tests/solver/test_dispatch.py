@@ -147,7 +147,7 @@ def test_auto_converts_only_when_the_rollback_can_reach_half_the_processors() ->
         for i in range(n)
     ]
     df = Dataflow(procs, [Edge(f"e{i}", f"p{i}", f"p{i + 1}") for i in range(n - 1)])
-    t = df._table
+    t = df.table
     assert dispatch.rollback_region(t, [t.index[f"p{n - 2}"]], n) == 3
     assert choose(df, failed=[f"p{n - 2}"]) == "worklist"
     assert choose(df, failed=[f"p{n - 5}"]) == "vectorised"  # downstream: the last 5, upstream: all the rest

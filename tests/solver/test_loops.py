@@ -237,9 +237,9 @@ def test_loop_path_takes_prefix_jobs_and_declines_others() -> None:
     ]
     edges = [Edge("ab", "a", "b", "epoch_to_loop"), Edge("bb", "b", "b", ADVANCE)]
     df = Dataflow(procs, edges)
-    assert df._table.lex_plain and solve_loops(df, frozenset({"a"})) is not None
+    assert df.table.lex_plain and solve_loops(df, frozenset({"a"})) is not None
     other = [procs[0], Processor("b", P2, checkpoints=[Checkpoint({"before": [[0, 3], [2, 0]]})])]
-    assert not Dataflow(other, edges)._table.lex_plain and solve_loops(Dataflow(other, edges), frozenset()) is None
+    assert not Dataflow(other, edges).table.lex_plain and solve_loops(Dataflow(other, edges), frozenset()) is None
 
 
 def _digraph(procs: list[Processor], edges: list[Edge]) -> Any:
@@ -281,5 +281,5 @@ def test_from_networkx_reads_a_loop_job_into_columns() -> None:
     ]
     edges = [Edge("ab", "a", "b", "epoch_to_loop"), Edge("ba", "b", "a", LEAVE)]
     df = Dataflow.from_networkx(_digraph(procs, edges))
-    assert df._table.lex_plain and not df._resolved
+    assert df.table.lex_plain and not df._resolved
     assert _plan(df, ["a"], "worklist") == _plan(Dataflow(procs, edges), ["a"], "worklist")

@@ -348,10 +348,10 @@ def test_the_first_wrong_edge_in_declaration_order_is_named(case: tuple[list[Pro
 def test_edge_positions_by_name_are_made_on_first_use() -> None:
     """From Edge values the names are checked distinct at once; the name → position map waits for a read."""
     df = Dataflow([Processor("a", "epoch"), Processor("b", "epoch")], [Edge("e2", "a", "b"), Edge("e1", "b", "a")])
-    assert df._table._edge_index is None
-    assert len(df.edges) == len(df.bound) == 2 and df._table._edge_index is None
+    assert df.table._edge_index is None
+    assert len(df.edges) == len(df.bound) == 2 and df.table._edge_index is None
     assert df.edges["e1"] == Edge("e1", "b", "a") and list(df.bound) == ["e2", "e1"]
-    assert df._table._edge_index == {"e2": 0, "e1": 1}
+    assert df.table._edge_index == {"e2": 0, "e1": 1}
     with pytest.raises(ValidationError, match="edge 'e' is declared twice"):
         Dataflow([Processor("a", "epoch")], [Edge("e", "a", "a"), Edge("e", "a", "a")])
 

@@ -54,7 +54,7 @@ def test_the_columns_of_a_dataflow_match_its_processors_and_edges(job: tuple[lis
     """Property: src/dst/logged/stateless/restartable and the plain chains say what the objects say."""
     procs, edges = job
     df = Dataflow(procs, edges)
-    t = df._table
+    t = df.table
     t._check()
     assert t.names == list(df.processors)
     for k, e in enumerate(df.edges.values()):

@@ -236,7 +236,7 @@ def choose(
     strategy = strategy_of(strategy, fast)
     if strategy != "auto":
         return strategy
-    t = dataflow._table
+    t = dataflow.table
     if t.epoch_plain:  # the columns: vectorised at every size
         return "vectorised"
     n, m = len(dataflow.processors), len(dataflow.edges)

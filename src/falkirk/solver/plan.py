@@ -201,7 +201,7 @@ class _RankReplay(OnDemand):
     """
 
     def __init__(self, dataflow: Dataflow, f: RankFrontiers) -> None:
-        t = dataflow._table
+        t = dataflow.table
         sel = np.flatnonzero(t.logged & ~f.tops(f.ranks[t.dst]))
         sel = sel[np.lexsort((sel, t.src[sel]))]  # by sender as declared, then by edge
         self.frontiers, self.src, self.dst = f, t.src[sel], t.dst[sel]

@@ -48,9 +48,11 @@ from falkirk.spark.pipeline.plan.planner import Planner
 from falkirk.spark.pipeline.run.executor import Executor, RunResult
 from falkirk.spark.pipeline.run.failures import Injection
 from falkirk.spark.pipeline.run.session import local_session
-from falkirk.spark.pipeline.store.inputlog import Cut, InputLog
+from falkirk.spark.pipeline.store.inputcuts import Cut
+from falkirk.spark.pipeline.store.inputlog import InputLog
 from falkirk.spark.pipeline.store.keyed import key_group_range, plan_rescale
-from falkirk.spark.pipeline.store.storage import Manifest, Storage
+from falkirk.spark.pipeline.store.manifest import Manifest
+from falkirk.spark.pipeline.store.storage import Storage
 from falkirk.spark.pipeline.tools.verify import Comparison, compare_runs
 from falkirk.spark.streaming.rollback import (
     QueryCheckpoint,

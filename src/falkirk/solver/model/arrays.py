@@ -37,12 +37,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from falkirk.domains import Domain, Epoch, Frontier, Identity, Lexicographic, Product
+from falkirk.domains import Sequence as SequenceDomain
 from falkirk.errors import FalkirkError
+from falkirk.solver.model import binding
 from falkirk.solver.model.deferred import check_images_many, epoch_frontier, tuple_ids
 from falkirk.solver.model.elements import Checkpoint, Edge, Processor
 from falkirk.solver.model.orders import TupleChains, tuple_chains
 from falkirk.solver.model.table import Table, epoch_chains
-from falkirk.solver.model.views import OnDemand
 
 if TYPE_CHECKING:
     from falkirk.solver.model.dataflow import Dataflow
@@ -74,13 +75,6 @@ def epoch_dataflow(
     :func:`~falkirk.solver.model.table.epoch_chains`. The
     :class:`Processor` and :class:`Edge` values are made when read.
     """
-    self = cls.__new__(cls)
-    self.system_notifications = notifications
-    self._made = {}
-    self._columns = None
-    self._loops = None
-    dom = domain if isinstance(domain, Domain) else self._domain(Processor("", domain))
-    names = t.names
     given = ck_val.tolist()
     ptr = ck_ptr.tolist()
 
@@ -94,20 +88,12 @@ def epoch_dataflow(
             checkpoints=[Checkpoint(v) for v in given[ptr[i] : ptr[i + 1]]],
         )
 
-    def edge(e: str) -> Edge:
-        k = t.edge_index()[e]
-        return Edge(e, names[t.src[k]], names[t.dst[k]], _IDENTITY)
-
-    self._table = t
-    self.processors = OnDemand(t.index, processor)
-    self.edges = OnDemand(t.edge_index, edge, size=t.m)
-    self._views()
-    self.domains = dict.fromkeys(names, dom)
-    self.bound = OnDemand(t.edge_index, lambda e: _IDENTITY.bind(dom, dom, e), size=t.m)
-    t.notifications = np.full(len(names), bool(notifications))
+    df, (dom,) = cls._from_table(t, [domain], None, processor, notifications=notifications)
+    binding.bind_identity(df, dom)
+    t.notifications = np.full(t.n, bool(notifications))
     d_ptr, d_val, _ = epoch_chains(ck_ptr, ck_val)
-    t.set_plain(np.ones(len(names), dtype=bool), d_ptr, d_val, epoch_plain=len(names) > 0)
-    return self
+    t.set_plain(np.ones(t.n, dtype=bool), d_ptr, d_val, epoch_plain=t.n > 0)
+    return df
 
 
 def _chains(
@@ -175,7 +161,7 @@ class JobColumns:
 
 
 def from_columns(
-    cls: type[Dataflow], names: list[str], table: Table, cols: JobColumns, notifications: bool
+    cls: type[Dataflow], table: Table, cols: JobColumns, notifications: bool
 ) -> Dataflow | None:
     """The dataflow made from its columns, or ``None`` when the object constructors must decide.
 
@@ -183,19 +169,10 @@ def from_columns(
     """
     kinds, dcode, specs, pcode = cols.kinds, cols.dcode, cols.specs, cols.pcode
     ptr, rows, ac = cols.ptr, cols.rows, cols.ac
-    self = cls.__new__(cls)
-    self.system_notifications = notifications
-    self._made, self._columns, self._loops = {}, None, None
-    try:
-        domains = [self._domain(Processor("", k)) for k in kinds]
-    except FalkirkError:
-        return None
-    if len({id(d) for d in domains}) != len(domains) or any(d.name == "sequence" for d in domains):
-        return None
-    self._table = t = table
+    if any(isinstance(k, SequenceDomain) or (isinstance(k, str) and k == "sequence") for k in kinds):
+        return None  # a sequence domain is made from the processor's input edges: the objects decide
+    t = table
     n = t.n
-    dom_of = [domains[c] for c in dcode.tolist()]
-    self.domains = dict(zip(names, dom_of, strict=True))
     given_of = [kinds[c] for c in dcode.tolist()]
 
     def processor(p: str) -> Processor:
@@ -206,14 +183,18 @@ def from_columns(
             given_of[i],
             stateless=bool(t.stateless[i]),
             logs=[t.edge_name(k) for k in t.outgoing(i) if t.logged[k]],
-            checkpoints=checkpoint_values(dom_of[i], rows, ac, lo, hi),
+            checkpoints=checkpoint_values(domains[dcode[i]], rows, ac, lo, hi),
         )
 
-    self.processors = OnDemand(t.index, processor)
-    self._views()
     try:
-        ident = self._bind(t.edge_names(), [specs[c] for c in pcode.tolist()])
-        self._check_stateless()
+        df, domains = cls._from_table(t, kinds, dcode, processor, notifications=notifications)
+    except FalkirkError:
+        return None
+    if len({id(d) for d in domains}) != len(domains) or any(d.name == "sequence" for d in domains):
+        return None
+    try:
+        ident = binding.bind(df, t.edge_names(), [specs[c] for c in pcode.tolist()])
+        binding.check_stateless(df)
     except FalkirkError:
         return None
     t.notifications = np.full(n, bool(notifications))
@@ -223,21 +204,21 @@ def from_columns(
     ep_ptr, ep_val, tuples = got
     t.tuples = tuples
     images: dict[int, Any] = {}
-    if t.m and self._recorded.any():
+    if t.m and t.recorded.any():
         return None
     everyone = np.arange(n)
     for c, dom in enumerate(domains):
         if dom in tuples:
-            ok = check_images_many(self, ident, everyone, tuples[dom].ptr, *tuple_ids(tuples[dom], dom), images)
+            ok = check_images_many(df, ident, everyone, tuples[dom].ptr, *tuple_ids(tuples[dom], dom), images)
         elif type(dom) is Epoch:
-            ok = check_images_many(self, ident, everyone, ep_ptr, ep_val, epoch_frontier(dom), images)
+            ok = check_images_many(df, ident, everyone, ep_ptr, ep_val, epoch_frontier(dom), images)
         if not ok[dcode == c].all():
             return None
-    epoch = np.fromiter((type(d) is Epoch for d in dom_of), dtype=bool, count=n)
+    epoch = np.fromiter((type(d) is Epoch for d in df.domains.values()), dtype=bool, count=n)
     one = len(domains) <= 1
     t.set_plain(np.ones(n, dtype=bool), ep_ptr, ep_val, epoch_plain=bool(one and ident.all() and epoch.all()) and n > 0)
     t.lex_plain = all(bool(c.lex.all()) for c in tuples.values())
-    return self
+    return df
 
 
 def objects(names: list[str], table: Table, cols: JobColumns) -> tuple[list[Processor], list[Edge]]:
@@ -339,4 +320,4 @@ def networkx_loops(cls: type[Dataflow], graph: Any, domain: Any, notifications: 
     t = Table(names, np.array(src, np.int64), np.array(dst, np.int64), np.array(logged, bool), np.array(less, bool),
               index=index, edge_names=enames)
     cols = JobColumns(list(kinds), np.array(dcode, np.int64), list(specs), np.array(pcode, np.int64), ptr, rows_arr, ac)
-    return from_columns(cls, names, t, cols, notifications)
+    return from_columns(cls, t, cols, notifications)

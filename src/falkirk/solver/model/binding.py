@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from falkirk.domains import Identity, Sequence
+from falkirk.domains import Domain, Identity, Sequence
 from falkirk.domains.projections import BoundProjection, projection_from_spec
 from falkirk.errors import FalkirkError, UnknownNameError, ValidationError
 from falkirk.solver.model.elements import Edge, Processor
@@ -27,12 +27,14 @@ from falkirk.solver.model.views import OnDemand
 if TYPE_CHECKING:
     from falkirk.solver.model.dataflow import Dataflow
 
-__all__ = ["bind", "check_logs", "check_stateless", "edge_values"]
+__all__ = ["bind", "bind_identity", "check_logs", "check_stateless", "edge_values"]
+
+_IDENTITY = Identity()  # the projection of every edge of an epoch job given as arrays (one immutable value)
 
 
 def edge_values(df: Dataflow, specs: list[Any], code: Any) -> None:
     """:attr:`edges`: edge ``k`` made again from the columns when read, its projection ``specs[code[k]]``."""
-    t = df._table
+    t = df.table
 
     def edge(e: str) -> Edge:
         k = t.edge_index()[e]
@@ -53,7 +55,7 @@ def spec_object(spec: Any, named: dict[Any, Any]) -> Any:
 
 
 def bind_edge(df: Dataflow, k: int, spec: Any, named: dict[Any, Any]) -> BoundProjection:
-    t = df._table
+    t = df.table
     name = t.edge_name(k)
     try:
         return spec_object(spec, named).bind(
@@ -74,7 +76,7 @@ def bind(df: Dataflow, enames: PySequence[str], projs: PySequence[Any]) -> Any:
     edge, and projections that are not hashable are bound one by one,
     now. Returns whether each edge is an identity edge.
     """
-    t = df._table
+    t = df.table
     m = len(enames)
     named: dict[Any, Any] = {}
     made: dict[str, BoundProjection] = {}
@@ -86,10 +88,12 @@ def bind(df: Dataflow, enames: PySequence[str], projs: PySequence[Any]) -> Any:
         edge_values(df, list(projs), np.arange(m))
         df.bound = OnDemand(df.edges, made.__getitem__, made)
         ident = np.fromiter((type(b.spec) is Identity for b in made.values()), dtype=bool, count=m)
-        df._residual = np.fromiter((b.recorded or b.has_residual for b in made.values()), bool, m)
-        df._recorded = np.fromiter((b.recorded for b in made.values()), bool, m)
-        df._sample = list(made.values())
-        df._sample_of = np.arange(m)
+        t.set_groups(
+            residual=np.fromiter((b.recorded or b.has_residual for b in made.values()), bool, m),
+            recorded=np.fromiter((b.recorded for b in made.values()), bool, m),
+            sample=list(made.values()),
+            sample_of=np.arange(m),
+        )
         return ident
     codes = {s: i for i, s in enumerate(distinct)}
     scode = (
@@ -120,10 +124,13 @@ def bind(df: Dataflow, enames: PySequence[str], projs: PySequence[Any]) -> Any:
         recorded[g] = b.recorded
         if own[k]:
             made[enames[k]] = b
-    df._residual = residual[group.reshape(-1)] if m else np.zeros(0, dtype=bool)
-    df._recorded = recorded[group.reshape(-1)] if m else np.zeros(0, dtype=bool)
     # one bound projection per group: edges that bind alike project alike (their images are shared)
-    df._sample, df._sample_of = sample, group.reshape(-1) if m else np.zeros(0, dtype=np.int64)
+    t.set_groups(
+        residual=residual[group.reshape(-1)] if m else np.zeros(0, dtype=bool),
+        recorded=recorded[group.reshape(-1)] if m else np.zeros(0, dtype=bool),
+        sample=sample,
+        sample_of=group.reshape(-1) if m else np.zeros(0, dtype=np.int64),
+    )
     objs = [spec_object(s, named) for s in distinct]
     edge_values(df, distinct, scode)
     domains, names = df.domains, t.names
@@ -137,6 +144,23 @@ def bind(df: Dataflow, enames: PySequence[str], projs: PySequence[Any]) -> Any:
     return is_id[scode] if m else np.zeros(0, dtype=bool)
 
 
+def bind_identity(df: Dataflow, dom: Domain) -> None:
+    """Every edge the identity within the one domain ``dom``: :attr:`edges` and :attr:`bound` made when read.
+
+    Nothing to check (the identity binds within a domain) and no binding
+    groups recorded: for :func:`~falkirk.solver.model.arrays.epoch_dataflow`.
+    """
+    t = df.table
+    names = t.names
+
+    def edge(e: str) -> Edge:
+        k = t.edge_index()[e]
+        return Edge(e, names[t.src[k]], names[t.dst[k]], _IDENTITY)
+
+    df.edges = OnDemand(t.edge_index, edge, size=t.m)
+    df.bound = OnDemand(t.edge_index, lambda e: _IDENTITY.bind(dom, dom, e), size=t.m)
+
+
 def check_logs(df: Dataflow, procs: list[Processor]) -> Any:
     """Every logged edge is an output edge of its processor; whether each edge is logged.
 
@@ -144,7 +168,7 @@ def check_logs(df: Dataflow, procs: list[Processor]) -> Any:
     ``logs`` exactly when every name is one of them; the first
     processor in declaration order for which that fails is named.
     """
-    t = df._table
+    t = df.table
     logs = list(map(attrgetter("logs"), procs))
     mine = map(frozenset.__contains__, map(logs.__getitem__, t.src.tolist()), t.edge_names())
     logged = np.fromiter(mine, dtype=bool, count=t.m)
@@ -159,8 +183,8 @@ def check_logs(df: Dataflow, procs: list[Processor]) -> Any:
 
 def check_stateless(df: Dataflow) -> None:
     """A stateless processor's unlogged output edges need a projection with a residual (SPEC §3)."""
-    t = df._table
-    bad = np.flatnonzero(t.stateless[t.src] & ~t.logged & ~df._residual)
+    t = df.table
+    bad = np.flatnonzero(t.stateless[t.src] & ~t.logged & ~t.residual)
     if bad.size:
         k = int(bad[np.lexsort((bad, t.src[bad]))[0]])  # first by processor, then by edge, as declared
         e, p = t.edge_name(k), t.names[t.src[k]]

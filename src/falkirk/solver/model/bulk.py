@@ -12,6 +12,10 @@ A scheduler that already holds its job graph gives it as it holds it:
   directed graph whose nodes are processor names and whose node and edge
   attributes are the fields of :class:`Processor` and :class:`Edge`.
 
+Both are defined here once, signature and documentation: the class exposes
+each as a classmethod (``from_arrays = classmethod(bulk.from_arrays)``),
+whose ``cls`` is the class it is called on.
+
 An epoch job whose checkpoints are integers forming valid chains (from
 networkx: node attributes ``stateless``, ``checkpoints``, ``domain``
 ``"epoch"`` only; edge attributes ``name``, ``logged`` only) goes straight
@@ -101,17 +105,49 @@ def from_arrays(
     projection_of: Any = None,
     ck_ac: Any = None,
 ) -> Dataflow:
-    """A dataflow of ``len(names)`` processors in one ``domain`` (see the module docstring).
+    """A dataflow from arrays: edge ``k`` is ``names[src[k]] → names[dst[k]]`` (identity by default).
 
-    With ``domain_of``, ``projection``, ``ck_ac`` or a two-dimensional
-    ``ck_val``, the job may mix domains and projections
-    (:mod:`falkirk.solver.model.arrays`).
+    Called as ``Dataflow.from_arrays(names, src, dst, ...)`` (``cls`` is
+    the class it is called on). ``logged[k]``: edge ``k`` is logged;
+    ``stateless[i]``: processor ``i`` is stateless; its checkpoints are
+    ``ck_val[ck_ptr[i]:ck_ptr[i + 1]]`` (ascending frontiers in the
+    domain's encoding; epochs by default). Edges are named ``e0``,
+    ``e1``, … unless ``edge_names`` is given. The result is the dataflow
+    the object constructors give for the same content (see the module
+    docstring). Cost: ``O(V + E + checkpoints)``.
+
+    Iterative jobs (:mod:`falkirk.solver.model.arrays`): ``domain`` a
+    sequence of domains with ``domain_of[i]`` the one of processor ``i``,
+    ``projection`` a sequence with ``projection_of[k]`` the one of edge
+    ``k``, and ``ck_val`` of shape ``(rows, d)``: per row a time of the
+    processor's domain — a ``product``/``lexicographic`` checkpoint's
+    minimal times of its complement (``before``), grouped by ``ck_ac``
+    (default: one row per checkpoint), an epoch processor's epoch in column 0.
 
     In the ``epoch`` domain, with distinct names and integer checkpoint
     epochs forming valid chains, the dataflow is made from the arrays with
     no object per processor or edge (:func:`~falkirk.solver.model.arrays.epoch_dataflow`);
     anything else goes through the object constructors, which raise the
     errors they always raise.
+
+    >>> import numpy as np
+    >>> from falkirk.solver import Dataflow, solve_frontiers
+    >>> df = Dataflow.from_arrays(["a", "b", "c"], src=np.array([0, 1]), dst=np.array([1, 2]),
+    ...     logged=np.array([True, False]), stateless=np.array([False, False, True]),
+    ...     ck_ptr=np.array([0, 1, 3, 3]), ck_val=np.array([3, 1, 5]))
+    >>> df.edges["e1"], df.processors["a"].logs
+    (Edge(name='e1', src='b', dst='c', projection=Identity()), frozenset({'e0'}))
+    >>> solve_frontiers(df, failed=["a"]).to_json()["frontiers"]
+    {'a': 3, 'b': 1, 'c': 1}
+    >>> from falkirk.domains import Product
+    >>> loop = Dataflow.from_arrays(["a", "b"], src=np.array([0]), dst=np.array([1]), logged=np.array([True]),
+    ...     domain=["epoch", Product(2)], domain_of=np.array([0, 1]),
+    ...     projection=["epoch_to_loop"], projection_of=np.array([0]),
+    ...     ck_ptr=np.array([0, 1, 2]), ck_val=np.array([[3, 0], [2, 1], [3, 0]]), ck_ac=np.array([0, 1, 3]))
+    >>> loop.processors["b"].checkpoints
+    (Checkpoint(frontier={'before': [[2, 1], [3, 0]]}, notifications=None, delivered={}, discarded={}, projection={}, logged={}, state=None),)
+    >>> solve_frontiers(loop, failed=["a"]).to_json()["frontiers"]
+    {'a': 3, 'b': {'before': [[2, 1], [3, 0]]}}
     """
     names = list(names)
     n = len(names)
@@ -217,7 +253,7 @@ def _mixed(
     t = Table(names, src, dst, logged, stateless, edge_names=enames)
     distinct = len(t.index) == n and (enames is None or (len(set(enames)) == m and all(type(e) is str for e in enames)))
     cols = JobColumns(kinds, dcode, specs, pcode, ptr, rows, ac)
-    made = from_columns(cls, names, t, cols, notifications) if distinct else None
+    made = from_columns(cls, t, cols, notifications) if distinct else None
     if made is not None:
         return made
     t = Table(names, src, dst, logged, stateless, edge_names=enames or [f"e{k}" for k in range(m)])
@@ -346,7 +382,25 @@ def _check_attributes(graph: Any) -> None:
 def from_networkx(
     cls: type[Dataflow], graph: Any, *, domain: Any = "epoch", notifications: bool = True
 ) -> Dataflow:
-    """A dataflow from a directed networkx graph (see the module docstring); ``domain`` is the default domain."""
+    """A dataflow from a directed ``networkx`` graph: nodes are processors, edges are edges.
+
+    Called as ``Dataflow.from_networkx(graph, ...)`` (``cls`` is the class
+    it is called on). Node attributes are :class:`Processor` fields
+    (``domain``, default ``domain``; ``stateless``, ``checkpoints`` as
+    frontier encodings or :class:`Checkpoint` values, ``logs``, ``live``,
+    ``arity``, ``notifications``, ``restartable``); edge attributes are
+    ``name`` (default ``"u->v"``), ``projection`` (default identity) and
+    ``logged``. See the module docstring.
+
+    >>> import networkx as nx
+    >>> from falkirk.solver import Dataflow, solve_frontiers
+    >>> G = nx.DiGraph()
+    >>> G.add_node("a", checkpoints=[3])
+    >>> G.add_node("b", checkpoints=[1, 5])
+    >>> G.add_edge("a", "b", logged=True)
+    >>> solve_frontiers(Dataflow.from_networkx(G), failed=["a"]).to_json()["frontiers"]
+    {'a': 3, 'b': 1}
+    """
     if not graph.is_directed():
         raise ValidationError("from_networkx needs a directed graph (networkx.DiGraph)")
     fast = _networkx_columns(cls, graph, domain, notifications) or networkx_loops(cls, graph, domain, notifications)

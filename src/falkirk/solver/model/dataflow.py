@@ -34,14 +34,12 @@ from falkirk.domains import (
     Domain,
     Epoch,
     Frontier,
-    Identity,
     Sequence,
     make_domain,
 )
 from falkirk.domains.projections import BoundProjection
 from falkirk.errors import FalkirkError, UnknownNameError, ValidationError
-from falkirk.solver.model import binding
-from falkirk.solver.model.bulk import from_arrays, from_networkx
+from falkirk.solver.model import binding, bulk
 from falkirk.solver.model.deferred import (
     TUPLE_DOMAINS,
     check_images_many,
@@ -81,7 +79,6 @@ class _OnDemand(dict[str, Resolved]):
 #: Whether plain processors are resolved on first use (``False``: every processor at once, as a reference).
 DEFER_PLAIN = True
 
-_IDENTITY = Identity()  # the projection of every edge given as arrays (one immutable value)
 _NAME, _SRC, _DST, _PROJECTION = map(attrgetter, ("name", "src", "dst", "projection"))
 
 
@@ -165,14 +162,19 @@ class Dataflow:
     frontier — and is resolved when its metadata are first read;
     :attr:`plain` holds its checkpoint keys (epochs in the ``epoch``
     domain, frontiers otherwise).
+
+    :meth:`from_arrays` and :meth:`from_networkx` build one from a
+    scheduler's arrays or a ``networkx`` graph; they are defined, with their
+    signatures and docs, in :mod:`falkirk.solver.model.bulk`.
+
+    The solver's own modules (the vectorised engine, the dispatch rule,
+    the plans, the model's builders) read the columns through
+    :attr:`table` and nothing else of its private state; they do not write
+    through it. It is not for users: its layout follows the solver.
     """
 
     edges: dict[str, Edge]
     bound: dict[str, BoundProjection]
-    _residual: Any  # per edge: its projection is recorded or has a residual
-    _recorded: Any  # per edge: its projection is recorded
-    _sample: list[BoundProjection]  # one bound projection per group of edges that bind alike
-    _sample_of: Any  # per edge: its group
 
     def __init__(
         self, processors: Iterable[Processor], edges: Iterable[Edge], *, notifications: bool = True
@@ -181,8 +183,6 @@ class Dataflow:
         edge_list = list(edges)
         self.system_notifications = notifications
         self._made: dict[tuple[str, int | None], Domain] = {}
-        self._columns: Any = None  # the vectorised solver's arrays, built on its first solve
-        self._loops: Any = None  # the same for a loop job (falkirk.solver.vectorised.loops)
         self.processors: dict[str, Processor] = _processors(procs)
         names = list(self.processors)
         index = {p: i for i, p in enumerate(names)}
@@ -208,6 +208,15 @@ class Dataflow:
         )
         self._defer(procs, ident)
 
+    @property
+    def table(self) -> Table:
+        """The columns (:class:`~falkirk.solver.model.table.Table`), read-only: for the solver's own modules.
+
+        One attribute read: a hot loop binds it to a local once. The
+        arrays are shared, not copied; writing to them breaks the dataflow.
+        """
+        return self._table
+
     def _views(self) -> None:
         """The dictionaries over the table whose values are made on first read."""
         t = self._table
@@ -223,6 +232,43 @@ class Dataflow:
         self._resolved: dict[str, Resolved] = _OnDemand(self._resolve)
         self._plain_other: dict[str, list[Any]] = {}  # plain processors of other totally ordered domains
         self.plain: dict[str, list[Any]] = OnDemand(self._plain_names, self._plain_keys)
+
+    @classmethod
+    def _from_table(
+        cls,
+        table: Table,
+        kinds: PySequence[Any],
+        kind_of: Any,
+        processor: Callable[[str], Processor],
+        *,
+        notifications: bool,
+    ) -> tuple["Dataflow", list[Domain]]:
+        """A dataflow over columns already validated, and the domains made of ``kinds``.
+
+        The one way in besides ``__init__``, for the bulk constructors
+        (:mod:`falkirk.solver.model.arrays`). ``table`` holds valid,
+        distinct names and edges and the processors' flags; processor ``i``
+        is in the domain made of ``kinds[kind_of[i]]`` (domain values or
+        specs, each made once; ``kind_of`` ``None`` when there is one kind;
+        never a ``sequence``, which is made from the input edges);
+        ``processor(name)`` makes its :class:`Processor` when it is first
+        read. The caller then binds the edges
+        (:mod:`falkirk.solver.model.binding`) and records the checkpoint
+        chains on the table. Raises the :class:`~falkirk.errors.FalkirkError`
+        of a kind that makes no domain.
+        """
+        self = cls.__new__(cls)
+        self.system_notifications = notifications
+        self._made = {}
+        made = [self._domain(Processor("", k)) for k in kinds]
+        self._table = table
+        self.processors = OnDemand(table.index, processor)
+        self._views()
+        if kind_of is None:
+            self.domains = dict.fromkeys(table.names, made[0])
+        else:
+            self.domains = dict(zip(table.names, map(made.__getitem__, kind_of.tolist()), strict=True))
+        return self, made
 
     def _resolve(self, name: str) -> Resolved:
         return resolve_processor(self, name)
@@ -247,7 +293,7 @@ class Dataflow:
         n = t.n
         doms = list(self.domains.values())
         live = np.fromiter((p.live is not None for p in procs), dtype=bool, count=n)
-        recorded_out = np.bincount(t.src[self._recorded], minlength=n) > 0 if t.m else np.zeros(n, dtype=bool)
+        recorded_out = np.bincount(t.src[t.recorded], minlength=n) > 0 if t.m else np.zeros(n, dtype=bool)
         free = ~live & ~recorded_out if DEFER_PLAIN else np.zeros(n, dtype=bool)
         plain = np.zeros(n, dtype=bool)
         images: dict[int, Any] = {}
@@ -300,102 +346,9 @@ class Dataflow:
             return [Frontier(dom, a) for a in t.tuples[dom].antichains(i)]
         return t.epochs(i)
 
-    # -- bulk constructors ------------------------------------------------------
-    @classmethod
-    def from_arrays(
-        cls,
-        names: PySequence[str],
-        src: Any,
-        dst: Any,
-        *,
-        domain: Any = "epoch",
-        edge_names: PySequence[str] | None = None,
-        logged: Any = None,
-        stateless: Any = None,
-        ck_ptr: Any = None,
-        ck_val: Any = None,
-        notifications: bool = True,
-        domain_of: Any = None,
-        projection: Any = None,
-        projection_of: Any = None,
-        ck_ac: Any = None,
-    ) -> "Dataflow":
-        """A dataflow from arrays: edge ``k`` is ``names[src[k]] → names[dst[k]]`` (identity by default).
-
-        ``logged[k]``: edge ``k`` is logged; ``stateless[i]``: processor
-        ``i`` is stateless; its checkpoints are
-        ``ck_val[ck_ptr[i]:ck_ptr[i + 1]]`` (ascending frontiers in the
-        domain's encoding; epochs by default). Edges are named ``e0``,
-        ``e1``, … unless ``edge_names`` is given. The result is the
-        dataflow the object constructors give for the same content; see
-        :mod:`falkirk.solver.model.bulk`. Cost: ``O(V + E + checkpoints)``.
-
-        Iterative jobs (:mod:`falkirk.solver.model.arrays`): ``domain`` a
-        sequence of domains with ``domain_of[i]`` the one of processor ``i``,
-        ``projection`` a sequence with ``projection_of[k]`` the one of edge
-        ``k``, and ``ck_val`` of shape ``(rows, d)``: per row a time of the
-        processor's domain — a ``product``/``lexicographic`` checkpoint's
-        minimal times of its complement (``before``), grouped by ``ck_ac``
-        (default: one row per checkpoint), an epoch processor's epoch in column 0.
-
-        >>> import numpy as np
-        >>> from falkirk.solver import Dataflow, solve_frontiers
-        >>> df = Dataflow.from_arrays(["a", "b", "c"], src=np.array([0, 1]), dst=np.array([1, 2]),
-        ...     logged=np.array([True, False]), stateless=np.array([False, False, True]),
-        ...     ck_ptr=np.array([0, 1, 3, 3]), ck_val=np.array([3, 1, 5]))
-        >>> df.edges["e1"], df.processors["a"].logs
-        (Edge(name='e1', src='b', dst='c', projection=Identity()), frozenset({'e0'}))
-        >>> solve_frontiers(df, failed=["a"]).to_json()["frontiers"]
-        {'a': 3, 'b': 1, 'c': 1}
-        >>> from falkirk.domains import Product
-        >>> loop = Dataflow.from_arrays(["a", "b"], src=np.array([0]), dst=np.array([1]), logged=np.array([True]),
-        ...     domain=["epoch", Product(2)], domain_of=np.array([0, 1]),
-        ...     projection=["epoch_to_loop"], projection_of=np.array([0]),
-        ...     ck_ptr=np.array([0, 1, 2]), ck_val=np.array([[3, 0], [2, 1], [3, 0]]), ck_ac=np.array([0, 1, 3]))
-        >>> loop.processors["b"].checkpoints
-        (Checkpoint(frontier={'before': [[2, 1], [3, 0]]}, notifications=None, delivered={}, discarded={}, projection={}, logged={}, state=None),)
-        >>> solve_frontiers(loop, failed=["a"]).to_json()["frontiers"]
-        {'a': 3, 'b': {'before': [[2, 1], [3, 0]]}}
-        """
-        return from_arrays(
-            cls,
-            names,
-            src,
-            dst,
-            domain=domain,
-            edge_names=edge_names,
-            logged=logged,
-            stateless=stateless,
-            ck_ptr=ck_ptr,
-            ck_val=ck_val,
-            notifications=notifications,
-            domain_of=domain_of,
-            projection=projection,
-            projection_of=projection_of,
-            ck_ac=ck_ac,
-        )
-
-    @classmethod
-    def from_networkx(cls, graph: Any, *, domain: Any = "epoch", notifications: bool = True) -> "Dataflow":
-        """A dataflow from a directed ``networkx`` graph: nodes are processors, edges are edges.
-
-        Node attributes are :class:`Processor` fields (``domain``, default
-        ``domain``; ``stateless``, ``checkpoints`` as frontier encodings or
-        :class:`Checkpoint` values, ``logs``, ``live``, ``arity``,
-        ``notifications``, ``restartable``); edge attributes are ``name``
-        (default ``"u->v"``), ``projection`` (default identity) and
-        ``logged``. See :mod:`falkirk.solver.model.bulk`.
-
-        >>> import networkx as nx
-        >>> from falkirk.solver import Dataflow, solve_frontiers
-        >>> G = nx.DiGraph()
-        >>> G.add_node("a", checkpoints=[3])
-        >>> G.add_node("b", checkpoints=[1, 5])
-        >>> G.add_edge("a", "b", logged=True)
-        >>> solve_frontiers(Dataflow.from_networkx(G), failed=["a"]).to_json()["frontiers"]
-        {'a': 3, 'b': 1}
-        """
-        return from_networkx(cls, graph, domain=domain, notifications=notifications)
+    # -- bulk constructors: defined once, signature and docs, in falkirk.solver.model.bulk --------
+    from_arrays = classmethod(bulk.from_arrays)
+    from_networkx = classmethod(bulk.from_networkx)
 
     # -- construction helpers ---------------------------------------------------
     def _domain(self, p: Processor) -> Domain:

@@ -238,7 +238,7 @@ def check_images_many(
     projection whose ``D_e`` is not its image (it overrides ``discarded``)
     makes its senders not plain.
     """
-    t = df._table
+    t = df.table
     ok = np.ones(idx.shape[0], dtype=bool)
     if not t.m or not idx.size:
         return ok
@@ -247,11 +247,12 @@ def check_images_many(
     sel = np.flatnonzero(~ident & (pos[t.src] >= 0))
     if not sel.size:
         return ok
-    G = len(df._sample)
-    pair = np.unique(pos[t.src[sel]] * G + df._sample_of[sel])
+    sample = t.sample
+    G = len(sample)
+    pair = np.unique(pos[t.src[sel]] * G + t.sample_of[sel])
     j, g = pair // G, pair % G
     for c in np.unique(g).tolist():
-        b = df._sample[c]
+        b = sample[c]
         images = cache.get(c)
         if images is None:
             images = cache[c] = _Images(b)

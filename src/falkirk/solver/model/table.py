@@ -15,11 +15,22 @@ A :class:`~falkirk.solver.model.Dataflow` keeps one :class:`Table`:
   (:class:`~falkirk.solver.model.orders.TupleChains`); those processors are
   resolved only when their metadata are read.
 
+* per edge, its *binding group* (:mod:`falkirk.solver.model.binding`): edges
+  with the same projection between the same two domains bind alike and
+  share one bound projection, ``sample[sample_of[k]]``; whether the
+  projection is recorded (``recorded``) or recorded or with a residual
+  (``residual``).
+
 When every processor is plain and restartable (:attr:`Table.epoch_plain`),
 the vectorised solver reads these arrays as they are
 (:mod:`falkirk.solver.vectorised.columns`). The edges into and out of each
 processor (:meth:`Table.incoming`, :meth:`Table.outgoing`) are sorted once,
-on first use.
+on first use; arrays a fast path derives from the table are kept by
+:meth:`Table.derived`.
+
+The table is filled while its dataflow is built (:mod:`~falkirk.solver.model.dataflow`,
+:mod:`~falkirk.solver.model.binding`, :mod:`~falkirk.solver.model.arrays`)
+and only read after that, through ``Dataflow.table``.
 
 Cost: ``O(V + E + checkpoints)`` to build; :func:`epoch_chains` checks every
 plain chain with a few array operations.
@@ -35,10 +46,13 @@ plain chain with a few array operations.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from falkirk.domains.projections import BoundProjection
 
 __all__ = ["Table", "epoch_chains", "Array"]
 
@@ -47,6 +61,13 @@ Array = Any  # a numpy array
 
 class Table:
     """The arrays of a dataflow (see the module docstring). Arrays are ``int64`` indices and ``bool`` flags."""
+
+    # the binding groups (set_groups); a dataflow made by model.arrays.epoch_dataflow, whose edges are all
+    # the identity in one domain, has none
+    residual: Array  # per edge: its projection is recorded or has a residual
+    recorded: Array  # per edge: its projection is recorded
+    sample: list[BoundProjection]  # one bound projection per group of edges that bind alike
+    sample_of: Array  # per edge: its group
 
     def __init__(
         self,
@@ -80,6 +101,7 @@ class Table:
         self.lex_plain = False
         self._in: tuple[Array, Array] | None = None
         self._out: tuple[Array, Array] | None = None
+        self._derived: dict[str, Any] = {}
 
     @property
     def n(self) -> int:
@@ -133,6 +155,23 @@ class Table:
     def set_plain(self, plain: Array, ck_ptr: Array, ck_val: Array, epoch_plain: bool) -> None:
         """Record which processors are plain and their distinct checkpoint epochs (CSR)."""
         self.plain, self.ck_ptr, self.ck_val, self.epoch_plain = plain, ck_ptr, ck_val, epoch_plain
+
+    def set_groups(self, residual: Array, recorded: Array, sample: list[BoundProjection], sample_of: Array) -> None:
+        """Record the edges' binding groups (see the module docstring)."""
+        self.residual, self.recorded, self.sample, self.sample_of = residual, recorded, sample, sample_of
+
+    def derived(self, key: str, build: Callable[[], Any]) -> Any:
+        """What ``build()`` returns, built on the first call with ``key`` and kept (``None`` too).
+
+        The fast paths keep here the arrays they derive from the table
+        (:func:`~falkirk.solver.vectorised.columns.epoch_columns`,
+        :func:`~falkirk.solver.vectorised.loops.loop_columns`); a ``build``
+        that raises keeps nothing.
+        """
+        cache = self._derived
+        if key not in cache:
+            cache[key] = build()
+        return cache[key]
 
     def epochs(self, i: int) -> list[int]:
         """The distinct checkpoint epochs of plain processor ``i``, ascending."""

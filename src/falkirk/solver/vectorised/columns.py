@@ -77,13 +77,12 @@ class EpochColumns:
 
 def epoch_columns(df: Dataflow) -> EpochColumns | None:
     """The array form of ``df`` (kept on it), or ``None`` when it is not all plain epoch processors."""
-    if df._columns is None:
-        df._columns = _build(df) or False
-    return df._columns or None
+    built: EpochColumns | None = df.table.derived("epoch_columns", lambda: _build(df))
+    return built
 
 
 def _build(df: Dataflow) -> EpochColumns | None:
-    t = df._table
+    t = df.table
     if not t.epoch_plain:
         return None
     return EpochColumns(

@@ -87,7 +87,7 @@ class LoopColumns:
     """What :func:`solve_loops` needs besides the failures (see the module docstring)."""
 
     def __init__(self, df: Dataflow) -> None:
-        t = df._table
+        t = df.table
         self.names, self.index, self.t = t.names, t.index, t
         doms = [df.domains[p] for p in t.names]
         kinds = {id(d): d for d in doms}
@@ -113,13 +113,13 @@ class LoopColumns:
         ckdom = np.repeat(self.pdom, per)
         for c, u in enumerate(self.U):
             u.keys.update(np.unique(self.codes[ckdom == c]).tolist())
-        self.samples = df._sample
-        self.group = df._sample_of
-        self.classes = [g for g, b in enumerate(df._sample) if type(b.spec) is not Identity]
+        self.samples = sample = t.sample
+        self.group = t.sample_of
+        self.classes = [g for g, b in enumerate(sample) if type(b.spec) is not Identity]
         # (source, target) domain codes per projection class; a target that no processor has: not a loop job
-        self.ok &= all(id(df._sample[g].target) in code for g in self.classes)
+        self.ok &= all(id(sample[g].target) in code for g in self.classes)
         self.cdom: dict[int, tuple[int, int]] = {
-            g: (code[id(df._sample[g].source)], code.get(id(df._sample[g].target), 0)) for g in self.classes
+            g: (code[id(sample[g].source)], code.get(id(sample[g].target), 0)) for g in self.classes
         }
         stateless_src = t.stateless[t.src] & ~t.logged
         self.residual = set(np.unique(self.group[stateless_src]).tolist()) & set(self.classes)
@@ -360,13 +360,14 @@ class ValueFrontiers(RankFrontiers):
 
 def loop_columns(df: Dataflow) -> LoopColumns | None:
     """The loop job's failure-independent arrays (kept on ``df``), or ``None`` when it is not one."""
-    if df._loops is None:
-        t = df._table
-        ok = bool(t.lex_plain and t.n and not t.epoch_plain)
-        df._loops = (LoopColumns(df) if ok else None) or False
-        if df._loops and not df._loops.ok:
-            df._loops = False
-    return df._loops or None
+    t = df.table
+
+    def build() -> LoopColumns | None:
+        cols = LoopColumns(df) if t.lex_plain and t.n and not t.epoch_plain else None
+        return cols if cols is not None and cols.ok else None
+
+    built: LoopColumns | None = t.derived("loop_columns", build)
+    return built
 
 
 def solve_loops(df: Dataflow, failed: frozenset[str]) -> tuple[ValueFrontiers, ValueFrontiers, int] | None:

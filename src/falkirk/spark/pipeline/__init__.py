@@ -32,7 +32,8 @@ contract in ``pyproject.toml``), from the top down:
 Where new things go: **a new regime** — its declaration in
 ``declare/regimes.py``, how it runs and persists in ``run/runners.py``;
 **a new storage backend** — ``store/rootfs.py`` (the root's semantics are
-stated there once); **a new failure kind** — ``run/failures.py`` (injected)
+stated there once; its scheme in ``store/schemes.py``, its connector's
+options and dialect in ``store/connectors.py``); **a new failure kind** — ``run/failures.py`` (injected)
 or ``run/causes.py`` (how Spark reports it, transient or not).
 """
 
@@ -43,9 +44,11 @@ from falkirk.spark.pipeline.plan.planner import Planner
 from falkirk.spark.pipeline.run.executor import Executor, RunResult
 from falkirk.spark.pipeline.run.failures import Injection
 from falkirk.spark.pipeline.run.session import local_session
-from falkirk.spark.pipeline.store.inputlog import Cut, InputLog
+from falkirk.spark.pipeline.store.inputcuts import Cut
+from falkirk.spark.pipeline.store.inputlog import InputLog
 from falkirk.spark.pipeline.store.keyed import key_group_range, plan_rescale
-from falkirk.spark.pipeline.store.storage import Manifest, Storage
+from falkirk.spark.pipeline.store.manifest import Manifest
+from falkirk.spark.pipeline.store.storage import Storage
 from falkirk.spark.pipeline.tools.verify import Comparison, compare_runs
 
 __all__ = [

@@ -15,8 +15,9 @@ import sys
 
 
 def main() -> None:
+    from falkirk.spark.pipeline.store.manifest import Manifest
     from falkirk.spark.pipeline.store.rootfs import Root
-    from falkirk.spark.pipeline.store.storage import Manifest, Storage
+    from falkirk.spark.pipeline.store.storage import Storage
 
     uri, options, writer = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
     root = Root(uri, fsync=False, storage_options=options or None)

@@ -22,7 +22,7 @@ from objectstore import BUCKET, SeaweedS3
 from places import Place
 
 from falkirk.spark.errors import AlreadyPublishedError, StorageError
-from falkirk.spark.pipeline.store import rootfs
+from falkirk.spark.pipeline.store import writeonce
 from falkirk.spark.pipeline.store.rootfs import Root
 from falkirk.spark.pipeline.store.storage import Storage
 
@@ -179,7 +179,7 @@ def test_store_that_ignores_conditional_writes_is_refused(s3_server: SeaweedS3, 
     r = Root(f"s3a://{BUCKET}/{uuid.uuid4().hex[:8]}", storage_options=s3_server.options())
     unconditional = r.fs.pipe_file
     monkeypatch.setattr(r.fs, "pipe_file", lambda path, data, mode="overwrite", **kw: unconditional(path, data, **kw))
-    monkeypatch.setattr(rootfs, "_WRITE_ONCE_SEEN", set())
+    monkeypatch.setattr(writeonce, "_WRITE_ONCE_SEEN", set())
     with pytest.raises(StorageError, match=r"accepted a second conditional create \(If-None-Match: \*\).*refuses to run"):
         r.publish("m/a.json", b"1")
     assert r.listdir("") == []  # nothing published, the probe removed

@@ -19,8 +19,8 @@ from places import Place
 
 from falkirk.spark import CorruptDataError, Manifest, Storage
 from falkirk.spark.errors import StorageError
+from falkirk.spark.pipeline.store.manifest import FileEntry
 from falkirk.spark.pipeline.store.rootfs import Root
-from falkirk.spark.pipeline.store.storage import FileEntry
 
 
 @pytest.fixture(params=["local", "memory", "s3"])

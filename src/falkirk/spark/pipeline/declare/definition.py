@@ -50,8 +50,8 @@ from falkirk.spark.errors import PipelineError
 from falkirk.spark.pipeline.declare.evolution import Changes, changes
 from falkirk.spark.pipeline.declare.fingerprint import dependencies, fingerprint
 from falkirk.spark.pipeline.declare.regimes import Ephemeral, Output, Regime
+from falkirk.spark.pipeline.store.fscalls import DEFAULT_TIMEOUT
 from falkirk.spark.pipeline.store.inputlog import InputLog
-from falkirk.spark.pipeline.store.rootfs import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -29,7 +29,7 @@ from falkirk.spark.errors import CorruptDataError
 from falkirk.spark.pipeline.plan.live import frontier_kind
 from falkirk.spark.pipeline.plan.planner import TOP, Planner, epoch_of
 from falkirk.spark.pipeline.store import delta
-from falkirk.spark.pipeline.store.storage import committed_epochs, database_path
+from falkirk.spark.pipeline.store.eagerdb import committed_epochs, database_path
 
 if TYPE_CHECKING:
     from falkirk.solver import Checkpoint, RollbackPlan
@@ -245,7 +245,7 @@ def verify_root(pipeline: Definition, storage: Storage) -> tuple[int, list[Corru
     does with a problem depends on the plan: a restore point or log epoch is
     done without, an output epoch rewritten, input is irreplaceable.
     """
-    from falkirk.spark.pipeline.store.storage import KINDS
+    from falkirk.spark.pipeline.store.manifest import KINDS
 
     checked, problems = 0, []
     for n in pipeline.order:

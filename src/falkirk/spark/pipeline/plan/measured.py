@@ -74,7 +74,8 @@ from typing import TYPE_CHECKING, Any
 from falkirk.spark.errors import PipelineError
 from falkirk.spark.pipeline.declare.regimes import Keyed, Lazy
 from falkirk.spark.pipeline.plan.costs import Costs, NodeCosts, fit_writes
-from falkirk.spark.pipeline.store.storage import Manifest, Storage
+from falkirk.spark.pipeline.store.manifest import Manifest
+from falkirk.spark.pipeline.store.storage import Storage
 
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.declare.definition import Definition

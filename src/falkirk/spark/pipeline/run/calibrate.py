@@ -56,7 +56,8 @@ from attrs import field, frozen
 
 from falkirk.spark.pipeline.run.cpu import meter
 from falkirk.spark.pipeline.run.session import is_connect
-from falkirk.spark.pipeline.store.storage import Manifest, Storage
+from falkirk.spark.pipeline.store.manifest import Manifest
+from falkirk.spark.pipeline.store.storage import Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

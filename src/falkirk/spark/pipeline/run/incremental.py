@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from falkirk.spark.pipeline.declare.regimes import Regime
     from falkirk.spark.pipeline.run.context import RunContext
-    from falkirk.spark.pipeline.store.storage import Manifest
+    from falkirk.spark.pipeline.store.manifest import Manifest
 
 __all__ = ["StateCheckpoints"]
 

@@ -27,7 +27,8 @@ from falkirk.spark.pipeline.run.guard import WriteGuard
 from falkirk.spark.pipeline.run.incremental import StateCheckpoints
 from falkirk.spark.pipeline.run.probe import is_local_master
 from falkirk.spark.pipeline.run.session import detach, materialised
-from falkirk.spark.pipeline.store.storage import DATABASE_COMMITS, Manifest, database_path
+from falkirk.spark.pipeline.store.eagerdb import DATABASE_COMMITS, database_path
+from falkirk.spark.pipeline.store.manifest import Manifest
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -2,11 +2,22 @@
 
 * :mod:`~falkirk.spark.pipeline.store.rootfs` — the root as shared storage
   reached by URI (fsspec on the driver, Hadoop on the executors): write-once
-  publish, atomic replace, checksums. **A new storage backend goes here**;
+  publish, atomic replace, checksums. **A new storage backend goes here**
+  (its roles: :mod:`~falkirk.spark.pipeline.store.schemes`,
+  :mod:`~falkirk.spark.pipeline.store.connectors`,
+  :mod:`~falkirk.spark.pipeline.store.fscalls`,
+  :mod:`~falkirk.spark.pipeline.store.writeonce`,
+  :mod:`~falkirk.spark.pipeline.store.localdisk`);
 * :mod:`~falkirk.spark.pipeline.store.storage` — manifests (write-once, with
-  each data file's size and checksum), checkpoints, logs and outputs as Parquet;
+  each data file's size and checksum: :mod:`~falkirk.spark.pipeline.store.manifest`),
+  checkpoints, logs and outputs as Parquet (read back with Spark:
+  :mod:`~falkirk.spark.pipeline.store.frames`), data no manifest names
+  (:mod:`~falkirk.spark.pipeline.store.sweep`), an Eager step's database
+  (:mod:`~falkirk.spark.pipeline.store.eagerdb`);
 * :mod:`~falkirk.spark.pipeline.store.inputlog` — partitioned, append-only
-  input logs cut into epochs: their Parquet segments and manifests
+  input logs cut into epochs (:mod:`~falkirk.spark.pipeline.store.inputcuts`),
+  read again (:mod:`~falkirk.spark.pipeline.store.inputread`) and collected
+  (:mod:`~falkirk.spark.pipeline.store.inputgc`): their Parquet segments and manifests
   (:mod:`~falkirk.spark.pipeline.store.segments`), what an append takes
   (:mod:`~falkirk.spark.pipeline.store.ingest`; a Spark DataFrame:
   :mod:`~falkirk.spark.pipeline.store.sparkinput`), the input's schema as Arrow

@@ -51,7 +51,7 @@ from falkirk.spark.errors import PipelineError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from falkirk.spark.pipeline.store.storage import Manifest
+    from falkirk.spark.pipeline.store.manifest import Manifest
 
 __all__ = ["DELETED", "SEQ", "check_columns", "diff", "apply", "newest", "chain"]
 

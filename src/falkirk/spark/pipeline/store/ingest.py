@@ -9,7 +9,7 @@ fails is searched for its bad records
 (:func:`~falkirk.spark.pipeline.store.convert.bad_records`): the first raises
 :class:`~falkirk.spark.errors.RecordError` where the record would have gone
 (partition, offset, its index in the append), or with ``dead_letter`` every
-bad record is set aside for the dead-letter log.
+bad record is set aside for the dead-letter log (:func:`divert` writes it).
 
 =====================================  ============================================
 ``data``                               read as
@@ -30,7 +30,9 @@ Spark ``DataFrame``                    written by Spark itself
 
 from __future__ import annotations
 
+import json
 import os
+import uuid
 import zlib
 from collections.abc import Iterator, Mapping
 from itertools import islice
@@ -45,7 +47,7 @@ if TYPE_CHECKING:
 
     from falkirk.spark.pipeline.store.inputlog import InputLog
 
-__all__ = ["CHUNK", "accept", "chunks", "is_spark_frame"]
+__all__ = ["CHUNK", "accept", "chunks", "divert", "is_spark_frame"]
 
 #: Records converted and written at a time (an append of more writes several files per partition).
 CHUNK = 1 << 20
@@ -177,3 +179,12 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
     return repr(value)
+
+
+def divert(log: InputLog, rejected: list[dict[str, Any]], batch: str | None) -> None:
+    """Write the ``rejected`` records of ``batch`` to ``log``'s dead-letter log, one JSON object a line, once."""
+    text = "".join(json.dumps({"input": log.name, "batch": batch, **r}, sort_keys=True) + "\n" for r in rejected)
+    try:
+        log.fs.publish(f"{log.dead_letter_dir}/{batch or uuid.uuid4().hex}.jsonl", text.encode("utf-8"))
+    except FileExistsError:
+        pass  # this batch was sent before: its bad records are already there

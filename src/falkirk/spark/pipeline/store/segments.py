@@ -14,7 +14,7 @@ A segment is the records one append gave partition ``k``, at offsets
 exactly when its manifest does. The manifest records the row count (the log's
 end offsets and an epoch's files are found from manifests, never by reading
 data) and every data file with its size and checksum, as
-:class:`~falkirk.spark.pipeline.store.storage.Manifest` does for checkpoints.
+:class:`~falkirk.spark.pipeline.store.manifest.Manifest` does for checkpoints.
 A crash before the manifest leaves unreferenced data files, which
 :func:`sweep` deletes.
 
@@ -50,8 +50,8 @@ from attrs import frozen
 
 from falkirk.spark.errors import CorruptDataError
 from falkirk.spark.pipeline.store.arrowschema import log_fields
+from falkirk.spark.pipeline.store.manifest import FileEntry
 from falkirk.spark.pipeline.store.rootfs import Root
-from falkirk.spark.pipeline.store.storage import FileEntry
 
 if TYPE_CHECKING:
     import numpy as np

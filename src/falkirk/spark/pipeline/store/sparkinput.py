@@ -34,8 +34,9 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from falkirk.spark.errors import RecordError
+from falkirk.spark.pipeline.store import ingest
 from falkirk.spark.pipeline.store import segments as seg
-from falkirk.spark.pipeline.store.storage import FileEntry
+from falkirk.spark.pipeline.store.manifest import FileEntry
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -276,8 +277,8 @@ def _dead_letters(log: InputLog, checked: DataFrame, problems: list[dict[str, An
     import json
 
     index = _index(checked, [p["mid"] for p in problems])
-    log._divert([{"index": index[p["mid"]], "partition": p["partition"], "field": p["field"],
-                  "problem": p["problem"], "record": json.loads(p["record"])} for p in problems], batch)
+    ingest.divert(log, [{"index": index[p["mid"]], "partition": p["partition"], "field": p["field"],
+                         "problem": p["problem"], "record": json.loads(p["record"])} for p in problems], batch)
 
 
 def sweep_spark(log: InputLog) -> int:

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from falkirk.spark.errors import PipelineError
 from falkirk.spark.pipeline.store.connectors import storage_option
-from falkirk.spark.pipeline.store.rootfs import DEFAULT_TIMEOUT, Root
+from falkirk.spark.pipeline.store.fscalls import DEFAULT_TIMEOUT
+from falkirk.spark.pipeline.store.rootfs import Root
 
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.plan.costs import Costs

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 from attrs import frozen
 
 from falkirk.spark.pipeline.declare.regimes import Output
+from falkirk.spark.pipeline.store.eagerdb import database_path
 from falkirk.spark.pipeline.store.rootfs import Root
-from falkirk.spark.pipeline.store.storage import as_root, database_path
+from falkirk.spark.pipeline.store.storage import as_root
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

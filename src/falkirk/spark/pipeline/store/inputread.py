@@ -1,0 +1,187 @@
+"""Reading an input log's epoch again: which segments hold it, whether it is all there, its records.
+
+An epoch's records are those of its :class:`~falkirk.spark.pipeline.store.inputcuts.Cut`
+in every partition; the segments holding them are found from the segment
+manifests (:mod:`~falkirk.spark.pipeline.store.segments`), and a gap —
+offsets in no segment — is a :class:`~falkirk.spark.errors.CorruptDataError`
+naming the lost segment manifest when its data files are still there.
+:func:`check` says whether an epoch can be replayed (its cut and every
+record; garbage collection's work told apart from a loss), :func:`files`
+and :func:`verify` check its data files' sizes and checksums
+(:meth:`Storage.verify <falkirk.spark.pipeline.store.storage.Storage.verify>`),
+:func:`read` gives its records to Spark and :func:`to_arrow` to the driver.
+:class:`~falkirk.spark.pipeline.store.inputlog.InputLog` exposes these
+functions as methods (``log.read(spark, epoch)``…).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from falkirk.spark.errors import CorruptDataError
+from falkirk.spark.pipeline.store import segments as seg
+from falkirk.spark.pipeline.store.arrowschema import log_fields, read_ddl
+from falkirk.spark.pipeline.store.inputcuts import Cut, cut_path
+from falkirk.spark.pipeline.store.manifest import Manifest
+from falkirk.spark.pipeline.store.storage import Storage
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from falkirk.spark.pipeline.store.inputlog import InputLog
+
+__all__ = ["check", "files", "verify", "read", "to_arrow"]
+
+
+def _cut_segments(log: InputLog, cut: Cut) -> list[tuple[seg.SegmentManifest, bool, bool]]:
+    """``(manifest, legacy, whole)`` of every segment holding ``cut``'s records (``whole``: none outside it)."""
+    out = []
+    for k in range(log.partitions):
+        lo, hi = cut.start[k], cut.end[k]
+        if lo == hi:
+            continue
+        covered = lo
+        segs = log.segments(k)
+        for s, nxt in zip(segs, [*segs[1:], None], strict=True):
+            if s.start >= hi or (nxt is not None and nxt.start <= lo):
+                continue  # wholly before or after the cut (segments do not overlap)
+            m = seg.read_manifest(log.fs, s, log.name, cut.epoch)
+            if s.start + m.rows <= lo:
+                continue
+            if s.start > covered:
+                break
+            out.append((m, s.legacy, lo <= s.start and s.start + m.rows <= hi))
+            covered = max(covered, s.start + m.rows)
+        if covered < hi:
+            raise _gap(log, k, covered, hi, cut.epoch)
+    return out
+
+
+def _gap(log: InputLog, k: int, covered: int, hi: int, epoch: int) -> CorruptDataError:
+    """Offsets ``covered..hi-1`` of partition ``k`` are in no segment: name the lost manifest if its data is there."""
+    where = f"{log.dir}/part-{k}"
+    stem = seg.segment_name(covered, None)
+    orphans = sorted(n for n in log.fs.listdir(where) if n.startswith(stem) and n.endswith(".parquet"))
+    if orphans:  # the segment's data files are there, its manifest is not: the manifest was lost
+        lost = f"{where}/{orphans[0].split('.', 1)[0]}.json"
+        return CorruptDataError(log.name, "input", epoch, f"is missing: the segment manifest of offsets "
+                                f"{covered}.. of partition {k} (its data files are there), so offsets "
+                                f"{covered}..{hi - 1} of epoch {epoch} cannot be read", path=lost)
+    return CorruptDataError(log.name, "input", epoch, f"is missing offsets {covered}..{hi - 1} of epoch {epoch} "
+                            "(a deleted or truncated segment)", path=f"{where}/")
+
+
+def check(log: InputLog, epoch: int, *, verify: bool = False) -> None:
+    """Whether epoch ``epoch`` can be read again: its cut and every record of it are in the log.
+
+    With ``verify``, every data file's checksum is compared too.
+
+    ``CorruptDataError`` otherwise, whose ``path`` names the missing cut
+    (saying whether garbage collection collected it) or the partition
+    whose records are missing.
+    """
+    try:
+        cut = log.get_cut(epoch)
+    except CorruptDataError as err:
+        raise CorruptDataError(log.name, "input", epoch, f"is unreadable ({err.detail})",
+                               path=cut_path(log, epoch)) from None
+    acked = log.acknowledged()
+    collected = f"was collected by garbage collection (epochs up to {acked} are acknowledged)"
+    if cut is None:
+        raise CorruptDataError(log.name, "input", epoch, collected if epoch < acked else "is missing",
+                               path=cut_path(log, epoch))
+    try:
+        log.files(cut)
+    except CorruptDataError as err:
+        if epoch <= acked:
+            raise CorruptDataError(log.name, "input", epoch, collected, path=err.path) from None
+        raise
+    if verify:
+        log.verify(cut)
+
+
+def _as_manifest(log: InputLog, cut: Cut, found: list[tuple[seg.SegmentManifest, bool, bool]]) -> Manifest:
+    """The cut's data files as one manifest, for :meth:`Storage.verify <falkirk.spark.pipeline.store.storage.Storage.verify>`."""
+    return Manifest(log.name, "input", cut.epoch, cut.records, log.dir, [f for m, _, _ in found for f in m.files])
+
+
+def files(log: InputLog, cut: Cut) -> list[str]:
+    """The data files holding ``cut``'s records; ``CorruptDataError`` if a segment or file is missing or truncated."""
+    m = _as_manifest(log, cut, _cut_segments(log, cut))
+    Storage(log.fs, checksums=False).verify(m)
+    return [f"{log.dir}/{f.name}" for f in m.files]
+
+
+def verify(log: InputLog, cut: Cut) -> None:
+    """:func:`files`, and every data file's checksum (``CorruptDataError`` if one differs)."""
+    Storage(log.fs, checksums=log.checksums).verify(_as_manifest(log, cut, _cut_segments(log, cut)))
+
+
+def read(log: InputLog, spark: SparkSession, epoch: int) -> DataFrame:
+    """The records of ``epoch`` (its recorded cut) as a DataFrame with ``_partition`` and ``_offset``.
+
+    Parquet segments are read with Spark's Parquet reader (a step reads
+    only the columns it uses); JSON-line segments of older logs in
+    ``FAILFAST`` mode, so a malformed line fails instead of becoming NULLs.
+    """
+    from pyspark.sql import functions as F
+
+    c = log.get_cut(epoch)
+    if c is None:
+        raise CorruptDataError(log.name, "input", epoch, "is missing", path=cut_path(log, epoch))
+    schema = read_ddl(log.record_schema)
+    found = _cut_segments(log, c)
+    frames = []
+    for legacy in (False, True):
+        mine = [(m, whole) for m, old, whole in found if old == legacy]
+        if not mine:
+            continue
+        uris = [log.fs.spark_uri(f"{m.location}/{f.name}") for m, _ in mine for f in m.files]
+        reader = spark.read.schema(schema)
+        df = reader.option("mode", "FAILFAST").json(uris) if legacy else reader.parquet(*uris)
+        if not all(whole for _, whole in mine):
+            cond: Column | None = None
+            for k in sorted({m.partition for m, _ in mine}):
+                term = (F.col("_partition") == k) & F.col("_offset").between(c.start[k], c.end[k] - 1)
+                cond = term if cond is None else cond | term
+            assert cond is not None
+            df = df.where(cond)
+        frames.append(df)
+    if not frames:
+        return spark.createDataFrame([], schema)
+    return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+
+
+def to_arrow(log: InputLog, epoch: int | None = None) -> pa.Table:
+    """The records of ``epoch`` (or of the whole log), read on the driver with pyarrow (tests, small logs).
+
+    Segments written as JSON lines (older logs) are read by Spark only
+    (:func:`read`): ``CorruptDataError`` names them.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    arrow_schema = pa.schema([*log.converter.arrow_schema, *log_fields()])
+    if epoch is None:
+        manifests = [(seg.read_manifest(log.fs, s, log.name, -1), s.legacy) for k in range(log.partitions) for s in log.segments(k)]
+        cut = None
+    else:
+        cut = log.get_cut(epoch)
+        if cut is None:
+            raise CorruptDataError(log.name, "input", epoch, "is missing", path=cut_path(log, epoch))
+        manifests = [(m, legacy) for m, legacy, _ in _cut_segments(log, cut)]
+    tables = []
+    for m, legacy in manifests:
+        if legacy:
+            raise CorruptDataError(log.name, "input", -1 if epoch is None else epoch,
+                                   f"segment part-{m.partition}/{m.files[0].name} is JSON lines: read it with Spark")
+        for f in m.files:
+            with log.fs.fs.open(log.fs.full(f"{m.location}/{f.name}"), "rb") as fh:
+                t = pq.read_table(fh, schema=arrow_schema)
+            if cut is not None:
+                k = m.partition
+                t = t.filter(pc.and_(pc.greater_equal(t["_offset"], cut.start[k]), pc.less(t["_offset"], cut.end[k])))
+            tables.append(t)
+    return pa.concat_tables(tables) if tables else arrow_schema.empty_table()
