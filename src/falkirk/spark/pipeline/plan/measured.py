@@ -116,7 +116,7 @@ def _measure(recs: dict[int, dict[str, Any]], unit: str) -> tuple[dict[int, tupl
         jits[e] = float(doc.get("first_jit") or 0.0) if unit == "cpu" else 0.0
         f = max(0.0, float(doc[first]) - jits[e])
         out[e] = (f, doc["rows"])
-        if doc.get("redo") and f > 0 and doc.get(now) is not None:
+        if doc.get("redo") and not doc.get("discarded") and f > 0 and doc.get(now) is not None:
             again = float(doc[now]) - (float(doc.get("jit") or 0.0) if unit == "cpu" else 0.0)
             ratios.append(max(0.0, again) / f)
     return out, ratios, jits

@@ -302,11 +302,15 @@ class Executor:
         cpu = None if c0 is None or c1 is None else max(0.0, c1[0] - c0[0])
         jit = None if c0 is None or c1 is None else min(cpu or 0.0, max(0.0, c1[1] - c0[1]))
 
+        discarded = runner.discarded
+
         def finish(rows: int, fresh: bool | None = runner.fresh) -> None:
             state.journal.executed(name, epoch, rows=rows, seconds=seconds, redo=redo, jobs=jobs, recovery=recovery,
-                                   cpu=cpu, fresh=fresh, jit=jit)
+                                   cpu=cpu, fresh=fresh, jit=jit, discarded=discarded)
             self.progress.step_finished(name, epoch, rows=rows if rows >= 0 else None, seconds=seconds, redo=redo)
-            if redo:
+            if discarded:
+                self.say(f"  {name}@{epoch}: committed before, kept as it was (what was sent again is discarded)")
+            elif redo:
                 self.say(f"  redo {name}@{epoch}: {rows if rows >= 0 else 'unknown'} rows ({seconds:.2f} s)")
 
         if rows < 0 and runner.pending_rows is not None:  # fused: its consumer's job counts it (the journal waits)

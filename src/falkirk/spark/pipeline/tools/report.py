@@ -81,8 +81,9 @@ def _cost(journal: Journal, scheme: str, pairs: list[tuple[str, int]], inputs: s
 
 
 def redone(journal: Journal, rec: Recovery) -> list[tuple[str, int]]:
-    """The (step, epoch) pairs ``rec`` executed again (inputs included), in the order executed."""
-    return [(x.step, x.epoch) for x in journal.executions if x.recovery == rec.index and x.redo]
+    """The (step, epoch) pairs ``rec`` executed again (inputs included), in the order executed; an output's
+    committed epochs it kept (what was sent again discarded) are not among them."""
+    return [(x.step, x.epoch) for x in journal.executions if x.recovery == rec.index and x.redo and not x.discarded]
 
 
 def costs(journal: Journal, rec: Recovery, *, inputs: set[str], stateful: list[str]) -> list[Cost]:
