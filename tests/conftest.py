@@ -80,3 +80,44 @@ def spark() -> Any:
 def sc(spark: Any) -> Any:
     """The shared session's SparkContext."""
     return spark.sparkContext
+
+
+# -- a test run leaves the checkout as it found it -----------------------------------------------------------------
+# Every file a test writes goes under a temporary directory. A file a run leaves in the checkout (a stray root/, a
+# result file a smoke test wrote into benchmarks/results/) fails the run, naming it: git status before and after.
+_CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _untracked() -> set[str] | None:
+    """Untracked, not ignored files of the checkout (``None``: not a git checkout, or no git)."""
+    import subprocess
+
+    if shutil.which("git") is None:
+        return None
+    out = subprocess.run(["git", "-C", _CHECKOUT, "status", "--porcelain", "--untracked-files=all"],
+                         capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        return None
+    return {line[3:] for line in out.stdout.splitlines() if line.startswith("?? ")}
+
+
+def pytest_sessionstart(session):  # type: ignore[no-untyped-def]
+    """Note what is untracked before the run (the controller only, under xdist)."""
+    if not hasattr(session.config, "workerinput"):
+        session.config._falkirk_untracked = _untracked()
+
+
+def pytest_sessionfinish(session, exitstatus):  # type: ignore[no-untyped-def]
+    """Fail the run when it left new untracked files in the checkout."""
+    before = getattr(session.config, "_falkirk_untracked", None)
+    if before is None or hasattr(session.config, "workerinput"):
+        return
+    after = _untracked() or set()
+    left = sorted(after - before)
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        text = (f"the test run left {len(left)} untracked file(s) in the checkout (tests must write under a "
+                f"temporary directory): {', '.join(left[:20])}{' …' if len(left) > 20 else ''}")
+        if reporter is not None:
+            reporter.write_line(f"ERROR: {text}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
