@@ -118,6 +118,10 @@ class Definition:
     (endpoint, credentials…; ``docs/storage.md``), ``storage_timeout``: seconds
     one operation on an object-store root may take before it is a
     :class:`~falkirk.spark.errors.StorageError`.
+    ``concurrency``: step executions run at a time — ``1`` (the default)
+    runs one after another; more run different steps on different epochs at
+    once, each in epoch order, at most ``window`` epochs ahead of their
+    consumers (:mod:`~falkirk.spark.pipeline.run.concurrent`).
     ``regimes``: regimes that replace the ones the steps declare (e.g. what
     :meth:`~falkirk.spark.Pipeline.advise` advised), by step name; checked
     like a declared regime, and like any change against the root's
@@ -130,9 +134,18 @@ class Definition:
         spark_conf: Mapping[str, str] | None = None, retain: int = 2,
         code_changes: Mapping[str, str | int] | None = None, removed_outputs: Mapping[str, str] | None = None,
         storage_options: Mapping[str, Any] | None = None, storage_timeout: float = DEFAULT_TIMEOUT,
-        regimes: Mapping[str, Regime] | None = None,
+        regimes: Mapping[str, Regime] | None = None, concurrency: int = 1, window: int = 2,
     ) -> None:
         from falkirk.spark.pipeline.store.storage import as_root
+
+        for name, value in (("concurrency", concurrency), ("window", window)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise PipelineError(f"{name}={value!r}: expected an integer >= 1")
+        #: step executions run at a time (1: one after another, in epoch and definition order); see
+        #: :mod:`~falkirk.spark.pipeline.run.concurrent`
+        self.concurrency = concurrency
+        #: how many epochs a node may run ahead of its consumers in a concurrent run
+        self.window = window
 
         if isinstance(retain, bool) or not isinstance(retain, int) or retain < 1:
             raise PipelineError(f"retain={retain!r}: the number of checkpoints kept per step must be an integer >= 1")

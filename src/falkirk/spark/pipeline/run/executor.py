@@ -36,21 +36,20 @@ from attrs import define, field
 
 from falkirk.spark.errors import (
     CorruptDataError,
-    PipelineError,
-    RecordError,
     RecoveryError,
     StepError,
     StepFailure,
 )
 from falkirk.spark.pipeline.plan.planner import Planner
 from falkirk.spark.pipeline.plan.shape import fanout_notes
-from falkirk.spark.pipeline.run.causes import is_deterministic, root_cause, unreadable_input
+from falkirk.spark.pipeline.run.concurrent import Concurrent
 from falkirk.spark.pipeline.run.context import RunContext
 from falkirk.spark.pipeline.run.cpu import meter
 from falkirk.spark.pipeline.run.failures import Injection, Injector
 from falkirk.spark.pipeline.run.frames import Frames
 from falkirk.spark.pipeline.run.fusion import FusedRecords, fusions
 from falkirk.spark.pipeline.run.journal import Journal, Startup
+from falkirk.spark.pipeline.run.latency import Latency
 from falkirk.spark.pipeline.run.probe import check_shared, is_local_master
 from falkirk.spark.pipeline.run.progress import Progress
 from falkirk.spark.pipeline.run.queues import Queues
@@ -58,20 +57,17 @@ from falkirk.spark.pipeline.run.recovery import Rollback
 from falkirk.spark.pipeline.run.retention import collect
 from falkirk.spark.pipeline.run.runners import make_runner
 from falkirk.spark.pipeline.run.session import (
-    all_failed_tasks,
-    failed_tasks,
-    job_group,
     local_session,
     take_start_seconds,
 )
 from falkirk.spark.pipeline.run.start import record_changes, recover_root
 from falkirk.spark.pipeline.run.state import RunState
+from falkirk.spark.pipeline.run.steps import PlannerRecords, Steps
 from falkirk.spark.pipeline.run.watch import CodegenWatch, ExecutorWatch
 from falkirk.spark.pipeline.store.rootfs import metadata_cache
 from falkirk.spark.pipeline.store.storage import Storage
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
 
     from falkirk.spark.pipeline.declare.definition import Definition
 
@@ -93,6 +89,8 @@ class RunResult:
     root_bytes: int
     planner_rebuilds: int
     fired: list[Injection] = field(factory=list)
+    #: each output's response latency over the epochs this run committed (:mod:`~falkirk.spark.pipeline.run.latency`)
+    latency: dict[str, Latency] = field(factory=dict)
 
 
 class Executor:
@@ -123,9 +121,9 @@ class Executor:
         self.storage = Storage(pipeline.location, fsync=pipeline.fsync, checksums=pipeline.checksums)
         journal = Journal(pipeline.location if pipeline.durable else None)
         self.cpu = meter(self.spark)  # CPU of the process tree per step execution, where that is the whole job
-        #: the application's failed task attempts when the last execution ended (None: read no baseline yet)
-        self._failed_seen: int | None = None
         self.progress = Progress(progress, bar=bar)
+        #: step executions at a time, and how far ahead of its consumers a node may run (pipeline.concurrency)
+        self.workers, self.window = pipeline.concurrency, pipeline.window
         self.say = self.progress.line
         self.frames = Frames()
         durable = pipeline.durable
@@ -134,9 +132,10 @@ class Executor:
             path=metadata_cache(pipeline.location) if pipeline.monitor and durable else None,
             monitor=pipeline.monitor and durable, root=pipeline.location.uri,
         )
+        records = PlannerRecords(planner)
         self.context = RunContext(
             spark=self.spark, storage=self.storage, durable=durable, fsync=pipeline.fsync, retain=pipeline.retain,
-            frames=self.frames, injector=self.injector, record=planner.record if durable else _ignore,
+            frames=self.frames, injector=self.injector, record=records.record if durable else _ignore,
             prune=planner.prune, note=journal.note,
         )
         runners = {n: make_runner(self.context, pipeline, n) for n in pipeline.order}
@@ -160,6 +159,8 @@ class Executor:
         self.run_id = uuid.uuid4().hex[:12]
         #: what this driver spent before its first plan (a restart's first phases)
         self.startup = Startup(t0, session_seconds, probe)
+        self.steps = Steps(pipeline, self.spark, state, frames=self.frames, fused=self.fused, injector=self.injector,
+                           progress=self.progress, cpu=self.cpu, records=records, run_id=self.run_id)
 
     def _note(self, text: str) -> None:
         self.state.journal.note(text)
@@ -193,6 +194,17 @@ class Executor:
 
     def _loop(self, epochs: int) -> RunResult:
         state = self.state
+        if self.workers > 1:
+            Concurrent(self, self.workers, self.window).run(epochs)
+        else:
+            self._sequential(epochs)
+        latency = {n: Latency(n, dict(sorted(state.latency.get(n, {}).items()))) for n in self.pipeline.external_outputs}
+        return RunResult(state.journal, dict(state.done), self.storage.size(), state.planner.rebuilds,
+                         list(self.injector.fired), latency)
+
+    def _sequential(self, epochs: int) -> None:
+        """The next task is the lowest epoch some node has not completed, at the first such node."""
+        state = self.state
         attempts: dict[tuple[str, int], int] = {}
         finished = state.lowest()
         while True:
@@ -200,12 +212,10 @@ class Executor:
             failed_between = False
             while finished < lo - 1:
                 finished += 1
-                self._end_of_epoch(finished)
+                self.end_of_epoch(finished)
                 due = self.injector.after(finished)
                 if due:  # every step has completed ``finished``: these fail between epochs
-                    names = sorted({i.step for i in due}, key=state.order.index)
-                    self.rollback.recover(set(names), f"step(s) {', '.join(names)} failed after epoch {finished}: "
-                                          "injected failure (after)")
+                    self.recover_after(due, finished)
                     failed_between = True
                     break
             if failed_between:
@@ -215,37 +225,58 @@ class Executor:
             step = next(n for n in state.order if state.done[n] < lo)
             failure: StepFailure | CorruptDataError | None = None
             try:
-                self._execute(step, lo)
+                self.steps.execute(step, lo)
             except (StepFailure, CorruptDataError) as exc:
                 failure = exc
-            failed = {step} if failure is not None else set()
+            self.handle([(step, lo, failure)] if failure is not None else [], step, lo, attempts)
+
+    def recover_after(self, due: list[Injection], epoch: int) -> None:
+        """Injected failures between epochs (``STEP@E:after``): recover the steps they name."""
+        names = sorted({i.step for i in due}, key=self.state.order.index)
+        self.rollback.recover(set(names), f"step(s) {', '.join(names)} failed after epoch {epoch}: injected failure "
+                              "(after)")
+
+    def handle(
+        self, failures: list[tuple[str, int, StepFailure | CorruptDataError]], last: str, epoch: int,
+        attempts: dict[tuple[str, int], int],
+    ) -> None:
+        """After executions (``last`` at ``epoch`` the latest): recover from ``failures`` — each ``(step, epoch,
+        error)`` — and from executors lost since the last look, or stop when a step keeps failing."""
+        state = self.state
+        failed: set[str] = set()
+        first: StepFailure | CorruptDataError | None = None
+        key = (last, epoch)
+        for step, e, failure in failures:
+            failed.add(step)
             if isinstance(failure, StepFailure) and failure.step != step and failure.step in state.runners:
                 failed.add(failure.step)  # a fused input's own computation failed inside this step's job
                 step = failure.step
-            lost, why = self.lost.lost_state(state.runners, step, lo)
-            if lost:
-                failed |= set(lost)
-                if failure is None:
-                    failure = StepFailure(lost[0], lo, why)
-            if failure is None:
-                continue
-            if not self.pipeline.durable:
-                raise RecoveryError(f"{failure}; the pipeline runs with durable=False and cannot recover") from failure
-            key = (step, lo)
-            attempts[key] = attempts.get(key, 0) + 1
-            if getattr(failure, "deterministic", False) and attempts[key] > MAX_DETERMINISTIC:
-                raise StepError(failure, attempts[key]) from failure  # type: ignore[arg-type]
-            if attempts[key] > MAX_ATTEMPTS:
-                raise RecoveryError(f"step {step} failed {attempts[key]} times at epoch {lo}; giving up: {failure}") from failure
-            cause = str(failure) if not lost or why in str(failure) else f"{failure} ({why})"
-            self.rollback.recover(failed, cause, lost=failure if isinstance(failure, CorruptDataError) else None)
-        return RunResult(state.journal, dict(state.done), self.storage.size(), state.planner.rebuilds,
-                         list(self.injector.fired))
+            if first is None:
+                first, key = failure, (step, e)
+        lost, why = self.lost.lost_state(state.runners, key[0], key[1])
+        if lost:
+            failed |= set(lost)
+            if first is None:
+                first = StepFailure(lost[0], key[1], why)
+        if first is None:
+            return
+        if not self.pipeline.durable:
+            raise RecoveryError(f"{first}; the pipeline runs with durable=False and cannot recover") from first
+        attempts[key] = attempts.get(key, 0) + 1
+        if getattr(first, "deterministic", False) and attempts[key] > MAX_DETERMINISTIC:
+            raise StepError(first, attempts[key]) from first  # type: ignore[arg-type]
+        if attempts[key] > MAX_ATTEMPTS:
+            raise RecoveryError(f"step {key[0]} failed {attempts[key]} times at epoch {key[1]}; giving up: {first}") \
+                from first
+        cause = str(first) if not lost or why in str(first) else f"{first} ({why})"
+        self.rollback.recover(failed, cause, lost=first if isinstance(first, CorruptDataError) else None)
 
-    def _end_of_epoch(self, epoch: int) -> None:
+    def end_of_epoch(self, epoch: int, *, sweep: bool = True) -> None:
+        """Every node completed ``epoch``: garbage collection (``sweep``: also of what this driver wrote and never
+        published — not while other executions may be writing), the planner's commit, the epoch's line."""
         journal = self.state.journal
         if self.pipeline.gc and self.pipeline.durable:
-            collect(self.state, self.storage)
+            collect(self.state, self.storage, sweep=sweep)
         self.state.planner.commit()  # the epoch's monitor writes: one transaction
         self.codegen.end_of_epoch()
         runs = [x for x in journal.executions if x.epoch == epoch and not x.redo]
@@ -255,77 +286,6 @@ class Executor:
             rows = {x.step: x.rows for x in journal.executions if x.epoch == epoch and x.rows >= 0}
             parts = " · ".join(f"{x.step} {rows.get(x.step, '?')}" for x in runs)
             self.say(f"epoch {epoch:>3}  {parts}  ({total:.1f} s)")
-
-    def _execute(self, name: str, epoch: int) -> None:
-        state = self.state
-        runner = state.runners[name]
-        state.running = f"{name}@{epoch}"
-        self.injector.at(name, epoch, "before")
-        t0 = time.perf_counter()
-        c0 = self.cpu.read() if self.cpu is not None else None  # (tree, of which the JIT compilers)
-        self.progress.step_started(name, epoch, redo=epoch <= state.high[name])
-        group = state.group = f"falkirk-{self.run_id}:{name}@{epoch}:{len(state.journal.executions)}"
-        with job_group(self.spark, group):
-            inputs = {link.src: self._take(link.name, epoch) for link in self.pipeline.edges if link.dst == name}
-            try:
-                out, rows = runner.execute(epoch, inputs)
-            except (StepFailure, CorruptDataError, RecordError, PipelineError):  # bad input or definition: stop
-                self.fused.finish(inputs, epoch, count=False, cache=False)
-                raise
-            except Exception as exc:
-                cause = root_cause(exc)
-                source = unreadable_input(cause, self.pipeline.location.uri, self.pipeline.inputs)
-                culprit = None if source is not None else self.fused.culprit(inputs)
-                self.fused.finish(inputs, epoch, count=False, cache=False)  # failed attempts' rows went uncounted
-                if source is not None:  # the input's fault, not the step's: no recovery reads it back
-                    raise CorruptDataError(source, "input", epoch, f"unreadable while {name} read it: {cause}") from exc
-                raise StepFailure(culprit or name, epoch, f"{type(exc).__name__}: {cause}"
-                                  + (f" (computed inside {name}'s job)" if culprit else ""),
-                                  deterministic=is_deterministic(exc, cause)) from exc
-            failed, self._failed_seen = self._failed_seen, all_failed_tasks(self.spark)  # and the next one's baseline
-            quiet = failed is not None and failed == self._failed_seen  # no attempt failed since the last execution
-            jobs, retried = failed_tasks(self.spark, group, quiet=quiet) or (0, 0)
-            self.fused.finish(inputs, epoch, count=not runner.discarded, cache=not retried and not runner.discarded)
-            if runner.discarded and self.pipeline.consumers(name):  # a committed output epoch: its consumers read it
-                out = runner.committed_frame(epoch)
-        if retried:
-            state.journal.note(f"{name}@{epoch}: Spark retried {retried} failed task attempt(s) itself; falkirk not involved")
-            self.say(f"  {name}@{epoch}: Spark retried {retried} failed task(s) on its own (no falkirk recovery needed)")
-        redo = state.completed(name, epoch)
-        state.queues.put(name, epoch, out, rows if rows >= 0 else None)
-        if out is not None:
-            self.frames.release(out)  # unpersisted once every consumer took it
-        seconds = time.perf_counter() - t0
-        c1 = self.cpu.read() if self.cpu is not None else None
-        rec = state.journal.open_recoveries()
-        recovery = rec[-1].index if rec and redo else None
-        cpu = None if c0 is None or c1 is None else max(0.0, c1[0] - c0[0])
-        jit = None if c0 is None or c1 is None else min(cpu or 0.0, max(0.0, c1[1] - c0[1]))
-
-        discarded = runner.discarded
-
-        def finish(rows: int, fresh: bool | None = runner.fresh) -> None:
-            state.journal.executed(name, epoch, rows=rows, seconds=seconds, redo=redo, jobs=jobs, recovery=recovery,
-                                   cpu=cpu, fresh=fresh, jit=jit, discarded=discarded)
-            self.progress.step_finished(name, epoch, rows=rows if rows >= 0 else None, seconds=seconds, redo=redo)
-            if discarded:
-                self.say(f"  {name}@{epoch}: committed before, kept as it was (what was sent again is discarded)")
-            elif redo:
-                self.say(f"  redo {name}@{epoch}: {rows if rows >= 0 else 'unknown'} rows ({seconds:.2f} s)")
-
-        if rows < 0 and runner.pending_rows is not None:  # fused: its consumer's job counts it (the journal waits)
-            self.fused.defer(name, epoch, finish, runner.pending_rows, list(inputs.values()))
-        else:
-            finish(rows)
-        for r in state.journal.progressed(state.done, c1):
-            self.say(f"recovery {r.index} complete: every step is back where it was ({r.seconds:.2f} s)")
-        self.frames.flush()
-
-    def _take(self, edge: str, epoch: int) -> DataFrame:
-        item = self.state.queues.take(edge, epoch)
-        if item.df is not None:
-            return item.df
-        return self.state.runners[item.src].replay(epoch)
 
     def close(self) -> None:
         """Release the database connections, the monitor and cached DataFrames."""

@@ -33,6 +33,7 @@ manifest says how many rows it holds — are remembered
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable
@@ -58,6 +59,8 @@ class Frames:
     """
 
     def __init__(self) -> None:
+        #: step executions on several threads (a concurrent run) pin, release and flush frames: one at a time
+        self._lock = threading.RLock()
         self._pins: dict[int, list[Any]] = {}
         self._counts: dict[int, tuple[weakref.ref[Any], int]] = {}
         self._released: list[Any] = []
@@ -147,57 +150,64 @@ class Frames:
 
     def known_rows(self, df: DataFrame, rows: int) -> DataFrame:
         """Remember that ``df`` has ``rows`` rows (e.g. a replayed log, whose manifest says so)."""
-        self._counts[id(df)] = (weakref.ref(df), rows)
-        return df
+        with self._lock:
+            self._counts[id(df)] = (weakref.ref(df), rows)
+            return df
 
     def release(self, df: Any) -> None:
         """``df`` is no longer needed by its producer (unpersisted once nothing queued holds it)."""
-        if df is not None and id(df) not in self._pins:
-            self._released.append(df)
+        with self._lock:
+            if df is not None and id(df) not in self._pins:
+                self._released.append(df)
 
     def pin(self, df: Any) -> None:
         """A queue entry holds ``df``."""
-        if df is not None:
-            self._pins.setdefault(id(df), [df, 0])[1] += 1
+        with self._lock:
+            if df is not None:
+                self._pins.setdefault(id(df), [df, 0])[1] += 1
 
     def unpin(self, df: Any) -> None:
         """A queue entry holding ``df`` was taken or dropped."""
-        if df is None or id(df) not in self._pins:
-            return
-        entry = self._pins[id(df)]
-        entry[1] -= 1
-        if entry[1] <= 0:
-            del self._pins[id(df)]
-            self._released.append(df)
+        with self._lock:
+            if df is None or id(df) not in self._pins:
+                return
+            entry = self._pins[id(df)]
+            entry[1] -= 1
+            if entry[1] <= 0:
+                del self._pins[id(df)]
+                self._released.append(df)
 
     def hold(self, dfs: Iterable[Any]) -> None:
         """Keep ``dfs`` persisted until :meth:`unhold`, even once released (the inputs of a fused step, which its
         consumer's job computes later: unpersisted, they would be computed again from their lineage)."""
-        for df in dfs:
-            if df is not None:
-                self._holds.setdefault(id(df), [df, 0])[1] += 1
+        with self._lock:
+            for df in dfs:
+                if df is not None:
+                    self._holds.setdefault(id(df), [df, 0])[1] += 1
 
     def unhold(self, dfs: Iterable[Any]) -> None:
         """Lift one :meth:`hold` of each of ``dfs`` (unpersisted at the next :meth:`flush` if released)."""
-        for df in dfs:
-            entry = self._holds.get(id(df)) if df is not None else None
-            if entry is not None:
-                entry[1] -= 1
-                if entry[1] <= 0:
-                    del self._holds[id(df)]
+        with self._lock:
+            for df in dfs:
+                entry = self._holds.get(id(df)) if df is not None else None
+                if entry is not None:
+                    entry[1] -= 1
+                    if entry[1] <= 0:
+                        del self._holds[id(df)]
 
     def flush(self) -> None:
         """Unpersist the released DataFrames nothing holds any more."""
-        kept = []
-        for df in self._released:
-            if id(df) in self._holds:
-                kept.append(df)  # released, but a fused step's consumer has still to read it
-            elif id(df) not in self._pins:
-                self._counts.pop(id(df), None)
-                df.unpersist(blocking=False)
-        self._released = kept
-        if len(self._counts) > 256:
-            self._counts = {k: v for k, v in self._counts.items() if v[0]() is not None}
+        with self._lock:
+            kept = []
+            for df in self._released:
+                if id(df) in self._holds:
+                    kept.append(df)  # released, but a fused step's consumer has still to read it
+                elif id(df) not in self._pins:
+                    self._counts.pop(id(df), None)
+                    df.unpersist(blocking=False)
+            self._released = kept
+            if len(self._counts) > 256:
+                self._counts = {k: v for k, v in self._counts.items() if v[0]() is not None}
 
 
 def cached_rows(df: DataFrame) -> int | None:

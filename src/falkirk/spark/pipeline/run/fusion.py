@@ -84,11 +84,18 @@ class FusedRecords:
         """Journal the fused executions among ``inputs`` a consumer's job (of ``epoch``) computed: their rows are
         known now — the cache's count (``cache``: no task attempt of that job was retried, see
         :meth:`Frames.fused <falkirk.spark.pipeline.run.frames.Frames.fused>`), else with ``count`` a count job;
-        records of other epochs, superseded by a recovery, take only what the cache counted."""
+        records of earlier epochs, superseded by a recovery, take only what the cache counted; later epochs' (a
+        concurrent run's fused step may run ahead of its consumer) wait for their own consumer's execution."""
         for src in inputs:
+            later = []
             for e, done, held in self.waiting.pop(src, []):
+                if e > epoch:
+                    later.append((e, done, held))
+                    continue
                 done(count and e == epoch, cache)
                 self.frames.unhold(held)
+            if later:
+                self.waiting[src] = later
 
     def culprit(self, inputs: dict[str, DataFrame]) -> str | None:
         """After a consumer's job failed: the fused input whose own computation fails (computed alone), if any —

@@ -82,6 +82,8 @@ class Execution:
     jit: float | None = None
     #: an output epoch committed before a rollback: kept as it was, what was sent again dropped (nothing computed)
     discarded: bool = False
+    #: when it began (``time.perf_counter``; with ``seconds``, its interval: executions of a concurrent run overlap)
+    started: float | None = None
 
     @property
     def cpu_less_jit(self) -> float | None:
@@ -205,10 +207,10 @@ class Journal:
     def executed(
         self, step: str, epoch: int, *, rows: int, seconds: float, redo: bool, recovery: int | None = None,
         jobs: int = 0, cpu: float | None = None, fresh: bool | None = None, jit: float | None = None,
-        discarded: bool = False,
+        discarded: bool = False, started: float | None = None,
     ) -> None:
         """Record an execution (the first one of each (step, epoch) is the reference measurement)."""
-        ex = Execution(step, epoch, rows, seconds, redo, recovery, jobs, cpu, fresh, jit, discarded)
+        ex = Execution(step, epoch, rows, seconds, redo, recovery, jobs, cpu, fresh, jit, discarded, started)
         self.executions.append(ex)
         first = self._first.setdefault((step, epoch), ex)
         if first.rows < 0 <= rows:  # the first record did not know its rows (a fused step whose consumer failed)

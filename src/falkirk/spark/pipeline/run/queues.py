@@ -51,11 +51,13 @@ class Queues:
         self.frames = frames
         self.on: dict[str, dict[int, Item]] = {e.name: {} for e in self.links}
 
-    def put(self, src: str, epoch: int, df: Any, rows: int | None) -> None:
-        """``src`` completed ``epoch`` with output ``df``: queue it for every consumer."""
+    def put(self, src: str, epoch: int, df: Any, rows: int | None, *, from_log: Iterable[str] = ()) -> None:
+        """``src`` completed ``epoch`` with output ``df``: queue it for every consumer (on the edges ``from_log``, a
+        reference to ``src``'s log instead: a consumer lagging far behind reads it from there, not from memory)."""
+        by_log = set(from_log)
         for link in self.links:
             if link.src == src:
-                item = Item(src, epoch, df, rows)
+                item = Item(src, epoch, None if link.name in by_log else df, rows)
                 self.on[link.name][epoch] = item
                 self.frames.pin(item.df)
 

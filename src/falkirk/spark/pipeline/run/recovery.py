@@ -250,10 +250,11 @@ class Rollback:
         """SPEC §6 reset. An output keeps its committed epochs above its frontier (final: what is sent again for
         them is discarded), except those found ``damaged`` and every one of an output in ``rewrite``."""
         outputs = set(self.pipeline.external_outputs)
+        failed = set(rec.failed)
         for n in self.order:
             f = epoch_of(plan.frontiers[n])
-            if f == TOP:
-                continue
+            if f == TOP or (n not in failed and f >= self.state.done[n]):
+                continue  # kept; or behind its frontier (a concurrent run): nothing of it to undo, it goes on from done
             runner = self.state.runners[n]
             if n in outputs:
                 kept = set() if n in rewrite else {

@@ -60,9 +60,10 @@ def retained_watermarks(pipeline: Definition, planner: Planner, runners: Mapping
     return {n: min(lw[n], epoch_of(marks[n])) for n in lw}
 
 
-def collect(state: RunState, storage: Storage) -> None:
+def collect(state: RunState, storage: Storage, *, sweep: bool = True) -> None:
     """Delete what the low-watermarks allow (with retention): old checkpoints, consumed logs, acknowledged input,
-    execution records no retained epoch needs, and data directories this driver wrote but never published."""
+    execution records no retained epoch needs, and (``sweep``) data directories this driver wrote but never
+    published — not while step executions run on other threads, which may be writing theirs."""
     pipeline, planner, runners = state.pipeline, state.planner, state.runners
     lw = retained_watermarks(pipeline, planner, runners)
     for n in pipeline.order:
@@ -71,5 +72,6 @@ def collect(state: RunState, storage: Storage) -> None:
     oldest = min(lw.values(), default=-1)
     for n in pipeline.order:
         state.journal.collect(n, oldest)
-    storage.sweep_unpublished()  # what failed steps of this driver wrote; a crashed driver's: at start-up
+    if sweep:
+        storage.sweep_unpublished()  # what failed steps of this driver wrote; a crashed driver's: at start-up
     planner.compact()

@@ -17,6 +17,7 @@ the injector's ``mid`` point in between, and then reports to the planner.
 from __future__ import annotations
 
 import sqlite3
+import time
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -64,6 +65,9 @@ class Runner:
         self.pending_rows: Any = None
         #: whether the last execution discarded what it was sent (an output epoch already committed)
         self.discarded = False
+        #: when the last execution's epoch became available (an input: its cut) or was committed (an output)
+        self.cut_at: float | None = None
+        self.committed_at: float | None = None
 
     def available(self) -> list[int]:
         """Epochs of the frontiers persisted for this node (what the planner starts from)."""
@@ -119,6 +123,7 @@ class InputRunner(Runner):
                 self.ctx.note(f"input {self.name}@{epoch}: {diverted} record(s) did not fit the schema and went "
                               f"to the dead-letter log {self.ctx.storage.fs.describe(self.log.dead_letter_dir)}")
         cut = self.log.cut(epoch)
+        self.cut_at = cut.at
         df = self.ctx.injector.wrap(self.name, epoch, self.log.read(self.ctx.spark, epoch))
         out, rows = self.ctx.frames.materialise(df, rows=cut.records)  # cached lazily by its first consumer
         self.ctx.injector.at(self.name, epoch, "mid")
@@ -244,9 +249,14 @@ class StepRunner(Runner):
         ctx.injector.at(self.name, epoch, "mid")
         if durable:
             for m in pending:
+                if m.kind == "output":  # when readers could first see it: an output's response latency ends here
+                    self.committed_at = time.time()
+                    m = attrs.evolve(m, extra={**m.extra, "committed_at": self.committed_at})
                 storage.put(m)
             if regime.stateless:
                 storage.put(Manifest(self.name, "complete", epoch, max(rows, 0)))
+        elif output:
+            self.committed_at = time.time()  # written (falkirk off: nothing is published, the latency still counts)
         if regime.stateless or regime.checkpoints_at(epoch) or isinstance(regime, Output):
             ctx.record(self.name, epoch)
         if regime.takes_state:
@@ -328,7 +338,8 @@ class DatabaseRunner(StepRunner):
         """The open connection (autocommit mode; transactions are explicit)."""
         if self.db is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(self.path, isolation_level=None)
+            # a concurrent run executes its epochs on pool threads (one at a time) and resets it on the run's thread
+            self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute(f"PRAGMA synchronous={'FULL' if self.ctx.fsync else 'NORMAL'}")
             self.db.execute(

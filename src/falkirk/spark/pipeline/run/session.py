@@ -129,6 +129,9 @@ LOCAL_DEFAULTS = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
+    # a concurrent run (Pipeline(concurrency=N)) submits jobs from several threads: FAIR shares the cores between
+    # them instead of queueing a small job behind a large one (one thread at a time: the same as FIFO)
+    "spark.scheduler.mode": "FAIR",
     **CODEGEN_CACHE,
 }
 

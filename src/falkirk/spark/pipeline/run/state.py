@@ -25,7 +25,7 @@ field           what
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from attrs import define, field
 
@@ -41,7 +41,35 @@ if TYPE_CHECKING:
     from falkirk.spark.pipeline.run.runners import Runner
     from falkirk.spark.pipeline.store.storage import Storage
 
-__all__ = ["RunState"]
+__all__ = ["RunState", "Task"]
+
+
+@define
+class Task:
+    """One step execution in flight: begun on the run's thread, worked (perhaps on a pool thread), completed or
+    abandoned on the run's thread (:class:`~falkirk.spark.pipeline.run.steps.Steps`)."""
+
+    name: str
+    epoch: int
+    #: its Spark job group (a tag through Spark Connect)
+    group: str
+    t0: float
+    #: the process tree's CPU and its JIT compilers' when it began (``None``: not measured)
+    cpu0: tuple[float, float] | None
+    inputs: dict[str, Any] = field(factory=dict)
+    out: Any = None
+    rows: int = -1
+    jobs: int = 0
+    retried: int = 0
+    discarded: bool = False
+    fresh: bool | None = None
+    #: a fused step's row count, known once its consumer's job ran
+    pending: Any = None
+    #: other executions ran meanwhile (its CPU cannot be told apart)
+    overlapped: bool = False
+    #: an input's cut time, an output's commit time (seconds since the Unix epoch), where this execution made them
+    cut_at: float | None = None
+    committed_at: float | None = None
 
 
 @define
@@ -57,6 +85,9 @@ class RunState:
     high: dict[str, int] = field(factory=dict)
     running: str | None = None
     group: str | None = None
+    #: when each (input, epoch) was cut, as far as this run saw; each output's response latency per epoch committed
+    cut_at: dict[tuple[str, int], float | None] = field(factory=dict)
+    latency: dict[str, dict[int, float]] = field(factory=dict)
 
     @property
     def order(self) -> list[str]:

@@ -17,6 +17,7 @@ functions as methods (``log.cut(epoch)``, ``log.get_cut(epoch)``…).
 from __future__ import annotations
 
 import json
+import time
 from typing import TYPE_CHECKING
 
 from attrs import frozen
@@ -36,6 +37,9 @@ class Cut:
     epoch: int
     start: dict[int, int]
     end: dict[int, int]
+    #: when the cut was made (seconds since the Unix epoch): from then on the epoch's input is available
+    #: (``None``: a cut recorded before falkirk kept the time)
+    at: float | None = None
 
     @property
     def records(self) -> int:
@@ -59,6 +63,7 @@ def get_cut(log: InputLog, epoch: int) -> Cut | None:
         doc = json.loads(log.fs.read_bytes(cut_path(log, epoch)))
         start = {int(k): int(v) for k, v in doc["start"].items()}
         end = {int(k): int(v) for k, v in doc["end"].items()}
+        at = float(doc["at"]) if doc.get("at") is not None else None
     except FileNotFoundError:
         return None
     except StorageError:
@@ -69,7 +74,7 @@ def get_cut(log: InputLog, epoch: int) -> Cut | None:
     if sorted(start) != list(range(log.partitions)) or sorted(end) != list(range(log.partitions)):
         raise CorruptDataError(log.name, "input", epoch, f"does not describe the input's {log.partitions} "
                                "partition(s)", path=cut_path(log, epoch))
-    return Cut(epoch, start, end)
+    return Cut(epoch, start, end, at)
 
 
 def last_cut(log: InputLog) -> Cut | None:
@@ -95,8 +100,8 @@ def cut(log: InputLog, epoch: int) -> Cut:
     if epoch == 0 and not log.fs.exists(f"{log.dir}/acknowledged.json"):
         log.fs.replace(f"{log.dir}/acknowledged.json", json.dumps({"epoch": -1}).encode())
     end = log.end_offsets()
-    c = Cut(epoch, dict(start), {k: max(end[k], start[k]) for k in range(log.partitions)})
-    doc = json.dumps({"epoch": epoch, "start": c.start, "end": c.end}, sort_keys=True).encode()
+    c = Cut(epoch, dict(start), {k: max(end[k], start[k]) for k in range(log.partitions)}, time.time())
+    doc = json.dumps({"epoch": epoch, "start": c.start, "end": c.end, "at": c.at}, sort_keys=True).encode()
     try:
         log.fs.publish(cut_path(log, epoch), doc)
     except FileExistsError:  # another driver cut it first: a cut never changes, so use that one

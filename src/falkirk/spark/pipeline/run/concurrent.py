@@ -1,0 +1,170 @@
+"""Running steps concurrently: each node in epoch order, different nodes on different epochs at once.
+
+``Pipeline(..., concurrency=N)`` with ``N > 1`` runs up to ``N`` step
+executions at a time, each on a thread of a pool submitting its own Spark
+jobs (PySpark pins each Python thread to a JVM thread, so job groups stay
+per execution; under ``spark.scheduler.mode=FAIR``, which
+:func:`~falkirk.spark.pipeline.run.session.local_session` sets, small jobs are
+not queued behind a large one):
+
+* **What may run.** Node ``n`` may execute epoch ``e`` once it has completed
+  ``e - 1``, is not executing already, and its input for ``e`` is queued on
+  every input edge. It may run at most ``window`` epochs ahead of its slowest
+  consumer — or, when ``n`` logs its output (an input, a ``Batch`` step,
+  ``log=True``), of its *fastest*: a consumer lagging further behind gets a
+  reference to the log instead of the DataFrame, and reads that epoch from
+  the log when it gets there. Ready executions start lowest epoch first,
+  then in definition order.
+* **A failure.** No new execution starts; those in flight finish (their own
+  failures join in); then the recovery is planned and applied exactly as in
+  a sequential run — same solver, same plan, on the same quiescent state.
+  Then executions start again: the nodes the plan keeps at ``⊤`` go on with
+  new epochs while the rolled-back ones catch up (a logged edge never makes
+  the fast branch wait for the slow one).
+* **Per epoch.** When every node has completed an epoch, garbage collection
+  runs as in a sequential run, except the sweep of unpublished data, which
+  waits for a moment with nothing in flight (or a recovery).
+
+Everything else — the queues, the planner, the journal — is touched only by
+the run's own thread; the pool's threads run :meth:`Steps.work <falkirk.spark.pipeline.run.steps.Steps.work>` (the runner's
+``execute``, Spark jobs, writes and manifests), and what they record for the
+planner waits for the task's completion. An execution's CPU is recorded only
+when nothing else ran meanwhile (the process tree's CPU cannot be split).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import TYPE_CHECKING
+
+from falkirk.spark.errors import CorruptDataError, RecoveryError, StepFailure
+
+if TYPE_CHECKING:
+    from falkirk.spark.pipeline.run.executor import Executor
+    from falkirk.spark.pipeline.run.state import Task
+
+__all__ = ["Concurrent"]
+
+
+class Concurrent:
+    """The concurrent run loop of one :class:`~falkirk.spark.pipeline.run.executor.Executor` (module docstring)."""
+
+    def __init__(self, ex: Executor, workers: int, window: int) -> None:
+        self.ex = ex
+        self.workers = workers
+        self.window = window
+        self.inflight: dict[Future[None], Task] = {}
+        self.failures: list[tuple[str, int, StepFailure | CorruptDataError]] = []
+        self.after: list[tuple[list, int]] = []  # injected "after" failures: (due injections, epoch)
+        self.stop: BaseException | None = None
+        self.attempts: dict[tuple[str, int], int] = {}
+        self.last: tuple[str, int] = ("", -1)
+
+    def run(self, epochs: int) -> None:
+        """Run until every node has completed epochs ``0..epochs-1`` (or a failure stops the run)."""
+        ex, state = self.ex, self.ex.state
+        pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="falkirk-step")
+        finished = state.lowest()
+        clean = False
+        try:
+            while True:
+                lo = state.lowest() + 1
+                while finished < lo - 1 and not self._failing():
+                    finished += 1
+                    ex.end_of_epoch(finished, sweep=not self.inflight)
+                    due = ex.injector.after(finished)
+                    if due:
+                        self.after.append((due, finished))
+                if not self._failing():
+                    self._dispatch(epochs, pool)
+                if not self.inflight:
+                    if self.stop is not None:
+                        raise self.stop
+                    if self._failing():
+                        self._recover()
+                        continue
+                    if state.lowest() + 1 >= epochs:
+                        break
+                    raise RecoveryError(f"internal error: nothing can run and nothing runs (done: {dict(state.done)}, "
+                                        f"queued: {state.queues.on})")
+                self._collect()
+            clean = True
+        finally:
+            pool.shutdown(wait=clean, cancel_futures=True)
+
+    def _failing(self) -> bool:
+        return bool(self.failures or self.after or self.stop is not None)
+
+    # -- starting executions ------------------------------------------------------------------------------------------
+    def _ready(self, name: str, epochs: int, busy: set[str]) -> int | None:
+        """The epoch ``name`` may start now, if any (see the module docstring)."""
+        state, pipeline = self.ex.state, self.ex.pipeline
+        if name in busy:
+            return None
+        e = state.done[name] + 1
+        if e >= epochs:
+            return None
+        if any(e not in state.queues.on[link.name] for link in pipeline.edges if link.dst == name):
+            return None
+        consumers = [state.done[c] for c in pipeline.consumers(name)]
+        if consumers:
+            logged = name in pipeline.inputs or pipeline.steps[name].regime.logs
+            ahead = e - (max(consumers) if logged else min(consumers))
+            if ahead > self.window:
+                return None
+        return e
+
+    def _dispatch(self, epochs: int, pool: ThreadPoolExecutor) -> None:
+        ex, state = self.ex, self.ex.state
+        busy = {t.name for t in self.inflight.values()}
+        ready = [(e, i, n) for i, n in enumerate(state.order) if (e := self._ready(n, epochs, busy)) is not None]
+        for e, _, name in sorted(ready)[: max(0, self.workers - len(self.inflight))]:
+            try:
+                task = ex.steps.start(name, e)
+            except (StepFailure, CorruptDataError) as exc:  # an injected failure before the step
+                self.failures.append((name, e, exc))
+                return
+            if self.inflight:
+                task.overlapped = True
+                for other in self.inflight.values():
+                    other.overlapped = True
+            self.inflight[pool.submit(ex.steps.work, task)] = task
+
+    # -- finishing them -----------------------------------------------------------------------------------------------
+    def _collect(self) -> None:
+        """Wait for an execution to end; complete or abandon each that did, then look for lost executors."""
+        ex, state = self.ex, self.ex.state
+        done, _ = wait(list(self.inflight), return_when=FIRST_COMPLETED)
+        ended = sorted(done, key=lambda f: (self.inflight[f].epoch, state.order.index(self.inflight[f].name)))
+        for fut in ended:
+            task = self.inflight.pop(fut)
+            self.last = (task.name, task.epoch)
+            error = fut.exception()
+            if error is None:
+                ex.steps.complete(task, lagging=self._lagging(task))
+                continue
+            ex.steps.abandon(task)
+            if isinstance(error, (StepFailure, CorruptDataError)):
+                self.failures.append((task.name, task.epoch, error))
+            elif self.stop is None:
+                self.stop = error  # bad input or definition, or an interrupt: the run ends once the others did
+        if not self.failures and not self.stop:
+            ex.handle([], *self.last, self.attempts)  # executors lost since the last look: recovered now
+
+    def _lagging(self, task: Task) -> list[str]:
+        """The edges out of ``task``'s node whose consumer is more than the window behind (they read the log)."""
+        pipeline, state = self.ex.pipeline, self.ex.state
+        if task.name not in pipeline.inputs and not pipeline.steps[task.name].regime.logs:
+            return []
+        return [link.name for link in pipeline.edges
+                if link.src == task.name and task.epoch - state.done[link.dst] > self.window]
+
+    def _recover(self) -> None:
+        """Nothing in flight: recover from what failed meanwhile (as a sequential run would), then sweep."""
+        ex = self.ex
+        after, failures, self.after, self.failures = self.after, self.failures, [], []
+        for due, epoch in after:
+            ex.recover_after(due, epoch)
+        if failures:
+            ex.handle(failures, *self.last, self.attempts)
+        ex.storage.sweep_unpublished()

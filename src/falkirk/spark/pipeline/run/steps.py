@@ -1,0 +1,218 @@
+"""One step execution: begun on the run's thread, worked on any thread, completed (or abandoned) on the run's.
+
+:class:`Steps` is how the executor's loops — one after another
+(:mod:`~falkirk.spark.pipeline.run.executor`) or concurrently
+(:mod:`~falkirk.spark.pipeline.run.concurrent`) — run a node's epoch:
+
+1. :meth:`Steps.start` (the run's thread): the injector's ``before`` point,
+   the inputs taken off the queues and held in memory for the task;
+2. :meth:`Steps.work` (any thread): the runner's ``execute`` in the task's
+   Spark job group — the step's jobs, its writes and manifests; a failure
+   comes out as :class:`~falkirk.spark.errors.StepFailure` (or the error
+   that stops the run);
+3. :meth:`Steps.complete` (the run's thread): the node's progress, its output
+   queued for its consumers, the journal; or :meth:`Steps.abandon`.
+
+What a runner tells the planner from a pool thread waits in
+:class:`PlannerRecords` until its task completes: the planner's SQLite
+database belongs to the run's thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from falkirk.spark.errors import CorruptDataError, PipelineError, RecordError, StepFailure
+from falkirk.spark.pipeline.run.causes import is_deterministic, root_cause, unreadable_input
+from falkirk.spark.pipeline.run.latency import upstream_inputs
+from falkirk.spark.pipeline.run.session import all_failed_tasks, failed_tasks, job_group
+from falkirk.spark.pipeline.run.state import Task
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from falkirk.spark.pipeline.declare.definition import Definition
+    from falkirk.spark.pipeline.plan.planner import Planner
+    from falkirk.spark.pipeline.run.cpu import TreeMeter
+    from falkirk.spark.pipeline.run.failures import Injector
+    from falkirk.spark.pipeline.run.frames import Frames
+    from falkirk.spark.pipeline.run.fusion import FusedRecords
+    from falkirk.spark.pipeline.run.progress import Progress
+    from falkirk.spark.pipeline.run.state import RunState
+
+__all__ = ["Steps", "PlannerRecords"]
+
+
+class PlannerRecords:
+    """``RunContext.record`` for a run: straight to the planner on the run's thread; from another thread, queued
+    until :meth:`drain` (on the run's thread, when the task that recorded completes)."""
+
+    def __init__(self, planner: Planner) -> None:
+        self.planner = planner
+        self.home = threading.get_ident()
+        self.queued: deque[tuple[str, int]] = deque()
+
+    def record(self, step: str, epoch: int) -> None:
+        """``step`` durably has a new available frontier at ``epoch``."""
+        if threading.get_ident() == self.home:
+            self.planner.record(step, epoch)
+        else:
+            self.queued.append((step, epoch))
+
+    def drain(self) -> None:
+        """Hand the queued records to the planner, in the order they were made."""
+        while self.queued:
+            self.planner.record(*self.queued.popleft())
+
+
+class Steps:
+    """The step executions of one run (see the module docstring)."""
+
+    def __init__(
+        self, pipeline: Definition, spark: Any, state: RunState, *, frames: Frames, fused: FusedRecords,
+        injector: Injector, progress: Progress, cpu: TreeMeter | None, records: PlannerRecords, run_id: str,
+    ) -> None:
+        self.pipeline = pipeline
+        self.spark = spark
+        self.state = state
+        self.frames = frames
+        self.fused = fused
+        self.injector = injector
+        self.progress = progress
+        self.say = progress.line
+        self.cpu = cpu
+        self.records = records
+        self.run_id = run_id
+        self._tasks = itertools.count()
+        #: the application's failed task attempts when the last execution ended (None: read no baseline yet)
+        self._failed_seen: int | None = None
+        #: each output's inputs (response latency)
+        self.upstream: dict[str, set[str]] = {}
+
+    def execute(self, name: str, epoch: int) -> None:
+        """Execute ``name`` at ``epoch`` on this thread (the sequential run)."""
+        task = self.start(name, epoch)
+        try:
+            self.work(task, quiet=True)
+        except BaseException:
+            self.abandon(task)
+            raise
+        self.complete(task)
+
+    def start(self, name: str, epoch: int) -> Task:
+        """Begin ``name``'s execution of ``epoch`` on the run's thread: the injector's ``before`` point, the inputs
+        taken off the queues (held in memory until the task ends)."""
+        state = self.state
+        state.running = f"{name}@{epoch}"
+        self.injector.at(name, epoch, "before")
+        self.progress.step_started(name, epoch, redo=epoch <= state.high[name])
+        group = state.group = f"falkirk-{self.run_id}:{name}@{epoch}:{next(self._tasks)}"
+        task = Task(name, epoch, group, time.perf_counter(), self.cpu.read() if self.cpu is not None else None)
+        task.inputs = {link.src: self._take(link.name, epoch) for link in self.pipeline.edges if link.dst == name}
+        self.frames.hold(task.inputs.values())  # not unpersisted under a job that reads them
+        return task
+
+    def work(self, task: Task, *, quiet: bool = False) -> None:
+        """Run the task's Spark work (any thread); a failure is raised as :class:`StepFailure` (or the error that
+        stops the run). ``quiet``: the run is sequential, so the application's failed-task count tells whether
+        this task's jobs retried anything."""
+        name, epoch, inputs, runner = task.name, task.epoch, task.inputs, self.state.runners[task.name]
+        with job_group(self.spark, task.group):
+            try:
+                task.out, task.rows = runner.execute(epoch, inputs)
+            except (StepFailure, CorruptDataError, RecordError, PipelineError):  # bad input or definition: stop
+                raise
+            except Exception as exc:
+                cause = root_cause(exc)
+                source = unreadable_input(cause, self.pipeline.location.uri, self.pipeline.inputs)
+                culprit = None if source is not None else self.fused.culprit(inputs)
+                if source is not None:  # the input's fault, not the step's: no recovery reads it back
+                    raise CorruptDataError(source, "input", epoch, f"unreadable while {name} read it: {cause}") from exc
+                raise StepFailure(culprit or name, epoch, f"{type(exc).__name__}: {cause}"
+                                  + (f" (computed inside {name}'s job)" if culprit else ""),
+                                  deterministic=is_deterministic(exc, cause)) from exc
+            task.discarded, task.fresh, task.pending = runner.discarded, runner.fresh, runner.pending_rows
+            task.cut_at, task.committed_at = runner.cut_at, runner.committed_at
+            runner.cut_at = runner.committed_at = None
+            if quiet:
+                failed, self._failed_seen = self._failed_seen, all_failed_tasks(self.spark)  # the next one's baseline
+                quiet = failed is not None and failed == self._failed_seen  # no attempt failed since the last one
+            task.jobs, task.retried = failed_tasks(self.spark, task.group, quiet=quiet) or (0, 0)
+            if task.discarded and self.pipeline.consumers(name):  # a committed output epoch: its consumers read it
+                task.out = runner.committed_frame(epoch)
+
+    def abandon(self, task: Task) -> None:
+        """The task failed (run's thread): what fused steps it was to compute went uncounted; its inputs let go."""
+        self.fused.finish(task.inputs, task.epoch, count=False, cache=False)
+        self.frames.unhold(task.inputs.values())
+
+    def complete(self, task: Task, *, lagging: Iterable[str] = ()) -> None:
+        """The task succeeded (run's thread): progress, queues (``lagging``: edges whose consumer reads the log
+        instead), journal."""
+        state, name, epoch = self.state, task.name, task.epoch
+        self.records.drain()
+        self.fused.finish(task.inputs, epoch, count=not task.discarded, cache=not task.retried and not task.discarded)
+        self.frames.unhold(task.inputs.values())
+        if task.retried:
+            state.journal.note(f"{name}@{epoch}: Spark retried {task.retried} failed task attempt(s) itself; falkirk "
+                               "not involved")
+            self.say(f"  {name}@{epoch}: Spark retried {task.retried} failed task(s) on its own (no falkirk recovery "
+                     "needed)")
+        redo = state.completed(name, epoch)
+        if name in self.pipeline.inputs:
+            state.cut_at[(name, epoch)] = task.cut_at
+        elif task.committed_at is not None:
+            self._latency(name, epoch, task.committed_at)
+        rows = task.rows
+        state.queues.put(name, epoch, task.out, rows if rows >= 0 else None, from_log=lagging)
+        if task.out is not None:
+            self.frames.release(task.out)  # unpersisted once every consumer took it
+        seconds = time.perf_counter() - task.t0
+        c0, c1 = task.cpu0, self.cpu.read() if self.cpu is not None else None
+        if task.overlapped:  # other executions ran meanwhile: the process tree's CPU is not this task's alone
+            c0 = None
+        rec = state.journal.open_recoveries()
+        recovery = rec[-1].index if rec and redo else None
+        cpu = None if c0 is None or c1 is None else max(0.0, c1[0] - c0[0])
+        jit = None if c0 is None or c1 is None else min(cpu or 0.0, max(0.0, c1[1] - c0[1]))
+
+        def finish(rows: int, fresh: bool | None = task.fresh) -> None:
+            state.journal.executed(name, epoch, rows=rows, seconds=seconds, redo=redo, jobs=task.jobs,
+                                   recovery=recovery, cpu=cpu, fresh=fresh, jit=jit, discarded=task.discarded,
+                                   started=task.t0)
+            self.progress.step_finished(name, epoch, rows=rows if rows >= 0 else None, seconds=seconds, redo=redo)
+            if task.discarded:
+                self.say(f"  {name}@{epoch}: committed before, kept as it was (what was sent again is discarded)")
+            elif redo:
+                self.say(f"  redo {name}@{epoch}: {rows if rows >= 0 else 'unknown'} rows ({seconds:.2f} s)")
+
+        if rows < 0 and task.pending is not None:  # fused: its consumer's job counts it (the journal waits)
+            self.fused.defer(name, epoch, finish, task.pending, list(task.inputs.values()))
+        else:
+            finish(rows)
+        for r in state.journal.progressed(state.done, c1):
+            self.say(f"recovery {r.index} complete: every step is back where it was ({r.seconds:.2f} s)")
+        self.frames.flush()
+
+    def _latency(self, output: str, epoch: int, committed: float) -> None:
+        """The response latency of ``output`` at ``epoch``: its commit time less the latest cut time of the inputs
+        it depends on (read from the cut where this run did not make it; left out where no time is recorded)."""
+        state, times = self.state, []
+        for i in self.upstream.setdefault(output, upstream_inputs(self.pipeline, output)):
+            if (i, epoch) not in state.cut_at:
+                c = self.pipeline.inputs[i].log.get_cut(epoch)
+                state.cut_at[(i, epoch)] = c.at if c is not None else None
+            times.append(state.cut_at[(i, epoch)])
+        if times and all(t is not None for t in times):
+            state.latency.setdefault(output, {})[epoch] = max(0.0, committed - max(t for t in times if t is not None))
+
+    def _take(self, edge: str, epoch: int) -> DataFrame:
+        item = self.state.queues.take(edge, epoch)
+        if item.df is not None:
+            return item.df
+        return self.state.runners[item.src].replay(epoch)
