@@ -97,10 +97,13 @@ def build_case(
     max_step: int = 40,
     broken: bool = False,
     scheme: Scheme | None = None,
+    final: bool = True,
 ) -> Case:
     """Draw a random :class:`Case` (see the module docstring).
 
     ``broken`` mixes in the deliberately wrong :class:`~falkirk.sim.policies.WrongLog`.
+    ``final``: outputs with only deterministic operators upstream may draw a
+    final commit (``Commit(final=True)``).
     ``scheme`` picks every processor's policy (:mod:`falkirk.sim.schemes`;
     default: falkirk's own mix); its ``case_options`` further restrict the
     graph (a scheme without loops turns ``loops`` off, integer options are
@@ -145,10 +148,12 @@ def build_case(
     out_edges: dict[str, list[str]] = {}
     for e in edges:
         out_edges.setdefault(e.src, []).append(e.name)
+    chosen = _after_choices(specs, edges)
     nodes = []
     for name, op, dom in specs:
         role = Role(name, op, tuple(out_edges.get(name, [])), dom,
-                    stateless_ok=not _leaves(edges, name) and dom != "sequence")
+                    stateless_ok=not _leaves(edges, name) and dom != "sequence",
+                    final_ok=final and name not in chosen)
         pol = falkirk_policy(c, role, broken=broken) if scheme is None else scheme.policy(c, role)
         nodes.append(Node(name, op, pol, dom))
     graph = SimGraph(nodes, edges, inputs=inputs)
@@ -158,6 +163,19 @@ def build_case(
         step = c.integer(0, max_step)
         failures.append(Failure(step, {c.choice(names) for _ in range(c.integer(1, 2))}))
     return Case(graph, sorted(failures, key=lambda f: f.step), c.integer(0, 1000))
+
+
+def _after_choices(specs: list[tuple[str, Operator, str]], edges: list[Link]) -> set[str]:
+    """Processors downstream of a non-deterministic operator (as :attr:`SimGraph.after_choices`)."""
+    work = [name for name, op, _ in specs if not op.deterministic]
+    out: set[str] = set()
+    while work:
+        n = work.pop()
+        for e in edges:
+            if e.src == n and e.dst not in out:
+                out.add(e.dst)
+                work.append(e.dst)
+    return out
 
 
 def _leaves(edges: list[Link], name: str) -> bool:

@@ -81,6 +81,12 @@ class Result:
     * ``recovery_steps`` — per failure, the scheduler steps until every
       processor has again settled every time it had settled just before the
       failure, summed over failures.
+
+    Per output processor: ``journal`` — what its service was told, in order
+    (``("write", t, records)``, ``("retract", t, records)``); for a final
+    output (``Commit(final=True)``), ``discarded`` — records re-sent for a
+    committed time and dropped — and ``divergent`` — committed times whose
+    re-sent records differed from the kept ones (``(t, kept, re-sent)``).
     """
 
     output: dict[str, dict[Any, tuple[Any, ...]]]
@@ -97,6 +103,9 @@ class Result:
     log_bytes_peak: int = 0
     log_bytes_end: int = 0
     recovery_steps: int = 0
+    journal: dict[str, list[tuple[str, Any, tuple[Any, ...]]]] = field(factory=dict)
+    discarded: dict[str, int] = field(factory=dict)
+    divergent: dict[str, list[tuple[Any, tuple[Any, ...], tuple[Any, ...]]]] = field(factory=dict)
 
 
 class _Ctx:
@@ -169,7 +178,10 @@ class Simulation:
         self.logged = {n: node.policy.logged_edges(graph.outputs_of[n]) for n, node in graph.nodes.items()}
         self.claimed = {n: node.policy.claimed_edges(graph.outputs_of[n]) for n, node in graph.nodes.items()}
         self.inputs = {n: ExternalInput(n, b) for n, b in graph.inputs.items()}
-        self.outputs = {n: ExternalOutput(graph.domain(n)) for n in graph.outputs}
+        self.outputs = {
+            n: ExternalOutput(graph.domain(n), final=getattr(graph.nodes[n].policy, "final", False))
+            for n in graph.outputs
+        }
         self.procs: dict[str, Proc] = {}
         for n, node in graph.nodes.items():
             dom = graph.domain(n)
@@ -219,6 +231,9 @@ class Simulation:
             log_bytes_peak=self.log_bytes_peak,
             log_bytes_end=self.log_bytes_end,
             recovery_steps=self.recovery_steps,
+            journal={n: list(o.journal) for n, o in self.outputs.items()},
+            discarded={n: o.discarded for n, o in self.outputs.items()},
+            divergent={n: list(o.divergent) for n, o in self.outputs.items()},
         )
 
     def fail(self, names: Iterable[str]) -> None:
@@ -308,7 +323,11 @@ class Simulation:
             del q[i]
             p.history.delivered.setdefault(e, set()).add(m.time)
             self.log_event(p, Event("msg", m.time, e, m.payload))
-            p.op.on_message(_Ctx(self, p, m.time), e, m.payload)
+            out = self.outputs.get(n)
+            if out is not None and out.is_final(m.time):
+                out.resend(m.time, m.payload)  # a final output discards what is re-sent for a committed time
+            else:
+                p.op.on_message(_Ctx(self, p, m.time), e, m.payload)
         else:
             t = action[2]
             p.requests.discard(t)

@@ -65,8 +65,12 @@ def sim_cases(
     nondeterministic: bool = True,
     max_failures: int = 3,
     max_step: int = 40,
+    final: bool = True,
 ) -> SearchStrategy[Case]:
     """Cases: a graph, ``0..max_failures`` failures at steps ``0..max_step``, a seed.
+
+    ``final``: an output with only deterministic operators upstream may draw
+    a final commit (``Commit(final=True)``: committed output is final).
 
     >>> from hypothesis import find
     >>> find(sim_cases(max_failures=1), lambda c: len(c.failures) == 1).failures
@@ -75,7 +79,7 @@ def sim_cases(
     _check_int(max_ops, "max_ops", 1)
     _check_int(max_failures, "max_failures", 0)
     _check_int(max_step, "max_step", 0)
-    for name, v in (("loops", loops), ("sequences", sequences), ("nondeterministic", nondeterministic)):
+    for name, v in (("loops", loops), ("sequences", sequences), ("nondeterministic", nondeterministic), ("final", final)):
         _check_bool(v, name)
 
     @st.composite
@@ -88,12 +92,15 @@ def sim_cases(
             nondeterministic=nondeterministic,
             max_failures=max_failures,
             max_step=max_step,
+            final=final,
         )
 
     return cases()
 
 
-def sim_graphs(*, max_ops: int = 4, loops: bool = True, sequences: bool = True, nondeterministic: bool = True) -> SearchStrategy[SimGraph]:
+def sim_graphs(
+    *, max_ops: int = 4, loops: bool = True, sequences: bool = True, nondeterministic: bool = True, final: bool = True
+) -> SearchStrategy[SimGraph]:
     """Simulator graphs with a policy mix (the graphs of :func:`sim_cases`).
 
     >>> from hypothesis import find
@@ -102,7 +109,7 @@ def sim_graphs(*, max_ops: int = 4, loops: bool = True, sequences: bool = True, 
     True
     """
     return sim_cases(
-        max_ops=max_ops, loops=loops, sequences=sequences, nondeterministic=nondeterministic, max_failures=0
+        max_ops=max_ops, loops=loops, sequences=sequences, nondeterministic=nondeterministic, max_failures=0, final=final
     ).map(lambda c: c.graph)
 
 
