@@ -92,11 +92,15 @@ def check_run(
     planner: Callable[[SimGraph], Planner] | None = None,
     gc_every: int = 1,
     max_steps: int = 50_000,
+    schedule: str = "sequential",
+    window: int = 1,
 ) -> Verdict:
     """Run ``graph`` with ``failures`` and compare with a failure-free run (module docstring).
 
     ``reference`` may be given for a graph of deterministic operators (it
     does not depend on the choices); ``planner`` builds the planner to test.
+    ``schedule`` and ``window`` choose the faulty run's scheduler
+    (:mod:`falkirk.sim.schedule`); the reference run is sequential.
     """
     try:
         result = Simulation(
@@ -106,6 +110,8 @@ def check_run(
             planner=planner(graph) if planner is not None else None,
             gc_every=gc_every,
             max_steps=max_steps,
+            schedule=schedule,
+            window=window,
         ).run()
     except FalkirkError as exc:
         return Verdict(False, f"{type(exc).__name__}: {exc}", None, reference)
