@@ -34,6 +34,7 @@ from hypothesis.strategies import DrawFn, SearchStrategy
 from falkirk.sim import Failure, Policy, SimGraph
 from falkirk.sim.cases import Case, Chooser, build_case
 from falkirk.sim.oracle import check_run
+from falkirk.sim.schedule import SCHEDULES
 from falkirk.testing._args import check_sizes
 
 __all__ = ["sim_cases", "sim_graphs", "failure_schedules", "assert_recovers"]
@@ -66,11 +67,15 @@ def sim_cases(
     max_failures: int = 3,
     max_step: int = 40,
     final: bool = True,
+    schedule: str | None = "sequential",
+    max_window: int = 3,
 ) -> SearchStrategy[Case]:
     """Cases: a graph, ``0..max_failures`` failures at steps ``0..max_step``, a seed.
 
     ``final``: an output with only deterministic operators upstream may draw
     a final commit (``Commit(final=True)``: committed output is final).
+    ``schedule``: ``"sequential"``, ``"pipelined"`` (with a window drawn in
+    ``1..max_window``) or ``None`` (either, drawn); see :mod:`falkirk.sim.schedule`.
 
     >>> from hypothesis import find
     >>> find(sim_cases(max_failures=1), lambda c: len(c.failures) == 1).failures
@@ -79,8 +84,11 @@ def sim_cases(
     _check_int(max_ops, "max_ops", 1)
     _check_int(max_failures, "max_failures", 0)
     _check_int(max_step, "max_step", 0)
+    _check_int(max_window, "max_window", 1)
     for name, v in (("loops", loops), ("sequences", sequences), ("nondeterministic", nondeterministic), ("final", final)):
         _check_bool(v, name)
+    if schedule is not None and schedule not in SCHEDULES:
+        raise InvalidArgument(f"schedule={schedule!r} must be one of {list(SCHEDULES)} or None")
 
     @st.composite
     def cases(draw: DrawFn) -> Case:
@@ -93,6 +101,8 @@ def sim_cases(
             max_failures=max_failures,
             max_step=max_step,
             final=final,
+            schedule=schedule,
+            max_window=max_window,
         )
 
     return cases()
