@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 import pytest
 from attrs import frozen
-from hypothesis import given, target
+from hypothesis import given, settings, target
 
 from falkirk.domains import Epoch, Frontier
 from falkirk.errors import ValidationError
@@ -27,9 +27,11 @@ from falkirk.sim import (
     Simulation,
     Source,
     Sum,
+    check_run,
     reference_run,
 )
 from falkirk.sim.cases import Case, RandomChooser, build_case, check_case
+from falkirk.sim.external import ExternalOutput
 from falkirk.testing.sim_strategies import sim_cases
 
 E = Epoch()
@@ -141,6 +143,7 @@ def test_output_keeps_epoch_9_while_sum_rolls_back_to_8(final: bool) -> None:
 
 
 # -- properties ----------------------------------------------------------------------------
+@settings(max_examples=max(20, settings.default.max_examples // 2))
 @given(sim_cases(final=True).map(all_final))
 def test_final_outputs_are_written_once_and_equal_the_failure_free_run(case: Case) -> None:
     """Any graph, policy mix and failures: every final output is written once per time, never retracted,
@@ -160,7 +163,7 @@ def test_generated_failures_do_roll_back_below_committed_output() -> None:
     output had committed, i.e. was rolled back below it.
     """
     runs = discards = 0
-    for i in range(80):
+    for i in range(60):
         case = all_final(build_case(RandomChooser(20_000 + i), nondeterministic=False, max_failures=4, max_step=60))
         verdict = check_case(case)
         assert verdict.ok and verdict.result is not None, f"{verdict.problem}\n{case.describe()}"
@@ -168,6 +171,15 @@ def test_generated_failures_do_roll_back_below_committed_output() -> None:
         runs += 1
         discards += any(verdict.result.discarded.values())
     assert discards >= runs // 10, f"only {discards} of {runs} cases discarded a re-sent record"
+
+
+def test_the_oracle_catches_an_output_that_rewrites_committed_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    """If a final output let re-sent records through (a rewrite of the same values), check_run says so."""
+    monkeypatch.setattr(ExternalOutput, "is_final", lambda self, t: False)
+    step = _committed_9_checkpoint_8(seed=1)
+    verdict = check_run(chain(final=True), [Failure(step, {"sum"})], seed=1)
+    assert not verdict.ok
+    assert verdict.problem == "committed output changed at a final output:\n  out wrote committed time 9 again, with [99]"
 
 
 # -- non-determinism -----------------------------------------------------------------------
