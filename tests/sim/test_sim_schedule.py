@@ -34,6 +34,7 @@ from falkirk.sim import (
 )
 from falkirk.sim.cases import Case, RandomChooser, build_case, check_case
 from falkirk.sim.progress import Stamps
+from falkirk.sim.schedule import last_epoch
 from falkirk.testing.sim_strategies import assert_recovers, sim_cases
 
 
@@ -99,6 +100,33 @@ def test_epochs_run_in_order_one_execution_per_processor() -> None:
         else:
             done[name] = running.pop(name)
     assert overlap and done == {"src": 2, "m": 2, "out": 2}
+
+
+def test_the_sequential_schedule_already_interleaves_epochs() -> None:
+    """The default schedule already runs processors at different epochs and lets kept processors go on.
+
+    It picks one event of any processor per step, so a source gets epochs
+    ahead of its receivers (without bound), and after a plan the processors
+    it keeps run later epochs while a rolled-back one catches up. What it
+    does not do is plan after a drain: see the pipelined tests below.
+    """
+    g = _branches()
+    ahead = overtaking = 0
+    for seed in range(5):
+        sim = Simulation(g, seed=seed, failures=[Failure(12, {"a"})])
+        orig = sim.execute
+
+        def spy(action: tuple[Any, ...], sim: Simulation = sim, orig: Any = orig) -> None:
+            nonlocal ahead, overtaking
+            a_done = min(last_epoch(sim.settled["a"]), g.epochs)
+            ahead = max(ahead, (sim.procs["src"].next_read or 0) - 1 - int(a_done))
+            if sim.rollbacks and action[:2] == ("msg", "b"):
+                overtaking += sim.procs["b"].queues[action[2]][action[3]].time > a_done + 1
+            orig(action)
+
+        sim.execute = spy  # type: ignore[method-assign]
+        assert sim.run().output == reference_run(g).output
+    assert ahead >= 3 and overtaking > 0
 
 
 # -- the window ----------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """The simulation loop: a seeded scheduler runs events, policies persist, failures roll back.
 
 Each step the scheduler picks, uniformly at random (``random.Random(seed)``),
-one enabled action:
+one enabled action — under the default, **sequential** schedule one event
+(``schedule="pipelined"`` runs whole epoch executions instead, several in
+flight at once: :mod:`falkirk.sim.schedule`):
 
 * a source reads its next epoch's batch;
 * a processor takes a message from one of its input queues — the head, or,
@@ -14,8 +16,9 @@ After every step each policy may persist at its processor's settled
 frontier, and garbage collection runs from the planner's low-watermarks.
 Failures from the schedule strike before the step they name (and, once
 nothing is left to do, one by one at the end), and are recovered at once by
-:func:`falkirk.sim.recovery.fail_and_recover`. The same graph, seed and
-schedule always give the same run.
+:func:`falkirk.sim.recovery.fail_and_recover` (pipelined: once the
+executions in flight have finished). The same graph, seed and schedule
+always give the same run.
 
 >>> from falkirk.sim import Node, Link, SimGraph, Source, Sum, Output, Ephemeral, Lazy, Commit
 >>> g = SimGraph([Node("src", Source(), Ephemeral()), Node("sum", Sum(), Lazy()),
