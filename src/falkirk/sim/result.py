@@ -1,9 +1,8 @@
 """What a simulation is given and what it gives back: a :class:`Failure` schedule and a :class:`Result`.
 
->>> Failure(3, ["sum", "out"])
-Failure(step=3, processors=frozenset({'out', 'sum'}))
->>> str(Failure(3, ["sum", "out"]))
-'step 3: fail out, sum'
+>>> f = Failure(3, ["sum", "out"])
+>>> f.step, sorted(f.processors), str(f)
+(3, ['out', 'sum'], 'step 3: fail out, sum')
 """
 
 from __future__ import annotations
