@@ -216,3 +216,27 @@ def test_why_a_final_output_needs_deterministic_operators_upstream() -> None:
     r = sim.run()
     assert r.divergent["out"] and r.divergent["out"][0][0] == 0
     assert tuple(sorted(r.output["out"].items())) not in legal
+
+
+def test_two_final_outputs_after_a_stateless_nondeterministic_operator_disagree() -> None:
+    """No stateful operator needed: Salt feeding two final outputs leaves them with different salts for one epoch.
+
+    ``out2`` fails before committing epoch 0, which ``out1`` has committed;
+    ``salt`` (stateless) re-runs epoch 0 with another salt: ``out1``
+    discards it, ``out2`` writes it. With plain commits the plan rolls
+    ``out1`` back as well (its commit counts as a notification, C4) and
+    both agree.
+    """
+    g = SimGraph(
+        [Node("src", Source(), Ephemeral()), Node("salt", Salt(), Ephemeral()),
+         Node("out1", Output(), Commit()), Node("out2", Output(), Commit())],
+        [Link("a", "src", "salt"), Link("b", "salt", "out1"), Link("c", "salt", "out2")],
+        inputs={"src": [[10], [20], [30]]},
+    )
+    plain = Simulation(g, seed=2, failures=[Failure(7, {"out2"})]).run()
+    assert plain.output["out1"] == plain.output["out2"]
+    sim = Simulation(g, seed=2, failures=[Failure(7, {"out2"})])
+    for out in sim.outputs.values():
+        out.final = True
+    r = sim.run()
+    assert r.output["out1"][0] != r.output["out2"][0] and r.divergent["out1"][0][0] == 0
