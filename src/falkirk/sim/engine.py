@@ -45,6 +45,7 @@ from falkirk.sim.graph import SimGraph
 from falkirk.sim.planner import Planner, default_planner
 from falkirk.sim.progress import Stamps, deliverable, frontiers
 from falkirk.sim.result import Failure, Result
+from falkirk.sim.schedule import make_schedule
 from falkirk.sim.state import Event, Msg, Proc, Sent, Store, nbytes
 
 __all__ = ["Failure", "Result", "Simulation"]
@@ -104,8 +105,6 @@ class Simulation:
         schedule: str = "sequential",
         window: int = 1,
     ) -> None:
-        from falkirk.sim.schedule import make_schedule
-
         self.graph = graph
         self.rng = random.Random(seed)
         self.pending = sorted(failures, key=lambda f: f.step)

@@ -68,6 +68,7 @@ from falkirk.domains import Frontier
 from falkirk.errors import ValidationError
 from falkirk.sim.external import SimulationError
 from falkirk.sim.progress import inputs_complete
+from falkirk.sim.recovery import fail_and_recover, lose_volatile_state
 
 if TYPE_CHECKING:
     from falkirk.sim.engine import Simulation
@@ -225,8 +226,6 @@ class Pipelined:
     # -- failures ----------------------------------------------------------------------------
     def detect(self, names: frozenset[str]) -> None:
         """A failure of ``names`` is detected: they lose their volatile state and their execution in flight."""
-        from falkirk.sim.recovery import lose_volatile_state
-
         sim = self.sim
         if sim.failing:
             self.stats["joined"] += 1
@@ -243,8 +242,6 @@ class Pipelined:
 
     def _recover(self) -> None:
         """Nothing is in flight: plan for every failure detected, and apply the plan."""
-        from falkirk.sim.recovery import fail_and_recover
-
         sim = self.sim
         names, sim.failing = frozenset(sim.failing), {}
         sim.progress()
