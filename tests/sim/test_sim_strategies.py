@@ -69,6 +69,10 @@ def test_assert_recovers_reports_a_wrong_policy() -> None:
         lambda: sim_cases(max_ops=0),
         lambda: sim_cases(loops="yes"),
         lambda: sim_cases(max_failures=-1),
+        lambda: sim_cases(final="yes"),
+        lambda: sim_cases(schedule="parallel"),
+        lambda: sim_cases(max_window=0),
+        lambda: assert_recovers(_pipeline, [Lazy()], schedule="parallel"),
         lambda: failure_schedules("not a graph"),
         lambda: failure_schedules(_pipeline(Lazy()), min_size=3, max_size=1),
         lambda: failure_schedules(_pipeline(Lazy()), max_together=0),
@@ -80,6 +84,32 @@ def test_arguments_are_validated(call: object) -> None:
     """Bad arguments raise InvalidArgument at once."""
     with pytest.raises(InvalidArgument):
         call()  # type: ignore[operator]
+
+
+@settings(max_examples=30)
+@given(sim_cases(schedule=None, max_window=2))
+def test_cases_draw_final_outputs_and_schedules(case: Case) -> None:
+    """Drawn cases carry a schedule and window; final outputs only where no non-deterministic operator is upstream."""
+    assert case.schedule in ("sequential", "pipelined") and 1 <= case.window <= 2
+    assert case.window == 1 or case.schedule == "pipelined"
+    assert ("schedule: pipelined" in case.describe()) == (case.schedule == "pipelined")
+    for o in case.graph.outputs:
+        if case.graph.nodes[o].policy.describe().endswith("final=True)"):
+            assert o not in case.graph.after_choices
+
+
+def test_strategies_draw_both_kinds_of_output() -> None:
+    """sim_cases draws final and plain outputs (and only plain ones with final=False)."""
+    from hypothesis import find
+    from hypothesis.errors import NoSuchExample
+
+    def finals(case: Case) -> int:
+        return sum("final=True" in case.graph.nodes[o].policy.describe() for o in case.graph.outputs)
+
+    assert finals(find(sim_cases(), lambda c: finals(c) > 0)) > 0
+    assert find(sim_cases(), lambda c: finals(c) < len(c.graph.outputs))
+    with pytest.raises(NoSuchExample):
+        find(sim_cases(final=False), lambda c: finals(c) > 0, settings=settings(max_examples=50, database=None))
 
 
 @settings(max_examples=20)

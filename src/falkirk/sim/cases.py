@@ -49,6 +49,7 @@ from falkirk.sim.operators import (
     Chooser as ChooserOp,
 )
 from falkirk.sim.oracle import Verdict, check_run
+from falkirk.sim.schedule import SCHEDULES
 from falkirk.sim.schemes.base import Role, Scheme, falkirk_policy
 
 __all__ = ["Case", "Chooser", "RandomChooser", "build_case", "check_case", "policy_for"]
@@ -56,20 +57,27 @@ __all__ = ["Case", "Chooser", "RandomChooser", "build_case", "check_case", "poli
 
 @define
 class Case:
-    """A graph, a failure schedule and a scheduler seed."""
+    """A graph, a failure schedule, a scheduler seed, and the schedule (:mod:`falkirk.sim.schedule`)."""
 
     graph: SimGraph
     failures: list[Failure] = field(factory=list)
     seed: int = 0
+    schedule: str = "sequential"
+    window: int = 1
 
     def describe(self) -> str:
         """A readable multi-line description (a counterexample)."""
         fails = "; ".join(str(f) for f in self.failures) or "none"
-        return f"{self.graph.describe()}\nfailures: {fails}\nseed: {self.seed}"
+        text = f"{self.graph.describe()}\nfailures: {fails}\nseed: {self.seed}"
+        if self.schedule != "sequential":
+            text += f"\nschedule: {self.schedule}, window {self.window}"
+        return text
 
 
 def check_case(case: Case, **kwargs: Any) -> Verdict:
     """:func:`~falkirk.sim.oracle.check_run` on a case (``kwargs``: its options, e.g. ``planner``)."""
+    kwargs.setdefault("schedule", case.schedule)
+    kwargs.setdefault("window", case.window)
     return check_run(case.graph, case.failures, seed=case.seed, **kwargs)
 
 
@@ -97,10 +105,17 @@ def build_case(
     max_step: int = 40,
     broken: bool = False,
     scheme: Scheme | None = None,
+    final: bool = True,
+    schedule: str | None = "sequential",
+    max_window: int = 3,
 ) -> Case:
     """Draw a random :class:`Case` (see the module docstring).
 
     ``broken`` mixes in the deliberately wrong :class:`~falkirk.sim.policies.WrongLog`.
+    ``final``: outputs with only deterministic operators upstream may draw a
+    final commit (``Commit(final=True)``).
+    ``schedule``: the case's schedule (``None``: either, drawn); a pipelined
+    case draws its window in ``1..max_window``.
     ``scheme`` picks every processor's policy (:mod:`falkirk.sim.schemes`;
     default: falkirk's own mix); its ``case_options`` further restrict the
     graph (a scheme without loops turns ``loops`` off, integer options are
@@ -145,10 +160,12 @@ def build_case(
     out_edges: dict[str, list[str]] = {}
     for e in edges:
         out_edges.setdefault(e.src, []).append(e.name)
+    chosen = _after_choices(specs, edges)
     nodes = []
     for name, op, dom in specs:
         role = Role(name, op, tuple(out_edges.get(name, [])), dom,
-                    stateless_ok=not _leaves(edges, name) and dom != "sequence")
+                    stateless_ok=not _leaves(edges, name) and dom != "sequence",
+                    final_ok=final and name not in chosen)
         pol = falkirk_policy(c, role, broken=broken) if scheme is None else scheme.policy(c, role)
         nodes.append(Node(name, op, pol, dom))
     graph = SimGraph(nodes, edges, inputs=inputs)
@@ -157,7 +174,24 @@ def build_case(
     for _ in range(c.integer(0, max_failures)):
         step = c.integer(0, max_step)
         failures.append(Failure(step, {c.choice(names) for _ in range(c.integer(1, 2))}))
-    return Case(graph, sorted(failures, key=lambda f: f.step), c.integer(0, 1000))
+    seed = c.integer(0, 1000)
+    if schedule is None:
+        schedule = c.choice(SCHEDULES)
+    window = c.integer(1, max_window) if schedule == "pipelined" else 1
+    return Case(graph, sorted(failures, key=lambda f: f.step), seed, schedule, window)
+
+
+def _after_choices(specs: list[tuple[str, Operator, str]], edges: list[Link]) -> set[str]:
+    """Processors downstream of a non-deterministic operator (as :attr:`SimGraph.after_choices`)."""
+    work = [name for name, op, _ in specs if not op.deterministic]
+    out: set[str] = set()
+    while work:
+        n = work.pop()
+        for e in edges:
+            if e.src == n and e.dst not in out:
+                out.add(e.dst)
+                work.append(e.dst)
+    return out
 
 
 def _leaves(edges: list[Link], name: str) -> bool:

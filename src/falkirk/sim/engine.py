@@ -1,7 +1,9 @@
 """The simulation loop: a seeded scheduler runs events, policies persist, failures roll back.
 
 Each step the scheduler picks, uniformly at random (``random.Random(seed)``),
-one enabled action:
+one enabled action — under the default, **sequential** schedule one event
+(``schedule="pipelined"`` runs whole epoch executions instead, several in
+flight at once: :mod:`falkirk.sim.schedule`):
 
 * a source reads its next epoch's batch;
 * a processor takes a message from one of its input queues — the head, or,
@@ -14,8 +16,9 @@ After every step each policy may persist at its processor's settled
 frontier, and garbage collection runs from the planner's low-watermarks.
 Failures from the schedule strike before the step they name (and, once
 nothing is left to do, one by one at the end), and are recovered at once by
-:func:`falkirk.sim.recovery.fail_and_recover`. The same graph, seed and
-schedule always give the same run.
+:func:`falkirk.sim.recovery.fail_and_recover` (pipelined: once the
+executions in flight have finished). The same graph, seed and schedule
+always give the same run.
 
 >>> from falkirk.sim import Node, Link, SimGraph, Source, Sum, Output, Ephemeral, Lazy, Commit
 >>> g = SimGraph([Node("src", Source(), Ephemeral()), Node("sum", Sum(), Lazy()),
@@ -36,67 +39,16 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from attrs import define, field, frozen
-
 from falkirk.domains import Frontier
 from falkirk.sim.external import ExternalInput, ExternalOutput, NoProgress, ProtocolViolation
 from falkirk.sim.graph import SimGraph
 from falkirk.sim.planner import Planner, default_planner
 from falkirk.sim.progress import Stamps, deliverable, frontiers
+from falkirk.sim.result import Failure, Result
+from falkirk.sim.schedule import make_schedule
 from falkirk.sim.state import Event, Msg, Proc, Sent, Store, nbytes
 
 __all__ = ["Failure", "Result", "Simulation"]
-
-
-def _names(value: Iterable[str]) -> frozenset[str]:
-    return frozenset(value)
-
-
-@frozen
-class Failure:
-    """``processors`` fail just before step ``step`` (0-based)."""
-
-    step: int
-    processors: frozenset[str] = field(converter=_names)
-
-    def __str__(self) -> str:
-        return f"step {self.step}: fail {', '.join(sorted(self.processors))}"
-
-
-@define
-class Result:
-    """What a run produced: acknowledged and released output per output processor, and counters.
-
-    Cost counters (for comparing schemes; all but ``events`` and ``replayed``
-    need ``Simulation(measure=True)``, sizes are :func:`~falkirk.sim.state.nbytes`):
-
-    * ``events`` — events executed (reads, messages, notifications); minus
-      the ``events`` of the failure-free run, plus ``replayed``, it is the
-      number of **records recomputed** because of failures;
-    * ``replayed`` — events re-run from a history log to restore state;
-    * ``checkpoint_bytes`` — bytes of state written (snapshots, deltas);
-    * ``log_bytes_peak`` / ``log_bytes_end`` — bytes that must be retained
-      for replay (logged messages, history logs, input read but not yet
-      acknowledged to its source), at the peak and at the end;
-    * ``recovery_steps`` — per failure, the scheduler steps until every
-      processor has again settled every time it had settled just before the
-      failure, summed over failures.
-    """
-
-    output: dict[str, dict[Any, tuple[Any, ...]]]
-    released: dict[str, dict[Any, tuple[Any, ...]]]
-    choices: dict[tuple[str, Any, str], int]
-    steps: int
-    rollbacks: int
-    checkpoints: int
-    solves: int
-    trace: list[str]
-    events: int = 0
-    replayed: int = 0
-    checkpoint_bytes: int = 0
-    log_bytes_peak: int = 0
-    log_bytes_end: int = 0
-    recovery_steps: int = 0
 
 
 class _Ctx:
@@ -132,6 +84,10 @@ class Simulation:
     (``0``: never). ``choices``: fixed non-deterministic choices (the oracle's
     reference run). ``trace``: keep a readable log of failures and plans.
     ``measure``: keep the cost counters of :class:`Result`.
+    ``schedule``: ``"sequential"`` (one event per step, the default) or
+    ``"pipelined"`` (epoch executions in flight at several processors at
+    once, at most ``window`` epochs between a sender that does not log and
+    its receiver); see :mod:`falkirk.sim.schedule`.
     """
 
     def __init__(
@@ -146,6 +102,8 @@ class Simulation:
         max_steps: int = 50_000,
         trace: bool = False,
         measure: bool = False,
+        schedule: str = "sequential",
+        window: int = 1,
     ) -> None:
         self.graph = graph
         self.rng = random.Random(seed)
@@ -169,7 +127,10 @@ class Simulation:
         self.logged = {n: node.policy.logged_edges(graph.outputs_of[n]) for n, node in graph.nodes.items()}
         self.claimed = {n: node.policy.claimed_edges(graph.outputs_of[n]) for n, node in graph.nodes.items()}
         self.inputs = {n: ExternalInput(n, b) for n, b in graph.inputs.items()}
-        self.outputs = {n: ExternalOutput(graph.domain(n)) for n in graph.outputs}
+        self.outputs = {
+            n: ExternalOutput(graph.domain(n), final=getattr(graph.nodes[n].policy, "final", False))
+            for n in graph.outputs
+        }
         self.procs: dict[str, Proc] = {}
         for n, node in graph.nodes.items():
             dom = graph.domain(n)
@@ -178,6 +139,10 @@ class Simulation:
         self.sequence_nodes = [n for n, node in graph.nodes.items() if node.domain == "sequence"]
         self.complete: dict[str, Frontier] = {}
         self.settled: dict[str, Frontier] = {}
+        #: processors whose failure was detected and whose recovery waits for work in flight
+        #: (pipelined schedule), with the pointstamps they had when they failed
+        self.failing: dict[str, Stamps] = {}
+        self.pipeline = make_schedule(self, schedule, window)
 
     # -- the loop -------------------------------------------------------------------
     def run(self) -> Result:
@@ -219,15 +184,27 @@ class Simulation:
             log_bytes_peak=self.log_bytes_peak,
             log_bytes_end=self.log_bytes_end,
             recovery_steps=self.recovery_steps,
+            journal={n: list(o.journal) for n, o in self.outputs.items()},
+            discarded={n: o.discarded for n, o in self.outputs.items()},
+            divergent={n: list(o.divergent) for n, o in self.outputs.items()},
+            scheduled=dict(self.pipeline.stats) if self.pipeline is not None else {},
         )
 
     def fail(self, names: Iterable[str]) -> None:
-        """Fail ``names`` now and recover (:func:`~falkirk.sim.recovery.fail_and_recover`)."""
+        """Fail ``names`` now and recover (:func:`~falkirk.sim.recovery.fail_and_recover`).
+
+        Under the pipelined schedule the failure is *detected*: the recovery
+        waits until the executions in flight have finished
+        (:meth:`falkirk.sim.schedule.Pipelined.detect`).
+        """
         from falkirk.sim.recovery import fail_and_recover
 
         if self.measure:
             self._recovering.append((self.steps, dict(self.settled)))
-        fail_and_recover(self, frozenset(names))
+        if self.pipeline is not None:
+            self.pipeline.detect(frozenset(names))
+        else:
+            fail_and_recover(self, frozenset(names))
 
     def measure_step(self, *, end: bool = False) -> None:
         """Update the measured counters of :class:`Result` (after a step, or at the ``end``)."""
@@ -256,43 +233,65 @@ class Simulation:
                 items.extend(src.batches[e] for e in range(min(read, len(src.batches))) if e not in src.acked)
         return nbytes(items) if items else 0
 
-    def progress(self) -> None:
-        """Recompute the complete and settled frontiers of every processor."""
+    def stamps(self) -> dict[str, Stamps]:
+        """The pointstamps of every processor now (:mod:`falkirk.sim.progress`).
+
+        A failed processor whose recovery is pending keeps, besides what is
+        queued for it since, the pointstamps it had when it failed: the work
+        it lost is still to be done, so no time it could lead to is complete.
+        """
         stamps = {}
         for n, p in self.procs.items():
             caps = {p.next_read} if p.next_read is not None else set()
             stamps[n] = Stamps(p.queued_times(), set(p.requests), caps)
-        self.complete, self.settled = frontiers(self.graph, stamps)
+            lost = self.failing.get(n)
+            if lost is not None:
+                stamps[n].queued |= lost.queued
+                stamps[n].requests |= lost.requests
+        return stamps
+
+    def progress(self) -> None:
+        """Recompute the complete and settled frontiers of every processor."""
+        self.complete, self.settled = frontiers(self.graph, self.stamps())
         for n in self.sequence_nodes:
             p = self.procs[n]
             counts = {e: max((s for _, s in p.history.delivered.get(e, ())), default=0) for e in p.queues}
             self.complete[n] = self.settled[n] = p.domain.frontier(counts)  # type: ignore[attr-defined]
 
     def actions(self) -> list[tuple[Any, ...]]:
-        """Every action enabled now, in a deterministic order."""
+        """Every action enabled now, in a deterministic order (events, or the pipelined schedule's)."""
+        if self.pipeline is not None:
+            return self.pipeline.actions()
+        return [a for n in self.procs for a in self.events_of(n)]
+
+    def events_of(self, n: str) -> list[tuple[Any, ...]]:
+        """The events processor ``n`` may run now: a read, a message, a notification."""
         out: list[tuple[Any, ...]] = []
-        epochs = self.graph.epochs
-        for n, p in self.procs.items():
-            if p.next_read is not None and p.next_read < epochs:
-                out.append(("read", n))
-            selective = (p.op.partitioned or p.op.stateless) and n not in self.sequence_nodes
-            le = p.domain.less_equal
-            for e, q in p.queues.items():
-                if not q:
-                    continue
-                if not selective:
-                    out.append(("msg", n, e, 0))
-                    continue
-                for i, m in enumerate(q):
-                    if not any(le(q[j].time, m.time) for j in range(i)):
-                        out.append(("msg", n, e, i))
-            for t in deliverable(self.graph, n, p.requests, self.complete[n]):
-                out.append(("note", n, t))
+        p = self.procs[n]
+        if p.next_read is not None and p.next_read < self.graph.epochs:
+            out.append(("read", n))
+        selective = (p.op.partitioned or p.op.stateless) and n not in self.sequence_nodes
+        le = p.domain.less_equal
+        for e, q in p.queues.items():
+            if not q:
+                continue
+            if not selective:
+                out.append(("msg", n, e, 0))
+                continue
+            for i, m in enumerate(q):
+                if not any(le(q[j].time, m.time) for j in range(i)):
+                    out.append(("msg", n, e, i))
+        for t in deliverable(self.graph, n, p.requests, self.complete[n]):
+            out.append(("note", n, t))
         return out
 
     def execute(self, action: tuple[Any, ...]) -> None:
         """Run one action."""
         kind, n = action[0], action[1]
+        if kind in ("start", "finish"):
+            assert self.pipeline is not None
+            self.pipeline.execute(action)
+            return
         p = self.procs[n]
         if kind == "read":
             t = p.next_read
@@ -308,7 +307,11 @@ class Simulation:
             del q[i]
             p.history.delivered.setdefault(e, set()).add(m.time)
             self.log_event(p, Event("msg", m.time, e, m.payload))
-            p.op.on_message(_Ctx(self, p, m.time), e, m.payload)
+            out = self.outputs.get(n)
+            if out is not None and out.is_final(m.time):
+                out.resend(m.time, m.payload)  # a final output discards what is re-sent for a committed time
+            else:
+                p.op.on_message(_Ctx(self, p, m.time), e, m.payload)
         else:
             t = action[2]
             p.requests.discard(t)
@@ -344,7 +347,7 @@ class Simulation:
             order.append(cause)
             msg = Msg((edge, len(order)), payload)
             have = max((s for _, s in q.history.delivered.get(edge, ())), default=0) + len(q.queues[edge])
-            if len(order) != have + 1:
+            if len(order) != have + 1 and q.name not in self.failing:  # a failed receiver lost its count
                 raise ProtocolViolation(
                     f"{p.name} sent message {len(order)} on sequence edge {edge!r}, but {q.name} "
                     f"has {have} and expects message {have + 1}"

@@ -8,7 +8,9 @@
   checkpoint), forgets acknowledged times the processor rolls back past,
   and **releases** them downstream once the output processor's
   low-watermark covers them — from then on they may never change
-  (:class:`ReleasedOutputChanged` otherwise).
+  (:class:`ReleasedOutputChanged` otherwise). A **final** output
+  (``Commit(final=True)``) never forgets an acknowledged time: it discards
+  what is re-sent for it instead.
 
 Also the simulator's own errors, all :class:`~falkirk.errors.FalkirkError`.
 
@@ -84,37 +86,95 @@ class ExternalInput:
 
 
 class ExternalOutput:
-    """An output service: acknowledged records per time, and the released part."""
+    """An output service: acknowledged records per time, the released part, and what it was told.
 
-    def __init__(self, domain: Domain) -> None:
+    ``committed`` is the acknowledged frontier (every time some commit
+    covered, with records or without). ``journal`` is the service's view in
+    order: ``("write", t, records)`` for every committed time,
+    ``("retract", t, records)`` for every acknowledged time a rollback took
+    back.
+
+    ``final=True`` (the output processor's ``Commit(final=True)``): a
+    committed time is **final** — a rollback retracts nothing, and a later
+    commit never writes it again. Records re-sent for a final time go to
+    :meth:`resend` instead of the operator: they are discarded and counted
+    (``discarded``); when the time is committed again, what was re-sent is
+    compared with what was kept, and a difference is recorded in
+    ``divergent`` (a rewrite would have changed the output; with
+    deterministic operators upstream it never happens).
+
+    >>> from falkirk.domains import Epoch
+    >>> out = ExternalOutput(Epoch(), final=True)
+    >>> out.commit(Epoch().frontier(1), Epoch().frontier(-1), {0: [2], 1: [3]})
+    >>> out.rollback(Epoch().frontier(0))    # nothing is retracted
+    >>> out.resend(1, 3)                     # re-sent by the re-execution: discarded
+    >>> out.commit(Epoch().frontier(2), Epoch().frontier(0), {2: [4]})
+    >>> out.acknowledged, out.discarded, out.divergent
+    ({0: (2,), 1: (3,), 2: (4,)}, 1, [])
+    >>> [(kind, t) for kind, t, _ in out.journal]
+    [('write', 0), ('write', 1), ('write', 2)]
+    """
+
+    def __init__(self, domain: Domain, *, final: bool = False) -> None:
         self.domain = domain
+        self.final = final
         self.acknowledged: dict[Any, tuple[Any, ...]] = {}
+        self.committed = Frontier.empty(domain)
         self.released = Frontier.empty(domain)
         self.released_records: dict[Any, tuple[Any, ...]] = {}
         self.commits = 0
+        self.journal: list[tuple[str, Any, tuple[Any, ...]]] = []
+        self.discarded = 0
+        self.resent: dict[Any, list[Any]] = {}
+        self.divergent: list[tuple[Any, tuple[Any, ...], tuple[Any, ...]]] = []
+
+    def is_final(self, t: Any) -> bool:
+        """Whether time ``t`` is final here: a final output has committed it."""
+        return self.final and t in self.committed
+
+    def resend(self, t: Any, record: Any) -> None:
+        """A record re-sent for the final time ``t``: discard it (kept aside to compare at the next commit)."""
+        self.discarded += 1
+        self.resent.setdefault(t, []).append(record)
 
     def commit(self, frontier: Frontier, previous: Frontier, records: Mapping[Any, Sequence[Any]]) -> None:
         """Acknowledge the records of the times in ``frontier`` but not in ``previous``."""
         self.commits += 1
-        times = {t for t in set(self.acknowledged) | set(records) if t in frontier and t not in previous}
+        times = {t for t in set(self.acknowledged) | set(records) | set(self.resent) if t in frontier and t not in previous}
         for t in sorted(times, key=self.domain.sort_key):
             new = tuple(sorted(records.get(t, ())))
+            if self.is_final(t):
+                again = tuple(sorted([*self.resent.pop(t, ()), *new]))
+                self.discarded += len(new)
+                if again != self.acknowledged.get(t, ()):
+                    self.divergent.append((t, self.acknowledged.get(t, ()), again))
+                continue
             if t in self.released and new != self.released_records.get(t, ()):
                 raise ReleasedOutputChanged(
                     f"released output at time {t!r} changed from {self.released_records.get(t, ())} to {new}"
                 )
+            self.journal.append(("write", t, new))
             if new:
                 self.acknowledged[t] = new
             else:
                 self.acknowledged.pop(t, None)
+        self.committed = self.committed | frontier
 
     def rollback(self, f: Frontier) -> None:
-        """The output processor rolled back to ``f``: acknowledged times outside it are retracted."""
+        """The output processor rolled back to ``f``: acknowledged times outside it are retracted.
+
+        A final output retracts nothing; it forgets what was re-sent for
+        times outside ``f`` (they will be re-sent again).
+        """
+        if self.final:
+            self.resent = {t: rs for t, rs in self.resent.items() if t in f}
+            return
         gone = [t for t in self.acknowledged if t not in f]
         for t in gone:
             if t in self.released:
                 raise ReleasedOutputChanged(f"released output at time {t!r} retracted by a rollback to {f!r}")
-            del self.acknowledged[t]
+            self.journal.append(("retract", t, self.acknowledged.pop(t)))
+        self.committed = self.committed & f
 
     def release(self, lw: Frontier) -> None:
         """Release every acknowledged time in the low-watermark ``lw`` (never shrinks)."""

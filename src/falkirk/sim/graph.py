@@ -116,6 +116,7 @@ class SimGraph:
             self.reach[p].extend((q, s) for s in ss)
         #: processors strictly downstream of a non-deterministic operator
         self.after_choices = self._after_choices()
+        self._check_final_outputs()
 
     # -- validation ---------------------------------------------------------------
     def _add_link(self, e: Link) -> None:
@@ -213,6 +214,31 @@ class SimGraph:
                     out.add(q)
                     work.append(q)
         return frozenset(out)
+
+    def _check_final_outputs(self) -> None:
+        """A final output (``Commit(final=True)``) needs deterministic operators upstream.
+
+        It keeps what it committed and discards what a re-execution sends for
+        those times; downstream of a non-deterministic operator the
+        re-execution may choose differently, and the kept times would then
+        disagree with later times or with other outputs (no failure-free run
+        gives both).
+        """
+        for name in self.outputs:
+            if getattr(self.nodes[name].policy, "final", False) and name in self.after_choices:
+                up, work = set(), [name]
+                while work:
+                    for e in self.inputs_of[work.pop()]:
+                        u = self.links[e].src
+                        if u not in up:
+                            up.add(u)
+                            work.append(u)
+                culprits = sorted(n for n in up if not self.nodes[n].op.deterministic)
+                raise ValidationError(
+                    f"processor {name!r}: a final commit (Commit(final=True)) needs deterministic operators "
+                    f"upstream, but {', '.join(map(repr, culprits))} upstream may choose differently when re-executed; "
+                    "use Commit() (a rollback may then rewrite committed output until it is released)"
+                )
 
     def _summaries(self) -> dict[tuple[str, str], list[Summary]]:
         """Minimal path summaries from each processor to each one it can reach (paths of length >= 1)."""

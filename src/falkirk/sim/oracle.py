@@ -11,7 +11,10 @@ what the outside world saw:
   metadata);
 * the **acknowledged output** at the end — the records of every time, per
   output processor — equals the reference's, time by time;
-* everything released downstream is part of that output.
+* everything released downstream is part of that output;
+* a **final** output (``Commit(final=True)``) never retracted or rewrote a
+  time it had committed, and what a re-execution re-sent for such a time
+  equals what it kept (:func:`final_output_changes`).
 
 **Non-deterministic operators.** An operator declared
 ``deterministic = False`` draws its choices with ``ctx.choose(label, n)``,
@@ -51,7 +54,7 @@ from falkirk.sim.engine import Failure, Result, Simulation
 from falkirk.sim.graph import SimGraph
 from falkirk.sim.planner import Planner, SolverPlanner
 
-__all__ = ["Verdict", "check_run", "reference_run", "compare_outputs"]
+__all__ = ["Verdict", "check_run", "reference_run", "compare_outputs", "final_output_changes"]
 
 
 @define
@@ -92,11 +95,15 @@ def check_run(
     planner: Callable[[SimGraph], Planner] | None = None,
     gc_every: int = 1,
     max_steps: int = 50_000,
+    schedule: str = "sequential",
+    window: int = 1,
 ) -> Verdict:
     """Run ``graph`` with ``failures`` and compare with a failure-free run (module docstring).
 
     ``reference`` may be given for a graph of deterministic operators (it
     does not depend on the choices); ``planner`` builds the planner to test.
+    ``schedule`` and ``window`` choose the faulty run's scheduler
+    (:mod:`falkirk.sim.schedule`); the reference run is sequential.
     """
     try:
         result = Simulation(
@@ -106,6 +113,8 @@ def check_run(
             planner=planner(graph) if planner is not None else None,
             gc_every=gc_every,
             max_steps=max_steps,
+            schedule=schedule,
+            window=window,
         ).run()
     except FalkirkError as exc:
         return Verdict(False, f"{type(exc).__name__}: {exc}", None, reference)
@@ -119,4 +128,31 @@ def check_run(
                 diffs.append(f"{out} released {list(recs)} at {t!r} but ended with {list(result.output[out].get(t, ()))}")
     if diffs:
         return Verdict(False, "output differs from the failure-free run:\n  " + "\n  ".join(diffs), result, reference)
+    changed = final_output_changes(graph, result)
+    if changed:
+        return Verdict(False, "committed output changed at a final output:\n  " + "\n  ".join(changed), result, reference)
     return Verdict(True, "", result, reference)
+
+
+def final_output_changes(graph: SimGraph, result: Result) -> list[str]:
+    """What a final output (``Commit(final=True)``) did to times it had committed (empty when nothing).
+
+    From what its service was told (``Result.journal``): a time written
+    twice or retracted; and a committed time whose re-sent records differed
+    from the kept ones (``Result.divergent``: a rewrite would have changed
+    it). Every such time is a broken promise, whatever the final output holds.
+    """
+    out = []
+    for name in graph.outputs:
+        if not getattr(graph.nodes[name].policy, "final", False):
+            continue
+        written: set[Any] = set()
+        for kind, t, recs in result.journal.get(name, ()):
+            if kind == "retract":
+                out.append(f"{name} retracted {list(recs)} at committed time {t!r}")
+            elif t in written:
+                out.append(f"{name} wrote committed time {t!r} again, with {list(recs)}")
+            written.add(t)
+        for t, kept, again in result.divergent.get(name, ()):
+            out.append(f"{name} kept {list(kept)} at {t!r}, but the re-execution sent {list(again)}")
+    return out

@@ -73,7 +73,7 @@ def persist_all(sim: Simulation, *, final: bool) -> None:
     """Let every policy persist at its processor's settled frontier if it is due."""
     for name, p in sim.procs.items():
         policy = sim.graph.nodes[name].policy
-        if policy.persists is None:
+        if policy.persists is None or name in sim.failing:  # a failed processor persists nothing
             continue
         s = sim.settled[name]
         if s.is_top or not p.store.last_frontier(p.domain) < s:

@@ -15,6 +15,7 @@ policy              persists                                         ``F(p)`` (S
 :class:`Never`      nothing: restarts from the initial state         ``{∅}``
 :class:`Commit`     for :class:`~falkirk.sim.operators.Output`:      the acknowledged
                     hands records to the external service            frontiers
+                    (``final=True``: acknowledged times are final)
 ==================  ===============================================  =====================
 
 Checkpoints are taken only at **settled** frontiers: every time in them is
@@ -121,7 +122,12 @@ class Policy:
             parts.append(f"every={self.every}")
         if self.logs:
             parts.append(f"logs={'*' if self.logs == '*' else sorted(self.logs)}")
+        parts.extend(self._describe_more())
         return f"{type(self).__name__}({', '.join(parts)})"
+
+    def _describe_more(self) -> list[str]:
+        """Further ``key=value`` items for :meth:`describe` (a subclass's own fields)."""
+        return []
 
 
 @frozen
@@ -163,11 +169,31 @@ class Never(Policy):
     persists: ClassVar[str | None] = None
 
 
+def _bool(instance: object, attribute: Any, value: bool) -> None:
+    if not isinstance(value, bool):
+        raise ValidationError(f"{type(instance).__name__}: {attribute.name}={value!r} must be a bool")
+
+
 @frozen
 class Commit(Policy):
-    """External output: hand the records of settled times to the service, which acknowledges them."""
+    """External output: hand the records of settled times to the service, which acknowledges them.
+
+    ``final=True``: **committed output is final**. A rollback of the output
+    processor below what it committed leaves the acknowledged times alone;
+    records re-sent for them are discarded, and only later times are written
+    (see "Final commit" in :mod:`falkirk.sim`). It needs deterministic
+    operators upstream (:class:`~falkirk.sim.SimGraph` checks).
+
+    >>> Commit(final=True).describe()
+    'Commit(final=True)'
+    """
+
+    final: bool = field(default=False, validator=_bool)
 
     persists: ClassVar[str | None] = "commit"
+
+    def _describe_more(self) -> list[str]:
+        return ["final=True"] if self.final else []
 
 
 @frozen

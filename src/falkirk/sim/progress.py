@@ -45,7 +45,7 @@ from falkirk.domains import Frontier
 from falkirk.sim.graph import SimGraph
 from falkirk.sim.transforms import apply_summary
 
-__all__ = ["Stamps", "frontiers", "deliverable"]
+__all__ = ["Stamps", "frontiers", "deliverable", "inputs_complete"]
 
 
 @define
@@ -74,6 +74,26 @@ def frontiers(graph: SimGraph, stamps: dict[str, Stamps]) -> tuple[dict[str, Fro
         own = stamps[q].requests | stamps[q].caps
         settled[q] = _before(dom, times | own) if own else complete[q]
     return complete, settled
+
+
+def inputs_complete(graph: SimGraph, stamps: dict[str, Stamps], name: str) -> Frontier:
+    """The times at ``name`` that no pointstamp of **another** processor can still lead to.
+
+    ``name``'s own queued messages and requests are left out: they are the
+    work ``name`` itself has yet to do (including what it sends round its own
+    feedback edge). The pipelined schedule (:mod:`falkirk.sim.schedule`)
+    starts an epoch once it is inside this frontier — its input is queued.
+    """
+    times: set[Any] = set()
+    for p, st in stamps.items():
+        if p == name:
+            continue
+        active = st.queued | st.requests | st.caps
+        if active:
+            for q, s in graph.reach[p]:
+                if q == name:
+                    times.update(apply_summary(s, t) for t in active)
+    return _before(graph.domain(name), times)
 
 
 def _before(dom: Any, times: set[Any]) -> Frontier:

@@ -32,22 +32,13 @@ from falkirk.solver import RollbackPlan, encode_frontier
 if TYPE_CHECKING:
     from falkirk.sim.engine import Simulation
 
-__all__ = ["fail_and_recover", "apply_plan"]
+__all__ = ["fail_and_recover", "lose_volatile_state", "apply_plan"]
 
 
 def fail_and_recover(sim: Simulation, names: Collection[str]) -> RollbackPlan:
     """Fail ``names`` now, plan the rollback, apply it, and return the plan."""
     failed = set(names)
-    unknown = failed - set(sim.procs)
-    if unknown:
-        raise SimulationError(f"cannot fail unknown processor(s) {sorted(unknown)}")
-    for n in failed:
-        p = sim.procs[n]
-        for q in p.queues.values():
-            q.clear()
-        p.requests.clear()
-        p.history = History()
-        p.floor_notified = None
+    lose_volatile_state(sim, failed)
     live = {
         n: live_metadata(sim, n)
         for n in sim.procs
@@ -60,6 +51,20 @@ def fail_and_recover(sim: Simulation, names: Collection[str]) -> RollbackPlan:
         sim.note(f"fail {sorted(failed)} -> {acts}")
     apply_plan(sim, plan, failed)
     return plan
+
+
+def lose_volatile_state(sim: Simulation, names: Collection[str]) -> None:
+    """``names`` fail: each loses its input queues, pending requests and live history (step 1)."""
+    unknown = set(names) - set(sim.procs)
+    if unknown:
+        raise SimulationError(f"cannot fail unknown processor(s) {sorted(unknown)}")
+    for n in names:
+        p = sim.procs[n]
+        for q in p.queues.values():
+            q.clear()
+        p.requests.clear()
+        p.history = History()
+        p.floor_notified = None
 
 
 def apply_plan(sim: Simulation, plan: RollbackPlan, failed: Collection[str]) -> None:

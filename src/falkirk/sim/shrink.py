@@ -3,7 +3,8 @@
 :func:`shrink` tries simplifications one at a time — fewer failures, fewer
 processors per failure, earlier failures, fewer processors (bypassing one
 with a single input, or dropping an extra output), fewer epochs and
-records, smaller values, simpler policy options, a small scheduler seed —
+records, smaller values, simpler policy options (a plain commit for a
+final one), a small scheduler seed, the sequential schedule or a smaller window —
 keeping each one
 that still fails, until none helps (or a budget of attempts runs out).
 
@@ -29,7 +30,7 @@ from falkirk.sim.cases import Case
 from falkirk.sim.engine import Failure
 from falkirk.sim.graph import Link, Node, SimGraph
 from falkirk.sim.operators import Output, Source
-from falkirk.sim.policies import Policy
+from falkirk.sim.policies import Commit, Policy
 
 __all__ = ["shrink"]
 
@@ -71,6 +72,10 @@ def _candidates(case: Case) -> Iterator[Case]:
     yield from _policy_candidates(case)
     for seed in range(min(case.seed, 4)):
         yield attrs.evolve(case, seed=seed)
+    if case.schedule != "sequential":
+        yield attrs.evolve(case, schedule="sequential", window=1)
+    for window in range(1, case.window):
+        yield attrs.evolve(case, window=window)
 
 
 def _with_inputs(case: Case, inputs: dict[str, Any]) -> Case | None:
@@ -113,6 +118,8 @@ def _policy_candidates(case: Case) -> Iterator[Case]:
         if pol.logs and pol.logs != "*" and "logs" in attrs.fields_dict(type(pol)):
             for e in sorted(pol.logs):
                 options.append(attrs.evolve(pol, logs=pol.logs - {e}))
+        if isinstance(pol, Commit) and pol.final:
+            options.append(attrs.evolve(pol, final=False))
         for new in options:
             try:
                 g = case.graph.replace(nodes=nodes[:i] + [Node(node.name, node.op, new, node.domain)] + nodes[i + 1:])

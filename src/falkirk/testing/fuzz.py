@@ -14,7 +14,9 @@ to log edges it does not log), to see the fuzzer catch it. ``--planner``
 picks where rollback plans and low-watermarks come from: the incremental
 ``monitor`` (default) or the reference ``solver``. ``--scheme`` fuzzes one
 of the seeds' recovery schemes (:mod:`falkirk.sim.schemes`) instead of
-falkirk's own policy mix.
+falkirk's own policy mix. ``--schedule pipelined`` runs every case with the
+pipelined schedule (a window drawn per case, up to ``--max-window``), ``any``
+draws the schedule per case (:mod:`falkirk.sim.schedule`).
 
 >>> import io
 >>> buf = io.StringIO()
@@ -37,6 +39,7 @@ from attrs import define, field
 from falkirk.sim import SimGraph, Simulation
 from falkirk.sim.cases import Case, RandomChooser, build_case, check_case
 from falkirk.sim.planner import PLANNERS, Planner
+from falkirk.sim.schedule import SCHEDULES
 from falkirk.sim.schemes import SCHEMES
 from falkirk.sim.shrink import shrink
 
@@ -73,6 +76,7 @@ def _plans(case: Case, planner: Callable[[SimGraph], Planner] | None) -> list[st
         sim = Simulation(
             case.graph, seed=case.seed, failures=case.failures, trace=True,
             planner=None if planner is None else planner(case.graph),
+            schedule=case.schedule, window=case.window,
         )
         return sim.run().trace
     except Exception as exc:
@@ -95,7 +99,8 @@ def fuzz(
     ``planner`` builds the planner under test (default: the monitor);
     ``bar``: a live tqdm bar on stderr instead of the progress lines;
     ``options`` go to :func:`~falkirk.sim.cases.build_case` (``max_ops``,
-    ``loops``, ``sequences``, ``nondeterministic``, ``max_failures``, ``broken``, ``scheme``).
+    ``loops``, ``sequences``, ``nondeterministic``, ``max_failures``, ``broken``, ``scheme``,
+    ``final``, ``schedule``, ``max_window``).
     """
     out = sys.stdout if out is None else out
     report = FuzzReport(cases)
@@ -155,12 +160,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scheme", choices=sorted(SCHEMES), default="falkirk",
                     help="recovery scheme choosing every processor's policy (default falkirk's mix)")
     ap.add_argument("--planner", choices=sorted(PLANNERS), default="monitor", help="where plans come from (default monitor)")
+    ap.add_argument("--schedule", choices=[*SCHEDULES, "any"], default="sequential",
+                    help="the schedule of every case, or any (drawn per case; default sequential)")
+    ap.add_argument("--max-window", type=int, default=3, help="largest window of a pipelined case (default 3)")
+    ap.add_argument("--no-final", action="store_true", help="no final-commit outputs")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     ap.add_argument("--bar", action=argparse.BooleanOptionalAction, default=None,
                     help="a live progress bar instead of progress lines (default: when standard error is a terminal)")
     args = ap.parse_args(argv)
-    if args.cases < 0 or args.max_ops < 1 or args.max_failures < 0:
-        ap.error("--cases and --max-failures must be >= 0, --max-ops >= 1")
+    if args.cases < 0 or args.max_ops < 1 or args.max_failures < 0 or args.max_window < 1:
+        ap.error("--cases and --max-failures must be >= 0, --max-ops and --max-window >= 1")
     report = fuzz(
         args.cases,
         seed=args.seed,
@@ -175,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
         nondeterministic=not args.deterministic,
         broken=args.broken,
         scheme=None if args.scheme == "falkirk" else SCHEMES[args.scheme],
+        final=not args.no_final,
+        schedule=None if args.schedule == "any" else args.schedule,
+        max_window=args.max_window,
     )
     return 1 if report.divergent else 0
 

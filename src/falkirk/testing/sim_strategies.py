@@ -34,6 +34,7 @@ from hypothesis.strategies import DrawFn, SearchStrategy
 from falkirk.sim import Failure, Policy, SimGraph
 from falkirk.sim.cases import Case, Chooser, build_case
 from falkirk.sim.oracle import check_run
+from falkirk.sim.schedule import SCHEDULES
 from falkirk.testing._args import check_sizes
 
 __all__ = ["sim_cases", "sim_graphs", "failure_schedules", "assert_recovers"]
@@ -65,8 +66,16 @@ def sim_cases(
     nondeterministic: bool = True,
     max_failures: int = 3,
     max_step: int = 40,
+    final: bool = True,
+    schedule: str | None = "sequential",
+    max_window: int = 3,
 ) -> SearchStrategy[Case]:
     """Cases: a graph, ``0..max_failures`` failures at steps ``0..max_step``, a seed.
+
+    ``final``: an output with only deterministic operators upstream may draw
+    a final commit (``Commit(final=True)``: committed output is final).
+    ``schedule``: ``"sequential"``, ``"pipelined"`` (with a window drawn in
+    ``1..max_window``) or ``None`` (either, drawn); see :mod:`falkirk.sim.schedule`.
 
     >>> from hypothesis import find
     >>> find(sim_cases(max_failures=1), lambda c: len(c.failures) == 1).failures
@@ -75,8 +84,11 @@ def sim_cases(
     _check_int(max_ops, "max_ops", 1)
     _check_int(max_failures, "max_failures", 0)
     _check_int(max_step, "max_step", 0)
-    for name, v in (("loops", loops), ("sequences", sequences), ("nondeterministic", nondeterministic)):
+    _check_int(max_window, "max_window", 1)
+    for name, v in (("loops", loops), ("sequences", sequences), ("nondeterministic", nondeterministic), ("final", final)):
         _check_bool(v, name)
+    if schedule is not None and schedule not in SCHEDULES:
+        raise InvalidArgument(f"schedule={schedule!r} must be one of {list(SCHEDULES)} or None")
 
     @st.composite
     def cases(draw: DrawFn) -> Case:
@@ -88,12 +100,17 @@ def sim_cases(
             nondeterministic=nondeterministic,
             max_failures=max_failures,
             max_step=max_step,
+            final=final,
+            schedule=schedule,
+            max_window=max_window,
         )
 
     return cases()
 
 
-def sim_graphs(*, max_ops: int = 4, loops: bool = True, sequences: bool = True, nondeterministic: bool = True) -> SearchStrategy[SimGraph]:
+def sim_graphs(
+    *, max_ops: int = 4, loops: bool = True, sequences: bool = True, nondeterministic: bool = True, final: bool = True
+) -> SearchStrategy[SimGraph]:
     """Simulator graphs with a policy mix (the graphs of :func:`sim_cases`).
 
     >>> from hypothesis import find
@@ -102,7 +119,7 @@ def sim_graphs(*, max_ops: int = 4, loops: bool = True, sequences: bool = True, 
     True
     """
     return sim_cases(
-        max_ops=max_ops, loops=loops, sequences=sequences, nondeterministic=nondeterministic, max_failures=0
+        max_ops=max_ops, loops=loops, sequences=sequences, nondeterministic=nondeterministic, max_failures=0, final=final
     ).map(lambda c: c.graph)
 
 
@@ -135,6 +152,8 @@ def assert_recovers(
     max_failures: int = 3,
     max_step: int = 60,
     settings: Settings | None = None,
+    schedule: str | None = "sequential",
+    max_window: int = 3,
 ) -> None:
     """Check that ``graph_factory(policy)`` recovers from any failures, for each policy.
 
@@ -143,6 +162,8 @@ def assert_recovers(
     equal a failure-free run's (:func:`falkirk.sim.check_run`); otherwise an
     ``AssertionError`` shows the shrunk counterexample. ``settings`` are
     hypothesis settings (``max_examples`` etc.); the deadline is always off.
+    ``schedule``: the runs' schedule (``None``: drawn); a pipelined run draws
+    its window in ``1..max_window`` (:mod:`falkirk.sim.schedule`).
 
     >>> from falkirk.sim import Node, Link, SimGraph, Source, Sum, Output, Ephemeral, Lazy, Commit
     >>> def pipeline(policy):
@@ -155,6 +176,13 @@ def assert_recovers(
     """
     if not callable(graph_factory):
         raise InvalidArgument(f"graph_factory={graph_factory!r} must be callable")
+    _check_int(max_window, "max_window", 1)
+    if schedule is not None and schedule not in SCHEDULES:
+        raise InvalidArgument(f"schedule={schedule!r} must be one of {list(SCHEDULES)} or None")
+    schedules = st.sampled_from(SCHEDULES) if schedule is None else st.just(schedule)
+    how = schedules.flatmap(
+        lambda s: st.tuples(st.just(s), st.integers(1, max_window) if s == "pipelined" else st.just(1))
+    )
     if policies is None:
         pol: SearchStrategy[Any] = st.none()
     elif isinstance(policies, SearchStrategy):
@@ -171,13 +199,14 @@ def assert_recovers(
         graph = graph_factory() if p is None else graph_factory(p)
         return graph, draw(failure_schedules(graph, max_size=max_failures, max_step=max_step))
 
-    @given(graph_and_failures(), st.integers(0, 2**16))
-    def recovers(gf: tuple[SimGraph, list[Failure]], seed: int) -> None:
+    @given(graph_and_failures(), st.integers(0, 2**16), how)
+    def recovers(gf: tuple[SimGraph, list[Failure]], seed: int, sw: tuple[str, int]) -> None:
         graph, failures = gf
-        verdict = check_run(graph, failures, seed=seed)
+        verdict = check_run(graph, failures, seed=seed, schedule=sw[0], window=sw[1])
         if not verdict.ok:
             fails = "; ".join(str(f) for f in failures) or "none"
-            raise AssertionError(f"{verdict.problem}\n{graph.describe()}\nfailures: {fails}\nseed: {seed}")
+            sched = "" if sw[0] == "sequential" else f"\nschedule: {sw[0]}, window {sw[1]}"
+            raise AssertionError(f"{verdict.problem}\n{graph.describe()}\nfailures: {fails}\nseed: {seed}{sched}")
 
     # runs take milliseconds, but their time is not what is under test
     recovers = Settings(settings, deadline=None, suppress_health_check=[HealthCheck.too_slow])(recovers)

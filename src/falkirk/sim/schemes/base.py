@@ -35,6 +35,9 @@ class Role:
 
     ``stateless_ok`` is false where a stateless policy cannot be expressed
     (a processor leaving a loop or feeding a sequence domain, SPEC §3).
+    ``final_ok`` is false where an output may not commit finally
+    (``Commit(final=True)``: a non-deterministic operator upstream, or the
+    case does not draw final outputs).
     """
 
     name: str
@@ -42,6 +45,7 @@ class Role:
     outputs: tuple[str, ...]
     domain: str = "epoch"
     stateless_ok: bool = True
+    final_ok: bool = False
 
     @property
     def is_source(self) -> bool:
@@ -79,7 +83,8 @@ class Scheme:
 def falkirk_policy(c: Chooser, role: Role, *, broken: bool = False) -> Policy:
     """falkirk's own mix: any policy the operator allows, chosen at random per processor."""
     if role.is_output:
-        return Commit(every=c.integer(1, 2))
+        every = c.integer(1, 2)
+        return Commit(every=every, final=role.final_ok and c.boolean())
     if role.is_source:
         return c.choice([Ephemeral(every=c.integer(1, 2)), Batch()])
     return policy_for(c, role.op, role.outputs, stateless_ok=role.stateless_ok, broken=broken)
