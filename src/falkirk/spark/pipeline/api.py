@@ -12,7 +12,7 @@ it needs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Self
 
 from falkirk.spark.errors import PipelineError, RunInterrupted
@@ -21,7 +21,7 @@ from falkirk.spark.pipeline.plan.advice import Advice, advise, refusals
 from falkirk.spark.pipeline.plan.costs import Costs
 from falkirk.spark.pipeline.plan.feasible import verify_root
 from falkirk.spark.pipeline.plan.measured import from_journal, root_costs, save_profile
-from falkirk.spark.pipeline.plan.shape import fanout_notes, output_notes
+from falkirk.spark.pipeline.plan.shape import Note, fanout_notes, fixes, output_notes
 from falkirk.spark.pipeline.plan.whatif import WhatIf, check_steps, from_root
 from falkirk.spark.pipeline.run.executor import Executor, RunResult
 from falkirk.spark.pipeline.run.interrupt import Interrupt, after_interrupt, interruptible
@@ -102,7 +102,7 @@ class Pipeline(Definition):
             return ex.state.what_if(names, ex.storage)
         return from_root(self, names, at=at)
 
-    def check(self) -> list[str]:
+    def check(self) -> list[Note]:
         """Notes on the pipeline's shape before it runs.
 
         Each unlogged step that feeds two or more consumers and whose
@@ -111,7 +111,10 @@ class Pipeline(Definition):
         first notes of every run), and each output whose committed epochs a
         sparsely checkpointed step upstream may compute again — what keeping
         that output final asks of those steps
-        (:func:`~falkirk.spark.pipeline.plan.shape.output_notes`).
+        (:func:`~falkirk.spark.pipeline.plan.shape.output_notes`). Each is a
+        :class:`~falkirk.spark.pipeline.plan.shape.Note` (a ``str``) whose
+        ``fix`` holds the regimes that act on it: ``pipe.apply(pipe.check())``
+        accepts them all.
         """
         return fanout_notes(self) + output_notes(self)
 
@@ -127,7 +130,7 @@ class Pipeline(Definition):
     def advise(
         self, failure_rate: float, *, failures: str | Sequence[Any] = "each-step", storage_budget: float | None = None,
         objective: str = "cpu", costs: Costs | None = None, accepted_only: bool = False,
-        min_saving: float | None = None,
+        min_saving: float | None = None, allow_domino: bool = False,
     ) -> Advice:
         """Each step's regime chosen from measured costs and the rollback closure (``docs/advisor.md``).
 
@@ -140,22 +143,30 @@ class Pipeline(Definition):
         under the root); ``accepted_only``: only changes a restart on the
         existing root accepts; ``min_saving``: keep the current regimes unless
         the advised ones save at least this fraction (default: the relative
-        standard error of the measured steady cost, ``Costs.spread``). Nothing
-        is run or changed.
+        standard error of the measured steady cost, ``Costs.spread``);
+        ``allow_domino``: consider regimes under which a failure in one branch
+        rolls another back past its checkpoints (by default the advice stops
+        that). Nothing is run or changed.
         """
         return advise(self, root_costs(self) if costs is None else costs, failure_rate, failures=failures,
                       storage_budget=storage_budget, objective=objective, accepted_only=accepted_only,
-                      min_saving=min_saving)
+                      min_saving=min_saving, allow_domino=allow_domino)
 
-    def apply(self, advice: Advice | dict[str, Any]) -> Self:
-        """Run with the advised regimes from now on (``advice``: an :class:`Advice` or ``{step: regime}``).
+    def apply(self, advice: Advice | Mapping[str, Any] | Note | Iterable[Note]) -> Self:
+        """Run with the advised regimes from now on (``advice``: an :class:`Advice`, ``{step: regime}``, or a
+        :class:`~falkirk.spark.pipeline.plan.shape.Note` or notes of :meth:`check`, whose fixes are applied).
 
         The same rules as any regime change on an existing root hold
         (:mod:`~falkirk.spark.pipeline.declare.evolution`): a change a restart
         would refuse raises :class:`PipelineError` naming each step and why,
         and nothing changes. Returns the pipeline.
         """
-        regimes = advice.regimes() if isinstance(advice, Advice) else dict(advice)
+        if isinstance(advice, Advice):
+            regimes = advice.regimes()
+        elif isinstance(advice, Mapping):
+            regimes = dict(advice)
+        else:
+            regimes = fixes(advice)
         changed = self.with_regimes(regimes)
         refused = refusals(self, regimes)
         if refused:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from falkirk.spark import Costs, Eager, Ephemeral, Lazy, NodeCosts, Pipeline, PipelineError
 from falkirk.spark.pipeline.plan.advice import advise
 from falkirk.spark.pipeline.plan.advisor import Model, failure_kinds, regimes_of
-from falkirk.spark.pipeline.plan.closure import Graph, frontiers, reference_frontiers
+from falkirk.spark.pipeline.plan.closure import TOP, Graph, frontiers, reference_frontiers
 
 _ROOTS = itertools.count()
 
@@ -236,13 +236,16 @@ def test_exact_and_closure_pricing_agree() -> None:
 def test_the_advice_is_never_predicted_worse_than_the_current_regimes(
     seed: int, n: int, rate: float, failures: Any,
 ) -> None:
-    """Whatever the pipeline, costs and failure rate: the advised total <= the current total."""
+    """Whatever the pipeline, costs and failure rate: the advised total <= the current total (unless the current
+    regimes set off a domino, which the advice stops whatever it costs)."""
     rng = random.Random(seed)
     pipe = _random_pipe(rng, n)
     costs = Costs({m: NodeCosts(compute=rng.uniform(0, 3), state_write=rng.uniform(0, 2), log_write=rng.uniform(0, 1),
                                 state_bytes=rng.uniform(0, 1e7), log_bytes=rng.uniform(0, 1e6)) for m in pipe.order})
-    advice = advise(pipe, costs, rate, failures=failures)
+    advice = advise(pipe, costs, rate, failures=failures, allow_domino=True)
     assert advice.advised.total <= advice.current.total + 1e-9
+    strict = advise(pipe, costs, rate, failures=failures)
+    assert strict.advised.total <= strict.current.total + 1e-9 or strict.dominoes
 
 
 def test_the_advice_is_deterministic() -> None:
@@ -375,3 +378,60 @@ def test_profiles_pool_by_the_median_of_what_each_measured() -> None:
         Costs.median([a, Costs({"x": NodeCosts(compute=1.0)}, unit="wall")])
     with pytest.raises(PipelineError, match="no profiles"):
         Costs.median([])
+
+
+def _branches(every_a: int, every_b: int, b: Any = None) -> tuple[Pipeline, Costs]:
+    """An unlogged ``parse`` feeding two stateful branches (``b``: the second branch's regime, default
+    ``Lazy(every=every_b)``), cheap to checkpoint and to log."""
+    pipe = _pipe(("parse", ["src"], Ephemeral()), ("a", ["parse"], Lazy(every=every_a)),
+                 ("b", ["parse"], b if b is not None else Lazy(every=every_b)))
+    costs = Costs({"src": NodeCosts(compute=0.05), "parse": NodeCosts(compute=0.5, log_write=0.4, log_read=0.1),
+                   **{n: NodeCosts(compute=0.2, state_write=0.3, state_read=0.2) for n in "ab"}}, unit="cpu")
+    return pipe, costs
+
+
+def test_a_domino_through_a_shared_unlogged_step_is_marked_and_stopped() -> None:
+    """Branches checkpointing every 5 and 7 epochs behind an unlogged parse: a failure of either rolls the other
+    back past its latest checkpoint, below the failed one's restore point (a domino, down to a checkpoint they
+    share). The advice stops it even at a failure rate where nothing else would change, and names it;
+    allow_domino=True leaves it to the price. The same spacings (a branch dragged back to the failed one's
+    restore point) and an Eager branch are priced, but no domino."""
+    pipe, costs = _branches(5, 7)
+    model = Model(pipe, costs, failure_kinds(pipe, "each-step"))
+    current = regimes_of(pipe)
+    ev = model.evaluate([current, {**current, "parse": Ephemeral(log=True)}])
+    names = model.graph.names
+    assert ev.dominoes.tolist() == [True, False]
+    assert ev.domino[names.index("b"), 0, 1] and ev.domino[names.index("a"), 0, 2]  # kinds: parse, a, b
+    assert not ev.domino[names.index("a"), 0, 1]  # the failed step itself is not "another branch"
+    advice = advise(pipe, costs, 1e-4)
+    assert advice.dominoes and "a failure of a rolls b, on another branch, back past its latest checkpoint" in \
+        advice.dominoes[0]
+    assert "domino: a failure of a rolls b" in advice.table() and advice.to_json()["dominoes"] == list(advice.dominoes)
+    assert advice.regimes() and "set off a domino" in advice.search
+    fixed = Model(pipe, costs, failure_kinds(pipe, "each-step")).evaluate([{**current, **advice.regimes()}])
+    assert not fixed.dominoes[0]
+    assert advise(pipe, costs, 0.5).regimes()["parse"] == Ephemeral(log=True)  # failures often: the log
+    assert advise(pipe, costs, 1e-4, allow_domino=True, min_saving=0.5).regimes() == {}
+    for same in (_branches(6, 6)[0], _branches(5, 0, Eager())[0]):
+        ev = Model(same, costs, failure_kinds(same, "each-step")).evaluate([regimes_of(same)])
+        assert not ev.dominoes[0] and ev.recovery[0].max() > 0
+
+
+def test_a_muted_branch_is_as_if_the_pipeline_had_none() -> None:
+    """frontiers(..., mute=...) leaves the muted nodes at ⊤ and the others where the planner puts them on the
+    pipeline without those nodes (the closure the domino test compares with)."""
+    pipe, _ = _branches(5, 7)
+    alone = _pipe(("parse", ["src"], Ephemeral()), ("a", ["parse"], Lazy(every=5)))
+    g = Graph.of(pipe)
+    b = g.names.index("b")
+    logs = np.array([[pipe.logs(n)] for n in g.names])
+    every = np.array([[0 if pipe.stateless(n) else pipe.steps[n].regime.every] for n in g.names])
+    for at in range(60, 80):
+        done = {"src": at + 1, "parse": at + 1, "a": at, "b": at}  # a fails while it runs at + 1
+        failed = np.array([[n == "a"] for n in g.names])
+        mute = np.array([[i == b] for i in range(len(g.names))])
+        f = frontiers(g, logs, every, failed, np.array([[done[n]] for n in g.names]), mute=mute)
+        ref = reference_frontiers(alone, ["a"], {n: done[n] for n in alone.order})
+        assert {n: int(f[i, 0, 0]) for i, n in enumerate(g.names) if n != "b"} == ref
+        assert f[b, 0, 0] == TOP

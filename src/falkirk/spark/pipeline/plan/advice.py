@@ -127,6 +127,9 @@ class Advice:
     source: str = ""
     #: a driver failure's cold start (``Costs.restart``), in each ``per_failure["driver"]`` (0: no driver kind)
     restart: float = 0.0
+    #: the dominoes of the current regimes, one sentence each (:meth:`Model.price
+    #: <falkirk.spark.pipeline.plan.advisor.Model.price>`); the advice stops them unless ``allow_domino``
+    dominoes: tuple[str, ...] = ()
 
     def regimes(self) -> dict[str, Regime]:
         """The advised regime of every step whose regime changes (``Pipeline(..., regimes=advice.regimes())``)."""
@@ -166,6 +169,8 @@ class Advice:
         if self.restart:
             out.append(f"  a driver failure includes a new driver's cold start, {self.restart:.4g} {u} under "
                        "any regimes")
+        for d in self.dominoes:
+            out.append(f"  domino: {d}")
         gain = self.current.total - self.advised.total
         pct = 100 * gain / self.current.total if self.current.total > 0 else 0.0
         out.append(f"  saving {gain:.4g} {u}/epoch ({pct:.1f} %); search: {self.search}; "
@@ -179,7 +184,8 @@ class Advice:
                 "storage_budget": self.storage_budget, "steps": [s.to_json() for s in self.steps],
                 "current": self.current.to_json(), "advised": self.advised.to_json(),
                 "frontier": [list(p) for p in self.frontier()], "evaluated": len(self.evaluated),
-                "search": self.search, "exact": self.exact, "source": self.source, "restart": self.restart}
+                "search": self.search, "exact": self.exact, "source": self.source, "restart": self.restart,
+                "dominoes": list(self.dominoes)}
 
     def draw(self, path: str) -> None:
         """The evaluated assignments, their frontier, the current and the advised one on the plane (steady
@@ -248,7 +254,7 @@ def refusals(pipeline: Definition, regimes: Mapping[str, Regime]) -> dict[str, s
 def advise(
     pipeline: Definition, costs: Costs, failure_rate: float, *, failures: str | Sequence[Any] = "each-step",
     storage_budget: float | None = None, objective: str = "cpu", accepted_only: bool = False,
-    exact: bool | None = None, min_saving: float | None = None,
+    exact: bool | None = None, min_saving: float | None = None, allow_domino: bool = False,
 ) -> Advice:
     """The regime advice for ``pipeline`` priced with ``costs`` (see the module docstring and ``docs/advisor.md``).
 
@@ -264,7 +270,14 @@ def advise(
     least this fraction of the current predicted total (``None``: the
     costs' :attr:`~falkirk.spark.pipeline.plan.costs.Costs.spread`, the
     relative standard error of the measured steady cost — a smaller saving
-    could be the measurements' noise; ``0``: any saving).
+    could be the measurements' noise; ``0``: any saving); ``allow_domino``:
+    consider assignments under which a failure sets off a domino (a failure
+    in one branch that rolls another back past its latest checkpoint, through
+    an unlogged step they share: down to a checkpoint all of them share, to
+    empty early in a run). By default the advice never leaves one:
+    where the current regimes set one off it advises the cheapest assignment
+    that does not (usually ``log=True`` on the unlogged step), whatever the
+    saving.
     """
     if isinstance(failure_rate, bool) or not isinstance(failure_rate, (int, float)) or not (
             failure_rate >= 0 and math.isfinite(failure_rate)):
@@ -285,7 +298,8 @@ def advise(
     kinds = failure_kinds(pipeline, failures)
     model = Model(pipeline, costs, kinds, max_columns=SEARCH_COLUMNS)
     current = regimes_of(pipeline)
-    best, points, how = search(model, float(failure_rate), storage_budget=storage_budget, accepted_only=accepted_only)
+    best, points, how = search(model, float(failure_rate), storage_budget=storage_budget, accepted_only=accepted_only,
+                               allow_domino=allow_domino)
     pair = [current, best]
     # the moments of a failure: a cycle of the two assignments' spacings (each phase once)
     period = math.lcm(*(max(spacing(r), 1) for a in pair for r in a.values()))
@@ -295,12 +309,17 @@ def advise(
     ev = final.evaluate(pair, exact=exact)
     totals = ev.steady + ev.expected(float(failure_rate))
     over_budget = storage_budget is not None and ev.steady_bytes[1] > storage_budget >= ev.steady_bytes[0]
-    if best != current and (over_budget or totals[1] > totals[0] * (1 - threshold)):
+    dominoes = _dominoes(final, ev, kinds, 0)
+    stops = bool(dominoes) and not allow_domino and best != current and not ev.dominoes[1]
+    if dominoes and not allow_domino:
+        how += ("; the current regimes set off a domino: " + ("the advice is the cheapest assignment found that "
+                                                                "does not" if stops else "no assignment found stops it"))
+    if best != current and not stops and (over_budget or totals[1] > totals[0] * (1 - threshold)):
         if not over_budget and totals[1] <= totals[0]:  # a saving below what the measurements can resolve
             how += (f"; the best found saves {1 - totals[1] / totals[0]:.1%} of the current total, below "
                     f"min_saving {threshold:.1%}: the current regimes are kept")
         best = current  # else the closure's figures disagreed with the planner's: keep what runs
-        ev = final.evaluate([current, current], exact=exact)
+        ev = ev.pick([0, 0])
         totals = ev.steady + ev.expected(float(failure_rate))
     names = [_kind_name(k) for k in kinds]
     refused = refusals(pipeline, {n: r for n, r in best.items() if r != current[n]})
@@ -319,5 +338,19 @@ def advise(
         "objective")
     return Advice(costs.unit, objective, float(failure_rate), tuple(names), storage_budget, steps, tot[0], tot[1],
                   tuple(points), how, bool(exact), unit_note,
-                  float(costs.restart) if ("all",) in kinds else 0.0)
+                  float(costs.restart) if ("all",) in kinds else 0.0, tuple(dominoes))
+
+
+def _dominoes(model: Model, ev: Any, kinds: Sequence[tuple[str, ...]], a: int) -> list[str]:
+    """One sentence per failure kind that sets off a domino under assignment ``a`` of ``ev``."""
+    names = model.graph.names
+    out = []
+    for k, kind in enumerate(kinds):
+        pushed = [names[i] for i in np.flatnonzero(ev.domino[:, a, k])]
+        if pushed:
+            out.append(f"a failure of {_kind_name(kind)} rolls {', '.join(pushed)}, on another branch, back past "
+                       f"{'its' if len(pushed) == 1 else 'their'} latest checkpoint at or before the failed step's "
+                       "restore point (through an unlogged step the branches share, down to a checkpoint they all "
+                       "share: to empty early in a run)")
+    return out
 

@@ -55,7 +55,7 @@ from attrs import evolve, frozen
 
 from falkirk.spark.errors import PipelineError
 from falkirk.spark.pipeline.declare.regimes import Eager, Keyed, Lazy, Output, Regime
-from falkirk.spark.pipeline.plan.closure import TOP, Graph, frontiers, reference_frontiers
+from falkirk.spark.pipeline.plan.closure import TOP, Graph, frontiers, last_checkpoint, reference_frontiers
 from falkirk.spark.pipeline.plan.costs import Costs
 
 if TYPE_CHECKING:
@@ -119,7 +119,8 @@ def spacing(regime: Regime) -> int:
 @frozen
 class Evaluation:
     """Costs of ``A`` assignments: steady (A,), steady bytes (A,), recovery per failure kind (A, K) and per node
-    and kind (N, A, K), steady cost and bytes per node (N, A)."""
+    and kind (N, A, K), steady cost and bytes per node (N, A); ``domino`` (N, A, K): the failed stateful steps a
+    failure of the kind pushes back past where it would leave them if every step logged (:meth:`Model.price`)."""
 
     steady: np.ndarray
     steady_bytes: np.ndarray
@@ -127,10 +128,22 @@ class Evaluation:
     node_recovery: np.ndarray
     node_steady: np.ndarray
     node_bytes: np.ndarray
+    domino: np.ndarray
 
     def expected(self, rate: float) -> np.ndarray:
         """Expected recovery per epoch: ``rate`` × the mean over the failure kinds."""
         return rate * self.recovery.mean(axis=1)
+
+    def pick(self, index: Sequence[int]) -> Evaluation:
+        """The evaluation of the assignments at ``index`` (in that order)."""
+        i = list(index)
+        return Evaluation(self.steady[i], self.steady_bytes[i], self.recovery[i], self.node_recovery[:, i],
+                          self.node_steady[:, i], self.node_bytes[:, i], self.domino[:, i])
+
+    @property
+    def dominoes(self) -> np.ndarray:
+        """(A,): whether some failure of some kind sets off a domino under the assignment."""
+        return np.asarray(self.domino.any(axis=(0, 2)))
 
 
 class Model:
@@ -199,9 +212,10 @@ class Model:
         """``failed``/``done`` (N, M) for every (kind, moment, running step), each column's kind and weight."""
         n = len(self.graph.names)
         order = {name: i for i, name in enumerate(self.graph.names)}
-        failed, done, kind, weight, taken = [], [], [], [], []
+        failed, done, kind, weight, taken, unrelated = [], [], [], [], [], []
         for k, names in enumerate(self.kinds):
             lost = np.ones(n, bool) if names == ("all",) else np.isin(np.arange(n), [order[s] for s in names])
+            apart = ~self._related(lost)
             for at in self.moments:
                 if isinstance(at, tuple):  # (e, step): while step runs e + 1; (e, None): between e and e + 1
                     at, step = at
@@ -212,6 +226,7 @@ class Model:
                     strikes = self.strikes[k]
                 for j, w in strikes:
                     failed.append(lost)
+                    unrelated.append(apart)
                     done.append(np.where(np.arange(n) < j, at + 1, at))
                     kind.append(k)
                     weight.append(w / len(self.moments))
@@ -219,6 +234,8 @@ class Model:
                     # step had taken it, and a driver's failure loses every queue (what a restart reads again)
                     taken.append(lost & ((np.arange(n) == j) | (names == ("all",))))
         self.failed = np.array(failed).T
+        #: (N, M): the nodes neither failed nor above or below a failed one (another branch)
+        self.unrelated = np.array(unrelated).T
         self.done = np.array(done).T
         #: (N, M): the failed steps whose input of epoch e + 1 was lost with them (read again from a log, if kept)
         self.taken = np.array(taken).T
@@ -229,6 +246,20 @@ class Model:
         for k in range(len(self.kinds)):
             mine = self.kind_of == k
             self.shares[mine, k] = self.weight[mine] / self.weight[mine].sum()
+
+    def _related(self, lost: np.ndarray) -> np.ndarray:
+        """The nodes ``lost`` (N,) marks, and every node above or below one of them."""
+        out = lost.copy()
+        for step in (self.graph.succs, self.graph.preds):
+            todo = [int(i) for i in np.flatnonzero(lost)]
+            seen = set(todo)
+            while todo:
+                for m in step[todo.pop()]:
+                    if m not in seen:
+                        seen.add(m)
+                        out[m] = True
+                        todo.append(m)
+        return out
 
     # -- assignments ------------------------------------------------------------------------
     def arrays(self, assignments: Sequence[Mapping[str, Regime]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -262,7 +293,41 @@ class Model:
         """Price ``assignments`` (each a regime per step): closure by :func:`frontiers`, or the planner (``exact``)."""
         logs, every, incr = self.arrays(assignments)
         f = self._exact(assignments) if exact else frontiers(self.graph, logs, every, self.failed, self.done)
-        return self.price(f, logs, every, incr, self.snapshot(assignments))
+        return self.price(f, logs, every, incr, self.snapshot(assignments), domino=self.dominoes(f, logs, every))
+
+    def dominoes(self, f: np.ndarray, logs: np.ndarray, every: np.ndarray) -> np.ndarray:
+        """(N, A, M): the dominoes of frontiers ``f`` (see :meth:`price`).
+
+        Where a failure leaves its own branch — the related nodes' frontiers
+        with every other branch left out of the closure (``frontiers(...,
+        mute=...)``) — is at or above the failed steps' own restore points, so
+        a node of another branch at or above its checkpoint for those is no
+        domino, and the second closure runs only for the (assignment, column)
+        pairs where one is below it.
+        """
+        out = np.zeros(f.shape, bool)
+        cand = self.unrelated[:, None, :] & (every > 0)[:, :, None] & (f < self.done[:, None, :])  # ⊤ is not below
+        if not cand.any():
+            return out
+        floor = np.full(f.shape[1:], np.iinfo(np.int64).max)  # (A, M): the failed steps' own restore points
+        for k in np.unique(self.kind_of[cand.any(axis=(0, 1))]):
+            cols = np.flatnonzero(self.kind_of == k)
+            rows = np.flatnonzero(self.failed[:, cols[0]])
+            own = last_checkpoint(self.done[np.ix_(rows, cols)][:, None, :], every[rows][:, :, None])
+            floor[:, cols] = own.min(axis=0)
+        n, a, m = np.nonzero(cand)
+        below = f[n, a, m] < last_checkpoint(np.minimum(floor[a, m], self.done[n, m]), every[n, a])
+        if not below.any():
+            return out
+        n, a, m = n[below], a[below], m[below]
+        rows, cols = np.unique(a), np.unique(m)
+        alone = frontiers(self.graph, logs[:, rows], every[:, rows], self.failed[:, cols], self.done[:, cols],
+                          mute=self.unrelated[:, cols])
+        related = ~self.unrelated[:, None, cols]
+        sent = np.where(related & (alone != TOP), alone, np.iinfo(np.int64).max).min(axis=0)  # (A', M')
+        ai, mi = np.searchsorted(rows, a), np.searchsorted(cols, m)
+        out[n, a, m] = f[n, a, m] < last_checkpoint(np.minimum(sent[ai, mi], self.done[n, m]), every[n, a])
+        return out
 
     def _exact(self, assignments: Sequence[Mapping[str, Regime]]) -> np.ndarray:
         names = self.graph.names
@@ -277,11 +342,21 @@ class Model:
         return out
 
     def price(self, f: np.ndarray, logs: np.ndarray, every: np.ndarray, incr: np.ndarray,
-              snap: np.ndarray) -> Evaluation:
-        """Costs of frontiers ``f`` (N, A, M) under the assignments' ``logs``/``every``/``incremental``."""
+              snap: np.ndarray, *, domino: np.ndarray | None = None) -> Evaluation:
+        """Costs of frontiers ``f`` (N, A, M) under the assignments' ``logs``/``every``/``incremental``.
+
+        ``domino`` (N, A, M), from :meth:`dominoes`, marks the **dominoes**: a failure that rolls a stateful step
+        on another branch — neither above nor below a failed step — back past the checkpoint it restores to send
+        again from where the failure, alone, leaves its own branch. The rollback went out through an unlogged
+        step the branches share, came back to the failed branch, and out again, where their checkpoints fall on
+        different epochs: it stops only at a checkpoint they all share, up to the least common multiple of their
+        spacings back — at empty early in a run. A branch dragged back once, to its checkpoint at or below where
+        the failed branch goes back to, is priced but no domino.
+        """
         done = self.done[:, None, :]
         kept = f == TOP
         fr = np.where(kept, done, f)
+        pushed = domino if domino is not None else np.zeros(f.shape, bool)
         redo = np.maximum(done - fr, 0) * self.recompute[:, None, None]
         stateful = (every > 0)[:, :, None]
         restored = stateful & ~kept & (fr >= 0) & (self.failed[:, None, :] | (fr < done))
@@ -311,8 +386,9 @@ class Model:
             if n in self.pipeline.inputs:
                 steady_node[i] = self.compute[i]
                 bytes_node[i] = 0.0
+        domino = (pushed.astype(np.float64) @ (self.shares > 0)) > 0  # (N, A, K): any column of the kind
         return Evaluation(steady_node.sum(axis=0), bytes_node.sum(axis=0), per_kind.sum(axis=0) + restart, per_kind,
-                          steady_node, bytes_node)
+                          steady_node, bytes_node, domino)
 
     # -- choices ------------------------------------------------------------------------------
     def young(self, name: str, rate: float) -> float:
@@ -370,21 +446,33 @@ class Model:
         return unique
 
 
-def _objective(model: Model, ev: Evaluation, rate: float, budget: float | None) -> np.ndarray:
+def _objective(model: Model, ev: Evaluation, rate: float, budget: float | None, penalty: float = 0.0) -> np.ndarray:
+    """The predicted total, plus ``penalty`` per (step, failure kind) of a domino (the search removes dominoes one
+    by one before it compares costs); ``inf`` over the storage budget."""
     total = ev.steady + ev.expected(rate)
+    if penalty:
+        total = total + penalty * ev.domino.sum(axis=(0, 2))
     return np.where(ev.steady_bytes <= budget, total, np.inf) if budget is not None else total
 
 
 def search(
     model: Model, rate: float, *, storage_budget: float | None = None, accepted_only: bool = False,
+    allow_domino: bool = False,
 ) -> tuple[dict[str, Regime], list[tuple[float, float]], str]:
-    """The assignment with the least predicted total (see the module docstring); the (steady, expected recovery)
-    points of every assignment evaluated; the search used, in words."""
+    """The assignment with the least predicted total (see the module docstring; unless ``allow_domino``, among
+    those that set off no domino, :meth:`Model.price`); the (steady, expected recovery) points of every assignment
+    evaluated; the search used, in words."""
     steps = list(model.pipeline.steps)
     choices = {n: model.choices(n, rate, accepted_only=accepted_only) for n in steps}
     current = {n: choices[n][0] for n in steps}
     points: list[tuple[float, float]] = []
     cache: dict[tuple[str, ...], float] = {}
+    # unless dominoes are allowed, each (step, kind) of one costs far more than any assignment's total: a finite
+    # price, so that coordinate descent removes them one at a time, then compares costs
+    penalty = 0.0
+    if not allow_domino:
+        first = model.evaluate([current])
+        penalty = 1e3 * (1.0 + abs(float((first.steady + first.expected(rate))[0])))
 
     reprs: dict[int, str] = {}
     keep = [c for n in steps for c in choices[n]]  # alive during the search: their ids stay theirs
@@ -405,7 +493,7 @@ def search(
         for lo in range(0, len(pending), 64):
             chunk = pending[lo:lo + 64]
             ev = model.evaluate([a for _, a in chunk])
-            values = _objective(model, ev, rate, storage_budget)
+            values = _objective(model, ev, rate, storage_budget, penalty)
             for (k, _), v, s, r in zip(chunk, values, ev.steady, ev.expected(rate), strict=True):
                 cache[k] = float(v)
                 points.append((float(s), float(r)))

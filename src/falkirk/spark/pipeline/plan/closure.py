@@ -98,13 +98,16 @@ def _rounded(y: np.ndarray, spacing: np.ndarray, anytime: np.ndarray) -> np.ndar
 
 
 def frontiers(
-    graph: Graph, logs: np.ndarray, every: np.ndarray, failed: np.ndarray, done: np.ndarray
+    graph: Graph, logs: np.ndarray, every: np.ndarray, failed: np.ndarray, done: np.ndarray,
+    mute: np.ndarray | None = None,
 ) -> np.ndarray:
     """Every node's rollback frontier per (assignment, column): ``(N, A, M)`` epochs, :data:`TOP` for ``⊤``.
 
     ``logs``/``every`` ``(N, A)``: whether node ``i`` logs its output, and the
     spacing of its checkpoints (``0``: stateless); ``failed``/``done``
-    ``(N, M)``: which nodes failed and what each had completed, per column.
+    ``(N, M)``: which nodes failed and what each had completed, per column;
+    ``mute`` ``(N, M)``: nodes left out of the column (they stay at ``⊤``, and
+    no constraint on an edge into one binds), as if the pipeline had none.
     """
     n = len(graph.names)
     every3 = every[:, :, None].astype(np.int64)
@@ -138,6 +141,8 @@ def frontiers(
             for p in preds:  # C3: what q delivered, p must not send again differently
                 fq = f[q]  # live, a stateless step has no metadata: its M(⊤) is ⊤, a stateful one's what it queued
                 viol = (fq if lazy else np.minimum(fq, queued[(p, q)])) > f[p]
+                if mute is not None:
+                    viol &= ~mute[q][None, :]
                 if viol.any():
                     bound = np.minimum(f[p], fq if lazy else np.minimum(fq, done3[q]))
                     f[q] = np.where(viol, last(bound, q), fq)
@@ -151,6 +156,8 @@ def frontiers(
                 up = np.minimum(up, low[p])
             # C4: N_q(f(q)) ⊆ n(q) (N(f) = f; live: what it was told, a stateless step's N(⊤) = ⊤)
             viol = (fq if lazy else np.minimum(fq, done3[q])) > up
+            if mute is not None:
+                viol &= ~mute[q][None, :]
             if viol.any():
                 fq = f[q] = np.where(viol, last(np.minimum(up, fq), q), fq)
                 moved = True
@@ -162,6 +169,8 @@ def frontiers(
             val = fp if graph.stateless[p] else np.minimum(fp, done3[p])
             for q in graph.succs[p]:
                 viol = unlogged[p] & (val > f[q])
+                if mute is not None:
+                    viol &= ~mute[q][None, :]
                 if viol.any():
                     fp = f[p] = np.where(viol, last(np.minimum(f[q], val), p), fp)
                     val = fp if graph.stateless[p] else np.minimum(fp, done3[p])

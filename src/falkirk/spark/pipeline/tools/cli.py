@@ -78,6 +78,9 @@ def register(subparsers: Any) -> None:
     advise.add_argument("--costs", action="append", metavar="FILE",
                         help="price with this falkirk-costs/1 document (a profile.json) instead of ROOT's; given "
                              "several times (profiles from several driver processes), with the median of them")
+    advise.add_argument("--allow-domino", action="store_true",
+                        help="consider regimes under which a failure in one branch rolls another back past its "
+                             "checkpoints, through an unlogged step they share (by default the advice stops that)")
     advise.add_argument("--json", action="store_true", help="print the falkirk-advice/1 document instead")
     advise.add_argument("--draw", metavar="PNG", help="also draw the assignments evaluated (falkirk[draw])")
     add_storage_options(advise)
@@ -140,7 +143,7 @@ def run_advise(args: argparse.Namespace) -> int:
     costs = _pooled_costs(args.costs, dict(args.storage_options), args.storage_timeout) if args.costs else None
     advice = pipe.advise(args.failure_rate, failures=failures, storage_budget=args.storage_budget,
                          objective=args.objective, accepted_only=args.accepted_only, min_saving=args.min_saving,
-                         costs=costs)
+                         costs=costs, allow_domino=args.allow_domino)
     if args.json:
         print(json.dumps(advice.to_json(), indent=2, ensure_ascii=False))
     else:
