@@ -42,8 +42,8 @@ from falkirk.spark.lineage.rerun import Rerun, lose_outputs, what_must_rerun
 from falkirk.spark.pipeline.api import Pipeline
 from falkirk.spark.pipeline.declare.definition import Step
 from falkirk.spark.pipeline.declare.regimes import Batch, Eager, Ephemeral, Lazy, Output, Regime
-from falkirk.spark.pipeline.plan.advice import Advice
-from falkirk.spark.pipeline.plan.costs import Costs, NodeCosts
+from falkirk.spark.pipeline.plan.advice import Advice, Prediction
+from falkirk.spark.pipeline.plan.costs import Costs, Estimate, NodeCosts
 from falkirk.spark.pipeline.plan.planner import Planner
 from falkirk.spark.pipeline.run.executor import Executor, RunResult
 from falkirk.spark.pipeline.run.failures import Injection
@@ -80,6 +80,8 @@ __all__ = [
     "Manifest",
     "Planner",
     "Advice",
+    "Prediction",
+    "Estimate",
     "Costs",
     "NodeCosts",
     "Executor",

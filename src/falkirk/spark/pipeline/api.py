@@ -17,10 +17,10 @@ from typing import Any, Self
 
 from falkirk.spark.errors import PipelineError, RunInterrupted
 from falkirk.spark.pipeline.declare.definition import Definition
-from falkirk.spark.pipeline.plan.advice import Advice, advise, refusals
+from falkirk.spark.pipeline.plan.advice import Advice, Prediction, advise, predict, refusals
 from falkirk.spark.pipeline.plan.costs import Costs
 from falkirk.spark.pipeline.plan.feasible import verify_root
-from falkirk.spark.pipeline.plan.measured import from_journal, root_costs, save_profile
+from falkirk.spark.pipeline.plan.measured import from_journal, root_costs, save_profile, with_restart
 from falkirk.spark.pipeline.plan.shape import Note, fanout_notes, fixes, output_notes
 from falkirk.spark.pipeline.plan.whatif import WhatIf, check_steps, from_root
 from falkirk.spark.pipeline.run.executor import Executor, RunResult
@@ -152,6 +152,18 @@ class Pipeline(Definition):
                       storage_budget=storage_budget, objective=objective, accepted_only=accepted_only,
                       min_saving=min_saving, allow_domino=allow_domino)
 
+    def predict(
+        self, failure: str | Sequence[str], *, regimes: Mapping[str, Any] | None = None, at: Any = None,
+        costs: Costs | None = None,
+    ) -> Prediction:
+        """What one failure of ``failure`` (a step, ``"driver"``, or steps failing together) costs under this
+        pipeline's regimes changed by ``regimes``, with its standard error, as the advisor prices it
+        (:func:`~falkirk.spark.pipeline.plan.advice.predict`: ``at`` — ``None`` the mean over the moments it can
+        strike at, ``e`` after epoch ``e``, ``(e, step)`` while ``step`` runs ``e + 1``); ``costs`` as for
+        :meth:`advise`. Nothing is run or changed.
+        """
+        return predict(self, root_costs(self) if costs is None else costs, failure, regimes=regimes, at=at)
+
     def apply(self, advice: Advice | Mapping[str, Any] | Note | Iterable[Note]) -> Self:
         """Run with the advised regimes from now on (``advice``: an :class:`Advice`, ``{step: regime}``, or a
         :class:`~falkirk.spark.pipeline.plan.shape.Note` or notes of :meth:`check`, whose fixes are applied).
@@ -176,24 +188,35 @@ class Pipeline(Definition):
         self.steps, self.regimes = changed.steps, changed.regimes
         return self
 
-    def profile(self, epochs: int = 3, *, fail: Any = ()) -> Costs:
+    def profile(self, epochs: int = 3, *, fail: Any = (), restart: bool = True, session: bool = False) -> Costs:
         """Run ``epochs`` epochs (durably, under this pipeline's root: use a scratch root to keep a real one clean),
         measure each step's costs from the journal and keep them in ``ROOT/journal/profile.json``.
 
         ``fail`` injects failures as :meth:`run` does: their recoveries measure how much faster (or slower) an
-        epoch runs again than the first time (``NodeCosts.recompute``). Afterwards every step's latest
+        epoch runs again than the first time (``NodeCosts.recompute``). ``restart``: then start the pipeline
+        again on its root, as a restarted driver does, and measure what that costs outside step executions
+        (``Costs.restart_parts["rebuild"]``); ``session``: also measure a driver's, JVM's and SparkSession's start
+        in a process of its own (``["session"]``; a local master only). Afterwards every step's latest
         checkpoint and log is written again apart from the steps, and those writes are measured
         (:mod:`~falkirk.spark.pipeline.run.calibrate`): they price the writes the run did not measure; and read
-        back as a recovery reads them, which prices each such step's restore and replay."""
-        from falkirk.spark.pipeline.run.calibrate import calibrate
+        back as a recovery reads them, which prices each such step's restore and replay. The costs carry
+        bootstrap draws of the run's epochs (``Costs.replicates``): every prediction's error."""
+        from falkirk.spark.pipeline.run.calibrate import calibrate, restart_cost, session_start
+        from falkirk.spark.pipeline.run.probe import is_local_master
 
         if not self.durable:
             raise PipelineError("profile: the pipeline is not durable (durable=False): nothing would be measured")
         self.run(epochs, fail=fail)
         assert self.spark is not None  # run() made one
+        again = restart_cost(lambda: self.run(epochs), self.spark) if restart else None
+        started = session_start(str(self.spark.sparkContext.master)) if session and is_local_master(self.spark) \
+            else None
         with sql_conf(self.spark, self.spark_conf):
             measured = calibrate(self, self.spark)
         costs = from_journal(self, calibration=measured.writes, reads=measured.reads,
                              first_writes=measured.first_writes)
+        cpu = costs.unit == "cpu"
+        costs = with_restart(costs, rebuild=None if again is None else again.cpu if cpu else again.wall,
+                             session=None if started is None else (started["cpu"] if cpu else started["wall"]))
         save_profile(self, costs)
         return costs

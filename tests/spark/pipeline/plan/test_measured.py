@@ -11,7 +11,7 @@ import pytest
 from attrs import evolve
 
 from falkirk.spark import Costs, Eager, Ephemeral, Lazy, NodeCosts, Pipeline, PipelineError
-from falkirk.spark.pipeline.plan.measured import PROFILE, from_journal, root_costs, save_profile
+from falkirk.spark.pipeline.plan.measured import PROFILE, REPLICATES, from_journal, root_costs, save_profile
 from falkirk.spark.pipeline.store.rootfs import Root
 
 
@@ -208,6 +208,29 @@ def test_the_steady_cost_s_spread_is_its_relative_standard_error(tmp_path: Path)
     assert from_journal(pipe).spread == pytest.approx(expected)
 
 
+def test_costs_carry_bootstrap_draws_of_their_epochs(tmp_path: Path) -> None:
+    """from_journal adds REPLICATES bootstrap draws (the steady epochs drawn with replacement, one draw for every
+    step): a step whose epochs alike cost the same has the same figure in (almost) every draw, one whose epochs
+    vary has draws that vary; the point estimate is the same figures as without draws; seeded (the same journal, the same
+    draws); the draws survive the profile's JSON."""
+    pipe = _measured_root(tmp_path / "root", epochs=10)
+    for e, seconds in ((2, 0.1), (4, 0.3), (6, 0.5), (8, 0.4)):
+        doc = {"step": "p", "epoch": e, "rows": 100, "seconds": seconds, "redo": False, "recovery": None,
+               "jobs": 1, "first_seconds": seconds}
+        pipe.location.replace(f"journal/p/{e:08d}.json", json.dumps(doc).encode())
+    costs = from_journal(pipe)
+    assert costs.draws == "bootstrap" and len(costs.replicates) == REPLICATES
+    assert from_journal(pipe, replicates=0) == evolve(costs, replicates=(), draws="")
+    # x costs 2.0 without a checkpoint, 3.0 with one, every epoch: the same in a draw unless it drew none of one
+    assert sum(r["x"].compute == costs["x"].compute == 2.0 for r in costs.replicates) >= 0.9 * REPLICATES
+    computes = {r["p"].compute for r in costs.replicates}
+    assert len(computes) > 1 and min(computes) <= costs["p"].compute < max(computes)
+    assert all(not r.replicates for r in costs.replicates)
+    assert from_journal(pipe) == costs
+    save_profile(pipe, costs)
+    assert root_costs(pipe) == costs
+
+
 def test_costs_are_cpu_seconds_when_every_record_has_them(tmp_path: Path) -> None:
     """Records with CPU seconds (a local master's run) give costs in CPU seconds; one record without makes the
     whole measurement wall time (one unit for all)."""
@@ -308,6 +331,24 @@ def test_profile_measures_writes_apart_and_cleans_up(tmp_path: Path, spark: Any)
     assert "state_read" not in costs["rolling"].estimated and "log_read" not in costs["hourly"].estimated
     assert costs["alerts"].state_read == 0.0 and costs["alerts"].state_write == 0.0
     assert root_costs(pipe)["rolling"].state_read == costs["rolling"].state_read
+    # a restart measured too: the pipeline started again on its root, what it spent outside step executions
+    assert set(costs.restart_parts) == {"cold", "rebuild"} and costs.restart_parts["rebuild"] > 0
+    assert costs.restart == pytest.approx(sum(costs.restart_parts.values()))
+    assert costs.draws == "bootstrap" and all(r.restart_parts["rebuild"] == costs.restart_parts["rebuild"]
+                                              for r in costs.replicates)
+    assert pipe.predict("driver").restart == pytest.approx(costs.restart)
+
+
+def test_a_drivers_session_start_is_measured_in_a_process_of_its_own() -> None:
+    """session_start: Python's imports, the JVM, a local session and its first job, in a process of its own (CPU of
+    its process tree where /proc says, and wall seconds)."""
+    from falkirk.spark.pipeline.run.calibrate import session_start
+    from falkirk.spark.pipeline.run.cpu import tree_cpu
+
+    got = session_start("local[1]")
+    assert got["wall"] is not None and got["wall"] > 0
+    if tree_cpu() is not None:
+        assert got["cpu"] is not None and got["cpu"] > 0 and got["jit"] is not None and 0 <= got["jit"] <= got["cpu"]
 
 
 def test_profile_json_is_preferred_and_round_trips(tmp_path: Path) -> None:

@@ -44,6 +44,7 @@ worse than it.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import operator
@@ -155,13 +156,8 @@ class Model:
         self.pipeline = pipeline
         self.graph = Graph.of(pipeline)
         self.kinds = list(kinds)
-        self.costs = costs.complete(self.graph.names)
         self.period = period
-        names = self.graph.names
-        c = self.costs
-        self.compute = np.array([c[n].compute for n in names])
-        #: a driver failure's fixed cost: a new driver's first epoch beyond a steady one (:attr:`Costs.restart`)
-        self.restart = float(c.restart)
+        self._prices(costs)
         #: per kind, the steps a failure of it can strike during, with their weights (:meth:`running`)
         self.strikes = [self.running(k) for k in self.kinds]
         #: the moments (epochs after the warm-up) each failure kind is tried at: the whole cycle, or with
@@ -176,6 +172,15 @@ class Model:
         #: a moment ``(e, step)`` names the step running epoch ``e + 1`` when it strikes, ``(e, None)`` a
         #: failure between epochs ``e`` and ``e + 1`` (what ``STEP@e:after`` injects)
         self.moments = list(moments) if moments is not None else [period + p for p in self.phases]
+        self._columns()
+
+    def _prices(self, costs: Costs) -> None:
+        """The per-node arrays of ``costs`` (completed: every field measured or estimated)."""
+        pipeline, names = self.pipeline, self.graph.names
+        self.costs = c = costs.complete(names)
+        self.compute = np.array([c[n].compute for n in names])
+        #: a driver failure's fixed cost: a new driver's first epoch beyond a steady one (:attr:`Costs.restart`)
+        self.restart = float(c.restart)
         self.recompute = np.array([c[n].recompute if c[n].recompute is not None else c[n].compute for n in names])
         self.log_write = np.array([c[n].log_write or 0.0 for n in names])
         self.log_bytes = np.array([c[n].log_bytes or 0.0 for n in names])
@@ -190,7 +195,24 @@ class Model:
         for i, n in enumerate(names):  # an output's write is its compute; a stateless node checkpoints nothing
             if n in pipeline.inputs or pipeline.stateless(n) or isinstance(pipeline.steps[n].regime, Output):
                 self.state_write[i] = self.state_bytes[i] = self.state_read[i] = 0.0
-        self._columns()
+
+    def priced_with(self, costs: Costs) -> Model:
+        """This model (its failures, moments and their weights) priced with other ``costs`` of the same pipeline:
+        a draw of :attr:`Costs.replicates` (:meth:`evaluate_draws`)."""
+        other = copy.copy(self)
+        other._prices(costs)
+        return other
+
+    def evaluate_draws(self, assignments: Sequence[Mapping[str, Regime]], *,
+                       exact: bool = False) -> tuple[Evaluation, list[Evaluation]]:
+        """:meth:`evaluate`, and the same assignments priced with each of the costs' :attr:`~Costs.replicates`
+        (the same frontiers: a draw moves the prices, not the plans)."""
+        logs, every, incr = self.arrays(assignments)
+        f = self._exact(assignments) if exact else frontiers(self.graph, logs, every, self.failed, self.done)
+        snap, domino = self.snapshot(assignments), self.dominoes(f, logs, every)
+        point = self.price(f, logs, every, incr, snap, domino=domino)
+        draws = [self.priced_with(r).price(f, logs, every, incr, snap, domino=domino) for r in self.costs.replicates]
+        return point, draws
 
     def running(self, kind: tuple[str, ...]) -> list[tuple[int, float]]:
         """``(index, weight)`` of the steps a failure of ``kind`` can strike while they run epoch ``e + 1``.

@@ -29,6 +29,12 @@ run's journal, from a profile run (:meth:`Pipeline.profile
 (:meth:`Costs.complete`); every estimated field is named in
 :attr:`NodeCosts.estimated`, and the advice marks what rests on one.
 
+Measured costs carry ``replicates``: other draws of the same figures —
+bootstrap resamples of the profile's epochs (``draws="bootstrap"``), or the
+profiles :meth:`Costs.median` pooled (``draws="profiles"``). Every
+prediction is priced once per draw too, and their spread is its standard
+error (an :class:`Estimate`).
+
 >>> c = Costs({"ev": NodeCosts(compute=0.1, log_read=0.1),
 ...            "cc": NodeCosts(compute=2.0, state_write=0.5, state_bytes=1e6)}, unit="cpu")
 >>> full = c.complete(["ev", "cc"])
@@ -49,7 +55,7 @@ from attrs import evolve, field, frozen
 
 from falkirk.spark.errors import PipelineError
 
-__all__ = ["NodeCosts", "Costs", "READ_PER_WRITE", "FIELDS", "UNITS", "fit_writes"]
+__all__ = ["NodeCosts", "Costs", "Estimate", "READ_PER_WRITE", "FIELDS", "UNITS", "DRAWS", "fit_writes"]
 
 #: A read costs this fraction of the matching write when no read was measured (SPARK-NOTES: a Parquet
 #: epoch written in 0.2–0.27 s reads back in ~0.18 s).
@@ -59,6 +65,49 @@ FIELDS = ("compute", "log_write", "log_bytes", "log_read", "state_write", "state
           "delta_write", "delta_bytes", "delta_read", "recompute")
 #: The units a measurement can be in.
 UNITS = ("cpu", "wall")
+#: What :attr:`Costs.replicates` are: none, bootstrap resamples of one profile's epochs, or independent profiles.
+DRAWS = ("", "bootstrap", "profiles")
+
+
+@frozen
+class Estimate:
+    """A predicted figure and its standard error ``se`` (0: not known); ``low``/``high``: ``value ∓ 2·se`` (about
+    95 %), ``relative``: ``2·se / value``.
+
+    >>> e = Estimate(2.0, 0.1)
+    >>> str(e), e.low, e.high, e.relative
+    ('2 ± 0.2', 1.8, 2.2, 0.1)
+    """
+
+    value: float
+    se: float = 0.0
+
+    @property
+    def low(self) -> float:
+        return self.value - 2 * self.se
+
+    @property
+    def high(self) -> float:
+        return self.value + 2 * self.se
+
+    @property
+    def relative(self) -> float:
+        return 2 * self.se / abs(self.value) if self.value else 0.0
+
+    def __str__(self) -> str:
+        return f"{self.value:.4g} ± {2 * self.se:.2g}" if self.se else f"{self.value:.4g}"
+
+    def to_json(self) -> dict[str, float]:
+        return {"value": self.value, "se": self.se, "low": self.low, "high": self.high}
+
+    @classmethod
+    def of(cls, value: float, draws: Sequence[float], kind: str) -> Estimate:
+        """``value`` with the standard error its ``draws`` give: their standard deviation for bootstrap draws, that
+        ÷ √n for ``n`` independent profiles (the error of what pools them); 0 with fewer than two."""
+        if len(draws) < 2:
+            return cls(float(value), 0.0)
+        sd = statistics.stdev(float(d) for d in draws)
+        return cls(float(value), sd / math.sqrt(len(draws)) if kind == "profiles" else sd)
 
 
 def _number(instance: object, attribute: Any, value: float | None) -> None:
@@ -116,6 +165,14 @@ def fit_writes(points: list[tuple[float, float]]) -> tuple[float, float]:
     return max(0.0, my - b * mx), b
 
 
+def _parts(value: Mapping[str, float]) -> dict[str, float]:
+    return {str(k): float(v) for k, v in value.items()}
+
+
+def _replicates(value: Iterable[Costs]) -> tuple[Costs, ...]:
+    return tuple(value)
+
+
 def _nodes(value: Mapping[str, NodeCosts]) -> dict[str, NodeCosts]:
     out = dict(value)
     for name, c in out.items():
@@ -148,6 +205,22 @@ class Costs:
     #: the nodes whose output is a frame of their own, first computed by their own job (the journal's ``fresh``):
     #: their log's write would be that job (see :meth:`complete`)
     first_use: frozenset[str] = field(default=frozenset(), converter=_names)
+    #: other draws of these figures (each a :class:`Costs` without draws of its own): what :attr:`draws` says
+    replicates: tuple[Costs, ...] = field(default=(), converter=_replicates)
+    #: what the replicates are (:data:`DRAWS`): bootstrap resamples of one profile's epochs, or the profiles pooled
+    draws: str = field(default="")
+    #: what ``restart`` is made of, by part (:func:`~falkirk.spark.pipeline.plan.measured.with_restart`):
+    #: ``"cold"`` a new driver's first executions beyond steady ones, ``"rebuild"`` its work outside step
+    #: executions (the executor built from the root, the plan, its validation, the restores), ``"session"``
+    #: its Python driver's, JVM's and SparkSession's start
+    restart_parts: Mapping[str, float] = field(factory=dict, converter=_parts)
+
+    @draws.validator
+    def _draws(self, attribute: Any, value: str) -> None:
+        if value not in DRAWS:
+            raise PipelineError(f"Costs: draws={value!r} must be one of {', '.join(repr(d) for d in DRAWS)}")
+        if value and not self.replicates:
+            raise PipelineError(f"Costs: draws={value!r} without replicates")
 
     @unit.validator
     def _unit(self, attribute: Any, value: str) -> None:
@@ -219,9 +292,10 @@ class Costs:
     def median(cls, profiles: Sequence[Costs]) -> Costs:
         """Several profiles of one pipeline (each from its own driver process, say) pooled: every figure the median
         of the profiles that measured it (of those that estimated it where none did; a figure is estimated only
-        then), ``overhead``, ``restart`` and ``spread`` the medians, the write points of all. The same code priced
-        in two driver processes can differ by a fifth per epoch on a small machine; the median of a few profiles
-        moves less.
+        then), ``overhead``, ``restart`` and ``spread`` the medians, the write points of all; the profiles are its
+        ``replicates`` (``draws="profiles"``: each prediction's standard error is their spread ÷ √profiles). The
+        same code priced in two driver processes can differ by a fifth per epoch on a small machine; the median of
+        a few profiles moves less, and their spread says by how much.
 
         >>> a = Costs({"x": NodeCosts(compute=1.0, state_write=0.2)}, restart=2.0)
         >>> b = Costs({"x": NodeCosts(compute=1.6, state_write=0.5, estimated={"state_write"})}, restart=4.0)
@@ -255,14 +329,24 @@ class Costs:
                    restart=med(c.restart for c in profiles), writes=[w for c in profiles for w in c.writes],
                    spread=med(c.spread for c in profiles),
                    first_writes=[w for c in profiles for w in c.first_writes],
-                   first_use=frozenset().union(*(c.first_use for c in profiles)))
+                   first_use=frozenset().union(*(c.first_use for c in profiles)),
+                   replicates=tuple(evolve(c, replicates=(), draws="") for c in profiles) if len(profiles) > 1 else (),
+                   draws="profiles" if len(profiles) > 1 else "",
+                   restart_parts={k: med([c.restart_parts[k] for c in profiles if k in c.restart_parts])
+                                  for k in dict.fromkeys(k for c in profiles for k in c.restart_parts)})
 
     def to_json(self) -> dict[str, Any]:
         """The ``falkirk-costs/1`` document (what ``ROOT/journal/profile.json`` holds)."""
-        return {"format": "falkirk-costs/1", "unit": self.unit, "overhead": self.overhead, "source": self.source,
-                "restart": self.restart, "writes": [list(w) for w in self.writes], "spread": self.spread,
-                "first_writes": [list(w) for w in self.first_writes], "first_use": sorted(self.first_use),
-                "nodes": {n: c.to_json() for n, c in self.nodes.items()}}
+        doc = {"format": "falkirk-costs/1", "unit": self.unit, "overhead": self.overhead, "source": self.source,
+               "restart": self.restart, "writes": [list(w) for w in self.writes], "spread": self.spread,
+               "first_writes": [list(w) for w in self.first_writes], "first_use": sorted(self.first_use),
+               "nodes": {n: c.to_json() for n, c in self.nodes.items()}}
+        if self.restart_parts:
+            doc["restart_parts"] = dict(self.restart_parts)
+        if self.replicates:
+            doc["draws"] = self.draws
+            doc["replicates"] = [c.to_json() for c in self.replicates]
+        return doc
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Costs:
@@ -273,6 +357,8 @@ class Costs:
             return cls({n: NodeCosts.from_json(c) for n, c in doc["nodes"].items()}, unit=doc["unit"],
                        overhead=doc.get("overhead", 0.0), source=doc.get("source", ""),
                        restart=doc.get("restart", 0.0), writes=doc.get("writes", ()), spread=doc.get("spread", 0.0),
-                       first_writes=doc.get("first_writes", ()), first_use=doc.get("first_use", ()))
+                       first_writes=doc.get("first_writes", ()), first_use=doc.get("first_use", ()),
+                       replicates=tuple(cls.from_json(r) for r in doc.get("replicates", ())),
+                       draws=doc.get("draws", ""), restart_parts=doc.get("restart_parts", {}))
         except (KeyError, TypeError, AttributeError) as exc:
             raise PipelineError(f"falkirk-costs/1 document is malformed ({type(exc).__name__}: {exc})") from None

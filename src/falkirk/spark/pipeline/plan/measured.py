@@ -67,9 +67,12 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from attrs import evolve
 
 from falkirk.spark.errors import PipelineError
 from falkirk.spark.pipeline.declare.regimes import Keyed, Lazy
@@ -80,7 +83,7 @@ from falkirk.spark.pipeline.store.storage import Storage
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.declare.definition import Definition
 
-__all__ = ["PROFILE", "from_journal", "root_costs", "save_profile", "spread"]
+__all__ = ["PROFILE", "REPLICATES", "from_journal", "root_costs", "save_profile", "spread", "with_restart"]
 
 #: Where :func:`save_profile` keeps measured costs, relative to the root.
 PROFILE = "journal/profile.json"
@@ -136,10 +139,10 @@ def _median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
-def _alike(recs: Mapping[int, tuple[float, int]], regime: Any, epoch: int) -> list[float]:
-    """The costs in ``recs`` of the epochs like ``epoch``: a ``Lazy(every=k>1)`` step's with a checkpoint or
-    without, as ``epoch`` is; any other step's all."""
-    return [s for e, (s, _) in recs.items() if not isinstance(regime, Lazy) or regime.incremental
+def _alike(items: Sequence[tuple[int, float, int]], regime: Any, epoch: int) -> list[float]:
+    """The costs of the ``(epoch, cost, rows)`` ``items`` like ``epoch``: a ``Lazy(every=k>1)`` step's with a
+    checkpoint or without, as ``epoch`` is; any other step's all."""
+    return [s for e, s, _ in items if not isinstance(regime, Lazy) or regime.incremental
             or regime.checkpoints_at(e) == regime.checkpoints_at(epoch)]
 
 
@@ -156,21 +159,62 @@ def spread(residuals: Mapping[int, float], steady: float) -> float:
     return statistics.stdev(xs) / steady / math.sqrt(len(xs))
 
 
+#: Bootstrap draws :func:`from_journal` adds to the costs it measures (``Costs.replicates``).
+REPLICATES = 40
+
+
 def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, float]] = (),
                  reads: Mapping[tuple[str, str], tuple[float, float]] | None = None,
-                 first_writes: Sequence[tuple[float, float]] = ()) -> Costs:
+                 first_writes: Sequence[tuple[float, float]] = (), replicates: int = REPLICATES,
+                 seed: int = 0) -> Costs:
     """Costs from the execution records and manifests under ``pipeline``'s root (see above); ``calibration``:
     writes measured apart, ``first_writes``: the same writes less a count of the same data, ``reads``: per
     ``(step, "checkpoint" | "log")``, ``(restore, replay)`` measured apart
     (:func:`~falkirk.spark.pipeline.run.calibrate.calibrate`).
 
     In CPU seconds when every record has them (a run on a ``local`` master,
-    :mod:`~falkirk.spark.pipeline.run.cpu`), else in wall seconds.
+    :mod:`~falkirk.spark.pipeline.run.cpu`), else in wall seconds. With
+    ``replicates`` (default :data:`REPLICATES`) the costs carry as many
+    bootstrap draws (``draws="bootstrap"``): the same figures from the steady
+    epochs drawn with replacement (one draw of epochs for every step, so what
+    moves a whole epoch moves them together), the redone executions' ratios,
+    the manifests' sizes and the writes measured apart likewise (seeded by
+    ``seed``: the same journal gives the same draws).
     """
     storage = Storage(pipeline.location, fsync=False, checksums=False)
     records = {n: _records(pipeline, n) for n in pipeline.order}
     every = [doc for recs in records.values() for doc in recs.values()]
     unit = "cpu" if every and all(doc.get("first_cpu") is not None for doc in every) else "wall"
+    sizes: dict[str, dict[str, list[float]]] = {}
+    for n in pipeline.order:
+        regime = pipeline.steps[n].regime if n in pipeline.steps else None
+        logs = [m for m in _manifests(storage, n, "log") if m.files] if regime is not None else []
+        cks = [m for m in _manifests(storage, n, "checkpoint") if m.files] if regime is not None else []
+        sizes[n] = {
+            "log_bytes": [float(sum(f.size for f in m.files)) for m in logs],
+            "state_bytes": [float(sum(f.size for f in m.files)) for m in cks
+                            if not (m.extra.get("delta") or {}).get("chain")],
+            "delta_bytes": [float(sum(f.size for f in m.files)) for m in cks
+                            if (m.extra.get("delta") or {}).get("chain")],
+        }
+    args = (pipeline, records, unit, sizes, list(calibration), reads, list(first_writes))
+    point = _figures(*args, None)
+    if replicates < 2:
+        return point
+    rng = random.Random(seed)
+    draws = tuple(_figures(*args, rng) for _ in range(replicates))
+    return evolve(point, replicates=draws, draws="bootstrap")
+
+
+def _figures(pipeline: Definition, records: Mapping[str, dict[int, dict[str, Any]]], unit: str,
+             sizes: Mapping[str, Mapping[str, list[float]]], calibration: list[tuple[float, float]],
+             reads: Mapping[tuple[str, str], tuple[float, float]] | None, first_writes: list[tuple[float, float]],
+             rng: random.Random | None) -> Costs:
+    """:func:`from_journal`'s figures; with ``rng`` one bootstrap draw of them (see there)."""
+
+    def draw(xs: list[Any]) -> list[Any]:
+        return xs if rng is None or not xs else [rng.choice(xs) for _ in xs]
+
     figures: dict[str, dict[str, float | None]] = {}
     estimated: dict[str, set[str]] = {}
     mixed: dict[str, list[str]] = {}  # per node: the writes its median execution includes
@@ -180,37 +224,37 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
     jit = 0.0  # the JIT compilers' CPU left out of the executions' measurements
     residuals: dict[int, float] = {}  # per steady epoch: Σ over steps of (execution - its step's median alike)
     steady = 0.0
+    epochs = sorted({e for recs in records.values() for e in recs})
+    chosen = draw(epochs)  # one draw of epochs for every step
     for n in pipeline.order:
-        recs, ratios, jits = _measure(records[n], unit)
+        measured, ratios, jits = _measure(records[n], unit)
         jit += sum(jits.values())
         regime = pipeline.steps[n].regime if n in pipeline.steps else None
-        if len(recs) > 2:  # the first epoch warms up the JVM and Spark's caches: not a steady epoch
-            first = min(recs)
-            cold = recs.pop(first)[0] + jits[first]  # all of it, JIT included: what a new driver pays again
-            restart += cold - statistics.median(_alike(recs, regime, first) or [s for s, _ in recs.values()])
-        measured_epochs += len(recs)
-        for e, (sec, _) in recs.items():
-            residuals[e] = residuals.get(e, 0.0) + sec - statistics.median(_alike(recs, regime, e))
-        steady += statistics.mean([x for x, _ in recs.values()]) if recs else 0.0
-        logs = [m for m in _manifests(storage, n, "log") if m.files] if regime is not None else []
-        cks = [m for m in _manifests(storage, n, "checkpoint") if m.files] if regime is not None else []
-        full = [m for m in cks if not (m.extra.get("delta") or {}).get("chain")]
-        deltas = [m for m in cks if (m.extra.get("delta") or {}).get("chain")]
-        seconds = [s for s, _ in recs.values()]
+        first = min(measured) if len(measured) > 2 else None  # warms up the JVM and Spark: not a steady epoch
+        items = [(e, *measured[e]) for e in chosen if e in measured and e != first]
+        if not items:
+            items = [(e, sec, rows) for e, (sec, rows) in measured.items() if e != first]
+        if first is not None:
+            cold = measured[first][0] + jits[first]  # all of it, JIT included: what a new driver pays again
+            restart += cold - statistics.median(_alike(items, regime, first) or [s for _, s, _ in items])
+        measured_epochs += len(items)
+        if rng is None:
+            for e, sec, _ in items:
+                residuals[e] = residuals.get(e, 0.0) + sec - statistics.median(_alike(items, regime, e))
+        steady += statistics.mean([x for _, x, _ in items]) if items else 0.0
+        seconds = [x for _, x, _ in items]
         fig: dict[str, float | None] = {
-            "rows": _median([float(r) for _, r in recs.values() if r >= 0]),  # -1: not known (a failed consumer)
-            "log_bytes": _median([float(sum(f.size for f in m.files)) for m in logs]),
-            "state_bytes": _median([float(sum(f.size for f in m.files)) for m in full]),
-            "delta_bytes": _median([float(sum(f.size for f in m.files)) for m in deltas]),
+            "rows": _median([float(r) for _, _, r in items if r >= 0]),  # -1: not known (a failed consumer)
+            **{k: _median(draw(v)) for k, v in sizes[n].items()},
         }
         est: set[str] = set()
         fig["compute"] = _median(seconds)
         writes: list[str] = []
         if regime is not None and regime.logs:
             writes.append("log")
-        if isinstance(regime, Lazy) and not regime.incremental and regime.every > 1 and recs:
-            with_ck = [s for e, (s, _) in recs.items() if regime.checkpoints_at(e)]
-            without = [s for e, (s, _) in recs.items() if not regime.checkpoints_at(e)]
+        if isinstance(regime, Lazy) and not regime.incremental and regime.every > 1 and items:
+            with_ck = [x for e, x, _ in items if regime.checkpoints_at(e)]
+            without = [x for e, x, _ in items if not regime.checkpoints_at(e)]
             if with_ck and without:
                 fig["compute"] = statistics.median(without)
                 fig["state_write"] = max(0.0, statistics.median(with_ck) - statistics.median(without))
@@ -230,6 +274,7 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
     if measured_epochs == 0:
         raise PipelineError(f"{pipeline.location.uri} holds no measurements (no journal/<step>/<epoch>.json): run "
                             "the pipeline durably for a few epochs, or pipe.profile(epochs=n), then advise")
+    calibration, first_writes = draw(calibration), draw(first_writes)
     points = [(float(f.get("state_bytes") or 0.0), float(f["state_write"] or 0.0)) for f in figures.values()
               if f.get("state_write") is not None]  # bytes unknown (no manifest kept): the fixed cost alone
     points += [(float(b), float(c)) for b, c in calibration]  # measured apart from any step (Pipeline.profile)
@@ -241,7 +286,7 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
     # a state that is the output in a new frame for its epoch)
     first_use = {n for n, recs in records.items()
                  if sum(1 if r.get("fresh") else -1 for r in recs.values() if r.get("fresh") is not None) > 0}
-    ratio = _median(redo_ratios)
+    ratio = _median(draw(redo_ratios))
     for n, writes in mixed.items():
         fig = figures[n]
         for kind in writes:
@@ -273,8 +318,29 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
         source += f"; {len(applied)} read(s) measured apart"
     if first_writes:
         source += "; a log that is its step's first job priced as a write less a count"
-    return Costs(nodes, unit=unit, source=source, restart=max(0.0, restart), writes=tuple(calibration),
-                 spread=spread(residuals, steady), first_writes=tuple(first_writes), first_use=first_use)
+    return Costs(nodes, unit=unit, source=source, restart=max(0.0, restart), restart_parts={"cold": max(0.0, restart)},
+                 writes=tuple(calibration),
+                 spread=spread(residuals, steady) if rng is None else 0.0, first_writes=tuple(first_writes),
+                 first_use=first_use)
+
+
+def with_restart(costs: Costs, **parts: float | None) -> Costs:
+    """``costs`` (and each of its draws) with a driver failure's ``restart`` made of its measured ``parts`` —
+    ``rebuild`` (what a restart spends outside step executions), ``session`` (a driver's, JVM's and SparkSession's
+    start) — beside the ``cold`` start the journal measured (:attr:`Costs.restart_parts`); a part that is
+    ``None`` is left out.
+
+    >>> c = with_restart(Costs({}, restart=2.0, restart_parts={"cold": 2.0}), rebuild=1.5, session=None)
+    >>> c.restart, c.restart_parts
+    (3.5, {'cold': 2.0, 'rebuild': 1.5})
+    """
+    given = {k: float(v) for k, v in parts.items() if v is not None}
+
+    def one(c: Costs) -> Costs:
+        mine = {"cold": float(c.restart_parts.get("cold", c.restart)), **given}
+        return evolve(c, restart=sum(mine.values()), restart_parts=mine)
+
+    return evolve(one(costs), replicates=tuple(one(r) for r in costs.replicates))
 
 
 def save_profile(pipeline: Definition, costs: Costs) -> None:

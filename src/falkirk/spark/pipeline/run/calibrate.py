@@ -42,11 +42,24 @@ So what ``log=True`` adds to such a step is a write less a count
 of a Spark job (scheduling, a stage, its tasks) is paid by the step anyway.
 Through Spark Connect no log is written that way, and ``first_writes`` is
 empty.
+
+A driver failure costs more than the steps it redoes. :func:`restart_cost`
+measures what a new driver spends outside step executions — the executor
+built again from the root (``pipeline.json``, the monitor from the
+manifests, restore points, execution records), the plan, its validation
+against the manifests, the restores — by running the profiled root again
+in this process, as a restarted driver does (everything but the JVM's
+start, which is warm here); :func:`session_start` measures that start — a
+Python driver, its JVM and its SparkSession — once, in a process of its own.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from functools import partial, reduce
@@ -63,8 +76,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from falkirk.spark.pipeline.declare.definition import Definition
+    from falkirk.spark.pipeline.run.executor import RunResult
 
-__all__ = ["Calibration", "calibrate", "SCALE", "SCRATCH"]
+__all__ = ["Calibration", "Restart", "calibrate", "restart_cost", "session_start", "SCALE", "SCRATCH"]
 
 #: Where the calibration writes, relative to the root (deleted afterwards).
 SCRATCH = "journal/calibration"
@@ -182,3 +196,71 @@ def calibrate(pipeline: Definition, spark: SparkSession, *, repeats: int = 3) ->
             pipeline.location.delete(SCRATCH, recursive=True)
     # through Spark Connect no log is its step's first job (Frames.observing): every log is a whole write
     return Calibration(tuple(points), reads, () if is_connect(spark) else tuple(first))
+
+
+@frozen
+class Restart:
+    """What a restart cost outside its step executions (:func:`restart_cost`): ``cpu`` CPU seconds of the process
+    tree less the JIT compilers' (``None``: not measured), ``wall`` seconds; and the whole restart's, until every
+    step was back where it had been (``total_cpu``, ``total_wall``)."""
+
+    cpu: float | None
+    wall: float
+    total_cpu: float | None
+    total_wall: float
+
+
+def restart_cost(run: Callable[[], RunResult], spark: SparkSession) -> Restart | None:
+    """Run ``run`` — the profiled pipeline started again on its root, a new executor as a restarted driver builds
+    it — and measure its restart recovery: from before the executor is built until every step is back where it
+    had been, less the step executions it ran meanwhile (the model prices those as redo, replays and restores).
+    ``None`` when the run records no restart (nothing under the root yet)."""
+    cpu = meter(spark)
+    t0, c0 = time.perf_counter(), cpu.read() if cpu is not None else None
+    result = run()
+    rec = next((r for r in result.journal.recoveries if r.restart), None)
+    if rec is None or rec.finished is None:
+        return None
+    wall = rec.finished - t0
+    mine = [x for x in result.journal.executions if x.recovery == rec.index and x.redo]
+    total = None
+    if c0 is not None and rec.cpu_started is not None and rec.cpu_seconds is not None:
+        jit = max(0.0, (rec.jit_started or c0[1]) - c0[1]) + (rec.jit_seconds or 0.0)
+        total = max(0.0, rec.cpu_started - c0[0] + rec.cpu_seconds - jit)
+    executions = [x.cpu_less_jit for x in mine]
+    outside = None if total is None or any(c is None for c in executions) else \
+        max(0.0, total - sum(c or 0.0 for c in executions))
+    return Restart(outside, max(0.0, wall - sum(x.seconds for x in mine)), total, wall)
+
+
+_SESSION = """
+import json, sys, time
+t0 = time.perf_counter()
+from falkirk.spark.pipeline.run.cpu import TreeMeter
+meter = TreeMeter()
+c0 = meter.read()
+from falkirk.spark.pipeline.run.session import local_session
+spark = local_session(sys.argv[1])
+spark.range(1).count()
+c1 = meter.read()
+print(json.dumps({"wall": time.perf_counter() - t0,
+                  "cpu": None if c0 is None or c1 is None else c1[0] - c0[0],
+                  "jit": None if c0 is None or c1 is None else c1[1] - c0[1]}))
+spark.stop()
+"""
+
+
+def session_start(master: str = "local[2,3]", *, timeout: float = 600.0) -> dict[str, float | None]:
+    """What starting a driver costs — Python's imports, the JVM, a ``local_session(master)`` and its first job —
+    measured in a process of its own: ``{"cpu": CPU seconds of its process tree (None: not measured), "jit": of
+    which the JIT compilers', "wall": seconds}``. A restarted driver pays it before anything falkirk does."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))),
+        os.environ.get("PYTHONPATH", "")) if p)}
+    done = subprocess.run([sys.executable, "-c", _SESSION, master], capture_output=True, text=True, timeout=timeout,
+                          env=env, check=False)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"session_start: the measuring process exited with {done.returncode}: "
+                           f"{(done.stderr or done.stdout)[-500:]}")
+    return dict(json.loads(lines[-1]))
