@@ -36,8 +36,12 @@ another (each its own session and warm-up, the configurations alternated
 the median of their costs (:meth:`Costs.median`): the same code profiled in
 two processes here priced the steady epoch 22 % apart.
 
+``--check``: the advisor checked from at least three independent profiles
+on several pipelines, each profile's own advice and every prediction
+against measured runs (:mod:`benchmarks.advisor_check`, its options).
+
 Run: ``python benchmarks/spark_advisor.py [--epochs 9] [--failure-rate 0.05] [--fail cc] [--repeats 3]
-[--drivers N [--profiles P]]``;
+[--drivers N [--profiles P]]`` or ``python benchmarks/spark_advisor.py --check [...]``;
 writes ``benchmarks/results/spark_advisor.json`` with the load average. One
 local session: the figures carry the machine's noise (wall time on a shared
 2-core machine shows ±20 % between identical runs; CPU time less).
@@ -92,13 +96,11 @@ def steady_by_step(result: Any, until: int, unit: str) -> dict[str, float]:
     return {n: statistics.median(xs) for n, xs in per.items()}
 
 
-def predict(pipe: Any, costs: Any, regimes: dict[str, Any], fail: str, at: int) -> tuple[Any, Any]:
-    """The model of ``fail`` striking between epochs ``at`` and ``at + 1`` (what ``STEP@at:after`` injects) and its
-    exact pricing of ``regimes``."""
-    from falkirk.spark.pipeline.plan.advisor import Model
-
-    model = Model(pipe, costs, [(fail,)], moments=[(at, None)])
-    return model, model.evaluate([regimes], exact=True)
+def predict(pipe: Any, costs: Any, regimes: dict[str, Any], fail: str, at: int) -> Any:
+    """The advisor's prediction (:meth:`Pipeline.predict <falkirk.spark.Pipeline.predict>`) of ``fail`` striking
+    between epochs ``at`` and ``at + 1`` (what ``STEP@at:after`` injects) under ``regimes``."""
+    own = {n: s.regime for n, s in pipe.steps.items()}
+    return pipe.predict(fail, regimes={n: r for n, r in regimes.items() if r != own.get(n)}, at=at, costs=costs)
 
 
 def one_run(pipe: Any, unit: str, names: tuple[str, ...], epochs: int, fail: str, at: int) -> dict[str, Any]:
@@ -125,21 +127,22 @@ def measure(make: Callable[[int], Any], costs: Any, regimes: dict[str, Any], adv
     ``fail`` injected after ``at``: steady cost and recovery, measured (median over the repeats, and each) and
     predicted."""
     runs: list[dict[str, Any]] = []
-    model = ev = None
+    prediction = None
     for i in range(repeats):
         pipe = make(i)
-        if model is None:
-            model, ev = predict(pipe, costs, regimes, fail, at)
-        runs.append(one_run(pipe, costs.unit, model.graph.names, epochs, fail, at))
-    assert model is not None and ev is not None
-    return summary([runs], model, ev, regimes, getattr(advice, which), costs)
+        if prediction is None:
+            prediction = predict(pipe, costs, regimes, fail, at)
+        runs.append(one_run(pipe, costs.unit, tuple(pipe.order), epochs, fail, at))
+    assert prediction is not None
+    return summary([runs], prediction, regimes, getattr(advice, which), costs)
 
 
-def summary(groups: list[list[dict[str, Any]]], model: Any, ev: Any, regimes: dict[str, Any], totals: Any,
+def summary(groups: list[list[dict[str, Any]]], prediction: Any, regimes: dict[str, Any], totals: Any,
             costs: Any) -> dict[str, Any]:
     """Measured against predicted for runs grouped by driver process: each measured number is the median over the
     drivers of each driver's median over its runs (one driver: the median over the runs); every run's figures
-    are kept (``each``), and with several drivers each driver's medians and their errors (``drivers``)."""
+    are kept (``each``), and with several drivers each driver's medians and their errors (``drivers``). The
+    predictions (a :class:`~falkirk.spark.Prediction`) carry their standard errors (``se``)."""
     med = statistics.median
 
     def pooled(f: Callable[[dict[str, Any]], float]) -> float:
@@ -149,32 +152,34 @@ def summary(groups: list[list[dict[str, Any]]], model: Any, ev: Any, regimes: di
     steady_measured = pooled(lambda r: r["steady"])
     rec_measured = pooled(lambda r: r["replay_recompute"])
     rec_cpu = pooled(lambda r: r["recovery_cpu"] or 0.0)
-    predicted = float(ev.recovery[0, 0])
+    predicted = float(prediction.recovery.value)
     out = {
         "regimes": {n: r.describe() if hasattr(r, "describe") else r for n, r in regimes.items()},
         "repeats": len(groups[0]),
-        "steady": {"predicted": totals.steady, "measured": steady_measured,
+        "steady": {"predicted": totals.steady, "se": float(totals.se.get("steady", 0.0)),
+                   "measured": steady_measured,
                    "error": (steady_measured - totals.steady) / totals.steady,
                    "each": [r["steady"] for r in runs],
                    # the same executions' CPU with the JVM's JIT compilers' (what the advisor no longer prices)
                    "each_with_jit": [r["steady_with_jit"] for r in runs]},
-        "recovery": {"predicted": predicted, "measured_replay_recompute": rec_measured,
+        "recovery": {"predicted": predicted, "se": float(prediction.recovery.se),
+                     "measured_replay_recompute": rec_measured,
                      "measured_redo_executions": pooled(lambda r: sum(r["redo"].values())),
                      "measured_cpu": rec_cpu,
                      "each_cpu": [r["recovery_cpu"] for r in runs],
                      "each_cpu_with_jit": [r["recovery_cpu_with_jit"] for r in runs],
                      "error": None if not predicted else (
                          (rec_cpu if costs.unit == "cpu" else rec_measured) - predicted) / predicted},
-        "recovery_by_step": {n: {"predicted": float(ev.node_recovery[i, 0, 0]),
+        "recovery_by_step": {n: {"predicted": float(value),
                                  "measured_redo": pooled(lambda r, n=n: r["redo"][n]),
                                  "each": [r["redo"][n] for r in runs]}
-                             for i, n in enumerate(model.graph.names)},
+                             for n, value in prediction.by_step.items()},
         # per step: the profile's compute (what a redone epoch is priced from, before the recompute factor)
         # against the median first execution of the measured runs' steady epochs
         "steady_by_step": {n: {"profile_compute": costs.nodes[n].compute if n in costs.nodes else None,
                                "measured": pooled(lambda r, n=n: r["steady_by_step"].get(n, 0.0)),
                                "each": [r["steady_by_step"].get(n) for r in runs]}
-                           for n in model.graph.names},
+                           for n in prediction.by_step},
     }
     if len(groups) > 1:
         out["drivers"] = [{"steady": med(r["steady"] for r in g), "recovery_cpu": med(r["recovery_cpu"] or 0.0
@@ -187,6 +192,12 @@ def summary(groups: list[list[dict[str, Any]]], model: Any, ev: Any, regimes: di
 
 
 def main() -> None:
+    if "--check" in sys.argv[1:]:  # the check from independent profiles, on several pipelines (advisor_check.py)
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from benchmarks.advisor_check import main as check
+
+        check([a for a in sys.argv[1:] if a != "--check"])
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--epochs", type=int, default=9)
     parser.add_argument("--failure-rate", type=float, default=0.05)
@@ -249,7 +260,7 @@ def main() -> None:
         }
         current = {n: s.regime for n, s in profiled.steps.items()}
         # each profile's steady epoch as the model prices the current regimes (Σ compute + what each persists)
-        out["each_profile_steady"] = [float(predict(profiled, Costs.from_json(c), current, args.fail, at)[1].steady[0])
+        out["each_profile_steady"] = [predict(profiled, Costs.from_json(c), current, args.fail, at).steady.value
                                       for c in each_profile]
         advised = {**current, **advice.regimes()} if advice.regimes() else None
         if args.drivers <= 1:
@@ -265,8 +276,8 @@ def main() -> None:
             groups = drivers(Path(tmp), args, at, costs.unit, out["advised_regimes"] if advised is not None else None)
             for which, regimes in (("current", current), ("advised", advised)):
                 if regimes is not None:
-                    model, ev = predict(profiled, costs, regimes, args.fail, at)
-                    out[which] = summary(groups[which], model, ev, regimes, getattr(advice, which), costs)
+                    out[which] = summary(groups[which], predict(profiled, costs, regimes, args.fail, at), regimes,
+                                         getattr(advice, which), costs)
         out["costs"] = costs.to_json()
         out["load_average_end"] = os.getloadavg()
     print(json.dumps({k: v for k, v in out.items() if k != "costs"}, indent=2))

@@ -496,19 +496,20 @@ def advice_doc(pipe: Any, costs: Any, advice: Any, failed: tuple[str, ...], mome
                t0: float) -> dict[str, Any]:
     """What a benchmark keeps of ``advice`` (priced from ``costs``; profiling began at ``t0``): the advised regimes
     described, the table, the costs, and the model's predictions for the current and the advised regimes — steady
-    cost per epoch, and the recovery of ``failed`` failing at ``moment`` (the model's: ``e`` or ``(e, step)``, the
-    failure striking while ``step`` runs epoch ``e + 1``)."""
-    from falkirk.spark.pipeline.plan.advisor import Model
-
-    current = {n: st.regime for n, st in pipe.steps.items()}
-    advised = {**current, **advice.regimes()}
-    ev = Model(pipe, costs, [failed], moments=[moment]).evaluate([current, advised], exact=True)
+    cost per epoch, and the recovery of ``failed`` (``("all",)``: the driver) failing at ``moment`` (``e`` after
+    epoch ``e``, or ``(e, step)`` while ``step`` runs epoch ``e + 1``) — each with its standard error
+    (:meth:`Advice.predict <falkirk.spark.Advice.predict>`)."""
+    failure: Any = "driver" if failed == ("all",) else list(failed)
+    predicted = {}
+    for which, totals in (("current", advice.current), ("advised", advice.advised)):
+        p = advice.predict(failure, which=which, at=moment)
+        predicted[which] = {"steady_cpu_s": float(totals.steady), "steady_se": float(totals.se.get("steady", 0.0)),
+                            "recovery_cpu_s": p.recovery.value, "recovery_se": p.recovery.se,
+                            "restart_cpu_s": p.restart}
     return {"regimes": {n: r.describe() for n, r in advice.regimes().items()}, "unit": costs.unit,
             "failure_rate": advice.failure_rate, "failures": list(advice.failures), "failed": list(failed),
             "moment": moment, "profile_s": time.perf_counter() - t0, "table": advice.table(), "costs": costs.to_json(),
-            "predicted": {which: {"steady_cpu_s": float(totals.steady), "recovery_cpu_s": float(ev.recovery[i, 0])}
-                          for i, (which, totals) in enumerate((("current", advice.current),
-                                                                ("advised", advice.advised)))}}
+            "verdict": advice.verdict, "predicted": predicted}
 
 
 def advise_flagship(spec: dict[str, Any], spark: Any, base: Path) -> dict[str, Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
 import pytest
 from benchmarks.spark_advisor import profile_failures, summary
 
@@ -19,13 +18,13 @@ def _run(steady: float, recovery: float, redo_cc: float) -> dict[str, Any]:
 def test_several_drivers_pool_by_the_median_of_each_drivers_median() -> None:
     """Each number is the median over the drivers of the driver's median over its runs, not the median of all runs
     (an outlying driver counts once, whatever its number of runs); each driver's medians and errors are kept."""
-    model = SimpleNamespace(graph=SimpleNamespace(names=("src", "cc")))
-    ev = SimpleNamespace(recovery=np.array([[2.0]]), node_recovery=np.array([[[0.5]], [[1.5]]]))
+    prediction = SimpleNamespace(recovery=SimpleNamespace(value=2.0, se=0.1), by_step={"src": 0.5, "cc": 1.5})
     costs = SimpleNamespace(unit="cpu", nodes={"cc": SimpleNamespace(compute=0.4)})
+    totals = SimpleNamespace(steady=4.0, se={"steady": 0.2})
     groups = [[_run(1, 1, 0.1), _run(2, 2, 0.2), _run(3, 3, 0.3)],
               [_run(10, 10, 1.0), _run(10, 11, 1.1), _run(11, 12, 1.2)],
               [_run(4, 4, 0.4), _run(5, 5, 0.5), _run(6, 6, 0.6)]]
-    out = summary(groups, model, ev, {"cc": "Lazy(every=3)"}, SimpleNamespace(steady=4.0), costs)
+    out = summary(groups, prediction, {"cc": "Lazy(every=3)"}, totals, costs)
     driver_medians = [2, 10, 5]
     assert out["steady"]["measured"] == sorted(driver_medians)[1]
     assert out["recovery"]["measured_cpu"] == 5  # driver medians 2, 11, 5
@@ -36,9 +35,9 @@ def test_several_drivers_pool_by_the_median_of_each_drivers_median() -> None:
     assert [d["recovery_cpu_error"] for d in out["drivers"]] == pytest.approx([0.0, 4.5, 1.5])
     assert len(out["steady"]["each"]) == 9 and out["repeats"] == 3
     skewed = [[_run(1, 1, 0), _run(1, 1, 0), _run(1, 1, 0)], [_run(2, 2, 0)], [_run(3, 3, 0)]]
-    out = summary(skewed, model, ev, {}, SimpleNamespace(steady=4.0), costs)
+    out = summary(skewed, prediction, {}, totals, costs)
     assert out["steady"]["measured"] == 2  # driver medians 1, 2, 3; the median of all five runs would be 1
-    one = summary([groups[1]], model, ev, {}, SimpleNamespace(steady=4.0), costs)
+    one = summary([groups[1]], prediction, {}, totals, costs)
     assert one["steady"]["measured"] == 10 and "drivers" not in one
 
 

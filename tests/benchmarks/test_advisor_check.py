@@ -1,0 +1,65 @@
+"""benchmarks/advisor_check.py without Spark: the pipelines it checks (built in, or plugged in by name), the
+predictions and advice it compares, the report (the Spark runs are the benchmark's)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from benchmarks.advisor_check import DECLARED, Target, advice_of, error, predictions, report, target
+
+from falkirk.spark import Costs, NodeCosts
+
+
+def _costs(pipe: object, factor: float = 1.0) -> Costs:
+    names = pipe.order  # type: ignore[attr-defined]
+    return Costs({n: NodeCosts(compute=0.2 * factor, state_write=0.1, state_read=0.1, log_write=0.1, log_read=0.05)
+                  for n in names}, restart=2.0 * factor, restart_parts={"cold": 1.0 * factor, "session": 1.0 * factor})
+
+
+@pytest.mark.parametrize("name", ["flagship", "w4"])
+def test_built_in_pipelines_are_priced_from_profiles(name: str) -> None:
+    """Each built-in target declares its pipeline without Spark; its step and driver failures are predicted with
+    their errors (three profiles pooled) and each profile advises alone."""
+    t = target(name, "quick")
+    pipe = t.build(DECLARED, None, None)
+    assert t.fail in pipe.steps and t.kill in pipe.steps and 0 < t.at < t.epochs
+    pooled = Costs.median([_costs(pipe, f) for f in (0.9, 1.0, 1.1)])
+    got = predictions(t, pooled, {})
+    assert got["steady"]["value"] > 0 and got["steady"]["se"] > 0
+    assert got["driver_failure"]["value"] >= pooled.restart and set(got["restart_parts"]) == {"cold", "session"}
+    advice = advice_of(t, pooled, 0.05)
+    assert advice["verdict"].startswith(("keep", "change")) and "saving" in advice
+
+
+def test_a_pipeline_plugs_in_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name that is not built in is benchmarks/spark_matrix/NAME.py's advisor_target(size), or module:function;
+    one that cannot be loaded says how a pipeline plugs in."""
+    (tmp_path / "my_ysb.py").write_text(
+        "from benchmarks.advisor_check import Target, flagship\n"
+        "def advisor_target(size):\n"
+        "    t = flagship(size)\n"
+        "    return Target('my_ysb', t.build, t.epochs, t.at, t.fail, t.kill)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    t = target("my_ysb:advisor_target", "quick")
+    assert isinstance(t, Target) and t.name == "my_ysb"
+    with pytest.raises(SystemExit, match="plugs in by defining advisor_target"):
+        target("ysb_not_there", "quick")
+    sys.modules.pop("my_ysb", None)
+
+
+def test_errors_and_the_report() -> None:
+    """(measured − predicted) ÷ predicted; the report names each profile's verdict and each prediction's error."""
+    assert error(2.0, 2.5) == pytest.approx(0.25) and error(0.0, 1.0) is None and error(1.0, None) is None
+    who = {"advice": {"verdict": "keep: the saving 1.0 % is within the ±8.0 % uncertainty"},
+           "predicted": {"current": {a: {"value": 2.0, "se": 0.1} for a in ("steady", "step_failure",
+                                                                           "driver_failure")}},
+           "errors": {"current": {"steady": 0.1, "step_failure": -0.2, "driver_failure": None}}}
+    doc = {"load_average_start": [3.0, 0, 0], "load_average_end": [2.0, 0, 0], "provisional": True,
+           "pipelines": {"flagship": {"same_advice": True, "profiles": [who], "pooled": who,
+                                      "measured": {"current": {"steady": 2.2, "step_failure": 1.6,
+                                                               "driver_failure": 9.0}}}}}
+    text = report(doc)
+    assert "provisional" in text and "same advice from every profile: True" in text
+    assert "steady 2 ± 0.2 → 2.2 (+10 %)" in text and "step_failure 2 ± 0.2 → 1.6 (-20 %)" in text
