@@ -65,7 +65,7 @@ class Concurrent:
         ex, state = self.ex, self.ex.state
         pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="falkirk-step")
         finished = state.lowest()
-        clean = False
+        interrupted = False
         try:
             while True:
                 lo = state.lowest() + 1
@@ -88,9 +88,13 @@ class Concurrent:
                     raise RecoveryError(f"internal error: nothing can run and nothing runs (done: {dict(state.done)}, "
                                         f"queued: {state.queues.on})")
                 self._collect()
-            clean = True
+        except BaseException as exc:
+            # an interrupt leaves the executions in flight to the cancellation of their jobs (Pipeline.run); any
+            # other error waits for them, so that nothing runs on while the run's parts are closed
+            interrupted = isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "Interrupt"
+            raise
         finally:
-            pool.shutdown(wait=clean, cancel_futures=True)
+            pool.shutdown(wait=not interrupted, cancel_futures=True)
 
     def _failing(self) -> bool:
         return bool(self.failures or self.after or self.stop is not None)

@@ -85,6 +85,8 @@ class RunState:
     high: dict[str, int] = field(factory=dict)
     running: str | None = None
     group: str | None = None
+    #: the Spark job groups of the executions in flight (several in a concurrent run): what an interrupt cancels
+    groups: set[str] = field(factory=set)
     #: when each (input, epoch) was cut, as far as this run saw; each output's response latency per epoch committed
     cut_at: dict[tuple[str, int], float | None] = field(factory=dict)
     latency: dict[str, dict[int, float]] = field(factory=dict)

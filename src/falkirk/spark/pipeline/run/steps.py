@@ -112,6 +112,7 @@ class Steps:
         self.injector.at(name, epoch, "before")
         self.progress.step_started(name, epoch, redo=epoch <= state.high[name])
         group = state.group = f"falkirk-{self.run_id}:{name}@{epoch}:{next(self._tasks)}"
+        state.groups.add(group)
         task = Task(name, epoch, group, time.perf_counter(), self.cpu.read() if self.cpu is not None else None)
         task.inputs = {link.src: self._take(link.name, epoch) for link in self.pipeline.edges if link.dst == name}
         self.frames.hold(task.inputs.values())  # not unpersisted under a job that reads them
@@ -148,6 +149,7 @@ class Steps:
 
     def abandon(self, task: Task) -> None:
         """The task failed (run's thread): what fused steps it was to compute went uncounted; its inputs let go."""
+        self.state.groups.discard(task.group)
         self.fused.finish(task.inputs, task.epoch, count=False, cache=False)
         self.frames.unhold(task.inputs.values())
 
@@ -155,6 +157,7 @@ class Steps:
         """The task succeeded (run's thread): progress, queues (``lagging``: edges whose consumer reads the log
         instead), journal."""
         state, name, epoch = self.state, task.name, task.epoch
+        state.groups.discard(task.group)
         self.records.drain()
         self.fused.finish(task.inputs, epoch, count=not task.discarded, cache=not task.retried and not task.discarded)
         self.frames.unhold(task.inputs.values())
