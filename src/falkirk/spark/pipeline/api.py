@@ -72,7 +72,7 @@ class Pipeline(Definition):
                 # the jobs of the executions in flight (a sequential run's last one has just let go of its group)
                 groups: list[str | None] = [None]
                 if ex is not None:
-                    groups = sorted(ex.state.groups | ({ex.state.group} if ex.state.group else set()))
+                    groups = [*sorted(ex.state.groups | ({ex.state.group} if ex.state.group else set()))]
                 for group in groups:
                     after_interrupt(self.spark, group)
                 where = f" during {ex.state.running}" if ex is not None and ex.state.running else " while starting"
