@@ -152,8 +152,9 @@ class Concurrent:
                 self.failures.append((task.name, task.epoch, error))
             elif self.stop is None:
                 self.stop = error  # bad input or definition, or an interrupt: the run ends once the others did
-        if not self.failures and not self.stop:
-            ex.handle([], *self.last, self.attempts)  # executors lost since the last look: recovered now
+        lost, why = ex.lost.lost_state(state.runners, *self.last)  # executors lost since the last look
+        for name in lost:  # their steps' in-memory state is gone: recovered once nothing is in flight
+            self.failures.append((name, self.last[1], StepFailure(name, self.last[1], why)))
 
     def _lagging(self, task: Task) -> list[str]:
         """The edges out of ``task``'s node whose consumer is more than the window behind (they read the log)."""
@@ -170,5 +171,5 @@ class Concurrent:
         for due, epoch in after:
             ex.recover_after(due, epoch)
         if failures:
-            ex.handle(failures, *self.last, self.attempts)
+            ex.handle(failures, *self.last, self.attempts, look=False)
         ex.storage.sweep_unpublished()

@@ -238,10 +238,10 @@ class Executor:
 
     def handle(
         self, failures: list[tuple[str, int, StepFailure | CorruptDataError]], last: str, epoch: int,
-        attempts: dict[tuple[str, int], int],
+        attempts: dict[tuple[str, int], int], *, look: bool = True,
     ) -> None:
         """After executions (``last`` at ``epoch`` the latest): recover from ``failures`` — each ``(step, epoch,
-        error)`` — and from executors lost since the last look, or stop when a step keeps failing."""
+        error)`` — and (``look``) from executors lost since the last look, or stop when a step keeps failing."""
         state = self.state
         failed: set[str] = set()
         first: StepFailure | CorruptDataError | None = None
@@ -253,7 +253,7 @@ class Executor:
                 step = failure.step
             if first is None:
                 first, key = failure, (step, e)
-        lost, why = self.lost.lost_state(state.runners, key[0], key[1])
+        lost, why = self.lost.lost_state(state.runners, key[0], key[1]) if look else ([], "")
         if lost:
             failed |= set(lost)
             if first is None:
