@@ -42,7 +42,7 @@ from falkirk.spark.pipeline.declare.evolution import changes
 from falkirk.spark.pipeline.store.storage import Storage, as_root
 from falkirk.spark.sdp.build import Rebuilds, SdpPipeline, add_steps, read_outputs
 from falkirk.spark.sdp.graph import Graph, build_graph, discover
-from falkirk.spark.sdp.regimes import choose
+from falkirk.spark.sdp.regimes import choose, fit, text
 from falkirk.spark.sdp.registry import load_definitions
 from falkirk.spark.sdp.session import PipelineSession
 from falkirk.spark.sdp.spec import Spec, load_spec
@@ -53,7 +53,18 @@ if TYPE_CHECKING:
     from falkirk.spark.pipeline.declare.regimes import Regime
     from falkirk.spark.pipeline.run.executor import RunResult
 
-__all__ = ["Project", "Update", "load"]
+__all__ = ["Project", "Update", "Advised", "load"]
+
+
+@frozen
+class Advised:
+    """The advisor's regimes for a project: ``regimes`` (fit for their datasets), ``dropped`` (advised but not fit:
+    why), and ``text`` (the advice's table and the spec settings that apply it)."""
+
+    advice: Any
+    regimes: dict[str, Regime]
+    dropped: dict[str, str]
+    text: str
 
 
 @frozen
@@ -66,6 +77,13 @@ class Update:
     #: (step, epoch) pairs executed by this run, in order (a recovery's redos included)
     executed: tuple[tuple[str, int], ...]
     notes: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        """One line: what ran, what was executed again, the recoveries."""
+        what = f"update {self.epoch + 1} (epoch {self.epoch})" if self.new else f"refresh of epoch {self.epoch}"
+        steps = ", ".join(f"{s}@{e}" for s, e in self.executed) or "nothing"
+        rec = f"; {self.recoveries} recovery(ies) from failures" if self.recoveries else ""
+        return f"{what} done: {len(self.executed)} step execution(s): {steps}{rec}"
 
     @property
     def recoveries(self) -> int:
@@ -213,6 +231,30 @@ class Project:
             self.location.replace(f"sdp/updates/{epoch:08d}.json", json.dumps(doc, sort_keys=True).encode())
         executed = tuple((x.step, x.epoch) for x in result.journal.executions)
         return Update(epoch, not selective, result, executed, tuple(self.ignored_conf))
+
+    def advise(self, failure_rate: float, **options: Any) -> Advised:
+        """The advisor's regimes (:meth:`falkirk.spark.Pipeline.advise`, only changes the root accepts), kept where
+        they fit their dataset's kind (:func:`~falkirk.spark.sdp.regimes.fit`). Nothing is run or changed."""
+        advice = self.pipeline().advise(failure_rate, accepted_only=True, **options)
+        fitted, dropped = {}, {}
+        for node, regime in advice.regimes().items():
+            if node not in self.regimes:
+                continue
+            try:
+                fitted[node] = fit(self.graph.datasets.get(node), node, regime)
+            except PipelineError as exc:
+                dropped[node] = str(exc)
+        lines = [advice.table(), "", "spec settings (configuration:) that apply it:" if fitted else
+                 "the advice changes no dataset's regime"]
+        lines += [f"  falkirk.regime.{n}: \"{text(r)}\"" for n, r in fitted.items()]
+        lines += [f"  not applied: {why}" for why in dropped.values()]
+        return Advised(advice, fitted, dropped, "\n".join(lines))
+
+    def apply_advice(self, failure_rate: float, **options: Any) -> Advised:
+        """:meth:`advise`, and run with its regimes from now on."""
+        advised = self.advise(failure_rate, **options)
+        self.regimes.update(advised.regimes)
+        return advised
 
     # -- tables --------------------------------------------------------------------------------------
     def table(self, name: str) -> DataFrame:

@@ -48,7 +48,7 @@ from falkirk.spark.pipeline.declare.regimes import Batch, Eager, Ephemeral, Keye
 if TYPE_CHECKING:
     from falkirk.spark.sdp.graph import Dataset, Graph
 
-__all__ = ["parse", "default_regime", "choose", "PROPERTY"]
+__all__ = ["parse", "text", "fit", "default_regime", "choose", "PROPERTY"]
 
 #: The table property that sets a dataset's regime.
 PROPERTY = "falkirk.regime"
@@ -87,6 +87,21 @@ def parse(text: str | Regime, name: str) -> Regime:
         raise PipelineError(f"{name}: regime {text!r}: {exc}") from None
 
 
+def text(regime: Regime) -> str:
+    """``regime`` as :func:`parse` reads it: its kind and the arguments that differ from the kind's defaults.
+
+    >>> text(Lazy(every=3, key="user")), text(Batch()), text(Output(log=True))
+    ('lazy(key=user, every=3)', 'batch', 'output(log=true)')
+    """
+    import attrs
+
+    default = type(regime)()
+    args = {f.name: getattr(regime, f.name) for f in attrs.fields(type(regime))
+            if getattr(regime, f.name) != getattr(default, f.name)}
+    shown = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in args.items()]
+    return regime.kind + (f"({', '.join(shown)})" if shown else "")
+
+
 def default_regime(graph: Graph, node: str) -> Regime:
     """The regime of ``node`` (a dataset or an append flow) when nothing overrides it."""
     d = graph.datasets.get(node)
@@ -103,7 +118,7 @@ def default_regime(graph: Graph, node: str) -> Regime:
     return Batch()
 
 
-def _check(d: Dataset | None, node: str, regime: Regime) -> Regime:
+def fit(d: Dataset | None, node: str, regime: Regime) -> Regime:
     """``regime`` made fit for ``d`` (``None``: an append flow), or :class:`PipelineError` saying why it cannot."""
     what = d.describe() if d is not None else f"flow {node!r}"
     if d is not None and d.kind in ("streaming table", "sink"):
@@ -153,5 +168,5 @@ def choose(graph: Graph, given: Mapping[str, str | Regime], spec: Mapping[str, s
         d = graph.datasets.get(node)
         text = lookup.get(node) or (d.properties.get(PROPERTY) if d is not None else None)
         regime = parse(text, node) if text is not None else default_regime(graph, node)
-        out[node] = _check(d, node, regime)
+        out[node] = fit(d, node, regime)
     return out

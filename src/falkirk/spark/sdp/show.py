@@ -24,6 +24,7 @@ from falkirk.spark.pipeline.plan.planner import Planner
 from falkirk.spark.pipeline.plan.whatif import WhatIf, what_if
 from falkirk.spark.pipeline.store.storage import Storage
 from falkirk.spark.sdp.build import FileFeed, Rebuilds
+from falkirk.spark.sdp.regimes import text
 
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.api import Pipeline
@@ -60,9 +61,7 @@ def graph_table(project: Project) -> list[str]:
         flow = g.flows.get(n)
         kind = d.kind if d is not None else f"flow into {g.datasets[flow.target].name}" if flow else "?"
         regime = project.regimes[n]
-        args = {k: v for k, v in regime.describe().items() if k not in ("kind", "max_parallelism") and v not in
-                (False, None, {}, 16)}
-        shown = regime.kind + (f"({', '.join(f'{k}={v}' for k, v in args.items())})" if args else "")
+        shown = text(regime)
         outputs = "new rows" if (d is None or d.mode == "append") else "table"
         src = g.inputs_of(n)
         reads = ", ".join(
