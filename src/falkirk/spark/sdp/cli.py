@@ -43,6 +43,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--regime", action="append", type=_regime, default=[], metavar="NAME=REGIME",
                         help="a dataset's or flow's regime, over the spec's falkirk.regime.NAME and table properties "
                         "(repeatable; e.g. user_totals=lazy(every=3))")
+    parser.add_argument("--no-gc", dest="gc", action="store_false",
+                        help="keep every checkpoint, log and input epoch (a streaming table's --full-refresh needs its "
+                        "input log from the first update)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--master", default="local[2,3]", help="Spark master of the session falkirk starts "
                        "(default local[2,3])")
@@ -101,7 +104,7 @@ def _project(args: argparse.Namespace) -> Any:
         from falkirk.spark.pipeline.run.session import local_session
 
         spark = local_session(args.master, "falkirk-sdp", conf=spec.spark_conf)
-    return Project(spec, spark, root=args.root, regimes=dict(args.regime),
+    return Project(spec, spark, root=args.root, regimes=dict(args.regime), gc=args.gc,
                    storage_options=dict(args.storage_options))
 
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
-from falkirk.spark.errors import PipelineError
+from falkirk.spark.errors import PipelineError, RecoveryError
 from falkirk.spark.pipeline.declare.evolution import changes
 from falkirk.spark.pipeline.store.storage import Storage, as_root
 from falkirk.spark.sdp.build import Rebuilds, SdpPipeline, add_steps, read_outputs
@@ -225,7 +225,16 @@ class Project:
         for f in fail:
             name, _, where_ = f.partition(":")
             injections.append(f"{self.node(name)}@{epoch}:{where_ or 'mid'}")
-        result = pipe.run(epochs, fail=injections, progress=progress)
+        try:
+            result = pipe.run(epochs, fail=injections, progress=progress)
+        except RecoveryError as exc:
+            tables = [x for x, e in limits.items() if e < 0 and self.graph.datasets[x].kind == "streaming table"]
+            if not tables:
+                raise
+            raise RecoveryError(
+                f"--full-refresh {', '.join(tables)}: rebuilding a streaming table from its first update needs its "
+                "input log from there, and garbage collection has removed part of it (a root run with gc=False, "
+                f"falkirk sdp run --no-gc, keeps it); nothing was changed. falkirk's reason: {exc}") from exc
         if not selective:
             doc = {"format": "falkirk-sdp-update/1", "epoch": epoch, "spec": str(self.spec.path)}
             self.location.replace(f"sdp/updates/{epoch:08d}.json", json.dumps(doc, sort_keys=True).encode())

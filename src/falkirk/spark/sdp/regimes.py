@@ -65,8 +65,11 @@ def _value(text: str) -> Any:
     return t
 
 
-def parse(text: str | Regime, name: str) -> Regime:
-    """The regime ``text`` describes (``"lazy(every=3)"``), or :class:`PipelineError` naming dataset ``name``."""
+def parse(text: str | Regime, name: str, *, key: str | None = None) -> Regime:
+    """The regime ``text`` describes (``"lazy(every=3)"``), or :class:`PipelineError` naming dataset ``name``.
+
+    ``key``: the key of a ``lazy`` or ``eager`` regime that names none (a materialized view's grouping column).
+    """
     if isinstance(text, Regime):
         return text
     m = _SPEC.match(str(text))
@@ -75,12 +78,15 @@ def parse(text: str | Regime, name: str) -> Regime:
                             "arguments, e.g. 'lazy(every=3)'")
     args: dict[str, Any] = {}
     for part in filter(None, (p.strip() for p in (m.group(2) or "").split(","))):
-        key, eq, value = part.partition("=")
-        if not eq or not key.strip().isidentifier():
+        arg, eq, value = part.partition("=")
+        if not eq or not arg.strip().isidentifier():
             raise PipelineError(f"{name}: regime {text!r}: argument {part!r} is not NAME=VALUE")
-        args[key.strip()] = _value(value)
+        args[arg.strip()] = _value(value)
+    kind = m.group(1).lower()
+    if key is not None and kind in ("lazy", "eager") and "key" not in args and "database" not in args:
+        args["key"] = key
     try:
-        return _KINDS[m.group(1).lower()](**args)
+        return _KINDS[kind](**args)
     except TypeError as exc:
         raise PipelineError(f"{name}: regime {text!r}: {exc}") from None
     except PipelineError as exc:
@@ -167,6 +173,7 @@ def choose(graph: Graph, given: Mapping[str, str | Regime], spec: Mapping[str, s
     for node in nodes:
         d = graph.datasets.get(node)
         text = lookup.get(node) or (d.properties.get(PROPERTY) if d is not None else None)
-        regime = parse(text, node) if text is not None else default_regime(graph, node)
+        key = d.shape.keys[0] if d is not None and d.shape is not None and d.shape.keys else None
+        regime = parse(text, node, key=key) if text is not None else default_regime(graph, node)
         out[node] = fit(d, node, regime)
     return out
