@@ -136,8 +136,13 @@ def test_regimes_are_overridden_strongest_first(spark: Any, tmp_path: Path) -> N
             return spark.read.table("events").groupBy("user").agg(F.sum("x").alias("x"))
         assert False, "not reached"
         """, None, r"definition file transformations/defs.py failed to import"),
+    (SOURCE + """
+        @dp.table
+        def counts():
+            return spark.readStream.table("events").groupBy("user").count()
+        """, None, r"flow 'counts' .* is a streaming query with state across micro-batches \(Aggregate\)"),
 ], ids=["sql-file", "stream-from-mv", "rate-source", "unknown-table", "spark-sql", "cycle", "stateful-join",
-        "import-error"])
+        "import-error", "streaming-aggregate"])
 def test_what_falkirk_refuses_is_named(spark: Any, tmp_path: Path, code: str, files: dict | None,
                                        message: str) -> None:
     """A definition falkirk cannot run is a PipelineError naming the file, flow or dataset, and why."""

@@ -39,7 +39,7 @@ from attrs import frozen
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["Shape", "shape_of", "marker", "merge", "MARK"]
+__all__ = ["Shape", "shape_of", "stateful_nodes", "marker", "merge", "MARK"]
 
 #: Prefix of the alias marking a dataset's read in a query analysed by :func:`shape_of`.
 MARK = "__falkirk_read__"
@@ -47,6 +47,10 @@ MARK = "__falkirk_read__"
 _EXPR = "org.apache.spark.sql.catalyst.expressions."
 _ROWWISE = {"Project", "Filter", "SubqueryAlias", "Generate"}
 _MERGE = {"Sum": "sum", "Count": "count", "Min": "min", "Max": "max"}
+#: Plan nodes that make a streaming query keep state across micro-batches.
+_STATEFUL = {"Aggregate", "Deduplicate", "DeduplicateWithinWatermark", "Window", "FlatMapGroupsWithState",
+             "FlatMapGroupsInPandasWithState", "TransformWithState", "TransformWithStateInPySpark", "Distinct",
+             "Sort", "Limit", "GlobalLimit", "LocalLimit"}
 
 
 def marker(name: str) -> str:
@@ -134,6 +138,14 @@ def _attribute(expr: Sequence[dict[str, Any]]) -> str | None:
     if len(expr) == 1 and _short(expr[0]["class"]) == "AttributeReference":
         return str(expr[0]["name"])
     return None
+
+
+def stateful_nodes(df: DataFrame) -> list[str]:
+    """The nodes of ``df``'s analysed plan that would keep state in a streaming query (aggregations,
+    deduplication, windows, ``…WithState``, sorts and limits): ``[]`` when none, or when the plan is not at
+    hand."""
+    nodes = _plan(df) or []
+    return sorted({_short(n["class"]) for n in nodes} & _STATEFUL)
 
 
 def shape_of(df: DataFrame, types: dict[str, str] | None = None) -> Shape:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from attrs import define, field, frozen
 
 from falkirk.spark.errors import PipelineError
-from falkirk.spark.sdp.analysis import Shape, marker, shape_of
+from falkirk.spark.sdp.analysis import Shape, marker, shape_of, stateful_nodes
 from falkirk.spark.sdp.registry import where
 from falkirk.spark.sdp.session import FileSource, bound
 
@@ -280,6 +280,7 @@ def discover(graph: Graph, spark: SparkSession) -> Graph:
             _classify(graph, graph.datasets[n], frames)
     for f in graph.flows.values():
         if not f.default:
+            _check_stateless(f, frames)
             _check_reads(graph, f, "flow")
     return graph
 
@@ -320,8 +321,18 @@ def _append_only(graph: Graph, name: str | None) -> bool:
         d.kind == "streaming table" or not d.streaming)
 
 
+def _check_stateless(f: Flow, frames: dict[str, DataFrame]) -> None:
+    """A streaming flow must not keep state across updates: falkirk runs each update's new rows as a batch."""
+    found = stateful_nodes(frames[f.node]) if f.streaming else []
+    if found:
+        raise PipelineError(f"flow {f.name!r} ({f.where}) is a streaming query with state across micro-batches "
+                            f"({', '.join(found)}): falkirk runs each update's new rows as one batch and keeps no "
+                            "streaming state; aggregate in a materialized view over the streaming table instead")
+
+
 def _classify(graph: Graph, d: Dataset, frames: dict[str, DataFrame]) -> None:
     for f in d.flows:
+        _check_stateless(f, frames)
         if f.default:
             _check_reads(graph, f, d.kind)
     q = d.query
