@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from conftest import UPDATES, make_project, multiset, write_update
+from sdp_support import UPDATES, make_project, multiset, write_update
 
 pytestmark = [pytest.mark.spark, pytest.mark.connect, pytest.mark.slow]
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sdp_support import make_project, write_update
 
-from conftest import make_project, write_update
 from falkirk.spark import PipelineError
 from falkirk.spark.sdp import load
 from falkirk.spark.sdp.regimes import text

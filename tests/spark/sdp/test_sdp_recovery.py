@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sdp_support import UPDATES, clone, multiset, tables, write_update
 
-from conftest import UPDATES, clone, multiset, tables, write_update
 from falkirk.spark import RecoveryError, StepError
 from falkirk.spark.pipeline.plan.planner import epoch_of
 from falkirk.spark.sdp import load

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sdp_support import UPDATES, clone
 
-from conftest import UPDATES, clone
 from falkirk.cli import main
 
 pytestmark = pytest.mark.spark
@@ -38,3 +38,14 @@ def test_dry_run_then_refresh_from_the_command_line(spark: Any, reference: Any, 
 
     assert main(["sdp", "run", str(where), "--refresh", "nothing_like_it", "--dry-run"]) == 2
     assert "'nothing_like_it' is not a dataset or flow of pipeline 'orders'" in capsys.readouterr().err
+
+
+def test_advise_from_the_command_line(spark: Any, reference: Any, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """falkirk sdp advise prices the regimes with the costs measured under the root and prints the advice, and
+    the spec settings that would apply it (here: none changes)."""
+    where = clone(reference.last, tmp_path / "p")
+    assert main(["sdp", "advise", str(where), "--failure-rate", "0.05"]) == 0
+    out = capsys.readouterr().out
+    assert "advice for failure rate 0.05/epoch" in out
+    assert "user_totals" in out and ("falkirk.regime." in out or "the advice changes no dataset's regime" in out)
