@@ -1,6 +1,6 @@
 """Fixtures of the SDP tests: a failure-free reference run of the example, and ``spark-pipelines`` itself.
 
-``reference`` is the example run for ``UPDATES`` updates by falkirk without
+``sdp_reference`` is the example run for ``UPDATES`` updates by falkirk without
 failures (``sdp_support``); ``spark_pipelines`` runs ``spark-pipelines
 --remote URL run --spec SPEC`` (the PySpark package's own launcher) against
 the session's Connect server, in a new process group stopped by PID if it
@@ -21,7 +21,7 @@ from sdp_support import UPDATES, Reference, clone, make_project, tables, write_u
 
 
 @pytest.fixture(scope="session")
-def reference(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Reference:
+def sdp_reference(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Reference:
     """The example's tables after ``UPDATES`` failure-free updates under falkirk (``gc=False``), as multisets."""
     from falkirk.spark.sdp import load
 

@@ -6,7 +6,7 @@ unchanged but for an absolute ``storage``) into a test directory;
 generator, ``ROWS`` orders); ``clone`` copies a project, falkirk's root
 included (the root moves with its project: it holds no absolute path);
 ``multiset``/``tables`` turn tables into multisets of rows. The
-``reference`` fixture (``conftest.py``) is the example run for ``UPDATES``
+``sdp_reference`` fixture (``conftest.py``) is the example run for ``UPDATES``
 updates by falkirk without failures (``Reference``).
 """
 

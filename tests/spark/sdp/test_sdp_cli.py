@@ -13,11 +13,11 @@ from falkirk.cli import main
 pytestmark = pytest.mark.spark
 
 
-def test_dry_run_then_refresh_from_the_command_line(spark: Any, reference: Any, tmp_path: Path,
+def test_dry_run_then_refresh_from_the_command_line(spark: Any, sdp_reference: Any, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """--dry-run --refresh prints every dataset's regime and the plan, changes nothing; the run then executes
     exactly the plan's redo, and a refresh of an unknown dataset is an error naming the known ones."""
-    where = clone(reference.last, tmp_path / "p")
+    where = clone(sdp_reference.last, tmp_path / "p")
     root = where / "pipeline-storage" / "falkirk"
     before = sorted(p.relative_to(root) for p in root.rglob("*") if "meta.sqlite" not in p.name)
     assert main(["sdp", "run", str(where), "--dry-run", "--refresh", "user_totals", "--no-gc"]) == 0
@@ -40,11 +40,11 @@ def test_dry_run_then_refresh_from_the_command_line(spark: Any, reference: Any, 
     assert "'nothing_like_it' is not a dataset or flow of pipeline 'orders'" in capsys.readouterr().err
 
 
-def test_advise_from_the_command_line(spark: Any, reference: Any, tmp_path: Path,
+def test_advise_from_the_command_line(spark: Any, sdp_reference: Any, tmp_path: Path,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     """falkirk sdp advise prices the regimes with the costs measured under the root and prints the advice, and
     the spec settings that would apply it (here: none changes)."""
-    where = clone(reference.last, tmp_path / "p")
+    where = clone(sdp_reference.last, tmp_path / "p")
     assert main(["sdp", "advise", str(where), "--failure-rate", "0.05"]) == 0
     out = capsys.readouterr().out
     assert "advice for failure rate 0.05/epoch" in out

@@ -4,7 +4,7 @@
 through the session's Connect server, one process per update, writing its
 tables into the server's warehouse and the sink's JSON files into the
 project; falkirk runs a copy of the same project, update by update, on the
-shared classic session (``reference``). Tables are compared as multisets.
+shared classic session (``sdp_reference``). Tables are compared as multisets.
 
 Once its tables exist, ``spark-pipelines`` 4.3 starts a materialized view's
 flow without waiting for the streaming table's flow of the same update
@@ -26,7 +26,7 @@ from sdp_support import UPDATES, make_project, multiset, write_update
 pytestmark = [pytest.mark.spark, pytest.mark.connect, pytest.mark.slow]
 
 
-def test_same_tables_as_spark_pipelines(spark: Any, spark_pipelines: Any, connect_server: Any, reference: dict,
+def test_same_tables_as_spark_pipelines(spark: Any, spark_pipelines: Any, connect_server: Any, sdp_reference: dict,
                                         tmp_path: Path) -> None:
     """spark-pipelines' updates give falkirk's tables: the streaming table, both materialized views, the sink."""
     project = make_project(tmp_path / "sdp")
@@ -39,7 +39,7 @@ def test_same_tables_as_spark_pipelines(spark: Any, spark_pipelines: Any, connec
               for name in ("orders", "user_totals", "big_orders")}
     theirs["export"] = multiset(spark.read.schema("order_id BIGINT, user BIGINT, amount DECIMAL(12,2)")
                                 .json(str(project / "export")))
-    assert set(reference) == set(theirs)
+    assert set(sdp_reference) == set(theirs)
     for name, rows in theirs.items():
         assert sum(rows.values()) > 0, name
-        assert reference[name] == rows, f"table {name} differs from spark-pipelines'"
+        assert sdp_reference[name] == rows, f"table {name} differs from spark-pipelines'"

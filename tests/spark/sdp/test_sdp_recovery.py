@@ -1,6 +1,6 @@
 """Failures, refreshes and changed queries of the example SDP project: selective, and the failure-free tables.
 
-Every run here is compared with ``reference`` — the same updates run by
+Every run here is compared with ``sdp_reference`` — the same updates run by
 falkirk without failures — as multisets of rows per table, and what each run
 executed is compared with what falkirk's solver said it would.
 """
@@ -21,20 +21,20 @@ from falkirk.spark.sdp import load
 pytestmark = pytest.mark.spark
 
 
-def _last_update_failing(reference: Any, where: Path, flow: str, spark: Any) -> tuple[Any, Any]:
+def _last_update_failing(sdp_reference: Any, where: Path, flow: str, spark: Any) -> tuple[Any, Any]:
     """The example's updates with a failure injected into ``flow``'s step during the last one."""
-    clone(reference.first, where)
+    clone(sdp_reference.first, where)
     write_update(where, UPDATES - 1)
     project = load(where, spark)
     return project, project.run(fail=[flow])
 
 
 @pytest.mark.parametrize("flow", ["user_totals", "orders"])
-def test_a_failed_flow_recovers_alone(spark: Any, reference: dict, tmp_path: Path, flow: str) -> None:
+def test_a_failed_flow_recovers_alone(spark: Any, sdp_reference: dict, tmp_path: Path, flow: str) -> None:
     """A flow failing mid-step in an update (its data written, not yet published) is redone with only what the
     solver's plan rolls back — at most the unlogged view that feeds it, recomputed from the streaming table's log;
     nothing upstream re-reads its files —, the update completes, and the tables are the failure-free run's."""
-    project, update = _last_update_failing(reference, tmp_path / "p", flow, spark)
+    project, update = _last_update_failing(sdp_reference, tmp_path / "p", flow, spark)
     last = UPDATES - 1
     assert update.recoveries == 1
     rec = next(r for r in update.result.journal.recoveries if not r.restart)
@@ -45,14 +45,14 @@ def test_a_failed_flow_recovers_alone(spark: Any, reference: dict, tmp_path: Pat
     assert (flow, last) in runs and runs[("orders", last)] == 1
     assert {s for (s, _), n in runs.items() if n > 1} == rolled
     assert project.updates() == UPDATES
-    assert tables(project) == reference
+    assert tables(project) == sdp_reference
 
 
-def test_refresh_redoes_the_solvers_closure_only(spark: Any, reference: dict, tmp_path: Path) -> None:
+def test_refresh_redoes_the_solvers_closure_only(spark: Any, sdp_reference: dict, tmp_path: Path) -> None:
     """--refresh X redoes X's latest update and exactly what the dry run's solver plan names; --full-refresh of a
     materialized view recomputes it from whole tables; of a streaming table (on a root without garbage
     collection), from its first update. Each leaves the failure-free tables and runs no new update."""
-    where = clone(reference.last, tmp_path / "p")
+    where = clone(sdp_reference.last, tmp_path / "p")
     project = load(where, spark, gc=False)
     last = UPDATES - 1
     plan = project.plan(refresh=["user_totals"])
@@ -61,28 +61,28 @@ def test_refresh_redoes_the_solvers_closure_only(spark: Any, reference: dict, tm
     update = project.run(refresh=["user_totals"])
     assert set(update.executed) == {(n, e) for n, (lo, hi) in plan.redo.items() for e in range(lo, hi + 1)}
     assert (update.epoch, update.new, project.updates()) == (last, False, UPDATES)
-    assert tables(project) == reference
+    assert tables(project) == sdp_reference
 
     project = load(where, spark, gc=False)
     update = project.run(full_refresh=["user_totals"])
     assert set(update.executed) == {("clean_orders", last), ("user_totals", last), ("big_orders", last)}
     assert project.rebuilds().at("user_totals", last)
-    assert tables(project) == reference
+    assert tables(project) == sdp_reference
 
     project = load(where, spark, gc=False)
     update = project.run(full_refresh=["orders"])
     assert {s for s, _ in update.executed} >= {"orders", "user_totals", "export"}
     assert {e for _, e in update.executed} == set(range(UPDATES))
-    assert tables(project) == reference
+    assert tables(project) == sdp_reference
 
 
-def test_a_changed_query_takes_effect_as_in_sdp(spark: Any, reference: Any, tmp_path: Path) -> None:
+def test_a_changed_query_takes_effect_as_in_sdp(spark: Any, sdp_reference: Any, tmp_path: Path) -> None:
     """A changed view and materialized view apply to the whole table from the next update (the incremental
     materialized view is recomputed from whole tables once), as spark-pipelines' full recompute would; the
     streaming table keeps its rows."""
     from pyspark.sql import functions as F
 
-    where = clone(reference.last, tmp_path / "p")
+    where = clone(sdp_reference.last, tmp_path / "p")
     code = where / "transformations" / "orders.py"
     text = code.read_text()
     text = text.replace('"amount > 0 AND user IS NOT NULL"', '"amount > 100 AND user IS NOT NULL"')
@@ -105,11 +105,11 @@ def test_a_changed_query_takes_effect_as_in_sdp(spark: Any, reference: Any, tmp_
     assert multiset(project.table("big_orders")) == multiset(big)
 
 
-def test_an_interrupted_update_resumes(spark: Any, reference: Any, tmp_path: Path) -> None:
+def test_an_interrupted_update_resumes(spark: Any, sdp_reference: Any, tmp_path: Path) -> None:
     """An update whose run died (here: an error in a query that only data shows, fixed before the next run) is
     finished by the next run, which runs only the steps that had not completed it; on a root with garbage
     collection a streaming table's full refresh is refused, naming why, and changes nothing."""
-    where = clone(reference.first, tmp_path / "p")
+    where = clone(sdp_reference.first, tmp_path / "p")
     code = where / "transformations" / "orders.py"
     good = code.read_text()
     code.write_text(good.replace('.select("order_id", "user", "item", "amount"))',
@@ -123,7 +123,7 @@ def test_an_interrupted_update_resumes(spark: Any, reference: Any, tmp_path: Pat
     update = project.run()
     last = UPDATES - 1
     assert ("orders", last) not in update.executed and ("big_orders", last) in update.executed
-    assert tables(project) == reference
+    assert tables(project) == sdp_reference
     with pytest.raises(RecoveryError, match="--full-refresh orders: rebuilding a streaming table from its first "
                                             "update needs its input log"):
         load(where, spark).run(full_refresh=["orders"])
