@@ -89,8 +89,14 @@ def register(subparsers: Any) -> None:
 
 
 def _project(args: argparse.Namespace) -> Any:
-    from falkirk.spark.sdp.project import Project
-    from falkirk.spark.sdp.spec import load_spec
+    from falkirk.spark.errors import PipelineError
+
+    try:
+        from falkirk.spark.sdp.project import Project
+        from falkirk.spark.sdp.spec import load_spec
+    except ImportError as exc:  # PySpark before 4.1, or without the pipelines extra
+        raise PipelineError(f"falkirk sdp needs pyspark.pipelines (PySpark 4.1 or newer; pip install "
+                            f"'falkirk[sdp]'): {exc}") from None
 
     spec = load_spec(args.spec_option or args.spec)
     if args.remote:
