@@ -70,6 +70,8 @@ class Task:
     #: an input's cut time, an output's commit time (seconds since the Unix epoch), where this execution made them
     cut_at: float | None = None
     committed_at: float | None = None
+    #: the thread that worked it (what it recorded for the planner is handed over when it ends)
+    thread: int | None = None
 
 
 @define
