@@ -69,7 +69,7 @@ the start, after each configuration and at the end) and
 ``benchmarks/results/spark_matrix_<W>.png``; ``--markdown`` prints the
 table from the JSON.
 
-``--drivers N`` (W1, W4, W6): each configuration is measured by N pairs of driver
+``--drivers N`` (W1–W4, W6): each configuration is measured by N pairs of driver
 processes (killed, restarted), taken round-robin over the configurations,
 and every number reported is the median of the N drivers' (each driver's
 under ``drivers``, each driver's ratio to the streaming configurations' of

@@ -54,7 +54,7 @@ def main() -> int:
     ap.add_argument("--configs", default="", help="only these configurations (names as in the table)")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--drivers", type=int, default=1,
-                    help="W1, W4, W6: measure each configuration in this many drivers, round-robin; report medians")
+                    help="W1-W4, W6: measure each configuration in this many drivers, round-robin; report medians")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--markdown", action="store_true", help="print the results JSON as a Markdown table and stop")
     ap.add_argument("--merge", action="store_true",
@@ -84,7 +84,7 @@ def main() -> int:
             if w == "W1":
                 summary = measure_w1(configs, sizes[w], work, args.warmup, args.drivers)
             elif w in ("W2", "W3"):
-                summary = measure_keyed(w, configs, sizes[w], work, args.warmup)
+                summary = measure_keyed(w, configs, sizes[w], work, args.warmup, args.drivers)
             elif w == "W5":
                 try:
                     summary = measure_w5(configs, sizes[w], work, args.warmup)

@@ -64,8 +64,11 @@ def markdown(doc: dict[str, Any]) -> str:
     lines = [as_markdown(rows_of(doc)), ""]
     for w, block in doc["workloads"].items():
         v = block["verdict"]
-        lines.append(f"* {w}: non-dominated {', '.join(v['frontier'])}; falkirk configurations strictly dominating "
-                     f"every Structured Streaming one: {', '.join(v['falkirk_dominates_all_streaming']) or 'none'}")
+        strongest = v.get("streaming_frontier")
+        lines.append(f"* {w}: non-dominated {', '.join(v['frontier'])}; "
+                     + (f"strongest Structured Streaming {', '.join(strongest)}; " if strongest else "")
+                     + "falkirk configurations strictly dominating every Structured Streaming one: "
+                     f"{', '.join(v['falkirk_dominates_all_streaming']) or 'none'}")
         for twin in v.get("same_regimes", {}).values():
             lines.append(f"  * {', '.join(twin['labels'])} ran the same regimes: over their {twin['drivers']} drivers "
                          f"{twin['cpu_median_s']:.2f} s / {twin['recovery_cpu_s']:.2f} s; as one configuration, "
