@@ -224,3 +224,22 @@ def test_several_drivers_are_pooled_by_the_median_of_each_number() -> None:
     assert p["identical"] is False and p["regimes"] == {"cc": "lazy"} and p["cpus"] == [3.0, 3.0]
     assert [d["cpu_median_s"] for d in p["drivers"]] == [3.0, 2.0, 2.5, 9.0]
     assert pooled(runs[:3])["identical"] is True
+
+
+def test_merging_a_partial_rerun_keeps_the_other_configurations_marked() -> None:
+    """``--merge --configs``: a workload re-run with some configurations keeps the others from the earlier result,
+    marked as from the earlier run, and its verdict is taken over all of them."""
+    from benchmarks.spark_matrix.cli import kept_configurations
+
+    def row(system: str, cpu: float, rec: float) -> dict[str, Any]:
+        return {"system": system, "cpu_median_s": cpu, "recovery_cpu_s": rec}
+
+    old = {"W3": {"summary": {"streaming": row("streaming", 30.0, 40.0), "falkirk-lazy3": row("falkirk", 9.0, 9.0)}}}
+    new = {"W3": {"summary": {"falkirk-lazy3": row("falkirk", 2.0, 10.0), "streaming-merge": row("streaming", 3.0, 8.0)},
+                  "verdict": {}}}
+    kept_configurations(new, old, {"machine": {"load_average": [1.0, 1.0, 1.0]}})
+    summary = new["W3"]["summary"]
+    assert summary["falkirk-lazy3"]["cpu_median_s"] == 2.0 and "earlier_run" not in summary["falkirk-lazy3"]
+    assert summary["streaming"]["earlier_run"]["machine"]["load_average"] == [1.0, 1.0, 1.0]
+    assert new["W3"]["verdict"]["streaming_frontier"] == ["streaming-merge"]
+    assert new["W3"]["verdict"]["frontier"] == ["falkirk-lazy3", "streaming-merge"]
