@@ -223,7 +223,7 @@ class StreamingKeyed:
 
     # -- each batch ------------------------------------------------------------------------------------------
     def _killing(self, df: Any) -> Any:
-        """``df`` behind a Python filter that SIGKILLs (:func:`kill_here`) in the first task to see a row; the killed
+        """``df`` behind a Python filter that SIGKILLs (:func:`killer`) in the first task to see a row; the killed
         batch's plan only (``native``, ``merge``: the stateful step runs no Python of the user's)."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import BooleanType
