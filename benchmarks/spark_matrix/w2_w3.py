@@ -260,10 +260,18 @@ def measure_keyed(workload: str, configs: list[str], size: dict[str, Any], work:
     def one(name: str, d: int) -> dict[str, Any]:
         opt, spec = configured(workload, name, size, work / f"{workload}-{name}", input_dir)
         tag = f"{workload}-{name}" + (f"-d{d + 1}" if d else "")
-        t0 = time.perf_counter()
-        a = child(spec, work, f"{tag}-run", "keyed:run", -signal.SIGKILL)
-        b = child(spec, work, f"{tag}-restart", "keyed:restart")
-        res = summarised({**a, **b}, spec, opt, warmup, t0)
+        for attempt in (1, 2):  # a driver that fails (seen: "Python worker failed to connect back" at load 17-21)
+            t0 = time.perf_counter()  # is run again once, noted; a wrong output is not a failure here
+            try:
+                a = child(spec, work, f"{tag}-run", "keyed:run", -signal.SIGKILL)
+                b = child(spec, work, f"{tag}-restart", "keyed:restart")
+                break
+            except SystemExit as exc:
+                if attempt == 2:
+                    raise
+                print(f"{tag}: {str(exc).splitlines()[0]}; run again", flush=True)
+                shutil.rmtree(work / f"{workload}-{name}", ignore_errors=True)
+        res = summarised({**a, **b, "attempts": attempt}, spec, opt, warmup, t0)
         shutil.rmtree(work / f"{workload}-{name}", ignore_errors=True)
         print(said(workload, name, res, tail=f", driver {d + 1} of {drivers}" if drivers > 1 else ""), flush=True)
         return res
