@@ -14,7 +14,9 @@ Workloads implemented (one module each; its docstring defines the workload and i
   :mod:`.w4_streaming`);
 * :mod:`.w6` — ``W6``, a code change of W4's stateful step, its last epochs recomputed;
 * :mod:`.w2_w3` — ``W2`` (large, slowly changing keyed state) and ``W3`` (high-churn state), driver
-  SIGKILLed in the stateful step, restarted;
+  SIGKILLed in the stateful step, restarted (the stream's formulations of both, and of W5, in
+  :mod:`.keyed_streaming`: native aggregation, ``foreachBatch`` over a state table, the state API v2,
+  ``applyInPandasWithState``);
 * :mod:`.w5` — ``W5``, W2's keyed state on a standalone cluster, an executor SIGKILLed mid-step.
 
 The rest: :mod:`.configs` (configurations and sizes), :mod:`.measure` (process trees, meters, the driver
@@ -57,7 +59,10 @@ The numbers
   with the same configuration's failure-free run — ``totals_out`` per epoch
   and the SQLite ``heavy_rows`` table (W4), ``totals_out`` of the last 10
   epochs against a fresh run of v2 (W6), the flagship's responses and
-  statistics (W1); any difference makes the benchmark exit with status 1.
+  statistics (W1), ``changes`` per epoch (W2, W3, W5: also against the
+  workload computed from the input in NumPy, so that every formulation of
+  either system must give the same rows); any difference makes the
+  benchmark exit with status 1.
 
 Sizes (:data:`SIZES`): ``--quick`` (W1 6 epochs at 4,000 events; W4 8
 epochs at 20,000 events, W6 14 epochs at 10,000 events, over 2,000 users; W2
@@ -69,7 +74,7 @@ the start, after each configuration and at the end) and
 ``benchmarks/results/spark_matrix_<W>.png``; ``--markdown`` prints the
 table from the JSON.
 
-``--drivers N`` (W1, W4, W6): each configuration is measured by N pairs of driver
+``--drivers N`` (W1–W4, W6): each configuration is measured by N pairs of driver
 processes (killed, restarted), taken round-robin over the configurations,
 and every number reported is the median of the N drivers' (each driver's
 under ``drivers``, each driver's ratio to the streaming configurations' of

@@ -44,6 +44,17 @@ def run_phase(phase: str, spec_path: Path) -> None:
     spark.stop()
 
 
+def kept_configurations(new: dict[str, Any], old: dict[str, Any], run: dict[str, Any]) -> None:
+    """``--merge --configs``: each re-run workload keeps the configurations not run now from the earlier result,
+    marked ``earlier_run`` (that run's machine and load), and its verdict is taken again over all of them."""
+    for w, block in new.items():
+        earlier = {n: {**s, "earlier_run": s.get("earlier_run") or run}
+                   for n, s in old.get(w, {}).get("summary", {}).items() if n not in block["summary"]}
+        if earlier:
+            block["summary"] = {**block["summary"], **earlier}
+            block["verdict"] = verdict(block["summary"])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(prog=f"python -m {__package__}",
                                  description=sys.modules[__package__].__doc__.splitlines()[0])
@@ -54,11 +65,12 @@ def main() -> int:
     ap.add_argument("--configs", default="", help="only these configurations (names as in the table)")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--drivers", type=int, default=1,
-                    help="W1, W4, W6: measure each configuration in this many drivers, round-robin; report medians")
+                    help="W1-W4, W6: measure each configuration in this many drivers, round-robin; report medians")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--markdown", action="store_true", help="print the results JSON as a Markdown table and stop")
     ap.add_argument("--merge", action="store_true",
-                    help="keep the other workloads of the existing results JSON (replace only those run now)")
+                    help="keep the other workloads of the existing results JSON (replace only those run now); with "
+                         "--configs, also a re-run workload's other configurations (marked earlier_run)")
     ap.add_argument("--phase", help=argparse.SUPPRESS)
     ap.add_argument("--spec", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -84,7 +96,7 @@ def main() -> int:
             if w == "W1":
                 summary = measure_w1(configs, sizes[w], work, args.warmup, args.drivers)
             elif w in ("W2", "W3"):
-                summary = measure_keyed(w, configs, sizes[w], work, args.warmup)
+                summary = measure_keyed(w, configs, sizes[w], work, args.warmup, args.drivers)
             elif w == "W5":
                 try:
                     summary = measure_w5(configs, sizes[w], work, args.warmup)
@@ -109,6 +121,8 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.merge and (args.out / "spark_matrix.json").exists():
         old = json.loads((args.out / "spark_matrix.json").read_text())
+        if pick:
+            kept_configurations(workloads, old.get("workloads", {}), {k: old.get(k) for k in ("wall_s", "machine")})
         doc["workloads"] = {**old.get("workloads", {}), **workloads}
         doc["earlier_runs"] = [*old.get("earlier_runs", []), {k: old.get(k) for k in ("sizes", "wall_s", "machine")}]
     (args.out / "spark_matrix.json").write_text(json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n",

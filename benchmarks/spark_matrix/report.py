@@ -51,7 +51,7 @@ def rows_of(doc: dict[str, Any]) -> list[tuple[str, ...]]:
     for w, block in doc["workloads"].items():
         for n, s in block["summary"].items():
             rss = s.get("peak_rss")
-            rows.append((w, n, f"{s['cpu_median_s']:.2f} s", f"{s['wall_median_s']:.2f} s",
+            rows.append((w, n + (" (earlier run)" if s.get("earlier_run") else ""), f"{s['cpu_median_s']:.2f} s", f"{s['wall_median_s']:.2f} s",
                          f"{s['bytes_per_epoch'] / 1e3:.0f}", f"{s['recovery_cpu_s']:.2f} s", f"{s['recovery_s']:.2f} s",
                          f"{s['records_recomputed']:,}", f"{s['source_rows']:,}", f"{s.get('log_rows', 0):,}",
                          "-" if not rss else f"{rss / 1e6:.0f}",
@@ -64,8 +64,11 @@ def markdown(doc: dict[str, Any]) -> str:
     lines = [as_markdown(rows_of(doc)), ""]
     for w, block in doc["workloads"].items():
         v = block["verdict"]
-        lines.append(f"* {w}: non-dominated {', '.join(v['frontier'])}; falkirk configurations strictly dominating "
-                     f"every Structured Streaming one: {', '.join(v['falkirk_dominates_all_streaming']) or 'none'}")
+        strongest = v.get("streaming_frontier")
+        lines.append(f"* {w}: non-dominated {', '.join(v['frontier'])}; "
+                     + (f"strongest Structured Streaming {', '.join(strongest)}; " if strongest else "")
+                     + "falkirk configurations strictly dominating every Structured Streaming one: "
+                     f"{', '.join(v['falkirk_dominates_all_streaming']) or 'none'}")
         for twin in v.get("same_regimes", {}).values():
             lines.append(f"  * {', '.join(twin['labels'])} ran the same regimes: over their {twin['drivers']} drivers "
                          f"{twin['cpu_median_s']:.2f} s / {twin['recovery_cpu_s']:.2f} s; as one configuration, "
