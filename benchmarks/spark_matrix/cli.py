@@ -25,9 +25,10 @@ from .w2_w3 import measure_keyed, phase_keyed_restart, phase_keyed_run
 from .w4 import measure_w46, phase_w4, phase_w4_advise
 from .w5 import measure_w5, phase_w5
 from .w6 import phase_w6
+from .ysb import measure_ysb, phase_ysb, phase_ysb_restart, ysb_targets
 
 PHASES = {"W4": phase_w4, "W4:advise": phase_w4_advise, "W6": phase_w6, "keyed:run": phase_keyed_run,
-          "keyed:restart": phase_keyed_restart, "W5": phase_w5}
+          "keyed:restart": phase_keyed_restart, "W5": phase_w5, "YSB": phase_ysb, "YSB:restart": phase_ysb_restart}
 
 
 def run_phase(phase: str, spec_path: Path) -> None:
@@ -54,7 +55,8 @@ def main() -> int:
     ap.add_argument("--configs", default="", help="only these configurations (names as in the table)")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--drivers", type=int, default=1,
-                    help="W1, W4, W6: measure each configuration in this many drivers, round-robin; report medians")
+                    help="W1, W4, W6, YSB, MIXED: measure each configuration in this many drivers, round-robin; "
+                         "report medians")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--markdown", action="store_true", help="print the results JSON as a Markdown table and stop")
     ap.add_argument("--merge", action="store_true",
@@ -81,8 +83,12 @@ def main() -> int:
     try:
         for w in only:
             configs = [c for c in CONFIGS[w] if not pick or c in pick]
+            extra: dict[str, Any] = {}
             if w == "W1":
                 summary = measure_w1(configs, sizes[w], work, args.warmup, args.drivers)
+            elif w == "YSB":
+                summary = measure_ysb(configs, sizes[w], work, args.warmup, args.drivers)
+                extra["targets"] = ysb_targets(summary)
             elif w in ("W2", "W3"):
                 summary = measure_keyed(w, configs, sizes[w], work, args.warmup)
             elif w == "W5":
@@ -95,7 +101,7 @@ def main() -> int:
                     continue
             else:
                 summary = measure_w46(w, configs, sizes[w], work, args.warmup, args.drivers)
-            workloads[w] = {"size": sizes[w], "summary": summary, "verdict": verdict(summary)}
+            workloads[w] = {"size": sizes[w], "summary": summary, "verdict": verdict(summary), **extra}
     finally:
         shutil.rmtree(work, ignore_errors=True)
     import pyspark
