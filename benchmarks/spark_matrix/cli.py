@@ -17,7 +17,9 @@ from typing import Any
 
 from ..spark_vs_streaming import STREAMING_CONF, as_text, jvm_pid
 from .configs import CONFIGS, IMPLEMENTED, RESULTS, SIZES
+from .latency_report import plot_mixed_latency, plot_ysb_latency
 from .measure import ROOTS, cluster_session, session
+from .mixed import measure_mixed, mixed_targets, phase_mixed
 from .pooling import verdict
 from .report import TITLES, markdown, plot, rows_of
 from .w1 import measure_w1
@@ -28,7 +30,10 @@ from .w6 import phase_w6
 from .ysb import measure_ysb, phase_ysb, phase_ysb_restart, ysb_targets
 
 PHASES = {"W4": phase_w4, "W4:advise": phase_w4_advise, "W6": phase_w6, "keyed:run": phase_keyed_run,
-          "keyed:restart": phase_keyed_restart, "W5": phase_w5, "YSB": phase_ysb, "YSB:restart": phase_ysb_restart}
+          "keyed:restart": phase_keyed_restart, "W5": phase_w5, "YSB": phase_ysb, "YSB:restart": phase_ysb_restart,
+          "MIXED": phase_mixed}
+
+LATENCY_PLOTS = {"YSB": plot_ysb_latency, "MIXED": plot_mixed_latency}
 
 
 def run_phase(phase: str, spec_path: Path) -> None:
@@ -89,6 +94,9 @@ def main() -> int:
             elif w == "YSB":
                 summary = measure_ysb(configs, sizes[w], work, args.warmup, args.drivers)
                 extra["targets"] = ysb_targets(summary)
+            elif w == "MIXED":
+                summary = measure_mixed(configs, sizes[w], work, args.warmup, args.drivers)
+                extra["targets"] = mixed_targets(summary)
             elif w in ("W2", "W3"):
                 summary = measure_keyed(w, configs, sizes[w], work, args.warmup)
             elif w == "W5":
@@ -122,6 +130,8 @@ def main() -> int:
     for w, block in workloads.items():
         try:
             plot(w, block["summary"], block["verdict"]["frontier"], args.out / f"spark_matrix_{w}.png", TITLES[w])
+            if w in LATENCY_PLOTS:
+                LATENCY_PLOTS[w](block, args.out / f"spark_matrix_{w}_latency.png")
         except ImportError as exc:
             print(f"no picture: {exc}")
     print()
