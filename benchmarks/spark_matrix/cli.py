@@ -28,9 +28,10 @@ from .w4 import measure_w46, phase_w4, phase_w4_advise
 from .w5 import measure_w5, phase_w5
 from .w6 import phase_w6
 from .ysb import measure_ysb, phase_ysb, phase_ysb_restart, ysb_targets
+from .ysb_rtm import phase_rtm
 
 PHASES = {"W4": phase_w4, "W4:advise": phase_w4_advise, "W6": phase_w6, "keyed:run": phase_keyed_run,
-          "keyed:restart": phase_keyed_restart, "W5": phase_w5, "YSB": phase_ysb, "YSB:restart": phase_ysb_restart,
+          "keyed:restart": phase_keyed_restart, "W5": phase_w5, "YSB": phase_ysb, "YSB:restart": phase_ysb_restart, "YSB:rtm": phase_rtm,
           "MIXED": phase_mixed}
 
 LATENCY_PLOTS = {"YSB": plot_ysb_latency, "MIXED": plot_mixed_latency}
@@ -109,7 +110,8 @@ def main() -> int:
                     continue
             else:
                 summary = measure_w46(w, configs, sizes[w], work, args.warmup, args.drivers)
-            workloads[w] = {"size": sizes[w], "summary": summary, "verdict": verdict(summary), **extra}
+            judged = {n: s for n, s in summary.items() if s.get("recovery_cpu_s") is not None}  # RTM: steady only
+            workloads[w] = {"size": sizes[w], "summary": summary, "verdict": verdict(judged), **extra}
     finally:
         shutil.rmtree(work, ignore_errors=True)
     import pyspark
@@ -129,7 +131,8 @@ def main() -> int:
                                                 encoding="utf-8")
     for w, block in workloads.items():
         try:
-            plot(w, block["summary"], block["verdict"]["frontier"], args.out / f"spark_matrix_{w}.png", TITLES[w])
+            plot(w, {n: s for n, s in block["summary"].items() if s.get("recovery_cpu_s") is not None},
+                 block["verdict"]["frontier"], args.out / f"spark_matrix_{w}.png", TITLES[w])
             if w in LATENCY_PLOTS:
                 LATENCY_PLOTS[w](block, args.out / f"spark_matrix_{w}_latency.png")
         except ImportError as exc:

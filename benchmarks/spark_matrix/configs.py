@@ -36,7 +36,7 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
            "falkirk-inc": {"regime": "eager-inc"}},
     "W5": {"streaming": {}, "streaming-snap2": {"conf": SNAP2}, "falkirk-lazy3": {"regime": "lazy3"},
            "falkirk-inc": {"regime": "eager-inc"}, "falkirk-lazy3-r1": {"regime": "lazy3-r1"}},
-    "YSB": {"streaming": {}, "falkirk": {}, "falkirk-concurrent": {"concurrency": 3}},
+    "YSB": {"streaming": {}, "streaming-rtm": {"rtm": True}, "falkirk": {}, "falkirk-concurrent": {"concurrency": 3}},
     "MIXED": {"streaming-two-queries": {}, "falkirk": {}, "falkirk-logged": {"log_views": True},
               "falkirk-logged-concurrent": {"log_views": True, "concurrency": 3}},
 }

@@ -25,11 +25,11 @@ def ysb_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
         "kill: first output after", "kill: epochs to catch up", "kill: excess CPU", "identical")]
     for n, s in summary.items():
         st, ex, k = s["steady"], s["exception"], s["kill"]
+        fails = ((_f(ex["failed_epoch_service_s"]), _n(ex["epochs_until_caught_up"]), _f(ex["excess_cpu_s"]),
+                  _f(k["first_output_s"]), _n(k["epochs_until_caught_up"]), _f(k["excess_cpu_s"])) if ex
+                 else ("not measured",) * 6)
         rows.append((n, _f(s["cpu_median_s"]), _f(st["latency"]["p50"]), _f(st["latency"]["p99"]),
-                     _f(st["window_latency"]["p50"]), _f(st["window_latency"]["p99"]),
-                     _f(ex["failed_epoch_service_s"]), _n(ex["epochs_until_caught_up"]), _f(ex["excess_cpu_s"]),
-                     _f(k["first_output_s"]), _n(k["epochs_until_caught_up"]), _f(k["excess_cpu_s"]),
-                     str(s["identical"])))
+                     _f(st["window_latency"]["p50"]), _f(st["window_latency"]["p99"]), *fails, str(s["identical"])))
     return rows
 
 
@@ -76,6 +76,10 @@ def plot_ysb_latency(block: dict[str, Any], path: Path) -> None:
     for ax, kind, what in ((axes[0], "exception", f"an exception in counts at epoch {c}"),
                            (axes[1], "kill", f"the driver SIGKILLed in epoch {c}, restarted")):
         for color, (n, s) in zip(colors, summary.items(), strict=False):
+            if kind not in s["timeline"]:  # failure-free only (real-time mode)
+                rx, ry = _series(s["timeline"]["reference"], t)
+                ax.plot(rx, ry, linestyle=":", color=color, alpha=0.6, label=f"{n} (failure-free only)")
+                continue
             x, y = _series(s["timeline"][kind], t)
             ax.plot(x, y, marker="o", ms=3, color=color, label=n)
             rx, ry = _series(s["timeline"]["reference"], t)

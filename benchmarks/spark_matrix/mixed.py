@@ -95,8 +95,9 @@ def mixed_pipeline(root: Path, spark: Any, size: dict[str, Any], *, concurrency:
 class StreamingMixed(StreamingYSB):
     """MIXED as two queries (module docstring); ``failure`` strikes query 2 (the heavy one)."""
 
-    def __init__(self, spark: Any, base: Path, size: dict[str, Any], *, failure: Failure | None = None) -> None:
-        super().__init__(spark, base, size)
+    def __init__(self, spark: Any, base: Path, size: dict[str, Any], *, failure: Failure | None = None,
+                 on_commit: Any = None) -> None:
+        super().__init__(spark, base, size, on_commit=on_commit)
         self.heavy_failure = failure or Failure(None, where="heavy")
         self.heavy_commits: dict[int, float] = {}
 
@@ -181,6 +182,7 @@ def phase_mixed(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
         counts, heavy = outputs(spark, run["dir"]), nonempty(outputs(spark, run["dir"], HEAVY))
         rows[kind] = (counts, heavy)
         out[kind] = described(run, counts, size)
+        out[kind]["bytes"] = run["bytes"]
         out[kind]["heavy_commits"] = heavy_commits(run, spec, size["epochs"])
         if failure is not None:
             out[kind]["failed_at"] = failure.at
@@ -223,7 +225,8 @@ def summarise_mixed(raw: dict[str, Any], size: dict[str, Any], warmup: int) -> d
                                 "p99_over_steady_p99": None if worst is None or not p99 else
                                 percentile(during.values(), 99) / p99},
             "failure": fail, "recovery_cpu_s": fail["excess_cpu_s"], "recovery_s": None if end is None else end - start,
-            "bytes_per_epoch": 0.0, "records_recomputed": 0, "source_rows": 0, "log_rows": 0,
+            "bytes_per_epoch": sum(raw["reference"]["bytes"].values()) / size["epochs"],
+            "bytes": raw["reference"]["bytes"], "records_recomputed": 0, "source_rows": 0, "log_rows": 0,
             **raw.get("recomputed", {}), "actions": raw.get("actions"), "phases": raw.get("phases"), "redone": raw.get("redone"),
             "identical": not raw["differences"], "differences": raw["differences"],
             "timeline": {"reference": ref["latency"], "failure": run["latency"], "failed_at": start - run["t0"],

@@ -55,7 +55,8 @@ def rows_of(doc: dict[str, Any]) -> list[tuple[str, ...]]:
         for n, s in block["summary"].items():
             rss = s.get("peak_rss")
             rows.append((w, n, f"{s['cpu_median_s']:.2f} s", f"{s['wall_median_s']:.2f} s",
-                         f"{s['bytes_per_epoch'] / 1e3:.0f}", f"{s['recovery_cpu_s']:.2f} s",
+                         f"{s['bytes_per_epoch'] / 1e3:.0f}",
+                         "-" if s["recovery_cpu_s"] is None else f"{s['recovery_cpu_s']:.2f} s",
                          "-" if s["recovery_s"] is None else f"{s['recovery_s']:.2f} s",
                          f"{s['records_recomputed']:,}", f"{s['source_rows']:,}", f"{s.get('log_rows', 0):,}",
                          "-" if not rss else f"{rss / 1e6:.0f}",

@@ -19,7 +19,8 @@ Configurations
 * ``streaming`` — one Structured Streaming query written the usual way (:mod:`.ysb_streaming`): micro-batch,
   processing-time trigger every ``interval``, a watermark of one window, RocksDB with changelog
   checkpointing, ``foreachBatch`` writing the batch's counts idempotently per batch id.
-* Real-time mode (``trigger(realTime=...)``): not a configuration — see *Real-time mode* below.
+* ``streaming-rtm`` — the same query in real-time mode (``trigger(realTime=...)``), failure-free only: see
+  *Real-time mode* below and :mod:`.ysb_rtm`.
 
 The failures (each configuration, each driver)
 -----------------------------------------------
@@ -65,8 +66,11 @@ sources are refused (``STREAMING_REAL_TIME_MODE.INPUT_STREAM_NOT_SUPPORTED``). S
 Kafka and the continuous memory sink; ``foreachBatch`` and the memory sink are refused
 (``OPERATOR_OR_SINK_NOT_IN_ALLOWLIST``). With the memory stream, a ``foreach`` writer and one source and one
 shuffle partition it runs on ``local[2]`` (two source and two shuffle partitions need four concurrent
-slots: ``CONCURRENT_SCHEDULER_INSUFFICIENT_SLOT``) and emits one update per input record. See
-:mod:`.ysb_rtm` for the steady-state measurement made with it.
+slots: ``CONCURRENT_SCHEDULER_INSUFFICIENT_SLOT``) and emits one update per input record; the trigger's
+duration may not be under 5 s (``spark.sql.streaming.realTimeMode.minBatchDuration``). ``streaming-rtm``
+(:mod:`.ysb_rtm`) measures the steady state so: the memory stream fed by the driver at each release, a
+``foreach`` writer recording each update's time. The failures are not measured for it: the memory stream's
+data lives in the driver, so a killed driver loses it (with Kafka the stream could replay; no broker here).
 """
 
 from __future__ import annotations
@@ -79,7 +83,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .measure import child
+from ..spark_vs_streaming import Written
+from .measure import child, falkirk_category
 from .pooling import configured, round_robin
 from .ysb_input import (
     BASE_MS,
@@ -156,30 +161,40 @@ def paced(spark: Any, base: Path, spec: dict[str, Any], kind: str, *, failure: F
         t0 = json.loads(producer.read_text())["t0"]
     else:
         d.mkdir(parents=True, exist_ok=True)
-        t0 = first_release(size["interval"])
+        t0 = first_release(size["interval"], size.get("lead", 2.0))
         target = {"root": str(d)} if spec["system"] == "falkirk" else {"source": str(d / "source")}
         (d / "source").mkdir(exist_ok=spec["system"] == "falkirk")
         spawn_producer({"system": spec["system"], **target, "t0": t0, "size": size, "epochs": n,
                         "releases": str(base / f"{kind}.releases.jsonl")}, producer)
     sampler = CpuSampler(base / f"{kind}.cpu")
+    written = Written(d, falkirk_category if spec["system"] == "falkirk" else stream_category)
+    written.scan(count=False)
     out: dict[str, Any] = {"t0": t0}
     try:
         if spec["system"] == "falkirk":
             pipe = (build or ysb_pipeline)(d, spark, size, concurrency=spec.get("concurrency", 1),
                                             log_views=spec.get("log_views", False), failure=failure)
-            result = pipe.run(n, fail=fail or [])
+            result = pipe.run(n, fail=fail or [], progress=lambda line: line.startswith("epoch") and written.scan())
             out.update(result=result, pipe=pipe, commits=falkirk_commits(d, pipe, n))
         else:
-            st = (build or StreamingYSB)(spark, d, size, failure=failure)
+            st = (build or StreamingYSB)(spark, d, size, failure=failure, on_commit=lambda e, at: written.scan())
             st.run(n)
             out.update(stream=st, commits=commits_of(d))
     finally:
         sampler.stop()
         if kind != "kill":
             stop_producer(producer)
-    out.update(dir=d, releases=releases(base / f"{'kill' if kind == 'restart' else kind}.releases.jsonl"),
+    written.scan()
+    out.update(dir=d, bytes=dict(written.bytes), releases=releases(base / f"{'kill' if kind == 'restart' else kind}.releases.jsonl"),
                series=samples(base / f"{kind}.cpu"))
     return out
+
+
+def stream_category(rel: str) -> str | None:
+    """What the stream persists besides its input and outputs: checkpoint locations (offsets, commits, state),
+    and the mixed application's history table."""
+    top = rel.split(os.sep, 1)[0]
+    return top if top.startswith("checkpoint") or top == "history" else None
 
 
 def falkirk_commits(root: Path, pipe: Any, epochs: int, output: str = OUTPUT) -> dict[int, float]:
@@ -240,7 +255,7 @@ def phase_ysb(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
         shutil.rmtree(paced(spark, base, spec, "warm", epochs=size["warm"])["dir"], ignore_errors=True)
     ref = paced(spark, base, spec, "reference")
     ref_rows = outputs(spark, ref["dir"])
-    out: dict[str, Any] = {"reference": described(ref, ref_rows, size)}
+    out: dict[str, Any] = {"reference": described(ref, ref_rows, size), "bytes": ref["bytes"]}
     out["oracle_differences"] = compare(ref_rows, expected_counts(size), size["epochs"])
     ex = paced(spark, base, spec, "exception", failure=Failure(c))
     ex_rows = outputs(spark, ex["dir"])
@@ -316,10 +331,13 @@ def measure_ysb(configs: list[str], size: dict[str, Any], work: Path, warmup: in
         tag = f"YSB-{name}" + (f"-d{d + 1}" if d else "")
         opt, spec = configured("YSB", name, size, work / tag, work)
         t_start, stamps = time.perf_counter(), {}  # type: ignore[var-annotated]
-        a = child(spec, work, f"{tag}-run", "YSB", -signal.SIGKILL, stamps=stamps)
-        stamps["relaunched"] = time.time()
-        b = child(spec, work, f"{tag}-restart", "YSB:restart")
-        res = summarise_ysb(a, b, stamps, Path(spec["base"]), size, warmup)
+        if opt.get("rtm"):  # real-time mode: the steady state only (ysb_rtm)
+            res = summarise_steady(child(spec, work, f"{tag}-run", "YSB:rtm"), size, warmup)
+        else:
+            a = child(spec, work, f"{tag}-run", "YSB", -signal.SIGKILL, stamps=stamps)
+            stamps["relaunched"] = time.time()
+            b = child(spec, work, f"{tag}-restart", "YSB:restart")
+            res = summarise_ysb(a, b, stamps, Path(spec["base"]), size, warmup)
         res.update(system=spec["system"], benchmark_s=time.perf_counter() - t_start, conf=opt.get("conf", {}),
                    load_average=os.getloadavg())
         shutil.rmtree(work / tag, ignore_errors=True)
@@ -340,15 +358,31 @@ def summarise_ysb(a: dict[str, Any], b: dict[str, Any], stamps: dict[str, float]
     diffs = a["oracle_differences"] + a["exception_differences"] + b["differences"]
     return {"cpu_median_s": st["cpu_median_s"], "wall_median_s": st["service_median_s"], "steady": st,
             "exception": exc, "kill": kill, "recovery_cpu_s": kill["excess_cpu_s"], "recovery_s": kill["first_output_s"],
-            "bytes_per_epoch": 0.0, "records_recomputed": b["records_recomputed"], "source_rows": b["source_rows"],
+            "bytes_per_epoch": sum(a["bytes"].values()) / size["epochs"], "bytes": a["bytes"],
+            "records_recomputed": b["records_recomputed"], "source_rows": b["source_rows"],
             "log_rows": b["log_rows"], "identical": not diffs, "differences": diffs,
             "phases": b.get("phases"), "actions": b.get("actions"), "exception_phases": a.get("exception_phases"),
             "timeline": {"reference": ref["latency"], "exception": a["exception"]["latency"],
                          "kill": b["kill"]["latency"]}}
 
 
+def summarise_steady(a: dict[str, Any], size: dict[str, Any], warmup: int) -> dict[str, Any]:
+    """A configuration measured failure-free only (``streaming-rtm``): no recovery figures."""
+    ref = revive(a["reference"])
+    st = steady(ref, warmup)
+    return {"cpu_median_s": st["cpu_median_s"], "wall_median_s": st["service_median_s"], "steady": st,
+            "exception": {}, "kill": {}, "recovery_cpu_s": None, "recovery_s": None, "bytes_per_epoch": 0.0,
+            "records_recomputed": 0, "source_rows": 0, "log_rows": 0, "identical": not a["differences"],
+            "differences": a["differences"], "one_update_per_record": a.get("one_update_per_record"),
+            "updates_written": a.get("updates_written"), "timeline": {"reference": ref["latency"]}}
+
+
 def said_ysb(name: str, r: dict[str, Any], d: int, drivers: int) -> str:
     s, ex, k = r["steady"], r["exception"], r["kill"]
+    if not ex:
+        return (f"YSB {name:20} cpu {r['cpu_median_s']:.2f} s/epoch, latency p50 {s['latency']['p50']:.2f} p99 "
+                f"{s['latency']['p99']:.2f} s (failure-free only), identical {r['identical']} "
+                f"({r['benchmark_s']:.0f} s, driver {d + 1} of {drivers})")
     f = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
     return (f"YSB {name:20} cpu {f(r['cpu_median_s'])} s/epoch, latency p50 {f(s['latency']['p50'])} p99 "
             f"{f(s['latency']['p99'])} s (windows p99 {f(s['window_latency']['p99'])}); exception: epoch "

@@ -113,4 +113,7 @@ def targets(summary: Mapping[str, Mapping[str, Any]], stream: str = "streaming")
             "exception_excess_cpu": le(ex.get("excess_cpu_s"), fx.get("excess_cpu_s")),
             "kill_first_output": le(kill.get("first_output_s"), kx.get("first_output_s")),
             "kill_excess_cpu": le(kill.get("excess_cpu_s"), kx.get("excess_cpu_s"))}
+        if "streaming-rtm" in summary:
+            out[n]["steady_p99_latency_vs_real_time_mode"] = le(
+                f["steady"]["latency"]["p99"], summary["streaming-rtm"]["steady"]["latency"]["p99"])
     return out
