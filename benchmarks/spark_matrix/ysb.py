@@ -256,6 +256,8 @@ def phase_ysb(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
     ref = paced(spark, base, spec, "reference")
     ref_rows = outputs(spark, ref["dir"])
     out: dict[str, Any] = {"reference": described(ref, ref_rows, size), "bytes": ref["bytes"]}
+    if spec["system"] == "falkirk":
+        out["steps"] = step_costs(ref["result"], size.get("warmup", 0))
     out["oracle_differences"] = compare(ref_rows, expected_counts(size), size["epochs"])
     ex = paced(spark, base, spec, "exception", failure=Failure(c))
     ex_rows = outputs(spark, ex["dir"])
@@ -362,6 +364,7 @@ def summarise_ysb(a: dict[str, Any], b: dict[str, Any], stamps: dict[str, float]
             "records_recomputed": b["records_recomputed"], "source_rows": b["source_rows"],
             "log_rows": b["log_rows"], "identical": not diffs, "differences": diffs,
             "phases": b.get("phases"), "actions": b.get("actions"), "exception_phases": a.get("exception_phases"),
+            "steps": a.get("steps"),
             "timeline": {"reference": ref["latency"], "exception": a["exception"]["latency"],
                          "kill": b["kill"]["latency"]}}
 
@@ -375,6 +378,20 @@ def summarise_steady(a: dict[str, Any], size: dict[str, Any], warmup: int) -> di
             "records_recomputed": 0, "source_rows": 0, "log_rows": 0, "identical": not a["differences"],
             "differences": a["differences"], "one_update_per_record": a.get("one_update_per_record"),
             "updates_written": a.get("updates_written"), "timeline": {"reference": ref["latency"]}}
+
+
+def step_costs(result: Any, warmup: int) -> dict[str, dict[str, float | None]]:
+    """Each step's median wall and CPU seconds per execution over the steady epochs, from the journal (CPU only
+    where nothing ran beside it: ``None`` in a concurrent run)."""
+    import statistics
+
+    out: dict[str, dict[str, float | None]] = {}
+    for step in {x.step for x in result.journal.executions}:
+        xs = [x for x in result.journal.executions if x.step == step and not x.redo and x.epoch >= warmup]
+        cpus = [x.cpu for x in xs if x.cpu is not None]
+        out[step] = {"seconds": statistics.median(x.seconds for x in xs) if xs else None,
+                     "cpu": statistics.median(cpus) if cpus else None}
+    return out
 
 
 def said_ysb(name: str, r: dict[str, Any], d: int, drivers: int) -> str:
