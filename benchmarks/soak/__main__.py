@@ -18,6 +18,7 @@ from pathlib import Path
 
 from benchmarks.soak import report
 from benchmarks.soak.log import EventLog
+from benchmarks.soak.schedule import schedule
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -30,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=58)
     ap.add_argument("--work", type=Path, default=None, help="default: /var/tmp/falkirk-soak-<variant>-<seed>")
     ap.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/soak_<variant>.json")
+    ap.add_argument("--every", type=float, default=None, help="one fault every EVERY epochs on average (default 7)")
+    ap.add_argument("--slices", default="10,120", help="MIN,MAX epochs of a driver slice (default 10,120)")
+    ap.add_argument("--quiet", type=int, default=3, help="no fault before this epoch (default 3)")
     ap.add_argument("--report-only", action="store_true", help="write the report from the event log, run nothing")
     ap.add_argument("--no-bar", action="store_true")
     args = ap.parse_args(argv)
@@ -44,8 +48,11 @@ def main(argv: list[str] | None = None) -> int:
 
         work.mkdir(parents=True, exist_ok=True)
         env = make_env(args.variant, work)
+        lo, hi = (int(x) for x in args.slices.split(","))
+        slices = schedule(args.epochs, args.seed, args.variant, quiet=args.quiet, slice_epochs=(lo, hi),
+                          **({"every": args.every} if args.every else {}))
         try:
-            Supervisor(env, args.epochs, args.seed, work, bar=not args.no_bar).run()
+            Supervisor(env, args.epochs, args.seed, work, slices=slices, bar=not args.no_bar).run()
         except KeyboardInterrupt:
             print(f"\nsoak stopped; the same command resumes ({work})", file=sys.stderr)
     summary = report.write(EventLog(work / "events.jsonl").events(), out)

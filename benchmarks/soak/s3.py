@@ -118,9 +118,9 @@ class Server:
         """``weed mount`` the bucket's filer directory at ``where`` (FUSE; in the soak's mount namespace)."""
         where.mkdir(parents=True, exist_ok=True)
         log = open(self.dir / "mount.log", "ab")
+        filer, grpc = self.inner.ports["filer"], self.inner.ports["filer_grpc"]
         self.mount = subprocess.Popen(
-            [self.inner.binary, "mount", f"-filer=127.0.0.1:{self.inner.ports['filer']}", f"-dir={where}",
-             f"-filer.path=/buckets/{BUCKET}", f"-cacheDir={self.dir / 'mount-cache'}", "-cacheCapacityMB=0"],
+            [self.inner.binary, "mount", f"-filer=127.0.0.1:{filer}.{grpc}", f"-dir={where}", f"-filer.path=/buckets/{BUCKET}", f"-cacheDir={self.dir / 'mount-cache'}", "-cacheCapacityMB=0"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 60
         while not os.path.ismount(where):

@@ -44,6 +44,8 @@ __all__ = ["Supervisor"]
 TIMED = ("kill-timed", "ctrl-c", "disk-full", "read-only", "worker-kill", "server-restart")
 #: Seconds without any driver output after which a driver is taken as hung.
 HANG = 1200.0
+#: A census of the root every CENSUS epochs while a driver runs (and after every slice).
+CENSUS = 10
 
 
 class Driver:
@@ -84,6 +86,8 @@ class Supervisor:
         self.backups = work / "backups"
         self.db_checks = 0
         self.unexplained = 0
+        self._sizes: dict[str, int] = {}  # manifests and execution records seen, with their sizes
+        self._next_census = 0
 
     # -- the whole run ----------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -125,6 +129,9 @@ class Supervisor:
             raise SystemExit(f"{self.log.path} holds another soak ({ {k: header.get(k) for k in args} }); "
                              "use another --work directory")
         self.log({"event": "resume"})
+        self.slices = [Slice(s["index"], s["start"], s["end"],
+                             tuple(Fault(f["id"], f["kind"], f["epoch"], f["params"]) for f in s["faults"]),
+                             s["concurrency"]) for s in header["slices"]]  # the schedule it started with
         events = self.log.events()
         done = {e["slice"] for e in events if e["event"] == "slice-done"}
         first = {(e["output"], e["epoch"]): e["sig"] for e in events if e["event"] == "committed"}
@@ -302,6 +309,8 @@ class Supervisor:
                 if now - began >= f.params["seconds"]:  # the operator's repair, whatever the driver does
                     self._end(f)
                     del active[fid]
+            if self.progress >= self._next_census:
+                self._census(None)
             if now - driver.last_output > HANG:
                 self.log({"event": "finding", "kind": "hang", "driver": driver.index,
                           "text": f"driver {driver.index} said nothing for {HANG:.0f} s: killed"})
@@ -434,14 +443,21 @@ class Supervisor:
         self.log({"event": "fired", "fault": f.describe(), "damaged": rel})
         return rel
 
+    def _census(self, sl: Slice | None) -> None:
+        """Count the root (during a run: files may vanish under the walk; then try again at the next epoch)."""
+        self._next_census = self.progress + CENSUS
+        try:
+            c = census(self.env.fs, self.env.base, self._sizes)
+        except Exception as exc:  # noqa: BLE001 - the store may be down (a fault): count again next epoch
+            self.log({"event": "census-failed", "error": f"{type(exc).__name__}: {exc}"[:300]})
+            self._next_census = self.progress + 1
+            return
+        self.log({"event": "census", "slice": None if sl is None else sl.index, "running": sl is None,
+                  "progress": self.progress, **c})
+
     def _after_slice(self, sl: Slice) -> None:
         self.reader.look(everything=True)
-        sizes: dict[str, int] = getattr(self, "_sizes", {})
-        self._sizes = sizes
-        c = census(self.env.fs, self.env.base, sizes)
-        self.log({"event": "census", "slice": sl.index, "progress": self.progress,
-                  **{k: v for k, v in c.items() if k != "new"},
-                  "new": c["new"]})
+        self._census(sl)
         self._check_db()
         self.env.snapshot()
         self.log({"event": "slice-done", "slice": sl.index, "progress": self.progress})
