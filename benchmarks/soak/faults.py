@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.soak.schedule import Fault
+from benchmarks.soak.workload import BROKEN_MESSAGE
 
 __all__ = ["damage", "restore", "Disk", "explains", "HARMLESS"]
 
@@ -175,7 +176,7 @@ _CAUSES = {
     "server-restart": ("connect", "Connection", "timed out", "Timeout", "Endpoint", "unreachable", "503",
                        "ServiceUnavailable", "failed to answer"),
     "read-only-creds": ("AccessDenied", "PermissionError", "Access Denied", "Forbidden", "403"),
-    "code-change": ("hourly's deployed code is broken",),
+    "code-change": (BROKEN_MESSAGE,),
 }
 
 

@@ -34,10 +34,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BROKEN", "SETTLE", "OUTPUTS", "events", "build", "Reference"]
+__all__ = ["BROKEN", "BROKEN_MESSAGE", "SETTLE", "OUTPUTS", "events", "build", "Reference"]
 
 #: Set by a driver deploying the broken code (see the module docstring).
 BROKEN = False
+#: What the broken code raises (the supervisor looks for it in the driver's error).
+BROKEN_MESSAGE = "soak: the deployed code of hourly is broken (BROKEN is set)"
 #: A user whose running amount passes this is settled and leaves ``totals``' state.
 SETTLE = 150
 #: Records per epoch, users, amounts.
@@ -60,7 +62,7 @@ def hourly(clean: Any) -> Any:
     from pyspark.sql import functions as F
 
     if BROKEN:
-        raise ValueError("soak: the deployed code of hourly is broken (BROKEN is set)")
+        raise ValueError(BROKEN_MESSAGE)
     return clean.groupBy("user").agg(F.sum("amount").alias("amount"))
 
 

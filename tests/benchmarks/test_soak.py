@@ -68,6 +68,30 @@ def test_slopes_and_their_intervals() -> None:
     assert category("input/events/part-0/00000012.json") == "input/segments"
 
 
+def test_an_error_explains_a_fault_only_when_it_names_its_cause() -> None:
+    """The broken deploy's StepError, ENOSPC, a damaged file named by path: explained; a harmless damage that
+    stops a run, or an error naming something else: not (regression: the soak's first run looked for a message
+    the broken step never raised, and took the broken deploy's StepError for an unexplained stop)."""
+    from benchmarks.soak.faults import explains
+    from benchmarks.soak.schedule import Fault
+    from benchmarks.soak.workload import BROKEN_MESSAGE
+
+    falkirk = ["FalkirkError", "Exception"]
+    step = {"type": "StepError", "classes": ["StepError", *falkirk],
+            "message": f"step hourly failed at epoch 37 with an error in its own code or query that recurs: "
+                       f"ValueError: {BROKEN_MESSAGE}; stopped after 2 attempts"}
+    assert explains(Fault(0, "code-change", 37, {"starts": 1}), step, None)
+    assert not explains(Fault(0, "disk-full", 37, {"seconds": 3}), step, None)
+    full = {"type": "StorageError", "classes": ["StorageError", *falkirk], "message": "write x failed: OSError: "
+            "[Errno 28] No space left on device"}
+    assert explains(Fault(1, "disk-full", 5, {"seconds": 3}), full, None)
+    rel = "data/rolling/checkpoint/00000002-ab/_subtask=1/part-1.parquet"
+    gone = {"type": "RecoveryError", "classes": ["RecoveryError", *falkirk], "message": f"{rel} is missing (...)"}
+    assert explains(Fault(2, "corrupt", 6, {"damage": "data-delete", "pick": 1}), gone, rel)
+    assert not explains(Fault(2, "corrupt", 6, {"damage": "journal-garbage", "pick": 1}), gone, rel)
+    assert not explains(Fault(2, "corrupt", 6, {"damage": "data-delete", "pick": 1}), gone, "data/other")
+
+
 def test_a_resumed_log_drops_what_followed_the_last_finished_slice(tmp_path: Path) -> None:
     """Events after the last ``slice-done`` before a ``resume`` do not count; the file keeps them."""
     log = EventLog(tmp_path / "events.jsonl")
