@@ -42,6 +42,8 @@ __all__ = ["Supervisor"]
 
 #: Outside faults that start when the driver has completed ``epoch - 1``, after a delay.
 TIMED = ("kill-timed", "ctrl-c", "disk-full", "read-only", "worker-kill", "server-restart")
+#: Faults done between two drivers (at the next start once their epoch is due).
+BETWEEN = ("corrupt", "code-change", "read-only-creds", "kill-recovery")
 #: Seconds without any driver output after which a driver is taken as hung.
 HANG = 1200.0
 #: A census of the root every CENSUS epochs while a driver runs (and after every slice).
@@ -195,8 +197,8 @@ class Supervisor:
                     raise SystemExit(f"slice {sl.index}: three unexplained stops in a row; see {driver.logfile}")
             else:
                 stuck = 0
-            late = [f for f in pending if f.kind == "corrupt" and f.id not in damaged]
-            if verdict == "done" and late:  # damage due after the driver's last restart: done now, then resume
+            late = [f for f in pending if f.kind in BETWEEN and f.id not in damaged]
+            if verdict == "done" and late:  # due after the driver's last start: done now, at one more start
                 continue
             if verdict == "done":
                 break
