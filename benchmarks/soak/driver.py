@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "tree_usage"]
+__all__ = ["main", "tree_usage", "CpuMeter"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -55,7 +55,7 @@ def _rss(pid: int) -> int:
     return 0
 
 
-def tree_usage(root: int, pgids: frozenset[int] = frozenset()) -> dict[str, float]:
+def tree_usage(root: int, pgids: frozenset[int] = frozenset()) -> dict[str, Any]:
     """CPU seconds and RSS of process ``root`` and its descendants (plus every process of ``pgids``): the
     Python driver's own RSS, its JVM's, and the total."""
     procs = {}
@@ -79,10 +79,26 @@ def tree_usage(root: int, pgids: frozenset[int] = frozenset()) -> dict[str, floa
         except OSError:
             pass
     return {"cpu": round(sum(procs[p][2] for p in mine if p in procs), 3), "rss_py": _rss(root), "rss_jvm": jvm,
-            "rss": sum(_rss(p) for p in mine)}
+            "rss": sum(_rss(p) for p in mine), "per_pid": {p: procs[p][2] for p in mine if p in procs}}
 
 
-def _hooks(spec: dict[str, Any], pgids: frozenset[int]) -> None:
+class CpuMeter:
+    """CPU seconds of the process tree since the last look, process by process: a process that appeared counts
+    from zero, one that vanished (a killed executor) is not subtracted."""
+
+    def __init__(self, root: int, pgids: frozenset[int]) -> None:
+        self.root, self.pgids = root, pgids
+        self.last: dict[int, float] = {}
+
+    def look(self) -> dict[str, Any]:
+        usage = tree_usage(self.root, self.pgids)
+        now = usage.pop("per_pid")
+        usage["cpu_delta"] = round(sum(c - self.last.get(p, 0.0) for p, c in now.items()), 3)
+        self.last = now
+        return usage
+
+
+def _hooks(spec: dict[str, Any], meter: CpuMeter) -> None:
     """Report epochs, recoveries and fired injections; arm the ``publish`` and ``gc`` kills."""
     from falkirk.spark.pipeline.run import executor as executor_module
     from falkirk.spark.pipeline.run import failures, recovery
@@ -91,7 +107,7 @@ def _hooks(spec: dict[str, Any], pgids: frozenset[int]) -> None:
     me = os.getpid()
     end_of_epoch = executor_module.Executor.end_of_epoch
     gc_at = {int(e): int(k) for e, k in spec.get("gc_kills", {}).items()}
-    state = {"epoch": None, "deletes": 0}
+    state: dict[str, Any] = {"epoch": None, "deletes": 0}
 
     def reporting_end(self: Any, epoch: int, **kwargs: Any) -> None:
         state["epoch"], state["deletes"] = epoch, 0
@@ -100,7 +116,7 @@ def _hooks(spec: dict[str, Any], pgids: frozenset[int]) -> None:
             emit("fired", fault=f"gc@{epoch}")
             os.kill(me, signal.SIGKILL)
         state["epoch"] = None
-        emit("epoch", epoch=epoch, **tree_usage(me, pgids))
+        emit("epoch", epoch=epoch, **meter.look())
 
     executor_module.Executor.end_of_epoch = reporting_end  # type: ignore[method-assign]
 
@@ -167,16 +183,16 @@ def _session(spec: dict[str, Any]) -> Any:
 
 def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[1]).read_text())
-    pgids = frozenset(spec.get("pgids", []))
-    emit("start", pid=os.getpid(), **tree_usage(os.getpid(), pgids))
+    meter = CpuMeter(os.getpid(), frozenset(spec.get("pgids", [])))
+    emit("start", pid=os.getpid(), **meter.look())
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from benchmarks.soak import workload
     from falkirk.spark.pipeline.run.session import SMALL_DATA
 
     workload.BROKEN = bool(spec.get("broken", False))
-    _hooks(spec, pgids)
+    _hooks(spec, meter)
     spark = _session(spec)
-    emit("session", **tree_usage(os.getpid(), pgids))
+    emit("session", **meter.look())
     pipe = workload.build(spec["root"], spark, database=spec.get("database", "alerts.sqlite"), fsync=spec.get("fsync", False), code_changes={"hourly": "keep"},
                           spark_conf=SMALL_DATA, concurrency=spec.get("concurrency", 1),
                           storage_options=spec.get("storage_options"), storage_timeout=spec.get("storage_timeout", 30))

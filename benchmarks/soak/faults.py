@@ -190,5 +190,5 @@ def explains(fault: Fault, error: dict[str, Any], damaged: str | None) -> bool:
                 and damaged.rstrip("/") in message)
     if fault.kind == "code-change":
         return error.get("type") == "StepError" and any(c in message for c in _CAUSES["code-change"])
-    causes = _CAUSES.get(fault.kind)
+    causes = _CAUSES.get(fault.kind, ())
     return bool(causes) and "FalkirkError" in classes and any(c.lower() in message.lower() for c in causes)

@@ -142,7 +142,8 @@ def schedule(epochs: int, seed: int, variant: str = "local", *, quiet: int = 3, 
         for _ in range(2 if rnd.random() < OVERLAP else 1):
             kind = rnd.choices(kinds, w)[0]
             faults.append(Fault(len(faults), kind, e, _params(kind, rnd, variant)))
-    slices, start = [], 0
+    slices: list[Slice] = []
+    start = 0
     while start < epochs:
         end = min(epochs - 1, start + rnd.randint(*slice_epochs) - 1)
         mine = tuple(f for f in faults if start <= f.epoch <= end)

@@ -258,7 +258,7 @@ class Supervisor:
             elif kind == "epoch":
                 e = ev["epoch"]
                 steady = not recovering and last_cpu is not None and len(driver.epochs) >= 3 and e > self.progress
-                cpu = None if last_cpu is None else round(ev["cpu"] - last_cpu, 3)
+                cpu = ev.get("cpu_delta", None if last_cpu is None else round(ev["cpu"] - last_cpu, 3))
                 if driver.epochs and e == driver.epochs[-1] + 1 and not recovering:
                     prev = next((x for x in reversed(driver.events[:-1]) if x["event"] == "epoch"), None)
                     if prev is not None:
@@ -273,6 +273,7 @@ class Supervisor:
                           "age": len(driver.epochs), "rss": ev["rss"], "rss_py": ev["rss_py"],
                           "rss_jvm": ev["rss_jvm"]})
             elif kind == "fired":
+                recovering = True  # an executor killed without a rollback still costs its epoch
                 self.log({"event": "fired", "driver": driver.index, "fault": ev["fault"]})
             elif kind in ("end", "error"):
                 self.log({**ev, "event": f"driver-{kind}", "driver": driver.index, "t": time.time()})
@@ -287,7 +288,8 @@ class Supervisor:
         """Until the driver exits: do the timed faults when due, end the timed ones whose time is up."""
         due: dict[int, float] = {}
         active: dict[int, tuple[Fault, float]] = {}  # environment faults in force
-        self._active, self._begun = active, []
+        self._active = active
+        self._begun: list[Fault] = []
         while driver.proc.poll() is None:
             now = time.time()
             if recovery_kill is not None and driver.session_at is not None and not driver.signalled:
@@ -352,10 +354,11 @@ class Supervisor:
 
     def _end(self, f: Fault) -> None:
         """Undo an environment fault (the operator's repair)."""
-        if f.kind == "disk-full":
-            self.env.disk.unfill()
-        elif f.kind == "read-only":
-            self.env.disk.read_only(False)
+        disk = self.env.disk
+        if f.kind == "disk-full" and disk is not None:
+            disk.unfill()
+        elif f.kind == "read-only" and disk is not None:
+            disk.read_only(False)
         elif f.kind == "worker-kill":
             self.env.restart_worker(f.params["worker"])
         elif f.kind == "server-restart":

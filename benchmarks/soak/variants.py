@@ -72,6 +72,9 @@ class Env:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), src, env.get("PYTHONPATH", "")) if p)
         return env
 
+    def restart_worker(self, i: int) -> None:
+        """Start cluster worker ``i`` again (cluster only)."""
+
     def snapshot(self) -> None:
         """Keep a copy of the root that a resumed soak starts from (after a slice; no driver running)."""
 
