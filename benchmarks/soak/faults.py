@@ -4,7 +4,8 @@
   through fsspec so that it works on a local root and on an object store; the original bytes are kept so that
   the supervisor can play the human who restores them (:func:`restore`).
 * :class:`Disk` — the local root's own filesystem (a tmpfs the supervisor mounted in its private mount
-  namespace): filled to the last byte (:meth:`Disk.fill`), remounted read-only (:meth:`Disk.read_only`).
+  namespace): filled to the last byte (:meth:`Disk.fill`); a driver started with the root read-only
+  (:meth:`Disk.read_only_prefix`).
 * :func:`explains` — whether a driver's error names the cause of a fault (the alternative is a silent or an
   unexplained outcome).
 """
@@ -161,9 +162,12 @@ class Disk:
     def unfill(self) -> None:
         self.ballast.unlink(missing_ok=True)
 
-    def read_only(self, on: bool) -> None:
-        """Remount the filesystem read-only (``on``) or read-write: every mount of it, in every namespace."""
-        subprocess.run(["mount", "-o", f"remount,{'ro' if on else 'rw'}", str(self.mount)], check=True)
+    @staticmethod
+    def read_only_prefix(root: str) -> list[str]:
+        """A command prefix that runs a process with ``root`` bind-mounted read-only, in a mount namespace of
+        its own (as ``tests/spark/pipeline/run/test_stranded.py`` does)."""
+        mount = f'mount --bind "{root}" "{root}" && mount -o remount,bind,ro "{root}" && exec "$0" "$@"'
+        return ["unshare", "-m", "--propagation", "private", "sh", "-c", mount]
 
     def unmount(self) -> None:
         subprocess.run(["umount", "-l", str(self.mount)], check=False)

@@ -26,7 +26,9 @@ code-change        outside ``hourly``'s code deployed broken at ``E`` (it raises
 corrupt            outside one file damaged (as the corruption fuzz does) while no driver runs
 disk-full          outside (local, cluster) the root's filesystem filled after epoch ``E``, freed after
                            ``seconds`` or when the driver stopped
-read-only          outside (local, cluster) the root's filesystem remounted read-only, likewise
+read-only          outside (local, cluster) a driver started with the root bind-mounted read-only in a
+                           mount namespace of its own (a filesystem with open writers cannot be remounted
+                           read-only under them)
 executor-kill      driver  (cluster) ``STEP@E:executor``: the executor JVM holding the most blocks
 worker-kill        outside (cluster) a Worker JVM SIGKILLed after epoch ``E``, restarted later
 server-restart     outside (S3) the storage server stopped after epoch ``E``, started after ``seconds``
@@ -118,7 +120,7 @@ def _params(kind: str, rnd: random.Random, variant: str) -> dict[str, Any]:
         return {"starts": rnd.randint(1, 2)}
     if kind == "corrupt":
         return {"damage": rnd.choice(DAMAGE), "pick": rnd.randrange(1 << 30)}
-    if kind in ("disk-full", "read-only", "server-restart"):
+    if kind in ("disk-full", "server-restart"):
         return {"seconds": rnd.randint(2, 30)}
     if kind == "worker-kill":
         return {"worker": rnd.randrange(2), "seconds": rnd.randint(5, 60)}

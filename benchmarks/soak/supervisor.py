@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.soak.checks import Reader, census
+from benchmarks.soak.faults import Disk, explains, restore
 from benchmarks.soak.faults import damage as apply_damage
-from benchmarks.soak.faults import explains, restore
 from benchmarks.soak.log import EventLog
 from benchmarks.soak.schedule import DRIVER_KINDS, Fault, Slice, schedule
 from benchmarks.soak.variants import Env
@@ -41,9 +41,9 @@ from benchmarks.soak.workload import Reference
 __all__ = ["Supervisor"]
 
 #: Outside faults that start when the driver has completed ``epoch - 1``, after a delay.
-TIMED = ("kill-timed", "ctrl-c", "disk-full", "read-only", "worker-kill", "server-restart")
+TIMED = ("kill-timed", "ctrl-c", "disk-full", "worker-kill", "server-restart")
 #: Faults done between two drivers (at the next start once their epoch is due).
-BETWEEN = ("corrupt", "code-change", "read-only-creds", "kill-recovery")
+BETWEEN = ("corrupt", "code-change", "read-only-creds", "read-only", "kill-recovery")
 #: Seconds without any driver output after which a driver is taken as hung.
 HANG = 1200.0
 #: A census of the root every CENSUS epochs while a driver runs (and after every slice).
@@ -88,6 +88,7 @@ class Supervisor:
         self.backups = work / "backups"
         self.db_checks = 0
         self.unexplained = 0
+        self.driver: Driver | None = None  # the one running
         self._sizes: dict[str, int] = {}  # manifests and execution records seen, with their sizes
         self._next_census = 0
 
@@ -110,6 +111,9 @@ class Supervisor:
                     continue
                 self._slice(sl)
         finally:
+            if self.driver is not None and self.driver.proc.poll() is None:  # the supervisor itself stopped
+                self.driver.proc.kill()
+                self.driver.proc.wait()
             self.reader.stop.set()
             self.reader.join(timeout=30)
             if bar is not None:
@@ -159,10 +163,11 @@ class Supervisor:
                     self._outcome(f, "not-reached", "nothing of that kind to damage")
                     pending.remove(f)
             code = next((f for f in pending if f.kind == "code-change" and f.epoch - 1 <= self.progress), None)
-            creds = next((f for f in pending if f.kind == "read-only-creds" and f.epoch - 1 <= self.progress), None)
+            creds = next((f for f in pending if f.kind in ("read-only-creds", "read-only")
+                          and f.epoch - 1 <= self.progress), None)
             recovery_kill = next((f for f in pending if f.kind == "kill-recovery" and f.epoch - 1 <= self.progress
                                   and self.drivers > 0), None)
-            driver = self._start(sl, pending, broken=code is not None, reader_creds=creds is not None)
+            driver = self._start(sl, pending, broken=code is not None, read_only=None if creds is None else creds.kind)
             if code is not None:
                 code_starts += 1
             if creds is not None:
@@ -175,7 +180,7 @@ class Supervisor:
                 self._outcome(code, "named" if verdict == "named" else verdict, "the fixed code deployed")
                 pending.remove(code)
             if creds is not None:
-                self._outcome(creds, "named" if verdict == "named" else verdict, "started with write credentials")
+                self._outcome(creds, "named" if verdict == "named" else verdict, "the next driver can write")
                 pending.remove(creds)
             for f in [f for f in pending if f.kind == "corrupt" and f.id in damaged]:
                 if verdict == "named" and driver.error() and explains(f, driver.error() or {}, damaged[f.id]):
@@ -206,9 +211,12 @@ class Supervisor:
             self._outcome(f, "not-reached", "its point never came (an earlier fault moved the run past it)")
         self._after_slice(sl)
 
-    def _start(self, sl: Slice, pending: list[Fault], *, broken: bool, reader_creds: bool) -> Driver:
+    def _start(self, sl: Slice, pending: list[Fault], *, broken: bool, read_only: str | None) -> Driver:
         spec = self.env.spec()
-        if reader_creds:
+        prefix: list[str] = []
+        if read_only == "read-only":
+            prefix = Disk.read_only_prefix(self.env.base)
+        elif read_only == "read-only-creds":
             spec["storage_options"] = self.env.server.options(key=self.env.server.READER_KEY,
                                                               secret=self.env.server.READER_SECRET)
         spec.update({
@@ -224,11 +232,12 @@ class Supervisor:
         (where / f"{index}.json").write_text(json.dumps(spec))
         logfile = where / f"{index}.log"
         out = open(logfile, "w")
-        proc = subprocess.Popen([sys.executable, "-m", "benchmarks.soak.driver", str(where / f"{index}.json")],
+        proc = subprocess.Popen([*prefix, sys.executable, "-m", "benchmarks.soak.driver", str(where / f"{index}.json")],
                                 stdout=subprocess.PIPE, stderr=out, text=True, env=self.env.environ(),
                                 cwd=str(self.work))
-        driver = Driver(index, proc, logfile)
+        driver = self.driver = Driver(index, proc, logfile)
         self.log({"event": "driver-start", "driver": index, "slice": sl.index, "pid": proc.pid, "broken": broken,
+                  "read_only": read_only,
                   "fail": spec["fail"], "concurrency": sl.concurrency, "progress": self.progress})
         threading.Thread(target=self._read, args=(driver, out), daemon=True).start()
         return driver
@@ -305,8 +314,12 @@ class Supervisor:
                     continue
                 due.setdefault(f.id, now + f.params.get("delay", 0.2) * self._epoch_time())
                 if now >= due[f.id]:
-                    self._begin(driver, f)
                     self._begun.append(f)
+                    try:
+                        self._begin(driver, f)
+                    except Exception as exc:  # noqa: BLE001 - a fault the environment refused is a finding
+                        self.log({"event": "finding", "kind": "harness", "text": f"{f.describe()} could not be "
+                                  f"done: {type(exc).__name__}: {exc}"[:500]})
                     if f.kind in ("disk-full", "read-only", "server-restart", "worker-kill"):
                         active[f.id] = (f, now)
             for fid, (f, began) in list(active.items()):
@@ -342,9 +355,6 @@ class Supervisor:
         elif f.kind == "disk-full":
             assert self.env.disk is not None
             self.env.disk.fill()
-        elif f.kind == "read-only":
-            assert self.env.disk is not None
-            self.env.disk.read_only(True)
         elif f.kind == "worker-kill":
             i = f.params["worker"]
             if i in self.env.cluster.workers:
@@ -357,8 +367,6 @@ class Supervisor:
         disk = self.env.disk
         if f.kind == "disk-full" and disk is not None:
             disk.unfill()
-        elif f.kind == "read-only" and disk is not None:
-            disk.read_only(False)
         elif f.kind == "worker-kill":
             self.env.restart_worker(f.params["worker"])
         elif f.kind == "server-restart":
@@ -404,7 +412,7 @@ class Supervisor:
             if named:
                 verdict = "named"
                 for f in named:
-                    if f.kind not in ("corrupt", "code-change", "read-only-creds"):
+                    if f.kind not in ("corrupt", "code-change", "read-only-creds", "read-only"):
                         self._outcome(f, "named", error["message"][:300] if error else "")
                 for f in active:
                     if f not in named:

@@ -104,7 +104,6 @@ class LocalEnv(Env):
     def stop(self) -> None:
         if self.disk is not None:
             self.disk.unfill()
-            self.disk.read_only(False)
             self.disk.unmount()
 
     def snapshot(self) -> None:
