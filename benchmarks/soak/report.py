@@ -6,7 +6,10 @@ trends, each a least-squares slope with its 95 % interval (:func:`~benchmarks.so
 
 * CPU seconds per epoch over the epoch number (steady epochs: no recovery in them, a driver's 4th epoch on,
   epochs never completed before), and inside drivers (one intercept per driver: a leak);
-* the driver's RSS (Python, JVM) over the epoch number, and inside drivers over the driver's age in epochs;
+* the driver's RSS (Python, JVM) over the epoch number, and inside drivers over the driver's age in epochs
+  (from a driver's :data:`RSS_AGE`-th epoch on);
+* a restarted driver's time to its first epoch (session, restart recovery, the epoch) over the epoch it
+  restarted at: what a restart reads grows with what the root keeps (every committed output epoch is checked);
 * the root's bytes and files (outputs apart: theirs grow by design) over the epoch number, after warm-up;
 * bytes per epoch of metadata: each manifest (by step and kind), each execution record, and ``meta.sqlite``.
 
@@ -30,6 +33,8 @@ __all__ = ["summarise", "write", "NOISE"]
 NOISE = 0.05
 #: Epochs before the root's size is expected to be steady (retention reached).
 WARMUP = 20
+#: A driver's epochs before its RSS is fitted (the JVM's heap grows towards its limit meanwhile).
+RSS_AGE = 10
 
 
 def _trend(fit: dict[str, Any], span: float) -> dict[str, Any]:
@@ -65,9 +70,15 @@ def summarise(events: list[dict[str, Any]]) -> dict[str, Any]:
                                                span),
     }
     for key in ("rss_py", "rss_jvm"):
-        later = [e for e in epochs if e["age"] >= 4]
+        later = [e for e in epochs if e["age"] >= RSS_AGE]
         trends[key] = _trend(slope([e["epoch"] for e in later], [e[key] for e in later]), span)
         trends[f"{key}_within_drivers"] = _trend(within_slope((e["driver"], e["age"], e[key]) for e in later), span)
+    starts = [e for e in events if e["event"] == "driver-start"]
+    first = {}
+    for e in epochs:
+        first.setdefault(e["driver"], e["t"])
+    restarts = [(s["progress"], first[s["driver"]] - s["t"]) for s in starts if s["driver"] in first and s["progress"] >= 0]
+    trends["restart_seconds"] = _trend(slope([r[0] for r in restarts], [r[1] for r in restarts]), span)
     censuses = [e for e in events if e["event"] == "census"]
     steady_census = [c for c in censuses if c["progress"] >= WARMUP]
     for key in ("bytes", "files", "meta_bytes"):
@@ -90,7 +101,6 @@ def summarise(events: list[dict[str, Any]]) -> dict[str, Any]:
     silent = [f for f in findings if f["kind"] in ("silent", "changed")]
     unexplained = [f for f in findings if f["kind"] in ("unexplained", "hang")]
     growing = sorted(k for k, v in {**trends, **metadata}.items() if isinstance(v, dict) and v["verdict"] == "growing")
-    starts = [e for e in events if e["event"] == "driver-start"]
     return {
         "variant": head["variant"], "seed": head["seed"], "epochs_planned": head["epochs"],
         "epochs_done": progress + 1, "hours": round(hours, 3), "epochs_per_hour": round((progress + 1) / hours, 1),
@@ -175,5 +185,6 @@ def text(summary: dict[str, Any]) -> str:
         fit("cpu_per_epoch", "CPU-s"), fit("cpu_per_epoch_within_drivers", "CPU-s"),
         fit("rss_py", "MB", 1e-6), fit("rss_jvm", "MB", 1e-6), fit("rss_jvm_within_drivers", "MB", 1e-6),
         fit("root_bytes", "kB", 1e-3), fit("root_files", "files"), fit("root_meta_bytes", "kB", 1e-3),
+        fit("restart_seconds", "s"),
     ]
     return "\n".join(lines)
