@@ -129,17 +129,19 @@ def _ratio(x: float) -> str:
 
 
 def test_readme_streaming_table_is_the_matrix_results_rounded() -> None:
-    """Each row of README.md's falkirk-or-Structured-Streaming table is benchmarks/results/spark_matrix.json, rounded."""
+    """Each row of README.md's falkirk-or-Structured-Streaming table is benchmarks/results/spark_matrix.json, rounded;
+    every W workload has its row (YSB and MIXED, measured on a busy machine so far, may be left out)."""
     summary = {w: b["summary"] for w, b in
                json.loads((ROOT / "benchmarks" / "results" / "spark_matrix.json").read_text())["workloads"].items()}
-    rows = re.findall(r"^\| (W\d):[^|]*\| `([^`]+)` \| `([^`]+)` \| ([0-9.]+×) \| ([0-9.]+×) \|$",
+    rows = re.findall(r"^\| (W\d|YSB|MIXED):[^|]*\| `([^`]+)` \| `([^`]+)` \| ([0-9.]+×) \| ([0-9.]+×) \|$",
                       (ROOT / "README.md").read_text(), re.M)
-    assert sorted(w for w, *_ in rows) == sorted(summary), rows
+    named = sorted(w for w, *_ in rows)
+    assert named == sorted({*(w for w in summary if w.startswith("W")), *(w for w in named if w in summary)}), rows
     for w, fk, st, cpu, recovery in rows:
         a, b = summary[w][fk], summary[w][st]
         assert (cpu, recovery) == (_ratio(a["cpu_median_s"] / b["cpu_median_s"]),
                                    _ratio(a["recovery_cpu_s"] / b["recovery_cpu_s"])), w
-        streams = [n for n, x in summary[w].items() if x["system"] == "streaming"]
+        streams = [n for n, x in summary[w].items() if x["system"] == "streaming" and x["recovery_cpu_s"] is not None]
         assert st == min(streams, key=lambda n: summary[w][n]["cpu_median_s"]), (w, st)  # the cheapest per epoch
 
 

@@ -14,12 +14,27 @@ Workloads implemented (one module each; its docstring defines the workload and i
   :mod:`.w4_streaming`);
 * :mod:`.w6` — ``W6``, a code change of W4's stateful step, its last epochs recomputed;
 * :mod:`.w2_w3` — ``W2`` (large, slowly changing keyed state) and ``W3`` (high-churn state), driver
-  SIGKILLed in the stateful step, restarted;
-* :mod:`.w5` — ``W5``, W2's keyed state on a standalone cluster, an executor SIGKILLed mid-step.
+  SIGKILLed in the stateful step, restarted (the stream's formulations of both, and of W5, in
+  :mod:`.keyed_streaming`: native aggregation, ``foreachBatch`` over a state table, the state API v2,
+  ``applyInPandasWithState``);
+* :mod:`.w5` — ``W5``, W2's keyed state on a standalone cluster, an executor SIGKILLed mid-step;
+* :mod:`.ysb` — ``YSB``, the Yahoo streaming benchmark paced by a producer process, **response latency**
+  (from the input's release, and from an event-time window's end) steady and around an exception in the
+  counting step and a driver SIGKILL (its input, producer and clocks in :mod:`.ysb_input`, its figures in
+  :mod:`.ysb_metrics`, the stream in :mod:`.ysb_streaming`, real-time mode in :mod:`.ysb_rtm`);
+* :mod:`.mixed` — ``MIXED``, YSB's counts beside a heavy branch over all history sharing the filtered stream;
+  the heavy branch fails, the YSB outputs' latency during its recovery is measured.
 
 The rest: :mod:`.configs` (configurations and sizes), :mod:`.measure` (process trees, meters, the driver
 processes), :mod:`.pooling` (summaries, medians over drivers, the verdict, the advisor's check),
-:mod:`.report` (pictures, tables), :mod:`.cli` (the command line).
+:mod:`.report` (pictures, tables; YSB's and MIXED's latency in :mod:`.latency_report`), :mod:`.cli` (the
+command line).
+
+YSB and MIXED are paced (an epoch released every 5 s) and define their own numbers (:mod:`.ysb`,
+:mod:`.mixed`): in the table ``CPU / epoch`` is the same median, ``wall / epoch`` the median service time
+(commit − the later of the release and the previous commit), ``recovery CPU`` the failure's excess CPU
+(YSB: the killed driver's; MIXED: the heavy branch's exception) and ``recovery wall`` YSB's first output
+after the restart (MIXED: the heavy branch's recovery); their latency tables follow the main one.
 
 The numbers
 -----------
@@ -57,7 +72,10 @@ The numbers
   with the same configuration's failure-free run — ``totals_out`` per epoch
   and the SQLite ``heavy_rows`` table (W4), ``totals_out`` of the last 10
   epochs against a fresh run of v2 (W6), the flagship's responses and
-  statistics (W1); any difference makes the benchmark exit with status 1.
+  statistics (W1), ``changes`` per epoch (W2, W3, W5: also against the
+  workload computed from the input in NumPy, so that every formulation of
+  either system must give the same rows); any difference makes the
+  benchmark exit with status 1.
 
 Sizes (:data:`SIZES`): ``--quick`` (W1 6 epochs at 4,000 events; W4 8
 epochs at 20,000 events, W6 14 epochs at 10,000 events, over 2,000 users; W2
@@ -69,7 +87,7 @@ the start, after each configuration and at the end) and
 ``benchmarks/results/spark_matrix_<W>.png``; ``--markdown`` prints the
 table from the JSON.
 
-``--drivers N`` (W1, W4, W6): each configuration is measured by N pairs of driver
+``--drivers N`` (W1–W4, W6, YSB, MIXED): each configuration is measured by N pairs of driver
 processes (killed, restarted), taken round-robin over the configurations,
 and every number reported is the median of the N drivers' (each driver's
 under ``drivers``, each driver's ratio to the streaming configurations' of
@@ -87,6 +105,7 @@ Usage (from the repository's root)::
     python -m benchmarks.spark_matrix --quick --only W1 --merge   # keep the other workloads' results
     python -m benchmarks.spark_matrix --quick --only W1 --drivers 3 --merge   # medians of 3 drivers each
     python -m benchmarks.spark_matrix --quick --only W5 --merge   # starts (and stops) the standalone cluster
+    python -m benchmarks.spark_matrix --quick --only YSB,MIXED --drivers 3 --merge   # paced: ~5 min per driver
     python -m benchmarks.spark_matrix --full
     python -m benchmarks.spark_matrix --markdown
 """

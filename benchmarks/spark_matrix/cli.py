@@ -17,7 +17,9 @@ from typing import Any
 
 from ..spark_vs_streaming import STREAMING_CONF, as_text, jvm_pid
 from .configs import CONFIGS, IMPLEMENTED, RESULTS, SIZES
+from .latency_report import plot_mixed_latency, plot_ysb_latency
 from .measure import ROOTS, cluster_session, session
+from .mixed import measure_mixed, mixed_targets, phase_mixed
 from .pooling import verdict
 from .report import TITLES, markdown, plot, rows_of
 from .w1 import measure_w1
@@ -25,9 +27,14 @@ from .w2_w3 import measure_keyed, phase_keyed_restart, phase_keyed_run
 from .w4 import measure_w46, phase_w4, phase_w4_advise
 from .w5 import measure_w5, phase_w5
 from .w6 import phase_w6
+from .ysb import measure_ysb, phase_ysb, phase_ysb_restart, ysb_targets
+from .ysb_rtm import phase_rtm
 
 PHASES = {"W4": phase_w4, "W4:advise": phase_w4_advise, "W6": phase_w6, "keyed:run": phase_keyed_run,
-          "keyed:restart": phase_keyed_restart, "W5": phase_w5}
+          "keyed:restart": phase_keyed_restart, "W5": phase_w5, "YSB": phase_ysb, "YSB:restart": phase_ysb_restart, "YSB:rtm": phase_rtm,
+          "MIXED": phase_mixed}
+
+LATENCY_PLOTS = {"YSB": plot_ysb_latency, "MIXED": plot_mixed_latency}
 
 
 def run_phase(phase: str, spec_path: Path) -> None:
@@ -44,6 +51,17 @@ def run_phase(phase: str, spec_path: Path) -> None:
     spark.stop()
 
 
+def kept_configurations(new: dict[str, Any], old: dict[str, Any], run: dict[str, Any]) -> None:
+    """``--merge --configs``: each re-run workload keeps the configurations not run now from the earlier result,
+    marked ``earlier_run`` (that run's machine and load), and its verdict is taken again over all of them."""
+    for w, block in new.items():
+        earlier = {n: {**s, "earlier_run": s.get("earlier_run") or run}
+                   for n, s in old.get(w, {}).get("summary", {}).items() if n not in block["summary"]}
+        if earlier:
+            block["summary"] = {**block["summary"], **earlier}
+            block["verdict"] = verdict(block["summary"])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(prog=f"python -m {__package__}",
                                  description=sys.modules[__package__].__doc__.splitlines()[0])
@@ -54,11 +72,13 @@ def main() -> int:
     ap.add_argument("--configs", default="", help="only these configurations (names as in the table)")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--drivers", type=int, default=1,
-                    help="W1, W4, W6: measure each configuration in this many drivers, round-robin; report medians")
+                    help="W1-W4, W6, YSB, MIXED: measure each configuration in this many drivers, round-robin; "
+                         "report medians")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--markdown", action="store_true", help="print the results JSON as a Markdown table and stop")
     ap.add_argument("--merge", action="store_true",
-                    help="keep the other workloads of the existing results JSON (replace only those run now)")
+                    help="keep the other workloads of the existing results JSON (replace only those run now); with "
+                         "--configs, also a re-run workload's other configurations (marked earlier_run)")
     ap.add_argument("--phase", help=argparse.SUPPRESS)
     ap.add_argument("--spec", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -81,10 +101,17 @@ def main() -> int:
     try:
         for w in only:
             configs = [c for c in CONFIGS[w] if not pick or c in pick]
+            extra: dict[str, Any] = {}
             if w == "W1":
                 summary = measure_w1(configs, sizes[w], work, args.warmup, args.drivers)
+            elif w == "YSB":
+                summary = measure_ysb(configs, sizes[w], work, args.warmup, args.drivers)
+                extra["targets"] = ysb_targets(summary)
+            elif w == "MIXED":
+                summary = measure_mixed(configs, sizes[w], work, args.warmup, args.drivers)
+                extra["targets"] = mixed_targets(summary)
             elif w in ("W2", "W3"):
-                summary = measure_keyed(w, configs, sizes[w], work, args.warmup)
+                summary = measure_keyed(w, configs, sizes[w], work, args.warmup, args.drivers)
             elif w == "W5":
                 try:
                     summary = measure_w5(configs, sizes[w], work, args.warmup)
@@ -95,7 +122,8 @@ def main() -> int:
                     continue
             else:
                 summary = measure_w46(w, configs, sizes[w], work, args.warmup, args.drivers)
-            workloads[w] = {"size": sizes[w], "summary": summary, "verdict": verdict(summary)}
+            judged = {n: s for n, s in summary.items() if s.get("recovery_cpu_s") is not None}  # RTM: steady only
+            workloads[w] = {"size": sizes[w], "summary": summary, "verdict": verdict(judged), **extra}
     finally:
         shutil.rmtree(work, ignore_errors=True)
     import pyspark
@@ -109,13 +137,18 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.merge and (args.out / "spark_matrix.json").exists():
         old = json.loads((args.out / "spark_matrix.json").read_text())
+        if pick:
+            kept_configurations(workloads, old.get("workloads", {}), {k: old.get(k) for k in ("wall_s", "machine")})
         doc["workloads"] = {**old.get("workloads", {}), **workloads}
         doc["earlier_runs"] = [*old.get("earlier_runs", []), {k: old.get(k) for k in ("sizes", "wall_s", "machine")}]
     (args.out / "spark_matrix.json").write_text(json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n",
                                                 encoding="utf-8")
     for w, block in workloads.items():
         try:
-            plot(w, block["summary"], block["verdict"]["frontier"], args.out / f"spark_matrix_{w}.png", TITLES[w])
+            plot(w, {n: s for n, s in block["summary"].items() if s.get("recovery_cpu_s") is not None},
+                 block["verdict"]["frontier"], args.out / f"spark_matrix_{w}.png", TITLES[w])
+            if w in LATENCY_PLOTS:
+                LATENCY_PLOTS[w](block, args.out / f"spark_matrix_{w}_latency.png")
         except ImportError as exc:
             print(f"no picture: {exc}")
     print()

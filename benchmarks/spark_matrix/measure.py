@@ -242,8 +242,11 @@ def cluster_session(cluster: dict[str, Any], conf: dict[str, str] | None) -> Any
     return spark
 
 
-def child(spec: dict[str, Any], work: Path, name: str, phase: str | None = None, expected: int = 0) -> dict[str, Any]:
-    """Run ``spec`` in a new driver process (``--phase``, default the workload's); its result."""
+def child(spec: dict[str, Any], work: Path, name: str, phase: str | None = None, expected: int = 0,
+          stamps: dict[str, float] | None = None, *, module: str | None = None) -> dict[str, Any]:
+    """Run ``spec`` in a new driver process (``python -m MODULE --phase``, default this package and the workload's
+    phase); its result. ``stamps``: gets ``"exited"``, the wall-clock moment the process ended (YSB: when the
+    killed driver died)."""
     phase = phase or spec["workload"]
     spec = {**spec, "result": str(work / f"{name}.json"), "pids": str(work / f"{name}.pids")}
     path = work / f"{name}.spec.json"
@@ -252,8 +255,10 @@ def child(spec: dict[str, Any], work: Path, name: str, phase: str | None = None,
                                                        str(BENCHMARKS),
                                                        os.environ.get("PYTHONPATH", "")])}
     with open(work / f"{name}.log", "w") as log:
-        p = subprocess.run([sys.executable, "-m", __package__, "--phase", phase, "--spec", str(path)], env=env,
+        p = subprocess.run([sys.executable, "-m", module or __package__, "--phase", phase, "--spec", str(path)], env=env,
                            stdout=log, stderr=subprocess.STDOUT)
+    if stamps is not None:
+        stamps["exited"] = time.time()
     kill_leftover(Path(spec["pids"]))  # the JVM of a killed driver
     if p.returncode != expected or not Path(spec["result"]).exists():
         tail = (work / f"{name}.log").read_text(errors="replace")[-3000:]

@@ -134,7 +134,8 @@ def said(workload: str, name: str, res: dict[str, Any], more: str = "", tail: st
 
 
 def verdict(summary: dict[str, Any]) -> dict[str, Any]:
-    """Frontier, and whether the best falkirk configuration strictly dominates every streaming one."""
+    """Frontier, the strongest streaming configurations (``streaming_frontier``: those no other streaming one
+    dominates), and the falkirk configurations that strictly dominate every streaming one."""
     points = {n: (s["cpu_median_s"], s["recovery_cpu_s"]) for n, s in summary.items()}
     front = frontier(points)
     fk = [n for n in summary if summary[n]["system"] == "falkirk"]
@@ -142,7 +143,8 @@ def verdict(summary: dict[str, Any]) -> dict[str, Any]:
     dominating = [f for f in fk if st and all(points[f][0] < points[s][0] and points[f][1] < points[s][1] for s in st)]
     ratios = {f: {s: {"cpu": points[f][0] / points[s][0] if points[s][0] else None,
                       "recovery_cpu": points[f][1] / points[s][1] if points[s][1] else None} for s in st} for f in fk}
-    out = {"frontier": front, "falkirk_on_frontier": [n for n in front if n in fk],
+    out = {"frontier": front, "streaming_frontier": frontier({n: points[n] for n in st}) if st else [],
+           "falkirk_on_frontier": [n for n in front if n in fk],
            "falkirk_dominates_all_streaming": dominating, "falkirk_over_streaming": ratios}
     twins = same_regimes(summary)
     if twins:  # one configuration under several labels: also its figures over all their drivers, and that frontier

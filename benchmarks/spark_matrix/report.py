@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..spark_vs_streaming import as_markdown
+from .latency_report import latency_markdown
 from .w6 import REDO
 
 
@@ -41,7 +42,9 @@ TITLES = {"W1": "flagship, driver SIGKILLed in the stateful step, restarted",
           "W6": f"code change of the stateful step; its last {REDO} epochs recomputed",
           "W2": "large slowly changing keyed state (1 % of keys per epoch), driver SIGKILLed, restarted",
           "W3": "high-churn keyed state (every key every epoch), driver SIGKILLed, restarted",
-          "W5": "W2's keyed state on a standalone cluster; executor with most state SIGKILLed mid-step"}
+          "W5": "W2's keyed state on a standalone cluster; executor with most state SIGKILLed mid-step",
+          "YSB": "YSB, paced; driver SIGKILLed, restarted (y: its excess CPU)",
+          "MIXED": "YSB + a heavy branch over all history; the heavy branch fails (y: excess CPU)"}
 
 
 def rows_of(doc: dict[str, Any]) -> list[tuple[str, ...]]:
@@ -51,8 +54,10 @@ def rows_of(doc: dict[str, Any]) -> list[tuple[str, ...]]:
     for w, block in doc["workloads"].items():
         for n, s in block["summary"].items():
             rss = s.get("peak_rss")
-            rows.append((w, n, f"{s['cpu_median_s']:.2f} s", f"{s['wall_median_s']:.2f} s",
-                         f"{s['bytes_per_epoch'] / 1e3:.0f}", f"{s['recovery_cpu_s']:.2f} s", f"{s['recovery_s']:.2f} s",
+            rows.append((w, n + (" (earlier run)" if s.get("earlier_run") else ""), f"{s['cpu_median_s']:.2f} s", f"{s['wall_median_s']:.2f} s",
+                         f"{s['bytes_per_epoch'] / 1e3:.0f}",
+                         "-" if s["recovery_cpu_s"] is None else f"{s['recovery_cpu_s']:.2f} s",
+                         "-" if s["recovery_s"] is None else f"{s['recovery_s']:.2f} s",
                          f"{s['records_recomputed']:,}", f"{s['source_rows']:,}", f"{s.get('log_rows', 0):,}",
                          "-" if not rss else f"{rss / 1e6:.0f}",
                          f"{s['peak_executor_rss'] / 1e6:.0f}" if s.get("peak_executor_rss") else "-", str(s["identical"]),
@@ -64,12 +69,18 @@ def markdown(doc: dict[str, Any]) -> str:
     lines = [as_markdown(rows_of(doc)), ""]
     for w, block in doc["workloads"].items():
         v = block["verdict"]
-        lines.append(f"* {w}: non-dominated {', '.join(v['frontier'])}; falkirk configurations strictly dominating "
-                     f"every Structured Streaming one: {', '.join(v['falkirk_dominates_all_streaming']) or 'none'}")
+        strongest = v.get("streaming_frontier")
+        lines.append(f"* {w}: non-dominated {', '.join(v['frontier'])}; "
+                     + (f"strongest Structured Streaming {', '.join(strongest)}; " if strongest else "")
+                     + "falkirk configurations strictly dominating every Structured Streaming one: "
+                     f"{', '.join(v['falkirk_dominates_all_streaming']) or 'none'}")
         for twin in v.get("same_regimes", {}).values():
             lines.append(f"  * {', '.join(twin['labels'])} ran the same regimes: over their {twin['drivers']} drivers "
                          f"{twin['cpu_median_s']:.2f} s / {twin['recovery_cpu_s']:.2f} s; as one configuration, "
                          f"non-dominated {', '.join(v['frontier_same_regimes_pooled'])}")
+    for w, block in doc["workloads"].items():
+        if w in ("YSB", "MIXED"):
+            lines += ["", latency_markdown(w, block)]
     la = doc["machine"]["load_average"]
     lines.append(f"\nLoad average at the end {la[0]:.1f} / {la[1]:.1f} / {la[2]:.1f} (1 / 5 / 15 min).")
     return "\n".join(lines)

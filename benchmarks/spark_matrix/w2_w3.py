@@ -10,10 +10,15 @@ crash epoch (falkirk ``agg@C:kill-mid``; Structured Streaming: inside the
 ``applyInPandasWithState`` function of batch C), then a new driver process
 restarted on the same directories, as in W1.
 
-* ``streaming`` / ``streaming-snap2`` — file source → ``groupBy("key")
-  .applyInPandasWithState`` on RocksDB with changelog checkpointing on, at
-  the default snapshot spacing (10) and at 2 → ``foreachBatch`` writing
-  ``output/changes/epoch=N``.
+Structured Streaming, in each formulation of :mod:`.keyed_streaming` (RocksDB with changelog
+checkpointing on; ``foreachBatch`` writing ``output/changes/epoch=N``):
+
+* ``streaming-native`` / ``streaming-native-snap2`` — Spark's native streaming aggregation,
+  ``groupBy("key").agg(sum("v"), count)`` in update mode, snapshots at the default spacing (10) and at 2:
+  **the stream's strongest formulation of W2**, no Python in the operator.
+* ``streaming`` / ``streaming-snap2`` — ``groupBy("key").applyInPandasWithState``: a Python function per
+  key of the batch (its documented API for arbitrary per-key state); the matrix's stream until issue 60,
+  kept as labelled weaker rows.
 * ``falkirk-inc`` — ``agg`` ``Eager(key="key", incremental=True)``: a delta of
   the changed keys every epoch, a snapshot every 10 (``Lazy(every=k,
   incremental=True)`` is the same: incremental state checkpoints every
@@ -23,15 +28,25 @@ restarted on the same directories, as in W1.
 ``W3`` — **high-churn state**: every key gets a value every epoch and its
 exponentially decayed score changes (``score * 9 div 10 + v``, integers so
 that both systems compute the same bits); the output is the epoch's top 100
-keys by score. Same failure and systems as W2, falkirk with
-``falkirk-lazy3`` (``Lazy(every=3, key="key")``: a third of the state per
-epoch on average) and ``falkirk-inc``. Sizes here are far below the issue's
-0.5 GB of state (``--full`` uses 10^7 keys); say so when quoting numbers.
+keys by score. Same failure as W2, falkirk with ``falkirk-lazy3``
+(``Lazy(every=3, key="key")``: a third of the state per epoch on average)
+and ``falkirk-inc``. The decay has no native streaming aggregation (why: :mod:`.keyed_streaming`); the
+stream's formulations:
 
-Substitute (W2, W3): ``applyInPandasWithState`` calls a Python function per
-key of the batch (per-group overhead the peer pays; its documented API for
-arbitrary per-key state). W2's running sum could use Spark's native
-streaming aggregation instead — cheaper per epoch, not measured here.
+* ``streaming-merge`` — ``foreachBatch`` joining the batch with a state table the query keeps itself
+  (Parquet, one version per batch id, exactly once by batch id, idempotent on a re-run);
+* ``streaming-tws`` / ``streaming-tws-rows`` — ``transformWithStateInPandas`` / the row-based
+  ``transformWithState`` (the state API v2 of pyspark 4.x);
+* ``streaming`` / ``streaming-snap2`` — ``applyInPandasWithState``, as in W2.
+
+Which is strongest, and why the others lose, is in ``benchmarks/README.md`` (the matrix's W3). Sizes here
+are far below the issue's 0.5 GB of state (``--full`` uses 10^7 keys); say so when quoting numbers.
+
+**Outputs.** Every run's output is compared, as multisets per epoch, with the same configuration's
+failure-free run **and** with :func:`expected_changes`, the workload computed from the input in NumPy (the
+reference every configuration of either system must give; ``identical`` is false otherwise).
+
+``--drivers N``: each configuration measured by N pairs of driver processes, round-robin, as in W1/W4.
 """
 
 from __future__ import annotations
@@ -41,12 +56,16 @@ import os
 import shutil
 import signal
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ..spark_vs_streaming import STREAMING_CONF, Written, fill_input_logs
-from .measure import Meter, child, falkirk_category, stamp, streaming_category
-from .pooling import configured, said, summarised
+from ..spark_vs_streaming import Written, fill_input_logs
+from .keyed_streaming import KEYED_SCHEMA, TOP, StreamingKeyed
+from .measure import Meter, child, falkirk_category, stamp
+from .pooling import configured, round_robin, said, summarised
+
+__all__ = ["KEYED_SCHEMA", "TOP", "StreamingKeyed", "expected_changes", "keyed_table", "measure_keyed"]
 
 
 def keyed_table(epoch: int, size: dict[str, Any]) -> Any:
@@ -64,10 +83,6 @@ def keyed_table(epoch: int, size: dict[str, Any]) -> Any:
                      "v": rng.integers(0, 1000, len(keys)).astype("int64")})
 
 
-KEYED_SCHEMA = "epoch BIGINT, key BIGINT, v BIGINT"
-TOP = 100  # W3's output: the epoch's TOP keys by score
-
-
 def write_keyed_input(directory: Path, size: dict[str, Any], epochs: int) -> None:
     import pyarrow.parquet as pq
 
@@ -77,6 +92,55 @@ def write_keyed_input(directory: Path, size: dict[str, Any], epochs: int) -> Non
         p = directory / f"epoch-{e:05d}.parquet"
         pq.write_table(keyed_table(e, size), p)
         os.utime(p, (base + e, base + e))
+
+
+def expected_changes(workload: str, size: dict[str, Any], epochs: int) -> dict[int, Counter[tuple[int, ...]]]:
+    """The output ``changes`` of every epoch, computed from the input in NumPy, as multisets: W2/W5 each updated key
+    with its running ``(key, total, n)``; W3 the :data:`TOP` keys by decayed score (every key seen so far decays,
+    ``score * 9 // 10``, then the epoch's values are added), ties by key.
+
+    >>> out = expected_changes("W3", {"keys": 5, "churn": 1.0}, 2)
+    >>> sorted(out) == [0, 1] and len(out[1]) == 5
+    True
+    """
+    import numpy as np
+
+    k = size["keys"]
+    total, n, seen = np.zeros(k, "int64"), np.zeros(k, "int64"), np.zeros(k, bool)
+    out: dict[int, Counter[tuple[int, ...]]] = {}
+    for e in range(epochs):
+        t = keyed_table(e, size)
+        keys, v = t.column("key").to_numpy(), t.column("v").to_numpy()
+        if workload == "W3":
+            total = np.where(seen, total * 9 // 10, 0)
+        np.add.at(total, keys, v)
+        np.add.at(n, keys, 1)
+        seen[keys] = True
+        if workload == "W3":
+            ids = np.flatnonzero(seen)
+            order = np.lexsort((ids, -total[ids]))[:TOP]
+            out[e] = Counter(zip(ids[order].tolist(), total[ids[order]].tolist(), strict=True))
+        else:
+            ids = np.unique(keys)
+            out[e] = Counter(zip(ids.tolist(), total[ids].tolist(), n[ids].tolist(), strict=True))
+    return out
+
+
+def compared(spark: Any, base: Path, spec: dict[str, Any]) -> dict[str, Any]:
+    """``identical``: the failure run's ``changes`` equal the failure-free run's and :func:`expected_changes`, per
+    epoch as multisets; the differences named."""
+    from falkirk.spark.pipeline.store.rootfs import Root
+    from falkirk.spark.pipeline.tools.verify import output_rows
+
+    size = spec["size"]
+    got = output_rows(spark, Root(str(base / "run")), "changes")
+    ref = output_rows(spark, Root(str(base / "reference")), "changes")
+    want = expected_changes(spec["workload"], size, size["epochs"])
+    diffs = [f"changes epoch {e}" for e in sorted(set(got) | set(ref)) if got.get(e) != ref.get(e)]
+    diffs += [f"changes epoch {e} differs from the reference" for e in sorted(want) if ref.get(e) != want[e]]
+    if len(ref) != size["epochs"]:
+        diffs.append(f"reference has {len(ref)} epochs, expected {size['epochs']}")
+    return {"identical": not diffs, "differences": diffs, "rows_compared": sum(sum(v.values()) for v in ref.values())}
 
 
 def falkirk_keyed(root: Path, spark: Any, workload: str, size: dict[str, Any], regime: str) -> Any:
@@ -118,106 +182,6 @@ def falkirk_keyed(root: Path, spark: Any, workload: str, size: dict[str, Any], r
     return pipe
 
 
-class StreamingKeyed:
-    """W2/W3/W5 as one query: file source → ``groupBy("key").applyInPandasWithState`` (RocksDB, changelog on) →
-    ``foreachBatch`` writing ``output/changes/epoch=N`` (overwritten: idempotent).
-
-    ``kill_at``: the batch in whose stateful operator the driver (``kill="driver"``, W2/W3) or the executor JVM
-    running state partition 0 (``kill="executor"``, W5) is SIGKILLed, once (a marker file under ``base``, which
-    must be on storage every machine sees for W5). ``rows``: rows through the stateful operator per batch, from
-    an accumulator (successful task attempts only)."""
-
-    def __init__(self, spark: Any, input_dir: Path, base: Path, workload: str, *, kill_at: int | None = None,
-                 kill: str = "driver") -> None:
-        self.spark, self.input_dir, self.base, self.workload, self.kill_at = spark, input_dir, base, workload, kill_at
-        self.kill = kill
-        self.written = Written(base, streaming_category)
-        self.meter = Meter(self.written)
-        self.progress: list[dict[str, Any]] = []
-        self.acc = spark.sparkContext.accumulator(0)
-        self.rows: dict[int, int] = {}
-        self._counted = 0
-
-    def query(self) -> Any:
-        import pandas as pd
-        from pyspark.sql.streaming.state import GroupStateTimeout
-
-        kill_at, marker, w2 = self.kill_at, str(self.base / "killed"), self.workload in ("W2", "W5")
-        executor = self.kill == "executor"
-        victims = (os.getpid(), int(self.spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
-        acc = self.acc
-
-        def update(key: Any, batches: Any, state: Any) -> Any:
-            import os as _os
-            import signal as _signal
-
-            pdf = pd.concat(list(batches), ignore_index=True)
-            acc.add(len(pdf))
-            if kill_at is not None and int(pdf["epoch"].iloc[0]) == kill_at and not _os.path.exists(marker):
-                if not executor:
-                    open(marker, "w").close()
-                    for pid in victims:  # the driver: its Python process and its JVM
-                        _os.kill(pid, _signal.SIGKILL)
-                from pyspark import TaskContext
-
-                tc = TaskContext.get()
-                if tc is not None and tc.partitionId() == 0 and tc.attemptNumber() == 0:
-                    pid = _os.getpid()  # up from this Python worker (daemon, then the executor JVM)
-                    for _ in range(8):
-                        with open(f"/proc/{pid}/stat", "rb") as f:
-                            pid = int(f.read().rsplit(b")", 1)[1].split()[1])
-                        with open(f"/proc/{pid}/cmdline", "rb") as f:
-                            if b"CoarseGrainedExecutorBackend" in f.read():
-                                break
-                    else:
-                        raise RuntimeError("no executor JVM above this Python worker")
-                    try:
-                        _os.close(_os.open(marker, _os.O_CREAT | _os.O_EXCL | _os.O_WRONLY))
-                    except FileExistsError:
-                        pass
-                    else:
-                        _os.kill(pid, _signal.SIGKILL)
-            x = int(pdf["v"].sum())
-            if w2:
-                total, n = (int(a) for a in state.get) if state.exists else (0, 0)
-                total, n = total + x, n + len(pdf)
-                state.update((total, n))
-                yield pd.DataFrame({"key": [int(key[0])], "total": [total], "n": [n]})
-            else:
-                score = int(state.get[0]) if state.exists else 0
-                score = score * 9 // 10 + x if state.exists else x
-                state.update((score,))
-                yield pd.DataFrame({"key": [int(key[0])], "score": [score]})
-
-        schema, state_schema = (("key BIGINT, total BIGINT, n BIGINT", "total LONG, n LONG") if w2
-                                else ("key BIGINT, score BIGINT", "score LONG"))
-        src = self.spark.readStream.schema(KEYED_SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(self.input_dir))
-        op = src.groupBy("key").applyInPandasWithState(update, schema, state_schema, "append",
-                                                        GroupStateTimeout.NoTimeout)
-        return (op.writeStream.foreachBatch(self.batch).option("checkpointLocation", str(self.base / "checkpoint"))
-                .trigger(availableNow=True))
-
-    def batch(self, df: Any, batch_id: int) -> None:
-        from pyspark.sql import functions as F
-
-        if self.workload == "W3":
-            df = df.orderBy(F.desc("score"), "key").limit(TOP)
-        df.write.mode("overwrite").parquet(str(self.base / "output" / "changes" / f"epoch={batch_id}"))
-        self.rows[batch_id] = self.acc.value - self._counted
-        self._counted = self.acc.value
-        self.meter.epoch_done(batch_id)
-
-    def run(self) -> None:
-        from falkirk.spark.pipeline.run.session import SMALL_DATA, sql_conf
-
-        self.written.scan(count=False)
-        with sql_conf(self.spark, {**STREAMING_CONF, **SMALL_DATA}):
-            q = self.query().start()
-            q.awaitTermination()
-        self.progress = [json.loads(p.json) for p in q.recentProgress]
-        self.written.scan()
-
-
 def run_falkirk_keyed(spark: Any, root: Path, spec: dict[str, Any], fail: list[str], *, fill: bool = True) -> Any:
     pipe = falkirk_keyed(root, spark, spec["workload"], spec["size"], spec["regime"])
     written = Written(root, falkirk_category)
@@ -240,7 +204,7 @@ def phase_keyed_run(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
     is SIGKILLed in the stateful step at the crash epoch (this process does not return)."""
     base, c = Path(spec["base"]), spec["size"]["crash"]
     if spec["system"] == "streaming":
-        ref = StreamingKeyed(spark, Path(spec["input"]), base / "reference", spec["workload"])
+        ref = StreamingKeyed(spark, Path(spec["input"]), base / "reference", spec["workload"], form=spec["form"])
         ref.run()
         walls, cpus = ref.meter.per_epoch()
         out = {"bytes": dict(ref.written.bytes), "peak_rss": ref.meter.peak_rss, "walls": walls, "cpus": cpus}
@@ -251,23 +215,21 @@ def phase_keyed_run(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
                "regimes": {n: s.regime.describe() for n, s in r["pipe"].steps.items()}}
     Path(spec["result"]).write_text(json.dumps(out, default=str))
     if spec["system"] == "streaming":
-        StreamingKeyed(spark, Path(spec["input"]), base / "run", spec["workload"], kill_at=c).run()
+        StreamingKeyed(spark, Path(spec["input"]), base / "run", spec["workload"], kill_at=c, form=spec["form"]).run()
     else:
         run_falkirk_keyed(spark, base / "run", spec, [f"agg@{c}:kill-mid"])
     raise SystemExit("the driver was not killed")
 
 
 def phase_keyed_restart(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
-    """Driver process 2 of W2/W3: the restarted driver; recovery measured, outputs compared with the reference."""
-    from falkirk.spark.pipeline.store.rootfs import Root
+    """Driver process 2 of W2/W3: the restarted driver; recovery measured, outputs compared (:func:`compared`)."""
     from falkirk.spark.pipeline.tools.report import costs
-    from falkirk.spark.pipeline.tools.verify import output_rows
 
-    base, c, size = Path(spec["base"]), spec["size"]["crash"], spec["size"]
+    base, c = Path(spec["base"]), spec["size"]["crash"]
     out: dict[str, Any] = {"log_rows": 0}
     t0 = stamp()
     if spec["system"] == "streaming":
-        run = StreamingKeyed(spark, Path(spec["input"]), base / "run", spec["workload"])
+        run = StreamingKeyed(spark, Path(spec["input"]), base / "run", spec["workload"], form=spec["form"])
         run.run()
         end = run.meter.ends[c]
         rerun = [p for p in run.progress if p["batchId"] <= c]
@@ -284,27 +246,34 @@ def phase_keyed_restart(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
         out.update(records_recomputed=mine.recomputed, source_rows=mine.source_rows, log_rows=mine.log_rows,
                    phases=rec.phases(), actions=dict(rec.plan.actions))
     out.update(recovery_s=end[0] - t0[0], recovery_cpu_s=end[1] - t0[1])
-    got = output_rows(spark, Root(str(base / "run")), "changes")
-    ref = output_rows(spark, Root(str(base / "reference")), "changes")
-    diffs = [f"changes epoch {e}" for e in sorted(set(got) | set(ref)) if got.get(e) != ref.get(e)]
-    if len(ref) != size["epochs"]:
-        diffs.append(f"reference has {len(ref)} epochs, expected {size['epochs']}")
-    out.update(identical=not diffs, differences=diffs, rows_compared=sum(sum(v.values()) for v in ref.values()))
+    out.update(compared(spark, base, spec))
     return out
 
 
-def measure_keyed(workload: str, configs: list[str], size: dict[str, Any], work: Path, warmup: int) -> dict[str, Any]:
-    """W2/W3: each configuration in two driver processes (failure-free + killed; restarted)."""
+def measure_keyed(workload: str, configs: list[str], size: dict[str, Any], work: Path, warmup: int,
+                  drivers: int = 1) -> dict[str, Any]:
+    """W2/W3: each configuration in ``drivers`` measurements (each a failure-free and killed driver, then its restart),
+    round-robin over the configurations (:func:`~.pooling.round_robin`)."""
     input_dir = work / f"{workload.lower()}-input"
     write_keyed_input(input_dir, size, size["epochs"])
-    out = {}
-    for name in configs:
+
+    def one(name: str, d: int) -> dict[str, Any]:
         opt, spec = configured(workload, name, size, work / f"{workload}-{name}", input_dir)
-        t0 = time.perf_counter()
-        a = child(spec, work, f"{workload}-{name}-run", "keyed:run", -signal.SIGKILL)
-        b = child(spec, work, f"{workload}-{name}-restart", "keyed:restart")
-        res = summarised({**a, **b}, spec, opt, warmup, t0)
+        tag = f"{workload}-{name}" + (f"-d{d + 1}" if d else "")
+        for attempt in (1, 2):  # a driver that fails (seen: "Python worker failed to connect back" at load 17-21)
+            t0 = time.perf_counter()  # is run again once, noted; a wrong output is not a failure here
+            try:
+                a = child(spec, work, f"{tag}-run", "keyed:run", -signal.SIGKILL)
+                b = child(spec, work, f"{tag}-restart", "keyed:restart")
+                break
+            except SystemExit as exc:
+                if attempt == 2:
+                    raise
+                print(f"{tag}: {str(exc).splitlines()[0]}; run again", flush=True)
+                shutil.rmtree(work / f"{workload}-{name}", ignore_errors=True)
+        res = summarised({**a, **b, "attempts": attempt}, spec, opt, warmup, t0)
         shutil.rmtree(work / f"{workload}-{name}", ignore_errors=True)
-        print(said(workload, name, res), flush=True)
-        out[name] = res
-    return out
+        print(said(workload, name, res, tail=f", driver {d + 1} of {drivers}" if drivers > 1 else ""), flush=True)
+        return res
+
+    return round_robin(configs, drivers, one)

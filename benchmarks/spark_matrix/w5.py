@@ -16,9 +16,14 @@ driver:
   holding the most cached blocks (Spark's status store) is SIGKILLed by the first task of ``agg``'s output
   that runs there. After a lost executor falkirk looks the state's blocks up on the remaining executors
   before declaring the state lost; expected: no rollback with two replicas.
-* ``streaming`` / ``streaming-snap2`` — W2's query (RocksDB, changelog checkpointing on; snapshots every 10 /
-  every 2 deltas). The kill: inside the ``applyInPandasWithState`` function of batch C, the first call of
-  state partition 0's first task attempt SIGKILLs its executor JVM (the two state partitions hold the same
+* ``streaming-native`` — W2's strongest query: Spark's native streaming aggregation (``groupBy("key")
+  .agg(sum, count)``, update mode; RocksDB, changelog checkpointing on). The kill: batch C's plan, and only
+  its, has a Python filter on the aggregation's output rows (:mod:`.keyed_streaming`), in the state store's
+  task: state partition 0's first task attempt SIGKILLs its executor JVM there, before the task commits the
+  state.
+* ``streaming`` / ``streaming-snap2`` — W2's ``applyInPandasWithState`` query (RocksDB, changelog
+  checkpointing on; snapshots every 10 / every 2 deltas). The kill: inside the ``applyInPandasWithState``
+  function of batch C, the first call of state partition 0's first task attempt SIGKILLs its executor JVM (the two state partitions hold the same
   number of keys — hash partitioning — so each executor holds half the state; Spark's status store has no
   per-executor count of state-store instances to pick "the most"). Spark retries the task (and resubmits
   the map tasks whose shuffle output went with the executor); the retried task reloads that state partition
@@ -41,9 +46,9 @@ streaming: rows through the stateful operator (an accumulator: successful task a
 excess of the failure-free batch C. **peak executor memory**: the largest resident set of one executor
 (its JVM and Python workers), sampled every 0.2 s during the failure-free run (``peak_executor_rss``; the
 failure run's is kept too). Outputs compared per epoch as multisets with the configuration's failure-free
-run. Sizes: ``--quick`` 2·10^4 keys, 5 % churn, 9 epochs, kill at epoch 4; default 10^5 keys, 1 %, 10
-epochs, kill at 7; ``--full`` 10^6 keys, 1 %, 12 epochs, kill at 10 (not run here: the 512 MB executors
-may need more memory for two replicas of that state). ``--quick`` had 6 epochs until 2026-11-27: on the
+run and with the NumPy reference (:func:`.w2_w3.expected_changes`). Sizes: ``--quick`` 2·10^4 keys, 5 %
+churn, 9 epochs, kill at epoch 4; default 10^5 keys, 1 %, 10 epochs, kill at 7; ``--full`` 10^6 keys, 1 %,
+12 epochs, kill at 10 (not run here: the 512 MB executors may need more memory for two replicas of that state). ``--quick`` had 6 epochs until 2026-11-27: on the
 cluster falkirk's first three epochs are cold (about 29, 14 and 10 CPU-s against 4 warm: the executors'
 first checkpoint at epoch 2), the stream's one, so a median over epochs 2–5 held a cold falkirk epoch;
 9 epochs give a median over 7, for both systems. ``--quick`` took 8.5 minutes for the five configurations
@@ -63,23 +68,21 @@ from typing import Any
 from .configs import BENCHMARKS
 from .measure import Sampler, child
 from .pooling import configured, said, summarised
-from .w2_w3 import StreamingKeyed, run_falkirk_keyed, write_keyed_input
+from .w2_w3 import StreamingKeyed, compared, run_falkirk_keyed, write_keyed_input
 
 
 def phase_w5(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
     """One configuration of W5 in one driver on the cluster: the failure-free run (measured), then the run in which
     the executor JVM holding the most state (falkirk: the most cached blocks; streaming: state partition 0's) is
     SIGKILLed in the stateful step at the crash epoch; recovery measured from the kill to that epoch's output."""
-    from falkirk.spark.pipeline.store.rootfs import Root
     from falkirk.spark.pipeline.tools.report import costs
-    from falkirk.spark.pipeline.tools.verify import output_rows
 
-    base, c, size = Path(spec["base"]), spec["size"]["crash"], spec["size"]
+    base, c = Path(spec["base"]), spec["size"]["crash"]
     streaming = spec["system"] == "streaming"
     out: dict[str, Any] = {"log_rows": 0}
     sampler = Sampler()
     if streaming:
-        ref = StreamingKeyed(spark, Path(spec["input"]), base / "reference", "W5")
+        ref = StreamingKeyed(spark, Path(spec["input"]), base / "reference", "W5", form=spec["form"])
         ref.run()
         ref_meter, ref_bytes = ref.meter, dict(ref.written.bytes)
     else:
@@ -92,7 +95,8 @@ def phase_w5(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
                walls=walls, cpus=cpus)
     sampler = Sampler()
     if streaming:
-        run = StreamingKeyed(spark, Path(spec["input"]), base / "run", "W5", kill_at=c, kill="executor")
+        run = StreamingKeyed(spark, Path(spec["input"]), base / "run", "W5", kill_at=c, kill="executor",
+                             form=spec["form"])
         run.run()
         meter = run.meter
         batch = [p for p in run.progress if p["batchId"] == c]
@@ -135,12 +139,7 @@ def phase_w5(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
                      "catch_up_excess_wall_s": sum(fw[c + 1:]) - sum(walls[c + 1:]),
                      "catch_up_excess_cpu_s": sum(fc[c + 1:]) - sum(cpus[c + 1:])}
     out.update(failure_walls=fw, failure_cpus=fc)
-    got = output_rows(spark, Root(str(base / "run")), "changes")
-    refd = output_rows(spark, Root(str(base / "reference")), "changes")
-    diffs = [f"changes epoch {e}" for e in sorted(set(got) | set(refd)) if got.get(e) != refd.get(e)]
-    if len(refd) != size["epochs"]:
-        diffs.append(f"reference has {len(refd)} epochs, expected {size['epochs']}")
-    out.update(identical=not diffs, differences=diffs, rows_compared=sum(sum(v.values()) for v in refd.values()))
+    out.update(compared(spark, base, spec))
     return out
 
 

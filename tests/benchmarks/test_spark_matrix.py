@@ -21,7 +21,13 @@ from benchmarks.spark_matrix.configs import CONFIGS
 from benchmarks.spark_matrix.measure import streaming_category
 from benchmarks.spark_matrix.pooling import advice_check, pooled, verdict
 from benchmarks.spark_matrix.report import markdown
-from benchmarks.spark_matrix.w2_w3 import StreamingKeyed, run_falkirk_keyed, write_keyed_input
+from benchmarks.spark_matrix.w2_w3 import (
+    StreamingKeyed,
+    expected_changes,
+    keyed_table,
+    run_falkirk_keyed,
+    write_keyed_input,
+)
 from benchmarks.spark_matrix.w4_steps import write_parquet_input
 
 SIZE = {"epochs": 2, "fail": 1, "events": 300, "users": 40}
@@ -94,12 +100,65 @@ def test_keyed_state_workloads_give_the_same_outputs_on_both_systems(
     assert sum(got[1].values()) == (20 if workload == "W2" else 100)
 
 
+@pytest.mark.parametrize("workload,form", [("W2", "native"), ("W3", "merge"), ("W3", "tws"), ("W3", "tws-rows")])
+def test_each_stream_formulation_gives_the_reference_output(spark: Any, tmp_path: Path, workload: str, form: str) -> None:
+    """The stream's stronger formulations of W2/W3 (native aggregation; foreachBatch over a state table; the state
+    API v2, pandas and rows) give, epoch by epoch as multisets, the output computed from the input in NumPy, which
+    is falkirk's (previous test); a formulation the workload cannot have is refused."""
+    pytest.importorskip("pandas", reason="the state API v2 needs pandas")
+    from falkirk.spark.pipeline.store.rootfs import Root
+    from falkirk.spark.pipeline.tools.verify import output_rows
+
+    size = {"epochs": 3, "crash": 1, "keys": 150, "churn": 0.1 if workload == "W2" else 1.0}
+    write_keyed_input(tmp_path / "input", size, size["epochs"])
+    st = StreamingKeyed(spark, tmp_path / "input", tmp_path / form, workload, form=form)
+    st.run()
+    assert output_rows(spark, Root(str(tmp_path / form)), "changes") == expected_changes(workload, size, 3)
+    assert sum(st.written.bytes.values()) > 0 and len(st.meter.per_epoch()[1]) == 3
+    with pytest.raises(ValueError, match="no 'native' formulation"):
+        StreamingKeyed(spark, tmp_path / "input", tmp_path / "x", "W3", form="native")
+
+
+def test_the_merge_formulation_is_exactly_once_by_batch_id(spark: Any, tmp_path: Path) -> None:
+    """W3's foreachBatch + state table: a batch re-run after a kill before Spark's commit (offsets written, commit
+    not) reuses the state version it had put in place, or recomputes it from the version before when a kill left it
+    half-written; the outputs stay the reference's and only one version is kept."""
+    import os
+
+    from falkirk.spark.pipeline.store.rootfs import Root
+    from falkirk.spark.pipeline.tools.verify import output_rows
+
+    size = {"epochs": 3, "crash": 1, "keys": 120, "churn": 1.0}
+    want = expected_changes("W3", size, 3)
+    write_keyed_input(tmp_path / "input", size, 3)
+    base = tmp_path / "merge"
+    StreamingKeyed(spark, tmp_path / "input", base, "W3", form="merge").run()
+    table = base / "checkpoint" / "table"
+    before = {p.name: p.stat().st_mtime_ns for p in (table / "v=2").iterdir()}
+    for name in ("2", ".2.crc"):  # as if the driver died after batch 2's state was in place, before its commit
+        (base / "checkpoint" / "commits" / name).unlink(missing_ok=True)
+    again = StreamingKeyed(spark, tmp_path / "input", base, "W3", form="merge")
+    again.run()
+    assert [p["batchId"] for p in again.progress] == [2]
+    assert {p.name: p.stat().st_mtime_ns for p in (table / "v=2").iterdir()} == before  # reused, not redone
+    assert output_rows(spark, Root(str(base)), "changes") == want and sorted(again.versions()) == [2]
+    # half-written: batch 2's version not renamed into place, the version before it (a stand-in: epoch 0's values)
+    os.rename(table / "v=2", table / "_tmp-2-killed")
+    t0, t2 = keyed_table(0, size).to_pandas(), keyed_table(2, size).to_pandas()
+    spark.createDataFrame(t0).selectExpr("key", "v AS score").write.parquet(str(table / "v=1"))
+    got = again.merge(spark.createDataFrame(t2), 2, False).collect()
+    assert sorted(tuple(r) for r in got) == sorted(zip(t0["key"], t0["v"] * 9 // 10 + t2["v"], strict=True))
+    again.collect(2)
+    assert sorted(again.versions()) == [2] and not list(table.glob("_tmp-*"))
+
+
 def test_verdict_frontier_and_dominance() -> None:
     summary = {"streaming": {"system": "streaming", "cpu_median_s": 2.0, "recovery_cpu_s": 10.0},
                "falkirk": {"system": "falkirk", "cpu_median_s": 1.5, "recovery_cpu_s": 3.0},
                "falkirk-b": {"system": "falkirk", "cpu_median_s": 2.5, "recovery_cpu_s": 1.0}}
     v = verdict(summary)
     assert v["frontier"] == ["falkirk", "falkirk-b"] and v["falkirk_dominates_all_streaming"] == ["falkirk"]
+    assert v["streaming_frontier"] == ["streaming"]
     assert v["falkirk_over_streaming"]["falkirk"]["streaming"] == {"cpu": 0.75, "recovery_cpu": 0.3}
     doc = {"workloads": {"W4": {"summary": {n: {**s, "wall_median_s": 1.0, "bytes_per_epoch": 1e3, "recovery_s": 1.0,
                                                 "records_recomputed": 1, "source_rows": 2, "identical": True}
@@ -107,6 +166,7 @@ def test_verdict_frontier_and_dominance() -> None:
            "machine": {"load_average": [1.0, 2.0, 3.0]}}
     text = markdown(doc)
     assert "| W4 | `falkirk`" not in text and "| `W4` | falkirk |" in text and "strictly dominating" in text
+    assert "strongest Structured Streaming streaming;" in text
     assert "same_regimes" not in v
     assert streaming_category("checkpoint/sink/offsets/3") == "offsets"
 
@@ -164,3 +224,22 @@ def test_several_drivers_are_pooled_by_the_median_of_each_number() -> None:
     assert p["identical"] is False and p["regimes"] == {"cc": "lazy"} and p["cpus"] == [3.0, 3.0]
     assert [d["cpu_median_s"] for d in p["drivers"]] == [3.0, 2.0, 2.5, 9.0]
     assert pooled(runs[:3])["identical"] is True
+
+
+def test_merging_a_partial_rerun_keeps_the_other_configurations_marked() -> None:
+    """``--merge --configs``: a workload re-run with some configurations keeps the others from the earlier result,
+    marked as from the earlier run, and its verdict is taken over all of them."""
+    from benchmarks.spark_matrix.cli import kept_configurations
+
+    def row(system: str, cpu: float, rec: float) -> dict[str, Any]:
+        return {"system": system, "cpu_median_s": cpu, "recovery_cpu_s": rec}
+
+    old = {"W3": {"summary": {"streaming": row("streaming", 30.0, 40.0), "falkirk-lazy3": row("falkirk", 9.0, 9.0)}}}
+    new = {"W3": {"summary": {"falkirk-lazy3": row("falkirk", 2.0, 10.0), "streaming-merge": row("streaming", 3.0, 8.0)},
+                  "verdict": {}}}
+    kept_configurations(new, old, {"machine": {"load_average": [1.0, 1.0, 1.0]}})
+    summary = new["W3"]["summary"]
+    assert summary["falkirk-lazy3"]["cpu_median_s"] == 2.0 and "earlier_run" not in summary["falkirk-lazy3"]
+    assert summary["streaming"]["earlier_run"]["machine"]["load_average"] == [1.0, 1.0, 1.0]
+    assert new["W3"]["verdict"]["streaming_frontier"] == ["streaming-merge"]
+    assert new["W3"]["verdict"]["frontier"] == ["falkirk-lazy3", "streaming-merge"]

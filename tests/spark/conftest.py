@@ -5,6 +5,11 @@
 mode: what every recovered run, local or on a cluster, must equal
 (the shared ``spark`` session is in ``tests/conftest.py``).
 
+``connect_server`` is a Spark Connect server on loopback
+(``connect_server.ConnectServer``), started on first use and stopped —
+exactly the process group it started — when the session ends; the Connect
+tests and the SDP tests (``spark-pipelines`` runs through it) share it.
+
 ``s3_server`` is SeaweedFS's S3 gateway on loopback (``objectstore.SeaweedS3``),
 started on first use and stopped — exactly the process group it started —
 when the session ends. Every test under ``tests/spark`` runs on one xdist
@@ -18,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from connect_server import ConnectServer
+from connect_server import why_unavailable as connect_unavailable
 from objectstore import SeaweedS3, why_unavailable
 from spark_support import EPOCHS, SMALL
 
@@ -30,6 +37,20 @@ def reference(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("reference")
     build(root, spark, durable=False, **SMALL).run(EPOCHS)
     return root
+
+
+@pytest.fixture(scope="session")
+def connect_server() -> Iterator[ConnectServer]:
+    """The session's Spark Connect server (started on first use; skips, saying why, where it cannot run)."""
+    reason = connect_unavailable()
+    if reason:
+        pytest.skip(f"no Spark Connect server: {reason}")
+    server = ConnectServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

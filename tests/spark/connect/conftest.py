@@ -1,34 +1,19 @@
-"""Fixtures of the Spark Connect tests: one Connect server per test session and a client-process runner.
+"""Fixtures of the Spark Connect tests: a client-process runner on the session's Connect server.
 
-The server (``server.ConnectServer``: ``SparkConnectServer`` on a
-``local[2,3]`` master, loopback, a free port) starts on the first Connect
-test and is stopped — exactly the process group it started — when the
-session ends. Pipelines run in client processes (``driver_process.py``
-with ``remote``), which hold no JVM: what a user of a managed platform has.
+The server (``connect_server``, in ``tests/spark/conftest.py``: one per test
+session, shared with the SDP tests) starts on first use. Pipelines run in
+client processes (``driver_process.py`` with ``remote``), which hold no JVM:
+what a user of a managed platform has.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from server import ConnectServer, why_unavailable
+from connect_server import ConnectServer
 from spark_support import DriverRun, run_driver
-
-
-@pytest.fixture(scope="session")
-def connect_server() -> Iterator[ConnectServer]:
-    """The session's Spark Connect server (started on first use)."""
-    reason = why_unavailable()
-    if reason:
-        pytest.skip(f"no Spark Connect server: {reason}")
-    server = ConnectServer()
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """The tiny flagship through Spark Connect: runs, checkpoints and recovers as through a classic session.
 
 Every pipeline runs in a Connect *client* process (no JVM on the client);
-the server is ``conftest.connect_server``. Outputs are compared as
+the server is ``connect_server`` (tests/spark/conftest.py). Outputs are compared as
 multisets with the classic, local, failure-free ``reference`` run.
 """
 

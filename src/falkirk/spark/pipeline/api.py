@@ -69,7 +69,12 @@ class Pipeline(Definition):
                 ex = self._executor = Executor(self, fail=fail, progress=progress, bar=bar)
                 return ex.run(epochs)
             except (KeyboardInterrupt, Interrupt):
-                after_interrupt(self.spark, ex.state.group if ex is not None else None)
+                # the jobs of the executions in flight (a sequential run's last one has just let go of its group)
+                groups: list[str | None] = [None]
+                if ex is not None:
+                    groups = [*sorted(ex.state.groups | ({ex.state.group} if ex.state.group else set()))]
+                for group in groups:
+                    after_interrupt(self.spark, group)
                 where = f" during {ex.state.running}" if ex is not None and ex.state.running else " while starting"
                 message = (f"run interrupted (Ctrl-C){where}; the root {self.location.uri} is consistent (what "
                            "completed is durable, what was in flight is redone): the same call resumes")

@@ -15,22 +15,12 @@ from falkirk.spark.pipeline.run.frames import Frames
 pytestmark = pytest.mark.spark
 
 
-def _cached_partitions(spark: Any) -> int:
-    return sum(i.numCachedPartitions() for i in spark.sparkContext._jsc.sc().getRDDStorageInfo())
-
-
-def _settled_cached_partitions(spark: Any) -> int:
-    """:func:`_cached_partitions` once earlier tests' unpersists (``blocking=False``) have stopped changing it."""
-    import time
-
-    last = _cached_partitions(spark)
-    for _ in range(50):
-        time.sleep(0.2)
-        now = _cached_partitions(spark)
-        if now == last:
-            return now
-        last = now
-    return last
+def _frame_cached_partitions(spark: Any, df: Any) -> int:
+    """The cached partitions of ``df``'s own in-memory relation (what other tests leave cached does not count)."""
+    found = spark._jsparkSession.sharedState().cacheManager().lookupCachedData(df._jdf)
+    assert found.isDefined(), "the frame is not persisted"
+    rdd = found.get().cachedRepresentation().cacheBuilder().cachedColumnBuffers().id()
+    return sum(i.numCachedPartitions() for i in spark.sparkContext._jsc.sc().getRDDStorageInfo() if i.id() == rdd)
 
 
 def test_the_write_fills_the_cache_and_counts_the_rows(spark: Any, tmp_path: Path) -> None:
@@ -40,15 +30,15 @@ def test_the_write_fills_the_cache_and_counts_the_rows(spark: Any, tmp_path: Pat
 
     frames = Frames()
     df = spark.range(0, 1234, numPartitions=3).withColumn("k", F.col("id") % 7)
-    before = _settled_cached_partitions(spark)
     spark.sparkContext.setJobGroup("test-observing", "observing")
     try:
         persisted, observed, rows = frames.observing(df)  # type: ignore[misc]
     finally:
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
     assert spark.sparkContext.statusTracker().getJobIdsForGroup("test-observing") == []  # no job yet
+    assert _frame_cached_partitions(spark, persisted) == 0
     observed.write.parquet(str(tmp_path / "out"))
-    assert _cached_partitions(spark) >= before + 3  # filled by the write
+    assert _frame_cached_partitions(spark, persisted) == 3  # filled by the write
     assert rows() == 1234 == spark.read.parquet(str(tmp_path / "out")).count()
     assert frames.materialise(persisted) == (persisted, 1234)  # remembered: not counted again
     assert frames.observing(persisted) is None
@@ -84,15 +74,16 @@ def test_a_fused_frame_is_cached_and_counted_by_its_first_consumers_job(spark: A
 
     df = spark.range(0, 1234, numPartitions=3).withColumn("k", F.col("id") % 7).where("k != 3")
     expected = sum(1 for i in range(1234) if i % 7 != 3)
-    before = _cached_partitions(spark)
     persisted, rows = Frames().fused(df)  # type: ignore[misc]
-    assert _cached_partitions(spark) == before and rows(False) is None  # no job yet
+    assert _frame_cached_partitions(spark, persisted) == 0 and rows(False) is None  # no job yet
     empty = spark.range(0).withColumnRenamed("id", "k")
     assert persisted.join(F.broadcast(empty), "k").count() == 0  # the first consumer
-    assert _cached_partitions(spark) == before + 3 and rows(False) == expected
+    assert _frame_cached_partitions(spark, persisted) == 3 and rows(False) == expected
     assert persisted.agg(F.count("*")).collect()[0][0] == expected  # the second, from the cache
+    rdd = spark._jsparkSession.sharedState().cacheManager().lookupCachedData(persisted._jdf).get()
+    rdd = rdd.cachedRepresentation().cacheBuilder().cachedColumnBuffers().id()
     persisted.unpersist(blocking=True)
-    assert _cached_partitions(spark) == before
+    assert not any(i.id() == rdd for i in spark.sparkContext._jsc.sc().getRDDStorageInfo())
 
 
 def test_a_fused_frame_not_wholly_cached_is_counted(spark: Any) -> None:

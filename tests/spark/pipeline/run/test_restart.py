@@ -49,8 +49,9 @@ def test_sigkill_between_and_mid_epoch_then_restart(spark: Any, reference: Path,
 
 
 def test_a_resumed_driver_counts_what_it_executes_again(spark: Any, tmp_path: Path) -> None:
-    """A new driver on a root whose Lazy step checkpointed at 2 but completed 4: rolling (and the output it
-    feeds) re-execute 3 and 4, journalled as redo of the restart's recovery, which the report counts."""
+    """A new driver on a root whose Lazy step checkpointed at 2 but completed 4: rolling re-executes 3 and 4,
+    journalled as redo of the restart's recovery, which the report counts; the output it feeds had committed 3 and
+    4, which are final: kept, what rolling sent again for them discarded."""
     from spark_support import all_regimes
 
     from falkirk.spark.pipeline.tools.report import costs, format_recovery
@@ -59,14 +60,17 @@ def test_a_resumed_driver_counts_what_it_executes_again(spark: Any, tmp_path: Pa
     result = all_regimes(tmp_path, spark).run(6)
     (rec,) = result.journal.recoveries
     assert rec.restart and rec.done_at_failure["rolling"] == 4  # from the execution records, not the checkpoint
-    again = sorted((x.step, x.epoch) for x in result.journal.executions if x.redo)
-    assert again == [("report", 3), ("report", 4), ("rolling", 3), ("rolling", 4)], again
+    again = sorted((x.step, x.epoch) for x in result.journal.executions if x.redo and not x.discarded)
+    assert again == [("rolling", 3), ("rolling", 4)], again
+    kept = sorted((x.step, x.epoch) for x in result.journal.executions if x.discarded)
+    assert kept == [("report", 3), ("report", 4)], kept
+    assert rec.discarded == {"report": [3, 4]}
     assert all(x.recovery == rec.index for x in result.journal.executions if x.redo)
     assert all(not x.redo for x in result.journal.executions if x.epoch == 5)
     # a local master: the restart's CPU, from its session being up until every step was back, is measured too
     assert rec.finished is not None and rec.cpu_seconds is not None and rec.cpu_seconds > 0
     mine = costs(result.journal, rec, inputs={"events"}, stateful=["rolling", "alerts", "report"])[0]
-    assert mine.pairs == 4 and mine.recomputed > 0
+    assert mine.pairs == 2 and mine.recomputed > 0
     text = format_recovery(result.journal, rec, inputs={"events"}, stateful=["rolling", "alerts", "report"])
     assert "driver (re)start: every step resumes from what the root holds" in text and "resumed: all 6 steps" in text
 
@@ -74,11 +78,13 @@ def test_a_resumed_driver_counts_what_it_executes_again(spark: Any, tmp_path: Pa
 def _restart_counts_what_it_executes_again(result: Any, rec: Any) -> None:
     """The second driver died in cc@3 (cc_every=2: checkpoints after epochs 1, 3): events, queries, parse_batch,
     heavy and parse_graph had completed 3, cc and the steps after it 2. cc restores 1; parse_graph (unlogged) resends
-    2-3 (C2); answer, stats and responses had consumed cc@2 and roll back to 1 (C3). Executed again: parse_graph
-    2-3, cc 2 — known to the third driver only from the execution records under the root — answer, stats and
-    responses 2. Read again: events 2-3 and queries 2-3 from the input log (source rows), heavy 2-3 from its log."""
+    2-3 (C2); answer and stats had consumed cc@2 and roll back to 1 (C3). Executed again: parse_graph 2-3, cc 2 —
+    known to the third driver only from the execution records under the root — answer and stats 2; responses had
+    committed 2, which is final (kept, what answer sent again for it discarded). Read again: events 2-3 and
+    queries 2-3 from the input log (source rows), heavy 2-3 from its log."""
     assert sorted(redone(result.journal, rec)) == [
-        ("answer", 2), ("cc", 2), ("parse_graph", 2), ("parse_graph", 3), ("responses", 2), ("stats", 2)]
+        ("answer", 2), ("cc", 2), ("parse_graph", 2), ("parse_graph", 3), ("stats", 2)]
+    assert rec.discarded == {"responses": [2]}
     mine = costs(result.journal, rec, inputs={"events", "queries"}, stateful=["cc", "stats", "responses"])[0]
     assert mine.source_rows == 2 * SMALL["events_per_epoch"] + 2 * SMALL["queries_per_epoch"]
     source = events_source(SMALL["events_per_epoch"], SMALL["users"], SMALL["nodes"], SMALL["seed"])

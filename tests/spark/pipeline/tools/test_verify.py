@@ -44,3 +44,26 @@ def test_a_duplicate_and_a_missing_row_are_each_a_difference(spark: Any, tmp_pat
     assert not cmp.identical
     got = {(d.epoch, d.missing, d.extra) for d in cmp.differences}
     assert got == {(0, 0, 1), (1, 1, 0)}
+
+
+def test_outputs_are_compared_by_spark_not_collected(spark: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    """compare_runs brings no output row to the driver: what it collects is one count per differing epoch."""
+    from pyspark.sql import DataFrame
+
+    run, ref = tmp_path / "run", tmp_path / "ref"
+    for e in range(3):
+        _write(spark, ref, e, [(k, "v") for k in range(50)])
+        _write(spark, run, e, [(k, "v") for k in range(50 if e != 1 else 49)] + ([(7, "v")] if e == 2 else []))
+    collected: list[int] = []
+    real = DataFrame.collect
+
+    def counting(self: DataFrame) -> list[Any]:
+        rows = real(self)
+        collected.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(DataFrame, "collect", counting)
+    cmp = compare_runs(spark, _pipe(run), run, ref)
+    assert {(d.epoch, d.missing, d.extra) for d in cmp.differences} == {(1, 1, 0), (2, 0, 1)}
+    assert cmp.rows_compared == 150 and not cmp.identical
+    assert sum(collected) <= 2  # one row per differing epoch and side, never the 300 rows of the outputs

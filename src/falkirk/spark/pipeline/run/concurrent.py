@@ -34,16 +34,41 @@ when nothing else ran meanwhile (the process tree's CPU cannot be split).
 
 from __future__ import annotations
 
+import threading
+import weakref
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from falkirk.spark.errors import CorruptDataError, RecoveryError, StepFailure
+from falkirk.spark.pipeline.run.interrupt import after_interrupt
+from falkirk.spark.pipeline.run.session import is_connect
 
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.run.executor import Executor
     from falkirk.spark.pipeline.run.state import Task
 
 __all__ = ["Concurrent"]
+
+#: seconds an interrupted or failed run waits for the executions in flight before it closes
+INTERRUPT_WAIT = 60.0
+
+#: the step threads of each SparkContext, kept across runs: PySpark pins each Python thread to a JVM thread and a
+#: py4j connection that outlive the thread, so a pool per run would leave ``concurrency`` of them behind each time
+_POOLS: weakref.WeakKeyDictionary[Any, dict[int, ThreadPoolExecutor]] = weakref.WeakKeyDictionary()
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(spark: Any, workers: int) -> ThreadPoolExecutor:
+    """The pool of ``workers`` step threads of ``spark``'s context (made on first use, then reused)."""
+    key = getattr(spark, "sparkContext", None) if not is_connect(spark) else spark
+    with _POOLS_LOCK:
+        try:
+            pools = _POOLS.setdefault(key, {})
+        except TypeError:  # not weakly referenceable: a pool of its own
+            return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="falkirk-step")
+        if workers not in pools:
+            pools[workers] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="falkirk-step")
+        return pools[workers]
 
 
 class Concurrent:
@@ -63,15 +88,15 @@ class Concurrent:
     def run(self, epochs: int) -> None:
         """Run until every node has completed epochs ``0..epochs-1`` (or a failure stops the run)."""
         ex, state = self.ex, self.ex.state
-        pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="falkirk-step")
+        ex.steps.concurrent = True
+        pool = _pool(ex.spark, self.workers)
         finished = state.lowest()
-        clean = False
         try:
             while True:
                 lo = state.lowest() + 1
                 while finished < lo - 1 and not self._failing():
                     finished += 1
-                    ex.end_of_epoch(finished, sweep=not self.inflight)
+                    ex.end_of_epoch(finished, busy={t.name for t in self.inflight.values()})
                     due = ex.injector.after(finished)
                     if due:
                         self.after.append((due, finished))
@@ -88,9 +113,15 @@ class Concurrent:
                     raise RecoveryError(f"internal error: nothing can run and nothing runs (done: {dict(state.done)}, "
                                         f"queued: {state.queues.on})")
                 self._collect()
-            clean = True
+        except BaseException as exc:
+            # the executions in flight end before the run's parts are closed; an interrupt first cancels their jobs
+            if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "Interrupt":
+                for task in self.inflight.values():
+                    after_interrupt(ex.spark, task.group)
+            wait(list(self.inflight), timeout=INTERRUPT_WAIT)
+            raise
         finally:
-            pool.shutdown(wait=clean, cancel_futures=True)
+            ex.steps.concurrent = False
 
     def _failing(self) -> bool:
         return bool(self.failures or self.after or self.stop is not None)
@@ -148,8 +179,9 @@ class Concurrent:
                 self.failures.append((task.name, task.epoch, error))
             elif self.stop is None:
                 self.stop = error  # bad input or definition, or an interrupt: the run ends once the others did
-        if not self.failures and not self.stop:
-            ex.handle([], *self.last, self.attempts)  # executors lost since the last look: recovered now
+        lost, why = ex.lost.lost_state(state.runners, *self.last)  # executors lost since the last look
+        for name in lost:  # their steps' in-memory state is gone: recovered once nothing is in flight
+            self.failures.append((name, self.last[1], StepFailure(name, self.last[1], why)))
 
     def _lagging(self, task: Task) -> list[str]:
         """The edges out of ``task``'s node whose consumer is more than the window behind (they read the log)."""
@@ -166,5 +198,5 @@ class Concurrent:
         for due, epoch in after:
             ex.recover_after(due, epoch)
         if failures:
-            ex.handle(failures, *self.last, self.attempts)
+            ex.handle(failures, *self.last, self.attempts, look=False)
         ex.storage.sweep_unpublished()

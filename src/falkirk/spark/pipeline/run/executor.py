@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING
 
 from attrs import define, field
@@ -238,10 +238,10 @@ class Executor:
 
     def handle(
         self, failures: list[tuple[str, int, StepFailure | CorruptDataError]], last: str, epoch: int,
-        attempts: dict[tuple[str, int], int],
+        attempts: dict[tuple[str, int], int], *, look: bool = True,
     ) -> None:
         """After executions (``last`` at ``epoch`` the latest): recover from ``failures`` — each ``(step, epoch,
-        error)`` — and from executors lost since the last look, or stop when a step keeps failing."""
+        error)`` — and (``look``) from executors lost since the last look, or stop when a step keeps failing."""
         state = self.state
         failed: set[str] = set()
         first: StepFailure | CorruptDataError | None = None
@@ -253,7 +253,7 @@ class Executor:
                 step = failure.step
             if first is None:
                 first, key = failure, (step, e)
-        lost, why = self.lost.lost_state(state.runners, key[0], key[1])
+        lost, why = self.lost.lost_state(state.runners, key[0], key[1]) if look else ([], "")
         if lost:
             failed |= set(lost)
             if first is None:
@@ -271,12 +271,14 @@ class Executor:
         cause = str(first) if not lost or why in str(first) else f"{first} ({why})"
         self.rollback.recover(failed, cause, lost=first if isinstance(first, CorruptDataError) else None)
 
-    def end_of_epoch(self, epoch: int, *, sweep: bool = True) -> None:
-        """Every node completed ``epoch``: garbage collection (``sweep``: also of what this driver wrote and never
-        published — not while other executions may be writing), the planner's commit, the epoch's line."""
+    def end_of_epoch(self, epoch: int, *, busy: Collection[str] = ()) -> None:
+        """Every node completed ``epoch``: garbage collection (of the nodes not ``busy`` executing on another
+        thread; and of what this driver wrote and never published only when none is), the planner's commit, the
+        epoch's line."""
         journal = self.state.journal
         if self.pipeline.gc and self.pipeline.durable:
-            collect(self.state, self.storage, sweep=sweep)
+            collect(self.state, self.storage, sweep=not busy, busy=busy)
+        self.state.cut_at = {k: t for k, t in self.state.cut_at.items() if k[1] > epoch}  # every output committed it
         self.state.planner.commit()  # the epoch's monitor writes: one transaction
         self.codegen.end_of_epoch()
         runs = [x for x in journal.executions if x.epoch == epoch and not x.redo]

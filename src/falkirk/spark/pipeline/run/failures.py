@@ -38,6 +38,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -164,6 +165,7 @@ class Injector:
             injections = [injections]
         self.pending = [i if isinstance(i, Injection) else Injection.parse(i) for i in injections]
         self.fired: list[Injection] = []
+        self._lock = threading.Lock()  # a concurrent run's executions reach their injection points on several threads
 
     def validate(self, steps: Iterable[str], *, local: bool = True) -> None:
         """Reject injections naming unknown steps, and executor kills on a ``local`` master."""
@@ -178,11 +180,12 @@ class Injector:
                 )
 
     def _take(self, step: str, epoch: int, where: Iterable[str]) -> Injection | None:
-        for i in self.pending:
-            if (i.step, i.epoch) == (step, epoch) and i.where in where:
-                self.pending.remove(i)
-                self.fired.append(i)
-                return i
+        with self._lock:
+            for i in self.pending:
+                if (i.step, i.epoch) == (step, epoch) and i.where in where:
+                    self.pending.remove(i)
+                    self.fired.append(i)
+                    return i
         return None
 
     def at(self, step: str, epoch: int, point: str) -> None:
@@ -197,10 +200,11 @@ class Injector:
 
     def after(self, epoch: int) -> list[Injection]:
         """The ``after`` injections of ``epoch`` (fired now: every step has completed ``epoch``)."""
-        due = [i for i in self.pending if i.epoch == epoch and i.where == "after"]
-        for i in due:
-            self.pending.remove(i)
-            self.fired.append(i)
+        with self._lock:
+            due = [i for i in self.pending if i.epoch == epoch and i.where == "after"]
+            for i in due:
+                self.pending.remove(i)
+                self.fired.append(i)
         return due
 
     def wrap(self, step: str, epoch: int, df: DataFrame) -> DataFrame:

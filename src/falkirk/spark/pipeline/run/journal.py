@@ -212,6 +212,8 @@ class Journal:
         """Record an execution (the first one of each (step, epoch) is the reference measurement)."""
         ex = Execution(step, epoch, rows, seconds, redo, recovery, jobs, cpu, fresh, jit, discarded, started)
         self.executions.append(ex)
+        if discarded:  # nothing was computed: not a measurement of the epoch (the record under the root stays)
+            return
         first = self._first.setdefault((step, epoch), ex)
         if first.rows < 0 <= rows:  # the first record did not know its rows (a fused step whose consumer failed)
             self._first[(step, epoch)] = ex

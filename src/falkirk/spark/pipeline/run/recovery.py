@@ -233,22 +233,28 @@ class Rollback:
                     found.append(err)  # each damaged epoch is written again; the others stay as they are
         return found
 
-    def _downstream(self, steps: Mapping[str, int]) -> set[str]:
-        """The outputs ``steps`` reach (``code_changes`` asks to redo their epochs: the one chosen rewrite)."""
-        reached, todo = set(steps), list(steps)
-        while todo:
-            for c in self.pipeline.consumers(todo.pop()):
-                if c not in reached:
-                    reached.add(c)
-                    todo.append(c)
-        return reached & set(self.pipeline.external_outputs)
+    def _downstream(self, steps: Mapping[str, int]) -> dict[str, int]:
+        """The outputs ``steps`` reach, each with the lowest epoch ``E`` named for a step upstream of it:
+        ``code_changes`` asks to redo their epochs after ``E`` (the one chosen rewrite; those up to ``E`` stand)."""
+        out: dict[str, int] = {}
+        for step, limit in steps.items():
+            reached, todo = {step}, [step]
+            while todo:
+                for c in self.pipeline.consumers(todo.pop()):
+                    if c not in reached:
+                        reached.add(c)
+                        todo.append(c)
+            for n in reached & set(self.pipeline.external_outputs):
+                out[n] = min(limit, out.get(n, limit))
+        return out
 
     def _apply(
         self, plan: Any, done_before: dict[str, int], rec: Recovery, *,
-        damaged: AbstractSet[tuple[str, int]] = frozenset(), rewrite: AbstractSet[str] = frozenset(),
+        damaged: AbstractSet[tuple[str, int]] = frozenset(), rewrite: Mapping[str, int] | None = None,
     ) -> None:
         """SPEC §6 reset. An output keeps its committed epochs above its frontier (final: what is sent again for
-        them is discarded), except those found ``damaged`` and every one of an output in ``rewrite``."""
+        them is discarded), except those found ``damaged`` and, for an output in ``rewrite``, those after the
+        epoch it names."""
         outputs = set(self.pipeline.external_outputs)
         failed = set(rec.failed)
         for n in self.order:
@@ -257,8 +263,8 @@ class Rollback:
                 continue  # kept; or behind its frontier (a concurrent run): nothing of it to undo, it goes on from done
             runner = self.state.runners[n]
             if n in outputs:
-                kept = set() if n in rewrite else {
-                    e for e in self.context.storage.epochs(n, "output") if e > f and (n, e) not in damaged}
+                upto = (rewrite or {}).get(n, TOP)
+                kept = {e for e in self.context.storage.epochs(n, "output") if f < e <= upto and (n, e) not in damaged}
                 runner.reset(f, committed=kept)
                 if kept:
                     rec.discarded[n] = sorted(kept)
@@ -281,7 +287,7 @@ class Rollback:
             keep_memory = False
             if self.pipeline.logs(link.src):
                 fp = epoch_of(plan.frontiers[link.src])
-                hi = done_before[link.src] if fp == TOP else fp
+                hi = done_before[link.src] if fp == TOP else min(fp, done_before[link.src])  # never past what it logged
                 keep_memory = fp == TOP
                 replay = range(fq + 1, hi + 1)
                 if hi > fq:

@@ -12,7 +12,7 @@ below.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from falkirk.spark.pipeline.plan.planner import epoch_of
@@ -60,13 +60,19 @@ def retained_watermarks(pipeline: Definition, planner: Planner, runners: Mapping
     return {n: min(lw[n], epoch_of(marks[n])) for n in lw}
 
 
-def collect(state: RunState, storage: Storage, *, sweep: bool = True) -> None:
+def collect(
+    state: RunState, storage: Storage, *, sweep: bool = True, busy: Collection[str] = (),
+) -> None:
     """Delete what the low-watermarks allow (with retention): old checkpoints, consumed logs, acknowledged input,
     execution records no retained epoch needs, and (``sweep``) data directories this driver wrote but never
-    published — not while step executions run on other threads, which may be writing theirs."""
+    published — not while step executions run on other threads, which may be writing theirs. The nodes in
+    ``busy`` (executing on another thread now: an input appending, a database step inside its transaction)
+    are collected at a later epoch's end."""
     pipeline, planner, runners = state.pipeline, state.planner, state.runners
     lw = retained_watermarks(pipeline, planner, runners)
     for n in pipeline.order:
+        if n in busy:
+            continue
         consumers = pipeline.consumers(n)
         runners[n].collect(lw[n], min((lw[q] for q in consumers), default=lw[n]))
     oldest = min(lw.values(), default=-1)

@@ -287,9 +287,10 @@ class StepRunner(Runner):
                     self.rescaled, self.checkpoints.rescaled = self.checkpoints.rescaled, None
             else:
                 self.checkpoints.lose()
-        for kind in ("checkpoint", "log", "complete"):
+        for kind in ("checkpoint", "complete"):
             storage.remove_where(self.name, kind, lambda e: e <= frontier, sync=True)
-        storage.remove_where(self.name, "output", lambda e: e <= frontier or e in keep, sync=True)
+        for kind in ("log", "output"):  # an output's kept epochs keep their log (Output(log=True)) too
+            storage.remove_where(self.name, kind, lambda e: e <= frontier or e in keep, sync=True)
         if self.regime.stateless and frontier >= 0 and frontier not in storage.epochs(self.name, "complete"):
             storage.put(Manifest(self.name, "complete", frontier))
 

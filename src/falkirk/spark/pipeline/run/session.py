@@ -252,8 +252,9 @@ def sql_conf(spark: SparkSession, conf: Mapping[str, str] | None) -> Iterator[No
 
 
 @contextmanager
-def job_group(spark: SparkSession, group: str, description: str = "") -> Iterator[str]:
-    """Run the enclosed Spark jobs in job group ``group`` (a job tag through Spark Connect)."""
+def job_group(spark: SparkSession, group: str, description: str = "", *, pool: str | None = None) -> Iterator[str]:
+    """Run the enclosed Spark jobs in job group ``group`` (a job tag through Spark Connect); ``pool``: in that
+    scheduler pool (under ``spark.scheduler.mode=FAIR`` pools share the cores fairly; a classic session only)."""
     if is_connect(spark):
         tag = group.replace(",", ";")
         spark.addTag(tag)
@@ -264,11 +265,15 @@ def job_group(spark: SparkSession, group: str, description: str = "") -> Iterato
         return
     sc = spark.sparkContext
     sc.setJobGroup(group, description or group)
+    if pool is not None:
+        sc.setLocalProperty("spark.scheduler.pool", pool)
     try:
         yield group
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
         sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
+        if pool is not None:
+            sc.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
 
 
 def all_failed_tasks(spark: SparkSession) -> int | None:

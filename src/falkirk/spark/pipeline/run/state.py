@@ -70,6 +70,8 @@ class Task:
     #: an input's cut time, an output's commit time (seconds since the Unix epoch), where this execution made them
     cut_at: float | None = None
     committed_at: float | None = None
+    #: the thread that worked it (what it recorded for the planner is handed over when it ends)
+    thread: int | None = None
 
 
 @define
@@ -85,6 +87,8 @@ class RunState:
     high: dict[str, int] = field(factory=dict)
     running: str | None = None
     group: str | None = None
+    #: the Spark job groups of the executions in flight (several in a concurrent run): what an interrupt cancels
+    groups: set[str] = field(factory=set)
     #: when each (input, epoch) was cut, as far as this run saw; each output's response latency per epoch committed
     cut_at: dict[tuple[str, int], float | None] = field(factory=dict)
     latency: dict[str, dict[int, float]] = field(factory=dict)

@@ -49,25 +49,34 @@ __all__ = ["Steps", "PlannerRecords"]
 
 
 class PlannerRecords:
-    """``RunContext.record`` for a run: straight to the planner on the run's thread; from another thread, queued
-    until :meth:`drain` (on the run's thread, when the task that recorded completes)."""
+    """``RunContext.record`` for a run: straight to the planner on the run's thread; from another thread, kept per
+    thread until :meth:`drain` (on the run's thread, when the task that thread ran completes or fails: a record
+    is a durable fact — a manifest was published — so a failed task's records reach the planner before its
+    recovery is planned)."""
 
     def __init__(self, planner: Planner) -> None:
         self.planner = planner
         self.home = threading.get_ident()
-        self.queued: deque[tuple[str, int]] = deque()
+        self.queued: dict[int, deque[tuple[str, int]]] = {}
+        self._lock = threading.Lock()
 
     def record(self, step: str, epoch: int) -> None:
         """``step`` durably has a new available frontier at ``epoch``."""
-        if threading.get_ident() == self.home:
+        here = threading.get_ident()
+        if here == self.home:
             self.planner.record(step, epoch)
-        else:
-            self.queued.append((step, epoch))
+            return
+        with self._lock:
+            self.queued.setdefault(here, deque()).append((step, epoch))
 
-    def drain(self) -> None:
-        """Hand the queued records to the planner, in the order they were made."""
-        while self.queued:
-            self.planner.record(*self.queued.popleft())
+    def drain(self, thread: int | None) -> None:
+        """Hand what ``thread`` recorded to the planner, in the order it was recorded."""
+        if thread is None:
+            return
+        with self._lock:
+            queued = self.queued.pop(thread, deque())
+        while queued:
+            self.planner.record(*queued.popleft())
 
 
 class Steps:
@@ -88,6 +97,8 @@ class Steps:
         self.cpu = cpu
         self.records = records
         self.run_id = run_id
+        #: executions run on a pool of threads (Pipeline(concurrency > 1))
+        self.concurrent = False
         self._tasks = itertools.count()
         #: the application's failed task attempts when the last execution ended (None: read no baseline yet)
         self._failed_seen: int | None = None
@@ -112,6 +123,7 @@ class Steps:
         self.injector.at(name, epoch, "before")
         self.progress.step_started(name, epoch, redo=epoch <= state.high[name])
         group = state.group = f"falkirk-{self.run_id}:{name}@{epoch}:{next(self._tasks)}"
+        state.groups.add(group)
         task = Task(name, epoch, group, time.perf_counter(), self.cpu.read() if self.cpu is not None else None)
         task.inputs = {link.src: self._take(link.name, epoch) for link in self.pipeline.edges if link.dst == name}
         self.frames.hold(task.inputs.values())  # not unpersisted under a job that reads them
@@ -122,7 +134,10 @@ class Steps:
         stops the run). ``quiet``: the run is sequential, so the application's failed-task count tells whether
         this task's jobs retried anything."""
         name, epoch, inputs, runner = task.name, task.epoch, task.inputs, self.state.runners[task.name]
-        with job_group(self.spark, task.group):
+        task.thread = threading.get_ident()
+        # a concurrent run gives each step a scheduler pool of its own: a small step's jobs share the cores with a
+        # heavy one's instead of queueing behind them (FAIR mode, which local_session sets)
+        with job_group(self.spark, task.group, pool=f"falkirk-{name}" if self.concurrent else None):
             try:
                 task.out, task.rows = runner.execute(epoch, inputs)
             except (StepFailure, CorruptDataError, RecordError, PipelineError):  # bad input or definition: stop
@@ -144,10 +159,16 @@ class Steps:
                 quiet = failed is not None and failed == self._failed_seen  # no attempt failed since the last one
             task.jobs, task.retried = failed_tasks(self.spark, task.group, quiet=quiet) or (0, 0)
             if task.discarded and self.pipeline.consumers(name):  # a committed output epoch: its consumers read it
-                task.out = runner.committed_frame(epoch)
+                try:
+                    task.out = runner.committed_frame(epoch)
+                except Exception as exc:  # noqa: BLE001 - a committed epoch that cannot be read back is damaged
+                    raise CorruptDataError(name, "output", epoch, f"cannot be read back ({type(exc).__name__}: "
+                                           f"{root_cause(exc)})", path=f"output/{name}/epoch={epoch}") from exc
 
     def abandon(self, task: Task) -> None:
         """The task failed (run's thread): what fused steps it was to compute went uncounted; its inputs let go."""
+        self.state.groups.discard(task.group)
+        self.records.drain(task.thread)
         self.fused.finish(task.inputs, task.epoch, count=False, cache=False)
         self.frames.unhold(task.inputs.values())
 
@@ -155,8 +176,10 @@ class Steps:
         """The task succeeded (run's thread): progress, queues (``lagging``: edges whose consumer reads the log
         instead), journal."""
         state, name, epoch = self.state, task.name, task.epoch
-        self.records.drain()
-        self.fused.finish(task.inputs, epoch, count=not task.discarded, cache=not task.retried and not task.discarded)
+        state.groups.discard(task.group)
+        self.records.drain(task.thread)
+        if not task.discarded:  # a kept output epoch ran no job: the fused steps it reads wait for another consumer
+            self.fused.finish(task.inputs, epoch, count=True, cache=not task.retried)
         self.frames.unhold(task.inputs.values())
         if task.retried:
             state.journal.note(f"{name}@{epoch}: Spark retried {task.retried} failed task attempt(s) itself; falkirk "
@@ -167,7 +190,10 @@ class Steps:
         if name in self.pipeline.inputs:
             state.cut_at[(name, epoch)] = task.cut_at
         elif task.committed_at is not None:
-            self._latency(name, epoch, task.committed_at)
+            try:
+                self._latency(name, epoch, task.committed_at)
+            except CorruptDataError:  # a measurement: an unreadable cut costs this epoch's latency, nothing else
+                pass
         rows = task.rows
         state.queues.put(name, epoch, task.out, rows if rows >= 0 else None, from_log=lagging)
         if task.out is not None:

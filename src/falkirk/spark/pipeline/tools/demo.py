@@ -89,6 +89,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cc", choices=("unionfind", "propagation"), default="unionfind",
                    help="cc's algorithm: union–find in one task per epoch (default), or label propagation, "
                    "one Spark job per iteration (the iterative step); same outputs")
+    p.add_argument("--concurrency", type=int, default=1, metavar="N",
+                   help="step executions at a time (default 1: one after another); docs/spark.md, "
+                   "'Running steps concurrently'")
     p.add_argument("--no-reference", action="store_true", help="skip the failure-free reference run and the check")
     p.add_argument("--quiet", action="store_true", help="no per-epoch progress and no progress bar")
     p.add_argument("--bar", action=argparse.BooleanOptionalAction, default=None,
@@ -175,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"failures: {', '.join(map(str, fails)) or 'none'}")
     if spark_log is not None and spark_log.exists():
         say(f"Spark's own console output (log4j): {spark_log} (--spark-log shows it here)")
-    pipe = build(_join(root, "run"), spark, **storage, **size)
+    pipe = build(_join(root, "run"), spark, concurrency=args.concurrency, **storage, **size)
     say("steps: " + ", ".join(f"{n} ({pipe.steps[n].regime.kind})" if n in pipe.steps else f"{n} (input)"
                                for n in pipe.order))
     # with -v the log shows every line the progress callback would print, and more
@@ -185,6 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stateful = [n for n in pipe.steps if not pipe.stateless(n)]
     report = [format_recovery(result.journal, r, inputs=inputs, stateful=stateful) for r in result.journal.recoveries]
     report += result.journal.notes
+    report += [lat.describe() + " (input available → output committed)" for lat in result.latency.values()]
     if result.journal.recoveries:
         first = result.journal.recoveries[0]
         report.append(_picture(first.plan, top.local_path("plan.png"), f"falkirk plan: {first.cause}"))

@@ -2,8 +2,10 @@
 
 The server runs ``SparkConnectServer`` on a ``local[2,3]`` master (three
 attempts per task, like the classic tests' session) in a new session
-(``setsid``), bound to 127.0.0.1 on a port the OS picked; :meth:`stop`
-kills exactly that process group, by PID.
+(``setsid``), bound to 127.0.0.1 on a port the OS picked, in a temporary
+directory that also holds its warehouse (the tables ``spark-pipelines``
+writes: :attr:`ConnectServer.warehouse`); :meth:`stop` kills exactly that
+process group, by PID.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class ConnectServer:
         self.log = self.dir / "server.log"
         self.port = _free_port()
         self.url = f"sc://127.0.0.1:{self.port}"
+        self.warehouse = self.dir / "warehouse"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 180) -> ConnectServer:
@@ -69,10 +72,12 @@ class ConnectServer:
             "--conf", f"spark.connect.grpc.binding.port={self.port}",
             "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
             "--conf", "spark.default.parallelism=2", "--conf", f"spark.pyspark.python={sys.executable}",
+            "--conf", f"spark.sql.warehouse.dir={self.dir / 'warehouse'}",
             "spark-internal",
         ]
         with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                         cwd=self.dir)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             text = self.log.read_text(errors="replace")

@@ -1,0 +1,51 @@
+"""W2 and W3 at scale: the matrix's keyed workloads (:mod:`benchmarks.spark_matrix.w2_w3`) as they are.
+
+``W2`` — a per-key running aggregate over ``n`` keys, all loaded at epoch 0, then ``churn`` of them updated
+per epoch; the output is each updated key with its new aggregate (rows ∝ churn · n). ``W3`` — every key's
+score decays each epoch (``score * 9 div 10``) and the updated keys add their value; the output is the
+top 100 keys (the whole state changes every epoch whatever the churn).
+
+falkirk runs the matrix's pipeline (``agg`` keyed state): ``falkirk`` with ``Lazy(every=3, key="key")``,
+``falkirk-inc`` with ``Eager(key="key", incremental=True)`` (a delta of the changed keys every epoch, a
+snapshot every 10), ``falkirk-advised`` with what the advisor chose. The stream runs the matrix's
+``StreamingKeyed`` in the strongest formulation this checkout has for the point (:mod:`.streams`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..spark_matrix import w2_w3
+from . import streams
+
+REGIMES = {"shipped": "lazy3", "incremental": "eager-inc"}
+
+
+class Keyed:
+    """The workload adapter (see :mod:`.phases`) for ``W2`` or ``W3``."""
+
+    failed_step = "agg"
+    outputs = ("changes",)
+    tables: tuple[tuple[str, str], ...] = ()
+    batch_attr, meter_attr = "batch", "meter"
+
+    def __init__(self, workload: str) -> None:
+        self.workload = workload
+
+    def write_input(self, directory: Path, size: dict[str, Any]) -> None:
+        w2_w3.write_keyed_input(directory, size, size["epochs"])
+
+    def falkirk(self, root: Path, spark: Any, size: dict[str, Any], regimes: str) -> Any:
+        return w2_w3.falkirk_keyed(root, spark, self.workload, size, REGIMES[regimes])
+
+    def stream_form(self, size: dict[str, Any], override: str | None = None) -> str | None:
+        return streams.strongest(self.workload, size["churn"], override)
+
+    def stream(self, spark: Any, input_dir: Path, base: Path, size: dict[str, Any], form: str) -> Any:
+        return streams.keyed_stream(spark, input_dir, base, self.workload, form)
+
+    def recomputed_by_stream(self, size: dict[str, Any], batch: int) -> int:
+        """Rows of completed work the stream does again when batch ``batch`` re-runs: none (the failed batch's
+        stateful operator never committed)."""
+        return 0

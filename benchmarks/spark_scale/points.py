@@ -1,0 +1,138 @@
+"""Measuring points: input written before any timing, every configuration in driver processes of its own,
+round-robin over ``--drivers`` rounds (the matrix's :func:`~benchmarks.spark_matrix.pooling.round_robin` and
+:func:`~benchmarks.spark_matrix.pooling.pooled`: every number the median of the drivers')."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from ..spark_matrix.measure import child
+from ..spark_matrix.pooling import round_robin
+from ..spark_vs_streaming import frontier
+from .phases import adapter
+from .plan import Point, configurations, spark_conf
+
+MODULE = __package__
+FIGURES = ("recovery_s", "recovery_cpu_s", "records_recomputed", "source_rows", "log_rows")
+
+
+def summarise(run: dict[str, Any], kill: dict[str, Any] | None, fail: dict[str, Any] | None, epochs: int,
+              warmup: int) -> dict[str, Any]:
+    """One driver's figures: medians over epochs ``warmup``.. of the failure-free run, bytes per epoch by kind,
+    peaks, and each recovery's figures prefixed ``kill_`` (a) and ``fail_`` (b).
+
+    >>> s = summarise({"walls": [5, 1, 2], "cpus": [9, 2, 4], "jits": [1, 0, 1], "driver_cpus": [1, .1, .3],
+    ...                "bytes": {"state": 30, "log": 3}, "peak_rss": 7},
+    ...               {"recovery_s": 4, "identical": True}, {"recovery_s": 2, "identical": False}, 3, 1)
+    >>> s["cpu_median_s"], s["state_bytes_per_epoch"], s["kill_recovery_s"], s["identical"]
+    (3.0, 10.0, 4, False)
+    """
+    w = min(warmup, len(run["cpus"]) - 1)
+    out: dict[str, Any] = {k: v for k, v in run.items()}
+    out.update(wall_median_s=statistics.median(run["walls"][w:]), cpu_median_s=statistics.median(run["cpus"][w:]),
+               cpu_nojit_median_s=statistics.median([c - j for c, j in zip(run["cpus"], run["jits"], strict=True)][w:]),
+               driver_cpu_median_s=statistics.median(run["driver_cpus"][w:]),
+               bytes_per_epoch=sum(run["bytes"].values()) / epochs,
+               **{f"{k}_bytes_per_epoch": run["bytes"].get(k, 0) / epochs for k in ("state", "log", "metadata")})
+    ok = True
+    for prefix, got in (("kill", kill), ("fail", fail)):
+        if got is None:
+            continue
+        out.update({f"{prefix}_{k}": got[k] for k in FIGURES if k in got})
+        out[prefix] = {k: v for k, v in got.items() if k not in FIGURES}
+        ok = ok and bool(got["identical"])
+    out["identical"] = ok
+    if kill is not None:  # the matrix's recovery axis (its pooling's per-driver ratios read it)
+        out["recovery_cpu_s"] = out["kill_recovery_cpu_s"]
+    return out
+
+
+def measure_point(p: Point, work: Path, *, drivers: int, warmup: int, spacings: list[int], only: set[str],
+                  forms: dict[str, str], off: bool = True) -> dict[str, Any]:
+    """Every configuration of point ``p`` measured (see the module docstring); the point's block of the results."""
+    wl = adapter({"workload": p.workload})
+    size = p.size
+    form = wl.stream_form(size, forms.get(p.workload))
+    configs = {n: o for n, o in configurations(p.workload, spacings).items() if not only or n in only}
+    notes = []
+    if form is None:
+        notes.append(f"no streaming formulation in this checkout computes {p.workload} at churn {p.churn:g}: "
+                     "the stream is not measured at this point")
+        configs = {n: o for n, o in configs.items() if not o.get("stream")}
+    input_dir = work / f"{p.id}-input"
+    t0 = time.perf_counter()
+    wl.write_input(input_dir, size)
+    prepared_s = time.perf_counter() - t0
+    advice: dict[str, Any] | None = None
+
+    def spec_of(name: str, opt: dict[str, Any]) -> dict[str, Any]:
+        system = "streaming" if opt.get("stream") else "falkirk"
+        return {"workload": p.workload, "system": system, "size": size, "base": str(work / f"{p.id}-{name}"),
+                "input": str(input_dir), "conf": spark_conf(p, opt), "form": form,
+                "regimes": opt.get("regimes"), "off": bool(opt.get("off"))}
+
+    def one(name: str, d: int) -> dict[str, Any]:
+        nonlocal advice
+        opt = configs[name]
+        spec = spec_of(name, opt)
+        tag = f"{p.id}-{name}" + (f"-d{d + 1}" if d else "")
+        if opt.get("advise"):
+            if advice is None:  # profiled and advised once per point, by a driver of its own
+                advice = child(spec, work, f"{p.id}-{name}-advise", "advise", module=MODULE)
+            spec["advice"] = advice
+        t = time.perf_counter()
+        if opt.get("off"):
+            run, kill, fail = child(spec, work, f"{tag}-off", "run", module=MODULE), None, None
+        else:
+            run = child(spec, work, f"{tag}-run", "run", -signal.SIGKILL, module=MODULE)
+            kill = child(spec, work, f"{tag}-restart", "restart", module=MODULE)
+            fail = child(spec, work, f"{tag}-fail", "fail", module=MODULE)
+        res = summarise(run, kill, fail, p.epochs, warmup)
+        res.update(system=spec["system"], benchmark_s=time.perf_counter() - t, load_average=os.getloadavg(),
+                   conf=spec["conf"], **({"advice": advice} if opt.get("advise") else {}))
+        shutil.rmtree(spec["base"], ignore_errors=True)
+        print(said(p, name, res, d, drivers), flush=True)
+        return res
+
+    summary = round_robin(list(configs), drivers, one)
+    if off and (not only or "falkirk-off" in only):  # failure-free only: not in the rounds' per-driver ratios
+        configs["falkirk-off"] = {"regimes": "shipped", "off": True}
+        summary.update(round_robin(["falkirk-off"], drivers, one))
+    shutil.rmtree(input_dir, ignore_errors=True)
+    return {"workload": p.workload, "n": p.n, "churn": p.churn, "epochs": p.epochs, "crash": p.crash,
+            "memory": spark_conf(p, {}), "stream_form": form, "stream_module": stream_module(p.workload),
+            "input_prepared_s": prepared_s, "notes": notes, "summary": summary, "verdict": verdict(summary)}
+
+
+def stream_module(workload: str) -> str:
+    from .streams import keyed_module
+
+    return {"flagship": "benchmarks.spark_vs_streaming", "ysb": "benchmarks.spark_scale.ysb"}.get(
+        workload, keyed_module().__name__)
+
+
+def verdict(summary: dict[str, Any]) -> dict[str, Any]:
+    """Per failure kind, the (CPU per epoch × recovery CPU) frontier and the falkirk configurations on it."""
+    out = {}
+    measured = {n: s for n, s in summary.items() if "kill_recovery_cpu_s" in s}
+    for kind in ("kill", "fail"):
+        points = {n: (s["cpu_median_s"], s[f"{kind}_recovery_cpu_s"]) for n, s in measured.items()}
+        front = frontier(points) if points else []
+        out[kind] = {"frontier": front, "falkirk_on_frontier": [n for n in front if summary[n]["system"] == "falkirk"]}
+    return out
+
+
+def said(p: Point, name: str, res: dict[str, Any], d: int, drivers: int) -> str:
+    rec = "" if "kill_recovery_s" not in res else (
+        f", recovery (a) {res['kill_recovery_s']:.1f} s / {res['kill_recovery_cpu_s']:.1f} CPU-s, "
+        f"(b) {res['fail_recovery_s']:.1f} s / {res['fail_recovery_cpu_s']:.1f} CPU-s")
+    return (f"{p.id:18} {name:18} cpu {res['cpu_median_s']:.2f} s/epoch (driver {res['driver_cpu_median_s']:.3f}), "
+            f"wall {res['wall_median_s']:.2f} s, {res['bytes_per_epoch'] / 1e6:.2f} MB/epoch{rec}, "
+            f"identical {res['identical']} ({res['benchmark_s']:.0f} s, driver {d + 1} of {drivers}, "
+            f"load {os.getloadavg()[0]:.1f})")
