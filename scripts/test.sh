@@ -21,9 +21,10 @@ export HYPOTHESIS_PROFILE
 if (($# > 0)); then
     exec .venv/bin/python -m pytest "$@"
 fi
-# Two xdist workers (FALKIRK_TEST_WORKERS=0 runs in one process): every test
-# using the shared SparkSession stays on one worker (tests/conftest.py), the
-# CPU-bound property tests run on the other.
+# Two xdist workers (FALKIRK_TEST_WORKERS=0 runs in one process): the tests
+# using the shared SparkSession stay on one worker, the tests of the standalone
+# cluster and the Connect server on the other (tests/conftest.py); the
+# CPU-bound property tests fill in beside them.
 workers=${FALKIRK_TEST_WORKERS:-2}
 parallel=()
 if [[ $workers != 0 ]]; then parallel=(-n "$workers" --dist loadgroup); fi

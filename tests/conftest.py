@@ -33,19 +33,30 @@ def pytest_ignore_collect(collection_path, config):  # type: ignore[no-untyped-d
     return None
 
 
+#: Session fixtures that start Spark processes of their own: the tests using them share a worker of their own.
+PROCESS_FACILITIES = frozenset({"cluster", "connect_server"})
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
-    """Keep every test that uses the ``spark`` fixture on one xdist worker.
+    """Keep the Spark tests in two groups, each on one xdist worker.
 
-    ``scripts/test.sh`` runs the suite on two workers (``--dist loadgroup``):
-    the Spark tests, which mostly wait for the JVM, run on one worker with
-    one shared SparkSession while the CPU-bound property tests run beside them.
+    ``scripts/test.sh`` runs the suite on two workers (``--dist loadgroup``).
+    The tests that drive Spark processes of their own — the standalone
+    cluster's and the Connect server's (:data:`PROCESS_FACILITIES`), which
+    mostly wait for driver processes — are the group ``spark-procs``: one
+    cluster and one Connect server per run, on one worker. Every other test
+    using the ``spark`` fixture is the group ``spark``: one shared
+    SparkSession on the other worker. The CPU-bound property tests fill in
+    beside them.
     """
-    group = pytest.mark.xdist_group("spark")
     for item in items:
         path = str(item.path).replace(os.sep, "/")
-        if "spark" in getattr(item, "fixturenames", ()) or "/tests/spark" in path or "/falkirk/spark/" in path:
-            item.add_marker(group)
+        names = set(getattr(item, "fixturenames", ()))
+        if names & PROCESS_FACILITIES:
+            item.add_marker(pytest.mark.xdist_group("spark-procs"))
+        elif "spark" in names or "/tests/spark" in path or "/falkirk/spark/" in path:
+            item.add_marker(pytest.mark.xdist_group("spark"))
     # Tests that provoke a fetch failure run last: in local mode the first one unregisters the shared
     # session's block manager for good (no CoarseGrainedScheduler endpoint to re-register with), its
     # heartbeats then fail, and after 60 of them (about 10 minutes) Spark's executor exits the JVM —

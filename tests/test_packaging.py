@@ -94,22 +94,36 @@ def test_scripts_are_executable() -> None:
         assert os.access(ROOT / name, os.X_OK), name
 
 
-def test_spark_tests_share_one_xdist_worker(tmp_path: Path) -> None:
-    """Under `--dist loadgroup` every Spark test lands in the `spark` group, all on one worker (one SparkSession)."""
-    pytest.importorskip("xdist")
-    env = {**os.environ, "HYPOTHESIS_PROFILE": "dev", "PYTHONDONTWRITEBYTECODE": "1"}
-    env.pop("PYTEST_XDIST_WORKER", None)
+def test_spark_tests_are_in_two_xdist_groups(tmp_path: Path) -> None:
+    """Under `--dist loadgroup` every Spark test is in a group (all of a group on one worker): the tests of the
+    cluster and the Connect server in `spark-procs`, every other Spark test in `spark` (one SparkSession); the
+    rest in none. Checked on the collected items' marks (a probe plugin), without running them."""
+    probe = tmp_path / "group_probe.py"
+    probe.write_text(
+        "def pytest_collection_finish(session):\n"
+        "    for item in session.items:\n"
+        "        mark = item.get_closest_marker('xdist_group')\n"
+        "        print('GROUP', item.nodeid, mark.args[0] if mark else '-')\n"
+    )
+    env = {**os.environ, "HYPOTHESIS_PROFILE": "dev", "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     run = subprocess.run(
-        # its own basetemp: pytest deletes all but the newest three of its default ones, the outer run's included
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", "-v",
-         f"--basetemp={tmp_path / 'inner'}",
-         "tests/spark/pipeline/store/test_keyed.py", "tests/domains/test_domain_registry.py"],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "group_probe", "--collect-only", "-q",
+         f"--basetemp={tmp_path / 'inner'}", "tests/spark/pipeline/store/test_keyed.py", "tests/spark/cluster",
+         "tests/spark/connect", "tests/domains/test_domain_registry.py"],
         cwd=ROOT, env=env, capture_output=True, text=True, check=False,
     )
     assert run.returncode == 0, run.stdout[-2000:]
-    spark = [line for line in run.stdout.splitlines() if "PASSED" in line and "tests/spark/" in line]
-    assert len(spark) >= 2 and all(line.rstrip().endswith("@spark") for line in spark), spark
-    assert len({line.split()[0] for line in spark}) == 1, spark  # the same [gwN]
+    groups = dict(line.split()[1:3] for line in run.stdout.splitlines() if line.startswith("GROUP "))
+    by_dir: dict[str, set[str]] = {}
+    for nodeid, group in groups.items():
+        by_dir.setdefault(nodeid.rsplit("/", 1)[0], set()).add(group)
+    assert by_dir == {"tests/spark/pipeline/store": {"spark"}, "tests/spark/cluster": {"spark-procs"},
+                      "tests/spark/connect": {"spark", "spark-procs"}, "tests/domains": {"-"}}, by_dir
+    through_connect = {n: g for n, g in groups.items() if n.startswith("tests/spark/connect/")}
+    assert through_connect.pop("tests/spark/connect/test_connect.py::test_pipeline_code_touches_the_jvm_only_in_the_"
+                               "session_module") == "spark"  # no server: it reads the source
+    assert set(through_connect.values()) == {"spark-procs"}, through_connect
 
 
 def test_tests_that_provoke_a_fetch_failure_run_after_every_other_test(tmp_path: Path) -> None:
