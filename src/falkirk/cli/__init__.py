@@ -59,8 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _unavailable(name: str, exc: ImportError) -> Any:
     def run(args: argparse.Namespace) -> int:
-        raise CommandError(f"the {name!r} command needs a package that is not installed ({exc}); "
-                           "install falkirk with its extra, e.g. pip install 'falkirk[spark]'")
+        raise CommandError(
+            f"the {name!r} command needs a package that is not installed ({exc}); "
+            "install falkirk with its extra, e.g. pip install 'falkirk[spark]'"
+        )
 
     return run
 

@@ -23,7 +23,9 @@ class CommandError(Exception):
 
 def add_file_argument(parser: argparse.ArgumentParser) -> None:
     """The ``FILE`` argument every command takes."""
-    parser.add_argument("file", metavar="FILE", help="scenario file (falkirk-scenario/1 JSON); '-' reads standard input")
+    parser.add_argument(
+        "file", metavar="FILE", help="scenario file (falkirk-scenario/1 JSON); '-' reads standard input"
+    )
 
 
 def read_scenario(path: str) -> Scenario:

@@ -27,7 +27,5 @@ def run(args: argparse.Namespace) -> int:
     scenario = read_scenario(args.file)
     df = scenario.dataflow
     p, e = len(df.processors), len(df.edges)
-    print(
-        f"ok: {p} processor{'s' * (p != 1)}, {e} edge{'s' * (e != 1)}, failed: {failed_summary(scenario)}"
-    )
+    print(f"ok: {p} processor{'s' * (p != 1)}, {e} edge{'s' * (e != 1)}, failed: {failed_summary(scenario)}")
     return 0

@@ -21,7 +21,9 @@ def register(subparsers: Any) -> None:
         "messages to replay. Needs matplotlib (pip install 'falkirk[draw]').",
     )
     add_file_argument(parser)
-    parser.add_argument("-o", "--output", required=True, metavar="IMAGE", help="image file to write, e.g. plan.png")
+    parser.add_argument(
+        "-o", "--output", required=True, metavar="IMAGE", help="image file to write, e.g. plan.png"
+    )
     parser.add_argument("--title", help="title of the picture (default: the scenario file name)")
     parser.add_argument("--dpi", type=int, default=150, help="resolution (default: 150)")
     parser.set_defaults(run=run)

@@ -31,7 +31,9 @@ def run(args: argparse.Namespace) -> int:
     names = list(scenario.dataflow.processors)
     name = args.processor
     if name not in names:
-        raise UnknownNameError(f"unknown processor {name!r}{did_you_mean(name, names)}; known: {', '.join(names)}")
+        raise UnknownNameError(
+            f"unknown processor {name!r}{did_you_mean(name, names)}; known: {', '.join(names)}"
+        )
     plan = scenario.solve()
     lines = plan.explain(name)
     if not lines:

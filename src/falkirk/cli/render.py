@@ -66,7 +66,9 @@ def _edge_bends(plan: RollbackPlan) -> dict[str, float]:
     return bends
 
 
-def _curve_middle(ax: Any, a: tuple[float, float], b: tuple[float, float], rad: float) -> tuple[Any, tuple[float, float]]:
+def _curve_middle(
+    ax: Any, a: tuple[float, float], b: tuple[float, float], rad: float
+) -> tuple[Any, tuple[float, float]]:
     """Middle of matplotlib's ``arc3`` curve from ``a`` to ``b`` and the unit normal on its outer side."""
     (x1, y1), (x2, y2) = ax.transData.transform([a, b])
     dx, dy = x2 - x1, y2 - y1
@@ -79,7 +81,9 @@ def _curve_middle(ax: Any, a: tuple[float, float], b: tuple[float, float], rad: 
     return ax.transData.inverted().transform(mid), (nx_, ny_)
 
 
-def _self_loop(ax: Any, box: Any, centre: tuple[float, float], style: dict[str, Any]) -> tuple[Any, tuple[float, float]]:
+def _self_loop(
+    ax: Any, box: Any, centre: tuple[float, float], style: dict[str, Any]
+) -> tuple[Any, tuple[float, float]]:
     """Draw a loop over the top of ``box``; return where its label goes and the label's direction."""
     ext = box.get_bbox_patch().get_window_extent()
     width = ext.x1 - ext.x0
@@ -87,7 +91,10 @@ def _self_loop(ax: Any, box: Any, centre: tuple[float, float], style: dict[str, 
     start, end = (cx + width / 4, ext.y1), (cx - width / 4, ext.y1)
     to_data = ax.transData.inverted()
     ax.annotate(
-        "", xy=tuple(to_data.transform([end])[0]), xytext=tuple(to_data.transform([start])[0]), zorder=2,
+        "",
+        xy=tuple(to_data.transform([end])[0]),
+        xytext=tuple(to_data.transform([start])[0]),
+        zorder=2,
         arrowprops=dict(style, connectionstyle="arc3,rad=1.2"),
     )
     apex = (cx, ext.y1 + 0.6 * width / 2)  # a quadratic curve reaches half-way to its control point
@@ -139,11 +146,19 @@ def render_plan(
         if n != f:
             lines.append(f"n = {frontier_text(n)}")
         boxes[name] = ax.text(
-            *pos[name], "\n".join(lines), ha="center", va="center", fontsize=10, zorder=3, linespacing=1.4,
+            *pos[name],
+            "\n".join(lines),
+            ha="center",
+            va="center",
+            fontsize=10,
+            zorder=3,
+            linespacing=1.4,
             fontweight="bold" if action != "keep" else "normal",
             bbox={
-                "boxstyle": "round,pad=0.6", "fc": ACTION_COLOURS.get(action, "white"),
-                "ec": FAILED if failed else "#333333", "lw": 3.5 if failed else (1.8 if action != "keep" else 1.0),
+                "boxstyle": "round,pad=0.6",
+                "fc": ACTION_COLOURS.get(action, "white"),
+                "ec": FAILED if failed else "#333333",
+                "lw": 3.5 if failed else (1.8 if action != "keep" else 1.0),
             },
         )
     fig.canvas.draw()  # lay out the boxes so that arrows can be clipped to them
@@ -151,36 +166,63 @@ def render_plan(
     for name, e in df.edges.items():
         logged = name in df.processors[e.src].logs
         style = {
-            "arrowstyle": "-|>", "mutation_scale": 18, "color": LOGGED if logged else EDGE,
-            "lw": 2.6 if logged else 1.4, "linestyle": (0, (5, 3)) if logged else "-", "shrinkA": 3, "shrinkB": 3,
+            "arrowstyle": "-|>",
+            "mutation_scale": 18,
+            "color": LOGGED if logged else EDGE,
+            "lw": 2.6 if logged else 1.4,
+            "linestyle": (0, (5, 3)) if logged else "-",
+            "shrinkA": 3,
+            "shrinkB": 3,
         }
         lines = [name + ("  (logged)" if logged else "")]
         replay = plan.replay.get(name)
         if replay is not None:
-            lines += [f"replay L({frontier_text(replay.log_frontier)})", f"except {frontier_text(replay.exclude)}"]
+            lines += [
+                f"replay L({frontier_text(replay.log_frontier)})",
+                f"except {frontier_text(replay.exclude)}",
+            ]
         if e.src == e.dst:
             at, normal = _self_loop(ax, boxes[e.src], pos[e.src], style)
         else:
             ax.annotate(
-                "", xy=pos[e.dst], xytext=pos[e.src], zorder=2,
+                "",
+                xy=pos[e.dst],
+                xytext=pos[e.src],
+                zorder=2,
                 arrowprops=dict(
-                    style, patchA=boxes[e.src].get_bbox_patch(), patchB=boxes[e.dst].get_bbox_patch(),
+                    style,
+                    patchA=boxes[e.src].get_bbox_patch(),
+                    patchB=boxes[e.dst].get_bbox_patch(),
                     connectionstyle=f"arc3,rad={bends[name]}",
                 ),
             )
             at, normal = _curve_middle(ax, pos[e.src], pos[e.dst], bends[name])
         nx_, ny_ = normal
         ax.annotate(
-            "\n".join(lines), xy=at, xytext=(7 * nx_, 7 * ny_), textcoords="offset points", zorder=4,
+            "\n".join(lines),
+            xy=at,
+            xytext=(7 * nx_, 7 * ny_),
+            textcoords="offset points",
+            zorder=4,
             ha="left" if nx_ > 0.4 else "right" if nx_ < -0.4 else "center",
             va="bottom" if ny_ > 0.4 else "top" if ny_ < -0.4 else "center",
-            fontsize=8.5, color=LOGGED if logged else "#222222", linespacing=1.3,
+            fontsize=8.5,
+            color=LOGGED if logged else "#222222",
+            linespacing=1.3,
             bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85},
         )
 
     if subtitle is None:
         subtitle = "failed: " + (", ".join(p for p in df.processors if p in plan.failed) or "none")
-    fig.text(0.5, 1 - 0.32 / total_h, title or "falkirk rollback plan", ha="center", va="center", fontsize=13, fontweight="bold")
+    fig.text(
+        0.5,
+        1 - 0.32 / total_h,
+        title or "falkirk rollback plan",
+        ha="center",
+        va="center",
+        fontsize=13,
+        fontweight="bold",
+    )
     fig.text(0.5, 1 - 0.62 / total_h, subtitle, ha="center", va="center", fontsize=10, color=FAILED)
     handles: list[Any] = [Patch(fc=c, ec="#333333", label=a) for a, c in ACTION_COLOURS.items()]
     handles += [
@@ -188,6 +230,14 @@ def render_plan(
         Line2D([], [], color=EDGE, lw=1.4, label="edge"),
         Line2D([], [], color=LOGGED, lw=2.6, linestyle=(0, (5, 3)), label="logged edge"),
     ]
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False, fontsize=9,
-               bbox_to_anchor=(0.5, 0.1 / total_h), handlelength=1.8, columnspacing=1.2)
+    fig.legend(
+        handles=handles,
+        loc="lower center",
+        ncol=len(handles),
+        frameon=False,
+        fontsize=9,
+        bbox_to_anchor=(0.5, 0.1 / total_h),
+        handlelength=1.8,
+        columnspacing=1.2,
+    )
     fig.savefig(output, dpi=dpi)

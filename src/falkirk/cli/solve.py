@@ -1,4 +1,5 @@
-"""``falkirk solve FILE [--json] [--strategy auto|worklist|round_robin|vectorised]``: print the rollback plan."""
+"""``falkirk solve FILE [--json] [--strategy auto|worklist|round_robin|vectorised]``: print the rollback
+plan."""
 
 from __future__ import annotations
 

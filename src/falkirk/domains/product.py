@@ -37,7 +37,8 @@ class Product(TupleCodec):
 
     @property
     def staircase(self) -> bool:
-        """Pairs: a sorted antichain is a staircase, so ``⊆``, meet and minimising are merges (:mod:`~falkirk.domains.frontier`)."""
+        """Pairs: a sorted antichain is a staircase, so ``⊆``, meet and minimising are merges
+        (:mod:`~falkirk.domains.frontier`)."""
         return self.arity == 2
 
     def less_equal(self, a: tuple[int, ...], b: tuple[int, ...]) -> bool:

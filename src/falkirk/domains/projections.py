@@ -105,9 +105,7 @@ class Projection(Protocol):
 
 
 def _mismatch(p: Projection, source: Domain, target: Domain, edge: str, need: str) -> ProjectionError:
-    return ProjectionError(
-        f"edge {edge!r}: projection {p.name!r} cannot map {source} to {target} ({need})"
-    )
+    return ProjectionError(f"edge {edge!r}: projection {p.name!r} cannot map {source} to {target} ({need})")
 
 
 # -- identity -----------------------------------------------------------------
@@ -191,7 +189,9 @@ class SequenceCount:
 
     def bind(self, source: Domain, target: Domain, edge: str) -> BoundProjection:
         if not isinstance(target, Sequence) or edge not in target.edges:
-            raise _mismatch(self, source, target, edge, f"the receiver must be a sequence domain with edge {edge!r}")
+            raise _mismatch(
+                self, source, target, edge, f"the receiver must be a sequence domain with edge {edge!r}"
+            )
         return _BoundRecorded(self, source, target, edge)
 
     def to_json(self) -> Any:
@@ -208,7 +208,9 @@ class EpochToSequence:
 
     def bind(self, source: Domain, target: Domain, edge: str) -> BoundProjection:
         if not isinstance(source, Epoch) or not isinstance(target, Sequence) or edge not in target.edges:
-            raise _mismatch(self, source, target, edge, f"it maps epoch to a sequence domain with edge {edge!r}")
+            raise _mismatch(
+                self, source, target, edge, f"it maps epoch to a sequence domain with edge {edge!r}"
+            )
         return _BoundRecorded(self, source, target, edge)
 
     def to_json(self) -> Any:
@@ -324,7 +326,9 @@ class _BoundFunction(BoundProjection):
     def apply(self, f: Frontier) -> Frontier:
         out = self.spec.fn(f)  # type: ignore[attr-defined]
         if not isinstance(out, Frontier) or out.domain != self.target:
-            raise ProjectionError(f"edge {self.edge!r}: projection {self.spec.name!r} returned {out!r}, not a frontier of {self.target}")
+            raise ProjectionError(
+                f"edge {self.edge!r}: projection {self.spec.name!r} returned {out!r}, not a frontier of {self.target}"
+            )
         return out
 
     def residual(self, y: Frontier) -> Frontier | None:

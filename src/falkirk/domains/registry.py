@@ -65,7 +65,9 @@ _OPTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
-def register_domain(name: str, factory: DomainFactory, *, options: tuple[str, ...] = (), replace: bool = False) -> None:
+def register_domain(
+    name: str, factory: DomainFactory, *, options: tuple[str, ...] = (), replace: bool = False
+) -> None:
     """Register a domain family under ``name``.
 
     ``factory(**options)`` must return an object satisfying

@@ -83,7 +83,9 @@ class Sequence:
             and t[1] >= 1
         ):
             return (t[0], t[1])
-        raise DomainError(f"a time of {self} is (edge, s) with edge in {list(self.edges)} and s >= 1, not {t!r}")
+        raise DomainError(
+            f"a time of {self} is (edge, s) with edge in {list(self.edges)} and s >= 1, not {t!r}"
+        )
 
     # -- counts -----------------------------------------------------------------
     def frontier(self, counts: Mapping[str, int | str | None]) -> Frontier:

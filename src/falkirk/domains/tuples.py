@@ -28,8 +28,10 @@ class TupleCodec:
     arity: int
 
     def check_time(self, t: Any) -> tuple[int, ...]:
-        if not isinstance(t, (tuple, list)) or len(t) != self.arity or not all(
-            isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in t
+        if (
+            not isinstance(t, (tuple, list))
+            or len(t) != self.arity
+            or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in t)
         ):
             raise DomainError(f"a time of {self} is a list of {self.arity} integers >= 0, not {t!r}")
         return tuple(t)
@@ -54,5 +56,5 @@ class TupleCodec:
                 return Frontier.upto(self, times)  # type: ignore[arg-type]
         raise DomainError(
             f"a frontier of {self} is 'top', 'empty', {{\"before\": [[...]]}} "
-            f"or {{\"upto\": [[...]]}}, not {obj!r}"
+            f'or {{"upto": [[...]]}}, not {obj!r}'
         )

@@ -118,12 +118,21 @@ def decode_frontier(domain: Domain, value: Any, path: str = "", *, edge: str | N
     if edge is not None and isinstance(domain, Sequence) and isinstance(value, dict):
         others = sorted(set(value) - {edge})
         if others:
-            raise error_at(path, f"this frontier concerns edge {edge!r} only, but it also counts {others}", DomainError)
-    if edge is None and isinstance(domain, Sequence) and isinstance(value, int) and not isinstance(value, bool):
+            raise error_at(
+                path, f"this frontier concerns edge {edge!r} only, but it also counts {others}", DomainError
+            )
+    if (
+        edge is None
+        and isinstance(domain, Sequence)
+        and isinstance(value, int)
+        and not isinstance(value, bool)
+    ):
         example = json.dumps({domain.edges[0]: value})
         raise error_at(
-            path, f"a frontier of {domain} is a count per input edge, e.g. {example}; a bare count is "
-            "allowed only inside delivered, discarded and projection", DomainError,
+            path,
+            f"a frontier of {domain} is a count per input edge, e.g. {example}; a bare count is "
+            "allowed only inside delivered, discarded and projection",
+            DomainError,
         )
     decode = getattr(domain, "decode", None)
     if decode is None:
@@ -133,7 +142,9 @@ def decode_frontier(domain: Domain, value: Any, path: str = "", *, edge: str | N
     except (FalkirkError, TypeError, ValueError, LookupError) as exc:
         raise error_at(path, f"not a frontier of {domain}: {exc}", DomainError) from None
     if not isinstance(result, Frontier):
-        raise error_at(path, f"domain {domain} decoded {show(value)} to {result!r}, not a Frontier", DomainError)
+        raise error_at(
+            path, f"domain {domain} decoded {show(value)} to {result!r}, not a Frontier", DomainError
+        )
     return result
 
 
@@ -181,13 +192,16 @@ class _Reader:
         if not isinstance(domain, str) or domain not in REGISTRY:
             hint = did_you_mean(domain, REGISTRY) if isinstance(domain, str) else ""
             raise error_at(
-                join(path, "domain"), f"unknown domain {show(domain)}{hint}; known: {', '.join(sorted(REGISTRY))}",
+                join(path, "domain"),
+                f"unknown domain {show(domain)}{hint}; known: {', '.join(sorted(REGISTRY))}",
                 UnknownNameError,
             )
         options = domain_options(domain)
         if "arity" in options:
             if "arity" not in fields:
-                raise error_at(join(path, "arity"), f"domain {domain!r} needs an arity (the number of tuple components)")
+                raise error_at(
+                    join(path, "arity"), f"domain {domain!r} needs an arity (the number of tuple components)"
+                )
             arity = fields["arity"]
             if isinstance(arity, bool) or not isinstance(arity, int) or arity < 1:
                 raise error_at(join(path, "arity"), f"an arity is an integer >= 1, not {show(arity)}")
@@ -204,7 +218,9 @@ class _Reader:
                 raise error_at(join(join(path, "logs"), i), f"{show(e)} {why}", UnknownNameError)
         return fields
 
-    def _processor(self, name: str, checkpoints: tuple[Checkpoint, ...] = (), live: Checkpoint | None = None) -> Processor:
+    def _processor(
+        self, name: str, checkpoints: tuple[Checkpoint, ...] = (), live: Checkpoint | None = None
+    ) -> Processor:
         fields = self.fields[name]
         options = domain_options(fields["domain"])
         domain: Domain | str = fields["domain"]
@@ -216,7 +232,9 @@ class _Reader:
             try:
                 domain = REGISTRY[fields["domain"]](**kwargs)
             except (FalkirkError, TypeError, ValueError) as exc:
-                raise error_at(join("processors", name), f"domain {fields['domain']!r}: {exc}", DomainError) from None
+                raise error_at(
+                    join("processors", name), f"domain {fields['domain']!r}: {exc}", DomainError
+                ) from None
         metadata: dict[str, Any] = {"checkpoints": checkpoints, "live": live}
         return Processor(
             name,
@@ -244,17 +262,23 @@ class _Reader:
             live = None
             if "live" in fields:
                 if stateless:
-                    raise error_at(join(path, "live"), "a stateless processor's live metadata is derived; remove 'live'")
+                    raise error_at(
+                        join(path, "live"), "a stateless processor's live metadata is derived; remove 'live'"
+                    )
                 live = self._checkpoint(name, fields["live"], join(path, "live"), live=True)
             procs.append(self._processor(name, cks, live))
         df = _dataflow(procs, self.edges, self.notifications)
         return Scenario(df, _failed(failed, self.raw))
 
-    def _checkpoint(self, name: str, obj: Any, path: str, *, stateless: bool = False, live: bool = False) -> Checkpoint:
+    def _checkpoint(
+        self, name: str, obj: Any, path: str, *, stateless: bool = False, live: bool = False
+    ) -> Checkpoint:
         if live:
             fields = _fields(obj, path, LIVE_FIELDS, "live metadata")
         elif stateless:
-            fields = _fields(obj, path, STATELESS_CHECKPOINT_FIELDS, "stateless checkpoint", required=("frontier",))
+            fields = _fields(
+                obj, path, STATELESS_CHECKPOINT_FIELDS, "stateless checkpoint", required=("frontier",)
+            )
         else:
             fields = _fields(obj, path, CHECKPOINT_FIELDS, "checkpoint", required=("frontier",))
         dom = self.skeleton.domains[name]
@@ -263,13 +287,22 @@ class _Reader:
             frontier = decode_frontier(dom, fields["frontier"], join(path, "frontier"))
             if frontier.is_empty or frontier.is_top:
                 what = "∅ is always implied" if frontier.is_empty else "⊤ is the live state: use 'live'"
-                raise error_at(join(path, "frontier"), f"a checkpoint cannot be at {show(fields['frontier'])}: {what}")
+                raise error_at(
+                    join(path, "frontier"), f"a checkpoint cannot be at {show(fields['frontier'])}: {what}"
+                )
         notes = None
         if "notifications" in fields:
             notes = decode_frontier(dom, fields["notifications"], join(path, "notifications"))
             if not self.skeleton.receives_notifications[name] and not notes.is_empty:
-                why = "its domain is a sequence domain" if isinstance(dom, Sequence) else 'the scenario says "notifications": false'
-                raise error_at(join(path, "notifications"), f"{name!r} receives no notifications ({why}); remove this field")
+                why = (
+                    "its domain is a sequence domain"
+                    if isinstance(dom, Sequence)
+                    else 'the scenario says "notifications": false'
+                )
+                raise error_at(
+                    join(path, "notifications"),
+                    f"{name!r} receives no notifications ({why}); remove this field",
+                )
         return Checkpoint(
             frontier,
             notifications=notes,
@@ -278,7 +311,9 @@ class _Reader:
             projection=self._per_edge(name, fields, "projection", path, self.outputs[name], "output"),
         )
 
-    def _per_edge(self, name: str, fields: Mapping[str, Any], key: str, path: str, edges: list[str], kind: str) -> dict[str, Frontier]:
+    def _per_edge(
+        self, name: str, fields: Mapping[str, Any], key: str, path: str, edges: list[str], kind: str
+    ) -> dict[str, Frontier]:
         if key not in fields:
             return {}
         path = join(path, key)
@@ -288,7 +323,8 @@ class _Reader:
             if e not in edges:
                 known = ", ".join(edges) if edges else "none"
                 raise error_at(
-                    join(path, e), f"{e!r} is not an {kind} edge of {name!r}{did_you_mean(e, edges)} ({kind} edges: {known})",
+                    join(path, e),
+                    f"{e!r} is not an {kind} edge of {name!r}{did_you_mean(e, edges)} ({kind} edges: {known})",
                     UnknownNameError,
                 )
             dom = self.skeleton.domains[name] if kind == "input" else self.skeleton.bound[e].target
@@ -349,7 +385,9 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise ScenarioError(f"duplicate key {key!r} in a JSON object (keys: {', '.join(k for k, _ in pairs)})")
+            raise ScenarioError(
+                f"duplicate key {key!r} in a JSON object (keys: {', '.join(k for k, _ in pairs)})"
+            )
         out[key] = value
     return out
 
@@ -381,4 +419,3 @@ def load(source: str | os.PathLike[str] | IO[Any]) -> Scenario:
         with open(source, "rb") as fh:
             return loads(fh.read())
     return loads(source.read())
-

@@ -73,7 +73,9 @@ def _processor(df: Dataflow, p: Processor) -> dict[str, Any]:
         obj["logs"] = [e for e in df.outputs[p.name] if e in p.logs]
     default = False if isinstance(dom, Sequence) else df.system_notifications
     if p.notifications is not None and p.notifications != default:
-        raise error_at(path, "a per-processor 'notifications' setting has no JSON form (only the top-level one)")
+        raise error_at(
+            path, "a per-processor 'notifications' setting has no JSON form (only the top-level one)"
+        )
     if not p.restartable:
         raise error_at(path, "restartable=False has no JSON form (∅ is always in F(p) in a scenario)")
     if p.checkpoints:

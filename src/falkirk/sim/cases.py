@@ -143,7 +143,8 @@ def build_case(
             pool = [f for f in pool if f(RandomChooser(0)).deterministic]
         op = c.choice(pool)(c)
         name = f"{type(op).__name__.lower()}{i}"
-        for src in dict.fromkeys(c.choice(epoch_nodes) for _ in range(c.integer(1, 2))):  # draw order, not hash order
+        # draw order, not hash order
+        for src in dict.fromkeys(c.choice(epoch_nodes) for _ in range(c.integer(1, 2))):
             links.append((src, name, "identity", "out"))
         specs.append((name, op, "epoch"))
         epoch_nodes.append(name)
@@ -163,9 +164,14 @@ def build_case(
     chosen = _after_choices(specs, edges)
     nodes = []
     for name, op, dom in specs:
-        role = Role(name, op, tuple(out_edges.get(name, [])), dom,
-                    stateless_ok=not _leaves(edges, name) and dom != "sequence",
-                    final_ok=final and name not in chosen)
+        role = Role(
+            name,
+            op,
+            tuple(out_edges.get(name, [])),
+            dom,
+            stateless_ok=not _leaves(edges, name) and dom != "sequence",
+            final_ok=final and name not in chosen,
+        )
         pol = falkirk_policy(c, role, broken=broken) if scheme is None else scheme.policy(c, role)
         nodes.append(Node(name, op, pol, dom))
     graph = SimGraph(nodes, edges, inputs=inputs)
@@ -198,7 +204,12 @@ def _leaves(edges: list[Link], name: str) -> bool:
     return any(e.src == name and e.transform in ("leave", "sequence") for e in edges)
 
 
-def _add_sequence_tail(c: Chooser, specs: list[tuple[str, Operator, str]], links: list[tuple[str, str, str, str]], epoch_nodes: list[str]) -> None:
+def _add_sequence_tail(
+    c: Chooser,
+    specs: list[tuple[str, Operator, str]],
+    links: list[tuple[str, str, str, str]],
+    epoch_nodes: list[str],
+) -> None:
     """Epochs to sequence numbers: a Sequencer, one or two sequence operators, a sequence output."""
     specs.append(("seq", Sequencer(), "epoch"))
     links.append((c.choice(epoch_nodes), "seq", "identity", "out"))
@@ -213,7 +224,12 @@ def _add_sequence_tail(c: Chooser, specs: list[tuple[str, Operator, str]], links
     links.append((last, "seqout", "sequence", "out"))
 
 
-def _add_loop(c: Chooser, specs: list[tuple[str, Operator, str]], links: list[tuple[str, str, str, str]], epoch_nodes: list[str]) -> None:
+def _add_loop(
+    c: Chooser,
+    specs: list[tuple[str, Operator, str]],
+    links: list[tuple[str, str, str, str]],
+    epoch_nodes: list[str],
+) -> None:
     """A loop: ``body`` (Halve) with a feedback edge, maybe a stateful op inside, then a way out."""
     links.append((c.choice(epoch_nodes), "body", "enter", "out"))
     links.append(("body", "body", "feedback", "loop"))

@@ -54,7 +54,9 @@ class RandomChooser(Chooser):
         return self.rng.randint(lo, hi)
 
 
-def policy_for(c: Chooser, op: Operator, outputs: Sequence[str], *, stateless_ok: bool = True, broken: bool = False) -> Policy:
+def policy_for(
+    c: Chooser, op: Operator, outputs: Sequence[str], *, stateless_ok: bool = True, broken: bool = False
+) -> Policy:
     """A policy ``op`` allows, with random ``every`` and logging of ``outputs``.
 
     ``broken``: stateless operators may also get :class:`~falkirk.sim.policies.WrongLog`.

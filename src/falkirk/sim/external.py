@@ -77,7 +77,9 @@ class ExternalInput:
     def read(self, epoch: int) -> list[Any]:
         """The batch of ``epoch`` (``[]`` past the end); loud if it was acknowledged."""
         if epoch in self.acked:
-            raise CollectedStateNeeded(f"source {self.name!r} must re-read epoch {epoch}, which was acknowledged and deleted")
+            raise CollectedStateNeeded(
+                f"source {self.name!r} must re-read epoch {epoch}, which was acknowledged and deleted"
+            )
         return list(self.batches[epoch]) if epoch < len(self.batches) else []
 
     def acknowledge(self, lw: Frontier) -> None:
@@ -133,14 +135,19 @@ class ExternalOutput:
         return self.final and t in self.committed
 
     def resend(self, t: Any, record: Any) -> None:
-        """A record re-sent for the final time ``t``: discard it (kept aside to compare at the next commit)."""
+        """A record re-sent for the final time ``t``: discard it (kept aside to compare at the next
+        commit)."""
         self.discarded += 1
         self.resent.setdefault(t, []).append(record)
 
     def commit(self, frontier: Frontier, previous: Frontier, records: Mapping[Any, Sequence[Any]]) -> None:
         """Acknowledge the records of the times in ``frontier`` but not in ``previous``."""
         self.commits += 1
-        times = {t for t in set(self.acknowledged) | set(records) | set(self.resent) if t in frontier and t not in previous}
+        times = {
+            t
+            for t in set(self.acknowledged) | set(records) | set(self.resent)
+            if t in frontier and t not in previous
+        }
         for t in sorted(times, key=self.domain.sort_key):
             new = tuple(sorted(records.get(t, ())))
             if self.is_final(t):

@@ -87,7 +87,9 @@ class SimGraph:
     ``inputs`` maps each source processor to its batches, one per epoch.
     """
 
-    def __init__(self, nodes: Iterable[Node], links: Iterable[Link], *, inputs: Mapping[str, Sequence[Sequence[Any]]]) -> None:
+    def __init__(
+        self, nodes: Iterable[Node], links: Iterable[Link], *, inputs: Mapping[str, Sequence[Sequence[Any]]]
+    ) -> None:
         self.spec = _Spec(tuple(nodes), tuple(links), inputs)
         self.nodes: dict[str, Node] = {}
         self._domains: dict[str, Domain] = {}
@@ -126,7 +128,9 @@ class SimGraph:
             if who not in self.nodes:
                 raise UnknownNameError(f"edge {e.name!r}: {end} {who!r} is not a declared processor")
         if e.transform not in TRANSFORMS:
-            raise ValidationError(f"edge {e.name!r}: unknown transform {e.transform!r}; use one of {sorted(TRANSFORMS)}")
+            raise ValidationError(
+                f"edge {e.name!r}: unknown transform {e.transform!r}; use one of {sorted(TRANSFORMS)}"
+            )
         tr = TRANSFORMS[e.transform]
         tr.check(e.name, self.nodes[e.src].domain, self.nodes[e.dst].domain)
         if e.port not in self.nodes[e.src].op.ports:
@@ -155,7 +159,9 @@ class SimGraph:
         if isinstance(op, Output) and self.outputs_of[name]:
             raise ValidationError(f"processor {name!r}: an Output has no output edges")
         if isinstance(op, RunningTotal) and node.domain != "epoch":
-            raise ValidationError(f"processor {name!r}: RunningTotal folds in notification order, so it needs the epoch domain")
+            raise ValidationError(
+                f"processor {name!r}: RunningTotal folds in notification order, so it needs the epoch domain"
+            )
         if node.domain == "sequence" and len(self.inputs_of[name]) != 1:
             raise ValidationError(
                 f"processor {name!r}: a sequence processor here has exactly one input edge "
@@ -185,14 +191,17 @@ class SimGraph:
 
     def _check_cycles(self) -> None:
         """Every cycle must pass a feedback edge (times must strictly grow round a loop)."""
-        succ = {n: [self.links[e].dst for e in self.outputs_of[n] if self.links[e].transform != "feedback"] for n in self.nodes}
+        succ = {
+            n: [self.links[e].dst for e in self.outputs_of[n] if self.links[e].transform != "feedback"]
+            for n in self.nodes
+        }
         state: dict[str, int] = {}
 
         def visit(n: str, path: list[str]) -> None:
             state[n] = 1
             for m in succ[n]:
                 if state.get(m) == 1:
-                    cyc = path[path.index(m):] + [m] if m in path else [n, m]
+                    cyc = path[path.index(m) :] + [m] if m in path else [n, m]
                     raise ValidationError(f"cycle {' -> '.join(cyc)} has no feedback edge")
                 if m not in state:
                     visit(m, path + [m])
@@ -276,7 +285,8 @@ class SimGraph:
         return d
 
     def processor_decl(self, name: str) -> dict[str, Any]:
-        """Keyword arguments of the falkirk :class:`~falkirk.solver.Processor` for ``name`` (no checkpoints)."""
+        """Keyword arguments of the falkirk :class:`~falkirk.solver.Processor` for ``name`` (no
+        checkpoints)."""
         node = self.nodes[name]
         dom = self.domain(name)
         return {
@@ -284,7 +294,8 @@ class SimGraph:
             "domain": dom,
             "stateless": node.policy.stateless,
             "logs": node.policy.claimed_edges(self.outputs_of[name]),
-            "notifications": (node.op.notifications or name in self.after_choices) and node.domain != "sequence",
+            "notifications": (node.op.notifications or name in self.after_choices)
+            and node.domain != "sequence",
         }
 
     def solver_edges(self) -> list[Edge]:
@@ -309,7 +320,12 @@ class SimGraph:
             lines.append(f"{e.name}: {e.src} -> {e.dst}{extra}{port}")
         return "\n".join(lines)
 
-    def replace(self, *, nodes: Iterable[Node] | None = None, inputs: Mapping[str, Sequence[Sequence[Any]]] | None = None) -> SimGraph:
+    def replace(
+        self,
+        *,
+        nodes: Iterable[Node] | None = None,
+        inputs: Mapping[str, Sequence[Sequence[Any]]] | None = None,
+    ) -> SimGraph:
         """A copy with some nodes or inputs replaced (used by shrinking)."""
         return SimGraph(
             self.spec.nodes if nodes is None else nodes,

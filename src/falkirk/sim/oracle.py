@@ -70,12 +70,16 @@ class Verdict:
         return self.ok
 
 
-def reference_run(graph: SimGraph, *, seed: int = 0, choices: dict[tuple[str, Any, str], int] | None = None) -> Result:
+def reference_run(
+    graph: SimGraph, *, seed: int = 0, choices: dict[tuple[str, Any, str], int] | None = None
+) -> Result:
     """A failure-free run (with the given non-deterministic choices; no garbage collection needed)."""
     return Simulation(graph, seed=seed, choices=choices, planner=SolverPlanner(graph), gc_every=0).run()
 
 
-def compare_outputs(got: dict[str, dict[Any, tuple[Any, ...]]], want: dict[str, dict[Any, tuple[Any, ...]]]) -> list[str]:
+def compare_outputs(
+    got: dict[str, dict[Any, tuple[Any, ...]]], want: dict[str, dict[Any, tuple[Any, ...]]]
+) -> list[str]:
     """Readable differences between two outputs (empty when equal)."""
     diffs = []
     for out in sorted(set(got) | set(want)):
@@ -125,12 +129,18 @@ def check_run(
     for out, rel in result.released.items():
         for t, recs in rel.items():
             if result.output[out].get(t, ()) != recs:
-                diffs.append(f"{out} released {list(recs)} at {t!r} but ended with {list(result.output[out].get(t, ()))}")
+                diffs.append(
+                    f"{out} released {list(recs)} at {t!r} but ended with {list(result.output[out].get(t, ()))}"
+                )
     if diffs:
-        return Verdict(False, "output differs from the failure-free run:\n  " + "\n  ".join(diffs), result, reference)
+        return Verdict(
+            False, "output differs from the failure-free run:\n  " + "\n  ".join(diffs), result, reference
+        )
     changed = final_output_changes(graph, result)
     if changed:
-        return Verdict(False, "committed output changed at a final output:\n  " + "\n  ".join(changed), result, reference)
+        return Verdict(
+            False, "committed output changed at a final output:\n  " + "\n  ".join(changed), result, reference
+        )
     return Verdict(True, "", result, reference)
 
 

@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 __all__ = ["metadata", "live_metadata", "persist_all", "persist", "collect"]
 
 
-def metadata(sim: Simulation, name: str, f: Frontier, hist: History, queued: dict[str, set[Any]] | None = None) -> Checkpoint:
+def metadata(
+    sim: Simulation, name: str, f: Frontier, hist: History, queued: dict[str, set[Any]] | None = None
+) -> Checkpoint:
     """Checkpoint metadata of ``name`` at ``f`` from the history ``hist`` (plus queued times at ``⊤``)."""
     g = sim.graph
     dom = g.domain(name)

@@ -78,7 +78,9 @@ class SolverPlanner:
 
     def record(self, processor: str, checkpoint: Checkpoint) -> None:
         if self.decls[processor]["stateless"]:
-            self.checkpoints[processor] = [] if self._frontier(processor, checkpoint).is_empty else [checkpoint]
+            self.checkpoints[processor] = (
+                [] if self._frontier(processor, checkpoint).is_empty else [checkpoint]
+            )
         else:
             self.checkpoints[processor].append(checkpoint)
 

@@ -44,7 +44,18 @@ from falkirk.domains import Frontier
 from falkirk.errors import ValidationError
 from falkirk.sim.operators import Operator, Output, Source
 
-__all__ = ["Policy", "Ephemeral", "Batch", "Lazy", "Eager", "HistoryLog", "Never", "Commit", "WrongLog", "POLICIES"]
+__all__ = [
+    "Policy",
+    "Ephemeral",
+    "Batch",
+    "Lazy",
+    "Eager",
+    "HistoryLog",
+    "Never",
+    "Commit",
+    "WrongLog",
+    "POLICIES",
+]
 
 
 def _logs(value: Any) -> frozenset[str] | str:
@@ -87,11 +98,17 @@ class Policy:
         """Reject a policy that cannot work for ``op`` (naming the processor)."""
         outs = set(outputs)
         if self.logs != "*" and not self.logs <= outs:
-            raise ValidationError(f"processor {name!r}: policy logs {sorted(self.logs - outs)}, which are not its output edges")
+            raise ValidationError(
+                f"processor {name!r}: policy logs {sorted(self.logs - outs)}, which are not its output edges"
+            )
         if isinstance(op, Output) != (self.persists == "commit"):
-            raise ValidationError(f"processor {name!r}: Output operators (and only they) use the Commit policy")
+            raise ValidationError(
+                f"processor {name!r}: Output operators (and only they) use the Commit policy"
+            )
         if isinstance(op, Source) and not self.stateless:
-            raise ValidationError(f"processor {name!r}: a source reads external input and must be stateless (Ephemeral or Batch)")
+            raise ValidationError(
+                f"processor {name!r}: a source reads external input and must be stateless (Ephemeral or Batch)"
+            )
         if self.stateless and not op.stateless:
             raise ValidationError(
                 f"processor {name!r}: {type(self).__name__} needs a stateless operator, "

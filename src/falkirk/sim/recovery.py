@@ -156,7 +156,9 @@ def _restore(sim: Simulation, p: Proc, f: Frontier) -> None:
         return
     rec = p.store.record_at(f)
     if rec is None:
-        raise SimulationError(f"{p.name}: the plan restores {encode_frontier(f)}, but no checkpoint exists there")
+        raise SimulationError(
+            f"{p.name}: the plan restores {encode_frontier(f)}, but no checkpoint exists there"
+        )
     if node.policy.persists == "history":
         sim.replay(p, list(p.store.events))
     elif node.policy.persists == "delta":  # the policy rebuilds the snapshot (e.g. DBSP snapshot + deltas)

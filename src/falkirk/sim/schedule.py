@@ -135,8 +135,14 @@ class Pipelined:
         self.flight: dict[str, Any] = {}  # processor -> epoch in flight (None: a sequence processor's batch)
         self.behind: dict[str, Frontier] = {}  # rolled back by the last plan: settled frontier to regain
         self.lost: dict[str, Frontier] = {}  # failed, recovery pending: settled frontier when detected
-        self.stats = {"executions": 0, "drained": 0, "joined": 0, "overtook": 0,
-                      "max lag, not logged": 0, "max lag, logged": 0}
+        self.stats = {
+            "executions": 0,
+            "drained": 0,
+            "joined": 0,
+            "overtook": 0,
+            "max lag, not logged": 0,
+            "max lag, logged": 0,
+        }
 
     # -- what may happen next --------------------------------------------------------------
     def actions(self) -> list[tuple[Any, ...]]:
@@ -216,7 +222,9 @@ class Pipelined:
             sim.execute(events[sim.rng.randrange(len(events))])
         left = [t for t in p.queued_times() | p.requests if e is not None and _epoch(t) == e]
         if left:
-            raise SimulationError(f"pipelined: {n} started epoch {e} with its input queued but cannot run {left}")
+            raise SimulationError(
+                f"pipelined: {n} started epoch {e} with its input queued but cannot run {left}"
+            )
 
     def _time(self, n: str, event: tuple[Any, ...]) -> Any:
         if event[0] == "msg":
@@ -225,7 +233,8 @@ class Pipelined:
 
     # -- failures ----------------------------------------------------------------------------
     def detect(self, names: frozenset[str]) -> None:
-        """A failure of ``names`` is detected: they lose their volatile state and their execution in flight."""
+        """A failure of ``names`` is detected: they lose their volatile state and their execution in
+        flight."""
         sim = self.sim
         if sim.failing:
             self.stats["joined"] += 1

@@ -58,14 +58,16 @@ def shrink(case: Case, fails: Callable[[Case], bool], *, budget: int = 400) -> C
 def _candidates(case: Case) -> Iterator[Case]:
     fs = case.failures
     for i in range(len(fs)):
-        yield attrs.evolve(case, failures=fs[:i] + fs[i + 1:])
+        yield attrs.evolve(case, failures=fs[:i] + fs[i + 1 :])
     for i, f in enumerate(fs):
         if len(f.processors) > 1:
             for p in sorted(f.processors):
-                yield attrs.evolve(case, failures=fs[:i] + [Failure(f.step, f.processors - {p})] + fs[i + 1:])
+                yield attrs.evolve(
+                    case, failures=fs[:i] + [Failure(f.step, f.processors - {p})] + fs[i + 1 :]
+                )
         for step in sorted({0, f.step // 2, f.step - 1}):
             if 0 <= step < f.step:
-                new = fs[:i] + [Failure(step, f.processors)] + fs[i + 1:]
+                new = fs[:i] + [Failure(step, f.processors)] + fs[i + 1 :]
                 yield attrs.evolve(case, failures=sorted(new, key=lambda x: x.step))
     yield from _structure_candidates(case)
     yield from _input_candidates(case)
@@ -93,16 +95,18 @@ def _input_candidates(case: Case) -> Iterator[Case]:
         if cand is not None:
             yield cand
         for e in range(epochs - 1):  # drop an inner epoch
-            cand = _with_inputs(case, {k: v[:e] + v[e + 1:] for k, v in inputs.items()})
+            cand = _with_inputs(case, {k: v[:e] + v[e + 1 :] for k, v in inputs.items()})
             if cand is not None:
                 yield cand
     for k, batches in inputs.items():
         for e, batch in enumerate(batches):
             for j, x in enumerate(batch):
-                variants = [batch[:j] + batch[j + 1:]] + [batch[:j] + [y] + batch[j + 1:] for y in sorted({0, x // 2}) if y < x]
+                variants = [batch[:j] + batch[j + 1 :]] + [
+                    batch[:j] + [y] + batch[j + 1 :] for y in sorted({0, x // 2}) if y < x
+                ]
                 for b in variants:
                     new = dict(inputs)
-                    new[k] = batches[:e] + [b] + batches[e + 1:]
+                    new[k] = batches[:e] + [b] + batches[e + 1 :]
                     cand = _with_inputs(case, new)
                     if cand is not None:
                         yield cand
@@ -122,7 +126,9 @@ def _policy_candidates(case: Case) -> Iterator[Case]:
             options.append(attrs.evolve(pol, final=False))
         for new in options:
             try:
-                g = case.graph.replace(nodes=nodes[:i] + [Node(node.name, node.op, new, node.domain)] + nodes[i + 1:])
+                g = case.graph.replace(
+                    nodes=nodes[:i] + [Node(node.name, node.op, new, node.domain)] + nodes[i + 1 :]
+                )
             except FalkirkError:
                 continue
             yield attrs.evolve(case, graph=g)

@@ -87,7 +87,9 @@ def domain_of(kind: str) -> Domain:
     try:
         return KINDS[kind]
     except KeyError:
-        raise ValidationError(f"unknown simulator domain {kind!r}; use 'epoch', 'loop' or 'sequence'") from None
+        raise ValidationError(
+            f"unknown simulator domain {kind!r}; use 'epoch', 'loop' or 'sequence'"
+        ) from None
 
 
 # -- loop projections -------------------------------------------------------------
@@ -158,7 +160,12 @@ class Transform:
         """The falkirk projection that describes this edge."""
         if self.name == "sequence":
             return EpochToSequence() if src_kind == "epoch" else SequenceCount()
-        return {"identity": Identity(), "enter": EpochToLoop(), "feedback": LOOP_FEEDBACK, "leave": LOOP_EXIT}[self.name]
+        return {
+            "identity": Identity(),
+            "enter": EpochToLoop(),
+            "feedback": LOOP_FEEDBACK,
+            "leave": LOOP_EXIT,
+        }[self.name]
 
     def check(self, edge: str, src_kind: str, dst_kind: str) -> None:
         """Reject an edge whose endpoint domains do not fit the transform."""

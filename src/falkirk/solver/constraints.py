@@ -119,7 +119,8 @@ def c4_edge(view: View, edge: str, n: Mapping[str, Frontier]) -> tuple[Frontier,
 
 
 def c4_notified(view: View, p: str, f: Frontier, n: Frontier) -> tuple[Frontier, Frontier]:
-    """C4 at ``p``: ``(N_p(f(p)), n(p))`` (the third part, ``n(p) ⊆ f(p)``, compares ``n`` and ``f`` directly)."""
+    """C4 at ``p``: ``(N_p(f(p)), n(p))`` (the third part, ``n(p) ⊆ f(p)``, compares ``n`` and ``f``
+    directly)."""
     return view.notifications(p, f), n
 
 
@@ -157,7 +158,8 @@ def last_holding(
     hi: int,
     subset: Callable[[Frontier, Frontier], bool] = Frontier.issubset,
 ) -> int:
-    """The largest ``j <= hi`` at which ``constraint`` holds for ``cands[j]`` against ``limit``; ``-1`` if none.
+    """The largest ``j <= hi`` at which ``constraint`` holds for ``cands[j]`` against ``limit``; ``-1`` if
+    none.
 
     ``constraint`` is ``"C4"`` (``N_p ⊆ n(p)``), ``"C2"`` (``D_edge ⊆ f(q)``) or
     ``"C3"`` (``M_edge ⊆ φ``). Metadata are monotone along the chain, so the
@@ -193,7 +195,8 @@ def lower_stateless(
     ins: Iterable[tuple[str, str, Frontier]],
     note: Callable[[str, Frontier, Frontier, str | None, str | None], None],
 ) -> Frontier:
-    """The best frontier of a stateless processor below ``current``: ``current ∩ X`` for every bound ``f ⊆ X``.
+    """The best frontier of a stateless processor below ``current``: ``current ∩ X`` for every bound ``f ⊆
+    X``.
 
     ``notifications`` is ``n(p)`` (C4; ``None`` when p receives none);
     ``outs`` lists ``(e, q, φ_e⁺(f(q)))`` for each output edge p does not log

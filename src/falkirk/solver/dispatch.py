@@ -157,7 +157,8 @@ CONVERT_FROM = 10_000
 VECTORISE_FROM = 1000
 #: ... when they have at least this many edges each (dense: the worklist's examinations cost more).
 DENSE_FROM = 2.0
-#: ... and when a rollback of the failed processors can reach at least this fraction of them (:func:`rollback_region`).
+#: ... and when a rollback of the failed processors can reach at least this fraction of them
+#: (:func:`rollback_region`).
 REGION_FROM = 0.5
 
 

@@ -243,7 +243,8 @@ class Iteration:
         edge: str | None = None,
         neighbour: str | None = None,
     ) -> None:
-        """``f(p)`` went from ``before`` to ``after`` by ``constraint`` (on ``edge``, read from ``neighbour``)."""
+        """``f(p)`` went from ``before`` to ``after`` by ``constraint`` (on ``edge``, read from
+        ``neighbour``)."""
         self.reasons[p].append(
             Reason(
                 p,
@@ -364,7 +365,8 @@ class Iteration:
 
 
 def round_robin(view: View) -> FixedPoint:
-    """Run the iteration of SPEC §5 over ``view`` round-robin (the reference driver) and return the fixed point."""
+    """Run the iteration of SPEC §5 over ``view`` round-robin (the reference driver) and return the fixed
+    point."""
     s = Iteration(view)
     s.run_round_robin()
     return FixedPoint(dict(s.f), dict(s.n), s.reasons, s.examinations)

@@ -12,9 +12,18 @@ from __future__ import annotations
 from falkirk.errors import FalkirkError, ValidationError
 
 __all__ = [
-    "PipelineError", "SchemaError", "EagerWriteError", "RecordError", "StorageError", "AlreadyPublishedError", "CorruptDataError",
-    "StepFailure", "RecoveryError",
-    "StepError", "SessionError", "RunInterrupted",
+    "PipelineError",
+    "SchemaError",
+    "EagerWriteError",
+    "RecordError",
+    "StorageError",
+    "AlreadyPublishedError",
+    "CorruptDataError",
+    "StepFailure",
+    "RecoveryError",
+    "StepError",
+    "SessionError",
+    "RunInterrupted",
 ]
 
 
@@ -23,11 +32,13 @@ class PipelineError(ValidationError):
 
 
 class SchemaError(PipelineError):
-    """An input's Spark DDL schema that falkirk cannot check records against (names the field and the type)."""
+    """An input's Spark DDL schema that falkirk cannot check records against (names the field and the
+    type)."""
 
 
 class EagerWriteError(PipelineError):
-    """An eager database step wrote what falkirk cannot undo per epoch (``step``, ``table``; the message says the fix)."""
+    """An eager database step wrote what falkirk cannot undo per epoch (``step``, ``table``; the message says
+    the fix)."""
 
     def __init__(self, step: str, table: str, message: str) -> None:
         super().__init__(message)
@@ -46,7 +57,8 @@ class RecordError(FalkirkError, ValueError):
         super().__init__(
             f"input {input!r}, partition {partition}, offset {offset} (record {index} of the batch): {problem}; "
             "nothing of the batch was appended (fix the record, or declare the input with dead_letter=True "
-            "to divert bad records)")
+            "to divert bad records)"
+        )
         self.input = input
         self.partition = partition
         self.offset = offset
@@ -63,7 +75,8 @@ class StorageError(FalkirkError, OSError):
 
 
 class AlreadyPublishedError(StorageError, FileExistsError):
-    """A write-once file (manifest, input segment, cut) that another writer published first; ``path`` names it.
+    """A write-once file (manifest, input segment, cut) that another writer published first; ``path`` names
+    it.
 
     Whatever the store answered — ``FileExistsError``, S3's ``412 Precondition
     Failed`` (with or without its ``Condition`` element), GCS's ``412``, Azure's
@@ -105,7 +118,13 @@ class StepFailure(FalkirkError, RuntimeError):
     """Step ``step`` failed while working on ``epoch`` (a raised error, a failed Spark job, an injection)."""
 
     def __init__(
-        self, step: str, epoch: int, cause: str, *, injected: bool = False, deterministic: bool = False,
+        self,
+        step: str,
+        epoch: int,
+        cause: str,
+        *,
+        injected: bool = False,
+        deterministic: bool = False,
     ) -> None:
         super().__init__(f"step {step} failed at epoch {epoch}: {cause}")
         self.step = step
@@ -129,14 +148,16 @@ class StepError(RecoveryError):
     def __init__(self, failure: StepFailure, attempts: int) -> None:
         super().__init__(
             f"step {failure.step} failed at epoch {failure.epoch} with an error in its own code or query that "
-            f"recurs: {failure.cause}; stopped after {attempts} attempts (a recovery did not clear it)")
+            f"recurs: {failure.cause}; stopped after {attempts} attempts (a recovery did not clear it)"
+        )
         self.step = failure.step
         self.epoch = failure.epoch
         self.cause = failure.cause
 
 
 class RunInterrupted(KeyboardInterrupt):
-    """A run stopped by Ctrl-C (``SIGINT``); the message says where, that the root is consistent and how to resume.
+    """A run stopped by Ctrl-C (``SIGINT``); the message says where, that the root is consistent and how to
+    resume.
 
     Deliberately *not* a :class:`~falkirk.errors.FalkirkError`: an interrupt
     must pass through ``except Exception`` like the ``KeyboardInterrupt`` it

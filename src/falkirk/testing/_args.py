@@ -33,6 +33,7 @@ def check_sizes(min_size: Any, max_size: Any, *, low: int = 0) -> None:
     if max_size is not None and min_size > max_size:
         raise InvalidArgument(f"min_size={min_size} is larger than max_size={max_size}")
 
+
 def bool_strategy(value: Any, argname: str) -> SearchStrategy[bool]:
     """``value`` as a strategy of booleans: a bool becomes ``st.just(value)``."""
     if isinstance(value, bool):

@@ -52,7 +52,8 @@ register_time_strategy("epoch", lambda d: _ints(20))
 register_time_strategy("product", lambda d: st.tuples(*[_ints(5)] * d.arity))  # type: ignore[attr-defined]
 register_time_strategy("lexicographic", lambda d: st.tuples(*[_ints(5)] * d.arity))  # type: ignore[attr-defined]
 register_time_strategy(
-    "sequence", lambda d: st.tuples(st.sampled_from(d.edges), st.integers(1, 8))  # type: ignore[attr-defined]
+    "sequence",
+    lambda d: st.tuples(st.sampled_from(d.edges), st.integers(1, 8)),  # type: ignore[attr-defined]
 )
 
 
@@ -118,5 +119,3 @@ def frontiers(
     if not (allow_top and allow_empty):  # e.g. before([0]) is ∅ in epochs
         out = out.filter(lambda f: (allow_top or not f.is_top) and (allow_empty or not f.is_empty))
     return out
-
-

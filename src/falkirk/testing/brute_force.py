@@ -164,7 +164,9 @@ class _Model:
             return False
         return _inside(dq, self.notifications(q, f[q]), phi, e)
 
-    def greatest_n(self, f: Mapping[str, Frontier], edges: Iterable[str] | None = None) -> dict[str, Frontier]:
+    def greatest_n(
+        self, f: Mapping[str, Frontier], edges: Iterable[str] | None = None
+    ) -> dict[str, Frontier]:
         """The largest ``n ⊆ f`` with ``n(q) ⊆ φ_e(n(p))`` on every edge (of ``edges``)."""
         n = dict(f)
         todo = list(self.df.edges if edges is None else edges)
@@ -211,7 +213,9 @@ def _universes(model: _Model) -> dict[Domain, list[Frontier]]:
     under one-edge views in sequence domains, then under meet.
     """
     df = model.df
-    found: dict[Domain, set[Frontier]] = {d: {Frontier.top(d), Frontier.empty(d)} for d in df.domains.values()}
+    found: dict[Domain, set[Frontier]] = {
+        d: {Frontier.top(d), Frontier.empty(d)} for d in df.domains.values()
+    }
     for p in df.processors:
         metas = df.candidates(p, failed=False)
         for m in metas:
@@ -226,7 +230,9 @@ def _universes(model: _Model) -> dict[Domain, list[Frontier]]:
             src, tgt = found[b.source], found[b.target]
             tgt.update(g(x) for x in list(src) for g in (b.apply, b.discarded))
             if b.has_residual:
-                src.update(r for y in list(tgt) for r in (b.residual(y), b.discarded_residual(y)) if r is not None)
+                src.update(
+                    r for y in list(tgt) for r in (b.residual(y), b.discarded_residual(y)) if r is not None
+                )
     return {d: _closed(d, xs) for d, xs in found.items()}
 
 
@@ -273,7 +279,9 @@ def _candidates(model: _Model) -> dict[str, list[Frontier]]:
     return out
 
 
-def is_consistent(dataflow: Dataflow, frontiers: Mapping[str, Frontier], failed: Iterable[str] | str = ()) -> bool:
+def is_consistent(
+    dataflow: Dataflow, frontiers: Mapping[str, Frontier], failed: Iterable[str] | str = ()
+) -> bool:
     """Whether the assignment satisfies C1–C4 for some notification frontiers (independent check)."""
     model = _Model(dataflow, _failed(dataflow, failed))
     return model.consistent(frontiers)

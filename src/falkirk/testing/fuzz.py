@@ -74,9 +74,13 @@ def _problem(case: Case, planner: Callable[[SimGraph], Planner] | None = None) -
 def _plans(case: Case, planner: Callable[[SimGraph], Planner] | None) -> list[str]:
     try:
         sim = Simulation(
-            case.graph, seed=case.seed, failures=case.failures, trace=True,
+            case.graph,
+            seed=case.seed,
+            failures=case.failures,
+            trace=True,
             planner=None if planner is None else planner(case.graph),
-            schedule=case.schedule, window=case.window,
+            schedule=case.schedule,
+            window=case.window,
         )
         return sim.run().trace
     except Exception as exc:
@@ -123,8 +127,12 @@ def fuzz(
             if problem is not None:
                 progress.set_postfix(divergences=len(report.divergent))
         elif not quiet and (i + 1) % every == 0 and i + 1 < cases:
-            print(f"fuzz: {i + 1}/{cases} cases, {len(report.divergent)} divergences, "
-                  f"{time.perf_counter() - start:.1f} s", file=out, flush=True)
+            print(
+                f"fuzz: {i + 1}/{cases} cases, {len(report.divergent)} divergences, "
+                f"{time.perf_counter() - start:.1f} s",
+                file=out,
+                flush=True,
+            )
     report.seconds = time.perf_counter() - start
     if progress is not None:
         progress.close()
@@ -133,8 +141,11 @@ def fuzz(
         if shrink_first:
             first = shrink(first, lambda c: _problem(c, planner) is not None)
             report.first, report.problem = first, _problem(first, planner) or report.problem
-        print(f"\nfirst divergent case: #{report.divergent[0]} (of {len(report.divergent)}); "
-              f"{'shrunk ' if shrink_first else ''}counterexample:", file=out)
+        print(
+            f"\nfirst divergent case: #{report.divergent[0]} (of {len(report.divergent)}); "
+            f"{'shrunk ' if shrink_first else ''}counterexample:",
+            file=out,
+        )
         print(first.describe(), file=out)
         print(f"problem: {report.problem}", file=out)
         print("rollbacks:", file=out)
@@ -150,23 +161,44 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m falkirk.testing.fuzz", description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", type=int, default=1000, help="number of cases (default 1000)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the whole run (default 0)")
-    ap.add_argument("--max-ops", type=int, default=4, help="operators per graph besides sources/outputs (default 4)")
+    ap.add_argument(
+        "--max-ops", type=int, default=4, help="operators per graph besides sources/outputs (default 4)"
+    )
     ap.add_argument("--max-failures", type=int, default=3, help="failures per case (default 3)")
     ap.add_argument("--no-loops", action="store_true", help="no loops")
     ap.add_argument("--no-sequences", action="store_true", help="no sequence-domain tails")
     ap.add_argument("--deterministic", action="store_true", help="no non-deterministic operators")
     ap.add_argument("--broken", action="store_true", help="mix in the deliberately wrong WrongLog policy")
     ap.add_argument("--no-shrink", action="store_true", help="print the first divergent case as drawn")
-    ap.add_argument("--scheme", choices=sorted(SCHEMES), default="falkirk",
-                    help="recovery scheme choosing every processor's policy (default falkirk's mix)")
-    ap.add_argument("--planner", choices=sorted(PLANNERS), default="monitor", help="where plans come from (default monitor)")
-    ap.add_argument("--schedule", choices=[*SCHEDULES, "any"], default="sequential",
-                    help="the schedule of every case, or any (drawn per case; default sequential)")
-    ap.add_argument("--max-window", type=int, default=3, help="largest window of a pipelined case (default 3)")
+    ap.add_argument(
+        "--scheme",
+        choices=sorted(SCHEMES),
+        default="falkirk",
+        help="recovery scheme choosing every processor's policy (default falkirk's mix)",
+    )
+    ap.add_argument(
+        "--planner",
+        choices=sorted(PLANNERS),
+        default="monitor",
+        help="where plans come from (default monitor)",
+    )
+    ap.add_argument(
+        "--schedule",
+        choices=[*SCHEDULES, "any"],
+        default="sequential",
+        help="the schedule of every case, or any (drawn per case; default sequential)",
+    )
+    ap.add_argument(
+        "--max-window", type=int, default=3, help="largest window of a pipelined case (default 3)"
+    )
     ap.add_argument("--no-final", action="store_true", help="no final-commit outputs")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
-    ap.add_argument("--bar", action=argparse.BooleanOptionalAction, default=None,
-                    help="a live progress bar instead of progress lines (default: when standard error is a terminal)")
+    ap.add_argument(
+        "--bar",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a live progress bar instead of progress lines (default: when standard error is a terminal)",
+    )
     args = ap.parse_args(argv)
     if args.cases < 0 or args.max_ops < 1 or args.max_failures < 0 or args.max_window < 1:
         ap.error("--cases and --max-failures must be >= 0, --max-ops and --max-window >= 1")

@@ -127,7 +127,11 @@ def _small_frontiers(domain: Domain, top: bool) -> SearchStrategy[Frontier]:
             found.append(Frontier.top(domain))
         return st.sampled_from(found)
     drawn = times(domain)
-    options = [st.just(empty), drawn.map(lambda t: Frontier.upto(domain, (t,))), drawn.map(lambda t: Frontier.below(domain, t))]
+    options = [
+        st.just(empty),
+        drawn.map(lambda t: Frontier.upto(domain, (t,))),
+        drawn.map(lambda t: Frontier.below(domain, t)),
+    ]
     if top:
         options.append(st.just(Frontier.top(domain)))
     return st.one_of(options)
@@ -163,7 +167,13 @@ def _monotone(draw: DrawFn, domain: Domain, bounds: Seq[Frontier | None], edge: 
 
 
 def _field(
-    draw: DrawFn, domain: Domain, chain: list[Frontier], edge: str | None, *, bounded: bool, top_default: bool = True
+    draw: DrawFn,
+    domain: Domain,
+    chain: list[Frontier],
+    edge: str | None,
+    *,
+    bounded: bool,
+    top_default: bool = True,
 ) -> tuple[list[Any], Any]:
     """Values of one metadata field at each checkpoint and at ``⊤`` (``None`` = safe default).
 
@@ -238,11 +248,25 @@ def _dataflows(
     final_edges = []
     for e in edges:
         rec[e.name] = family == "sequence" or draw(recorded)
-        final_edges.append(Edge(e.name, e.src, e.dst, _projection(domains[e.src], domains[e.dst], rec[e.name])))
+        final_edges.append(
+            Edge(e.name, e.src, e.dst, _projection(domains[e.src], domains[e.dst], rec[e.name]))
+        )
     system_notes = family != "sequence" and draw(notifications)
     edge_dst = {e.name: e.dst for e in edges}
     processors = [
-        _processor(draw, p, domains, inputs[p], outputs[p], edge_dst, rec, stateless, logs, system_notes, max_checkpoints)
+        _processor(
+            draw,
+            p,
+            domains,
+            inputs[p],
+            outputs[p],
+            edge_dst,
+            rec,
+            stateless,
+            logs,
+            system_notes,
+            max_checkpoints,
+        )
         for p in names
     ]
     return Dataflow(processors, final_edges, notifications=system_notes)
@@ -293,7 +317,10 @@ def _processor(
     for e in outs:
         tgt = domains[edge_dst[e]]
         fields["discarded", e] = _field(draw, tgt, chain, e, bounded=False, top_default=e not in logged)
-    cks = [Checkpoint(f, **_kwargs(fields, i), projection={e: v[i] for e, v in proj.items()}) for i, f in enumerate(chain)]
+    cks = [
+        Checkpoint(f, **_kwargs(fields, i), projection={e: v[i] for e, v in proj.items()})
+        for i, f in enumerate(chain)
+    ]
     live_kw = _kwargs(fields, None)
     live = Checkpoint("top", **live_kw) if any(live_kw.values()) else None
     return Processor(name, dom, logs=logged, checkpoints=cks, live=live)

@@ -80,7 +80,9 @@ def _order_laws(d: Domain, ts: list[Any]) -> None:
             if le(a, b):
                 for c in ts:
                     if le(b, c) and not le(a, c):
-                        _fail("transitivity", f"a <= b and b <= c but not a <= c for a={a!r}, b={b!r}, c={c!r}")
+                        _fail(
+                            "transitivity", f"a <= b and b <= c but not a <= c for a={a!r}, b={b!r}, c={c!r}"
+                        )
 
 
 def _pair_laws(d: Domain, a: Any, b: Any) -> None:
@@ -127,7 +129,10 @@ def _antichain_triple(d: Domain, t: Any, u: Any, v: Any) -> None:
         if le(s, t):
             _fail("successors", f"s={s!r} in successors(t) but s <= t for t={t!r}")
         if le(u, s) and u != s and not le(u, t):
-            _fail("successors", f"u={u!r} < s={s!r} in successors(t) but not u <= t, so s is not minimal (t={t!r})")
+            _fail(
+                "successors",
+                f"u={u!r} < s={s!r} in successors(t) but not u <= t, so s is not minimal (t={t!r})",
+            )
     if not le(u, t) and not any(le(s, u) for s in succ):
         _fail("successors", f"u={u!r} is not <= t={t!r} but is not >= any of successors(t) = {succ!r}")
     joins = tuple(d.join_times(t, u))
@@ -168,7 +173,9 @@ def _lattice_laws(d: Domain, f: Frontier, g: Frontier, h: Frontier, ts: list[Any
         for t in ts:
             inx, iny = t in x, t in y
             if sub and inx and not iny:
-                _fail("⊆ agrees with membership", f"f ⊆ g but t={t!r} is in f and not in g for f={x!r}, g={y!r}")
+                _fail(
+                    "⊆ agrees with membership", f"f ⊆ g but t={t!r} is in f and not in g for f={x!r}, g={y!r}"
+                )
             if (t in (x & y)) != (inx and iny):
                 _fail("meet membership", f"t in f ∩ g is {t in (x & y)} for t={t!r}, f={x!r}, g={y!r}")
             if (t in (x | y)) != (inx or iny):
@@ -259,7 +266,9 @@ def check_domain_laws(
         _run(run, law, domain, strategies)
 
 
-def _run(run: settings, law: Callable[..., None], domain: Domain, strategies: Iterable[SearchStrategy[Any]]) -> None:
+def _run(
+    run: settings, law: Callable[..., None], domain: Domain, strategies: Iterable[SearchStrategy[Any]]
+) -> None:
     @run
     @given(st.tuples(*strategies))
     def check(args: tuple[Any, ...]) -> None:

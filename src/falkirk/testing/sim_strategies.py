@@ -85,7 +85,12 @@ def sim_cases(
     _check_int(max_failures, "max_failures", 0)
     _check_int(max_step, "max_step", 0)
     _check_int(max_window, "max_window", 1)
-    for name, v in (("loops", loops), ("sequences", sequences), ("nondeterministic", nondeterministic), ("final", final)):
+    for name, v in (
+        ("loops", loops),
+        ("sequences", sequences),
+        ("nondeterministic", nondeterministic),
+        ("final", final),
+    ):
         _check_bool(v, name)
     if schedule is not None and schedule not in SCHEDULES:
         raise InvalidArgument(f"schedule={schedule!r} must be one of {list(SCHEDULES)} or None")
@@ -109,7 +114,12 @@ def sim_cases(
 
 
 def sim_graphs(
-    *, max_ops: int = 4, loops: bool = True, sequences: bool = True, nondeterministic: bool = True, final: bool = True
+    *,
+    max_ops: int = 4,
+    loops: bool = True,
+    sequences: bool = True,
+    nondeterministic: bool = True,
+    final: bool = True,
 ) -> SearchStrategy[SimGraph]:
     """Simulator graphs with a policy mix (the graphs of :func:`sim_cases`).
 
@@ -119,7 +129,12 @@ def sim_graphs(
     True
     """
     return sim_cases(
-        max_ops=max_ops, loops=loops, sequences=sequences, nondeterministic=nondeterministic, max_failures=0, final=final
+        max_ops=max_ops,
+        loops=loops,
+        sequences=sequences,
+        nondeterministic=nondeterministic,
+        max_failures=0,
+        final=final,
     ).map(lambda c: c.graph)
 
 
@@ -142,7 +157,9 @@ def failure_schedules(
         st.integers(0, max_step),
         st.frozensets(st.sampled_from(names), min_size=1, max_size=max_together),
     )
-    return st.lists(one, min_size=min_size, max_size=max_size).map(lambda fs: sorted(fs, key=lambda f: f.step))
+    return st.lists(one, min_size=min_size, max_size=max_size).map(
+        lambda fs: sorted(fs, key=lambda f: f.step)
+    )
 
 
 def assert_recovers(
@@ -190,7 +207,9 @@ def assert_recovers(
     else:
         options = list(policies)
         if not options or not all(isinstance(p, Policy) for p in options):
-            raise InvalidArgument(f"policies={policies!r} must be a non-empty list of falkirk.sim policies or a strategy")
+            raise InvalidArgument(
+                f"policies={policies!r} must be a non-empty list of falkirk.sim policies or a strategy"
+            )
         pol = st.sampled_from(options)
 
     @st.composite
@@ -206,7 +225,9 @@ def assert_recovers(
         if not verdict.ok:
             fails = "; ".join(str(f) for f in failures) or "none"
             sched = "" if sw[0] == "sequential" else f"\nschedule: {sw[0]}, window {sw[1]}"
-            raise AssertionError(f"{verdict.problem}\n{graph.describe()}\nfailures: {fails}\nseed: {seed}{sched}")
+            raise AssertionError(
+                f"{verdict.problem}\n{graph.describe()}\nfailures: {fails}\nseed: {seed}{sched}"
+            )
 
     # runs take milliseconds, but their time is not what is under test
     recovers = Settings(settings, deadline=None, suppress_health_check=[HealthCheck.too_slow])(recovers)

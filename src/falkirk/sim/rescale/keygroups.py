@@ -53,7 +53,11 @@ def key_group(key: Hashable, max_parallelism: int) -> int:
 
 def check_parallelism(parallelism: int, max_parallelism: int, what: str = "operator") -> None:
     """Flink's rule: ``1 <= parallelism <= max_parallelism`` (every subtask owns a key group)."""
-    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or not 1 <= parallelism <= max_parallelism:
+    if (
+        isinstance(parallelism, bool)
+        or not isinstance(parallelism, int)
+        or not 1 <= parallelism <= max_parallelism
+    ):
         raise ValidationError(
             f"{what}: parallelism {parallelism!r} must be an integer in 1..{max_parallelism} "
             "(max parallelism = number of key groups)"
@@ -84,4 +88,6 @@ def owner(key: Hashable, parallelism: int, max_parallelism: int) -> int:
 def overlapping(index: int, parallelism: int, old_parallelism: int, max_parallelism: int) -> list[int]:
     """Old subtasks whose key-group ranges meet the new range of subtask ``index``."""
     mine = set(key_group_range(index, parallelism, max_parallelism))
-    return [j for j in range(old_parallelism) if mine & set(key_group_range(j, old_parallelism, max_parallelism))]
+    return [
+        j for j in range(old_parallelism) if mine & set(key_group_range(j, old_parallelism, max_parallelism))
+    ]

@@ -123,7 +123,8 @@ def choose_cut(
                 projection={c.name: s.sent.get(c.name, 0) for c in outs[name]},
                 discarded={c.name: s.sent.get(c.name, 0) for c in outs[name] if not c.logged},
             )
-            for key, s in latest.items() if key
+            for key, s in latest.items()
+            if key
         ]
         logged = [c.name for c in outs[name] if c.logged]
         procs.append(Processor(name, "sequence", logs=logged, checkpoints=cks, notifications=False))
@@ -139,8 +140,10 @@ def choose_cut(
     for c in channels:
         got, sent = chosen[c.dst].frontier.get(c.name, 0), chosen[c.src].sent.get(c.name, 0)
         if got > sent or (got < sent and not c.logged):
-            raise SimulationError(f"channel {c.name}: the plan restores {got} consumed of {sent} sent on an "
-                                  f"{'un' if not c.logged else ''}logged channel (solver bug)")
+            raise SimulationError(
+                f"channel {c.name}: the plan restores {got} consumed of {sent} sent on an "
+                f"{'un' if not c.logged else ''}logged channel (solver bug)"
+            )
         inflight[c.name] = list(logs[c.name][got:sent])
     return Cut(chosen, inflight)
 
@@ -165,9 +168,16 @@ def redistribute(job: Job, cut: Cut, channels: Sequence[Channel], n: int, m: int
     _check_forward(job, cut, channels, old, n, m, strategy)
     offsets: dict[str, dict[int, int]] = {}
     for kind, splits in (("src", job.keyed), ("fwd", job.ordered)):
-        have = {s: o for j in range(n) if f"{kind}{j}" in cut.chosen for s, o in cut.chosen[f"{kind}{j}"].state.items()}
+        have = {
+            s: o
+            for j in range(n)
+            if f"{kind}{j}" in cut.chosen
+            for s, o in cut.chosen[f"{kind}{j}"].state.items()
+        }
         for i in range(m if splits else 0):
-            offsets[f"{kind}{i}"] = {s: have.get(s, 0) for s in range(len(splits)) if split_owner(s, m, len(splits)) == i}
+            offsets[f"{kind}{i}"] = {
+                s: have.get(s, 0) for s in range(len(splits)) if split_owner(s, m, len(splits)) == i
+            }
     keyed: list[dict[Hashable, dict[int, list[Any]]]] = [{} for _ in range(m)]
     ordered: list[dict[int, list[Any]]] = [{} for _ in range(m)]
     restored: list[list[tuple[Any, ...]]] = [[] for _ in range(m)]
@@ -200,14 +210,24 @@ def redistribute(job: Job, cut: Cut, channels: Sequence[Channel], n: int, m: int
     return Restored(offsets, keyed, ordered, restored, counts, filtered)
 
 
-def _merge(into: dict[Hashable, dict[int, list[Any]]], key: Hashable, d: dict[int, list[Any]], *, strict: bool) -> None:
+def _merge(
+    into: dict[Hashable, dict[int, list[Any]]], key: Hashable, d: dict[int, list[Any]], *, strict: bool
+) -> None:
     if key in into and strict:
         raise SimulationError(f"key {key!r} is in the state of two old subtasks")
     for s, vals in d.items():
         into.setdefault(key, {}).setdefault(s, []).extend(vals)
 
 
-def _check_forward(job: Job, cut: Cut, channels: Sequence[Channel], old: list[list[tuple[Any, ...]]], n: int, m: int, strategy: str) -> None:
+def _check_forward(
+    job: Job,
+    cut: Cut,
+    channels: Sequence[Channel],
+    old: list[list[tuple[Any, ...]]],
+    n: int,
+    m: int,
+    strategy: str,
+) -> None:
     """Refuse what cannot be rescaled, naming the edge (see the module docstring)."""
     if n == m or not job.ordered:
         return

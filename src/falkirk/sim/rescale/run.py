@@ -90,7 +90,12 @@ class JobRun:
         completed_only: bool = True,
         max_steps: int = 100_000,
     ) -> None:
-        self.job, self.strategy, self.completed_only, self.max_steps = job, strategy, completed_only, max_steps
+        self.job, self.strategy, self.completed_only, self.max_steps = (
+            job,
+            strategy,
+            completed_only,
+            max_steps,
+        )
         self.pending = sorted(rescales, key=lambda r: r.step)
         for par in [parallelism, *(r.parallelism for r in self.pending)]:
             job.check(par)
@@ -113,10 +118,15 @@ class JobRun:
         if r is not None:
             for j, a in enumerate(self.aggs):
                 a.keyed, a.ordered, a.restored = r.keyed[j], r.ordered[j], deque(r.restored[j])
-        self.channels = [Channel(f"src{i}->agg{j}", "src->agg", f"src{i}", f"agg{j}", True)
-                         for i in range(par if job.keyed else 0) for j in range(par)]
-        self.channels += [Channel(f"fwd{i}->agg{i}", "fwd->agg", f"fwd{i}", f"agg{i}", job.forward != "aligned")
-                          for i in range(par if job.ordered else 0)]
+        self.channels = [
+            Channel(f"src{i}->agg{j}", "src->agg", f"src{i}", f"agg{j}", True)
+            for i in range(par if job.keyed else 0)
+            for j in range(par)
+        ]
+        self.channels += [
+            Channel(f"fwd{i}->agg{i}", "fwd->agg", f"fwd{i}", f"agg{i}", job.forward != "aligned")
+            for i in range(par if job.ordered else 0)
+        ]
         self.aligned = {c.name for c in self.channels if not c.logged}
         for c in self.channels:
             a = self.aggs[int(c.dst[3:])]
@@ -193,7 +203,9 @@ class JobRun:
             self.next_k += 1
             for s in self.sources:
                 outs = [c.name for c in self.channels if c.src == s.name]
-                self.snaps[s.name].append(Snap(k, {"@input": s.reads}, {c: self.sent[c] for c in outs}, s.snapshot()))
+                self.snaps[s.name].append(
+                    Snap(k, {"@input": s.reads}, {c: self.sent[c] for c in outs}, s.snapshot())
+                )
                 for c in outs:
                     self.aggs[int(c.split("agg")[1])].inputs[c].append(Barrier(k))
         elif kind == "restored":
@@ -226,7 +238,9 @@ class JobRun:
 
     def rescale(self, m: int) -> None:
         """The whole job fails now and restarts at parallelism ``m``."""
-        cut = choose_cut(self.snaps, self.channels, self.logs, self.completed, completed_only=self.completed_only)
+        cut = choose_cut(
+            self.snaps, self.channels, self.logs, self.completed, completed_only=self.completed_only
+        )
         r = redistribute(self.job, cut, self.channels, self.par, m, self.strategy)
         ids = {n: s.k for n, s in cut.chosen.items()}
         self.restores.append(RestoreInfo(self.steps, self.par, m, ids, r.inflight, r.filtered))
@@ -259,7 +273,9 @@ def _diff(got: Output, want: Output) -> list[str]:
     return out
 
 
-def check_rescale(job: Job, parallelism: int, rescales: Iterable[Rescale], *, seed: int = 0, **options: Any) -> RescaleVerdict:
+def check_rescale(
+    job: Job, parallelism: int, rescales: Iterable[Rescale], *, seed: int = 0, **options: Any
+) -> RescaleVerdict:
     """Run with ``rescales`` and compare with a failure-free run (another seed) at ``parallelism``."""
     outcome = run_job(job, parallelism, rescales, seed=seed, **options)
     reference = run_job(job, parallelism, seed=seed + 1)

@@ -15,5 +15,15 @@ SCHEMES: dict[str, Scheme] = {
     for s in (FALKIRK, FLINK_UNALIGNED, QUOKKA, DBSP_INPUT_LOG, DBSP_CHECKPOINT_DELTA, DBSP_PERSISTENT)
 }
 
-__all__ = ["Role", "Scheme", "FALKIRK", "SCHEMES", "falkirk_policy", "FLINK_UNALIGNED", "QUOKKA",
-           "DBSP_INPUT_LOG", "DBSP_CHECKPOINT_DELTA", "DBSP_PERSISTENT"]
+__all__ = [
+    "Role",
+    "Scheme",
+    "FALKIRK",
+    "SCHEMES",
+    "falkirk_policy",
+    "FLINK_UNALIGNED",
+    "QUOKKA",
+    "DBSP_INPUT_LOG",
+    "DBSP_CHECKPOINT_DELTA",
+    "DBSP_PERSISTENT",
+]

@@ -92,4 +92,3 @@ def falkirk_policy(c: Chooser, role: Role, *, broken: bool = False) -> Policy:
 
 #: falkirk's mixed per-processor policies (the default scheme).
 FALKIRK = Scheme("falkirk", "falkirk's mixed per-processor policies", falkirk_policy)
-

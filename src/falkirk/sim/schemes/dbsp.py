@@ -78,7 +78,9 @@ __all__ = [
 
 def _positive(instance: object, attribute: Any, value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValidationError(f"{type(instance).__name__}: {attribute.name}={value!r} must be an integer >= 1")
+        raise ValidationError(
+            f"{type(instance).__name__}: {attribute.name}={value!r} must be an integer >= 1"
+        )
 
 
 # -- input logging ------------------------------------------------------------------------
@@ -163,7 +165,14 @@ class StateEntry:
     __slots__ = ("seq", "base_seq", "base", "delta", "snapshot", "version")
 
     def __init__(
-        self, seq: int, base: StateEntry | None, delta: Any, *, snapshot: Any = _NONE, version: Any = _NONE, chain: bool = True
+        self,
+        seq: int,
+        base: StateEntry | None,
+        delta: Any,
+        *,
+        snapshot: Any = _NONE,
+        version: Any = _NONE,
+        chain: bool = True,
     ) -> None:
         self.seq, self.delta, self.snapshot, self.version = seq, delta, snapshot, version
         self.base_seq = None if base is None else base.seq

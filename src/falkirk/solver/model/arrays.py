@@ -160,9 +160,7 @@ class JobColumns:
     ac: Array
 
 
-def from_columns(
-    cls: type[Dataflow], table: Table, cols: JobColumns, notifications: bool
-) -> Dataflow | None:
+def from_columns(cls: type[Dataflow], table: Table, cols: JobColumns, notifications: bool) -> Dataflow | None:
     """The dataflow made from its columns, or ``None`` when the object constructors must decide.
 
     ``table`` holds valid, distinct names and edges.
@@ -216,7 +214,12 @@ def from_columns(
             return None
     epoch = np.fromiter((type(d) is Epoch for d in df.domains.values()), dtype=bool, count=n)
     one = len(domains) <= 1
-    t.set_plain(np.ones(n, dtype=bool), ep_ptr, ep_val, epoch_plain=bool(one and ident.all() and epoch.all()) and n > 0)
+    t.set_plain(
+        np.ones(n, dtype=bool),
+        ep_ptr,
+        ep_val,
+        epoch_plain=bool(one and ident.all() and epoch.all()) and n > 0,
+    )
     t.lex_plain = all(bool(c.lex.all()) for c in tuples.values())
     return df
 
@@ -254,18 +257,22 @@ _IDENTITY = Identity()
 
 
 def _rows(value: Any) -> list[Any] | None:
-    """A checkpoint given to networkx as rows: an epoch ``k`` → ``[[k]]``, a tuple frontier → its ``before`` rows."""
+    """A checkpoint given to networkx as rows: an epoch ``k`` → ``[[k]]``, a tuple frontier → its ``before``
+    rows."""
     if type(value) is int:
         return [[value]]
     if type(value) is Frontier:
-        return [list(a) if isinstance(a, tuple) else [a] for a in value.antichain] if value.antichain else None
+        return (
+            [list(a) if isinstance(a, tuple) else [a] for a in value.antichain] if value.antichain else None
+        )
     if type(value) is dict and value.keys() == {"before"} and type(value["before"]) is list:
         return value["before"]
     return None
 
 
 def networkx_loops(cls: type[Dataflow], graph: Any, domain: Any, notifications: bool) -> Dataflow | None:
-    """A job of plain processors in several domains (loops) read into columns, or ``None`` (the objects decide)."""
+    """A job of plain processors in several domains (loops) read into columns, or ``None`` (the objects
+    decide)."""
     names: list[str] = []
     less: list[bool] = []
     kinds: dict[Any, int] = {}
@@ -317,7 +324,16 @@ def networkx_loops(cls: type[Dataflow], graph: Any, domain: Any, notifications: 
     np.cumsum(per, out=ptr[1:])
     ac = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=ac[1:])
-    t = Table(names, np.array(src, np.int64), np.array(dst, np.int64), np.array(logged, bool), np.array(less, bool),
-              index=index, edge_names=enames)
-    cols = JobColumns(list(kinds), np.array(dcode, np.int64), list(specs), np.array(pcode, np.int64), ptr, rows_arr, ac)
+    t = Table(
+        names,
+        np.array(src, np.int64),
+        np.array(dst, np.int64),
+        np.array(logged, bool),
+        np.array(less, bool),
+        index=index,
+        edge_names=enames,
+    )
+    cols = JobColumns(
+        list(kinds), np.array(dcode, np.int64), list(specs), np.array(pcode, np.int64), ptr, rows_arr, ac
+    )
     return from_columns(cls, t, cols, notifications)

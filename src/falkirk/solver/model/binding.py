@@ -1,4 +1,5 @@
-"""Edges and projections of a :class:`~falkirk.solver.model.Dataflow`: bound, checked, logged (SPEC §2, §3, §9).
+"""Edges and projections of a :class:`~falkirk.solver.model.Dataflow`: bound, checked, logged (SPEC §2, §3,
+§9).
 
 :func:`bind` checks every edge's projection against its two domains, once
 per distinct projection and pair of domains (in edge order, so the first

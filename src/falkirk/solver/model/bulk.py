@@ -165,8 +165,23 @@ def from_arrays(
     if (ck_ptr is None) != (ck_val is None):
         raise ValidationError("give both ck_ptr and ck_val (checkpoints in CSR form), or neither")
     if domain_of is not None or projection is not None or ck_ac is not None or np.ndim(ck_val) == 2:
-        return _mixed(cls, names, s, d, enames, log, less, domain, domain_of, projection, projection_of,
-                      ck_ptr, ck_val, ck_ac, notifications)
+        return _mixed(
+            cls,
+            names,
+            s,
+            d,
+            enames,
+            log,
+            less,
+            domain,
+            domain_of,
+            projection,
+            projection_of,
+            ck_ptr,
+            ck_val,
+            ck_ac,
+            notifications,
+        )
     raw: Any = []
     vals: Any = np.zeros(0, dtype=np.int64)  # the epochs as integers, or None when they are not all integers
     if ck_ptr is None:
@@ -239,7 +254,9 @@ def _mixed(
     if rows.ndim == 1:
         rows = rows[:, None]
     if rows.ndim != 2 or (rows.size and not np.issubdtype(rows.dtype, np.integer)):
-        raise ValidationError(f"ck_val must be integers of shape (rows,) or (rows, d), not {rows.dtype} {rows.shape}")
+        raise ValidationError(
+            f"ck_val must be integers of shape (rows,) or (rows, d), not {rows.dtype} {rows.shape}"
+        )
     rows = rows.astype(np.int64)
     ac = np.arange(rows.shape[0] + 1, dtype=np.int64) if ck_ac is None else _indices(ck_ac, 2**62, "ck_ac")
     if ac.shape[0] < 1 or ac[0] != 0 or ac[-1] != rows.shape[0] or (np.diff(ac) < 0).any():
@@ -249,9 +266,13 @@ def _mixed(
     if ck_ptr is None and cks:
         raise ValidationError("give ck_ptr with ck_val (checkpoints in CSR form)")
     if ptr[0] != 0 or ptr[-1] != cks or (np.diff(ptr) < 0).any():
-        raise ValidationError(f"ck_ptr must rise from 0 to the {cks} checkpoints (CSR pointers), got {ptr[0]}..{ptr[-1]}")
+        raise ValidationError(
+            f"ck_ptr must rise from 0 to the {cks} checkpoints (CSR pointers), got {ptr[0]}..{ptr[-1]}"
+        )
     t = Table(names, src, dst, logged, stateless, edge_names=enames)
-    distinct = len(t.index) == n and (enames is None or (len(set(enames)) == m and all(type(e) is str for e in enames)))
+    distinct = len(t.index) == n and (
+        enames is None or (len(set(enames)) == m and all(type(e) is str for e in enames))
+    )
     cols = JobColumns(kinds, dcode, specs, pcode, ptr, rows, ac)
     made = from_columns(cls, t, cols, notifications) if distinct else None
     if made is not None:
@@ -283,7 +304,9 @@ def _epoch_table(
     index = {p: i for i, p in enumerate(names)}
     if len(index) != len(names):
         return None  # a name twice: reported as the object constructors report it
-    if enames is not None and (len(set(enames)) != len(enames) or not all(isinstance(e, str) for e in enames)):
+    if enames is not None and (
+        len(set(enames)) != len(enames) or not all(isinstance(e, str) for e in enames)
+    ):
         return None
     t = Table(names, src, dst, logged, stateless, index=index, edge_names=enames)
     return epoch_dataflow(cls, t, domain, ck_ptr, vals, notifications)
@@ -357,24 +380,30 @@ _BOOLS = {"stateless", "restartable", "logged"}
 def _check_attributes(graph: Any) -> None:
     """Validate the graph's attributes as the scenario reader validates fields: unknown names (with a
     did-you-mean), bools that are not bools, ``live`` on a stateless node. ``x-`` names are annotations."""
+
     def check(data: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
         for key, value in data.items():
             if not isinstance(key, str) or key.startswith("x-"):
                 continue
             if key not in allowed:
-                raise ValidationError(f"{where}: unknown attribute {key!r}{did_you_mean(key, allowed)}; known "
-                                      f"attributes: {', '.join(allowed)} (names starting with 'x-' are ignored)")
+                raise ValidationError(
+                    f"{where}: unknown attribute {key!r}{did_you_mean(key, allowed)}; known "
+                    f"attributes: {', '.join(allowed)} (names starting with 'x-' are ignored)"
+                )
             if key in _BOOLS and not isinstance(value, (bool, np.bool_)):
                 raise ValidationError(f"{where}: attribute {key!r} must be True or False, got {value!r}")
             if key == "notifications" and value is not None and not isinstance(value, (bool, np.bool_)):
-                raise ValidationError(f"{where}: attribute 'notifications' must be True, False or None, got {value!r}")
+                raise ValidationError(
+                    f"{where}: attribute 'notifications' must be True, False or None, got {value!r}"
+                )
 
     for u, data in graph.nodes(data=True):
         check(data, PROCESSOR_ATTRIBUTES, f"node {u!r}")
         if data.get("stateless") and data.get("live") is not None:
             raise ValidationError(
                 f"node {u!r}: a stateless processor takes no 'live' attribute (its live metadata is derived, SPEC §3); "
-                "remove it, or declare the processor stateful")
+                "remove it, or declare the processor stateful"
+            )
     for u, v, data in graph.edges(data=True):
         check(data, EDGE_ATTRIBUTES, f"edge {u!r} -> {v!r}")
 
@@ -403,7 +432,9 @@ def from_networkx(
     """
     if not graph.is_directed():
         raise ValidationError("from_networkx needs a directed graph (networkx.DiGraph)")
-    fast = _networkx_columns(cls, graph, domain, notifications) or networkx_loops(cls, graph, domain, notifications)
+    fast = _networkx_columns(cls, graph, domain, notifications) or networkx_loops(
+        cls, graph, domain, notifications
+    )
     if fast is not None:  # the fast paths take only known attributes with bools where bools belong
         return fast
     _check_attributes(graph)

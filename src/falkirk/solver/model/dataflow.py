@@ -190,8 +190,13 @@ class Dataflow:
         del edge_list  # the columns keep what the edges said; Edge values are made again when read
         m = len(enames)
         self._table = t = Table(
-            names, src, dst, np.zeros(m, dtype=bool), np.zeros(len(names), dtype=bool),
-            index=index, edge_names=enames,
+            names,
+            src,
+            dst,
+            np.zeros(m, dtype=bool),
+            np.zeros(len(names), dtype=bool),
+            index=index,
+            edge_names=enames,
         )
         t._edge_index = positions
         self._views()
@@ -325,9 +330,16 @@ class Dataflow:
                 self._plain_other[name] = keys
         one = len({id(d) for d in doms}) <= 1
         everything = bool(plain.all() and t.restartable.all())
-        t.set_plain(plain, ck_ptr, ck_val, epoch_plain=everything and one and bool(ident.all() and epoch.all()) and n > 0)
-        t.lex_plain = everything and all(type(d) in (Epoch, *TUPLE_DOMAINS) for d in doms) and all(
-            bool(c.lex.all()) for c in t.tuples.values()
+        t.set_plain(
+            plain,
+            ck_ptr,
+            ck_val,
+            epoch_plain=everything and one and bool(ident.all() and epoch.all()) and n > 0,
+        )
+        t.lex_plain = (
+            everything
+            and all(type(d) in (Epoch, *TUPLE_DOMAINS) for d in doms)
+            and all(bool(c.lex.all()) for c in t.tuples.values())
         )
 
     def _plain_names(self) -> dict[str, None]:

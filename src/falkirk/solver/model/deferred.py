@@ -1,4 +1,5 @@
-"""Which processors a :class:`~falkirk.solver.model.Dataflow` resolves on first use, and their columns (SPEC §3, §5, §9).
+"""Which processors a :class:`~falkirk.solver.model.Dataflow` resolves on first use, and their columns (SPEC
+§3, §5, §9).
 
 A processor is *plain* when its checkpoints give only their frontiers, it
 has no live metadata and none of its output edges has a recorded
@@ -108,14 +109,16 @@ def _bare(cks: list[tuple[Checkpoint, ...]]) -> tuple[list[Any], Array, Array]:
 
 
 def _epoch_of(f: Frontier) -> Any:
-    """Epoch ``k`` of the frontier ``↓k`` of an epoch domain; ``None`` (not plain) for ``⊤`` or another domain."""
+    """Epoch ``k`` of the frontier ``↓k`` of an epoch domain; ``None`` (not plain) for ``⊤`` or another
+    domain."""
     if type(f.domain) is Epoch and f.antichain:
         return f.antichain[0] - 1
     return None
 
 
 def epoch_candidates(procs: list[Processor], idx: Array) -> tuple[Array, Array, Array]:
-    """Of processors ``idx`` (epoch domain), which are plain, and their distinct epochs: ``(fine, d_ptr, d_val)``.
+    """Of processors ``idx`` (epoch domain), which are plain, and their distinct epochs: ``(fine, d_ptr,
+    d_val)``.
 
     ``d_ptr``/``d_val`` is the CSR over ``idx`` (a processor that is not
     fine keeps its epochs there; :func:`select_chains` drops them).
@@ -152,7 +155,8 @@ def _antichain(domain: Domain, value: Any) -> tuple[Any, ...] | None:
 
 
 def tuple_candidates(procs: list[Processor], idx: Array, domain: Domain) -> tuple[Array, TupleChains]:
-    """Of processors ``idx`` (all in ``domain``, a tuple domain), which are plain, and their chains over ``idx``."""
+    """Of processors ``idx`` (all in ``domain``, a tuple domain), which are plain, and their chains over
+    ``idx``."""
     flat, seg, fine = _bare([procs[i].checkpoints for i in idx.tolist()])
     k = domain.arity  # type: ignore[attr-defined]
     acs: list[Any] = []
@@ -179,7 +183,8 @@ def tuple_candidates(procs: list[Processor], idx: Array, domain: Domain) -> tupl
 
 
 def select_chains(chains: TupleChains, keep: Array, at: Array, n: int) -> TupleChains:
-    """The chains of the processors ``keep`` (over ``at``, their indices among ``n`` processors), the others empty."""
+    """The chains of the processors ``keep`` (over ``at``, their indices among ``n`` processors), the others
+    empty."""
     counts = np.diff(chains.ptr)
     ck_keep = np.repeat(keep, counts)
     sizes = np.diff(chains.ac)[ck_keep]
@@ -194,7 +199,8 @@ def select_chains(chains: TupleChains, keep: Array, at: Array, n: int) -> TupleC
 
 
 class _Images:
-    """``φ`` of one bound projection at frontiers, each computed once (``None``: it failed or is not a frontier)."""
+    """``φ`` of one bound projection at frontiers, each computed once (``None``: it failed or is not a
+    frontier)."""
 
     def __init__(self, b: BoundProjection) -> None:
         self.b = b
@@ -227,7 +233,8 @@ def check_images_many(
     frontier: Callable[[int], Frontier],
     cache: dict[int, Any],
 ) -> Array:
-    """Whether each of processors ``idx`` has, on every non-identity output edge, images ``φ_e(∅) ⊆ φ_e(f_1) ⊆ …``.
+    """Whether each of processors ``idx`` has, on every non-identity output edge, images ``φ_e(∅) ⊆ φ_e(f_1) ⊆
+    …``.
 
     Processor ``idx[j]``'s distinct checkpoints are ``ids[ptr[j]:ptr[j+1]]``,
     integers ``≥ 0`` naming frontiers (``frontier(id)`` makes one; epochs, or

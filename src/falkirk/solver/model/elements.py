@@ -1,4 +1,5 @@
-"""The dataflow's value objects: :class:`Processor`, :class:`Edge`, :class:`Checkpoint` and the resolved :class:`ResolvedCheckpoint` (SPEC §2–§3).
+"""The dataflow's value objects: :class:`Processor`, :class:`Edge`, :class:`Checkpoint` and the resolved
+:class:`ResolvedCheckpoint` (SPEC §2–§3).
 
 Each class keeps its ``attrs`` fields (equality, hashing, ``repr``,
 ``attrs.evolve``, ``attrs.fields``, pickling, frozen instances) but has a
@@ -66,7 +67,8 @@ def _checkpoints(value: Iterable[Checkpoint]) -> tuple[Checkpoint, ...]:
 
 
 def _setters(cls: type) -> tuple[Any, ...]:
-    """The slot descriptors' ``__set__`` of ``cls``'s fields, in field order (they bypass the frozen ``__setattr__``)."""
+    """The slot descriptors' ``__set__`` of ``cls``'s fields, in field order (they bypass the frozen
+    ``__setattr__``)."""
     return tuple(cls.__dict__[a.name].__set__ for a in fields(cls))
 
 
@@ -108,8 +110,8 @@ class Checkpoint:
         _ck_state(self, state)
 
 
-_ck_frontier, _ck_notifications, _ck_delivered, _ck_discarded, _ck_projection, _ck_logged, _ck_state = _setters(
-    Checkpoint
+_ck_frontier, _ck_notifications, _ck_delivered, _ck_discarded, _ck_projection, _ck_logged, _ck_state = (
+    _setters(Checkpoint)
 )
 
 
@@ -160,9 +162,17 @@ class Processor:
         _p_restartable(self, restartable)
 
 
-_p_name, _p_domain, _p_stateless, _p_logs, _p_checkpoints, _p_live, _p_arity, _p_notifications, _p_restartable = (
-    _setters(Processor)
-)
+(
+    _p_name,
+    _p_domain,
+    _p_stateless,
+    _p_logs,
+    _p_checkpoints,
+    _p_live,
+    _p_arity,
+    _p_notifications,
+    _p_restartable,
+) = _setters(Processor)
 
 
 @frozen(init=False)

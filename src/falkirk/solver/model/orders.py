@@ -49,14 +49,25 @@ import numpy as np
 from falkirk.domains import Domain, Frontier
 from falkirk.errors import FalkirkError
 
-__all__ = ["TupleChains", "lex_bounds", "compare_rows", "tuple_chains", "lex_frontier", "encode_bounds", "decode_bound", "prefix_code", "TOP_CODE"]
+__all__ = [
+    "TupleChains",
+    "lex_bounds",
+    "compare_rows",
+    "tuple_chains",
+    "lex_frontier",
+    "encode_bounds",
+    "decode_bound",
+    "prefix_code",
+    "TOP_CODE",
+]
 
 Array = Any  # a numpy array
 
 
 @dataclass
 class TupleChains:
-    """The CSR of the module docstring, with each checkpoint's bound and whether it is a lexicographic prefix."""
+    """The CSR of the module docstring, with each checkpoint's bound and whether it is a lexicographic
+    prefix."""
 
     ptr: Array
     ac: Array
@@ -120,7 +131,8 @@ def _encode(bound: tuple[int, ...]) -> int | None:
 
 
 def prefix_code(f: Frontier) -> int | None:
-    """The code of a prefix frontier's bound (epochs: the bound ``k + 1``; ``⊤``: :data:`TOP_CODE`), or ``None``.
+    """The code of a prefix frontier's bound (epochs: the bound ``k + 1``; ``⊤``: :data:`TOP_CODE`), or
+    ``None``.
 
     Codes order prefix frontiers of one domain as ``⊆`` does. Cost ``O(k²)``.
 
@@ -139,7 +151,8 @@ def prefix_code(f: Frontier) -> int | None:
 
 
 def lex_frontier(domain: Domain, bound: tuple[int, ...]) -> Frontier:
-    """The frontier of ``domain`` holding every time lexicographically before ``bound`` (``product`` or ``lexicographic``)."""
+    """The frontier of ``domain`` holding every time lexicographically before ``bound`` (``product`` or
+    ``lexicographic``)."""
     if domain.is_total:
         return Frontier(domain, (bound,))
     k = len(bound)
@@ -149,7 +162,8 @@ def lex_frontier(domain: Domain, bound: tuple[int, ...]) -> Frontier:
 
 
 def compare_rows(a: Array, b: Array) -> Array:
-    """Row by row, the sign of ``b - a`` in lexicographic order (``-1``, ``0``, ``1``). Cost ``O(rows · k)``."""
+    """Row by row, the sign of ``b - a`` in lexicographic order (``-1``, ``0``, ``1``). Cost ``O(rows ·
+    k)``."""
     if a.shape[0] == 0:
         return np.zeros(0, dtype=np.int64)
     d = b - a
@@ -185,16 +199,16 @@ def lex_bounds(ac: Array, rows: Array, *, product: bool) -> tuple[Array, Array]:
         j = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens) + 1  # 1.. within each antichain
         pos = last[owner] - j - 1  # the coordinate that goes up by one
         q = np.arange(k)[None, :]
-        expect = np.where(q < pos[:, None], bound[owner], 0) + np.where(q == pos[:, None], bound[owner] + 1, 0)
+        expect = np.where(q < pos[:, None], bound[owner], 0) + np.where(
+            q == pos[:, None], bound[owner] + 1, 0
+        )
         got = rows[np.repeat(ac[:-1][extra], lens) + j]
         bad = ~(got == expect).all(axis=1)
         lex[owner[bad]] = False
     return bound, lex
 
 
-def tuple_chains(
-    ptr: Array, ac: Array, rows: Array, domain: Domain
-) -> tuple[TupleChains, Array]:
+def tuple_chains(ptr: Array, ac: Array, rows: Array, domain: Domain) -> tuple[TupleChains, Array]:
     """Chains checked and de-duplicated: ``(chains of the valid processors, ok per processor)``.
 
     Processor ``i``'s checkpoints (``ptr``/``ac``/``rows``, canonical

@@ -136,7 +136,8 @@ def differing_fields(a: ResolvedCheckpoint, b: ResolvedCheckpoint) -> list[str]:
 
 
 def same_frontier_message(subject: str, before: str, fields: list[str]) -> str:
-    """Why ``subject``, at the frontier of ``before`` with other metadata (``fields``), is refused (SPEC §5)."""
+    """Why ``subject``, at the frontier of ``before`` with other metadata (``fields``), is refused (SPEC
+    §5)."""
     return (
         f"{subject} is at the same frontier as {before} but its metadata differ ({', '.join(fields)}); "
         "two checkpoints at one frontier are one checkpoint only when their metadata are identical. "
@@ -175,7 +176,8 @@ def resolve_checkpoint(
     live: bool,
     records: Seq[Checkpoint] | None = None,
 ) -> ResolvedCheckpoint:
-    """The complete metadata of checkpoint ``ck`` of ``name`` at frontier ``f`` (``where`` names it in errors).
+    """The complete metadata of checkpoint ``ck`` of ``name`` at frontier ``f`` (``where`` names it in
+    errors).
 
     Omitted fields take their safe defaults (SPEC §9). ``records`` are the
     checkpoints whose recorded projections the union rule of SPEC §3 reads
@@ -261,7 +263,8 @@ def resolve_checkpoint(
 
 
 def functional_projection_message(where: str, edge: str, projection: str) -> str:
-    """Why a checkpoint (``where``) may not give ``projection[edge]``: the edge's projection is a function (SPEC §9)."""
+    """Why a checkpoint (``where``) may not give ``projection[edge]``: the edge's projection is a function
+    (SPEC §9)."""
     return (
         f"{where}: projection[{edge!r}]: edge {edge!r} has the functional projection {projection!r}, so a "
         "checkpoint may not give its projection; only recorded projections ('recorded', 'sequence', "

@@ -60,7 +60,8 @@ Array = Any  # a numpy array
 
 
 class Table:
-    """The arrays of a dataflow (see the module docstring). Arrays are ``int64`` indices and ``bool`` flags."""
+    """The arrays of a dataflow (see the module docstring). Arrays are ``int64`` indices and ``bool``
+    flags."""
 
     # the binding groups (set_groups); a dataflow made by model.arrays.epoch_dataflow, whose edges are all
     # the identity in one domain, has none
@@ -94,10 +95,13 @@ class Table:
         self.plain: Array = np.zeros(n, dtype=bool)
         self.ck_ptr: Array = np.zeros(n + 1, dtype=np.int64)
         self.ck_val: Array = np.zeros(0, dtype=np.int64)
-        self.epoch_plain = False  # every processor plain, restartable and in the one epoch domain, identity edges
-        # plain product/lexicographic chains by domain (falkirk.solver.model.orders), pointers over every processor
+        # every processor plain, restartable and in the one epoch domain, identity edges
+        self.epoch_plain = False
+        # plain product/lexicographic chains by domain (falkirk.solver.model.orders), pointers over every
+        # processor
         self.tuples: dict[Any, Any] = {}
-        # every processor plain and restartable, in epoch/product/lexicographic domains, with prefix checkpoints
+        # every processor plain and restartable, in epoch/product/lexicographic domains, with prefix
+        # checkpoints
         self.lex_plain = False
         self._in: tuple[Array, Array] | None = None
         self._out: tuple[Array, Array] | None = None
@@ -156,7 +160,9 @@ class Table:
         """Record which processors are plain and their distinct checkpoint epochs (CSR)."""
         self.plain, self.ck_ptr, self.ck_val, self.epoch_plain = plain, ck_ptr, ck_val, epoch_plain
 
-    def set_groups(self, residual: Array, recorded: Array, sample: list[BoundProjection], sample_of: Array) -> None:
+    def set_groups(
+        self, residual: Array, recorded: Array, sample: list[BoundProjection], sample_of: Array
+    ) -> None:
         """Record the edges' binding groups (see the module docstring)."""
         self.residual, self.recorded, self.sample, self.sample_of = residual, recorded, sample, sample_of
 
@@ -182,8 +188,12 @@ class Table:
         n, m = self.n, self.m
         assert len(self.index) == n and all(self.index[p] == i for i, p in enumerate(self.names))
         assert self.dst.shape == (m,) and self.logged.shape == (m,) and self.stateless.shape == (n,)
-        assert m == 0 or (0 <= self.src.min() and self.src.max() < n and 0 <= self.dst.min() and self.dst.max() < n)
-        assert self.ck_ptr.shape == (n + 1,) and self.ck_ptr[0] == 0 and self.ck_ptr[-1] == self.ck_val.shape[0]
+        assert m == 0 or (
+            0 <= self.src.min() and self.src.max() < n and 0 <= self.dst.min() and self.dst.max() < n
+        )
+        assert (
+            self.ck_ptr.shape == (n + 1,) and self.ck_ptr[0] == 0 and self.ck_ptr[-1] == self.ck_val.shape[0]
+        )
         assert (np.diff(self.ck_ptr) >= 0).all()
         assert not (np.diff(self.ck_ptr) > 0)[~self.plain].any(), "only plain processors have CSR chains"
         for chains in self.tuples.values():

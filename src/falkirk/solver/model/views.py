@@ -1,4 +1,5 @@
-"""Dictionaries whose values are made on first access: how a :class:`~falkirk.solver.model.Dataflow` shows its columns.
+"""Dictionaries whose values are made on first access: how a :class:`~falkirk.solver.model.Dataflow` shows its
+columns.
 
 A dataflow stores its processors, edges and checkpoints as arrays
 (:mod:`falkirk.solver.model.table`); its familiar dictionaries
@@ -29,7 +30,8 @@ __all__ = ["OnDemand"]
 
 
 class OnDemand(dict):
-    """A ``dict`` of every key in ``keys`` (an ordered collection), each value ``make(key)`` made on first read.
+    """A ``dict`` of every key in ``keys`` (an ordered collection), each value ``make(key)`` made on first
+    read.
 
     ``keys`` should answer ``in`` in ``O(1)`` (a ``dict`` or a ``dict``
     view); it may also be a callable returning such a collection, called

@@ -108,7 +108,8 @@ class Monitor:
 
     @classmethod
     def open(cls, source: str | os.PathLike[str] | MetadataStore, *, synchronous: str = "FULL") -> Monitor:
-        """Restart the monitor stored at ``source`` (an SQLite path or a store) with its acknowledged state."""
+        """Restart the monitor stored at ``source`` (an SQLite path or a store) with its acknowledged
+        state."""
         hint = "create one first (Monitor.create, or `falkirk monitor init`)"
         store: MetadataStore
         if isinstance(source, (str, os.PathLike)):
@@ -233,7 +234,8 @@ class Monitor:
         return Changes.of(self._graph, raised, self._outputs, examined)
 
     def discard(self, processor: str, frontiers: Iterable[Any]) -> int:
-        """Forget checkpoints of ``processor`` that garbage collection deleted (SPEC §6); the number forgotten.
+        """Forget checkpoints of ``processor`` that garbage collection deleted (SPEC §6); the number
+        forgotten.
 
         A stateful processor may forget checkpoints strictly inside its
         announced low-watermark (the one at the watermark stays); a stateless
@@ -251,7 +253,8 @@ class Monitor:
         metadata until it is reopened, which is harmless (nothing below a
         watermark is ever chosen). Frontiers it does not hold are ignored.
 
-        Cost: ``O(checkpoints of processor)`` plus one store transaction (inside a :meth:`batch`: part of its one).
+        Cost: ``O(checkpoints of processor)`` plus one store transaction (inside a :meth:`batch`: part of its
+        one).
         """
         self._usable()
         name = self._name(processor)
@@ -263,18 +266,26 @@ class Monitor:
         if not gone:
             return 0
         if any(df.bound[e].recorded for e in df.outputs[name]):
-            raise MonitorError(f"processor {name!r} has a recorded projection on an output edge: its old "
-                               "checkpoints' records still bound φ below the watermark; they cannot be discarded")
+            raise MonitorError(
+                f"processor {name!r} has a recorded projection on an output edge: its old "
+                "checkpoints' records still bound φ below the watermark; they cannot be discarded"
+            )
         if df.processors[name].stateless:
             latest = coerce(dom, raw[-1].frontier, name)
             bad = [ck for ck in gone if coerce(dom, ck.frontier, name) == latest]
             why = "its latest reported frontier bounds F(p)"
         else:
             lw = self._announced[name]
-            bad = [ck for ck in gone if not (coerce(dom, ck.frontier, name) <= lw and coerce(dom, ck.frontier, name) != lw)]
+            bad = [
+                ck
+                for ck in gone
+                if not (coerce(dom, ck.frontier, name) <= lw and coerce(dom, ck.frontier, name) != lw)
+            ]
             why = f"only checkpoints strictly inside its low-watermark {encode_frontier(lw)} can go"
         if bad:
-            raise MonitorError(f"processor {name!r}: checkpoint at {bad[0].frontier!r} cannot be discarded ({why})")
+            raise MonitorError(
+                f"processor {name!r}: checkpoint at {bad[0].frontier!r} cannot be discarded ({why})"
+            )
         discard = getattr(self._store, "discard", None)
         if discard is not None:
             discard(name, [ck.frontier for ck in gone])

@@ -53,7 +53,8 @@ __all__ = ["StoredState", "MetadataStore", "MemoryStore", "SQLiteStore", "BatchL
 
 
 class BatchLostError(MonitorError):
-    """Committing a :meth:`SQLiteStore.batch` failed: it was rolled back, the store holds the state before it."""
+    """Committing a :meth:`SQLiteStore.batch` failed: it was rolled back, the store holds the state before
+    it."""
 
 
 @frozen
@@ -68,7 +69,8 @@ class StoredState:
 def with_checkpoints(
     df: Dataflow, checkpoints: Mapping[str, list[Checkpoint]], live: Mapping[str, Checkpoint] | None = None
 ) -> Dataflow:
-    """``df``'s graph with ``checkpoints[p]`` as each processor's checkpoints and ``live[p]`` as its live metadata."""
+    """``df``'s graph with ``checkpoints[p]`` as each processor's checkpoints and ``live[p]`` as its live
+    metadata."""
     live = live or {}
     procs = [
         evolve(p, checkpoints=tuple(checkpoints.get(name, ())), live=live.get(name))
@@ -127,13 +129,15 @@ class MemoryStore:
         self._watermarks.update(watermarks)
 
     def discard(self, processor: str, frontiers: list[Any]) -> None:
-        """Forget ``processor``'s checkpoints at ``frontiers`` (:meth:`Monitor.discard <falkirk.solver.Monitor.discard>`)."""
+        """Forget ``processor``'s checkpoints at ``frontiers`` (:meth:`Monitor.discard
+        <falkirk.solver.Monitor.discard>`)."""
         if self._graph is None:
             raise MonitorError("this MemoryStore holds no monitor yet (create one first)")
         dom = self._graph.domains[processor]
         drop = {coerce(dom, f, processor) for f in frontiers}
-        self._checkpoints[processor] = [ck for ck in self._checkpoints[processor]
-                                        if coerce(dom, ck.frontier, processor) not in drop]
+        self._checkpoints[processor] = [
+            ck for ck in self._checkpoints[processor] if coerce(dom, ck.frontier, processor) not in drop
+        ]
 
     def close(self) -> None:
         pass
@@ -160,7 +164,8 @@ class SQLiteStore:
 
     SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
     #: page size of a new database. Every transaction (a recorded checkpoint, a discard) writes each page it
-    #: changes to the write-ahead log in full, and the rows are tens of bytes: with SQLite's default 4 kB pages a
+    #: changes to the write-ahead log in full, and the rows are tens of bytes: with SQLite's default 4 kB
+    #: pages a
     #: spark pipeline's monitor logged ~75 kB per flagship epoch for ~15 transactions; 1 kB pages write a
     #: quarter of that, with the same transactions and syncs. (An existing database keeps its page size.) A
     #: :meth:`batch` writes each changed page once for all its calls: the pipeline's epoch, ~2 kB.
@@ -199,7 +204,8 @@ class SQLiteStore:
 
     @contextmanager
     def batch(self) -> Iterator[None]:
-        """Group every append and discard inside into **one** transaction, committed when the outermost batch exits.
+        """Group every append and discard inside into **one** transaction, committed when the outermost batch
+        exits.
 
         Each ``append``/``discard`` inside still is atomic on its own (an
         SQLite savepoint: one that fails leaves nothing behind), and reads on
@@ -252,7 +258,8 @@ class SQLiteStore:
     @contextmanager
     def _transaction(self, kind: str = "IMMEDIATE") -> Iterator[sqlite3.Connection]:
         db = self._db
-        if self._depth:  # inside a batch: a savepoint in the batch's transaction, committed when the batch exits
+        # inside a batch: a savepoint in the batch's transaction, committed when the batch exits
+        if self._depth:
             try:
                 if not db.in_transaction:
                     db.execute("BEGIN IMMEDIATE")  # reads and writes of the batch in one write transaction
@@ -336,18 +343,26 @@ class SQLiteStore:
             db.executemany(_UPSERT, marks)
 
     def discard(self, processor: str, frontiers: list[Any]) -> None:
-        """Delete ``processor``'s checkpoints at ``frontiers`` in one transaction (the database is not rewritten)."""
+        """Delete ``processor``'s checkpoints at ``frontiers`` in one transaction (the database is not
+        rewritten)."""
         if self._graph is None:
             raise MonitorError(f"{self.path!r}: create or load the monitor before discarding")
         dom = self._graph.domains[processor]
         drop = {json.dumps(dom.encode(coerce(dom, f, processor)), sort_keys=True) for f in frontiers}  # type: ignore[attr-defined]
         with self._transaction() as db:
-            rows = db.execute("SELECT seq, body FROM checkpoints WHERE processor = ?", (processor,)).fetchall()
-            gone = [(seq,) for seq, body in rows if json.dumps(json.loads(body)["frontier"], sort_keys=True) in drop]
+            rows = db.execute(
+                "SELECT seq, body FROM checkpoints WHERE processor = ?", (processor,)
+            ).fetchall()
+            gone = [
+                (seq,)
+                for seq, body in rows
+                if json.dumps(json.loads(body)["frontier"], sort_keys=True) in drop
+            ]
             db.executemany("DELETE FROM checkpoints WHERE seq = ?", gone)
 
     def close(self) -> None:
-        """Close the database; inside a :meth:`batch`, commit what it wrote first (the batch then commits nothing)."""
+        """Close the database; inside a :meth:`batch`, commit what it wrote first (the batch then commits
+        nothing)."""
         if self._closed:
             return
         self._closed = True

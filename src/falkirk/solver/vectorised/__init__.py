@@ -13,7 +13,8 @@
   lexicographic prefixes) solved as total orders, from the dataflow's columns.
 
 ``solve_frontiers(..., strategy="vectorised")`` (or ``"auto"`` on plain
-epoch jobs and large totally ordered dataflows, :mod:`falkirk.solver.dispatch`) runs it; every result equals the reference's
+epoch jobs and large totally ordered dataflows, :mod:`falkirk.solver.dispatch`) runs it; every result equals
+the reference's
 (:mod:`falkirk.solver.fixpoint`).
 """
 

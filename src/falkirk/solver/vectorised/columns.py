@@ -109,7 +109,9 @@ class RankFrontiers(Mapping[str, Frontier]):
     any. Cost: ``O(1)`` per read, ``O(V)`` for :meth:`encoded`.
     """
 
-    def __init__(self, names: list[str], index: dict[str, int], ranks: Array, top_rank: int, domain: Epoch) -> None:
+    def __init__(
+        self, names: list[str], index: dict[str, int], ranks: Array, top_rank: int, domain: Epoch
+    ) -> None:
         self.names, self.index, self.ranks, self.top_rank, self.domain = names, index, ranks, top_rank, domain
         self._made: dict[int, Frontier] = {}
 
@@ -167,10 +169,9 @@ class RankFrontiers(Mapping[str, Frontier]):
         return f"<RankFrontiers of {len(self.names)} processors>"
 
 
-def solve_columns(
-    df: Dataflow, failed: frozenset[str]
-) -> tuple[RankFrontiers, RankFrontiers, int] | None:
-    """``f``, ``n`` (by processor name, decoded on read) and the work done, or ``None`` when ``df`` has no array form."""
+def solve_columns(df: Dataflow, failed: frozenset[str]) -> tuple[RankFrontiers, RankFrontiers, int] | None:
+    """``f``, ``n`` (by processor name, decoded on read) and the work done, or ``None`` when ``df`` has no
+    array form."""
     cols = epoch_columns(df)
     if cols is None:
         return None

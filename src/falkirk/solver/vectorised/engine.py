@@ -1,4 +1,5 @@
-"""The array engine for :class:`~falkirk.solver.vectorised.problem.TotalProblem`, and :func:`solve_total` which runs it.
+"""The array engine for :class:`~falkirk.solver.vectorised.problem.TotalProblem`, and :func:`solve_total`
+which runs it.
 
 Rounds of array operations while many constraints are dirty (every dirty
 group and processor at once, Jacobi style), and a scalar worklist over the
@@ -60,7 +61,8 @@ def _lower(target: Array, at: Array, values: Array, mark: Array) -> Array:
 
 
 def _assign(target: Array, at: Array, values: Array) -> Array:
-    """``target[at] = min(target[at], values)`` for distinct ``at``; the positions that went down (in ``at``'s order)."""
+    """``target[at] = min(target[at], values)`` for distinct ``at``; the positions that went down (in ``at``'s
+    order)."""
     lt = values < target[at]
     down = at[lt]
     target[down] = values[lt]
@@ -68,7 +70,8 @@ def _assign(target: Array, at: Array, values: Array) -> Array:
 
 
 class _Direct:
-    """A group aggregate read from its one member: ``value[proc[g]]`` (``value`` is ``f`` or ``n``, updated in place).
+    """A group aggregate read from its one member: ``value[proc[g]]`` (``value`` is ``f`` or ``n``, updated in
+    place).
 
     Never written: lowering the member's value lowers it.
     """
@@ -168,7 +171,9 @@ class Engine:
         # what each member constrains: 0 nothing, 1 a chain index (table), 2 a stateless rank
         sf_s, sf_r = self.stateful[prob.s_proc], self.stateful[prob.r_proc]
         one, two, none = np.int8(1), np.int8(2), np.int8(0)
-        self.s_kind = np.where(sf_s, np.where(self.s_seg >= 0, one, none), np.where(prob.s_unlogged, two, none))
+        self.s_kind = np.where(
+            sf_s, np.where(self.s_seg >= 0, one, none), np.where(prob.s_unlogged, two, none)
+        )
         self.r_kind = np.where(sf_r, np.where(self.r_seg >= 0, one, none), two)
         self.maps = prob.m_ptr.shape[0] > 1  # some projection or residual is not the identity
         # plain edges and no maps: a group's aggregate is its one member's f or n (:class:`_Direct`)
@@ -191,7 +196,8 @@ class Engine:
         return pos - self.seg_start[seg] - 1
 
     def of(self, ptr: Array, mem: Array, procs: Array, value: Array) -> tuple[Array, Array]:
-        """The members of ``procs`` (CSR ``ptr``/``mem``) and their owner's ``value`` (not made when read directly)."""
+        """The members of ``procs`` (CSR ``ptr``/``mem``) and their owner's ``value`` (not made when read
+        directly)."""
         start = ptr[procs]
         lens = ptr[procs + 1] - start
         return mem[spans(start, lens)], value[:0] if self.direct else np.repeat(value[procs], lens)
@@ -449,8 +455,11 @@ class Engine:
         if self.prob.notes[p]:
             push((3, p))
 
-    def lower_senders(self, p: int, v: int, agg: Array, kind: int, push: Callable[[tuple[int, int]], None]) -> None:
-        """``p``'s value went down to ``v``: lower ``agg`` (``Sf`` or ``Sn``) of the groups it sends to, queue those that went down."""
+    def lower_senders(
+        self, p: int, v: int, agg: Array, kind: int, push: Callable[[tuple[int, int]], None]
+    ) -> None:
+        """``p``'s value went down to ``v``: lower ``agg`` (``Sf`` or ``Sn``) of the groups it sends to, queue
+        those that went down."""
         prob = self.prob
         for m in self.ps_mem[self.ps_ptr[p] : self.ps_ptr[p + 1]].tolist():
             g, y = int(prob.s_group[m]), self.apply1(int(prob.s_phi[m]), v)

@@ -1,4 +1,5 @@
-"""Loop jobs as rank problems: plain epoch, ``product(k)`` and ``lexicographic(k)`` processors solved by the engine (SPEC §5).
+"""Loop jobs as rank problems: plain epoch, ``product(k)`` and ``lexicographic(k)`` processors solved by the
+engine (SPEC §5).
 
 An iterative job (Naiad loops: epochs entering ``product(2)`` loop bodies
 through ``epoch_to_loop``, feedback and exit projections) is partially
@@ -62,7 +63,8 @@ _key = prefix_code
 
 
 class _Universe:
-    """The sorted prefix frontiers of one domain, as codes of their bounds; a frontier made per code on demand."""
+    """The sorted prefix frontiers of one domain, as codes of their bounds; a frontier made per code on
+    demand."""
 
     def __init__(self, domain: Domain) -> None:
         self.domain = domain
@@ -126,7 +128,8 @@ class LoopColumns:
         self.ok = self.ok and self._close() and self._maps()
 
     def _image(self, g: int, residual: bool, key: int) -> int | None:
-        """The bound of ``φ`` (or of its residual) of class ``g`` at the prefix ``key`` (``None``: no prefix)."""
+        """The bound of ``φ`` (or of its residual) of class ``g`` at the prefix ``key`` (``None``: no
+        prefix)."""
         memo = self.memo[g, residual]
         if key not in memo:
             b, (s, d) = self.samples[g], self.cdom[g]
@@ -184,7 +187,8 @@ class LoopColumns:
         if len(keys) != len(got):
             return None
         rank = tgt.rank
-        ranks = [rank[k] if k in rank else bisect_left(tgt.sorted, k) for k in keys]  # rounded up when not in it
+        # rounded up when not in it
+        ranks = [rank[k] if k in rank else bisect_left(tgt.sorted, k) for k in keys]
         return np.array(ranks, dtype=np.int64), keys
 
     def _maps(self) -> bool:
@@ -218,13 +222,13 @@ class LoopColumns:
         order = [{k: i for i, k in enumerate(sorted(m))} for m in merged]
         self.code = [np.array([order[c][k] for k in u.sorted], dtype=np.int64) for c, u in enumerate(self.U)]
         self.image_code = {
-            g: np.array([order[self.cdom[g][1]][k] for k in exact[g]], dtype=np.int64)
-            for g in self.classes
+            g: np.array([order[self.cdom[g][1]][k] for k in exact[g]], dtype=np.int64) for g in self.classes
         }
         return True
 
     def problem(self, failed: frozenset[str]) -> TotalProblem:
-        """The rank problem when the processors ``failed`` have failed (ranks local to each processor's domain)."""
+        """The rank problem when the processors ``failed`` have failed (ranks local to each processor's
+        domain)."""
         t = self.t
         P, E = t.n, t.m
         mask = np.zeros(P, dtype=bool)
@@ -302,7 +306,6 @@ class LoopColumns:
             names=self.names,
         )
 
-
     def consistent(self, f: Array, n: Array) -> bool:
         """Whether local ranks ``f``, ``n`` satisfy C2–C4 with the exact images (C1 holds by construction).
 
@@ -371,7 +374,8 @@ def loop_columns(df: Dataflow) -> LoopColumns | None:
 
 
 def solve_loops(df: Dataflow, failed: frozenset[str]) -> tuple[ValueFrontiers, ValueFrontiers, int] | None:
-    """``f``, ``n`` (by processor name, decoded on read) and the work done, or ``None`` when ``df`` is no loop job."""
+    """``f``, ``n`` (by processor name, decoded on read) and the work done, or ``None`` when ``df`` is no loop
+    job."""
     cols = loop_columns(df)
     if cols is None:
         return None

@@ -172,7 +172,8 @@ class StageGraph:
 
     # -- the rank problem -------------------------------------------------------------------
     def problem(self) -> TotalProblem:
-        """The stage graph as one :class:`~falkirk.solver.vectorised.problem.TotalProblem` (a group per stage edge)."""
+        """The stage graph as one :class:`~falkirk.solver.vectorised.problem.TotalProblem` (a group per stage
+        edge)."""
         finite = [a[(a >= 0) & (a != TOP)] for a in self.ck + [d for d in self.dl if d is not None]]
         top = int(max((int(a.max()) for a in finite if a.size), default=-1)) + 2
         st, nt, init, chains, n_chains, t_ref = [], [], [], [], [], []

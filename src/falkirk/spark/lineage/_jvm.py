@@ -169,8 +169,14 @@ def _rdd_nodes(rdd: Any) -> tuple[str, dict[str, Node]]:
         elif j.getStorageLevel().isValid():
             boundary = "cache"
         nodes[key] = Node(
-            key, str(j.toString()), tuple(deps), boundary, int(j.id()), int(j.getNumPartitions()),
-            _deterministic_level(j), None if path is None else str(path),
+            key,
+            str(j.toString()),
+            tuple(deps),
+            boundary,
+            int(j.id()),
+            int(j.getNumPartitions()),
+            _deterministic_level(j),
+            None if path is None else str(path),
         )
     return f"rdd:{root.id()}", nodes
 
@@ -222,7 +228,9 @@ def _plan_nodes(df: Any) -> tuple[str, dict[str, Node]]:
                 )
             buffers = rel.cacheBuilder().cachedColumnBuffers()
             children = [cached_plan]
-            extra.update(boundary="cache", rdd_id=int(buffers.id()), partitions=int(buffers.getNumPartitions()))
+            extra.update(
+                boundary="cache", rdd_id=int(buffers.id()), partitions=int(buffers.getNumPartitions())
+            )
         elif cls == "BroadcastExchangeExec":
             extra["boundary"] = "broadcast"
         for c in children:
@@ -240,8 +248,14 @@ def _attach_map_partitions(nodes: dict[str, Node]) -> None:
             if d.kind == "shuffle":
                 parent = nodes[d.parent]
                 nodes[d.parent] = Node(
-                    parent.key, parent.label, parent.deps, parent.boundary, parent.rdd_id,
-                    node.partitions, node.indeterminate, parent.checkpoint_path,
+                    parent.key,
+                    parent.label,
+                    parent.deps,
+                    parent.boundary,
+                    parent.rdd_id,
+                    node.partitions,
+                    node.indeterminate,
+                    parent.checkpoint_path,
                 )
 
 
@@ -264,7 +278,11 @@ def availability(
     registered = bool(master.getMemoryStatus().contains(bm.blockManagerId()))
     out_cached = {}
     for rdd_id, n in (cached or {}).items():
-        parts = [p for p in range(n) if master.getLocations(jvm.org.apache.spark.storage.RDDBlockId(rdd_id, p)).nonEmpty()]
+        parts = [
+            p
+            for p in range(n)
+            if master.getLocations(jvm.org.apache.spark.storage.RDDBlockId(rdd_id, p)).nonEmpty()
+        ]
         out_cached[rdd_id] = frozenset(parts)
     out_ck = {}
     conf = _python_context(context)._jsc.hadoopConfiguration()
@@ -320,9 +338,14 @@ class _ListenerProxy:
             log.exception("falkirk Spark listener failed on %s", kind)
 
     def onJobStart(self, ev: Any) -> None:  # noqa: N802 - Java names
-        self._emit("job_start", lambda: {
-            "job_id": int(ev.jobId()), "stages": [_stage(s) for s in _items(ev.stageInfos())], **_props(ev.properties())
-        })
+        self._emit(
+            "job_start",
+            lambda: {
+                "job_id": int(ev.jobId()),
+                "stages": [_stage(s) for s in _items(ev.stageInfos())],
+                **_props(ev.properties()),
+            },
+        )
 
     def onJobEnd(self, ev: Any) -> None:  # noqa: N802
         self._emit("job_end", lambda: {"job_id": int(ev.jobId()), "result": str(ev.jobResult())})
@@ -337,7 +360,9 @@ class _ListenerProxy:
         info = ev.blockUpdatedInfo()
         name = str(info.blockId().name())
         if name.startswith("rdd_"):
-            self._emit("block_updated", lambda: {"block": name, "stored": bool(info.storageLevel().isValid())})
+            self._emit(
+                "block_updated", lambda: {"block": name, "stored": bool(info.storageLevel().isValid())}
+            )
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("on"):

@@ -183,8 +183,15 @@ class Lineage:
             if u.kind == "checkpoint":
                 # Lineage truncated: the checkpoint is all there is (∅ ∉ F); lost data is discarded.
                 lost = {} if avail[u.name] else {e: 0 for e in outputs[u.name]}
-                procs.append(Processor(u.name, EPOCH, logs=logs, restartable=False,
-                                       checkpoints=[Checkpoint(0, discarded=lost)]))
+                procs.append(
+                    Processor(
+                        u.name,
+                        EPOCH,
+                        logs=logs,
+                        restartable=False,
+                        checkpoints=[Checkpoint(0, discarded=lost)],
+                    )
+                )
             else:
                 procs.append(Processor(u.name, EPOCH, logs=logs))
         return Dataflow(procs, edges, notifications=False)
@@ -252,8 +259,14 @@ def build_lineage(root: str, nodes: Mapping[str, Node], availability: Availabili
                     stack.append(d.parent)
         first = nodes[start]
         units[name] = Unit(
-            name, kind, ident, tuple(members), tuple(dict.fromkeys(inputs)), first.partitions,
-            first.indeterminate if kind == "shuffle" else False, first.checkpoint_path,
+            name,
+            kind,
+            ident,
+            tuple(members),
+            tuple(dict.fromkeys(inputs)),
+            first.partitions,
+            first.indeterminate if kind == "shuffle" else False,
+            first.checkpoint_path,
         )
         building.discard(name)
 
@@ -282,8 +295,11 @@ def lineage(obj: Any, *, snapshot: bool = True) -> Lineage:
             obj,
             shuffles=[u.ident for u in units if u.kind == "shuffle" and u.ident is not None],
             cached={u.ident: u.partitions for u in units if u.kind == "cache" and u.ident is not None},
-            checkpoints={u.ident: u.checkpoint_path for u in units
-                         if u.kind == "checkpoint" and u.ident is not None and u.checkpoint_path},
+            checkpoints={
+                u.ident: u.checkpoint_path
+                for u in units
+                if u.kind == "checkpoint" and u.ident is not None and u.checkpoint_path
+            },
         )
     return lin
 

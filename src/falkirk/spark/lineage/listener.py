@@ -133,8 +133,13 @@ class StageRecord:
     def from_event(cls, ev: dict[str, Any]) -> StageRecord:
         """Build from a listener event dictionary (extra keys are ignored)."""
         return cls(
-            ev["stage_id"], ev["attempt"], ev["shuffle_id"], tuple(ev.get("parent_ids", ())),
-            ev.get("name", ""), ev.get("num_tasks", 0), ev.get("failure"),
+            ev["stage_id"],
+            ev["attempt"],
+            ev["shuffle_id"],
+            tuple(ev.get("parent_ids", ())),
+            ev.get("name", ""),
+            ev.get("num_tasks", 0),
+            ev.get("failure"),
         )
 
     @property
@@ -215,7 +220,9 @@ class JobRecorder:
             self._events.flush(self._timeout)
             with self._cond:
                 if not self._cond.wait_for(lambda: set(self._starts) <= set(self._ends), self._timeout):
-                    raise MonitorError(f"jobs {sorted(set(self._starts) - set(self._ends))} never reported their end")
+                    raise MonitorError(
+                        f"jobs {sorted(set(self._starts) - set(self._ends))} never reported their end"
+                    )
                 self.jobs = [self._job(j) for j in sorted(self._starts)]
         finally:
             assert self._subscription is not None
@@ -231,7 +238,9 @@ class JobRecorder:
                 job = self._stage_job.get(ev["stage_id"], -1)
                 self._submitted.setdefault(job, []).append(StageRecord.from_event(ev))
             elif kind == "stage_completed" and ev["stage_id"] in self._stage_job:
-                self._completed.setdefault(self._stage_job[ev["stage_id"]], []).append(StageRecord.from_event(ev))
+                self._completed.setdefault(self._stage_job[ev["stage_id"]], []).append(
+                    StageRecord.from_event(ev)
+                )
             elif kind == "job_end" and ev["job_id"] in self._starts:
                 self._ends[ev["job_id"]] = ev["result"]
                 self._cond.notify_all()

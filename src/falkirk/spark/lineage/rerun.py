@@ -110,7 +110,9 @@ def resolve_lost(lin: Lineage, lost: Iterable[str]) -> frozenset[str]:
     out = set()
     for item in lost:
         if not isinstance(item, str):
-            raise ValidationError(f"lost data is named by a string such as 'shuffle_3' or 'rdd_5_0', not {item!r}")
+            raise ValidationError(
+                f"lost data is named by a string such as 'shuffle_3' or 'rdd_5_0', not {item!r}"
+            )
         if item in lin.units:
             out.add(item)
             continue
@@ -201,10 +203,14 @@ def lose_outputs(spark: Any, lost: Iterable[str], *, lin: Lineage | None = None)
         elif _BLOCK.match(item):
             pattern = item if item.count("_") == 2 else f"{item}_*"
         else:
-            raise UnknownNameError(f"{item!r} names no shuffle ('shuffle_3'), block ('rdd_5_0') or checkpoint")
+            raise UnknownNameError(
+                f"{item!r} names no shuffle ('shuffle_3'), block ('rdd_5_0') or checkpoint"
+            )
         found = sorted(p for d in dirs for p in glob.glob(os.path.join(d, "*", pattern)))
         if not found:
-            raise UnknownNameError(f"{item!r}: no file {pattern!r} under the block manager's directories {dirs}")
+            raise UnknownNameError(
+                f"{item!r}: no file {pattern!r} under the block manager's directories {dirs}"
+            )
         for p in found:
             os.remove(p)
         removed.extend(found)

@@ -33,7 +33,8 @@ __all__ = ["Pipeline"]
 
 
 class Pipeline(Definition):
-    """A multi-regime PySpark pipeline rooted at ``root``: declare it, :meth:`run` it, ask :meth:`plan_failure`.
+    """A multi-regime PySpark pipeline rooted at ``root``: declare it, :meth:`run` it, ask
+    :meth:`plan_failure`.
 
     Declaring (``input``, ``step``, ``output``) and the constructor's
     arguments (``spark``, ``fsync``, ``checksums``, ``gc``, ``monitor``,
@@ -44,7 +45,12 @@ class Pipeline(Definition):
     _executor: Executor | None = None  # the running executor, during run()
 
     def run(
-        self, epochs: int, *, fail: Any = (), progress: Callable[[str], None] | None = None, bar: bool = False,
+        self,
+        epochs: int,
+        *,
+        fail: Any = (),
+        progress: Callable[[str], None] | None = None,
+        bar: bool = False,
     ) -> RunResult:
         """Run (or resume) the pipeline until every step has completed epochs ``0..epochs-1``.
 
@@ -69,15 +75,22 @@ class Pipeline(Definition):
                 ex = self._executor = Executor(self, fail=fail, progress=progress, bar=bar)
                 return ex.run(epochs)
             except (KeyboardInterrupt, Interrupt):
-                # the jobs of the executions in flight (a sequential run's last one has just let go of its group)
+                # the jobs of the executions in flight (a sequential run's last one has just let go of its
+                # group)
                 groups: list[str | None] = [None]
                 if ex is not None:
                     groups = [*sorted(ex.state.groups | ({ex.state.group} if ex.state.group else set()))]
                 for group in groups:
                     after_interrupt(self.spark, group)
-                where = f" during {ex.state.running}" if ex is not None and ex.state.running else " while starting"
-                message = (f"run interrupted (Ctrl-C){where}; the root {self.location.uri} is consistent (what "
-                           "completed is durable, what was in flight is redone): the same call resumes")
+                where = (
+                    f" during {ex.state.running}"
+                    if ex is not None and ex.state.running
+                    else " while starting"
+                )
+                message = (
+                    f"run interrupted (Ctrl-C){where}; the root {self.location.uri} is consistent (what "
+                    "completed is durable, what was in flight is redone): the same call resumes"
+                )
                 (ex.progress.line if ex is not None else Progress().line)(message, level=logging.WARNING)
                 interrupted = RunInterrupted(message, self.location.uri)
             finally:
@@ -133,9 +146,16 @@ class Pipeline(Definition):
         return [str(p) for p in problems]
 
     def advise(
-        self, failure_rate: float, *, failures: str | Sequence[Any] = "each-step", storage_budget: float | None = None,
-        objective: str = "cpu", costs: Costs | None = None, accepted_only: bool = False,
-        min_saving: float | None = None, allow_domino: bool = False,
+        self,
+        failure_rate: float,
+        *,
+        failures: str | Sequence[Any] = "each-step",
+        storage_budget: float | None = None,
+        objective: str = "cpu",
+        costs: Costs | None = None,
+        accepted_only: bool = False,
+        min_saving: float | None = None,
+        allow_domino: bool = False,
     ) -> Advice:
         """Each step's regime chosen from measured costs and the rollback closure (``docs/advisor.md``).
 
@@ -153,17 +173,30 @@ class Pipeline(Definition):
         rolls another back past its checkpoints (by default the advice stops
         that). Nothing is run or changed.
         """
-        return advise(self, root_costs(self) if costs is None else costs, failure_rate, failures=failures,
-                      storage_budget=storage_budget, objective=objective, accepted_only=accepted_only,
-                      min_saving=min_saving, allow_domino=allow_domino)
+        return advise(
+            self,
+            root_costs(self) if costs is None else costs,
+            failure_rate,
+            failures=failures,
+            storage_budget=storage_budget,
+            objective=objective,
+            accepted_only=accepted_only,
+            min_saving=min_saving,
+            allow_domino=allow_domino,
+        )
 
     def predict(
-        self, failure: str | Sequence[str], *, regimes: Mapping[str, Any] | None = None, at: Any = None,
+        self,
+        failure: str | Sequence[str],
+        *,
+        regimes: Mapping[str, Any] | None = None,
+        at: Any = None,
         costs: Costs | None = None,
     ) -> Prediction:
         """What one failure of ``failure`` (a step, ``"driver"``, or steps failing together) costs under this
         pipeline's regimes changed by ``regimes``, with its standard error, as the advisor prices it
-        (:func:`~falkirk.spark.pipeline.plan.advice.predict`: ``at`` — ``None`` the mean over the moments it can
+        (:func:`~falkirk.spark.pipeline.plan.advice.predict`: ``at`` — ``None`` the mean over the moments it
+        can
         strike at, ``e`` after epoch ``e``, ``(e, step)`` while ``step`` runs ``e + 1``); ``costs`` as for
         :meth:`advise`. Nothing is run or changed.
         """
@@ -187,41 +220,58 @@ class Pipeline(Definition):
         changed = self.with_regimes(regimes)
         refused = refusals(self, regimes)
         if refused:
-            raise PipelineError("apply: the root would refuse " + "; ".join(
-                f"step {n!r}: {why}" for n, why in refused.items()) + " (advise(..., accepted_only=True) advises "
-                "only accepted changes; a new root accepts any)")
+            raise PipelineError(
+                "apply: the root would refuse "
+                + "; ".join(f"step {n!r}: {why}" for n, why in refused.items())
+                + " (advise(..., accepted_only=True) advises "
+                "only accepted changes; a new root accepts any)"
+            )
         self.steps, self.regimes = changed.steps, changed.regimes
         return self
 
-    def profile(self, epochs: int = 3, *, fail: Any = (), restart: bool = True, session: bool = False) -> Costs:
-        """Run ``epochs`` epochs (durably, under this pipeline's root: use a scratch root to keep a real one clean),
+    def profile(
+        self, epochs: int = 3, *, fail: Any = (), restart: bool = True, session: bool = False
+    ) -> Costs:
+        """Run ``epochs`` epochs (durably, under this pipeline's root: use a scratch root to keep a real one
+        clean),
         measure each step's costs from the journal and keep them in ``ROOT/journal/profile.json``.
 
         ``fail`` injects failures as :meth:`run` does: their recoveries measure how much faster (or slower) an
         epoch runs again than the first time (``NodeCosts.recompute``). ``restart``: then start the pipeline
         again on its root, as a restarted driver does, and measure what that costs outside step executions
-        (``Costs.restart_parts["rebuild"]``); ``session``: also measure a driver's, JVM's and SparkSession's start
+        (``Costs.restart_parts["rebuild"]``); ``session``: also measure a driver's, JVM's and SparkSession's
+        start
         in a process of its own (``["session"]``; a local master only). Afterwards every step's latest
         checkpoint and log is written again apart from the steps, and those writes are measured
-        (:mod:`~falkirk.spark.pipeline.run.calibrate`): they price the writes the run did not measure; and read
+        (:mod:`~falkirk.spark.pipeline.run.calibrate`): they price the writes the run did not measure; and
+        read
         back as a recovery reads them, which prices each such step's restore and replay. The costs carry
         bootstrap draws of the run's epochs (``Costs.replicates``): every prediction's error."""
         from falkirk.spark.pipeline.run.calibrate import calibrate, restart_cost, session_start
         from falkirk.spark.pipeline.run.probe import is_local_master
 
         if not self.durable:
-            raise PipelineError("profile: the pipeline is not durable (durable=False): nothing would be measured")
+            raise PipelineError(
+                "profile: the pipeline is not durable (durable=False): nothing would be measured"
+            )
         self.run(epochs, fail=fail)
         assert self.spark is not None  # run() made one
         again = restart_cost(lambda: self.run(epochs), self.spark) if restart else None
-        started = session_start(str(self.spark.sparkContext.master)) if session and is_local_master(self.spark) \
+        started = (
+            session_start(str(self.spark.sparkContext.master))
+            if session and is_local_master(self.spark)
             else None
+        )
         with sql_conf(self.spark, self.spark_conf):
             measured = calibrate(self, self.spark)
-        costs = from_journal(self, calibration=measured.writes, reads=measured.reads,
-                             first_writes=measured.first_writes)
+        costs = from_journal(
+            self, calibration=measured.writes, reads=measured.reads, first_writes=measured.first_writes
+        )
         cpu = costs.unit == "cpu"
-        costs = with_restart(costs, rebuild=None if again is None else again.cpu if cpu else again.wall,
-                             session=None if started is None else (started["cpu"] if cpu else started["wall"]))
+        costs = with_restart(
+            costs,
+            rebuild=None if again is None else again.cpu if cpu else again.wall,
+            session=None if started is None else (started["cpu"] if cpu else started["wall"]),
+        )
         save_profile(self, costs)
         return costs

@@ -48,9 +48,21 @@ _EXPR = "org.apache.spark.sql.catalyst.expressions."
 _ROWWISE = {"Project", "Filter", "SubqueryAlias", "Generate"}
 _MERGE = {"Sum": "sum", "Count": "count", "Min": "min", "Max": "max"}
 #: Plan nodes that make a streaming query keep state across micro-batches.
-_STATEFUL = {"Aggregate", "Deduplicate", "DeduplicateWithinWatermark", "Window", "FlatMapGroupsWithState",
-             "FlatMapGroupsInPandasWithState", "TransformWithState", "TransformWithStateInPySpark", "Distinct",
-             "Sort", "Limit", "GlobalLimit", "LocalLimit"}
+_STATEFUL = {
+    "Aggregate",
+    "Deduplicate",
+    "DeduplicateWithinWatermark",
+    "Window",
+    "FlatMapGroupsWithState",
+    "FlatMapGroupsInPandasWithState",
+    "TransformWithState",
+    "TransformWithStateInPySpark",
+    "Distinct",
+    "Sort",
+    "Limit",
+    "GlobalLimit",
+    "LocalLimit",
+}
 
 
 def marker(name: str) -> str:
@@ -60,8 +72,10 @@ def marker(name: str) -> str:
 
 @frozen
 class Shape:
-    """A query's shape: ``kind`` is ``"rowwise"``, ``"aggregate"`` or ``"other"``; ``source``: the one dataset it
-    reads (row-wise and aggregate); ``keys``: the grouping columns; ``aggregates``: (column, ``sum``/``count``/
+    """A query's shape: ``kind`` is ``"rowwise"``, ``"aggregate"`` or ``"other"``; ``source``: the one dataset
+    it
+    reads (row-wise and aggregate); ``keys``: the grouping columns; ``aggregates``: (column,
+    ``sum``/``count``/
     ``min``/``max``) of the others; ``why``: for ``"other"``, the reason in words."""
 
     kind: str
@@ -86,7 +100,8 @@ class Shape:
 
 
 def _plan(df: DataFrame) -> list[dict[str, Any]] | None:
-    """The analysed plan as Spark's JSON (pre-order nodes), or ``None`` where it is not at hand (Spark Connect)."""
+    """The analysed plan as Spark's JSON (pre-order nodes), or ``None`` where it is not at hand (Spark
+    Connect)."""
     jdf = getattr(df, "_jdf", None)
     if jdf is None:
         return None
@@ -125,7 +140,7 @@ def _rowwise(nodes: Sequence[dict[str, Any]], i: int) -> tuple[str | None, str]:
         if kind == "SubqueryAlias":
             name = (node.get("identifier") or {}).get("name", "")
             if name.startswith(MARK):
-                return name[len(MARK):], ""
+                return name[len(MARK) :], ""
         if kind not in _ROWWISE:
             return None, f"its query has a {kind}"
         kids = _children(nodes, i)
@@ -188,8 +203,11 @@ def shape_of(df: DataFrame, types: dict[str, str] | None = None) -> Shape:
         if agg.get("isDistinct") or agg.get("filter") not in (None, []):
             return Shape("other", why=f"column {name} aggregates DISTINCT or with a FILTER")
         if fn == "sum" and types.get(name, "").split("(")[0] in ("float", "double"):
-            return Shape("other", why=f"column {name} sums floating-point numbers (its value depends on the order "
-                                      "of additions: recomputed in full, as SDP does)")
+            return Shape(
+                "other",
+                why=f"column {name} sums floating-point numbers (its value depends on the order "
+                "of additions: recomputed in full, as SDP does)",
+            )
         aggs.append((name, fn))
     if sorted(set(keys)) != sorted(set(g for g in grouping if g is not None)):
         return Shape("other", why="a grouping column is not in its result")
@@ -207,6 +225,7 @@ def merge(state: DataFrame | None, delta: DataFrame, shape: Shape) -> DataFrame:
     both = state.unionByName(delta)
     merged: Iterable[Any] = [
         (F.sum(c) if ops[c] in ("sum", "count") else F.min(c) if ops[c] == "min" else F.max(c)).alias(c)
-        for c in ops]
+        for c in ops
+    ]
     grouped = both.groupBy(*shape.keys).agg(*merged) if shape.keys else both.agg(*merged)
     return grouped.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in delta.schema.fields))

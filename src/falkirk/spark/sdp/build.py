@@ -1,4 +1,5 @@
-"""The falkirk :class:`~falkirk.spark.Pipeline` that runs an SDP graph: inputs, steps, and what a read returns.
+"""The falkirk :class:`~falkirk.spark.Pipeline` that runs an SDP graph: inputs, steps, and what a read
+returns.
 
 * Each **file stream** a flow reads is a falkirk input log (``<flow>_files``):
   epoch ``e``'s slice is the files under the path not read by an earlier
@@ -47,13 +48,23 @@ if TYPE_CHECKING:
 
     from falkirk.spark.pipeline.declare.regimes import Regime
 
-__all__ = ["SdpPipeline", "EpochBinding", "FileFeed", "Rebuilds", "add_steps", "read_outputs", "ddl", "INTERNAL_COLUMNS"]
+__all__ = [
+    "SdpPipeline",
+    "EpochBinding",
+    "FileFeed",
+    "Rebuilds",
+    "add_steps",
+    "read_outputs",
+    "ddl",
+    "INTERNAL_COLUMNS",
+]
 
 INTERNAL_COLUMNS = ("_partition", "_offset")
 
 
 class SdpPipeline(Pipeline):
-    """A :class:`~falkirk.spark.Pipeline` with ``refresh``: ``{step: E}`` redoes ``step`` and what the solver says
+    """A :class:`~falkirk.spark.Pipeline` with ``refresh``: ``{step: E}`` redoes ``step`` and what the solver
+    says
     must follow from epoch ``E + 1``, though its code is unchanged (as ``code_changes={step: E}`` would)."""
 
     refresh: dict[str, int] = {}
@@ -63,14 +74,23 @@ class SdpPipeline(Pipeline):
         extra = {n: e for n, e in self.refresh.items() if found.code.get(n, "keep") == "keep"}
         if not extra:
             return found
-        return evolve(found, code={**found.code, **extra}, accepted=found.accepted + tuple(
-            f"step {n!r} refreshed: it and what depends on it redo epoch(s) from {e + 1}" for n, e in extra.items()))
+        return evolve(
+            found,
+            code={**found.code, **extra},
+            accepted=found.accepted
+            + tuple(
+                f"step {n!r} refreshed: it and what depends on it redo epoch(s) from {e + 1}"
+                for n, e in extra.items()
+            ),
+        )
 
 
 def ddl(schema: Any) -> str:
     """A StructType as the Spark DDL an input log declares."""
-    return ", ".join(f"`{f.name.replace('`', '``')}` {f.dataType.simpleString()}" + ("" if f.nullable else " NOT NULL")
-                     for f in schema.fields)
+    return ", ".join(
+        f"`{f.name.replace('`', '``')}` {f.dataType.simpleString()}" + ("" if f.nullable else " NOT NULL")
+        for f in schema.fields
+    )
 
 
 class FileFeed:
@@ -93,8 +113,11 @@ class FileFeed:
 
     def _present(self) -> list[str]:
         recursive = dict((k.lower(), v) for k, v in self.source.options).get("recursivefilelookup") == "true"
-        names = ([rel for rel, _ in self.files.walk_files("")] if recursive else
-                 [n for n in self.files.listdir("") if not self.files.isdir(n)])
+        names = (
+            [rel for rel, _ in self.files.walk_files("")]
+            if recursive
+            else [n for n in self.files.listdir("") if not self.files.isdir(n)]
+        )
         return sorted(n for n in names if not any(part.startswith(("_", ".")) for part in n.split("/")))
 
     def __call__(self, epoch: int) -> Any:
@@ -113,22 +136,34 @@ class FileFeed:
 class EpochBinding:
     """The reads of one step's query functions at one epoch (see the module docstring)."""
 
-    def __init__(self, graph: Graph, storage: Storage, spark: SparkSession, epoch: int,
-                 inputs: Mapping[str, DataFrame], mode: str, who: str) -> None:
+    def __init__(
+        self,
+        graph: Graph,
+        storage: Storage,
+        spark: SparkSession,
+        epoch: int,
+        inputs: Mapping[str, DataFrame],
+        mode: str,
+        who: str,
+    ) -> None:
         self.graph, self.storage, self.spark, self.epoch = graph, storage, spark, epoch
         self.inputs, self.mode, self.who = inputs, mode, who
 
     def _input(self, node: str) -> DataFrame:
         if node not in self.inputs:
-            raise PipelineError(f"step {self.who!r} read {node!r}, which it did not read when falkirk loaded the "
-                                "pipeline (a query function must read the same tables every time)")
+            raise PipelineError(
+                f"step {self.who!r} read {node!r}, which it did not read when falkirk loaded the "
+                "pipeline (a query function must read the same tables every time)"
+            )
         return self.inputs[node]
 
     def table(self, name: str, *, streaming: bool) -> DataFrame:
         node = self.graph.key(name)
         if node is None:
             if streaming:
-                raise PipelineError(f"step {self.who!r} streams from {name!r}, not a dataset of this pipeline")
+                raise PipelineError(
+                    f"step {self.who!r} streams from {name!r}, not a dataset of this pipeline"
+                )
             return self.spark.read.table(name)
         if streaming or self.mode == "delta":
             return self._input(node)
@@ -151,8 +186,10 @@ class EpochBinding:
         flow = self.graph.flows[self.who]
         node = next((n for n, s in flow.sources.items() if s == source), None)
         if node is None:
-            raise PipelineError(f"step {self.who!r} reads {source.describe()}, which it did not read when falkirk "
-                                "loaded the pipeline")
+            raise PipelineError(
+                f"step {self.who!r} reads {source.describe()}, which it did not read when falkirk "
+                "loaded the pipeline"
+            )
         return self._input(node).drop(*INTERNAL_COLUMNS)
 
     def sql(self) -> None:
@@ -160,7 +197,8 @@ class EpochBinding:
 
 
 def read_outputs(storage: Storage, spark: SparkSession, step: str, schema: Any, upto: int) -> DataFrame:
-    """The committed output epochs ``0..upto`` of output step ``step``, in one scan (columns as ``schema``)."""
+    """The committed output epochs ``0..upto`` of output step ``step``, in one scan (columns as
+    ``schema``)."""
     from pyspark.sql import functions as F
 
     paths = []
@@ -181,8 +219,10 @@ def _union(frames: list[DataFrame]) -> DataFrame:
 
 
 class Rebuilds:
-    """For incremental materialized views: the epochs at which each is recomputed from whole tables (its state set
-    aside), after a change of its query or of what it reads, or a full refresh. Read at run time, not part of a
+    """For incremental materialized views: the epochs at which each is recomputed from whole tables (its state
+    set
+    aside), after a change of its query or of what it reads, or a full refresh. Read at run time, not part of
+    a
     step's code: kept under ``ROOT/sdp/rebuilds.json`` by the project."""
 
     def __init__(self, epochs: Mapping[str, list[int]] | None = None) -> None:
@@ -195,8 +235,9 @@ class Rebuilds:
         self.epochs[node] = sorted({*self.epochs.get(node, ()), epoch})
 
 
-def add_steps(pipe: Pipeline, graph: Graph, regimes: Mapping[str, Regime], spark: SparkSession,
-              rebuilds: Rebuilds) -> None:
+def add_steps(
+    pipe: Pipeline, graph: Graph, regimes: Mapping[str, Regime], spark: SparkSession, rebuilds: Rebuilds
+) -> None:
     """Declare every input and step of ``graph`` on ``pipe`` (see the module docstring).
 
     ``rebuilds``: when incremental materialized views are recomputed from whole tables (:class:`Rebuilds`).
@@ -205,15 +246,21 @@ def add_steps(pipe: Pipeline, graph: Graph, regimes: Mapping[str, Regime], spark
     sources = {n: s for f in graph.flows.values() for n, s in f.sources.items()}
     for name, source in sources.items():
         if name in graph.datasets or name in graph.flows:
-            raise PipelineError(f"the input of {source.describe()} would be named {name!r}, the name of a dataset")
+            raise PipelineError(
+                f"the input of {source.describe()} would be named {name!r}, the name of a dataset"
+            )
         pipe.input(name, ddl(source.schema), partitions=2, source=FileFeed(pipe, name, source, spark))
     needs_tick = [n for n in graph.order if not graph.inputs_of(n)]
     if needs_tick:
         pipe.input(TICK, "update BIGINT", source=lambda epoch: [{"update": epoch}])
     for node in graph.order:
         inputs = graph.inputs_of(node) or [TICK]
-        pipe.step(_step_function(graph, node, regimes[node], storage, rebuilds), name=node, inputs=inputs,
-                  regime=regimes[node])
+        pipe.step(
+            _step_function(graph, node, regimes[node], storage, rebuilds),
+            name=node,
+            inputs=inputs,
+            regime=regimes[node],
+        )
 
 
 def _step_function(graph: Graph, node: str, regime: Regime, storage: Storage, rebuilds: Rebuilds) -> Any:
@@ -221,10 +268,16 @@ def _step_function(graph: Graph, node: str, regime: Regime, storage: Storage, re
     own = graph.flows[node] if d is None else d.query
     func = own.func if own is not None else None
     appended = tuple(f.node for f in d.flows if not f.default) if d is not None else ()
-    # the query functions of the views this step may evaluate over whole tables, for the fingerprint of its code
-    inlined = tuple(graph.datasets[r.name].query.func for r in (own.reads if own else ())  # type: ignore[union-attr]
-                    if not r.external and graph.datasets[r.name].kind == "temporary view"
-                    and graph.datasets[r.name].mode == "append" and not graph.datasets[r.name].streaming)
+    # the query functions of the views this step may evaluate over whole tables, for the fingerprint of its
+    # code
+    inlined = tuple(
+        graph.datasets[r.name].query.func  # type: ignore[union-attr]
+        for r in (own.reads if own else ())
+        if not r.external
+        and graph.datasets[r.name].kind == "temporary view"
+        and graph.datasets[r.name].mode == "append"
+        and not graph.datasets[r.name].streaming
+    )
     streaming = own is not None and (d is None or d.streaming)
     mode = "stream" if streaming else "delta" if d is not None and d.mode == "append" else "snapshot"
     shape = d.shape if d is not None and d.kind == "materialized view" and not regime.stateless else None

@@ -1,4 +1,5 @@
-"""An SDP project's dataflow graph as falkirk sees it: what each flow reads, and what each dataset's step outputs.
+"""An SDP project's dataflow graph as falkirk sees it: what each flow reads, and what each dataset's step
+outputs.
 
 Every query function is called once at load time under a *discovery*
 binding (:mod:`~falkirk.spark.sdp.session`): a read of a dataset of the
@@ -51,13 +52,18 @@ __all__ = ["Graph", "Dataset", "Flow", "Read", "discover", "TICK"]
 
 #: The input every step that reads nothing of the pipeline reads: one record per update (its epoch clock).
 TICK = "_update"
-KINDS = {"MaterializedView": "materialized view", "StreamingTable": "streaming table",
-         "TemporaryView": "temporary view", "Sink": "sink"}
+KINDS = {
+    "MaterializedView": "materialized view",
+    "StreamingTable": "streaming table",
+    "TemporaryView": "temporary view",
+    "Sink": "sink",
+}
 
 
 @frozen
 class Read:
-    """A read in a query: dataset ``name`` (a key of the graph, or an outside table), as a stream or a batch."""
+    """A read in a query: dataset ``name`` (a key of the graph, or an outside table), as a stream or a
+    batch."""
 
     name: str
     streaming: bool
@@ -103,8 +109,9 @@ class Dataset:
 
     @property
     def streaming(self) -> bool:
-        return self.kind in ("streaming table", "sink") or (self.kind == "temporary view" and bool(
-            self.query and self.query.streaming))
+        return self.kind in ("streaming table", "sink") or (
+            self.kind == "temporary view" and bool(self.query and self.query.streaming)
+        )
 
     @property
     def properties(self) -> dict[str, str]:
@@ -131,11 +138,17 @@ class Graph:
     database: str | None = None
 
     def key(self, name: str) -> str | None:
-        """The node of dataset ``name`` as a query names it (``db.name``, ``catalog.db.name``, back-quoted…)."""
+        """The node of dataset ``name`` as a query names it (``db.name``, ``catalog.db.name``,
+        back-quoted…)."""
         parts = [p.strip("`").lower() for p in name.split(".")]
         qualifiers = parts[:-1]
-        ok = ([(self.catalog or "spark_catalog").lower(), (self.database or "default").lower()][-len(qualifiers):]
-              if qualifiers else [])
+        ok = (
+            [(self.catalog or "spark_catalog").lower(), (self.database or "default").lower()][
+                -len(qualifiers) :
+            ]
+            if qualifiers
+            else []
+        )
         if qualifiers and (len(qualifiers) > 2 or qualifiers != ok):
             return None
         return self._by_lower.get(parts[-1])
@@ -169,8 +182,10 @@ class Graph:
 def _node_name(name: str, what: str) -> str:
     short = name.split(".")[-1].strip("`")
     if not short.isidentifier() or short.startswith("_"):
-        raise PipelineError(f"{what} {name!r}: falkirk names its step after it, so it must be a Python identifier "
-                            "not starting with '_'")
+        raise PipelineError(
+            f"{what} {name!r}: falkirk names its step after it, so it must be a Python identifier "
+            "not starting with '_'"
+        )
     return short
 
 
@@ -189,8 +204,10 @@ def build_graph(registry: Any, *, catalog: str | None, database: str | None) -> 
     for flow in registry.flows.values():
         target = graph.key(flow.target)
         if target is None:
-            raise PipelineError(f"flow {flow.name!r} ({where(flow)}) writes to {flow.target!r}, which is not a dataset "
-                                "of this pipeline")
+            raise PipelineError(
+                f"flow {flow.name!r} ({where(flow)}) writes to {flow.target!r}, which is not a dataset "
+                "of this pipeline"
+            )
         d = datasets[target]
         default = flow.name.split(".")[-1].strip("`").lower() == d.name.split(".")[-1].strip("`").lower()
         node = target if default else _node_name(flow.name, "flow")
@@ -200,8 +217,10 @@ def build_graph(registry: Any, *, catalog: str | None, database: str | None) -> 
         d.flows.append(f)
         graph.flows[node] = f
         if not default and d.kind not in ("streaming table", "sink"):
-            raise PipelineError(f"flow {flow.name!r} ({where(flow)}) appends to {d.describe()}: only streaming tables "
-                                "and sinks take append flows")
+            raise PipelineError(
+                f"flow {flow.name!r} ({where(flow)}) appends to {d.describe()}: only streaming tables "
+                "and sinks take append flows"
+            )
     for d in datasets.values():
         if not d.flows:
             raise PipelineError(f"{d.describe()} has no flow: nothing writes to it")
@@ -218,8 +237,10 @@ class _Discovery:
         key = self.graph.key(name)
         if key is None:
             if streaming:
-                raise PipelineError(f"it reads {name!r} as a stream, and that is not a dataset of this pipeline: "
-                                    "falkirk sdp streams from the pipeline's datasets and from files")
+                raise PipelineError(
+                    f"it reads {name!r} as a stream, and that is not a dataset of this pipeline: "
+                    "falkirk sdp streams from the pipeline's datasets and from files"
+                )
             self.flow.reads.append(Read(name, False, external=True))
             return self.spark.read.table(name)
         self.flow.reads.append(Read(key, streaming))
@@ -230,14 +251,23 @@ class _Discovery:
 
     def files(self, source: FileSource) -> DataFrame:
         known = [n for n, s in self.flow.sources.items() if s == source]
-        node = known[0] if known else (f"{self.flow.node}_files" if not self.flow.sources
-                                       else f"{self.flow.node}_files{len(self.flow.sources) + 1}")
+        node = (
+            known[0]
+            if known
+            else (
+                f"{self.flow.node}_files"
+                if not self.flow.sources
+                else f"{self.flow.node}_files{len(self.flow.sources) + 1}"
+            )
+        )
         self.flow.sources[node] = source
         return self.spark.createDataFrame([], source.schema).alias(marker(node))
 
     def sql(self) -> None:
-        raise PipelineError("it calls spark.sql(...): the tables a SQL string names cannot be resolved to each "
-                            "update's data; read them with spark.read.table(name) / spark.readStream.table(name)")
+        raise PipelineError(
+            "it calls spark.sql(...): the tables a SQL string names cannot be resolved to each "
+            "update's data; read them with spark.read.table(name) / spark.readStream.table(name)"
+        )
 
 
 def discover(graph: Graph, spark: SparkSession) -> Graph:
@@ -260,19 +290,27 @@ def discover(graph: Graph, spark: SparkSession) -> Graph:
             except PipelineError as exc:
                 raise PipelineError(f"flow {f.name!r} ({f.where}): {exc}") from None
             except Exception as exc:
-                raise PipelineError(f"flow {f.name!r} ({f.where}) failed when falkirk called its query function: "
-                                    f"{type(exc).__name__}: {exc}") from exc
+                raise PipelineError(
+                    f"flow {f.name!r} ({f.where}) failed when falkirk called its query function: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
             if not hasattr(df, "schema") or not hasattr(df, "unionByName"):
-                raise PipelineError(f"flow {f.name!r} ({f.where}): its query function returned {type(df).__name__}, "
-                                    "not a DataFrame")
+                raise PipelineError(
+                    f"flow {f.name!r} ({f.where}): its query function returned {type(df).__name__}, "
+                    "not a DataFrame"
+                )
             frames[f.node] = df
             target = graph.datasets[f.target]
             if target.schema is None:
                 target.schema = df.schema
         if len(left) == len(pending):
-            stuck = "; ".join(f"flow {f.name!r} ({f.where}) waits for {graph.datasets[waiting[f.node]].describe()}"
-                              for f in left)
-            raise PipelineError(f"the flows read each other in a cycle, or read a dataset no flow could define: {stuck}")
+            stuck = "; ".join(
+                f"flow {f.name!r} ({f.where}) waits for {graph.datasets[waiting[f.node]].describe()}"
+                for f in left
+            )
+            raise PipelineError(
+                f"the flows read each other in a cycle, or read a dataset no flow could define: {stuck}"
+            )
         pending = left
     _order(graph)
     for n in graph.order:
@@ -286,7 +324,10 @@ def discover(graph: Graph, spark: SparkSession) -> Graph:
 
 
 def _order(graph: Graph) -> None:
-    deps = {n: graph.inputs_of(n) for n in [*graph.datasets, *(f for f, fl in graph.flows.items() if not fl.default)]}
+    deps = {
+        n: graph.inputs_of(n)
+        for n in [*graph.datasets, *(f for f, fl in graph.flows.items() if not fl.default)]
+    }
     nodes = {n: [u for u in us if u in deps] for n, us in deps.items()}
     try:
         graph.order = list(TopologicalSorter(nodes).static_order())
@@ -307,8 +348,10 @@ def _check_reads(graph: Graph, flow: Flow, what: str) -> None:
         elif r.streaming and d.kind == "temporary view" and not d.streaming:
             why = "it is a batch view (its query reads no stream): read it with spark.read.table"
         elif not r.streaming and d.kind == "temporary view" and d.streaming:
-            why = ("it is a streaming view and must be read with spark.readStream.table "
-                   "(SDP: INCOMPATIBLE_STREAMING_VIEW_READ)")
+            why = (
+                "it is a streaming view and must be read with spark.readStream.table "
+                "(SDP: INCOMPATIBLE_STREAMING_VIEW_READ)"
+            )
         if why:
             how = "as a stream" if r.streaming else "as a batch"
             raise PipelineError(f"{what} {flow.name!r} ({flow.where}) reads {d.describe()} {how}: {why}")
@@ -317,17 +360,23 @@ def _check_reads(graph: Graph, flow: Flow, what: str) -> None:
 def _append_only(graph: Graph, name: str | None) -> bool:
     """Whether dataset ``name``'s step outputs each update's new rows and its table is read as a batch."""
     d = graph.datasets.get(name or "")
-    return d is not None and d.mode == "append" and d.kind in ("streaming table", "temporary view") and (
-        d.kind == "streaming table" or not d.streaming)
+    return (
+        d is not None
+        and d.mode == "append"
+        and d.kind in ("streaming table", "temporary view")
+        and (d.kind == "streaming table" or not d.streaming)
+    )
 
 
 def _check_stateless(f: Flow, frames: dict[str, DataFrame]) -> None:
     """A streaming flow must not keep state across updates: falkirk runs each update's new rows as a batch."""
     found = stateful_nodes(frames[f.node]) if f.streaming else []
     if found:
-        raise PipelineError(f"flow {f.name!r} ({f.where}) is a streaming query with state across micro-batches "
-                            f"({', '.join(found)}): falkirk runs each update's new rows as one batch and keeps no "
-                            "streaming state; aggregate in a materialized view over the streaming table instead")
+        raise PipelineError(
+            f"flow {f.name!r} ({f.where}) is a streaming query with state across micro-batches "
+            f"({', '.join(found)}): falkirk runs each update's new rows as one batch and keeps no "
+            "streaming state; aggregate in a materialized view over the streaming table instead"
+        )
 
 
 def _classify(graph: Graph, d: Dataset, frames: dict[str, DataFrame]) -> None:
@@ -341,13 +390,16 @@ def _classify(graph: Graph, d: Dataset, frames: dict[str, DataFrame]) -> None:
             if not f.streaming:
                 raise PipelineError(
                     f"{d.describe()}: its flow {f.name!r} ({f.where}) reads no stream; a {d.kind} is fed by "
-                    "streaming reads (spark.readStream...): declare a batch query with @dp.materialized_view")
+                    "streaming reads (spark.readStream...): declare a batch query with @dp.materialized_view"
+                )
         d.mode = "append"
         return
     assert q is not None
     if d.kind == "materialized view" and q.streaming:
-        raise PipelineError(f"{d.describe()} reads a stream: a materialized view's query is a batch query "
-                            "(spark.read.table); stream into a streaming table (@dp.table) instead")
+        raise PipelineError(
+            f"{d.describe()} reads a stream: a materialized view's query is a batch query "
+            "(spark.read.table); stream into a streaming table (@dp.table) instead"
+        )
     if d.kind == "temporary view" and q.streaming:
         d.mode = "append"
         return

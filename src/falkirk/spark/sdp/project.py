@@ -58,7 +58,8 @@ __all__ = ["Project", "Update", "Advised", "load"]
 
 @frozen
 class Advised:
-    """The advisor's regimes for a project: ``regimes`` (fit for their datasets), ``dropped`` (advised but not fit:
+    """The advisor's regimes for a project: ``regimes`` (fit for their datasets), ``dropped`` (advised but not
+    fit:
     why), and ``text`` (the advice's table and the spec settings that apply it)."""
 
     advice: Any
@@ -69,7 +70,8 @@ class Advised:
 
 @frozen
 class Update:
-    """What one :meth:`Project.run` did: the epoch it ended at, the falkirk run's result, and the steps executed."""
+    """What one :meth:`Project.run` did: the epoch it ended at, the falkirk run's result, and the steps
+    executed."""
 
     epoch: int
     new: bool  # whether a new update ran (else: only refreshes)
@@ -80,7 +82,9 @@ class Update:
 
     def summary(self) -> str:
         """One line: what ran, what was executed again, the recoveries."""
-        what = f"update {self.epoch + 1} (epoch {self.epoch})" if self.new else f"refresh of epoch {self.epoch}"
+        what = (
+            f"update {self.epoch + 1} (epoch {self.epoch})" if self.new else f"refresh of epoch {self.epoch}"
+        )
         steps = ", ".join(f"{s}@{e}" for s, e in self.executed) or "nothing"
         rec = f"; {self.recoveries} recovery(ies) from failures" if self.recoveries else ""
         return f"{what} done: {len(self.executed)} step execution(s): {steps}{rec}"
@@ -91,9 +95,13 @@ class Update:
         return sum(1 for r in self.result.journal.recoveries if not r.restart)
 
 
-def load(where: str | os.PathLike[str] | None = None, spark: SparkSession | None = None, **options: Any) -> Project:
-    """The SDP project whose spec ``where`` names (a file, or a directory searched as ``spark-pipelines`` does),
-    loaded for falkirk; ``options`` as :class:`Project`'s. ``spark``: default :func:`local_session` with the spec's
+def load(
+    where: str | os.PathLike[str] | None = None, spark: SparkSession | None = None, **options: Any
+) -> Project:
+    """The SDP project whose spec ``where`` names (a file, or a directory searched as ``spark-pipelines``
+    does),
+    loaded for falkirk; ``options`` as :class:`Project`'s. ``spark``: default :func:`local_session` with the
+    spec's
     Spark settings."""
     spec = load_spec(where)
     if spark is None:
@@ -112,22 +120,37 @@ class Project:
     ``storage_options``: as :class:`~falkirk.spark.Pipeline`'s.
     """
 
-    def __init__(self, spec: Spec, spark: SparkSession, *, root: str | os.PathLike[str] | None = None,
-                 regimes: Mapping[str, str | Regime] | None = None, gc: bool = True, retain: int = 2,
-                 storage_options: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        spec: Spec,
+        spark: SparkSession,
+        *,
+        root: str | os.PathLike[str] | None = None,
+        regimes: Mapping[str, str | Regime] | None = None,
+        gc: bool = True,
+        retain: int = 2,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
         self.spec, self.spark = spec, spark
         self.ignored_conf = _apply_conf(spark, spec.spark_conf)
         self.session = PipelineSession(spark)
         registry = load_definitions(spec, self.session)
-        self.graph: Graph = discover(build_graph(registry, catalog=spec.catalog, database=spec.database), spark)
+        self.graph: Graph = discover(
+            build_graph(registry, catalog=spec.catalog, database=spec.database), spark
+        )
         self.regimes = choose(self.graph, dict(regimes or {}), spec.regimes())
         self.root = os.fspath(root) if root is not None else spec.default_root()
         self.options = {"gc": gc, "retain": retain, "storage_options": dict(storage_options or {})}
         self.location = as_root(self.root, storage_options=storage_options)
 
     # -- the falkirk pipeline ------------------------------------------------------------------
-    def pipeline(self, *, code_changes: Mapping[str, str | int] | None = None,
-                 refresh: Mapping[str, int] | None = None, rebuilds: Rebuilds | None = None) -> SdpPipeline:
+    def pipeline(
+        self,
+        *,
+        code_changes: Mapping[str, str | int] | None = None,
+        refresh: Mapping[str, int] | None = None,
+        rebuilds: Rebuilds | None = None,
+    ) -> SdpPipeline:
         """The falkirk pipeline of this project (not run): every input and step declared."""
         pipe = SdpPipeline(self.root, self.spark, code_changes=code_changes, **self.options)  # type: ignore[arg-type]
         pipe.refresh = dict(refresh or {})
@@ -142,15 +165,18 @@ class Project:
         flows = {n.lower(): n for n in self.graph.flows}
         if name.lower() in flows:
             return flows[name.lower()]
-        raise PipelineError(f"{name!r} is not a dataset or flow of pipeline {self.spec.name!r} "
-                            f"({', '.join(self.graph.order)})")
+        raise PipelineError(
+            f"{name!r} is not a dataset or flow of pipeline {self.spec.name!r} "
+            f"({', '.join(self.graph.order)})"
+        )
 
     def updates(self) -> int:
         """How many updates have completed under the root."""
         return len([n for n in self.location.listdir("sdp/updates") if n.endswith(".json")])
 
     def rebuilds(self) -> Rebuilds:
-        """When each incremental materialized view is recomputed from whole tables (``ROOT/sdp/rebuilds.json``)."""
+        """When each incremental materialized view is recomputed from whole tables
+        (``ROOT/sdp/rebuilds.json``)."""
         try:
             return Rebuilds(json.loads(self.location.read_bytes("sdp/rebuilds.json")))
         except FileNotFoundError:
@@ -168,29 +194,35 @@ class Project:
 
     # -- running -----------------------------------------------------------------------------------
     def plan(self, *, refresh: Iterable[str] = (), full_refresh: Iterable[str] = ()) -> Any:
-        """What :meth:`run` with these arguments would do, without running (:mod:`~falkirk.spark.sdp.show`)."""
+        """What :meth:`run` with these arguments would do, without running
+        (:mod:`~falkirk.spark.sdp.show`)."""
         from falkirk.spark.sdp.show import run_plan
 
         return run_plan(self, *self._selection(refresh, full_refresh))
 
-    def _selection(self, refresh: Iterable[str], full_refresh: Iterable[str]) -> tuple[dict[str, int], Rebuilds,
-                                                                                       dict[str, str], int]:
+    def _selection(
+        self, refresh: Iterable[str], full_refresh: Iterable[str]
+    ) -> tuple[dict[str, int], Rebuilds, dict[str, str], int]:
         """(limits, rebuilds, code_changes, epochs) of a run with these arguments."""
         n = self.updates()
         refresh_nodes = [self.node(x) for x in refresh]
         full_nodes = [self.node(x) for x in full_refresh]
         selective = bool(refresh_nodes or full_nodes)
         if selective and n == 0:
-            raise PipelineError(f"nothing to refresh: no update of pipeline {self.spec.name!r} has completed under "
-                                f"{self.location.uri}")
+            raise PipelineError(
+                f"nothing to refresh: no update of pipeline {self.spec.name!r} has completed under "
+                f"{self.location.uri}"
+            )
         last = n - 1 if selective else n  # the epoch this run ends at
         limits = {x: n - 2 for x in refresh_nodes}
         rebuilds = self.rebuilds()
         for x in full_nodes:
             d = self.graph.datasets.get(x)
             if d is None or d.kind not in ("streaming table", "materialized view"):
-                raise PipelineError(f"--full-refresh {x}: a full refresh resets a streaming table or a materialized "
-                                    "view; refresh a view, flow or sink with --refresh")
+                raise PipelineError(
+                    f"--full-refresh {x}: a full refresh resets a streaming table or a materialized "
+                    "view; refresh a view, flow or sink with --refresh"
+                )
             if d.kind == "streaming table":
                 limits[x] = -1
             else:
@@ -200,7 +232,9 @@ class Project:
         redone = {y for x in limits for y in self.graph.downstream(x)}
         for c in changed:
             d = self.graph.datasets.get(c)
-            if d is None or (d.kind != "materialized view" and not (d.kind == "temporary view" and not d.streaming)):
+            if d is None or (
+                d.kind != "materialized view" and not (d.kind == "temporary view" and not d.streaming)
+            ):
                 continue  # a changed stream applies to new rows only, as in SDP
             for y in self.graph.downstream(c):
                 if self._incremental(y):
@@ -211,8 +245,14 @@ class Project:
         d = self.graph.datasets.get(node)
         return d is not None and d.kind == "materialized view" and not self.regimes[node].stateless
 
-    def run(self, *, refresh: Iterable[str] = (), full_refresh: Iterable[str] = (), fail: Iterable[str] = (),
-            progress: Callable[[str], None] | None = None) -> Update:
+    def run(
+        self,
+        *,
+        refresh: Iterable[str] = (),
+        full_refresh: Iterable[str] = (),
+        fail: Iterable[str] = (),
+        progress: Callable[[str], None] | None = None,
+    ) -> Update:
         """Run one update, or refresh ``refresh``/``full_refresh`` (see the module docstring)."""
         refresh, full_refresh = list(refresh), list(full_refresh)
         limits, rebuilds, code_changes, epochs = self._selection(refresh, full_refresh)
@@ -228,13 +268,16 @@ class Project:
         try:
             result = pipe.run(epochs, fail=injections, progress=progress)
         except RecoveryError as exc:
-            tables = [x for x, e in limits.items() if e < 0 and self.graph.datasets[x].kind == "streaming table"]
+            tables = [
+                x for x, e in limits.items() if e < 0 and self.graph.datasets[x].kind == "streaming table"
+            ]
             if not tables:
                 raise
             raise RecoveryError(
                 f"--full-refresh {', '.join(tables)}: rebuilding a streaming table from its first update needs its "
                 "input log from there, and garbage collection has removed part of it (a root run with gc=False, "
-                f"falkirk sdp run --no-gc, keeps it); nothing was changed. falkirk's reason: {exc}") from exc
+                f"falkirk sdp run --no-gc, keeps it); nothing was changed. falkirk's reason: {exc}"
+            ) from exc
         if not selective:
             doc = {"format": "falkirk-sdp-update/1", "epoch": epoch, "spec": str(self.spec.path)}
             self.location.replace(f"sdp/updates/{epoch:08d}.json", json.dumps(doc, sort_keys=True).encode())
@@ -242,7 +285,8 @@ class Project:
         return Update(epoch, not selective, result, executed, tuple(self.ignored_conf))
 
     def advise(self, failure_rate: float, **options: Any) -> Advised:
-        """The advisor's regimes (:meth:`falkirk.spark.Pipeline.advise`, only changes the root accepts), kept where
+        """The advisor's regimes (:meth:`falkirk.spark.Pipeline.advise`, only changes the root accepts), kept
+        where
         they fit their dataset's kind (:func:`~falkirk.spark.sdp.regimes.fit`). Nothing is run or changed."""
         advice = self.pipeline().advise(failure_rate, accepted_only=True, **options)
         fitted, dropped = {}, {}
@@ -253,9 +297,14 @@ class Project:
                 fitted[node] = fit(self.graph.datasets.get(node), node, regime)
             except PipelineError as exc:
                 dropped[node] = str(exc)
-        lines = [advice.table(), "", "spec settings (configuration:) that apply it:" if fitted else
-                 "the advice changes no dataset's regime"]
-        lines += [f"  falkirk.regime.{n}: \"{text(r)}\"" for n, r in fitted.items()]
+        lines = [
+            advice.table(),
+            "",
+            "spec settings (configuration:) that apply it:"
+            if fitted
+            else "the advice changes no dataset's regime",
+        ]
+        lines += [f'  falkirk.regime.{n}: "{text(r)}"' for n, r in fitted.items()]
         lines += [f"  not applied: {why}" for why in dropped.values()]
         return Advised(advice, fitted, dropped, "\n".join(lines))
 
@@ -283,17 +332,22 @@ class Project:
 
     def tables(self) -> dict[str, DataFrame]:
         """Every table of the project, by dataset name."""
-        return {d.name: self.table(d.name) for d in self.graph.datasets.values() if d.kind != "temporary view"}
+        return {
+            d.name: self.table(d.name) for d in self.graph.datasets.values() if d.kind != "temporary view"
+        }
 
 
 def _apply_conf(spark: SparkSession, conf: Mapping[str, str]) -> list[str]:
-    """Set the spec's Spark settings on the session (as ``spark-pipelines`` does); notes for those it refuses."""
+    """Set the spec's Spark settings on the session (as ``spark-pipelines`` does); notes for those it
+    refuses."""
     notes = []
     for key, value in conf.items():
         try:
             if spark.conf.get(key, None) != value:
                 spark.conf.set(key, value)
         except Exception as exc:  # noqa: BLE001 - a static setting of a running session: said, not fatal
-            notes.append(f"spec setting {key}={value} not applied to the running session ({type(exc).__name__}); "
-                         "set it when the session is built")
+            notes.append(
+                f"spec setting {key}={value} not applied to the running session ({type(exc).__name__}); "
+                "set it when the session is built"
+            )
     return notes

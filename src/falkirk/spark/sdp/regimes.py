@@ -52,7 +52,13 @@ __all__ = ["parse", "text", "fit", "default_regime", "choose", "PROPERTY"]
 
 #: The table property that sets a dataset's regime.
 PROPERTY = "falkirk.regime"
-_KINDS: dict[str, type[Regime]] = {"ephemeral": Ephemeral, "batch": Batch, "lazy": Lazy, "eager": Eager, "output": Output}
+_KINDS: dict[str, type[Regime]] = {
+    "ephemeral": Ephemeral,
+    "batch": Batch,
+    "lazy": Lazy,
+    "eager": Eager,
+    "output": Output,
+}
 _SPEC = re.compile(r"^\s*([A-Za-z]+)\s*(?:\((.*)\))?\s*$")
 
 
@@ -68,14 +74,17 @@ def _value(text: str) -> Any:
 def parse(text: str | Regime, name: str, *, key: str | None = None) -> Regime:
     """The regime ``text`` describes (``"lazy(every=3)"``), or :class:`PipelineError` naming dataset ``name``.
 
-    ``key``: the key of a ``lazy`` or ``eager`` regime that names none (a materialized view's grouping column).
+    ``key``: the key of a ``lazy`` or ``eager`` regime that names none (a materialized view's grouping
+    column).
     """
     if isinstance(text, Regime):
         return text
     m = _SPEC.match(str(text))
     if m is None or m.group(1).lower() not in _KINDS:
-        raise PipelineError(f"{name}: regime {text!r}: expected one of {', '.join(_KINDS)} with optional "
-                            "arguments, e.g. 'lazy(every=3)'")
+        raise PipelineError(
+            f"{name}: regime {text!r}: expected one of {', '.join(_KINDS)} with optional "
+            "arguments, e.g. 'lazy(every=3)'"
+        )
     args: dict[str, Any] = {}
     for part in filter(None, (p.strip() for p in (m.group(2) or "").split(","))):
         arg, eq, value = part.partition("=")
@@ -102,8 +111,11 @@ def text(regime: Regime) -> str:
     import attrs
 
     default = type(regime)()
-    args = {f.name: getattr(regime, f.name) for f in attrs.fields(type(regime))
-            if getattr(regime, f.name) != getattr(default, f.name)}
+    args = {
+        f.name: getattr(regime, f.name)
+        for f in attrs.fields(type(regime))
+        if getattr(regime, f.name) != getattr(default, f.name)
+    }
     shown = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in args.items()]
     return regime.kind + (f"({', '.join(shown)})" if shown else "")
 
@@ -125,49 +137,65 @@ def default_regime(graph: Graph, node: str) -> Regime:
 
 
 def fit(d: Dataset | None, node: str, regime: Regime) -> Regime:
-    """``regime`` made fit for ``d`` (``None``: an append flow), or :class:`PipelineError` saying why it cannot."""
+    """``regime`` made fit for ``d`` (``None``: an append flow), or :class:`PipelineError` saying why it
+    cannot."""
     what = d.describe() if d is not None else f"flow {node!r}"
     if d is not None and d.kind in ("streaming table", "sink"):
         if not isinstance(regime, Output):
-            raise PipelineError(f"{what}: regime {regime.kind}: a {d.kind} is an appended output (regime output)")
+            raise PipelineError(
+                f"{what}: regime {regime.kind}: a {d.kind} is an appended output (regime output)"
+            )
         return evolve(regime, log=True) if d.kind == "streaming table" else regime
     if isinstance(regime, Output):
         raise PipelineError(f"{what}: regime output is for streaming tables and sinks")
     if d is None or d.kind == "temporary view":
         if not regime.stateless:
-            raise PipelineError(f"{what}: regime {regime.kind}: a view or flow keeps no state (ephemeral or batch)")
+            raise PipelineError(
+                f"{what}: regime {regime.kind}: a view or flow keeps no state (ephemeral or batch)"
+            )
         return regime
     if regime.stateless:
         if isinstance(regime, Ephemeral):
-            raise PipelineError(f"{what}: regime ephemeral: a materialized view keeps its table (batch, or lazy/eager "
-                                "for a mergeable aggregate)")
+            raise PipelineError(
+                f"{what}: regime ephemeral: a materialized view keeps its table (batch, or lazy/eager "
+                "for a mergeable aggregate)"
+            )
         return regime
     shape = d.shape
     if shape is None or not shape.incremental or getattr(regime, "database", None):
         why = shape.describe() if shape is not None else "its query was not analysed"
-        raise PipelineError(f"{what}: regime {regime.kind}: falkirk keeps a materialized view as state only when its "
-                            f"query is a mergeable aggregate of one append-only table, and this one is not ({why}); "
-                            "use batch")
+        raise PipelineError(
+            f"{what}: regime {regime.kind}: falkirk keeps a materialized view as state only when its "
+            f"query is a mergeable aggregate of one append-only table, and this one is not ({why}); "
+            "use batch"
+        )
     assert isinstance(regime, Keyed)
     key = regime.key
     if key is None and shape.keys:
         regime = evolve(regime, key=shape.keys[0])
     elif key is not None and key not in shape.keys:
-        raise PipelineError(f"{what}: regime key={key!r} is not one of its grouping columns {list(shape.keys)}")
+        raise PipelineError(
+            f"{what}: regime key={key!r} is not one of its grouping columns {list(shape.keys)}"
+        )
     return evolve(regime, log=True)
 
 
 def choose(graph: Graph, given: Mapping[str, str | Regime], spec: Mapping[str, str]) -> dict[str, Regime]:
-    """Every node's regime: ``given`` (by dataset or flow name), else the spec's, else the table property, else
+    """Every node's regime: ``given`` (by dataset or flow name), else the spec's, else the table property,
+    else
     the default; each checked against what its dataset may take."""
     names = {n.lower(): n for n in [*graph.datasets, *graph.flows]}
     for source, mapping in (("regimes", given), ("the spec's configuration", spec)):
         for name in mapping:
             if name.lower() not in names and graph.key(name) is None:
-                raise PipelineError(f"{source} sets the regime of {name!r}, which is not a dataset or flow of this "
-                                    f"pipeline ({', '.join(sorted(names.values()))})")
-    lookup = {**{names.get(k.lower()) or graph.key(k): v for k, v in spec.items()},
-              **{names.get(k.lower()) or graph.key(k): v for k, v in given.items()}}
+                raise PipelineError(
+                    f"{source} sets the regime of {name!r}, which is not a dataset or flow of this "
+                    f"pipeline ({', '.join(sorted(names.values()))})"
+                )
+    lookup = {
+        **{names.get(k.lower()) or graph.key(k): v for k, v in spec.items()},
+        **{names.get(k.lower()) or graph.key(k): v for k, v in given.items()},
+    }
     out: dict[str, Regime] = {}
     nodes = [n for n in graph.order]
     for node in nodes:

@@ -56,27 +56,33 @@ class Registry(GraphElementRegistry):
     def register_output(self, output: Any) -> None:
         key = output.name.lower()
         if key in self.outputs:
-            raise PipelineError(f"dataset {output.name!r} is defined twice: at {where(self.outputs[key])} and "
-                                f"at {where(output)}")
+            raise PipelineError(
+                f"dataset {output.name!r} is defined twice: at {where(self.outputs[key])} and "
+                f"at {where(output)}"
+            )
         self.outputs[key] = output
 
     def register_flow(self, flow: Any) -> None:
         key = flow.name.lower()
         if key in self.flows:
-            raise PipelineError(f"flow {flow.name!r} is defined twice: at {where(self.flows[key])} and at "
-                                f"{where(flow)}")
+            raise PipelineError(
+                f"flow {flow.name!r} is defined twice: at {where(self.flows[key])} and at {where(flow)}"
+            )
         self.flows[key] = flow
 
     def register_auto_cdc_flow(self, flow: Any) -> None:
-        raise PipelineError(f"flow {flow.name!r} into {flow.target!r} ({where(flow)}) is an Auto CDC flow "
-                            "(dp.create_auto_cdc_flow): not supported by falkirk sdp")
+        raise PipelineError(
+            f"flow {flow.name!r} into {flow.target!r} ({where(flow)}) is an Auto CDC flow "
+            "(dp.create_auto_cdc_flow): not supported by falkirk sdp"
+        )
 
     def register_sql(self, sql_text: str, file_path: Path) -> None:
         raise PipelineError(
             f"SQL definition file {file_path}: falkirk sdp runs Python definition files only (a SQL file's "
             "queries name tables only a catalog resolves; falkirk resolves each read per epoch through "
             "spark.read.table); write it as a Python file with @dp.materialized_view / @dp.table, or leave it "
-            "out of the spec's libraries")
+            "out of the spec's libraries"
+        )
 
 
 @contextlib.contextmanager
@@ -107,8 +113,10 @@ def load_definitions(spec: Spec, session: PipelineSession) -> Any:
             if file.suffix == ".sql":
                 registry.register_sql(file.read_text(encoding="utf-8"), rel)
             elif file.suffix != ".py":
-                raise PipelineError(f"definition file {rel}: neither Python (.py) nor SQL (.sql); the spec's "
-                                    "libraries globs must match definition files only")
+                raise PipelineError(
+                    f"definition file {rel}: neither Python (.py) nor SQL (.sql); the spec's "
+                    "libraries globs must match definition files only"
+                )
             module_spec = importlib.util.spec_from_file_location(file.stem, str(file))
             if module_spec is None or module_spec.loader is None:
                 raise PipelineError(f"definition file {rel}: cannot be imported")
@@ -120,8 +128,12 @@ def load_definitions(spec: Spec, session: PipelineSession) -> Any:
             except PipelineError as exc:
                 raise PipelineError(f"definition file {rel}: {exc}") from None
             except Exception as exc:
-                raise PipelineError(f"definition file {rel} failed to import: {type(exc).__name__}: {exc}") from exc
+                raise PipelineError(
+                    f"definition file {rel} failed to import: {type(exc).__name__}: {exc}"
+                ) from exc
     if not registry.outputs:
-        raise PipelineError(f"pipeline spec {spec.path}: its libraries define no dataset "
-                            f"({len(spec.files)} definition file(s) found)")
+        raise PipelineError(
+            f"pipeline spec {spec.path}: its libraries define no dataset "
+            f"({len(spec.files)} definition file(s) found)"
+        )
     return registry

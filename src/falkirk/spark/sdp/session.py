@@ -44,14 +44,25 @@ __all__ = ["PipelineSession", "FileSource", "Binding", "bound", "FILE_FORMATS"]
 FILE_FORMATS = frozenset({"json", "csv", "parquet", "orc", "text", "xml", "avro"})
 #: Options of Spark's file stream source that shape *when* files are read, not what a record is: not passed to
 #: the batch read of an update's new files.
-STREAM_ONLY_OPTIONS = frozenset({"maxfilespertrigger", "maxbytespertrigger", "latestfirst", "filenameonly",
-                                 "maxfileage", "cleansource", "sourcearchivedir", "maxcachedfiles",
-                                 "discardcachedinputratio"})
+STREAM_ONLY_OPTIONS = frozenset(
+    {
+        "maxfilespertrigger",
+        "maxbytespertrigger",
+        "latestfirst",
+        "filenameonly",
+        "maxfileage",
+        "cleansource",
+        "sourcearchivedir",
+        "maxcachedfiles",
+        "discardcachedinputratio",
+    }
+)
 
 
 @frozen
 class FileSource:
-    """A file stream a flow reads: ``spark.readStream.format(format).schema(schema).options(...).load(path)``."""
+    """A file stream a flow reads:
+    ``spark.readStream.format(format).schema(schema).options(...).load(path)``."""
 
     format: str
     schema: Any  # a pyspark StructType
@@ -149,13 +160,22 @@ class _Reader:
 class _StreamReader:
     """``spark.readStream``: a table read or a file stream, recorded; anything else is refused."""
 
-    def __init__(self, spark: Any, fmt: str | None = None, schema: Any = None,
-                 options: tuple[tuple[str, str], ...] = ()) -> None:
+    def __init__(
+        self,
+        spark: Any,
+        fmt: str | None = None,
+        schema: Any = None,
+        options: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         self._spark, self._format, self._schema, self._options = spark, fmt, schema, options
 
     def _with(self, **changes: Any) -> _StreamReader:
-        return _StreamReader(self._spark, changes.get("fmt", self._format), changes.get("schema", self._schema),
-                             changes.get("options", self._options))
+        return _StreamReader(
+            self._spark,
+            changes.get("fmt", self._format),
+            changes.get("schema", self._schema),
+            changes.get("options", self._options),
+        )
 
     def format(self, source: str) -> _StreamReader:
         return self._with(fmt=source)
@@ -167,7 +187,9 @@ class _StreamReader:
         return self._with(options=(*self._options, (key, _text(value))))
 
     def options(self, **options: Any) -> _StreamReader:
-        return self._with(options=(*self._options, *((k, _text(v)) for k, v in options.items() if v is not None)))
+        return self._with(
+            options=(*self._options, *((k, _text(v)) for k, v in options.items() if v is not None))
+        )
 
     def table(self, tableName: str) -> DataFrame:  # noqa: N803 - PySpark's name
         b = _binding.get()
@@ -175,8 +197,13 @@ class _StreamReader:
             return self._spark.readStream.table(tableName)
         return b.table(tableName, streaming=True)
 
-    def load(self, path: str | None = None, format: str | None = None, schema: Any = None,  # noqa: A002
-             **options: Any) -> DataFrame:
+    def load(
+        self,
+        path: str | None = None,
+        format: str | None = None,
+        schema: Any = None,  # noqa: A002
+        **options: Any,
+    ) -> DataFrame:
         reader = self.format(format) if format is not None else self
         reader = reader.schema(schema) if schema is not None else reader
         reader = reader.options(**options) if options else reader
@@ -194,21 +221,28 @@ class _StreamReader:
             raise PipelineError(
                 f"a streaming read of format {self._format!r}: falkirk sdp streams from files "
                 f"({', '.join(sorted(FILE_FORMATS))}, read into an input log) and from datasets of the pipeline "
-                "(spark.readStream.table); read other sources into files first")
+                "(spark.readStream.table); read other sources into files first"
+            )
         if not path:
             raise PipelineError(f"a streaming read of {fmt} files without a path: give .load(path)")
         if self._schema is None:
-            raise PipelineError(f"a streaming read of {fmt} files under {path} without a schema: falkirk's input "
-                                "log needs one, as Spark's file stream does: add .schema(...)")
+            raise PipelineError(
+                f"a streaming read of {fmt} files under {path} without a schema: falkirk's input "
+                "log needs one, as Spark's file stream does: add .schema(...)"
+            )
         return b.files(FileSource(fmt, _struct(self._spark, self._schema), str(path), self._options))
 
     def __getattr__(self, name: str) -> Any:
         if name in FILE_FORMATS:
+
             def read(path: str | None = None, **options: Any) -> DataFrame:
                 return self.format(name).options(**options)._files(path)
+
             return read
-        raise PipelineError(f"spark.readStream.{name}: not supported by falkirk sdp (format(...).load(path) of "
-                            "files, or table(name) of a dataset of the pipeline)")
+        raise PipelineError(
+            f"spark.readStream.{name}: not supported by falkirk sdp (format(...).load(path) of "
+            "files, or table(name) of a dataset of the pipeline)"
+        )
 
 
 def _text(value: Any) -> str:

@@ -39,7 +39,8 @@ class Spec:
 
     @property
     def directory(self) -> Path:
-        """The project directory (the spec's): globs, and definition modules' working directory, are relative to it."""
+        """The project directory (the spec's): globs, and definition modules' working directory, are relative
+        to it."""
         return self.path.parent
 
     @property
@@ -49,10 +50,13 @@ class Spec:
 
     def regimes(self) -> dict[str, str]:
         """Regimes given in ``configuration`` as ``falkirk.regime.<dataset>: <regime>``, by dataset name."""
-        return {k[len(REGIME_PREFIX):]: v for k, v in self.configuration.items() if k.startswith(REGIME_PREFIX)}
+        return {
+            k[len(REGIME_PREFIX) :]: v for k, v in self.configuration.items() if k.startswith(REGIME_PREFIX)
+        }
 
     def default_root(self) -> str:
-        """falkirk's root when none is given: ``<storage>/falkirk``, beside what ``spark-pipelines`` keeps there
+        """falkirk's root when none is given: ``<storage>/falkirk``, beside what ``spark-pipelines`` keeps
+        there
         (a relative ``storage`` is relative to the project directory)."""
         storage = self.storage.rstrip("/")
         if "://" not in storage and not os.path.isabs(storage):
@@ -64,13 +68,15 @@ def _cli() -> Any:
     try:
         from pyspark.pipelines import cli
     except ImportError as exc:
-        raise PipelineError(f"falkirk sdp needs pyspark.pipelines and its spec loader (pip install "
-                            f"'falkirk[sdp]'): {exc}") from None
+        raise PipelineError(
+            f"falkirk sdp needs pyspark.pipelines and its spec loader (pip install 'falkirk[sdp]'): {exc}"
+        ) from None
     return cli
 
 
 def find_spec(where: str | os.PathLike[str] | None = None) -> Path:
-    """The spec file ``where`` names: the file itself, or the one ``spark-pipelines`` finds from a directory."""
+    """The spec file ``where`` names: the file itself, or the one ``spark-pipelines`` finds from a
+    directory."""
     from pyspark.errors import PySparkException
 
     here = Path(where) if where is not None else Path.cwd()
@@ -102,4 +108,6 @@ def load_spec(where: str | os.PathLike[str] | None = None) -> Spec:
         for p in root.glob(lib.include):
             if p.is_file() and "__pycache__" not in p.parts and p not in files:
                 files.append(p)
-    return Spec(path, spec.name, spec.storage, spec.catalog, spec.database, dict(spec.configuration), tuple(files))
+    return Spec(
+        path, spec.name, spec.storage, spec.catalog, spec.database, dict(spec.configuration), tuple(files)
+    )

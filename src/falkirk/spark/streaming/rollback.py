@@ -90,8 +90,10 @@ def offset_count(offset: Any, *, where: str = "offset") -> int:
         if "offset" in offset:
             return offset_count(offset["offset"], where=where)
         return sum(offset_count(v, where=where) for v in offset.values())
-    raise ValidationError(f"{where}: cannot read {offset!r} as a count of records; falkirk knows "
-                          "numbers, file sources (logOffset), rate-micro-batch (offset) and Kafka")
+    raise ValidationError(
+        f"{where}: cannot read {offset!r} as a count of records; falkirk knows "
+        "numbers, file sources (logOffset), rate-micro-batch (offset) and Kafka"
+    )
 
 
 def _numbered(directory: str) -> dict[int, list[str]]:
@@ -177,8 +179,10 @@ class QueryCheckpoint:
     def restorable(self) -> list[int]:
         """Committed batches the query can restart after (offsets kept, state version ``N+1`` loadable)."""
         return [
-            n for n in self.committed
-            if n in self.offsets and all(n + 1 in parts for op in self.state.values() for parts in op.values())
+            n
+            for n in self.committed
+            if n in self.offsets
+            and all(n + 1 in parts for op in self.state.values() for parts in op.values())
         ]
 
 
@@ -204,7 +208,8 @@ def read_checkpoint(path: str) -> QueryCheckpoint:
         if op.isdigit() and os.path.isdir(op_dir):
             state[op] = {
                 part: _loadable_versions(os.path.join(op_dir, part))
-                for part in sorted(os.listdir(op_dir)) if part.isdigit()
+                for part in sorted(os.listdir(op_dir))
+                if part.isdigit()
             }
     file_logs = {}
     src_dir = os.path.join(path, "sources")

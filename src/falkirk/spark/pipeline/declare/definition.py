@@ -129,12 +129,24 @@ class Definition:
     """
 
     def __init__(
-        self, root: str | os.PathLike[str], spark: SparkSession | None = None, *, fsync: bool = True,
-        checksums: bool = True, gc: bool = True, monitor: bool = True, durable: bool = True,
-        spark_conf: Mapping[str, str] | None = None, retain: int = 2,
-        code_changes: Mapping[str, str | int] | None = None, removed_outputs: Mapping[str, str] | None = None,
-        storage_options: Mapping[str, Any] | None = None, storage_timeout: float = DEFAULT_TIMEOUT,
-        regimes: Mapping[str, Regime] | None = None, concurrency: int = 1, window: int = 2,
+        self,
+        root: str | os.PathLike[str],
+        spark: SparkSession | None = None,
+        *,
+        fsync: bool = True,
+        checksums: bool = True,
+        gc: bool = True,
+        monitor: bool = True,
+        durable: bool = True,
+        spark_conf: Mapping[str, str] | None = None,
+        retain: int = 2,
+        code_changes: Mapping[str, str | int] | None = None,
+        removed_outputs: Mapping[str, str] | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        storage_timeout: float = DEFAULT_TIMEOUT,
+        regimes: Mapping[str, Regime] | None = None,
+        concurrency: int = 1,
+        window: int = 2,
     ) -> None:
         from falkirk.spark.pipeline.store.storage import as_root
 
@@ -148,7 +160,9 @@ class Definition:
         self.window = window
 
         if isinstance(retain, bool) or not isinstance(retain, int) or retain < 1:
-            raise PipelineError(f"retain={retain!r}: the number of checkpoints kept per step must be an integer >= 1")
+            raise PipelineError(
+                f"retain={retain!r}: the number of checkpoints kept per step must be an integer >= 1"
+            )
         #: garbage collection keeps each stateful step's ``retain`` latest checkpoints and everything needed
         #: to recover from the oldest of them (input, logs), so a corrupt latest checkpoint falls back
         self.retain = retain
@@ -167,7 +181,9 @@ class Definition:
         self.regimes = dict(regimes or {})
         for name, r in self.regimes.items():
             if not isinstance(r, Regime):
-                raise PipelineError(f"regimes[{name!r}]={r!r}: expected a falkirk.spark regime (Lazy(every=2), ...)")
+                raise PipelineError(
+                    f"regimes[{name!r}]={r!r}: expected a falkirk.spark regime (Lazy(every=2), ...)"
+                )
         self.spark = spark
         self.durable = durable
         self.fsync = fsync
@@ -181,15 +197,23 @@ class Definition:
     # -- definition ------------------------------------------------------------------
     def _check_new(self, name: str) -> None:
         if not name.isidentifier():
-            raise PipelineError(f"step name {name!r} must be a Python identifier (it names function parameters)")
+            raise PipelineError(
+                f"step name {name!r} must be a Python identifier (it names function parameters)"
+            )
         if name in self.order:
             raise PipelineError(f"{name!r} is defined twice in the pipeline")
         if name in RESERVED:
             raise PipelineError(f"{name!r} is reserved for an executor-supplied parameter; rename the step")
 
     def input(
-        self, name: str, schema: str, *, partitions: int = 1, key: str | None = None,
-        source: Callable[[int], Any] | None = None, dead_letter: bool = False,
+        self,
+        name: str,
+        schema: str,
+        *,
+        partitions: int = 1,
+        key: str | None = None,
+        source: Callable[[int], Any] | None = None,
+        dead_letter: bool = False,
     ) -> InputLog:
         """Declare input ``name``: a log of records with Spark DDL ``schema``; returns the log.
 
@@ -203,14 +227,27 @@ class Definition:
         (``root/input/<name>/dead-letter/``) and the run's notes count it.
         """
         self._check_new(name)
-        log = InputLog(self.location, name, schema, partitions=partitions, key=key, fsync=self.fsync,
-                       dead_letter=dead_letter, checksums=self.checksums, spark=self.spark)
+        log = InputLog(
+            self.location,
+            name,
+            schema,
+            partitions=partitions,
+            key=key,
+            fsync=self.fsync,
+            dead_letter=dead_letter,
+            checksums=self.checksums,
+            spark=self.spark,
+        )
         self.inputs[name] = Input(name, log, source)
         self.order.append(name)
         return log
 
     def step(
-        self, fn: Callable[..., Any] | None = None, *, name: str | None = None, inputs: Iterable[str] | None = None,
+        self,
+        fn: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+        inputs: Iterable[str] | None = None,
         regime: Regime | None = None,
     ) -> Any:
         """Add a step; usable as ``pipe.step(fn, ...)`` or as a decorator ``@pipe.step(regime=...)``.
@@ -227,10 +264,13 @@ class Definition:
     def output(
         self, name: str, fn: Callable[..., Any] | None = None, *, inputs: Iterable[str] | None = None
     ) -> Step:
-        """Add an external output step (:class:`~falkirk.spark.pipeline.declare.regimes.Output`); without ``fn`` it writes its single input."""
+        """Add an external output step (:class:`~falkirk.spark.pipeline.declare.regimes.Output`); without
+        ``fn`` it writes its single input."""
         return self._add(name, fn, inputs, Output())
 
-    def _add(self, name: str, fn: Callable[..., Any] | None, inputs: Iterable[str] | None, regime: Regime) -> Step:
+    def _add(
+        self, name: str, fn: Callable[..., Any] | None, inputs: Iterable[str] | None, regime: Regime
+    ) -> Step:
         self._check_new(name)
         regime = self.regimes.get(name, regime)
         signature = list(inspect.signature(fn).parameters.values()) if fn is not None else []
@@ -239,7 +279,9 @@ class Definition:
         wants = frozenset(params) & RESERVED
         names = tuple(inputs) if inputs is not None else tuple(p for p in params if p not in RESERVED)
         if fn is None and len(names) != 1:
-            raise PipelineError(f"step {name!r}: without a function it needs exactly one input, got {list(names)}")
+            raise PipelineError(
+                f"step {name!r}: without a function it needs exactly one input, got {list(names)}"
+            )
         if not names:
             raise PipelineError(f"step {name!r}: it has no inputs (name them as parameters or with inputs=)")
         for u in names:
@@ -266,11 +308,14 @@ class Definition:
             )
         was = self.steps.get(name)
         if was is not None and isinstance(was.regime, Output) != isinstance(regime, Output):
-            raise PipelineError(f"step {name!r}: an output's regime is Output, and only an output's "
-                                f"(it was {was.regime.kind}, now {regime.kind})")
+            raise PipelineError(
+                f"step {name!r}: an output's regime is Output, and only an output's "
+                f"(it was {was.regime.kind}, now {regime.kind})"
+            )
 
     def with_regimes(self, regimes: Mapping[str, Regime]) -> Self:
-        """A copy of this pipeline (same root, inputs and functions) whose steps in ``regimes`` have those regimes.
+        """A copy of this pipeline (same root, inputs and functions) whose steps in ``regimes`` have those
+        regimes.
 
         Each is checked as a declared regime is; nothing is written.
         """
@@ -278,7 +323,9 @@ class Definition:
         copy.steps = dict(self.steps)
         for name, regime in regimes.items():
             if name not in self.steps:
-                raise PipelineError(f"regimes: {name!r} is not a step of this pipeline (steps: {', '.join(self.steps)})")
+                raise PipelineError(
+                    f"regimes: {name!r} is not a step of this pipeline (steps: {', '.join(self.steps)})"
+                )
             self._check_regime(self.steps[name], regime)
             copy.steps[name] = _evolve(self.steps[name], regime=regime)
         copy.regimes = {**self.regimes, **regimes}
@@ -315,8 +362,12 @@ class Definition:
         edges = self.edges
         extra = set(also_logging)
         procs = [
-            Processor(n, "epoch", stateless=self.stateless(n),
-                      logs=[e.name for e in edges if e.src == n] if self.logs(n) or n in extra else [])
+            Processor(
+                n,
+                "epoch",
+                stateless=self.stateless(n),
+                logs=[e.name for e in edges if e.src == n] if self.logs(n) or n in extra else [],
+            )
             for n in self.order
         ]
         return Dataflow(procs, [Edge(e.name, e.src, e.dst) for e in edges])
@@ -325,11 +376,19 @@ class Definition:
         """The pipeline's shape as JSON (stored in ``root/pipeline.json``)."""
         return {
             "format": FORMAT,
-            "inputs": {n: {"schema": i.log.schema, "partitions": i.log.partitions, "key": i.log.key}
-                       for n, i in self.inputs.items()},
-            "steps": {n: {"inputs": list(s.inputs), "regime": s.regime.describe(), "code": fingerprint(s.fn),
-                          **({"code_deps": dependencies(s.fn)} if s.fn is not None else {})}
-                      for n, s in self.steps.items()},
+            "inputs": {
+                n: {"schema": i.log.schema, "partitions": i.log.partitions, "key": i.log.key}
+                for n, i in self.inputs.items()
+            },
+            "steps": {
+                n: {
+                    "inputs": list(s.inputs),
+                    "regime": s.regime.describe(),
+                    "code": fingerprint(s.fn),
+                    **({"code_deps": dependencies(s.fn)} if s.fn is not None else {}),
+                }
+                for n, s in self.steps.items()
+            },
             "order": list(self.order),
         }
 
@@ -361,12 +420,15 @@ class Definition:
                     pipe.input(name, i["schema"], partitions=i["partitions"], key=i["key"])
                 else:
                     s = doc["steps"][name]
-                    pipe.steps[name] = Step(name, None, tuple(s["inputs"]), from_description(name, s["regime"]),
-                                            frozenset())
+                    pipe.steps[name] = Step(
+                        name, None, tuple(s["inputs"]), from_description(name, s["regime"]), frozenset()
+                    )
                     pipe.order.append(name)
         except (KeyError, TypeError, AttributeError) as exc:
-            raise PipelineError(f"pipeline.json does not describe a pipeline ({type(exc).__name__}: {exc}) "
-                                f"under {pipe.location.uri}") from None
+            raise PipelineError(
+                f"pipeline.json does not describe a pipeline ({type(exc).__name__}: {exc}) "
+                f"under {pipe.location.uri}"
+            ) from None
         return pipe
 
     def recorded(self) -> dict[str, Any] | None:
@@ -385,10 +447,13 @@ class Definition:
         except (UnicodeDecodeError, ValueError) as exc:
             raise PipelineError(
                 f"pipeline.json is not valid JSON ({type(exc).__name__}: {exc}); it records the pipeline that wrote "
-                f"{self.location.uri}: restore it from a copy, or start on a new root") from None
+                f"{self.location.uri}: restore it from a copy, or start on a new root"
+            ) from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
-            raise PipelineError(f"pipeline.json has format {found!r}, expected {FORMAT!r} (under {self.location.uri})")
+            raise PipelineError(
+                f"pipeline.json has format {found!r}, expected {FORMAT!r} (under {self.location.uri})"
+            )
         return doc
 
     def check_root(self, *, write: bool = True) -> Changes:
@@ -402,8 +467,10 @@ class Definition:
         """
         unknown = [n for n in self.regimes if n not in self.steps]
         if unknown:
-            raise PipelineError(f"regimes= names {', '.join(map(repr, unknown))}, not (a) step(s) of this pipeline "
-                                f"(steps: {', '.join(self.steps)})")
+            raise PipelineError(
+                f"regimes= names {', '.join(map(repr, unknown))}, not (a) step(s) of this pipeline "
+                f"(steps: {', '.join(self.steps)})"
+            )
         mine = json.loads(json.dumps(self.describe()))
         theirs = self.recorded()
         if theirs is None:
@@ -412,19 +479,29 @@ class Definition:
         if theirs == mine:
             return Changes((), {})
         try:
-            found = changes(theirs, mine, code_changes=self.code_changes, where=self.location.uri,
-                            persisted=lambda step: bool(self.location.listdir(f"manifests/{step}/checkpoint")))
+            found = changes(
+                theirs,
+                mine,
+                code_changes=self.code_changes,
+                where=self.location.uri,
+                persisted=lambda step: bool(self.location.listdir(f"manifests/{step}/checkpoint")),
+            )
         except (KeyError, TypeError, AttributeError) as exc:
-            raise PipelineError(f"pipeline.json does not describe a pipeline ({type(exc).__name__}: {exc}) "
-                                f"under {self.location.uri}") from None
+            raise PipelineError(
+                f"pipeline.json does not describe a pipeline ({type(exc).__name__}: {exc}) "
+                f"under {self.location.uri}"
+            ) from None
         if write:
             self.write_root()
         return found
 
     def write_root(self) -> None:
         """Record this pipeline's shape in ``root/pipeline.json``."""
-        self.location.replace("pipeline.json", json.dumps(json.loads(json.dumps(self.describe())), sort_keys=True).encode())
+        self.location.replace(
+            "pipeline.json", json.dumps(json.loads(json.dumps(self.describe())), sort_keys=True).encode()
+        )
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {str(self.root)!r}: {len(self.inputs)} inputs, {len(self.steps)} steps>"
-
+        return (
+            f"<{type(self).__name__} {str(self.root)!r}: {len(self.inputs)} inputs, {len(self.steps)} steps>"
+        )

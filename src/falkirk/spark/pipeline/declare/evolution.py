@@ -86,8 +86,12 @@ def _columns(ddl: str) -> list[tuple[str, str, bool]] | None:
 
 
 def changes(
-    theirs: Mapping[str, Any], mine: Mapping[str, Any], *, code_changes: Mapping[str, str | int] | None = None,
-    where: str = "the root", persisted: Callable[[str], bool] | None = None,
+    theirs: Mapping[str, Any],
+    mine: Mapping[str, Any],
+    *,
+    code_changes: Mapping[str, str | int] | None = None,
+    where: str = "the root",
+    persisted: Callable[[str], bool] | None = None,
 ) -> Changes:
     """Compare the recorded description ``theirs`` with ``mine``; the accepted changes, or PipelineError.
 
@@ -115,14 +119,20 @@ def changes(
             raise refuse(f"input {name!r} was {a}, now {b}: its partitions and key cannot change")
         before, after = _columns(a["schema"]), _columns(b["schema"])
         if before is None or after is None or after[: len(before)] != before:
-            raise refuse(f"input {name!r}: schema was {a['schema']!r}, now {b['schema']!r}; only new nullable "
-                         "columns at the end can be added")
-        extra = after[len(before):]
+            raise refuse(
+                f"input {name!r}: schema was {a['schema']!r}, now {b['schema']!r}; only new nullable "
+                "columns at the end can be added"
+            )
+        extra = after[len(before) :]
         if not all(nullable for _, _, nullable in extra):
-            raise refuse(f"input {name!r}: new column(s) {', '.join(n for n, _, nl in extra if not nl)} are NOT NULL, "
-                         "but the records already logged have no value for them")
-        accepted.append(f"input {name!r}: new nullable column(s) {', '.join(n for n, _, _ in extra)} "
-                        "(earlier records read them as NULL)")
+            raise refuse(
+                f"input {name!r}: new column(s) {', '.join(n for n, _, nl in extra if not nl)} are NOT NULL, "
+                "but the records already logged have no value for them"
+            )
+        accepted.append(
+            f"input {name!r}: new nullable column(s) {', '.join(n for n, _, _ in extra)} "
+            "(earlier records read them as NULL)"
+        )
     old_steps, new_steps = theirs.get("steps", {}), mine.get("steps", {})
     code: dict[str, str | int] = {}
     new: list[str] = []
@@ -135,11 +145,15 @@ def changes(
         if any(name in s.get("inputs", ()) for s in new_steps.values()):
             raise refuse(f"output {name!r} is missing here, but a step reads it")
         removed.append(name)
-        accepted.append(f"output {name!r} was removed: its epochs under output/{name} and its manifests stay "
-                        f"(Pipeline(removed_outputs={{{name!r}: 'delete'}}) deletes them)")
+        accepted.append(
+            f"output {name!r} was removed: its epochs under output/{name} and its manifests stay "
+            f"(Pipeline(removed_outputs={{{name!r}: 'delete'}}) deletes them)"
+        )
     for name, b in new_steps.items():
         if name not in old_steps:
-            accepted.append(f"step {name!r} is new: it starts at ∅ and is backfilled from logged or replayable data")
+            accepted.append(
+                f"step {name!r} is new: it starts at ∅ and is backfilled from logged or replayable data"
+            )
             new.append(name)
             continue
         a = old_steps[name]
@@ -153,32 +167,52 @@ def changes(
                 if ra.get(key) == rb.get(key):
                     continue
                 if key == "every":
-                    accepted.append(f"step {name!r}: every {ra.get(key)} → {rb.get(key)} (from the next epoch)")
+                    accepted.append(
+                        f"step {name!r}: every {ra.get(key)} → {rb.get(key)} (from the next epoch)"
+                    )
                 elif key == "incremental":
-                    accepted.append(f"step {name!r}: incremental {bool(ra.get(key))} → {bool(rb.get(key))} " + (
-                        "(from the next epoch each epoch writes a delta; the checkpoint it restores is the first "
-                        "snapshot)" if rb.get(key) else "(from the next epoch full checkpoints again; the deltas "
-                        "already written stay restorable until collected)"))
+                    accepted.append(
+                        f"step {name!r}: incremental {bool(ra.get(key))} → {bool(rb.get(key))} "
+                        + (
+                            "(from the next epoch each epoch writes a delta; the checkpoint it restores is the first "
+                            "snapshot)"
+                            if rb.get(key)
+                            else "(from the next epoch full checkpoints again; the deltas "
+                            "already written stay restorable until collected)"
+                        )
+                    )
                 elif key == "snapshot_every":
                     if ra.get("incremental") and rb.get("incremental"):
-                        accepted.append(f"step {name!r}: snapshot_every {ra.get(key)} → {rb.get(key)} (from its next "
-                                        "snapshot)")
+                        accepted.append(
+                            f"step {name!r}: snapshot_every {ra.get(key)} → {rb.get(key)} (from its next "
+                            "snapshot)"
+                        )
                 elif key == "log" and ra.get(key) and not rb.get(key):
-                    accepted.append(f"step {name!r}: log True → False (its consumers recompute instead of replaying, "
-                                    "from the next epoch)")
+                    accepted.append(
+                        f"step {name!r}: log True → False (its consumers recompute instead of replaying, "
+                        "from the next epoch)"
+                    )
                 elif key == "log":
-                    raise refuse(f"step {name!r}: log False → True would make earlier epochs replayable from a log "
-                                 "that was never written; declare it on a new root")
+                    raise refuse(
+                        f"step {name!r}: log False → True would make earlier epochs replayable from a log "
+                        "that was never written; declare it on a new root"
+                    )
                 elif key in ("key", "max_parallelism") and persisted is not None and not persisted(name):
-                    accepted.append(f"step {name!r}: {key} {ra.get(key)!r} → {rb.get(key)!r} (no checkpoint of its "
-                                    "state was ever written: it starts from ∅ with the new one)")
+                    accepted.append(
+                        f"step {name!r}: {key} {ra.get(key)!r} → {rb.get(key)!r} (no checkpoint of its "
+                        "state was ever written: it starts from ∅ with the new one)"
+                    )
                 elif key in ("key", "max_parallelism"):
-                    raise refuse(f"step {name!r} was {json.dumps(ra, sort_keys=True)}, now "
-                                 f"{json.dumps(rb, sort_keys=True)}: its {key} cannot change once its state was "
-                                 "checkpointed (the checkpoints are partitioned by it)")
+                    raise refuse(
+                        f"step {name!r} was {json.dumps(ra, sort_keys=True)}, now "
+                        f"{json.dumps(rb, sort_keys=True)}: its {key} cannot change once its state was "
+                        "checkpointed (the checkpoints are partitioned by it)"
+                    )
                 else:
-                    raise refuse(f"step {name!r} was {json.dumps(ra, sort_keys=True)}, now {json.dumps(rb, sort_keys=True)}: "
-                                 f"its {key} cannot change on a running pipeline")
+                    raise refuse(
+                        f"step {name!r} was {json.dumps(ra, sort_keys=True)}, now {json.dumps(rb, sort_keys=True)}: "
+                        f"its {key} cannot change on a running pipeline"
+                    )
         what = _code_changed(a, b)
         if what is not None:
             choice = code_changes.get(name)
@@ -187,13 +221,19 @@ def changes(
                     f"step {name!r}: its code changed since {where} was written ({'; '.join(what)}); choose what "
                     f"happens to what it already computed: Pipeline(..., code_changes={{{name!r}: 'keep'}}) keeps its "
                     f"state and outputs, code_changes={{{name!r}: EPOCH}} rolls it and everything downstream back "
-                    "to EPOCH")
+                    "to EPOCH"
+                )
             if choice != "keep" and (isinstance(choice, bool) or not isinstance(choice, int) or choice < -1):
                 raise PipelineError(f"code_changes[{name!r}]={choice!r}: expected 'keep' or an epoch >= -1")
             code[name] = choice
-            accepted.append(f"step {name!r}: function changed; " + (
-                "its state and outputs are kept" if choice == "keep" else
-                f"it and everything downstream roll back to epoch {choice}"))
+            accepted.append(
+                f"step {name!r}: function changed; "
+                + (
+                    "its state and outputs are kept"
+                    if choice == "keep"
+                    else f"it and everything downstream roll back to epoch {choice}"
+                )
+            )
     return Changes(tuple(accepted), code, tuple(new), tuple(removed), record=True)
 
 
@@ -207,7 +247,9 @@ def _code_changed(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str] | Non
     were recorded gets them at its next start).
     """
     deps_a, deps_b = a.get("code_deps"), b.get("code_deps")
-    what = describe_differences(deps_a, deps_b) if isinstance(deps_a, dict) and isinstance(deps_b, dict) else []
+    what = (
+        describe_differences(deps_a, deps_b) if isinstance(deps_a, dict) and isinstance(deps_b, dict) else []
+    )
     own = a.get("code") is not None and b.get("code") is not None and a["code"] != b["code"]
     if own and not what:
         what = [f"{STEP} changed"]

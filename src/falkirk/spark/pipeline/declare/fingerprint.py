@@ -82,7 +82,13 @@ def _const(value: Any) -> Any:
 
 
 def _code_parts(code: types.CodeType) -> list[Any]:
-    return [code.co_code, code.co_names, code.co_varnames, code.co_freevars, [_const(c) for c in code.co_consts]]
+    return [
+        code.co_code,
+        code.co_names,
+        code.co_varnames,
+        code.co_freevars,
+        [_const(c) for c in code.co_consts],
+    ]
 
 
 def _hash(value: Any) -> str:
@@ -137,8 +143,11 @@ def _names(code: types.CodeType) -> set[str]:
 
 def _values(fn: Any, code: types.CodeType) -> list[Any]:
     """Plain values the code reads from its closure or its module (a threshold, a column name…)."""
-    cells = [(n, c.cell_contents) for n, c in zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False)
-             if _cell_is_set(c)]
+    cells = [
+        (n, c.cell_contents)
+        for n, c in zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False)
+        if _cell_is_set(c)
+    ]
     module = getattr(fn, "__globals__", {})
     found = cells + [(n, module[n]) for n in sorted(_names(code)) if n in module]
     return [(n, _const(v)) for n, v in found if _simple(v)]
@@ -245,7 +254,9 @@ class _Walk:
             return
         name = _qualname(fn)
         defaults = [_const(v) if _plain(v) else _kind(v) for v in (fn.__defaults__ or ())]
-        kwdefaults = sorted((k, repr(_const(v) if _plain(v) else _kind(v))) for k, v in (fn.__kwdefaults__ or {}).items())
+        kwdefaults = sorted(
+            (k, repr(_const(v) if _plain(v) else _kind(v))) for k, v in (fn.__kwdefaults__ or {}).items()
+        )
         digest = _hash([_code_parts(code), defaults, kwdefaults])
         if root:
             self.parts[STEP], self.owners[STEP] = digest, id(fn)
@@ -266,7 +277,9 @@ class _Walk:
     def cls(self, klass: type) -> None:
         if _library_module(klass.__module__) or not self.visit(klass):
             return
-        plain = sorted((k, repr(_const(v))) for k, v in vars(klass).items() if not k.startswith("__") and _plain(v))
+        plain = sorted(
+            (k, repr(_const(v))) for k, v in vars(klass).items() if not k.startswith("__") and _plain(v)
+        )
         bases = [_qualname(b) for b in klass.__bases__]
         self.add("class", _qualname(klass), klass, _hash([bases, plain]))
         for attr in sorted(vars(klass)):
@@ -329,7 +342,8 @@ def dependencies(fn: Any) -> dict[str, str]:
     ``fn`` itself is ``"the step's function"``; the other kinds:
     ``function``, ``class``, ``constant``
     (a plain value read by global name or module attribute), ``closure
-    variable``, ``attribute`` (of an instance of the user's class). Names are qualified names, not module paths (a module is named
+    variable``, ``attribute`` (of an instance of the user's class). Names are qualified names, not module
+    paths (a module is named
     only to tell two namesakes apart). ``{}`` for ``None``. See the module
     docstring for what is followed.
 

@@ -48,10 +48,12 @@ def _positive(instance: object, attribute: Any, value: int) -> None:
 def _tables(value: Mapping[str, str] | None) -> dict[str, str]:
     if value is None:
         return {}
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) and k and isinstance(v, str) and v
-                                                 for k, v in value.items()):
-        raise PipelineError(f"Eager: tables={value!r} must map table names to their epoch column "
-                            "({'name': 'epoch_column'})")
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and k and isinstance(v, str) and v for k, v in value.items()
+    ):
+        raise PipelineError(
+            f"Eager: tables={value!r} must map table names to their epoch column ({{'name': 'epoch_column'}})"
+        )
     return dict(value)
 
 
@@ -64,7 +66,9 @@ def _path(value: Any) -> Any:
 
 def _name(instance: object, attribute: Any, value: str | None) -> None:
     if value is not None and not (isinstance(value, str) and value):
-        raise PipelineError(f"{type(instance).__name__}: {attribute.name}={value!r} must be a non-empty string")
+        raise PipelineError(
+            f"{type(instance).__name__}: {attribute.name}={value!r} must be a non-empty string"
+        )
 
 
 def _flag(instance: object, attribute: Any, value: bool) -> None:
@@ -86,6 +90,7 @@ class Regime:
     kind: ClassVar[str] = "regime"
     #: the solver treats the step as stateless (SPEC §3)
     stateless: ClassVar[bool] = False
+
     @property
     def takes_state(self) -> bool:
         """Whether the step function receives and returns a state DataFrame."""
@@ -170,12 +175,17 @@ class Keyed(Regime):
             raise PipelineError(f"{type(self).__name__}: partitions= needs key= (the state's key column)")
         if self.partitions is not None and self.partitions > self.max_parallelism:
             raise PipelineError(
-                f"{type(self).__name__}: partitions={self.partitions} exceeds max_parallelism={self.max_parallelism}")
+                f"{type(self).__name__}: partitions={self.partitions} exceeds max_parallelism={self.max_parallelism}"
+            )
         if self.incremental and self.key is None:
-            raise PipelineError(f"{type(self).__name__}: incremental=True needs key= (deltas are the rows of the "
-                                "keys that changed)")
+            raise PipelineError(
+                f"{type(self).__name__}: incremental=True needs key= (deltas are the rows of the "
+                "keys that changed)"
+            )
         if self.snapshot_every is not None and not self.incremental:
-            raise PipelineError(f"{type(self).__name__}: snapshot_every={self.snapshot_every} needs incremental=True")
+            raise PipelineError(
+                f"{type(self).__name__}: snapshot_every={self.snapshot_every} needs incremental=True"
+            )
 
     @property
     def parallelism(self) -> int:
@@ -243,11 +253,16 @@ class Eager(Keyed):
         if self.database is None and self.tables:
             raise PipelineError(
                 f"Eager: tables={dict(self.tables)!r} needs database= (the SQLite file those tables live in); "
-                "without a database the step's state is a DataFrame and tables= does not apply")
+                "without a database the step's state is a DataFrame and tables= does not apply"
+            )
         if self.database is not None and not self.tables:
-            raise PipelineError("Eager: with a database, name the tables it writes (tables={'name': 'epoch_column'})")
+            raise PipelineError(
+                "Eager: with a database, name the tables it writes (tables={'name': 'epoch_column'})"
+            )
         if self.database is not None and self.key is not None:
-            raise PipelineError("Eager: a database step's state is its database; key= applies to DataFrame state")
+            raise PipelineError(
+                "Eager: a database step's state is its database; key= applies to DataFrame state"
+            )
 
     def checkpoints_at(self, epoch: int) -> bool:
         return True
@@ -286,4 +301,6 @@ def from_description(step: str, d: Mapping[str, Any]) -> Regime:
     try:
         return kinds[kind](**args)
     except TypeError as exc:
-        raise PipelineError(f"step {step!r}: regime description {dict(d)} does not fit {kind}: {exc}") from None
+        raise PipelineError(
+            f"step {step!r}: regime description {dict(d)} does not fit {kind}: {exc}"
+        ) from None

@@ -39,8 +39,17 @@ from falkirk.spark.pipeline.plan.costs import Costs, Estimate
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.declare.definition import Definition
 
-__all__ = ["Advice", "StepAdvice", "Totals", "Prediction", "advise", "predict", "show_regime", "refusals",
-           "MODEL_ERROR"]
+__all__ = [
+    "Advice",
+    "StepAdvice",
+    "Totals",
+    "Prediction",
+    "advise",
+    "predict",
+    "show_regime",
+    "refusals",
+    "MODEL_ERROR",
+]
 
 #: The relative error the cost model's own predictions are allowed against measured runs (the checks of
 #: ``benchmarks/spark_advisor.py --check``: ±25 %); a change must save more than it on what the change trades.
@@ -84,17 +93,29 @@ class Totals:
     se: Mapping[str, float] = field(factory=dict)
 
     def estimate(self, what: str) -> Estimate:
-        """``"steady"``, ``"steady_bytes"``, ``"recovery"``, ``"total"`` or a failure kind's name, with its error."""
-        value = getattr(self, what) if what in ("steady", "steady_bytes", "recovery", "total") else \
-            self.per_failure.get(what)
+        """``"steady"``, ``"steady_bytes"``, ``"recovery"``, ``"total"`` or a failure kind's name, with its
+        error."""
+        value = (
+            getattr(self, what)
+            if what in ("steady", "steady_bytes", "recovery", "total")
+            else self.per_failure.get(what)
+        )
         if value is None:
-            raise PipelineError(f"Totals.estimate: {what!r} is none of steady, steady_bytes, recovery, total or a "
-                                f"failure kind ({', '.join(self.per_failure)})")
+            raise PipelineError(
+                f"Totals.estimate: {what!r} is none of steady, steady_bytes, recovery, total or a "
+                f"failure kind ({', '.join(self.per_failure)})"
+            )
         return Estimate(float(value), float(self.se.get(what, 0.0)))
 
     def to_json(self) -> dict[str, Any]:
-        return {"steady": self.steady, "steady_bytes": self.steady_bytes, "recovery": self.recovery,
-                "total": self.total, "per_failure": dict(self.per_failure), "se": dict(self.se)}
+        return {
+            "steady": self.steady,
+            "steady_bytes": self.steady_bytes,
+            "recovery": self.recovery,
+            "total": self.total,
+            "per_failure": dict(self.per_failure),
+            "se": dict(self.se),
+        }
 
 
 @frozen
@@ -118,22 +139,32 @@ class StepAdvice:
         return self.advised != self.current
 
     def to_json(self) -> dict[str, Any]:
-        return {"step": self.name, "current": self.current.describe(), "advised": self.advised.describe(),
-                "current_text": show_regime(self.current), "advised_text": show_regime(self.advised),
-                "steady": list(self.steady), "steady_bytes": list(self.steady_bytes),
-                "recovery": [dict(r) for r in self.recovery], "refused": self.refused,
-                "estimated": list(self.estimated)}
+        return {
+            "step": self.name,
+            "current": self.current.describe(),
+            "advised": self.advised.describe(),
+            "current_text": show_regime(self.current),
+            "advised_text": show_regime(self.advised),
+            "steady": list(self.steady),
+            "steady_bytes": list(self.steady_bytes),
+            "recovery": [dict(r) for r in self.recovery],
+            "refused": self.refused,
+            "estimated": list(self.estimated),
+        }
 
 
 @frozen
 class Prediction:
-    """What one failure costs under an assignment of regimes, and what the assignment costs per epoch, each with
+    """What one failure costs under an assignment of regimes, and what the assignment costs per epoch, each
+    with
     its standard error (:func:`predict`).
 
-    ``recovery`` is one failure of ``failure`` — the redo, restores and replays its rollback plan needs, and for
+    ``recovery`` is one failure of ``failure`` — the redo, restores and replays its rollback plan needs, and
+    for
     a driver the new driver's ``restart`` — averaged over the moments it can strike at (``at=None``) or at the
     moment ``at`` names; ``by_step`` is each step's part of it (the restart apart); ``steady`` and
-    ``steady_bytes`` are the assignment's cost per epoch without failures. The unit is the costs' (``unit``: CPU
+    ``steady_bytes`` are the assignment's cost per epoch without failures. The unit is the costs' (``unit``:
+    CPU
     seconds of the driver's process tree on a ``local`` master, else wall seconds).
     """
 
@@ -146,23 +177,37 @@ class Prediction:
     recovery: Estimate
     by_step: Mapping[str, float]
     restart: float = 0.0
-    #: what ``restart`` is made of (:attr:`Costs.restart_parts <falkirk.spark.pipeline.plan.costs.Costs.restart_parts>`)
+    #: what ``restart`` is made of (:attr:`Costs.restart_parts
+    #: <falkirk.spark.pipeline.plan.costs.Costs.restart_parts>`)
     restart_parts: Mapping[str, float] = field(factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"unit": self.unit, "failure": self.failure, "at": self.at, "regimes": dict(self.regimes),
-                "steady": self.steady.to_json(), "steady_bytes": self.steady_bytes.to_json(),
-                "recovery": self.recovery.to_json(), "by_step": dict(self.by_step), "restart": self.restart,
-                "restart_parts": dict(self.restart_parts)}
+        return {
+            "unit": self.unit,
+            "failure": self.failure,
+            "at": self.at,
+            "regimes": dict(self.regimes),
+            "steady": self.steady.to_json(),
+            "steady_bytes": self.steady_bytes.to_json(),
+            "recovery": self.recovery.to_json(),
+            "by_step": dict(self.by_step),
+            "restart": self.restart,
+            "restart_parts": dict(self.restart_parts),
+        }
 
     def __str__(self) -> str:
         u = "CPU-s" if self.unit == "cpu" else "s"
         steps = ", ".join(f"{n} {v:.3g}" for n, v in self.by_step.items() if v > 0) or "nothing"
-        parts = f" ({', '.join(f'{k} {v:.3g}' for k, v in self.restart_parts.items())})" \
-            if len(self.restart_parts) > 1 else ""
+        parts = (
+            f" ({', '.join(f'{k} {v:.3g}' for k, v in self.restart_parts.items())})"
+            if len(self.restart_parts) > 1
+            else ""
+        )
         restart = f" + a new driver's restart {self.restart:.3g}{parts}" if self.restart else ""
-        return (f"one failure of {self.failure} ({self.at}): {self.recovery} {u} ({steps}{restart}); steady "
-                f"{self.steady} {u}/epoch, {self.steady_bytes.value / 1e6:.3g} MB/epoch")
+        return (
+            f"one failure of {self.failure} ({self.at}): {self.recovery} {u} ({steps}{restart}); steady "
+            f"{self.steady} {u}/epoch, {self.steady_bytes.value / 1e6:.3g} MB/epoch"
+        )
 
 
 @frozen
@@ -183,7 +228,8 @@ class Advice:
     #: whether the totals come from the planner's own plans (else from the vectorised closure)
     exact: bool
     source: str = ""
-    #: a driver failure's cold start (``Costs.restart``), in each ``per_failure["driver"]`` (0: no driver kind)
+    #: a driver failure's cold start (``Costs.restart``), in each ``per_failure["driver"]`` (0: no driver
+    #: kind)
     restart: float = 0.0
     #: the dominoes of the current regimes, one sentence each (:meth:`Model.price
     #: <falkirk.spark.pipeline.plan.advisor.Model.price>`); the advice stops them unless ``allow_domino``
@@ -203,19 +249,24 @@ class Advice:
     _costs: Any = field(default=None, eq=False, repr=False, alias="costs")
 
     def regimes(self) -> dict[str, Regime]:
-        """The advised regime of every step whose regime changes (``Pipeline(..., regimes=advice.regimes())``)."""
+        """The advised regime of every step whose regime changes (``Pipeline(...,
+        regimes=advice.regimes())``)."""
         return {s.name: s.advised for s in self.steps if s.changed}
 
     def predict(self, failure: str | Sequence[str], *, which: str = "advised", at: Any = None) -> Prediction:
-        """What one failure of ``failure`` (a step, ``"driver"``, or steps failing together) costs under the advised
+        """What one failure of ``failure`` (a step, ``"driver"``, or steps failing together) costs under the
+        advised
         (``which="advised"``) or the current regimes, priced with this advice's costs: :func:`predict`."""
         if which not in ("advised", "current"):
             raise PipelineError(f"Advice.predict: which={which!r} must be 'advised' or 'current'")
         if self._pipeline is None:
-            raise PipelineError("Advice.predict: this advice was read from JSON and has no pipeline: use "
-                                "pipe.predict(failure, regimes=advice.regimes())")
-        return predict(self._pipeline, self._costs, failure, regimes=self.regimes() if which == "advised" else {},
-                       at=at)
+            raise PipelineError(
+                "Advice.predict: this advice was read from JSON and has no pipeline: use "
+                "pipe.predict(failure, regimes=advice.regimes())"
+            )
+        return predict(
+            self._pipeline, self._costs, failure, regimes=self.regimes() if which == "advised" else {}, at=at
+        )
 
     @property
     def refused(self) -> dict[str, str]:
@@ -239,57 +290,100 @@ class Advice:
             note = f"refused on this root: {s.refused}" if s.refused else ""
             if s.estimated and not note:
                 note = "estimated: " + ", ".join(s.estimated)
-            rows.append((s.name, show_regime(s.current), show_regime(s.advised) if s.changed else "=",
-                         f"{s.steady[0]:.3g} → {s.steady[1]:.3g}", f"{share[0]:.3g} → {share[1]:.3g}", note))
+            rows.append(
+                (
+                    s.name,
+                    show_regime(s.current),
+                    show_regime(s.advised) if s.changed else "=",
+                    f"{s.steady[0]:.3g} → {s.steady[1]:.3g}",
+                    f"{share[0]:.3g} → {share[1]:.3g}",
+                    note,
+                )
+            )
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        out = [f"advice for failure rate {self.failure_rate:g}/epoch ({', '.join(self.failures)}), {self.objective} "
-               f"objective, costs in {u}{' (' + self.source + ')' if self.source else ''}:"]
+        out = [
+            f"advice for failure rate {self.failure_rate:g}/epoch ({', '.join(self.failures)}), {self.objective} "
+            f"objective, costs in {u}{' (' + self.source + ')' if self.source else ''}:"
+        ]
         out += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
         for name, t in (("current", self.current), ("advised", self.advised)):
-            out.append(f"  {name}: steady {t.estimate('steady')} {u}/epoch ({t.steady_bytes / 1e6:.3g} MB), expected "
-                       f"recovery {t.estimate('recovery')} {u}/epoch, total {t.estimate('total')} {u}/epoch")
+            out.append(
+                f"  {name}: steady {t.estimate('steady')} {u}/epoch ({t.steady_bytes / 1e6:.3g} MB), expected "
+                f"recovery {t.estimate('recovery')} {u}/epoch, total {t.estimate('total')} {u}/epoch"
+            )
         for kind in self.failures:
-            out.append(f"  one failure of {kind}: {self.current.estimate(kind)} {u} now"
-                       + (f", {self.advised.estimate(kind)} {u} advised" if self.regimes() else ""))
+            out.append(
+                f"  one failure of {kind}: {self.current.estimate(kind)} {u} now"
+                + (f", {self.advised.estimate(kind)} {u} advised" if self.regimes() else "")
+            )
         if self.draws:
-            out.append(f"  ± two standard errors, from {self.replicates} "
-                       + ("bootstrap draws of one profile's epochs (profiles in other driver processes differ by "
-                          "more: pool several, Costs.median)" if self.draws == "bootstrap" else "profiles"))
+            out.append(
+                f"  ± two standard errors, from {self.replicates} "
+                + (
+                    "bootstrap draws of one profile's epochs (profiles in other driver processes differ by "
+                    "more: pool several, Costs.median)"
+                    if self.draws == "bootstrap"
+                    else "profiles"
+                )
+            )
         if self.restart:
             parts = self._costs.restart_parts if self._costs is not None else {}
             shown = f" ({', '.join(f'{k} {v:.3g}' for k, v in parts.items())})" if len(parts) > 1 else ""
-            out.append(f"  a driver failure includes a new driver's restart, {self.restart:.4g} {u}{shown} under "
-                       "any regimes")
+            out.append(
+                f"  a driver failure includes a new driver's restart, {self.restart:.4g} {u}{shown} under "
+                "any regimes"
+            )
         for d in self.dominoes:
             out.append(f"  domino: {d}")
         gain = self.current.total - self.advised.total
         pct = 100 * gain / self.current.total if self.current.total > 0 else 0.0
         if self.verdict:
             out.append(f"  {self.verdict}")
-        out.append(f"  saving {gain:.4g} {u}/epoch ({pct:.1f} %); search: {self.search}; "
-                   f"{'exact plans' if self.exact else 'vectorised closure'}")
+        out.append(
+            f"  saving {gain:.4g} {u}/epoch ({pct:.1f} %); search: {self.search}; "
+            f"{'exact plans' if self.exact else 'vectorised closure'}"
+        )
         return "\n".join(out)
 
     def to_json(self) -> dict[str, Any]:
         """The ``falkirk-advice/1`` document."""
-        return {"format": "falkirk-advice/1", "unit": self.unit, "objective": self.objective,
-                "failure_rate": self.failure_rate, "failures": list(self.failures),
-                "storage_budget": self.storage_budget, "steps": [s.to_json() for s in self.steps],
-                "current": self.current.to_json(), "advised": self.advised.to_json(),
-                "frontier": [list(p) for p in self.frontier()], "evaluated": len(self.evaluated),
-                "search": self.search, "exact": self.exact, "source": self.source, "restart": self.restart,
-                "dominoes": list(self.dominoes), "saving": self.saving.to_json(), "saving_se": dict(self.saving_se),
-                "verdict": self.verdict, "draws": self.draws, "replicates": self.replicates}
+        return {
+            "format": "falkirk-advice/1",
+            "unit": self.unit,
+            "objective": self.objective,
+            "failure_rate": self.failure_rate,
+            "failures": list(self.failures),
+            "storage_budget": self.storage_budget,
+            "steps": [s.to_json() for s in self.steps],
+            "current": self.current.to_json(),
+            "advised": self.advised.to_json(),
+            "frontier": [list(p) for p in self.frontier()],
+            "evaluated": len(self.evaluated),
+            "search": self.search,
+            "exact": self.exact,
+            "source": self.source,
+            "restart": self.restart,
+            "dominoes": list(self.dominoes),
+            "saving": self.saving.to_json(),
+            "saving_se": dict(self.saving_se),
+            "verdict": self.verdict,
+            "draws": self.draws,
+            "replicates": self.replicates,
+        }
 
     def draw(self, path: str) -> None:
         """The evaluated assignments, their frontier, the current and the advised one on the plane (steady
-        overhead per epoch × expected recovery per epoch), to ``path`` (needs matplotlib: ``falkirk[draw]``)."""
+        overhead per epoch × expected recovery per epoch), to ``path`` (needs matplotlib:
+        ``falkirk[draw]``)."""
         try:
             import matplotlib
+
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
         except ImportError as exc:
-            raise PipelineError(f"Advice.draw needs matplotlib (pip install 'falkirk[draw]'): {exc}") from None
+            raise PipelineError(
+                f"Advice.draw needs matplotlib (pip install 'falkirk[draw]'): {exc}"
+            ) from None
         u = "CPU-s" if self.unit == "cpu" else "s"
         fig, ax = plt.subplots(figsize=(6.4, 4.8))
         pts = np.array(self.evaluated) if self.evaluated else np.zeros((0, 2))
@@ -298,8 +392,14 @@ class Advice:
         if len(front):
             ax.step(front[:, 0], front[:, 1], where="post", color="0.3", lw=1, label="frontier")
         for name, t, colour in (("current", self.current, "tab:red"), ("advised", self.advised, "tab:green")):
-            ax.scatter([t.steady], [t.recovery], s=60, color=colour, zorder=3,
-                       label=f"{name}: total {t.total:.3g} {u}")
+            ax.scatter(
+                [t.steady],
+                [t.recovery],
+                s=60,
+                color=colour,
+                zorder=3,
+                label=f"{name}: total {t.total:.3g} {u}",
+            )
         ax.set_xlabel(f"steady cost per epoch ({u})")
         ax.set_ylabel(f"expected recovery per epoch ({u})")
         ax.set_title(f"regime advice, failure rate {self.failure_rate:g}/epoch")
@@ -346,11 +446,20 @@ def refusals(pipeline: Definition, regimes: Mapping[str, Regime]) -> dict[str, s
 
 
 def advise(
-    pipeline: Definition, costs: Costs, failure_rate: float, *, failures: str | Sequence[Any] = "each-step",
-    storage_budget: float | None = None, objective: str = "cpu", accepted_only: bool = False,
-    exact: bool | None = None, min_saving: float | None = None, allow_domino: bool = False,
+    pipeline: Definition,
+    costs: Costs,
+    failure_rate: float,
+    *,
+    failures: str | Sequence[Any] = "each-step",
+    storage_budget: float | None = None,
+    objective: str = "cpu",
+    accepted_only: bool = False,
+    exact: bool | None = None,
+    min_saving: float | None = None,
+    allow_domino: bool = False,
 ) -> Advice:
-    """The regime advice for ``pipeline`` priced with ``costs`` (see the module docstring and ``docs/advisor.md``).
+    """The regime advice for ``pipeline`` priced with ``costs`` (see the module docstring and
+    ``docs/advisor.md``).
 
     ``failure_rate``: expected failures per epoch, each of one of the kinds
     ``failures`` names; ``storage_budget``: at most this many bytes persisted
@@ -374,18 +483,31 @@ def advise(
     that does not (usually ``log=True`` on the unlogged step), whatever the
     saving.
     """
-    if isinstance(failure_rate, bool) or not isinstance(failure_rate, (int, float)) or not (
-            failure_rate >= 0 and math.isfinite(failure_rate)):
-        raise PipelineError(f"advise: failure_rate={failure_rate!r} must be a finite number >= 0 (failures per epoch)")
+    if (
+        isinstance(failure_rate, bool)
+        or not isinstance(failure_rate, (int, float))
+        or not (failure_rate >= 0 and math.isfinite(failure_rate))
+    ):
+        raise PipelineError(
+            f"advise: failure_rate={failure_rate!r} must be a finite number >= 0 (failures per epoch)"
+        )
     if objective not in OBJECTIVES:
         raise PipelineError(f"advise: objective={objective!r} must be one of {', '.join(OBJECTIVES)}")
-    if storage_budget is not None and (isinstance(storage_budget, bool) or not isinstance(storage_budget, (int, float))
-                                       or not storage_budget >= 0):
-        raise PipelineError(f"advise: storage_budget={storage_budget!r} must be a number of bytes >= 0 or None")
+    if storage_budget is not None and (
+        isinstance(storage_budget, bool)
+        or not isinstance(storage_budget, (int, float))
+        or not storage_budget >= 0
+    ):
+        raise PipelineError(
+            f"advise: storage_budget={storage_budget!r} must be a number of bytes >= 0 or None"
+        )
     if not isinstance(costs, Costs):
-        raise PipelineError(f"advise: costs={costs!r} must be a falkirk.spark Costs (measured, or Costs(...))")
-    if min_saving is not None and (isinstance(min_saving, bool) or not isinstance(min_saving, (int, float))
-                                   or not 0 <= min_saving < 1):
+        raise PipelineError(
+            f"advise: costs={costs!r} must be a falkirk.spark Costs (measured, or Costs(...))"
+        )
+    if min_saving is not None and (
+        isinstance(min_saving, bool) or not isinstance(min_saving, (int, float)) or not 0 <= min_saving < 1
+    ):
         raise PipelineError(f"advise: min_saving={min_saving!r} must be a fraction in [0, 1) or None")
     if not pipeline.steps:
         raise PipelineError("advise: the pipeline has no steps")
@@ -393,8 +515,9 @@ def advise(
     kinds = failure_kinds(pipeline, failures)
     model = Model(pipeline, costs, kinds, max_columns=SEARCH_COLUMNS)
     current = regimes_of(pipeline)
-    best, points, how = search(model, rate, storage_budget=storage_budget, accepted_only=accepted_only,
-                               allow_domino=allow_domino)
+    best, points, how = search(
+        model, rate, storage_budget=storage_budget, accepted_only=accepted_only, allow_domino=allow_domino
+    )
     pair = [current, best]
     # the moments of a failure: a cycle of the two assignments' spacings (each phase once)
     period = math.lcm(*(max(spacing(r), 1) for a in pair for r in a.values()))
@@ -408,16 +531,21 @@ def advise(
     dominoes = _dominoes(final, ev, kinds, 0)
     stops = bool(dominoes) and not allow_domino and best != current and not ev.dominoes[1]
     if dominoes and not allow_domino:
-        how += ("; the current regimes set off a domino: " + ("the advice is the cheapest assignment found that "
-                                                                "does not" if stops else "no assignment found stops it"))
+        how += "; the current regimes set off a domino: " + (
+            "the advice is the cheapest assignment found that does not"
+            if stops
+            else "no assignment found stops it"
+        )
     base = float(totals[0]) if totals[0] > 0 else 1.0
     pct, band = saving.value / base, 2 * saving.se / base
     if min_saving is not None:
         threshold, rule = float(min_saving), f"min_saving {_pct(float(min_saving))}"
     else:
         threshold = band
-        rule = (f"the ±{_pct(band)} uncertainty (measurement ±{_pct(2 * parts['measurement'] / base)}, the model's "
-                f"±{_pct(2 * parts['model'] / base)})")
+        rule = (
+            f"the ±{_pct(band)} uncertainty (measurement ±{_pct(2 * parts['measurement'] / base)}, the model's "
+            f"±{_pct(2 * parts['model'] / base)})"
+        )
     verdict = ""
     if best == current:
         verdict = "keep: no assignment found costs less than the current regimes"
@@ -431,8 +559,10 @@ def advise(
         verdict = f"change: the saving {_pct(pct)} exceeds {rule}"
     if verdict.startswith("keep") and best != current:
         if not over_budget and totals[1] <= totals[0]:  # a saving below what the measurements can resolve
-            how += (f"; the best found saves {_pct(pct)} of the current total, within "
-                    f"{rule}: the current regimes are kept")
+            how += (
+                f"; the best found saves {_pct(pct)} of the current total, within "
+                f"{rule}: the current regimes are kept"
+            )
         best = current
         ev, draws = ev.pick([0, 0]), [d.pick([0, 0]) for d in draws]
         totals = ev.steady + ev.expected(rate)
@@ -440,20 +570,53 @@ def advise(
     refused = refusals(pipeline, {n: r for n, r in best.items() if r != current[n]})
     index = {n: i for i, n in enumerate(model.graph.names)}
     steps = tuple(
-        StepAdvice(n, current[n], best[n], (float(ev.node_steady[index[n], 0]), float(ev.node_steady[index[n], 1])),
-                   (float(ev.node_bytes[index[n], 0]), float(ev.node_bytes[index[n], 1])),
-                   ({k: float(ev.node_recovery[index[n], 0, j]) for j, k in enumerate(names)},
-                    {k: float(ev.node_recovery[index[n], 1, j]) for j, k in enumerate(names)}),
-                   refused.get(n), _estimated(model.costs[n].estimated, current[n], best[n]))
-        for n in pipeline.steps)
+        StepAdvice(
+            n,
+            current[n],
+            best[n],
+            (float(ev.node_steady[index[n], 0]), float(ev.node_steady[index[n], 1])),
+            (float(ev.node_bytes[index[n], 0]), float(ev.node_bytes[index[n], 1])),
+            (
+                {k: float(ev.node_recovery[index[n], 0, j]) for j, k in enumerate(names)},
+                {k: float(ev.node_recovery[index[n], 1, j]) for j, k in enumerate(names)},
+            ),
+            refused.get(n),
+            _estimated(model.costs[n].estimated, current[n], best[n]),
+        )
+        for n in pipeline.steps
+    )
     tot = [_totals(ev, draws, a, rate, names, costs.draws) for a in (0, 1)]
-    unit_note = costs.source if costs.unit == objective else (
-        f"{costs.source + '; ' if costs.source else ''}measured in {costs.unit} seconds, used for the {objective} "
-        "objective")
-    return Advice(costs.unit, objective, rate, tuple(names), storage_budget, steps, tot[0], tot[1],
-                  tuple(points), how, bool(exact), unit_note,
-                  float(costs.restart) if ("all",) in kinds else 0.0, tuple(dominoes), saving, parts, verdict,
-                  costs.draws, len(costs.replicates), pipeline=pipeline, costs=costs)
+    unit_note = (
+        costs.source
+        if costs.unit == objective
+        else (
+            f"{costs.source + '; ' if costs.source else ''}measured in {costs.unit} seconds, used for the {objective} "
+            "objective"
+        )
+    )
+    return Advice(
+        costs.unit,
+        objective,
+        rate,
+        tuple(names),
+        storage_budget,
+        steps,
+        tot[0],
+        tot[1],
+        tuple(points),
+        how,
+        bool(exact),
+        unit_note,
+        float(costs.restart) if ("all",) in kinds else 0.0,
+        tuple(dominoes),
+        saving,
+        parts,
+        verdict,
+        costs.draws,
+        len(costs.replicates),
+        pipeline=pipeline,
+        costs=costs,
+    )
 
 
 def _pct(x: float) -> str:
@@ -462,34 +625,55 @@ def _pct(x: float) -> str:
 
 def _totals(ev: Any, draws: Sequence[Any], a: int, rate: float, names: Sequence[str], kind: str) -> Totals:
     """Assignment ``a``'s :class:`Totals`, each figure's error from the ``draws``."""
+
     def se(point: float, values: Sequence[float]) -> float:
         return Estimate.of(point, values, kind).se
 
-    figures = {"steady": (float(ev.steady[a]), [float(d.steady[a]) for d in draws]),
-               "steady_bytes": (float(ev.steady_bytes[a]), [float(d.steady_bytes[a]) for d in draws]),
-               "recovery": (float(ev.expected(rate)[a]), [float(d.expected(rate)[a]) for d in draws]),
-               "total": (float(ev.steady[a] + ev.expected(rate)[a]),
-                         [float(d.steady[a] + d.expected(rate)[a]) for d in draws])}
-    failures = {k: (float(ev.recovery[a, j]), [float(d.recovery[a, j]) for d in draws]) for j, k in enumerate(names)}
+    figures = {
+        "steady": (float(ev.steady[a]), [float(d.steady[a]) for d in draws]),
+        "steady_bytes": (float(ev.steady_bytes[a]), [float(d.steady_bytes[a]) for d in draws]),
+        "recovery": (float(ev.expected(rate)[a]), [float(d.expected(rate)[a]) for d in draws]),
+        "total": (
+            float(ev.steady[a] + ev.expected(rate)[a]),
+            [float(d.steady[a] + d.expected(rate)[a]) for d in draws],
+        ),
+    }
+    failures = {
+        k: (float(ev.recovery[a, j]), [float(d.recovery[a, j]) for d in draws]) for j, k in enumerate(names)
+    }
     errors = {k: se(v, ds) for k, (v, ds) in {**figures, **failures}.items() if draws}
-    return Totals(figures["steady"][0], figures["steady_bytes"][0], figures["recovery"][0], figures["total"][0],
-                  {k: v for k, (v, _) in failures.items()}, errors)
+    return Totals(
+        figures["steady"][0],
+        figures["steady_bytes"][0],
+        figures["recovery"][0],
+        figures["total"][0],
+        {k: v for k, (v, _) in failures.items()},
+        errors,
+    )
 
 
 def _saving(ev: Any, draws: Sequence[Any], rate: float, costs: Costs) -> tuple[Estimate, dict[str, float]]:
-    """What assignment 1 of ``ev`` saves per epoch against assignment 0, with its standard error: the measurements'
-    (the same saving priced by each draw of the costs; without draws, the costs' ``spread`` of the steady cost)
+    """What assignment 1 of ``ev`` saves per epoch against assignment 0, with its standard error: the
+    measurements'
+    (the same saving priced by each draw of the costs; without draws, the costs' ``spread`` of the steady
+    cost)
     combined with the model's (:data:`MODEL_ERROR` of the steady cost and of the expected recovery the change
     trades, each a ±2-standard-error band)."""
     total = ev.steady + ev.expected(rate)
     value = float(total[0] - total[1])
     if draws:
-        measured = Estimate.of(value, [float((d.steady + d.expected(rate))[0] - (d.steady + d.expected(rate))[1])
-                                       for d in draws], costs.draws).se
+        measured = Estimate.of(
+            value,
+            [float((d.steady + d.expected(rate))[0] - (d.steady + d.expected(rate))[1]) for d in draws],
+            costs.draws,
+        ).se
     else:
         measured = float(costs.spread) * float(ev.steady[0])
-    model = MODEL_ERROR / 2 * math.hypot(float(ev.steady[0] - ev.steady[1]),
-                                         float(ev.expected(rate)[0] - ev.expected(rate)[1]))
+    model = (
+        MODEL_ERROR
+        / 2
+        * math.hypot(float(ev.steady[0] - ev.steady[1]), float(ev.expected(rate)[0] - ev.expected(rate)[1]))
+    )
     return Estimate(value, math.hypot(measured, model)), {"measurement": measured, "model": model}
 
 
@@ -500,25 +684,35 @@ def _dominoes(model: Model, ev: Any, kinds: Sequence[tuple[str, ...]], a: int) -
     for k, kind in enumerate(kinds):
         pushed = [names[i] for i in np.flatnonzero(ev.domino[:, a, k])]
         if pushed:
-            out.append(f"a failure of {_kind_name(kind)} rolls {', '.join(pushed)}, on another branch, back past "
-                       f"{'its' if len(pushed) == 1 else 'their'} latest checkpoint at or before the failed step's "
-                       "restore point (through an unlogged step the branches share, down to a checkpoint they all "
-                       "share: to empty early in a run)")
+            out.append(
+                f"a failure of {_kind_name(kind)} rolls {', '.join(pushed)}, on another branch, back past "
+                f"{'its' if len(pushed) == 1 else 'their'} latest checkpoint at or before the failed step's "
+                "restore point (through an unlogged step the branches share, down to a checkpoint they all "
+                "share: to empty early in a run)"
+            )
     return out
 
 
-
-def predict(pipeline: Definition, costs: Costs, failure: str | Sequence[str], *,
-            regimes: Mapping[str, Regime] | None = None, at: Any = None, exact: bool | None = None) -> Prediction:
+def predict(
+    pipeline: Definition,
+    costs: Costs,
+    failure: str | Sequence[str],
+    *,
+    regimes: Mapping[str, Regime] | None = None,
+    at: Any = None,
+    exact: bool | None = None,
+) -> Prediction:
     """What one failure of ``failure`` costs under ``pipeline``'s regimes changed by ``regimes``, priced with
     ``costs`` as the advisor prices (``docs/advisor.md``), with the standard error the costs' draws give.
 
-    ``failure``: a step's name, ``"driver"`` (every node), or a list of steps failing together. ``at``: ``None``
+    ``failure``: a step's name, ``"driver"`` (every node), or a list of steps failing together. ``at``:
+    ``None``
     — the mean over the moments it can strike at in a cycle of the checkpoint spacings (what the advice
     weighs); an epoch ``e`` — between epochs ``e`` and ``e + 1``, every step having completed ``e`` (what
     ``STEP@e:after`` injects, and :meth:`Pipeline.plan_failure <falkirk.spark.Pipeline.plan_failure>` plans);
     ``(e, step)`` — while ``step`` runs epoch ``e + 1`` (the steps before it in the run order having completed
-    it; ``STEP@e+1:mid`` of that step). ``exact``: price with the planner's own plans (``None``: when that takes
+    it; ``STEP@e+1:mid`` of that step). ``exact``: price with the planner's own plans (``None``: when that
+    takes
     at most :data:`~falkirk.spark.pipeline.plan.advisor.EXACT_SOLVES` solves).
 
     >>> from falkirk.spark import Costs, Ephemeral, Lazy, NodeCosts, Pipeline
@@ -540,7 +734,9 @@ def predict(pipeline: Definition, costs: Costs, failure: str | Sequence[str], *,
         named = [tuple(failure)]
     kinds = failure_kinds(pipeline, named)
     if len(kinds) != 1 or kinds[0] == ("each-step",):
-        raise PipelineError(f"predict: failure={failure!r} must name one failure: a step, 'driver' or a list of steps")
+        raise PipelineError(
+            f"predict: failure={failure!r} must name one failure: a step, 'driver' or a list of steps"
+        )
     assignment = {**regimes_of(pipeline), **dict(regimes or {})}
     for n in assignment:
         if n not in pipeline.steps:
@@ -550,8 +746,14 @@ def predict(pipeline: Definition, costs: Costs, failure: str | Sequence[str], *,
         where = "mean over the moments of a cycle"
     elif isinstance(at, int) and not isinstance(at, bool) and at >= 0:
         moments, period, where = [(at, None)], 1, f"after epoch {at}"
-    elif (isinstance(at, tuple) and len(at) == 2 and isinstance(at[0], int) and at[0] >= 0
-          and isinstance(at[1], str) and at[1] in pipeline.order):
+    elif (
+        isinstance(at, tuple)
+        and len(at) == 2
+        and isinstance(at[0], int)
+        and at[0] >= 0
+        and isinstance(at[1], str)
+        and at[1] in pipeline.order
+    ):
         moments, period, where = [at], 1, f"while {at[1]} runs epoch {at[0] + 1}"
     else:
         raise PipelineError(f"predict: at={at!r} must be None, an epoch >= 0 or (epoch, step)")
@@ -564,9 +766,15 @@ def predict(pipeline: Definition, costs: Costs, failure: str | Sequence[str], *,
         return Estimate.of(float(get(ev)), [float(get(d)) for d in draws], costs.draws)
 
     restart = float(costs.restart) if kinds[0] == ("all",) else 0.0
-    return Prediction(costs.unit, _kind_name(kinds[0]), where,
-                      {n: show_regime(r) for n, r in assignment.items()},
-                      estimate(lambda e: e.steady[0]), estimate(lambda e: e.steady_bytes[0]),
-                      estimate(lambda e: e.recovery[0, 0]),
-                      {n: float(ev.node_recovery[i, 0, 0]) for i, n in enumerate(model.graph.names)}, restart,
-                      dict(costs.restart_parts) if restart else {})
+    return Prediction(
+        costs.unit,
+        _kind_name(kinds[0]),
+        where,
+        {n: show_regime(r) for n, r in assignment.items()},
+        estimate(lambda e: e.steady[0]),
+        estimate(lambda e: e.steady_bytes[0]),
+        estimate(lambda e: e.recovery[0, 0]),
+        {n: float(ev.node_recovery[i, 0, 0]) for i, n in enumerate(model.graph.names)},
+        restart,
+        dict(costs.restart_parts) if restart else {},
+    )

@@ -62,8 +62,17 @@ from falkirk.spark.pipeline.plan.costs import Costs
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.declare.definition import Definition
 
-__all__ = ["Model", "Evaluation", "search", "failure_kinds", "LADDER", "PERIOD", "EXHAUSTIVE", "EXACT_SOLVES",
-           "OBJECTIVES"]
+__all__ = [
+    "Model",
+    "Evaluation",
+    "search",
+    "failure_kinds",
+    "LADDER",
+    "PERIOD",
+    "EXHAUSTIVE",
+    "EXACT_SOLVES",
+    "OBJECTIVES",
+]
 
 #: Checkpoint spacings the advisor chooses from (every one divides :data:`PERIOD`).
 LADDER = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)
@@ -79,12 +88,14 @@ AHEAD = 8
 OBJECTIVES = ("cpu", "wall")
 #: Coordinate-descent passes at most (each pass tries every choice of every step once).
 PASSES = 4
-#: Columns (failure kind × moment) the search prices at most: beyond, each kind's moments are a sample of the cycle.
+#: Columns (failure kind × moment) the search prices at most: beyond, each kind's moments are a sample of the
+#: cycle.
 SEARCH_COLUMNS = 240
 
 
 def failure_kinds(pipeline: Definition, failures: str | Sequence[Any]) -> list[tuple[str, ...]]:
-    """The failure kinds ``failures`` names: ``"each-step"`` (each step alone), ``"driver"`` (every node), or a
+    """The failure kinds ``failures`` names: ``"each-step"`` (each step alone), ``"driver"`` (every node), or
+    a
     list of step names, ``"driver"`` and tuples of step names failing together."""
     if isinstance(failures, str):
         failures = [failures]
@@ -98,8 +109,10 @@ def failure_kinds(pipeline: Definition, failures: str | Sequence[Any]) -> list[t
             names = (item,) if isinstance(item, str) else tuple(item)
             for n in names:
                 if n not in pipeline.steps:
-                    raise PipelineError(f"advise: failures names {n!r}, which is not a step of this pipeline "
-                                        f"(steps: {', '.join(pipeline.steps)}; or 'each-step', 'driver')")
+                    raise PipelineError(
+                        f"advise: failures names {n!r}, which is not a step of this pipeline "
+                        f"(steps: {', '.join(pipeline.steps)}; or 'each-step', 'driver')"
+                    )
             if not names:
                 raise PipelineError("advise: failures holds an empty group of steps")
             kinds.append(tuple(sorted(set(names), key=pipeline.order.index)))
@@ -109,7 +122,8 @@ def failure_kinds(pipeline: Definition, failures: str | Sequence[Any]) -> list[t
 
 
 def spacing(regime: Regime) -> int:
-    """The closure's checkpoint spacing of ``regime``: 0 stateless, 1 every epoch, ``k`` for ``Lazy(every=k)``."""
+    """The closure's checkpoint spacing of ``regime``: 0 stateless, 1 every epoch, ``k`` for
+    ``Lazy(every=k)``."""
     if regime.stateless:
         return 0
     if isinstance(regime, Lazy) and not regime.incremental:
@@ -119,9 +133,12 @@ def spacing(regime: Regime) -> int:
 
 @frozen
 class Evaluation:
-    """Costs of ``A`` assignments: steady (A,), steady bytes (A,), recovery per failure kind (A, K) and per node
-    and kind (N, A, K), steady cost and bytes per node (N, A); ``domino`` (N, A, K): the failed stateful steps a
-    failure of the kind pushes back past where it would leave them if every step logged (:meth:`Model.price`)."""
+    """Costs of ``A`` assignments: steady (A,), steady bytes (A,), recovery per failure kind (A, K) and per
+    node
+    and kind (N, A, K), steady cost and bytes per node (N, A); ``domino`` (N, A, K): the failed stateful steps
+    a
+    failure of the kind pushes back past where it would leave them if every step logged
+    (:meth:`Model.price`)."""
 
     steady: np.ndarray
     steady_bytes: np.ndarray
@@ -138,8 +155,15 @@ class Evaluation:
     def pick(self, index: Sequence[int]) -> Evaluation:
         """The evaluation of the assignments at ``index`` (in that order)."""
         i = list(index)
-        return Evaluation(self.steady[i], self.steady_bytes[i], self.recovery[i], self.node_recovery[:, i],
-                          self.node_steady[:, i], self.node_bytes[:, i], self.domino[:, i])
+        return Evaluation(
+            self.steady[i],
+            self.steady_bytes[i],
+            self.recovery[i],
+            self.node_recovery[:, i],
+            self.node_steady[:, i],
+            self.node_bytes[:, i],
+            self.domino[:, i],
+        )
 
     @property
     def dominoes(self) -> np.ndarray:
@@ -148,11 +172,19 @@ class Evaluation:
 
 
 class Model:
-    """A pipeline, its costs and failure kinds, priced for many assignments at once (see the module docstring)."""
+    """A pipeline, its costs and failure kinds, priced for many assignments at once (see the module
+    docstring)."""
 
-    def __init__(self, pipeline: Definition, costs: Costs, kinds: Sequence[tuple[str, ...]], *,
-                 period: int = PERIOD, max_columns: int | None = None,
-                 moments: Sequence[int | tuple[int, str | None]] | None = None) -> None:
+    def __init__(
+        self,
+        pipeline: Definition,
+        costs: Costs,
+        kinds: Sequence[tuple[str, ...]],
+        *,
+        period: int = PERIOD,
+        max_columns: int | None = None,
+        moments: Sequence[int | tuple[int, str | None]] | None = None,
+    ) -> None:
         self.pipeline = pipeline
         self.graph = Graph.of(pipeline)
         self.kinds = list(kinds)
@@ -179,47 +211,67 @@ class Model:
         pipeline, names = self.pipeline, self.graph.names
         self.costs = c = costs.complete(names)
         self.compute = np.array([c[n].compute for n in names])
-        #: a driver failure's fixed cost: a new driver's first epoch beyond a steady one (:attr:`Costs.restart`)
+        #: a driver failure's fixed cost: a new driver's first epoch beyond a steady one
+        #: (:attr:`Costs.restart`)
         self.restart = float(c.restart)
-        self.recompute = np.array([c[n].recompute if c[n].recompute is not None else c[n].compute for n in names])
+        self.recompute = np.array(
+            [c[n].recompute if c[n].recompute is not None else c[n].compute for n in names]
+        )
         self.log_write = np.array([c[n].log_write or 0.0 for n in names])
         self.log_bytes = np.array([c[n].log_bytes or 0.0 for n in names])
-        self.log_read = np.array([(c[n].log_read or 0.0) if n not in pipeline.inputs or "log_read" not in c[n].estimated
-                                  else c[n].compute for n in names])
+        self.log_read = np.array(
+            [
+                (c[n].log_read or 0.0)
+                if n not in pipeline.inputs or "log_read" not in c[n].estimated
+                else c[n].compute
+                for n in names
+            ]
+        )
         self.state_write = np.array([c[n].state_write or 0.0 for n in names])
         self.state_bytes = np.array([c[n].state_bytes or 0.0 for n in names])
         self.state_read = np.array([c[n].state_read or 0.0 for n in names])
-        self.delta_write = np.array([c[n].delta_write if c[n].delta_write is not None else np.nan for n in names])
+        self.delta_write = np.array(
+            [c[n].delta_write if c[n].delta_write is not None else np.nan for n in names]
+        )
         self.delta_bytes = np.array([c[n].delta_bytes or 0.0 for n in names])
         self.delta_read = np.array([c[n].delta_read or 0.0 for n in names])
-        for i, n in enumerate(names):  # an output's write is its compute; a stateless node checkpoints nothing
+        # an output's write is its compute; a stateless node checkpoints nothing
+        for i, n in enumerate(names):
             if n in pipeline.inputs or pipeline.stateless(n) or isinstance(pipeline.steps[n].regime, Output):
                 self.state_write[i] = self.state_bytes[i] = self.state_read[i] = 0.0
 
     def priced_with(self, costs: Costs) -> Model:
-        """This model (its failures, moments and their weights) priced with other ``costs`` of the same pipeline:
+        """This model (its failures, moments and their weights) priced with other ``costs`` of the same
+        pipeline:
         a draw of :attr:`Costs.replicates` (:meth:`evaluate_draws`)."""
         other = copy.copy(self)
         other._prices(costs)
         return other
 
-    def evaluate_draws(self, assignments: Sequence[Mapping[str, Regime]], *,
-                       exact: bool = False) -> tuple[Evaluation, list[Evaluation]]:
+    def evaluate_draws(
+        self, assignments: Sequence[Mapping[str, Regime]], *, exact: bool = False
+    ) -> tuple[Evaluation, list[Evaluation]]:
         """:meth:`evaluate`, and the same assignments priced with each of the costs' :attr:`~Costs.replicates`
         (the same frontiers: a draw moves the prices, not the plans)."""
         logs, every, incr = self.arrays(assignments)
         f = self._exact(assignments) if exact else frontiers(self.graph, logs, every, self.failed, self.done)
         snap, domino = self.snapshot(assignments), self.dominoes(f, logs, every)
         point = self.price(f, logs, every, incr, snap, domino=domino)
-        draws = [self.priced_with(r).price(f, logs, every, incr, snap, domino=domino) for r in self.costs.replicates]
+        draws = [
+            self.priced_with(r).price(f, logs, every, incr, snap, domino=domino)
+            for r in self.costs.replicates
+        ]
         return point, draws
 
     def running(self, kind: tuple[str, ...]) -> list[tuple[int, float]]:
         """``(index, weight)`` of the steps a failure of ``kind`` can strike while they run epoch ``e + 1``.
 
-        Steps run epoch by epoch in :attr:`graph` order, so the steps before the running one have done ``e + 1``.
-        A step's own failure strikes while it runs; a driver's, or a group's, at a moment uniform in time: each
-        step is the running one with its share of the epoch's compute (equal shares where nothing is measured).
+        Steps run epoch by epoch in :attr:`graph` order, so the steps before the running one have done ``e +
+        1``.
+        A step's own failure strikes while it runs; a driver's, or a group's, at a moment uniform in time:
+        each
+        step is the running one with its share of the epoch's compute (equal shares where nothing is
+        measured).
         """
         order = {name: i for i, name in enumerate(self.graph.names)}
         if len(kind) == 1 and kind[0] != "all":
@@ -231,7 +283,8 @@ class Model:
         return [(i, float(w) / total) for i, w in enumerate(self.compute) if w > 0]
 
     def _columns(self) -> None:
-        """``failed``/``done`` (N, M) for every (kind, moment, running step), each column's kind and weight."""
+        """``failed``/``done`` (N, M) for every (kind, moment, running step), each column's kind and
+        weight."""
         n = len(self.graph.names)
         order = {name: i for i, name in enumerate(self.graph.names)}
         failed, done, kind, weight, taken, unrelated = [], [], [], [], [], []
@@ -252,14 +305,16 @@ class Model:
                     done.append(np.where(np.arange(n) < j, at + 1, at))
                     kind.append(k)
                     weight.append(w / len(self.moments))
-                    # the epoch e + 1 sent to a failed step that had not done it was in memory only: the running
+                    # the epoch e + 1 sent to a failed step that had not done it was in memory only: the
+                    # running
                     # step had taken it, and a driver's failure loses every queue (what a restart reads again)
                     taken.append(lost & ((np.arange(n) == j) | (names == ("all",))))
         self.failed = np.array(failed).T
         #: (N, M): the nodes neither failed nor above or below a failed one (another branch)
         self.unrelated = np.array(unrelated).T
         self.done = np.array(done).T
-        #: (N, M): the failed steps whose input of epoch e + 1 was lost with them (read again from a log, if kept)
+        #: (N, M): the failed steps whose input of epoch e + 1 was lost with them (read again from a log, if
+        #: kept)
         self.taken = np.array(taken).T
         self.kind_of = np.array(kind)
         self.weight = np.array(weight)
@@ -284,7 +339,9 @@ class Model:
         return out
 
     # -- assignments ------------------------------------------------------------------------
-    def arrays(self, assignments: Sequence[Mapping[str, Regime]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def arrays(
+        self, assignments: Sequence[Mapping[str, Regime]]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``logs``, ``every``, ``incremental`` (N, A) of assignments (regimes by step; inputs always log)."""
         names = self.graph.names
         logs = np.zeros((len(names), len(assignments)), bool)
@@ -312,10 +369,13 @@ class Model:
         return out
 
     def evaluate(self, assignments: Sequence[Mapping[str, Regime]], *, exact: bool = False) -> Evaluation:
-        """Price ``assignments`` (each a regime per step): closure by :func:`frontiers`, or the planner (``exact``)."""
+        """Price ``assignments`` (each a regime per step): closure by :func:`frontiers`, or the planner
+        (``exact``)."""
         logs, every, incr = self.arrays(assignments)
         f = self._exact(assignments) if exact else frontiers(self.graph, logs, every, self.failed, self.done)
-        return self.price(f, logs, every, incr, self.snapshot(assignments), domino=self.dominoes(f, logs, every))
+        return self.price(
+            f, logs, every, incr, self.snapshot(assignments), domino=self.dominoes(f, logs, every)
+        )
 
     def dominoes(self, f: np.ndarray, logs: np.ndarray, every: np.ndarray) -> np.ndarray:
         """(N, A, M): the dominoes of frontiers ``f`` (see :meth:`price`).
@@ -328,7 +388,8 @@ class Model:
         pairs where one is below it.
         """
         out = np.zeros(f.shape, bool)
-        cand = self.unrelated[:, None, :] & (every > 0)[:, :, None] & (f < self.done[:, None, :])  # ⊤ is not below
+        # ⊤ is not below
+        cand = self.unrelated[:, None, :] & (every > 0)[:, :, None] & (f < self.done[:, None, :])
         if not cand.any():
             return out
         floor = np.full(f.shape[1:], np.iinfo(np.int64).max)  # (A, M): the failed steps' own restore points
@@ -343,8 +404,14 @@ class Model:
             return out
         n, a, m = n[below], a[below], m[below]
         rows, cols = np.unique(a), np.unique(m)
-        alone = frontiers(self.graph, logs[:, rows], every[:, rows], self.failed[:, cols], self.done[:, cols],
-                          mute=self.unrelated[:, cols])
+        alone = frontiers(
+            self.graph,
+            logs[:, rows],
+            every[:, rows],
+            self.failed[:, cols],
+            self.done[:, cols],
+            mute=self.unrelated[:, cols],
+        )
         related = ~self.unrelated[:, None, cols]
         sent = np.where(related & (alone != TOP), alone, np.iinfo(np.int64).max).min(axis=0)  # (A', M')
         ai, mi = np.searchsorted(rows, a), np.searchsorted(cols, m)
@@ -363,16 +430,29 @@ class Model:
                 out[:, a, m] = [fr[n] for n in names]
         return out
 
-    def price(self, f: np.ndarray, logs: np.ndarray, every: np.ndarray, incr: np.ndarray,
-              snap: np.ndarray, *, domino: np.ndarray | None = None) -> Evaluation:
+    def price(
+        self,
+        f: np.ndarray,
+        logs: np.ndarray,
+        every: np.ndarray,
+        incr: np.ndarray,
+        snap: np.ndarray,
+        *,
+        domino: np.ndarray | None = None,
+    ) -> Evaluation:
         """Costs of frontiers ``f`` (N, A, M) under the assignments' ``logs``/``every``/``incremental``.
 
-        ``domino`` (N, A, M), from :meth:`dominoes`, marks the **dominoes**: a failure that rolls a stateful step
-        on another branch — neither above nor below a failed step — back past the checkpoint it restores to send
+        ``domino`` (N, A, M), from :meth:`dominoes`, marks the **dominoes**: a failure that rolls a stateful
+        step
+        on another branch — neither above nor below a failed step — back past the checkpoint it restores to
+        send
         again from where the failure, alone, leaves its own branch. The rollback went out through an unlogged
-        step the branches share, came back to the failed branch, and out again, where their checkpoints fall on
-        different epochs: it stops only at a checkpoint they all share, up to the least common multiple of their
-        spacings back — at empty early in a run. A branch dragged back once, to its checkpoint at or below where
+        step the branches share, came back to the failed branch, and out again, where their checkpoints fall
+        on
+        different epochs: it stops only at a checkpoint they all share, up to the least common multiple of
+        their
+        spacings back — at empty early in a run. A branch dragged back once, to its checkpoint at or below
+        where
         the failed branch goes back to, is priced but no domino.
         """
         done = self.done[:, None, :]
@@ -385,7 +465,8 @@ class Model:
         deltas = np.where(incr, (snap - 1) / 2, 0.0)[:, :, None] * self.delta_read[:, None, None]
         restore = np.where(restored, self.state_read[:, None, None] + deltas, 0.0)
         replay = np.zeros_like(redo)
-        upto = done + self.taken[:, None, :]  # what a receiver must read again up to, where its sender still has it
+        # what a receiver must read again up to, where its sender still has it
+        upto = done + self.taken[:, None, :]
         for q, ps in enumerate(self.graph.preds):  # each receiver's senders at once: (P, A, M)
             if not ps:
                 continue
@@ -398,24 +479,42 @@ class Model:
         restart = np.array([self.restart if names == ("all",) else 0.0 for names in self.kinds])
         steady_node = self.compute[:, None] + np.where(logs, self.log_write[:, None], 0.0)
         ev = np.maximum(every, 1)
-        ckpt = np.where(incr, np.nan_to_num(self.delta_write)[:, None] + self.state_write[:, None] / snap,
-                        self.state_write[:, None] / ev)
+        ckpt = np.where(
+            incr,
+            np.nan_to_num(self.delta_write)[:, None] + self.state_write[:, None] / snap,
+            self.state_write[:, None] / ev,
+        )
         steady_node = steady_node + np.where(every > 0, ckpt, 0.0)
         bytes_node = np.where(logs, self.log_bytes[:, None], 0.0) + np.where(
-            every > 0, np.where(incr, self.delta_bytes[:, None] + self.state_bytes[:, None] / snap,
-                                self.state_bytes[:, None] / ev), 0.0)
+            every > 0,
+            np.where(
+                incr,
+                self.delta_bytes[:, None] + self.state_bytes[:, None] / snap,
+                self.state_bytes[:, None] / ev,
+            ),
+            0.0,
+        )
         for i, n in enumerate(self.graph.names):  # an input's log is written whatever the regimes
             if n in self.pipeline.inputs:
                 steady_node[i] = self.compute[i]
                 bytes_node[i] = 0.0
         domino = (pushed.astype(np.float64) @ (self.shares > 0)) > 0  # (N, A, K): any column of the kind
-        return Evaluation(steady_node.sum(axis=0), bytes_node.sum(axis=0), per_kind.sum(axis=0) + restart, per_kind,
-                          steady_node, bytes_node, domino)
+        return Evaluation(
+            steady_node.sum(axis=0),
+            bytes_node.sum(axis=0),
+            per_kind.sum(axis=0) + restart,
+            per_kind,
+            steady_node,
+            bytes_node,
+            domino,
+        )
 
     # -- choices ------------------------------------------------------------------------------
     def young(self, name: str, rate: float) -> float:
-        """Young's ``k* = √(2·C/(λ_s·w))`` for stateful ``name``: ``C`` its checkpoint cost, ``λ_s`` the rate of
-        the failures that lose it, ``w`` its compute plus that of the stateless steps its unlogged output feeds."""
+        """Young's ``k* = √(2·C/(λ_s·w))`` for stateful ``name``: ``C`` its checkpoint cost, ``λ_s`` the rate
+        of
+        the failures that lose it, ``w`` its compute plus that of the stateless steps its unlogged output
+        feeds."""
         i = self.graph.names.index(name)
         lam = rate * sum(1 for k in self.kinds if k == ("all",) or name in k) / len(self.kinds)
         w, todo, seen = self.compute[i], [i], {i}
@@ -453,8 +552,17 @@ class Model:
         plain = evolve(r, incremental=False, snapshot_every=None) if r.incremental else r
         for x in logs:
             if isinstance(r, Lazy) or not accepted_only:
-                base = Lazy(log=x, key=r.key, partitions=r.partitions, max_parallelism=r.max_parallelism,
-                            replicas=r.replicas) if isinstance(r, Eager) else evolve(plain, log=x)
+                base = (
+                    Lazy(
+                        log=x,
+                        key=r.key,
+                        partitions=r.partitions,
+                        max_parallelism=r.max_parallelism,
+                        replicas=r.replicas,
+                    )
+                    if isinstance(r, Eager)
+                    else evolve(plain, log=x)
+                )
                 assert isinstance(base, Lazy)
                 out += [evolve(base, every=v) for v in sorted(near)]
             if isinstance(r, Eager):
@@ -468,8 +576,11 @@ class Model:
         return unique
 
 
-def _objective(model: Model, ev: Evaluation, rate: float, budget: float | None, penalty: float = 0.0) -> np.ndarray:
-    """The predicted total, plus ``penalty`` per (step, failure kind) of a domino (the search removes dominoes one
+def _objective(
+    model: Model, ev: Evaluation, rate: float, budget: float | None, penalty: float = 0.0
+) -> np.ndarray:
+    """The predicted total, plus ``penalty`` per (step, failure kind) of a domino (the search removes dominoes
+    one
     by one before it compares costs); ``inf`` over the storage budget."""
     total = ev.steady + ev.expected(rate)
     if penalty:
@@ -478,18 +589,24 @@ def _objective(model: Model, ev: Evaluation, rate: float, budget: float | None, 
 
 
 def search(
-    model: Model, rate: float, *, storage_budget: float | None = None, accepted_only: bool = False,
+    model: Model,
+    rate: float,
+    *,
+    storage_budget: float | None = None,
+    accepted_only: bool = False,
     allow_domino: bool = False,
 ) -> tuple[dict[str, Regime], list[tuple[float, float]], str]:
     """The assignment with the least predicted total (see the module docstring; unless ``allow_domino``, among
-    those that set off no domino, :meth:`Model.price`); the (steady, expected recovery) points of every assignment
+    those that set off no domino, :meth:`Model.price`); the (steady, expected recovery) points of every
+    assignment
     evaluated; the search used, in words."""
     steps = list(model.pipeline.steps)
     choices = {n: model.choices(n, rate, accepted_only=accepted_only) for n in steps}
     current = {n: choices[n][0] for n in steps}
     points: list[tuple[float, float]] = []
     cache: dict[tuple[str, ...], float] = {}
-    # unless dominoes are allowed, each (step, kind) of one costs far more than any assignment's total: a finite
+    # unless dominoes are allowed, each (step, kind) of one costs far more than any assignment's total: a
+    # finite
     # price, so that coordinate descent removes them one at a time, then compares costs
     penalty = 0.0
     if not allow_domino:
@@ -500,7 +617,8 @@ def search(
     keep = [c for n in steps for c in choices[n]]  # alive during the search: their ids stay theirs
     getters = [operator.itemgetter(n) for n in steps]
 
-    def ident(a: Mapping[str, Regime]) -> tuple[str, ...]:  # regimes with a database hold a dict: not hashable
+    # regimes with a database hold a dict: not hashable
+    def ident(a: Mapping[str, Regime]) -> tuple[str, ...]:
         out = []
         for get in getters:
             r = get(a)
@@ -513,7 +631,7 @@ def search(
         todo = {k: a for k, a in zip(keys, assignments, strict=True) if k not in cache}
         pending = list(todo.items())
         for lo in range(0, len(pending), 64):
-            chunk = pending[lo:lo + 64]
+            chunk = pending[lo : lo + 64]
             ev = model.evaluate([a for _, a in chunk])
             values = _objective(model, ev, rate, storage_budget, penalty)
             for (k, _), v, s, r in zip(chunk, values, ev.steady, ev.expected(rate), strict=True):
@@ -534,7 +652,7 @@ def search(
             priced, ahead = 0, 1
             for j, n in enumerate(movable):
                 if j >= priced:
-                    run([{**best, m: c} for m in movable[j:j + ahead] for c in choices[m]])
+                    run([{**best, m: c} for m in movable[j : j + ahead] for c in choices[m]])
                     priced, ahead = j + ahead, min(2 * ahead, AHEAD)
                 trial = [{**best, n: c} for c in choices[n]]
                 values = run(trial)
@@ -552,31 +670,45 @@ def search(
             return regime
         k = model.young(n, rate)
         like = [c for c in choices[n] if isinstance(c, Lazy) and not c.incremental and c.logs == regime.logs]
-        return min(like, key=lambda c: (abs(math.log(c.every / k)) if k > 0 else c.every, c.every), default=regime)
+        return min(
+            like, key=lambda c: (abs(math.log(c.every / k)) if k > 0 else c.every, c.every), default=regime
+        )
 
     young = {n: young_spacing(n, r) for n, r in current.items()}
     variable = [n for n in steps if len(choices[n]) > 1]
     if len(variable) <= EXHAUSTIVE:
         starts, passes = [current, young], PASSES
-        structural = {n: list(dict.fromkeys((c.logs, isinstance(c, Keyed) and c.incremental, type(c))
-                                            for c in choices[n])) for n in variable}
-        patterns = [dict(zip(variable, combo, strict=True)) for combo in itertools.product(*structural.values())]
+        structural = {
+            n: list(
+                dict.fromkeys((c.logs, isinstance(c, Keyed) and c.incremental, type(c)) for c in choices[n])
+            )
+            for n in variable
+        }
+        patterns = [
+            dict(zip(variable, combo, strict=True)) for combo in itertools.product(*structural.values())
+        ]
         trial = []
         for pattern in patterns:
             a = dict(young)
             for n, key in pattern.items():
-                fit = [c for c in choices[n] if (c.logs, isinstance(c, Keyed) and c.incremental, type(c)) == key]
+                fit = [
+                    c for c in choices[n] if (c.logs, isinstance(c, Keyed) and c.incremental, type(c)) == key
+                ]
                 a[n] = young_spacing(n, fit[0]) if fit else a[n]
                 a[n] = a[n] if a[n] in choices[n] else fit[0]
             trial.append(a)
         values = run(trial)
         starts += [trial[int(i)] for i in np.argsort(values, kind="stable")[:3]]
-        how = (f"every pattern of logging/incremental choices of the {len(variable)} step(s) with a choice "
-               f"({len(patterns)}) at Young's spacings, the best 3 polished by coordinate descent")
+        how = (
+            f"every pattern of logging/incremental choices of the {len(variable)} step(s) with a choice "
+            f"({len(patterns)}) at Young's spacings, the best 3 polished by coordinate descent"
+        )
     else:
         starts, passes = [young], PASSES
-        how = (f"coordinate descent over each step's choices ({len(variable)} steps with a choice; {passes} passes "
-               "at most) from Young's spacings")
+        how = (
+            f"coordinate descent over each step's choices ({len(variable)} steps with a choice; {passes} passes "
+            "at most) from Young's spacings"
+        )
     finals = [descend(s, passes) for s in starts]
     del keep
     values = run(finals + [current])

@@ -73,8 +73,13 @@ class Graph:
         for e in pipeline.edges:
             preds[index[e.dst]].append(index[e.src])
             succs[index[e.src]].append(index[e.dst])
-        return cls(names, tuple(map(tuple, preds)), tuple(map(tuple, succs)),
-                   tuple(pipeline.stateless(n) for n in names), tuple(n in pipeline.inputs for n in names))
+        return cls(
+            names,
+            tuple(map(tuple, preds)),
+            tuple(map(tuple, succs)),
+            tuple(pipeline.stateless(n) for n in names),
+            tuple(n in pipeline.inputs for n in names),
+        )
 
     @property
     def edges(self) -> list[tuple[int, int]]:
@@ -83,7 +88,8 @@ class Graph:
 
 
 def last_checkpoint(y: np.ndarray, every: np.ndarray) -> np.ndarray:
-    """The last checkpoint epoch ``≤ y`` of a step checkpointing every ``every`` epochs (``-1``: none; ``every``
+    """The last checkpoint epoch ``≤ y`` of a step checkpointing every ``every`` epochs (``-1``: none;
+    ``every``
     0: stateless, any epoch).
 
     >>> last_checkpoint(np.array([1, 2, 5, 7]), np.array([3, 3, 3, 0]))
@@ -98,7 +104,11 @@ def _rounded(y: np.ndarray, spacing: np.ndarray, anytime: np.ndarray) -> np.ndar
 
 
 def frontiers(
-    graph: Graph, logs: np.ndarray, every: np.ndarray, failed: np.ndarray, done: np.ndarray,
+    graph: Graph,
+    logs: np.ndarray,
+    every: np.ndarray,
+    failed: np.ndarray,
+    done: np.ndarray,
     mute: np.ndarray | None = None,
 ) -> np.ndarray:
     """Every node's rollback frontier per (assignment, column): ``(N, A, M)`` epochs, :data:`TOP` for ``⊤``.
@@ -139,7 +149,8 @@ def frontiers(
         for q in order:
             preds, lazy = graph.preds[q], graph.stateless[q]
             for p in preds:  # C3: what q delivered, p must not send again differently
-                fq = f[q]  # live, a stateless step has no metadata: its M(⊤) is ⊤, a stateful one's what it queued
+                # live, a stateless step has no metadata: its M(⊤) is ⊤, a stateful one's what it queued
+                fq = f[q]
                 viol = (fq if lazy else np.minimum(fq, queued[(p, q)])) > f[p]
                 if mute is not None:
                     viol &= ~mute[q][None, :]
@@ -165,7 +176,8 @@ def frontiers(
         for p in reversed(order):  # C2: what p discarded, q must not need again
             if not unlogged[p].any():
                 continue
-            fp = f[p]  # live, a stateless step has no metadata: its D(⊤) is ⊤ (SPEC §3), a stateful one's what it sent
+            # live, a stateless step has no metadata: its D(⊤) is ⊤ (SPEC §3), a stateful one's what it sent
+            fp = f[p]
             val = fp if graph.stateless[p] else np.minimum(fp, done3[p])
             for q in graph.succs[p]:
                 viol = unlogged[p] & (val > f[q])
@@ -181,15 +193,21 @@ def frontiers(
 def reference_frontiers(
     pipeline: Definition, failed: Sequence[str], done: Mapping[str, int], *, also_logging: Sequence[str] = ()
 ) -> dict[str, int]:
-    """The frontiers falkirk's solver picks when ``failed`` fail with everyone at ``done`` (the ``Planner``'s own
-    answer, with each step's restore points as its regime takes them: the reference :func:`frontiers` is tested
+    """The frontiers falkirk's solver picks when ``failed`` fail with everyone at ``done`` (the ``Planner``'s
+    own
+    answer, with each step's restore points as its regime takes them: the reference :func:`frontiers` is
+    tested
     against). ``failed`` may be ``["all"]`` (a restarted driver)."""
     from falkirk.spark.pipeline.plan.shape import synthetic_available
 
     everyone = failed == ["all"] or list(failed) == ["all"]
     lost = set(pipeline.order) if everyone else set(failed)
-    planner = Planner(pipeline.dataflow(also_logging=also_logging), outputs=pipeline.external_outputs,
-                      known=synthetic_available(pipeline, done), monitor=False)
+    planner = Planner(
+        pipeline.dataflow(also_logging=also_logging),
+        outputs=pipeline.external_outputs,
+        known=synthetic_available(pipeline, done),
+        monitor=False,
+    )
     live = {}
     for n in pipeline.order:
         if n not in lost and not pipeline.stateless(n):

@@ -61,17 +61,31 @@ __all__ = ["NodeCosts", "Costs", "Estimate", "READ_PER_WRITE", "FIELDS", "UNITS"
 #: epoch written in 0.2–0.27 s reads back in ~0.18 s).
 READ_PER_WRITE = 0.75
 #: The figures of a node, in the order of :class:`NodeCosts`.
-FIELDS = ("compute", "log_write", "log_bytes", "log_read", "state_write", "state_bytes", "state_read", "rows",
-          "delta_write", "delta_bytes", "delta_read", "recompute")
+FIELDS = (
+    "compute",
+    "log_write",
+    "log_bytes",
+    "log_read",
+    "state_write",
+    "state_bytes",
+    "state_read",
+    "rows",
+    "delta_write",
+    "delta_bytes",
+    "delta_read",
+    "recompute",
+)
 #: The units a measurement can be in.
 UNITS = ("cpu", "wall")
-#: What :attr:`Costs.replicates` are: none, bootstrap resamples of one profile's epochs, or independent profiles.
+#: What :attr:`Costs.replicates` are: none, bootstrap resamples of one profile's epochs, or independent
+#: profiles.
 DRAWS = ("", "bootstrap", "profiles")
 
 
 @frozen
 class Estimate:
-    """A predicted figure and its standard error ``se`` (0: not known); ``low``/``high``: ``value ∓ 2·se`` (about
+    """A predicted figure and its standard error ``se`` (0: not known); ``low``/``high``: ``value ∓ 2·se``
+    (about
     95 %), ``relative``: ``2·se / value``.
 
     >>> e = Estimate(2.0, 0.1)
@@ -102,7 +116,8 @@ class Estimate:
 
     @classmethod
     def of(cls, value: float, draws: Sequence[float], kind: str) -> Estimate:
-        """``value`` with the standard error its ``draws`` give: their standard deviation for bootstrap draws, that
+        """``value`` with the standard error its ``draws`` give: their standard deviation for bootstrap draws,
+        that
         ÷ √n for ``n`` independent profiles (the error of what pools them); 0 with fewer than two."""
         if len(draws) < 2:
             return cls(float(value), 0.0)
@@ -111,9 +126,12 @@ class Estimate:
 
 
 def _number(instance: object, attribute: Any, value: float | None) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0
-                              or math.isinf(value)):
-        raise PipelineError(f"{type(instance).__name__}: {attribute.name}={value!r} must be a finite number >= 0")
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or math.isinf(value)
+    ):
+        raise PipelineError(
+            f"{type(instance).__name__}: {attribute.name}={value!r} must be a finite number >= 0"
+        )
 
 
 def _points(value: Iterable[Sequence[float]]) -> tuple[tuple[float, float], ...]:
@@ -183,10 +201,14 @@ def _nodes(value: Mapping[str, NodeCosts]) -> dict[str, NodeCosts]:
 
 @frozen
 class Costs:
-    """Per-node :class:`NodeCosts` in one ``unit`` (``"cpu"`` or ``"wall"``), the fixed ``overhead`` per epoch,
-    ``restart``: what a new driver's first epoch costs beyond a steady one (paid once per driver failure, whatever
-    the regimes), ``writes``: writes measured apart from any step, ``spread``: the relative standard error of the
-    measured steady cost per epoch (what a predicted saving must exceed to be told from noise; 0: unknown), and
+    """Per-node :class:`NodeCosts` in one ``unit`` (``"cpu"`` or ``"wall"``), the fixed ``overhead`` per
+    epoch,
+    ``restart``: what a new driver's first epoch costs beyond a steady one (paid once per driver failure,
+    whatever
+    the regimes), ``writes``: writes measured apart from any step, ``spread``: the relative standard error of
+    the
+    measured steady cost per epoch (what a predicted saving must exceed to be told from noise; 0: unknown),
+    and
     ``source``: what was measured, for the advice's readers."""
 
     nodes: Mapping[str, NodeCosts] = field(converter=_nodes)
@@ -194,20 +216,25 @@ class Costs:
     overhead: float = field(default=0.0, validator=_number)
     source: str = ""
     restart: float = field(default=0.0, validator=_number)
-    #: ``(bytes, cost)`` of writes measured apart from any step (:mod:`~falkirk.spark.pipeline.run.calibrate`):
+    #: ``(bytes, cost)`` of writes measured apart from any step
+    #: (:mod:`~falkirk.spark.pipeline.run.calibrate`):
     #: they join the steps' measured writes in the line that prices the others
     writes: tuple[tuple[float, float], ...] = field(default=(), converter=_points)
-    #: relative standard error of the measured steady cost per epoch (:func:`~falkirk.spark.pipeline.plan.measured.spread`)
+    #: relative standard error of the measured steady cost per epoch
+    #: (:func:`~falkirk.spark.pipeline.plan.measured.spread`)
     spread: float = field(default=0.0, validator=_number)
-    #: ``(bytes, cost)`` of writes less a count of the same data, measured apart (:mod:`~falkirk.spark.pipeline.run.calibrate`):
+    #: ``(bytes, cost)`` of writes less a count of the same data, measured apart
+    #: (:mod:`~falkirk.spark.pipeline.run.calibrate`):
     #: what a log adds to a step whose output a job computes and counts anyway (see :meth:`complete`)
     first_writes: tuple[tuple[float, float], ...] = field(default=(), converter=_points)
-    #: the nodes whose output is a frame of their own, first computed by their own job (the journal's ``fresh``):
+    #: the nodes whose output is a frame of their own, first computed by their own job (the journal's
+    #: ``fresh``):
     #: their log's write would be that job (see :meth:`complete`)
     first_use: frozenset[str] = field(default=frozenset(), converter=_names)
     #: other draws of these figures (each a :class:`Costs` without draws of its own): what :attr:`draws` says
     replicates: tuple[Costs, ...] = field(default=(), converter=_replicates)
-    #: what the replicates are (:data:`DRAWS`): bootstrap resamples of one profile's epochs, or the profiles pooled
+    #: what the replicates are (:data:`DRAWS`): bootstrap resamples of one profile's epochs, or the profiles
+    #: pooled
     draws: str = field(default="")
     #: what ``restart`` is made of, by part (:func:`~falkirk.spark.pipeline.plan.measured.with_restart`):
     #: ``"cold"`` a new driver's first executions beyond steady ones, ``"rebuild"`` its work outside step
@@ -252,14 +279,23 @@ class Costs:
         A node with no figures at all is free to compute (noted as estimated).
         """
         names = list(names)
-        writes = [(n.log_bytes, n.log_write) for n in self.nodes.values()
-                  if n.log_bytes is not None and n.log_write is not None and "log_write" not in n.estimated]
-        writes += [(n.state_bytes, n.state_write) for n in self.nodes.values()
-                   if n.state_bytes is not None and n.state_write is not None and "state_write" not in n.estimated]
+        writes = [
+            (n.log_bytes, n.log_write)
+            for n in self.nodes.values()
+            if n.log_bytes is not None and n.log_write is not None and "log_write" not in n.estimated
+        ]
+        writes += [
+            (n.state_bytes, n.state_write)
+            for n in self.nodes.values()
+            if n.state_bytes is not None and n.state_write is not None and "state_write" not in n.estimated
+        ]
         a, b = fit_writes([(float(x), float(y)) for x, y in writes] + list(self.writes))
         first = fit_writes(list(self.first_writes)) if self.first_writes else (a, b)
-        per_row = [n.log_bytes / n.rows for n in self.nodes.values()
-                   if n.log_bytes is not None and n.rows and "log_bytes" not in n.estimated]
+        per_row = [
+            n.log_bytes / n.rows
+            for n in self.nodes.values()
+            if n.log_bytes is not None and n.rows and "log_bytes" not in n.estimated
+        ]
         row_bytes = statistics.median(per_row) if per_row else 0.0
         out = {}
         for name in names:
@@ -275,8 +311,11 @@ class Costs:
                     values[f"{kind}_write"] = line[0] + line[1] * float(values[f"{kind}_bytes"] or 0.0)
                     est.add(f"{kind}_write")
                 if values[f"{kind}_read"] is None:
-                    write = float(values[f"{kind}_write"] or 0.0) if kind == "state" else \
-                        b * float(values[f"{kind}_bytes"] or 0.0)
+                    write = (
+                        float(values[f"{kind}_write"] or 0.0)
+                        if kind == "state"
+                        else b * float(values[f"{kind}_bytes"] or 0.0)
+                    )
                     values[f"{kind}_read"] = READ_PER_WRITE * write
                     est.add(f"{kind}_read")
             if values["recompute"] is None:
@@ -290,11 +329,16 @@ class Costs:
 
     @classmethod
     def median(cls, profiles: Sequence[Costs]) -> Costs:
-        """Several profiles of one pipeline (each from its own driver process, say) pooled: every figure the median
-        of the profiles that measured it (of those that estimated it where none did; a figure is estimated only
-        then), ``overhead``, ``restart`` and ``spread`` the medians, the write points of all; the profiles are its
-        ``replicates`` (``draws="profiles"``: each prediction's standard error is their spread ÷ √profiles). The
-        same code priced in two driver processes can differ by a fifth per epoch on a small machine; the median of
+        """Several profiles of one pipeline (each from its own driver process, say) pooled: every figure the
+        median
+        of the profiles that measured it (of those that estimated it where none did; a figure is estimated
+        only
+        then), ``overhead``, ``restart`` and ``spread`` the medians, the write points of all; the profiles are
+        its
+        ``replicates`` (``draws="profiles"``: each prediction's standard error is their spread ÷ √profiles).
+        The
+        same code priced in two driver processes can differ by a fifth per epoch on a small machine; the
+        median of
         a few profiles moves less, and their spread says by how much.
 
         >>> a = Costs({"x": NodeCosts(compute=1.0, state_write=0.2)}, restart=2.0)
@@ -308,7 +352,9 @@ class Costs:
             raise PipelineError("Costs.median: no profiles to pool")
         units = {c.unit for c in profiles}
         if len(units) > 1:
-            raise PipelineError(f"Costs.median: the profiles are in different units ({', '.join(sorted(units))})")
+            raise PipelineError(
+                f"Costs.median: the profiles are in different units ({', '.join(sorted(units))})"
+            )
         med = statistics.median
         nodes = {}
         for name in dict.fromkeys(n for c in profiles for n in c.nodes):
@@ -324,23 +370,40 @@ class Costs:
                     values[f] = med(guessed)
                     estimated.add(f)
             nodes[name] = NodeCosts(**values, estimated=frozenset(estimated))
-        return cls(nodes, unit=profiles[0].unit, overhead=med(c.overhead for c in profiles),
-                   source=f"median of {len(profiles)} profiles: " + "; ".join(c.source for c in profiles),
-                   restart=med(c.restart for c in profiles), writes=[w for c in profiles for w in c.writes],
-                   spread=med(c.spread for c in profiles),
-                   first_writes=[w for c in profiles for w in c.first_writes],
-                   first_use=frozenset().union(*(c.first_use for c in profiles)),
-                   replicates=tuple(evolve(c, replicates=(), draws="") for c in profiles) if len(profiles) > 1 else (),
-                   draws="profiles" if len(profiles) > 1 else "",
-                   restart_parts={k: med([c.restart_parts[k] for c in profiles if k in c.restart_parts])
-                                  for k in dict.fromkeys(k for c in profiles for k in c.restart_parts)})
+        return cls(
+            nodes,
+            unit=profiles[0].unit,
+            overhead=med(c.overhead for c in profiles),
+            source=f"median of {len(profiles)} profiles: " + "; ".join(c.source for c in profiles),
+            restart=med(c.restart for c in profiles),
+            writes=[w for c in profiles for w in c.writes],
+            spread=med(c.spread for c in profiles),
+            first_writes=[w for c in profiles for w in c.first_writes],
+            first_use=frozenset().union(*(c.first_use for c in profiles)),
+            replicates=tuple(evolve(c, replicates=(), draws="") for c in profiles)
+            if len(profiles) > 1
+            else (),
+            draws="profiles" if len(profiles) > 1 else "",
+            restart_parts={
+                k: med([c.restart_parts[k] for c in profiles if k in c.restart_parts])
+                for k in dict.fromkeys(k for c in profiles for k in c.restart_parts)
+            },
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The ``falkirk-costs/1`` document (what ``ROOT/journal/profile.json`` holds)."""
-        doc = {"format": "falkirk-costs/1", "unit": self.unit, "overhead": self.overhead, "source": self.source,
-               "restart": self.restart, "writes": [list(w) for w in self.writes], "spread": self.spread,
-               "first_writes": [list(w) for w in self.first_writes], "first_use": sorted(self.first_use),
-               "nodes": {n: c.to_json() for n, c in self.nodes.items()}}
+        doc = {
+            "format": "falkirk-costs/1",
+            "unit": self.unit,
+            "overhead": self.overhead,
+            "source": self.source,
+            "restart": self.restart,
+            "writes": [list(w) for w in self.writes],
+            "spread": self.spread,
+            "first_writes": [list(w) for w in self.first_writes],
+            "first_use": sorted(self.first_use),
+            "nodes": {n: c.to_json() for n, c in self.nodes.items()},
+        }
         if self.restart_parts:
             doc["restart_parts"] = dict(self.restart_parts)
         if self.replicates:
@@ -354,11 +417,21 @@ class Costs:
         if not isinstance(doc, Mapping) or doc.get("format") != "falkirk-costs/1":
             raise PipelineError(f"not a falkirk-costs/1 document: {str(doc)[:80]}")
         try:
-            return cls({n: NodeCosts.from_json(c) for n, c in doc["nodes"].items()}, unit=doc["unit"],
-                       overhead=doc.get("overhead", 0.0), source=doc.get("source", ""),
-                       restart=doc.get("restart", 0.0), writes=doc.get("writes", ()), spread=doc.get("spread", 0.0),
-                       first_writes=doc.get("first_writes", ()), first_use=doc.get("first_use", ()),
-                       replicates=tuple(cls.from_json(r) for r in doc.get("replicates", ())),
-                       draws=doc.get("draws", ""), restart_parts=doc.get("restart_parts", {}))
+            return cls(
+                {n: NodeCosts.from_json(c) for n, c in doc["nodes"].items()},
+                unit=doc["unit"],
+                overhead=doc.get("overhead", 0.0),
+                source=doc.get("source", ""),
+                restart=doc.get("restart", 0.0),
+                writes=doc.get("writes", ()),
+                spread=doc.get("spread", 0.0),
+                first_writes=doc.get("first_writes", ()),
+                first_use=doc.get("first_use", ()),
+                replicates=tuple(cls.from_json(r) for r in doc.get("replicates", ())),
+                draws=doc.get("draws", ""),
+                restart_parts=doc.get("restart_parts", {}),
+            )
         except (KeyError, TypeError, AttributeError) as exc:
-            raise PipelineError(f"falkirk-costs/1 document is malformed ({type(exc).__name__}: {exc})") from None
+            raise PipelineError(
+                f"falkirk-costs/1 document is malformed ({type(exc).__name__}: {exc})"
+            ) from None

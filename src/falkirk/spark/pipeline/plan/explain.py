@@ -52,4 +52,5 @@ def plan_table(rows: Sequence[tuple[str, ...]]) -> list[str]:
 def replayed_line(replayed: Any) -> str:
     """``replayed from logs: edge epochs lo–hi, …`` for ``{edge: (lo, hi)}``."""
     return "  replayed from logs: " + ", ".join(
-        f"{e} epochs {lo}–{hi}" if hi > lo else f"{e} epoch {lo}" for e, (lo, hi) in replayed.items())
+        f"{e} epochs {lo}–{hi}" if hi > lo else f"{e} epoch {lo}" for e, (lo, hi) in replayed.items()
+    )

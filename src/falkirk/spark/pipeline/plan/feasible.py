@@ -36,10 +36,21 @@ if TYPE_CHECKING:
     from falkirk.spark.pipeline.declare.definition import Definition
     from falkirk.spark.pipeline.store.storage import Storage
 
-__all__ = ["Outcome", "check_plan", "check_restore", "check_replay", "executable_plan",
-           "describe_blocker", "needed_retain", "verify_root"]
+__all__ = [
+    "Outcome",
+    "check_plan",
+    "check_restore",
+    "check_replay",
+    "executable_plan",
+    "describe_blocker",
+    "needed_retain",
+    "verify_root",
+]
 
-def check_restore(pipeline: Definition, storage: Storage, name: str, frontier: int, *, verify: bool = True) -> None:
+
+def check_restore(
+    pipeline: Definition, storage: Storage, name: str, frontier: int, *, verify: bool = True
+) -> None:
     """Check that ``name`` can come back to ``frontier`` (``CorruptDataError`` naming what is unusable).
 
     A delta of incremental state needs its whole chain: an unusable
@@ -53,7 +64,8 @@ def check_restore(pipeline: Definition, storage: Storage, name: str, frontier: i
     m = storage.get(name, kind, frontier)
     database = getattr(pipeline.steps[name].regime, "database", None)
     if database and not Path(database).is_absolute() and storage.fs.local_path(database) is None:
-        database = None  # relative to a remote root: not reachable from here (a run refuses it; a plan reads manifests)
+        # relative to a remote root: not reachable from here (a run refuses it; a plan reads manifests)
+        database = None
     if database:
         path = database_path(storage.fs, name, database)
         shown = database if not Path(database).is_absolute() else str(path)
@@ -66,17 +78,26 @@ def check_restore(pipeline: Definition, storage: Storage, name: str, frontier: i
         return
     check = storage.verify if verify else storage.check_sizes
     check(m)
-    for i, e in enumerate(delta.chain(m)):  # incremental state: the snapshot and every delta it is restored through
+    # incremental state: the snapshot and every delta it is restored through
+    for i, e in enumerate(delta.chain(m)):
         try:
             check(storage.get(name, kind, e))
         except CorruptDataError as err:
             what = "snapshot" if i == 0 else "delta"
-            raise CorruptDataError(name, kind, frontier, f"{err.detail} (the {what} at epoch {e} that epoch {frontier} "
-                                   "is restored through)", path=err.path) from None
+            raise CorruptDataError(
+                name,
+                kind,
+                frontier,
+                f"{err.detail} (the {what} at epoch {e} that epoch {frontier} is restored through)",
+                path=err.path,
+            ) from None
 
 
-def check_replay(pipeline: Definition, storage: Storage, sender: str, epoch: int, *, verify: bool = True) -> None:
-    """Check that ``sender``'s output of ``epoch`` can be replayed from its log (an input's: from the input log)."""
+def check_replay(
+    pipeline: Definition, storage: Storage, sender: str, epoch: int, *, verify: bool = True
+) -> None:
+    """Check that ``sender``'s output of ``epoch`` can be replayed from its log (an input's: from the input
+    log)."""
     if sender in pipeline.inputs:
         pipeline.inputs[sender].log.check(epoch, verify=verify)
         return
@@ -88,7 +109,12 @@ def check_replay(pipeline: Definition, storage: Storage, sender: str, epoch: int
 
 
 def check_plan(
-    pipeline: Definition, storage: Storage, plan: RollbackPlan, done: Mapping[str, int], *, verify: bool = True,
+    pipeline: Definition,
+    storage: Storage,
+    plan: RollbackPlan,
+    done: Mapping[str, int],
+    *,
+    verify: bool = True,
 ) -> CorruptDataError | None:
     """The first unusable item ``plan`` needs (see the module docstring), or ``None``: it is executable.
 
@@ -138,8 +164,13 @@ class Outcome:
 
 
 def executable_plan(
-    pipeline: Definition, planner: Planner, failed: Iterable[str], live: Callable[[set[str]], Mapping[str, Checkpoint]],
-    check: Callable[[RollbackPlan, set[str]], CorruptDataError | None], *, lost: Iterable[CorruptDataError] = (),
+    pipeline: Definition,
+    planner: Planner,
+    failed: Iterable[str],
+    live: Callable[[set[str]], Mapping[str, Checkpoint]],
+    check: Callable[[RollbackPlan, set[str]], CorruptDataError | None],
+    *,
+    lost: Iterable[CorruptDataError] = (),
 ) -> Outcome:
     """Plan, check, take out what is unusable and plan again (see the module docstring).
 
@@ -201,7 +232,11 @@ def needed_retain(dropped: Mapping[str, list[int]], available: Mapping[str, list
 
 
 def describe_blocker(
-    outcome: Outcome, *, retain: int, gc: bool, available: Mapping[str, list[int]] | None = None,
+    outcome: Outcome,
+    *,
+    retain: int,
+    gc: bool,
+    available: Mapping[str, list[int]] | None = None,
 ) -> str:
     """Why the plan cannot be executed: the damaged file first and what is wrong with it, then what it made
     impossible, then why the data that would replace it is gone.
@@ -215,28 +250,41 @@ def describe_blocker(
         text = str(blocker)
     else:
         text = str(damaged[0])
-        effects = [f"{n} cannot restore epoch(s) {', '.join(map(str, sorted(es)))} and falls back" for n, es in outcome.forgotten.items()]
+        effects = [
+            f"{n} cannot restore epoch(s) {', '.join(map(str, sorted(es)))} and falls back"
+            for n, es in outcome.forgotten.items()
+        ]
         effects += [f"{n} must recompute from epoch {k + 1}" for n, k in outcome.truncated.items()]
         where = blocker.path or f"{blocker.kind} of {blocker.step}"
         what = f"{blocker.kind} {blocker.step}, epoch {blocker.epoch}"
-        text += (f"; so {' and '.join(effects)}, which needs {where} ({what}), but it {blocker.detail}"
-                 if effects else f"; the recovery needs {where} ({what}), but it {blocker.detail}")
+        text += (
+            f"; so {' and '.join(effects)}, which needs {where} ({what}), but it {blocker.detail}"
+            if effects
+            else f"; the recovery needs {where} ({what}), but it {blocker.detail}"
+        )
     if "garbage collection" in blocker.detail:
         if gc and outcome.forgotten:
             need = max(needed_retain(outcome.forgotten, available or {}).values())
-            text += (f"; Pipeline(retain={need}) would have kept what an older restore point needs" if need > retain
-                     else f"; retain={retain} keeps the restore points lost here, so more was lost than it covers")
+            text += (
+                f"; Pipeline(retain={need}) would have kept what an older restore point needs"
+                if need > retain
+                else f"; retain={retain} keeps the restore points lost here, so more was lost than it covers"
+            )
     elif damaged:
         text += "; it was removed or damaged outside falkirk too"
     if outcome.plan is not None:
-        moves = [f"{n} {outcome.plan.actions[n]} to {'∅' if epoch_of(f) < 0 else epoch_of(f)}"
-                 for n, f in outcome.plan.frontiers.items() if not f.is_top]
+        moves = [
+            f"{n} {outcome.plan.actions[n]} to {'∅' if epoch_of(f) < 0 else epoch_of(f)}"
+            for n, f in outcome.plan.frontiers.items()
+            if not f.is_top
+        ]
         text += f" (the plan that needs it: {', '.join(moves)})"
     return text
 
 
 def verify_root(pipeline: Definition, storage: Storage) -> tuple[int, list[CorruptDataError]]:
-    """Every item under the root checked against what records it; ``(items checked, problems)``. Nothing changes.
+    """Every item under the root checked against what records it; ``(items checked, problems)``. Nothing
+    changes.
 
     Checkpoints, logs, complete markers and outputs against their manifests
     (files, sizes, checksums), an Eager database's committed epochs against

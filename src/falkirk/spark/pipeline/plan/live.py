@@ -29,7 +29,9 @@ def frontier_kind(pipeline: Definition, name: str) -> str:
     return "output" if isinstance(step.regime, Output) else "checkpoint"
 
 
-def live_checkpoint(pipeline: Definition, name: str, done: int, queued: Mapping[str, int] | None = None) -> Checkpoint:
+def live_checkpoint(
+    pipeline: Definition, name: str, done: int, queued: Mapping[str, int] | None = None
+) -> Checkpoint:
     """Live metadata (SPEC §3, ``⊤``) of step ``name``, which has not failed and has completed epoch ``done``.
 
     ``M_e(⊤)``: the epochs delivered plus those still queued on ``e``
@@ -38,6 +40,7 @@ def live_checkpoint(pipeline: Definition, name: str, done: int, queued: Mapping[
     not log (left out, the safe default ``⊤`` would force its receivers to
     keep everything and roll it back needlessly).
     """
+
     def epoch(e: int) -> int | str:
         return "empty" if e < 0 else e
 
@@ -47,8 +50,14 @@ def live_checkpoint(pipeline: Definition, name: str, done: int, queued: Mapping[
     return Checkpoint("top", notifications=epoch(done), delivered=delivered, discarded=discarded)
 
 
-def boundary_live(pipeline: Definition, done: Mapping[str, int], failed: Iterable[str]) -> dict[str, Checkpoint]:
-    """Live metadata of the stateful steps that did not fail, at a boundary where ``done`` holds (queues empty)."""
+def boundary_live(
+    pipeline: Definition, done: Mapping[str, int], failed: Iterable[str]
+) -> dict[str, Checkpoint]:
+    """Live metadata of the stateful steps that did not fail, at a boundary where ``done`` holds (queues
+    empty)."""
     lost = set(failed)
-    return {n: live_checkpoint(pipeline, n, done[n]) for n in pipeline.order
-            if n not in lost and not pipeline.stateless(n)}
+    return {
+        n: live_checkpoint(pipeline, n, done[n])
+        for n in pipeline.order
+        if n not in lost and not pipeline.stateless(n)
+    }

@@ -2,7 +2,8 @@
 
 A durable run records every step execution under the root
 (``journal/<step>/<epoch>.json``: rows, the first execution's wall
-seconds and, on a ``local`` master, its CPU seconds, :mod:`~falkirk.spark.pipeline.run.journal`) and every checkpoint
+seconds and, on a ``local`` master, its CPU seconds, :mod:`~falkirk.spark.pipeline.run.journal`) and every
+checkpoint
 and log with a manifest (files and sizes). :func:`from_journal` turns them
 into :class:`~falkirk.spark.pipeline.plan.costs.Costs`, in CPU seconds of
 the process tree where every record has them (a ``local`` master), else in
@@ -106,10 +107,13 @@ def _records(pipeline: Definition, name: str) -> dict[int, dict[str, Any]]:
     return out
 
 
-def _measure(recs: dict[int, dict[str, Any]], unit: str) -> tuple[dict[int, tuple[float, int]], list[float],
-                                                                  dict[int, float]]:
-    """``epoch -> (seconds, rows)`` of the first executions in ``unit`` (CPU: less the JIT compilers' share, where
-    recorded), for each epoch whose latest execution was a recovery's its seconds ÷ the first's (both less JIT),
+def _measure(
+    recs: dict[int, dict[str, Any]], unit: str
+) -> tuple[dict[int, tuple[float, int]], list[float], dict[int, float]]:
+    """``epoch -> (seconds, rows)`` of the first executions in ``unit`` (CPU: less the JIT compilers' share,
+    where
+    recorded), for each epoch whose latest execution was a recovery's its seconds ÷ the first's (both less
+    JIT),
     and ``epoch ->`` the JIT compilers' seconds left out."""
     now, first = ("cpu", "first_cpu") if unit == "cpu" else ("seconds", "first_seconds")
     out: dict[int, tuple[float, int]] = {}
@@ -142,13 +146,20 @@ def _median(xs: list[float]) -> float | None:
 def _alike(items: Sequence[tuple[int, float, int]], regime: Any, epoch: int) -> list[float]:
     """The costs of the ``(epoch, cost, rows)`` ``items`` like ``epoch``: a ``Lazy(every=k>1)`` step's with a
     checkpoint or without, as ``epoch`` is; any other step's all."""
-    return [s for e, s, _ in items if not isinstance(regime, Lazy) or regime.incremental
-            or regime.checkpoints_at(e) == regime.checkpoints_at(epoch)]
+    return [
+        s
+        for e, s, _ in items
+        if not isinstance(regime, Lazy)
+        or regime.incremental
+        or regime.checkpoints_at(e) == regime.checkpoints_at(epoch)
+    ]
 
 
 def spread(residuals: Mapping[int, float], steady: float) -> float:
-    """The relative standard error of a steady cost per epoch: ``residuals`` (per epoch, the executions' summed
-    deviation from their steps' medians) over ``steady`` (the steps' mean epochs, summed), ÷ √epochs; 0 with fewer than 2.
+    """The relative standard error of a steady cost per epoch: ``residuals`` (per epoch, the executions'
+    summed
+    deviation from their steps' medians) over ``steady`` (the steps' mean epochs, summed), ÷ √epochs; 0 with
+    fewer than 2.
 
     >>> round(spread({1: 0.1, 2: -0.1, 3: 0.0, 4: 0.2}, 4.0), 4)
     0.0161
@@ -163,10 +174,15 @@ def spread(residuals: Mapping[int, float], steady: float) -> float:
 REPLICATES = 40
 
 
-def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, float]] = (),
-                 reads: Mapping[tuple[str, str], tuple[float, float]] | None = None,
-                 first_writes: Sequence[tuple[float, float]] = (), replicates: int = REPLICATES,
-                 seed: int = 0) -> Costs:
+def from_journal(
+    pipeline: Definition,
+    *,
+    calibration: Sequence[tuple[float, float]] = (),
+    reads: Mapping[tuple[str, str], tuple[float, float]] | None = None,
+    first_writes: Sequence[tuple[float, float]] = (),
+    replicates: int = REPLICATES,
+    seed: int = 0,
+) -> Costs:
     """Costs from the execution records and manifests under ``pipeline``'s root (see above); ``calibration``:
     writes measured apart, ``first_writes``: the same writes less a count of the same data, ``reads``: per
     ``(step, "checkpoint" | "log")``, ``(restore, replay)`` measured apart
@@ -192,10 +208,14 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
         cks = [m for m in _manifests(storage, n, "checkpoint") if m.files] if regime is not None else []
         sizes[n] = {
             "log_bytes": [float(sum(f.size for f in m.files)) for m in logs],
-            "state_bytes": [float(sum(f.size for f in m.files)) for m in cks
-                            if not (m.extra.get("delta") or {}).get("chain")],
-            "delta_bytes": [float(sum(f.size for f in m.files)) for m in cks
-                            if (m.extra.get("delta") or {}).get("chain")],
+            "state_bytes": [
+                float(sum(f.size for f in m.files))
+                for m in cks
+                if not (m.extra.get("delta") or {}).get("chain")
+            ],
+            "delta_bytes": [
+                float(sum(f.size for f in m.files)) for m in cks if (m.extra.get("delta") or {}).get("chain")
+            ],
         }
     args = (pipeline, records, unit, sizes, list(calibration), reads, list(first_writes))
     point = _figures(*args, None)
@@ -206,10 +226,16 @@ def from_journal(pipeline: Definition, *, calibration: Sequence[tuple[float, flo
     return evolve(point, replicates=draws, draws="bootstrap")
 
 
-def _figures(pipeline: Definition, records: Mapping[str, dict[int, dict[str, Any]]], unit: str,
-             sizes: Mapping[str, Mapping[str, list[float]]], calibration: list[tuple[float, float]],
-             reads: Mapping[tuple[str, str], tuple[float, float]] | None, first_writes: list[tuple[float, float]],
-             rng: random.Random | None) -> Costs:
+def _figures(
+    pipeline: Definition,
+    records: Mapping[str, dict[int, dict[str, Any]]],
+    unit: str,
+    sizes: Mapping[str, Mapping[str, list[float]]],
+    calibration: list[tuple[float, float]],
+    reads: Mapping[tuple[str, str], tuple[float, float]] | None,
+    first_writes: list[tuple[float, float]],
+    rng: random.Random | None,
+) -> Costs:
     """:func:`from_journal`'s figures; with ``rng`` one bootstrap draw of them (see there)."""
 
     def draw(xs: list[Any]) -> list[Any]:
@@ -222,7 +248,8 @@ def _figures(pipeline: Definition, records: Mapping[str, dict[int, dict[str, Any
     measured_epochs = 0
     restart = 0.0  # the first epoch's executions beyond steady ones: a new driver's cold start
     jit = 0.0  # the JIT compilers' CPU left out of the executions' measurements
-    residuals: dict[int, float] = {}  # per steady epoch: Σ over steps of (execution - its step's median alike)
+    # per steady epoch: Σ over steps of (execution - its step's median alike)
+    residuals: dict[int, float] = {}
     steady = 0.0
     epochs = sorted({e for recs in records.values() for e in recs})
     chosen = draw(epochs)  # one draw of epochs for every step
@@ -259,7 +286,8 @@ def _figures(pipeline: Definition, records: Mapping[str, dict[int, dict[str, Any
                 fig["compute"] = statistics.median(without)
                 fig["state_write"] = max(0.0, statistics.median(with_ck) - statistics.median(without))
         elif getattr(regime, "database", None):
-            # state in the step's own SQLite database: written by its function, inside its execution (no Parquet
+            # state in the step's own SQLite database: written by its function, inside its execution (no
+            # Parquet
             # checkpoint to take apart), restored by one transaction deleting the rolled-back epochs' rows
             # (DatabaseRunner.reset: no Spark job, milliseconds): both inside what is measured, priced 0 apart
             fig["state_write"] = fig["state_read"] = 0.0
@@ -272,20 +300,30 @@ def _figures(pipeline: Definition, records: Mapping[str, dict[int, dict[str, Any
         figures[n], estimated[n], mixed[n] = fig, est, writes
         redo_ratios += ratios
     if measured_epochs == 0:
-        raise PipelineError(f"{pipeline.location.uri} holds no measurements (no journal/<step>/<epoch>.json): run "
-                            "the pipeline durably for a few epochs, or pipe.profile(epochs=n), then advise")
+        raise PipelineError(
+            f"{pipeline.location.uri} holds no measurements (no journal/<step>/<epoch>.json): run "
+            "the pipeline durably for a few epochs, or pipe.profile(epochs=n), then advise"
+        )
     calibration, first_writes = draw(calibration), draw(first_writes)
-    points = [(float(f.get("state_bytes") or 0.0), float(f["state_write"] or 0.0)) for f in figures.values()
-              if f.get("state_write") is not None]  # bytes unknown (no manifest kept): the fixed cost alone
-    points += [(float(b), float(c)) for b, c in calibration]  # measured apart from any step (Pipeline.profile)
+    points = [
+        (float(f.get("state_bytes") or 0.0), float(f["state_write"] or 0.0))
+        for f in figures.values()
+        if f.get("state_write") is not None
+    ]  # bytes unknown (no manifest kept): the fixed cost alone
+    # measured apart from any step (Pipeline.profile)
+    points += [(float(b), float(c)) for b, c in calibration]
     a, b = fit_writes(points)
     # a log that is written by the job computing and counting its step's output anyway adds a write less a
     # count (Costs.complete)
     first_line = fit_writes([(float(x), float(y)) for x, y in first_writes]) if first_writes else (a, b)
-    # the steps whose records say their output was a frame of their own (most of them: an injected failure wraps
+    # the steps whose records say their output was a frame of their own (most of them: an injected failure
+    # wraps
     # a state that is the output in a new frame for its epoch)
-    first_use = {n for n, recs in records.items()
-                 if sum(1 if r.get("fresh") else -1 for r in recs.values() if r.get("fresh") is not None) > 0}
+    first_use = {
+        n
+        for n, recs in records.items()
+        if sum(1 if r.get("fresh") else -1 for r in recs.values() if r.get("fresh") is not None) > 0
+    }
     ratio = _median(draw(redo_ratios))
     for n, writes in mixed.items():
         fig = figures[n]
@@ -304,29 +342,44 @@ def _figures(pipeline: Definition, records: Mapping[str, dict[int, dict[str, Any
         read, value = ("state_read", restore) if kind == "checkpoint" else ("log_read", replay)
         figures[n][read] = value
         estimated[n].discard(read)
-    nodes = {n: NodeCosts(**{k: v for k, v in fig.items() if v is not None}, estimated=estimated[n])
-             for n, fig in figures.items()}
-    source = (f"journal of {measured_epochs} step execution(s) under the root "
-              f"({'CPU of the process tree' if unit == 'cpu' else 'wall time'}"
-              + (f", less {jit:.3g} s of the JVM's JIT compilation" if jit else "") + ")")
+    nodes = {
+        n: NodeCosts(**{k: v for k, v in fig.items() if v is not None}, estimated=estimated[n])
+        for n, fig in figures.items()
+    }
+    source = (
+        f"journal of {measured_epochs} step execution(s) under the root "
+        f"({'CPU of the process tree' if unit == 'cpu' else 'wall time'}"
+        + (f", less {jit:.3g} s of the JVM's JIT compilation" if jit else "")
+        + ")"
+    )
     if mixed and any(mixed.values()) and not any(y > 0 for _, y in points):
-        source += ("; no checkpoint write was measured above zero (a Lazy(every=k>1) step's epochs with and without "
-                   "one): every write is priced at 0 — profile more epochs, or with Pipeline.profile")
+        source += (
+            "; no checkpoint write was measured above zero (a Lazy(every=k>1) step's epochs with and without "
+            "one): every write is priced at 0 — profile more epochs, or with Pipeline.profile"
+        )
     if calibration:
         source += f"; {len(calibration)} write(s) measured apart from the steps"
     if applied:
         source += f"; {len(applied)} read(s) measured apart"
     if first_writes:
         source += "; a log that is its step's first job priced as a write less a count"
-    return Costs(nodes, unit=unit, source=source, restart=max(0.0, restart), restart_parts={"cold": max(0.0, restart)},
-                 writes=tuple(calibration),
-                 spread=spread(residuals, steady) if rng is None else 0.0, first_writes=tuple(first_writes),
-                 first_use=first_use)
+    return Costs(
+        nodes,
+        unit=unit,
+        source=source,
+        restart=max(0.0, restart),
+        restart_parts={"cold": max(0.0, restart)},
+        writes=tuple(calibration),
+        spread=spread(residuals, steady) if rng is None else 0.0,
+        first_writes=tuple(first_writes),
+        first_use=first_use,
+    )
 
 
 def with_restart(costs: Costs, **parts: float | None) -> Costs:
     """``costs`` (and each of its draws) with a driver failure's ``restart`` made of its measured ``parts`` —
-    ``rebuild`` (what a restart spends outside step executions), ``session`` (a driver's, JVM's and SparkSession's
+    ``rebuild`` (what a restart spends outside step executions), ``session`` (a driver's, JVM's and
+    SparkSession's
     start) — beside the ``cold`` start the journal measured (:attr:`Costs.restart_parts`); a part that is
     ``None`` is left out.
 
@@ -357,6 +410,8 @@ def root_costs(pipeline: Definition) -> Costs:
     try:
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
-        raise PipelineError(f"{pipeline.location.uri}/{PROFILE} is not valid JSON ({exc}); delete it to measure "
-                            "from the journal") from None
+        raise PipelineError(
+            f"{pipeline.location.uri}/{PROFILE} is not valid JSON ({exc}); delete it to measure "
+            "from the journal"
+        ) from None
     return Costs.from_json(doc)

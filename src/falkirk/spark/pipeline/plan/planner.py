@@ -80,8 +80,14 @@ class Planner:
     WAL_BYTES = 1 << 20
 
     def __init__(
-        self, template: Dataflow, *, outputs: Iterable[str] = (), known: Mapping[str, Iterable[int]] | None = None,
-        path: str | os.PathLike[str] | None = None, monitor: bool = True, synchronous: str = "NORMAL",
+        self,
+        template: Dataflow,
+        *,
+        outputs: Iterable[str] = (),
+        known: Mapping[str, Iterable[int]] | None = None,
+        path: str | os.PathLike[str] | None = None,
+        monitor: bool = True,
+        synchronous: str = "NORMAL",
         root: str | None = None,
     ) -> None:
         self.template = template
@@ -98,7 +104,8 @@ class Planner:
         self._pruned = False
         self._recorded = 0  # frontiers recorded since the monitor was (re)opened
         self._batching = 0  # depth of batch()
-        self._open_batch: ExitStack | None = None  # the monitor's batch holding this batch's uncommitted writes
+        # the monitor's batch holding this batch's uncommitted writes
+        self._open_batch: ExitStack | None = None
         self.rebuilds = 0
         self.reopens = 0
         self.know(known or {})
@@ -148,7 +155,8 @@ class Planner:
             self._dirty = True
 
     def prune(self, step: str, below: int) -> None:
-        """Garbage collection deleted ``step``'s frontiers strictly below ``below`` (dropped at :meth:`compact`)."""
+        """Garbage collection deleted ``step``'s frontiers strictly below ``below`` (dropped at
+        :meth:`compact`)."""
         kept = [e for e in self.available[step] if e >= below]
         if kept != self.available[step]:
             self.available[step] = kept
@@ -161,7 +169,8 @@ class Planner:
     # -- batches ---------------------------------------------------------------------------
     @contextmanager
     def batch(self) -> Iterator[Planner]:
-        """Defer the monitor's commits: its writes inside are committed together at :meth:`commit` and at exit.
+        """Defer the monitor's commits: its writes inside are committed together at :meth:`commit` and at
+        exit.
 
         ``record`` and ``compact`` normally commit one SQLite transaction per
         recorded frontier and per discard (each writes the pages it changes
@@ -212,7 +221,8 @@ class Planner:
         try:
             stack.close()
         except MonitorError:
-            self._dirty = True  # the store rolled the batch back (and the monitor reloaded, or closed): rebuild
+            # the store rolled the batch back (and the monitor reloaded, or closed): rebuild
+            self._dirty = True
 
     # -- answers -------------------------------------------------------------------------
     def dataflow(self, live: Mapping[str, Checkpoint] | None = None) -> Dataflow:
@@ -230,7 +240,9 @@ class Planner:
     def watermarks(self) -> dict[str, int]:
         """The low-watermark of every step (``-1``: nothing can be collected yet)."""
         monitor = self._ensure()
-        marks = monitor.watermarks if monitor is not None else solve_frontiers(self.dataflow(), "all").frontiers
+        marks = (
+            monitor.watermarks if monitor is not None else solve_frontiers(self.dataflow(), "all").frontiers
+        )
         return {n: epoch_of(f) for n, f in marks.items()}
 
     # -- the monitor ------------------------------------------------------------------------
@@ -247,7 +259,8 @@ class Planner:
     def _rebuild(self) -> None:
         from falkirk.solver.monitor import Monitor
 
-        self._release_batch()  # committed, though superseded: the new database is built from the available frontiers
+        # committed, though superseded: the new database is built from the available frontiers
+        self._release_batch()
         if self._monitor is not None:
             self._monitor.close()
             self._monitor = None
@@ -270,7 +283,8 @@ class Planner:
 
     @contextmanager
     def _storage(self, what: str) -> Iterator[None]:
-        """Turn a failure to write the monitor's database into a :class:`StorageError` naming the root, what was
+        """Turn a failure to write the monitor's database into a :class:`StorageError` naming the root, what
+        was
         being done and the cause (a read-only root, a full disk…)."""
         from falkirk.spark.errors import StorageError
 
@@ -284,7 +298,8 @@ class Planner:
             raise StorageError(
                 f"{where}: {what} ({self.path}, the planner's cache of the manifests) failed: {cause}; nothing under "
                 "the root was changed by it. A run writes under its root: make it writable (or free space) and "
-                "start again") from exc
+                "start again"
+            ) from exc
 
     def compact(self) -> None:
         """After garbage collection: the monitor's database holds exactly the available checkpoints.
@@ -326,7 +341,8 @@ class Planner:
                 db.close()  # a connection left open would hold the database's -wal/-shm files until collected
 
     def _reopen(self) -> None:
-        """The monitor again from its (pruned) database, or in memory from the available frontiers: bounded memory."""
+        """The monitor again from its (pruned) database, or in memory from the available frontiers: bounded
+        memory."""
         from falkirk.solver.monitor import Monitor
 
         self.commit()  # reopened from the database: it must hold everything recorded

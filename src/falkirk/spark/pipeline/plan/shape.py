@@ -54,8 +54,10 @@ __all__ = ["Note", "fanout_notes", "output_notes", "synthetic_available", "fixes
 
 class Note(str):
     """A note on a pipeline's shape: its text (a ``str``: print it, compare it), its ``kind`` (``"fanout"``,
-    ``"output"``) and ``fix``, the regimes that act on it by step (empty: the note is yours to judge, e.g. whether a
-    step is deterministic). ``pipe.apply(note)``, or ``pipe.apply(pipe.check())`` for every note at once, runs with
+    ``"output"``) and ``fix``, the regimes that act on it by step (empty: the note is yours to judge, e.g.
+    whether a
+    step is deterministic). ``pipe.apply(note)``, or ``pipe.apply(pipe.check())`` for every note at once, runs
+    with
     the fixes (:func:`fixes`)."""
 
     kind: str
@@ -72,22 +74,28 @@ class Note(str):
 
 
 def fixes(notes: Note | Iterable[Note]) -> dict[str, Regime]:
-    """The regimes of every note's ``fix`` together (notes without one are skipped); :class:`PipelineError` when
+    """The regimes of every note's ``fix`` together (notes without one are skipped); :class:`PipelineError`
+    when
     two notes fix one step differently, or an item is not a :class:`Note` (a plain string has no fix)."""
     out: dict[str, Regime] = {}
     for note in [notes] if isinstance(notes, str) else list(notes):
         if not isinstance(note, Note):
-            raise PipelineError(f"apply: {str(note)[:60]!r} is not a note of pipe.check() (a Note), so it names no "
-                                "fix; pass an Advice, a Note, a list of Notes or {step: regime}")
+            raise PipelineError(
+                f"apply: {str(note)[:60]!r} is not a note of pipe.check() (a Note), so it names no "
+                "fix; pass an Advice, a Note, a list of Notes or {step: regime}"
+            )
         for step, regime in note.fix.items():
             if out.get(step, regime) != regime:
-                raise PipelineError(f"apply: two notes fix step {step!r} differently ({out[step]!r}, {regime!r})")
+                raise PipelineError(
+                    f"apply: two notes fix step {step!r} differently ({out[step]!r}, {regime!r})"
+                )
             out[step] = regime
     return out
 
 
 def synthetic_available(pipeline: Definition, done: Mapping[str, int]) -> dict[str, list[int]]:
-    """The restore points each node would have after completing epochs ``0..done[n]`` as its regime prescribes."""
+    """The restore points each node would have after completing epochs ``0..done[n]`` as its regime
+    prescribes."""
     out: dict[str, list[int]] = {}
     for n in pipeline.order:
         if n in pipeline.inputs or pipeline.stateless(n):
@@ -100,12 +108,17 @@ def synthetic_available(pipeline: Definition, done: Mapping[str, int]) -> dict[s
 
 def _replan(pipeline: Definition, failed: str, at: int, also_logging: list[str]) -> tuple[int, list[str]]:
     """When ``failed`` fails while working on epoch ``at + 1`` — the steps before it in the run order have
-    completed ``at + 1``, the others ``at`` — with ``also_logging`` logged: the (step, epoch) pairs recomputed, and
+    completed ``at + 1``, the others ``at`` — with ``also_logging`` logged: the (step, epoch) pairs
+    recomputed, and
     the stateful steps neither ``failed`` nor above or below it that roll back to empty (a domino)."""
     rank = pipeline.order.index(failed)
     done = {n: at + 1 if i < rank else at for i, n in enumerate(pipeline.order)}
-    planner = Planner(pipeline.dataflow(also_logging=also_logging), outputs=pipeline.external_outputs,
-                      known=synthetic_available(pipeline, done), monitor=False)
+    planner = Planner(
+        pipeline.dataflow(also_logging=also_logging),
+        outputs=pipeline.external_outputs,
+        known=synthetic_available(pipeline, done),
+        monitor=False,
+    )
     live = {}
     for n in pipeline.order:
         if n != failed and not pipeline.stateless(n):
@@ -114,8 +127,11 @@ def _replan(pipeline: Definition, failed: str, at: int, also_logging: list[str])
     plan = planner.plan([failed], live)
     at_of = {n: epoch_of(f) for n, f in plan.frontiers.items()}
     related = _related(pipeline, failed)
-    empty = [n for n in pipeline.order if n not in related and not pipeline.stateless(n) and at_of.get(n) == -1
-             and done[n] >= 0]
+    empty = [
+        n
+        for n in pipeline.order
+        if n not in related and not pipeline.stateless(n) and at_of.get(n) == -1 and done[n] >= 0
+    ]
     redo = sum(done[n] - e for n, e in at_of.items() if e != TOP and e < done[n])
     return redo, empty
 
@@ -134,7 +150,8 @@ def _related(pipeline: Definition, step: str) -> set[str]:
 
 
 def fanout_notes(pipeline: Definition) -> list[Note]:
-    """A note per unlogged step with two or more consumers whose ``log=True`` would make recoveries smaller; its
+    """A note per unlogged step with two or more consumers whose ``log=True`` would make recoveries smaller;
+    its
     ``fix`` is that ``log=True``.
 
     Costs two solves per (candidate step, stateful step, boundary) on the
@@ -149,7 +166,8 @@ def fanout_notes(pipeline: Definition) -> list[Note]:
         if pipeline.logs(s) or len(consumers) < 2:
             continue
         before = after = 0
-        emptied: dict[str, tuple[str, int]] = {}  # unrelated step -> (the failed step, the epoch) that empties it
+        # unrelated step -> (the failed step, the epoch) that empties it
+        emptied: dict[str, tuple[str, int]] = {}
         for t in stateful:
             for at in boundaries:
                 redo, empty = _replan(pipeline, t, at, [])
@@ -161,17 +179,26 @@ def fanout_notes(pipeline: Definition) -> list[Note]:
             regime = pipeline.steps[s].regime if s in pipeline.steps else None
             domino = ""
             if emptied:
-                domino = " — a domino: " + "; ".join(
-                    f"a failure of {t} in epoch {e} rolls {n}, on another branch, back to empty"
-                    for n, (t, e) in emptied.items()) + " (later in a run, to the last checkpoint they all share)"
-            notes.append(Note(
-                f"step {s!r} is not logged and feeds {', '.join(consumers)}: when a stateful step fails, all of them "
-                f"roll back with it (in a history of two checkpoint intervals of the slowest stateful step, "
-                f"{slowest} epoch(s) each, failing each stateful step at each epoch recomputes {before} (step, epoch) "
-                f"pairs in all{domino}); "
-                f"log=True on {s!r} would make that {after}, for writing its output every epoch "
-                "(pipe.plan_failure(...) shows one failure's plan; pipe.apply(pipe.check()) accepts it)",
-                kind="fanout", fix={s: evolve(regime, log=True)} if regime is not None else None))
+                domino = (
+                    " — a domino: "
+                    + "; ".join(
+                        f"a failure of {t} in epoch {e} rolls {n}, on another branch, back to empty"
+                        for n, (t, e) in emptied.items()
+                    )
+                    + " (later in a run, to the last checkpoint they all share)"
+                )
+            notes.append(
+                Note(
+                    f"step {s!r} is not logged and feeds {', '.join(consumers)}: when a stateful step fails, all of them "
+                    f"roll back with it (in a history of two checkpoint intervals of the slowest stateful step, "
+                    f"{slowest} epoch(s) each, failing each stateful step at each epoch recomputes {before} (step, epoch) "
+                    f"pairs in all{domino}); "
+                    f"log=True on {s!r} would make that {after}, for writing its output every epoch "
+                    "(pipe.plan_failure(...) shows one failure's plan; pipe.apply(pipe.check()) accepts it)",
+                    kind="fanout",
+                    fix={s: evolve(regime, log=True)} if regime is not None else None,
+                )
+            )
     return notes
 
 
@@ -214,11 +241,15 @@ def output_notes(pipeline: Definition) -> list[Note]:
             upstream.sort(key=lambda x: pipeline.order.index(x[0]))
             names = ", ".join(f"{n} (Lazy(every={k}))" for n, k in upstream)
             lag = max(k for _, k in upstream) - 1
-            notes.append(Note(
-                f"output {out!r} is fed by {names}, which can roll back up to {lag} epoch(s) behind what it committed: "
-                "a committed output epoch is final, so what they compute again for those epochs is discarded and "
-                "the output's later epochs come from the state they computed again — the same as the first run "
-                "only if they compute the same rows again; if one is not deterministic (rand(), "
-                "current_timestamp(), an unordered first(), floating-point sums in another order), checkpoint it "
-                "every epoch (Lazy(every=1) or incremental=True)", kind="output"))
+            notes.append(
+                Note(
+                    f"output {out!r} is fed by {names}, which can roll back up to {lag} epoch(s) behind what it committed: "
+                    "a committed output epoch is final, so what they compute again for those epochs is discarded and "
+                    "the output's later epochs come from the state they computed again — the same as the first run "
+                    "only if they compute the same rows again; if one is not deterministic (rand(), "
+                    "current_timestamp(), an unordered first(), floating-point sums in another order), checkpoint it "
+                    "every epoch (Lazy(every=1) or incremental=True)",
+                    kind="output",
+                )
+            )
     return notes

@@ -1,4 +1,5 @@
-"""What-if plans: "if these steps failed now, what would roll back, and what would it cost?" — without running anything.
+"""What-if plans: "if these steps failed now, what would roll back, and what would it cost?" — without running
+anything.
 
 :meth:`Pipeline.plan_failure <falkirk.spark.Pipeline.plan_failure>` asks falkirk's solver
 for the plan the executor would execute if ``steps`` failed at an epoch
@@ -70,7 +71,8 @@ class WhatIf:
 
     @property
     def executable(self) -> bool:
-        """Whether the data the plan needs is under the root (checked: :mod:`~falkirk.spark.pipeline.plan.feasible`)."""
+        """Whether the data the plan needs is under the root (checked:
+        :mod:`~falkirk.spark.pipeline.plan.feasible`)."""
         return self.blocked is None
 
     @property
@@ -83,15 +85,27 @@ class WhatIf:
         rows = [("step", "action", "frontier", "had done", "redo", "why")]
         for n, f in self.plan.frontiers.items():
             lo_hi = self.redo.get(n)
-            redo = "-" if lo_hi is None else f"{lo_hi[0]}" if lo_hi[0] == lo_hi[1] else f"{lo_hi[0]}–{lo_hi[1]}"
-            rows.append((n, self.plan.actions[n], show_epoch(f), str(self.done.get(n, -1)), redo,
-                         why(self.plan, n) if not f.is_top else ""))
+            redo = (
+                "-" if lo_hi is None else f"{lo_hi[0]}" if lo_hi[0] == lo_hi[1] else f"{lo_hi[0]}–{lo_hi[1]}"
+            )
+            rows.append(
+                (
+                    n,
+                    self.plan.actions[n],
+                    show_epoch(f),
+                    str(self.done.get(n, -1)),
+                    redo,
+                    why(self.plan, n) if not f.is_top else "",
+                )
+            )
         out = [f"what if {', '.join(self.failed)} failed after epoch {self.at}:", *plan_table(rows)]
         if self.replay:
             out.append(replayed_line(self.replay))
         for n, (lo, hi) in self.kept.items():
             span = f"{lo}" if lo == hi else f"{lo}–{hi}"
-            out.append(f"  {n} keeps its committed epoch(s) {span} (final: what is sent again for them is discarded)")
+            out.append(
+                f"  {n} keeps its committed epoch(s) {span} (final: what is sent again for them is discarded)"
+            )
         pairs = sum(hi - lo + 1 for lo, hi in self.redo.values())
         cost = f"  cost: {pairs} (step, epoch) pair(s) recomputed"
         if self.rows is not None:
@@ -110,13 +124,23 @@ class WhatIf:
         """Draw the plan (needs ``falkirk[draw]``) to ``path``."""
         from falkirk.cli.render import render_plan
 
-        render_plan(self.plan, path, title=f"what if {', '.join(self.failed)} failed after epoch {self.at}",
-                    subtitle="failed: " + ", ".join(self.failed))
+        render_plan(
+            self.plan,
+            path,
+            title=f"what if {', '.join(self.failed)} failed after epoch {self.at}",
+            subtitle="failed: " + ", ".join(self.failed),
+        )
 
 
 def what_if(
-    pipeline: Definition, planner: Planner, failed: Iterable[str], done: Mapping[str, int], *,
-    live: Mapping[str, Checkpoint] | None = None, journal: Journal | None = None, storage: Storage | None = None,
+    pipeline: Definition,
+    planner: Planner,
+    failed: Iterable[str],
+    done: Mapping[str, int],
+    *,
+    live: Mapping[str, Checkpoint] | None = None,
+    journal: Journal | None = None,
+    storage: Storage | None = None,
 ) -> WhatIf:
     """The plan for ``failed`` from ``planner``'s available frontiers, with everyone at ``done``.
 
@@ -138,12 +162,19 @@ def what_if(
     if storage is None:
         plan = planner.plan(sorted(failed), live_for(set(failed)))
     else:
-        outcome = executable_plan(pipeline, planner.copy(), failed, live_for,
-                                  lambda plan, _: check_plan(pipeline, storage, plan, done, verify=False))
+        outcome = executable_plan(
+            pipeline,
+            planner.copy(),
+            failed,
+            live_for,
+            lambda plan, _: check_plan(pipeline, storage, plan, done, verify=False),
+        )
         plan = outcome.plan
         unusable = tuple(str(p) for p in outcome.problems if p is not outcome.blocker)
         if not outcome.executable:
-            blocked = describe_blocker(outcome, retain=pipeline.retain, gc=pipeline.gc, available=planner.available)
+            blocked = describe_blocker(
+                outcome, retain=pipeline.retain, gc=pipeline.gc, available=planner.available
+            )
     redo: dict[str, tuple[int, int]] = {}
     kept: dict[str, tuple[int, int]] = {}
     outputs = set(pipeline.external_outputs)
@@ -170,8 +201,21 @@ def what_if(
         pairs = [(n, k) for n, (lo, hi) in redo.items() if n in pipeline.steps for k in range(lo, hi + 1)]
         rows = sum(journal.rows(n, k) or 0 for n, k in pairs)
         seconds = sum(journal.seconds(n, k) or 0.0 for n, k in pairs)
-    return WhatIf(failed, min(done.values(), default=-1), dict(done), plan, redo, replay, rows, seconds,
-                  suggested and suggested[1], unusable, blocked, suggested and suggested[0], kept)
+    return WhatIf(
+        failed,
+        min(done.values(), default=-1),
+        dict(done),
+        plan,
+        redo,
+        replay,
+        rows,
+        seconds,
+        suggested and suggested[1],
+        unusable,
+        blocked,
+        suggested and suggested[0],
+        kept,
+    )
 
 
 def _redo_pairs(plan: RollbackPlan, done: Mapping[str, int]) -> tuple[int, int]:
@@ -187,10 +231,15 @@ def _redo_pairs(plan: RollbackPlan, done: Mapping[str, int]) -> tuple[int, int]:
 
 
 def _suggest(
-    pipeline: Definition, planner: Planner, failed: tuple[str, ...], done: Mapping[str, int],
-    live: Mapping[str, Checkpoint] | None, redo: Mapping[str, tuple[int, int]],
+    pipeline: Definition,
+    planner: Planner,
+    failed: tuple[str, ...],
+    done: Mapping[str, int],
+    live: Mapping[str, Checkpoint] | None,
+    redo: Mapping[str, tuple[int, int]],
 ) -> tuple[str, str] | None:
-    """The single ``log=True`` that would recompute the least, if it beats the plan as declared: ``(step, why)``.
+    """The single ``log=True`` that would recompute the least, if it beats the plan as declared: ``(step,
+    why)``.
 
     Each step that does not log its output and whose consumers roll back is
     tried in turn: the same failure is planned with that step's output edges
@@ -205,9 +254,15 @@ def _suggest(
             continue
         if not any(c in redo for c in pipeline.consumers(n)) and n not in redo:
             continue
-        what = Planner(pipeline.dataflow(also_logging=[n]), outputs=pipeline.external_outputs,
-                       known=planner.available, monitor=False)
-        plan = what.plan(sorted(failed), dict(live) if live is not None else boundary_live(pipeline, done, failed))
+        what = Planner(
+            pipeline.dataflow(also_logging=[n]),
+            outputs=pipeline.external_outputs,
+            known=planner.available,
+            monitor=False,
+        )
+        plan = what.plan(
+            sorted(failed), dict(live) if live is not None else boundary_live(pipeline, done, failed)
+        )
         pairs, kept = _redo_pairs(plan, done)
         if pairs < base and (best is None or (pairs, -kept) < best[:2]):
             best = (pairs, -kept, n)
@@ -215,12 +270,15 @@ def _suggest(
         return None
     pairs, _, n = best
     edges = ", ".join(e.name for e in pipeline.edges if e.src == n)
-    return n, (f"log=True on step {n!r} (logging {edges}) would recompute {pairs} (step, epoch) pair(s) instead of "
-               f"{base}: its consumers would replay its log instead of rolling it back")
+    return n, (
+        f"log=True on step {n!r} (logging {edges}) would recompute {pairs} (step, epoch) pair(s) instead of "
+        f"{base}: its consumers would replay its log instead of rolling it back"
+    )
 
 
 def from_root(pipeline: Definition, failed: Iterable[str], *, at: int | None = None) -> WhatIf:
-    """The what-if plan from the manifests under ``pipeline``'s root (no Spark, nothing written), checked against
+    """The what-if plan from the manifests under ``pipeline``'s root (no Spark, nothing written), checked
+    against
     the data there."""
     storage = Storage(pipeline.location, fsync=False, checksums=False)
     available: dict[str, list[int]] = {}
@@ -230,18 +288,31 @@ def from_root(pipeline: Definition, failed: Iterable[str], *, at: int | None = N
         else:
             available[n] = storage.epochs(n, frontier_kind(pipeline, n))
     # nodes that persist a frontier every epoch (Lazy steps catch up from their checkpoint on a restart)
-    every_epoch = [n for n in pipeline.order
-                   if n in pipeline.inputs or pipeline.steps[n].regime.kind in ("ephemeral", "batch", "eager", "output")]
+    every_epoch = [
+        n
+        for n in pipeline.order
+        if n in pipeline.inputs or pipeline.steps[n].regime.kind in ("ephemeral", "batch", "eager", "output")
+    ]
     latest = min((max(available[n], default=-1) for n in every_epoch), default=-1)
     if latest < 0:
-        raise PipelineError(f"{pipeline.location.uri}: no epoch has completed yet; there is nothing to roll back")
+        raise PipelineError(
+            f"{pipeline.location.uri}: no epoch has completed yet; there is nothing to roll back"
+        )
     if at is None:
         at = latest
     if not -1 < at <= latest:
-        raise PipelineError(f"at={at}: the pipeline at {pipeline.location.uri} has completed epochs 0..{latest}")
+        raise PipelineError(
+            f"at={at}: the pipeline at {pipeline.location.uri} has completed epochs 0..{latest}"
+        )
     # a stateless step (or an input) that completed a later epoch completed ``at`` too
-    known = {n: ([at] if (n in pipeline.inputs or pipeline.stateless(n)) and max(es, default=-1) >= at
-                 else [e for e in es if e <= at]) for n, es in available.items()}
+    known = {
+        n: (
+            [at]
+            if (n in pipeline.inputs or pipeline.stateless(n)) and max(es, default=-1) >= at
+            else [e for e in es if e <= at]
+        )
+        for n, es in available.items()
+    }
     planner = Planner(pipeline.dataflow(), outputs=pipeline.external_outputs, known=known, monitor=False)
     return what_if(pipeline, planner, failed, {n: at for n in pipeline.order}, storage=storage)
 
@@ -255,4 +326,3 @@ def check_steps(pipeline: Definition, steps: Iterable[str] | str) -> tuple[str, 
         if n not in pipeline.order:
             raise PipelineError(f"plan_failure: unknown step {n!r} (steps: {', '.join(pipeline.order)})")
     return names
-

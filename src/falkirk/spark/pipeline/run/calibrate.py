@@ -100,10 +100,13 @@ def _latest(storage: Storage, step: str, kind: str) -> Manifest | None:
 
 @frozen
 class Calibration:
-    """What :func:`calibrate` measured, in the journal's unit: ``writes``, ``(bytes, cost)`` of each item written
+    """What :func:`calibrate` measured, in the journal's unit: ``writes``, ``(bytes, cost)`` of each item
+    written
     again; ``first_writes``, ``(bytes, cost)`` of the same writes less a count job on the same data (what a
-    write costs where it is the job that computes a step's output anyway); ``reads``, per ``(step, kind)`` (kind
-    ``"checkpoint"`` or ``"log"``), ``(restore, replay)``: the read job's cost, and its cost beyond the same job on
+    write costs where it is the job that computes a step's output anyway); ``reads``, per ``(step, kind)``
+    (kind
+    ``"checkpoint"`` or ``"log"``), ``(restore, replay)``: the read job's cost, and its cost beyond the same
+    job on
     the in-memory copy."""
 
     writes: tuple[tuple[float, float], ...] = ()
@@ -118,10 +121,17 @@ def _hashed(df: DataFrame) -> None:
     df.agg(F.max(F.xxhash64(*df.columns))).collect()  # max: a sum of 64-bit hashes overflows (ANSI mode)
 
 
-def _item(storage: Storage, spark: SparkSession, m: Manifest, where: str, repeats: int,
-          cost: Callable[[Callable[[], object]], float]) -> tuple[list[tuple[float, float, float]], float, float]:
+def _item(
+    storage: Storage,
+    spark: SparkSession,
+    m: Manifest,
+    where: str,
+    repeats: int,
+    cost: Callable[[Callable[[], object]], float],
+) -> tuple[list[tuple[float, float, float]], float, float]:
     """One item's writes, as ``(bytes written, median write, median count job)`` at its own size and at
-    :data:`SCALE` times its rows (the copy in memory; writes and counts alternated), its median read job from the
+    :data:`SCALE` times its rows (the copy in memory; writes and counts alternated), its median read job from
+    the
     root, and the median of the same job on the copy in memory."""
     from pyspark.sql import DataFrame
 
@@ -133,6 +143,7 @@ def _item(storage: Storage, spark: SparkSession, m: Manifest, where: str, repeat
         # its checksum and fsync, would pass for a cost per byte)
         big = reduce(DataFrame.unionByName, [df] * SCALE).coalesce(max(1, len(m.files))).persist()
         big.count()
+
         def write(frame: DataFrame, location: str, written: list[float]) -> None:
             out = storage.write_frame(frame, m.step, "calibration", m.epoch, m.rows, location=location)
             written.append(float(sum(f.size for f in out.files)))
@@ -167,7 +178,8 @@ def _item(storage: Storage, spark: SparkSession, m: Manifest, where: str, repeat
 
 def calibrate(pipeline: Definition, spark: SparkSession, *, repeats: int = 3) -> Calibration:
     """Each step's latest checkpoint and log written again at two sizes (median of ``repeats`` writes each,
-    alternated with counts of the same data) and read back (median of ``repeats`` reads, from the root and from
+    alternated with counts of the same data) and read back (median of ``repeats`` reads, from the root and
+    from
     memory, alternated); costs in the journal's unit (see the module docstring)."""
     storage = Storage(pipeline.location, fsync=pipeline.fsync, checksums=pipeline.checksums)
     cpu = meter(spark)
@@ -200,8 +212,10 @@ def calibrate(pipeline: Definition, spark: SparkSession, *, repeats: int = 3) ->
 
 @frozen
 class Restart:
-    """What a restart cost outside its step executions (:func:`restart_cost`): ``cpu`` CPU seconds of the process
-    tree less the JIT compilers' (``None``: not measured), ``wall`` seconds; and the whole restart's, until every
+    """What a restart cost outside its step executions (:func:`restart_cost`): ``cpu`` CPU seconds of the
+    process
+    tree less the JIT compilers' (``None``: not measured), ``wall`` seconds; and the whole restart's, until
+    every
     step was back where it had been (``total_cpu``, ``total_wall``)."""
 
     cpu: float | None
@@ -211,9 +225,11 @@ class Restart:
 
 
 def restart_cost(run: Callable[[], RunResult], spark: SparkSession) -> Restart | None:
-    """Run ``run`` — the profiled pipeline started again on its root, a new executor as a restarted driver builds
+    """Run ``run`` — the profiled pipeline started again on its root, a new executor as a restarted driver
+    builds
     it — and measure its restart recovery: from before the executor is built until every step is back where it
-    had been, less the step executions it ran meanwhile (the model prices those as redo, replays and restores).
+    had been, less the step executions it ran meanwhile (the model prices those as redo, replays and
+    restores).
     ``None`` when the run records no restart (nothing under the root yet)."""
     cpu = meter(spark)
     t0, c0 = time.perf_counter(), cpu.read() if cpu is not None else None
@@ -228,8 +244,11 @@ def restart_cost(run: Callable[[], RunResult], spark: SparkSession) -> Restart |
         jit = max(0.0, (rec.jit_started or c0[1]) - c0[1]) + (rec.jit_seconds or 0.0)
         total = max(0.0, rec.cpu_started - c0[0] + rec.cpu_seconds - jit)
     executions = [x.cpu_less_jit for x in mine]
-    outside = None if total is None or any(c is None for c in executions) else \
-        max(0.0, total - sum(c or 0.0 for c in executions))
+    outside = (
+        None
+        if total is None or any(c is None for c in executions)
+        else max(0.0, total - sum(c or 0.0 for c in executions))
+    )
     return Restart(outside, max(0.0, wall - sum(x.seconds for x in mine)), total, wall)
 
 
@@ -251,16 +270,38 @@ spark.stop()
 
 
 def session_start(master: str = "local[2,3]", *, timeout: float = 600.0) -> dict[str, float | None]:
-    """What starting a driver costs — Python's imports, the JVM, a ``local_session(master)`` and its first job —
-    measured in a process of its own: ``{"cpu": CPU seconds of its process tree (None: not measured), "jit": of
+    """What starting a driver costs — Python's imports, the JVM, a ``local_session(master)`` and its first job
+    —
+    measured in a process of its own: ``{"cpu": CPU seconds of its process tree (None: not measured), "jit":
+    of
     which the JIT compilers', "wall": seconds}``. A restarted driver pays it before anything falkirk does."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (os.path.dirname(os.path.dirname(
-        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))),
-        os.environ.get("PYTHONPATH", "")) if p)}
-    done = subprocess.run([sys.executable, "-c", _SESSION, master], capture_output=True, text=True, timeout=timeout,
-                          env=env, check=False)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            p
+            for p in (
+                os.path.dirname(
+                    os.path.dirname(
+                        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                    )
+                ),
+                os.environ.get("PYTHONPATH", ""),
+            )
+            if p
+        ),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _SESSION, master],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
-        raise RuntimeError(f"session_start: the measuring process exited with {done.returncode}: "
-                           f"{(done.stderr or done.stdout)[-500:]}")
+        raise RuntimeError(
+            f"session_start: the measuring process exited with {done.returncode}: "
+            f"{(done.stderr or done.stdout)[-500:]}"
+        )
     return dict(json.loads(lines[-1]))

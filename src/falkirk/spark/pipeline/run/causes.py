@@ -37,17 +37,32 @@ _TRANSIENT = re.compile(
     r"FetchFailed|ExecutorLost|Lost executor|executor \S+ (?:lost|exited)|TaskKilled|was killed|killed by|"
     r"CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND|BlockNotFound|Connection (?:reset|refused)|Py4JNetworkError|"
     r"SparkContext (?:was|has been) shut down|Python worker exited unexpectedly|OutOfMemoryError|heartbeat|"
-    r"falkirk injected|database is locked|disk I/O error|TimeoutException", re.IGNORECASE)
+    r"falkirk injected|database is locked|disk I/O error|TimeoutException",
+    re.IGNORECASE,
+)
 #: SQLSTATE classes of errors that recur on the same data: syntax/analysis, data, unsupported, constraints.
 _DETERMINISTIC_STATES = ("42", "22", "0A", "21", "23", "38")
 _SQLSTATE = re.compile(r"SQLSTATE:\s*([0-9A-Z]{2})")
-_DRIVER_BUGS = (KeyError, IndexError, TypeError, ValueError, AttributeError, NameError, ZeroDivisionError,
-                AssertionError, NotImplementedError, LookupError, ArithmeticError)
+_DRIVER_BUGS = (
+    KeyError,
+    IndexError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    NameError,
+    ZeroDivisionError,
+    AssertionError,
+    NotImplementedError,
+    LookupError,
+    ArithmeticError,
+)
 
 _ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*\]")
 _PY_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)|AssertionError)\b")
 _FRAME = re.compile(r'^File "([^"]+)", line (\d+), in (\S+)')
-_UNREADABLE = re.compile(r"FAILED_READ_FILE|FILE_NOT_EXIST|PATH_NOT_FOUND|FileNotFoundException|MALFORMED_RECORD")
+_UNREADABLE = re.compile(
+    r"FAILED_READ_FILE|FILE_NOT_EXIST|PATH_NOT_FOUND|FileNotFoundException|MALFORMED_RECORD"
+)
 _JAVA_PREFIX = re.compile(r"^(?::\s*)?(?:[a-z][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error):\s*")
 
 
@@ -74,13 +89,18 @@ def _python_cause(text: str) -> str | None:
 
 
 def root_cause(exc: BaseException) -> str:
-    """The most telling line of ``exc``: the user's Python error, a Spark error class, or the last ``Caused by``."""
+    """The most telling line of ``exc``: the user's Python error, a Spark error class, or the last ``Caused
+    by``."""
     text = str(exc)
     python = _python_cause(text)
     if python:
         return python
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    classed = [_JAVA_PREFIX.sub("", line.removeprefix("Caused by:").strip()) for line in lines if _ERROR_CLASS.search(line)]
+    classed = [
+        _JAVA_PREFIX.sub("", line.removeprefix("Caused by:").strip())
+        for line in lines
+        if _ERROR_CLASS.search(line)
+    ]
     if classed:
         first, last = classed[0], classed[-1]
         inner = _ERROR_CLASS.search(last).group(0)  # type: ignore[union-attr]
@@ -89,7 +109,7 @@ def root_cause(exc: BaseException) -> str:
         return first[:400]
     caused = [line for line in lines if line.startswith("Caused by:")]
     if caused:
-        return _JAVA_PREFIX.sub("", caused[-1][len("Caused by:"):].strip())[:400]
+        return _JAVA_PREFIX.sub("", caused[-1][len("Caused by:") :].strip())[:400]
     useful = [line for line in lines if not line.startswith("An error occurred while calling")]
     return _JAVA_PREFIX.sub("", (useful or lines or [type(exc).__name__])[0])[:400]
 
@@ -179,8 +199,13 @@ def is_deterministic(exc: BaseException, cause: str) -> bool:
         return True
     if isinstance(exc, sqlite3.Error):
         return not isinstance(exc, sqlite3.OperationalError) or bool(
-            re.search(r"syntax error|no such (?:table|column)|has no column|already exists", str(exc)))
-    if known is None and isinstance(exc, _DRIVER_BUGS) and not type(exc).__module__.startswith(("py4j", "pyspark")):
+            re.search(r"syntax error|no such (?:table|column)|has no column|already exists", str(exc))
+        )
+    if (
+        known is None
+        and isinstance(exc, _DRIVER_BUGS)
+        and not type(exc).__module__.startswith(("py4j", "pyspark"))
+    ):
         return True
     state = _sql_state(exc) or (m.group(1) if (m := _SQLSTATE.search(text)) else None)
     if state and state[:2] in _DETERMINISTIC_STATES:

@@ -26,7 +26,8 @@ not queued behind a large one):
   waits for a moment with nothing in flight (or a recovery).
 
 Everything else — the queues, the planner, the journal — is touched only by
-the run's own thread; the pool's threads run :meth:`Steps.work <falkirk.spark.pipeline.run.steps.Steps.work>` (the runner's
+the run's own thread; the pool's threads run :meth:`Steps.work <falkirk.spark.pipeline.run.steps.Steps.work>`
+(the runner's
 ``execute``, Spark jobs, writes and manifests), and what they record for the
 planner waits for the task's completion. An execution's CPU is recorded only
 when nothing else ran meanwhile (the process tree's CPU cannot be split).
@@ -52,8 +53,10 @@ __all__ = ["Concurrent"]
 #: seconds an interrupted or failed run waits for the executions in flight before it closes
 INTERRUPT_WAIT = 60.0
 
-#: the step threads of each SparkContext, kept across runs: PySpark pins each Python thread to a JVM thread and a
-#: py4j connection that outlive the thread, so a pool per run would leave ``concurrency`` of them behind each time
+#: the step threads of each SparkContext, kept across runs: PySpark pins each Python thread to a JVM thread
+#: and a
+#: py4j connection that outlive the thread, so a pool per run would leave ``concurrency`` of them behind each
+#: time
 _POOLS: weakref.WeakKeyDictionary[Any, dict[int, ThreadPoolExecutor]] = weakref.WeakKeyDictionary()
 _POOLS_LOCK = threading.Lock()
 
@@ -72,7 +75,8 @@ def _pool(spark: Any, workers: int) -> ThreadPoolExecutor:
 
 
 class Concurrent:
-    """The concurrent run loop of one :class:`~falkirk.spark.pipeline.run.executor.Executor` (module docstring)."""
+    """The concurrent run loop of one :class:`~falkirk.spark.pipeline.run.executor.Executor` (module
+    docstring)."""
 
     def __init__(self, ex: Executor, workers: int, window: int) -> None:
         self.ex = ex
@@ -110,11 +114,14 @@ class Concurrent:
                         continue
                     if state.lowest() + 1 >= epochs:
                         break
-                    raise RecoveryError(f"internal error: nothing can run and nothing runs (done: {dict(state.done)}, "
-                                        f"queued: {state.queues.on})")
+                    raise RecoveryError(
+                        f"internal error: nothing can run and nothing runs (done: {dict(state.done)}, "
+                        f"queued: {state.queues.on})"
+                    )
                 self._collect()
         except BaseException as exc:
-            # the executions in flight end before the run's parts are closed; an interrupt first cancels their jobs
+            # the executions in flight end before the run's parts are closed; an interrupt first cancels their
+            # jobs
             if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "Interrupt":
                 for task in self.inflight.values():
                     after_interrupt(ex.spark, task.group)
@@ -126,7 +133,8 @@ class Concurrent:
     def _failing(self) -> bool:
         return bool(self.failures or self.after or self.stop is not None)
 
-    # -- starting executions ------------------------------------------------------------------------------------------
+    # -- starting executions
+    # ------------------------------------------------------------------------------------------
     def _ready(self, name: str, epochs: int, busy: set[str]) -> int | None:
         """The epoch ``name`` may start now, if any (see the module docstring)."""
         state, pipeline = self.ex.state, self.ex.pipeline
@@ -148,7 +156,9 @@ class Concurrent:
     def _dispatch(self, epochs: int, pool: ThreadPoolExecutor) -> None:
         ex, state = self.ex, self.ex.state
         busy = {t.name for t in self.inflight.values()}
-        ready = [(e, i, n) for i, n in enumerate(state.order) if (e := self._ready(n, epochs, busy)) is not None]
+        ready = [
+            (e, i, n) for i, n in enumerate(state.order) if (e := self._ready(n, epochs, busy)) is not None
+        ]
         for e, _, name in sorted(ready)[: max(0, self.workers - len(self.inflight))]:
             try:
                 task = ex.steps.start(name, e)
@@ -161,7 +171,8 @@ class Concurrent:
                     other.overlapped = True
             self.inflight[pool.submit(ex.steps.work, task)] = task
 
-    # -- finishing them -----------------------------------------------------------------------------------------------
+    # -- finishing them
+    # -----------------------------------------------------------------------------------------------
     def _collect(self) -> None:
         """Wait for an execution to end; complete or abandon each that did, then look for lost executors."""
         ex, state = self.ex, self.ex.state
@@ -178,18 +189,23 @@ class Concurrent:
             if isinstance(error, (StepFailure, CorruptDataError)):
                 self.failures.append((task.name, task.epoch, error))
             elif self.stop is None:
-                self.stop = error  # bad input or definition, or an interrupt: the run ends once the others did
+                # bad input or definition, or an interrupt: the run ends once the others did
+                self.stop = error
         lost, why = ex.lost.lost_state(state.runners, *self.last)  # executors lost since the last look
         for name in lost:  # their steps' in-memory state is gone: recovered once nothing is in flight
             self.failures.append((name, self.last[1], StepFailure(name, self.last[1], why)))
 
     def _lagging(self, task: Task) -> list[str]:
-        """The edges out of ``task``'s node whose consumer is more than the window behind (they read the log)."""
+        """The edges out of ``task``'s node whose consumer is more than the window behind (they read the
+        log)."""
         pipeline, state = self.ex.pipeline, self.ex.state
         if task.name not in pipeline.inputs and not pipeline.steps[task.name].regime.logs:
             return []
-        return [link.name for link in pipeline.edges
-                if link.src == task.name and task.epoch - state.done[link.dst] > self.window]
+        return [
+            link.name
+            for link in pipeline.edges
+            if link.src == task.name and task.epoch - state.done[link.dst] > self.window
+        ]
 
     def _recover(self) -> None:
         """Nothing in flight: recover from what failed meanwhile (as a sequential run would), then sweep."""

@@ -200,7 +200,8 @@ class _Jit:
                 self.reading[(pid, key[1], tid)] = int(fields[11]) + int(fields[12])
 
     def total(self, processes: set[tuple[int, int]]) -> int:
-        """The reading's total ticks (``processes``: those it walked). A compiler thread of a walked process that
+        """The reading's total ticks (``processes``: those it walked). A compiler thread of a walked process
+        that
         was not read has ended: its last ticks are kept for good. One of a process the walk did not reach (it
         ended, or a reading missed it) keeps its last ticks until a reading sees it again, so a missed reading
         neither loses it nor, later, counts it twice."""
@@ -217,7 +218,8 @@ class _Jit:
 
 
 def tree_cpu(pid: int | None = None) -> float | None:
-    """CPU seconds (user + system, with reaped children) of process ``pid`` (default: this one) and its descendants:
+    """CPU seconds (user + system, with reaped children) of process ``pid`` (default: this one) and its
+    descendants:
     one reading, which can go down (see :class:`TreeMeter`)."""
     try:
         seen = _walk(os.getpid() if pid is None else pid)
@@ -230,7 +232,9 @@ def tree_cpu(pid: int | None = None) -> float | None:
 _Seen = tuple[tuple[int, int] | None, int, int]
 
 
-def _walk(root: int, threads: _Threads | None = None, jit: _Jit | None = None) -> dict[tuple[int, int], _Seen]:
+def _walk(
+    root: int, threads: _Threads | None = None, jit: _Jit | None = None
+) -> dict[tuple[int, int], _Seen]:
     """Every process under ``root``, keyed by (pid, start time) so that a reused pid is another process;
     ``threads``: which threads to ask for children (:class:`_Threads`; default all); ``jit``: read the JIT
     compilers' CPU too (:class:`_Jit`)."""

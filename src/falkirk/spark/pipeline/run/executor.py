@@ -68,7 +68,6 @@ from falkirk.spark.pipeline.store.rootfs import metadata_cache
 from falkirk.spark.pipeline.store.storage import Storage
 
 if TYPE_CHECKING:
-
     from falkirk.spark.pipeline.declare.definition import Definition
 
 __all__ = ["Executor", "RunResult", "MAX_ATTEMPTS", "MAX_DETERMINISTIC"]
@@ -89,7 +88,8 @@ class RunResult:
     root_bytes: int
     planner_rebuilds: int
     fired: list[Injection] = field(factory=list)
-    #: each output's response latency over the epochs this run committed (:mod:`~falkirk.spark.pipeline.run.latency`)
+    #: each output's response latency over the epochs this run committed
+    #: (:mod:`~falkirk.spark.pipeline.run.latency`)
     latency: dict[str, Latency] = field(factory=dict)
 
 
@@ -103,8 +103,12 @@ class Executor:
     """
 
     def __init__(
-        self, pipeline: Definition, *, fail: Iterable[Injection | str] | str | Injection = (),
-        progress: Callable[[str], None] | None = None, bar: bool = False,
+        self,
+        pipeline: Definition,
+        *,
+        fail: Iterable[Injection | str] | str | Injection = (),
+        progress: Callable[[str], None] | None = None,
+        bar: bool = False,
     ) -> None:
         self.pipeline = pipeline
         self.spark = pipeline.spark if pipeline.spark is not None else local_session()
@@ -113,14 +117,16 @@ class Executor:
         t0 = time.perf_counter()
         self.injector = Injector(fail)  # type: ignore[arg-type]
         self.injector.validate(pipeline.order, local=is_local_master(self.spark))
-        pipeline.location.check_write_once()  # refuse a store where manifests cannot be write-once, before any write
+        # refuse a store where manifests cannot be write-once, before any write
+        pipeline.location.check_write_once()
         check_shared(self.spark, pipeline.location)  # before anything is written under the root
         probe = time.perf_counter() - t0
         #: accepted changes of the pipeline since the root was written (recorded once the restart recovered)
         self.evolution = pipeline.check_root(write=False)
         self.storage = Storage(pipeline.location, fsync=pipeline.fsync, checksums=pipeline.checksums)
         journal = Journal(pipeline.location if pipeline.durable else None)
-        self.cpu = meter(self.spark)  # CPU of the process tree per step execution, where that is the whole job
+        # CPU of the process tree per step execution, where that is the whole job
+        self.cpu = meter(self.spark)
         self.progress = Progress(progress, bar=bar)
         #: step executions at a time, and how far ahead of its consumers a node may run (pipeline.concurrency)
         self.workers, self.window = pipeline.concurrency, pipeline.window
@@ -128,39 +134,63 @@ class Executor:
         self.frames = Frames()
         durable = pipeline.durable
         planner = Planner(
-            pipeline.dataflow(), outputs=pipeline.external_outputs,
+            pipeline.dataflow(),
+            outputs=pipeline.external_outputs,
             path=metadata_cache(pipeline.location) if pipeline.monitor and durable else None,
-            monitor=pipeline.monitor and durable, root=pipeline.location.uri,
+            monitor=pipeline.monitor and durable,
+            root=pipeline.location.uri,
         )
         records = PlannerRecords(planner)
         self.context = RunContext(
-            spark=self.spark, storage=self.storage, durable=durable, fsync=pipeline.fsync, retain=pipeline.retain,
-            frames=self.frames, injector=self.injector, record=records.record if durable else _ignore,
-            prune=planner.prune, note=journal.note,
+            spark=self.spark,
+            storage=self.storage,
+            durable=durable,
+            fsync=pipeline.fsync,
+            retain=pipeline.retain,
+            frames=self.frames,
+            injector=self.injector,
+            record=records.record if durable else _ignore,
+            prune=planner.prune,
+            note=journal.note,
         )
         runners = {n: make_runner(self.context, pipeline, n) for n in pipeline.order}
         for n in fusions(pipeline, logged=True):  # unlogged steps their consumer's job computes
             runners[n].fusable = True
             runners[n].fuse = not pipeline.steps[n].regime.logs
         self.fused = FusedRecords(self.frames)
-        self.state = state = RunState(pipeline, runners, Queues(pipeline.edges, self.frames), planner, journal)
-        recorded = journal.load(pipeline.order)  # what earlier drivers completed (Lazy steps: after their checkpoint)
+        self.state = state = RunState(
+            pipeline, runners, Queues(pipeline.edges, self.frames), planner, journal
+        )
+        # what earlier drivers completed (Lazy steps: after their checkpoint)
+        recorded = journal.load(pipeline.order)
         state.done = {n: -1 for n in pipeline.order}
         state.high = {n: max(r.progress(), recorded[n]) for n, r in runners.items()}  # highest ever completed
         available = {n: r.available() for n, r in runners.items()}
-        for n in pipeline.inputs:  # cut ahead is not read: an input has read what its records and consumers say
+        # cut ahead is not read: an input has read what its records and consumers say
+        for n in pipeline.inputs:
             state.high[n] = self._inputs_read(n, recorded[n])
             available[n] = [e for e in available[n] if e <= state.high[n]]
         planner.know(available)
         self.rollback = Rollback(self.context, state, self.progress, self.cpu)
         self.lost = ExecutorWatch(self.spark, self._note)
         self.codegen = CodegenWatch(self.spark, self._note)
-        #: unique per executor: its Spark job groups (tags) never collide with another pipeline's in one session
+        #: unique per executor: its Spark job groups (tags) never collide with another pipeline's in one
+        #: session
         self.run_id = uuid.uuid4().hex[:12]
         #: what this driver spent before its first plan (a restart's first phases)
         self.startup = Startup(t0, session_seconds, probe)
-        self.steps = Steps(pipeline, self.spark, state, frames=self.frames, fused=self.fused, injector=self.injector,
-                           progress=self.progress, cpu=self.cpu, records=records, run_id=self.run_id)
+        self.steps = Steps(
+            pipeline,
+            self.spark,
+            state,
+            frames=self.frames,
+            fused=self.fused,
+            injector=self.injector,
+            progress=self.progress,
+            cpu=self.cpu,
+            records=records,
+            run_id=self.run_id,
+        )
 
     def _note(self, text: str) -> None:
         self.state.journal.note(text)
@@ -178,7 +208,8 @@ class Executor:
     def run(self, epochs: int) -> RunResult:
         """Recover persisted state, then run until every node completed epochs ``0..epochs-1``."""
         recover_root(self.rollback, self.evolution, self.startup)
-        if self.pipeline.durable:  # a crashed driver's unpublished data: once, after the start's recovery worked
+        # a crashed driver's unpublished data: once, after the start's recovery worked
+        if self.pipeline.durable:
             self.storage.sweep_orphans()
         record_changes(self.rollback, self.evolution, self.storage, self.say)
         self.evolution = type(self.evolution)((), {})
@@ -186,7 +217,8 @@ class Executor:
             self.state.journal.note(note)
             self.say(f"note: {note}")
         # the monitor's writes of an epoch (recorded frontiers, garbage collection's discards) are one SQLite
-        # transaction, committed at its end (_end_of_epoch), not one each: meta.sqlite is rebuilt from the manifests
+        # transaction, committed at its end (_end_of_epoch), not one each: meta.sqlite is rebuilt from the
+        # manifests
         # at every start, so what a crash loses of an epoch's batch costs nothing (Planner.batch)
         todo = sum(max(0, epochs - 1 - d) for d in self.state.done.values())
         with self.progress.running(todo), self.state.planner.batch():
@@ -198,9 +230,18 @@ class Executor:
             Concurrent(self, self.workers, self.window).run(epochs)
         else:
             self._sequential(epochs)
-        latency = {n: Latency(n, dict(sorted(state.latency.get(n, {}).items()))) for n in self.pipeline.external_outputs}
-        return RunResult(state.journal, dict(state.done), self.storage.size(), state.planner.rebuilds,
-                         list(self.injector.fired), latency)
+        latency = {
+            n: Latency(n, dict(sorted(state.latency.get(n, {}).items())))
+            for n in self.pipeline.external_outputs
+        }
+        return RunResult(
+            state.journal,
+            dict(state.done),
+            self.storage.size(),
+            state.planner.rebuilds,
+            list(self.injector.fired),
+            latency,
+        )
 
     def _sequential(self, epochs: int) -> None:
         """The next task is the lowest epoch some node has not completed, at the first such node."""
@@ -233,15 +274,23 @@ class Executor:
     def recover_after(self, due: list[Injection], epoch: int) -> None:
         """Injected failures between epochs (``STEP@E:after``): recover the steps they name."""
         names = sorted({i.step for i in due}, key=self.state.order.index)
-        self.rollback.recover(set(names), f"step(s) {', '.join(names)} failed after epoch {epoch}: injected failure "
-                              "(after)")
+        self.rollback.recover(
+            set(names), f"step(s) {', '.join(names)} failed after epoch {epoch}: injected failure (after)"
+        )
 
     def handle(
-        self, failures: list[tuple[str, int, StepFailure | CorruptDataError]], last: str, epoch: int,
-        attempts: dict[tuple[str, int], int], *, look: bool = True,
+        self,
+        failures: list[tuple[str, int, StepFailure | CorruptDataError]],
+        last: str,
+        epoch: int,
+        attempts: dict[tuple[str, int], int],
+        *,
+        look: bool = True,
     ) -> None:
-        """After executions (``last`` at ``epoch`` the latest): recover from ``failures`` — each ``(step, epoch,
-        error)`` — and (``look``) from executors lost since the last look, or stop when a step keeps failing."""
+        """After executions (``last`` at ``epoch`` the latest): recover from ``failures`` — each ``(step,
+        epoch,
+        error)`` — and (``look``) from executors lost since the last look, or stop when a step keeps
+        failing."""
         state = self.state
         failed: set[str] = set()
         first: StepFailure | CorruptDataError | None = None
@@ -261,24 +310,29 @@ class Executor:
         if first is None:
             return
         if not self.pipeline.durable:
-            raise RecoveryError(f"{first}; the pipeline runs with durable=False and cannot recover") from first
+            raise RecoveryError(
+                f"{first}; the pipeline runs with durable=False and cannot recover"
+            ) from first
         attempts[key] = attempts.get(key, 0) + 1
         if getattr(first, "deterministic", False) and attempts[key] > MAX_DETERMINISTIC:
             raise StepError(first, attempts[key]) from first  # type: ignore[arg-type]
         if attempts[key] > MAX_ATTEMPTS:
-            raise RecoveryError(f"step {key[0]} failed {attempts[key]} times at epoch {key[1]}; giving up: {first}") \
-                from first
+            raise RecoveryError(
+                f"step {key[0]} failed {attempts[key]} times at epoch {key[1]}; giving up: {first}"
+            ) from first
         cause = str(first) if not lost or why in str(first) else f"{first} ({why})"
         self.rollback.recover(failed, cause, lost=first if isinstance(first, CorruptDataError) else None)
 
     def end_of_epoch(self, epoch: int, *, busy: Collection[str] = ()) -> None:
         """Every node completed ``epoch``: garbage collection (of the nodes not ``busy`` executing on another
-        thread; and of what this driver wrote and never published only when none is), the planner's commit, the
+        thread; and of what this driver wrote and never published only when none is), the planner's commit,
+        the
         epoch's line."""
         journal = self.state.journal
         if self.pipeline.gc and self.pipeline.durable:
             collect(self.state, self.storage, sweep=not busy, busy=busy)
-        self.state.cut_at = {k: t for k, t in self.state.cut_at.items() if k[1] > epoch}  # every output committed it
+        # every output committed it
+        self.state.cut_at = {k: t for k, t in self.state.cut_at.items() if k[1] > epoch}
         self.state.planner.commit()  # the epoch's monitor writes: one transaction
         self.codegen.end_of_epoch()
         runs = [x for x in journal.executions if x.epoch == epoch and not x.redo]

@@ -68,7 +68,9 @@ class Injection:
         """Parse ``STEP@EPOCH[:WHERE]``."""
         m = _SPEC.match(text.strip())
         if not m or (m.group(3) or "mid") not in WHERE:
-            raise PipelineError(f"bad failure {text!r}: expected STEP@EPOCH[:WHERE] with WHERE in {', '.join(WHERE)}")
+            raise PipelineError(
+                f"bad failure {text!r}: expected STEP@EPOCH[:WHERE] with WHERE in {', '.join(WHERE)}"
+            )
         return cls(m.group(1), int(m.group(2)), m.group(3) or "mid")
 
     def __str__(self) -> str:
@@ -165,14 +167,17 @@ class Injector:
             injections = [injections]
         self.pending = [i if isinstance(i, Injection) else Injection.parse(i) for i in injections]
         self.fired: list[Injection] = []
-        self._lock = threading.Lock()  # a concurrent run's executions reach their injection points on several threads
+        # a concurrent run's executions reach their injection points on several threads
+        self._lock = threading.Lock()
 
     def validate(self, steps: Iterable[str], *, local: bool = True) -> None:
         """Reject injections naming unknown steps, and executor kills on a ``local`` master."""
         known = set(steps)
         for i in self.pending:
             if i.step not in known:
-                raise PipelineError(f"failure {i}: unknown step {i.step!r} (steps: {', '.join(sorted(known))})")
+                raise PipelineError(
+                    f"failure {i}: unknown step {i.step!r} (steps: {', '.join(sorted(known))})"
+                )
             if i.where == "executor" and local:
                 raise PipelineError(
                     f"failure {i}: killing an executor needs a cluster master (in local mode the executor "
@@ -189,7 +194,8 @@ class Injector:
         return None
 
     def at(self, step: str, epoch: int, point: str) -> None:
-        """Fire a ``before`` or ``mid`` injection (or kill) at ``point`` of ``step``'s epoch, if one is pending."""
+        """Fire a ``before`` or ``mid`` injection (or kill) at ``point`` of ``step``'s epoch, if one is
+        pending."""
         kill = "kill" if point == "before" else "kill-mid"
         i = self._take(step, epoch, (point, kill))
         if i is None:

@@ -1,4 +1,5 @@
-"""The lifetime of the DataFrames a run holds in executor memory: persisted once, counted once, unpersisted once.
+"""The lifetime of the DataFrames a run holds in executor memory: persisted once, counted once, unpersisted
+once.
 
 A step's output is persisted and counted when it is made
 (:meth:`Frames.materialise`) — or, when its first use is a write (a log, an
@@ -66,7 +67,9 @@ class Frames:
         self._released: list[Any] = []
         self._holds: dict[int, list[Any]] = {}
 
-    def materialise(self, df: DataFrame, *, cached: bool = False, rows: int | None = None) -> tuple[DataFrame, int]:
+    def materialise(
+        self, df: DataFrame, *, cached: bool = False, rows: int | None = None
+    ) -> tuple[DataFrame, int]:
         """Persist ``df`` (unless ``cached``) and count it (one Spark job); ``(df, rows)``.
 
         A DataFrame whose row count is already known (``rows``, or one this
@@ -134,7 +137,8 @@ class Frames:
 
         def rows(count: bool, cache: bool = True) -> int | None:
             n = cached_rows(persisted) if cache else None
-            if n is None and count and persisted.is_cached:  # not once unpersisted: that would compute it again
+            # not once unpersisted: that would compute it again
+            if n is None and count and persisted.is_cached:
                 n = persisted.count()
             if n is not None:
                 self.known_rows(persisted, n)
@@ -143,7 +147,8 @@ class Frames:
         return persisted, rows
 
     def observable(self, df: DataFrame) -> bool:
-        """Whether :meth:`observing` can take ``df``: a frame this run has not counted, not through Spark Connect
+        """Whether :meth:`observing` can take ``df``: a frame this run has not counted, not through Spark
+        Connect
         (its first use, a write or a count, is the job that computes it)."""
         known = self._counts.get(id(df))
         return not (known is not None and known[0]() is df) and not is_connect(df.sparkSession)
@@ -178,7 +183,8 @@ class Frames:
                 self._released.append(df)
 
     def hold(self, dfs: Iterable[Any]) -> None:
-        """Keep ``dfs`` persisted until :meth:`unhold`, even once released (the inputs of a fused step, which its
+        """Keep ``dfs`` persisted until :meth:`unhold`, even once released (the inputs of a fused step, which
+        its
         consumer's job computes later: unpersisted, they would be computed again from their lineage)."""
         with self._lock:
             for df in dfs:
@@ -211,17 +217,21 @@ class Frames:
 
 
 def cached_rows(df: DataFrame) -> int | None:
-    """The rows of persisted ``df`` as Spark counted them while caching it, once every partition is cached (the
+    """The rows of persisted ``df`` as Spark counted them while caching it, once every partition is cached
+    (the
     cache's own row count, not a plan's estimate); ``None`` before that, or where Spark does not say."""
     if not getattr(df, "is_cached", False):  # unpersisted: a cached frame under it would answer for it
         return None
     try:
-        node = df.select("*")._jdf.queryExecution().withCachedData()  # a new plan, with the cached relation in it
-        while node.getClass().getName().endswith(".Project"):  # the select("*"): df itself is the cached relation
+        # a new plan, with the cached relation in it
+        node = df.select("*")._jdf.queryExecution().withCachedData()
+        # the select("*"): df itself is the cached relation
+        while node.getClass().getName().endswith(".Project"):
             node = node.child()
         if not node.getClass().getName().endswith(".InMemoryRelation"):
             return None
-        if not node.cacheBuilder().isCachedColumnBuffersLoaded():  # until then its statistics are the plan's estimate
+        # until then its statistics are the plan's estimate
+        if not node.cacheBuilder().isCachedColumnBuffersLoaded():
             return None
         count = node.computeStats().rowCount()
         return int(str(count.get())) if count.isDefined() else None  # a Scala BigInt
@@ -230,7 +240,8 @@ def cached_rows(df: DataFrame) -> int | None:
 
 
 def _observed_rows(observation: Any) -> int | None:
-    """The row count ``observation`` received from a finished action, waiting up to :data:`OBSERVED_WAIT` seconds
+    """The row count ``observation`` received from a finished action, waiting up to :data:`OBSERVED_WAIT`
+    seconds
     for it (the metrics travel on Spark's listener bus); ``None`` if it did not arrive (the caller counts)."""
     try:
         future = observation._jo.future()

@@ -22,7 +22,8 @@ __all__ = ["fusions", "FusedRecords"]
 
 
 def fusions(pipeline: Definition, *, logged: bool = False) -> list[str]:
-    """The steps computed by their consumer's job instead of a job of their own (``logged``: and the logged steps
+    """The steps computed by their consumer's job instead of a job of their own (``logged``: and the logged
+    steps
     that would be, unlogged).
 
     Such a step is unlogged and stateless (``Ephemeral()``), not an output,
@@ -43,10 +44,16 @@ def fusions(pipeline: Definition, *, logged: bool = False) -> list[str]:
     >>> fusions(build("memory://falkirk-doc/fusions"))
     ['parse_batch', 'parse_graph', 'answer']
     """
+
     def candidate(n: str) -> bool:
         step = pipeline.steps.get(n)
-        return (step is not None and step.regime.stateless and not isinstance(step.regime, Output)
-                and step.fn is not None and bool(pipeline.consumers(n)))
+        return (
+            step is not None
+            and step.regime.stateless
+            and not isinstance(step.regime, Output)
+            and step.fn is not None
+            and bool(pipeline.consumers(n))
+        )
 
     def first(n: str) -> str:
         return min(pipeline.consumers(n), key=pipeline.order.index)
@@ -55,8 +62,11 @@ def fusions(pipeline: Definition, *, logged: bool = False) -> list[str]:
     for n in reversed(list(pipeline.order)):  # consumers first
         if candidate(n) and not pipeline.steps[n].regime.logs and first(n) not in fused:
             fused.add(n)
-    would = {n for n in pipeline.steps if logged and candidate(n) and pipeline.steps[n].regime.logs
-             and first(n) not in fused}
+    would = {
+        n
+        for n in pipeline.steps
+        if logged and candidate(n) and pipeline.steps[n].regime.logs and first(n) not in fused
+    }
     return [n for n in pipeline.order if n in fused or n in would]
 
 
@@ -73,18 +83,28 @@ class FusedRecords:
         self.frames = frames
         self.waiting: dict[str, list[tuple[int, Callable[[bool, bool], None], list[DataFrame]]]] = {}
 
-    def defer(self, step: str, epoch: int, finish: Callable[[int], None], pending: Callable[[bool, bool], int | None],
-              held: list[DataFrame]) -> None:
+    def defer(
+        self,
+        step: str,
+        epoch: int,
+        finish: Callable[[int], None],
+        pending: Callable[[bool, bool], int | None],
+        held: list[DataFrame],
+    ) -> None:
         """``step``'s execution of ``epoch`` is journalled (``finish(rows)``) once its consumer's job ran."""
         self.frames.hold(held)
         self.waiting.setdefault(step, []).append(
-            (epoch, lambda count, cache: finish(_rows_or_unknown(pending, count, cache)), held))
+            (epoch, lambda count, cache: finish(_rows_or_unknown(pending, count, cache)), held)
+        )
 
     def finish(self, inputs: dict[str, DataFrame], epoch: int, *, count: bool, cache: bool) -> None:
-        """Journal the fused executions among ``inputs`` a consumer's job (of ``epoch``) computed: their rows are
+        """Journal the fused executions among ``inputs`` a consumer's job (of ``epoch``) computed: their rows
+        are
         known now — the cache's count (``cache``: no task attempt of that job was retried, see
-        :meth:`Frames.fused <falkirk.spark.pipeline.run.frames.Frames.fused>`), else with ``count`` a count job;
-        records of earlier epochs, superseded by a recovery, take only what the cache counted; later epochs' (a
+        :meth:`Frames.fused <falkirk.spark.pipeline.run.frames.Frames.fused>`), else with ``count`` a count
+        job;
+        records of earlier epochs, superseded by a recovery, take only what the cache counted; later epochs'
+        (a
         concurrent run's fused step may run ahead of its consumer) wait for their own consumer's execution."""
         for src in inputs:
             later = []
@@ -98,13 +118,15 @@ class FusedRecords:
                 self.waiting[src] = later
 
     def culprit(self, inputs: dict[str, DataFrame]) -> str | None:
-        """After a consumer's job failed: the fused input whose own computation fails (computed alone), if any —
+        """After a consumer's job failed: the fused input whose own computation fails (computed alone), if any
+        —
         the failure is that step's, not the consumer's."""
         for src, df in inputs.items():
             if src not in self.waiting:
                 continue
             try:
-                df.write.format("noop").mode("overwrite").save()  # every column computed (a count would prune them)
+                # every column computed (a count would prune them)
+                df.write.format("noop").mode("overwrite").save()
             except Exception:  # noqa: BLE001 - any failure of the input alone is the input step's
                 return src
         return None
@@ -118,7 +140,8 @@ class FusedRecords:
 
 
 def _rows_or_unknown(rows: Callable[[bool, bool], int | None], count: bool, cache: bool) -> int:
-    """``rows(count, cache)``, or ``-1`` (unknown) where it is not known or counting fails (e.g. the consumer failed
+    """``rows(count, cache)``, or ``-1`` (unknown) where it is not known or counting fails (e.g. the consumer
+    failed
     on the same rows)."""
     try:
         n = rows(count, cache)

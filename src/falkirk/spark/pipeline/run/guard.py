@@ -61,8 +61,15 @@ __all__ = ["WriteGuard", "DOCS"]
 #: Where the idempotent pattern is documented.
 DOCS = "docs/spark-eager.md"
 _FUNCTION = "falkirk_write_guard"
-_INTERNAL = ("sqlite_master", "sqlite_schema", "sqlite_sequence", "sqlite_stat1", "sqlite_stat4",
-             "sqlite_temp_master", "sqlite_temp_schema")
+_INTERNAL = (
+    "sqlite_master",
+    "sqlite_schema",
+    "sqlite_sequence",
+    "sqlite_stat1",
+    "sqlite_stat4",
+    "sqlite_temp_master",
+    "sqlite_temp_schema",
+)
 
 
 def _quote(name: str) -> str:
@@ -77,7 +84,9 @@ class WriteGuard:
     falkirk itself that the step must not write.
     """
 
-    def __init__(self, db: sqlite3.Connection, step: str, tables: Mapping[str, str], *, own: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, db: sqlite3.Connection, step: str, tables: Mapping[str, str], *, own: tuple[str, ...] = ()
+    ) -> None:
         self.db = db
         self.step = step
         self.tables = dict(tables)
@@ -99,9 +108,11 @@ class WriteGuard:
         columns = {r[1] for r in self.db.execute(f"PRAGMA main.table_info({_quote(table)})")}
         if column not in columns:
             raise EagerWriteError(
-                self.step, table,
+                self.step,
+                table,
                 f"step {self.step!r}: table {table!r} has no column {column!r}, the epoch column declared in "
-                f"Eager(tables=...) (its columns: {', '.join(sorted(columns))})")
+                f"Eager(tables=...) (its columns: {', '.join(sorted(columns))})",
+            )
 
     def install(self) -> None:
         """Put the row guards on the declared tables that exist (outside a transaction: temporary triggers persist)."""
@@ -111,14 +122,19 @@ class WriteGuard:
             self._check_column(table)
             col, t = _quote(self.tables[table]), _quote(table)
             lit = "'" + table.replace("'", "''") + "'"
-            for op, when in (("insert", f"{_FUNCTION}({lit}, 'insert', NEW.{col})"),
-                             ("delete", f"{_FUNCTION}({lit}, 'delete', OLD.{col})"),
-                             ("update", f"{_FUNCTION}({lit}, 'update', OLD.{col}) OR "
-                                        f"{_FUNCTION}({lit}, 'update', NEW.{col})")):
+            for op, when in (
+                ("insert", f"{_FUNCTION}({lit}, 'insert', NEW.{col})"),
+                ("delete", f"{_FUNCTION}({lit}, 'delete', OLD.{col})"),
+                (
+                    "update",
+                    f"{_FUNCTION}({lit}, 'update', OLD.{col}) OR {_FUNCTION}({lit}, 'update', NEW.{col})",
+                ),
+            ):
                 name = _quote(f"falkirk_guard_{op}_{table}")
                 self.db.execute(
                     f"CREATE TEMP TRIGGER IF NOT EXISTS {name} BEFORE {op.upper()} ON main.{t} WHEN {when} "
-                    "BEGIN SELECT RAISE(ABORT, 'falkirk: write refused (see the step error)'); END")
+                    "BEGIN SELECT RAISE(ABORT, 'falkirk: write refused (see the step error)'); END"
+                )
             self._guarded.add(table)
 
     # -- while the step runs --------------------------------------------------------------------
@@ -146,7 +162,9 @@ class WriteGuard:
         self.violations.append(EagerWriteError(self.step, table, f"step {self.step!r} {message}"))
         return sqlite3.SQLITE_DENY
 
-    def _authorize(self, action: int, arg1: str | None, arg2: str | None, dbname: str | None, source: str | None) -> int:
+    def _authorize(
+        self, action: int, arg1: str | None, arg2: str | None, dbname: str | None, source: str | None
+    ) -> int:
         if dbname == "temp":
             return sqlite3.SQLITE_OK
         if action in (sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE):
@@ -161,29 +179,42 @@ class WriteGuard:
                 "deleting the rows of the declared tables tagged with it, so a write elsewhere would be applied "
                 "again when the epoch is replayed after a rollback (double counting). Declare the table with its "
                 f"epoch column (tables={{{table!r}: 'epoch', ...}}) and write rows tagged with the epoch; keep "
-                f"running totals as a view over per-epoch rows ({DOCS})")
+                f"running totals as a view over per-epoch rows ({DOCS})",
+            )
         if action in (sqlite3.SQLITE_DROP_TABLE, sqlite3.SQLITE_ALTER_TABLE):
             table = (arg1 if action == sqlite3.SQLITE_DROP_TABLE else arg2) or ""
             verb = "drops" if action == sqlite3.SQLITE_DROP_TABLE else "alters"
-            return self._refuse(table, f"{verb} table {table!r}: a rollback does not undo schema changes of "
-                                       "earlier epochs; create tables with CREATE TABLE IF NOT EXISTS")
+            return self._refuse(
+                table,
+                f"{verb} table {table!r}: a rollback does not undo schema changes of "
+                "earlier epochs; create tables with CREATE TABLE IF NOT EXISTS",
+            )
         if action == sqlite3.SQLITE_ATTACH:
-            return self._refuse(arg1 or "", "attaches another database: its writes cannot be rolled back with the epoch")
+            return self._refuse(
+                arg1 or "", "attaches another database: its writes cannot be rolled back with the epoch"
+            )
         if action == sqlite3.SQLITE_TRANSACTION:
-            return self._refuse("", f"runs {arg1}: falkirk commits the step's writes together with the epoch they "
-                                    "belong to; do not begin, commit or roll back transactions in the step (note: "
-                                    "sqlite3's executescript() commits first; run each statement with execute())")
+            return self._refuse(
+                "",
+                f"runs {arg1}: falkirk commits the step's writes together with the epoch they "
+                "belong to; do not begin, commit or roll back transactions in the step (note: "
+                "sqlite3's executescript() commits first; run each statement with execute())",
+            )
         return sqlite3.SQLITE_OK
 
     def _row_check(self, table: str, op: str, value: Any) -> int:
         if self.epoch is None or value == self.epoch and not isinstance(value, bool):
             return 0
-        self.violations.append(EagerWriteError(
-            self.step, table,
-            f"step {self.step!r} {op}s a row of table {table!r} tagged with epoch {value!r} (column "
-            f"{self.tables[table]!r}) while writing epoch {self.epoch}: an epoch may only write rows tagged with "
-            f"itself, or replaying it after a rollback applies the change twice. Insert per-epoch delta rows "
-            f"and compute totals in a view ({DOCS})"))
+        self.violations.append(
+            EagerWriteError(
+                self.step,
+                table,
+                f"step {self.step!r} {op}s a row of table {table!r} tagged with epoch {value!r} (column "
+                f"{self.tables[table]!r}) while writing epoch {self.epoch}: an epoch may only write rows tagged with "
+                f"itself, or replaying it after a rollback applies the change twice. Insert per-epoch delta rows "
+                f"and compute totals in a view ({DOCS})",
+            )
+        )
         return 1
 
     def _check_new_tables(self, created: set[str], epoch: int) -> None:
@@ -191,7 +222,8 @@ class WriteGuard:
             self._check_column(table)
             col = _quote(self.tables[table])
             row = self.db.execute(
-                f"SELECT {col} FROM main.{_quote(table)} WHERE {col} IS NOT ? LIMIT 1", (epoch,)).fetchone()
+                f"SELECT {col} FROM main.{_quote(table)} WHERE {col} IS NOT ? LIMIT 1", (epoch,)
+            ).fetchone()
             if row is not None:
                 self.epoch = epoch
                 self._row_check(table, "insert", row[0])

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = ["StateCheckpoints"]
 
+
 class StateCheckpoints:
     """Writes and reads the state checkpoints of step ``name`` (see the module docstring)."""
 
@@ -50,7 +51,8 @@ class StateCheckpoints:
         self.key: str | None = getattr(regime, "key", None)
         #: the chain of the state in memory: the epochs of its snapshot and deltas, ending at its own
         self.chain: tuple[int, ...] | None = None
-        #: chains of checkpoints seen (written or read) by epoch: garbage collection reads no manifest for them
+        #: chains of checkpoints seen (written or read) by epoch: garbage collection reads no manifest for
+        #: them
         self.chains: dict[int, tuple[int, ...]] = {}
         #: after a restore that rescaled keyed state: (old partitions, new partitions, old read per new)
         self.rescaled: tuple[int, int, dict[int, list[int]]] | None = None
@@ -66,15 +68,23 @@ class StateCheckpoints:
         storage, key = self.ctx.storage, self.key
         if key is None:
             self.chain = None
-            return storage.write_frame(state, self.name, "checkpoint", epoch, state.count() if rows is None else rows)
+            return storage.write_frame(
+                state, self.name, "checkpoint", epoch, state.count() if rows is None else rows
+            )
         n, groups = self.regime.parallelism, self.regime.max_parallelism  # type: ignore[attr-defined]
         layout = {"key": key, "max_parallelism": groups, "parallelism": n}
         before = self.chain
         incremental = bool(getattr(self.regime, "incremental", False))
-        if (incremental and previous is not None and before is not None and before[-1] == epoch - 1
-                and len(before) < self.regime.snapshot_spacing):  # type: ignore[attr-defined]
+        if (
+            incremental
+            and previous is not None
+            and before is not None
+            and before[-1] == epoch - 1
+            and len(before) < self.regime.snapshot_spacing  # type: ignore[attr-defined]
+        ):
             delta.check_columns(state, self.name)
-            rows = state.count() if rows is None else rows  # the manifest records the state's size (materialised)
+            # the manifest records the state's size (materialised)
+            rows = state.count() if rows is None else rows
             # one shuffle into the checkpoint's layout, compared there; the write's job counts the rows
             changes = delta.diff(state, previous, key, place=lambda both: keyed.placed(both, key, n, groups))
             laid_out = changes.drop(keyed.SALT)
@@ -84,9 +94,16 @@ class StateCheckpoints:
             else:
                 persisted, written, count = observing
             try:
-                m = storage.write_frame(written, self.name, "checkpoint", epoch, 0 if count is not None else persisted.count(),
-                                        partition_by=keyed.SUBTASK, keyed=layout,
-                                        delta={"chain": list(before), "state_rows": rows})
+                m = storage.write_frame(
+                    written,
+                    self.name,
+                    "checkpoint",
+                    epoch,
+                    0 if count is not None else persisted.count(),
+                    partition_by=keyed.SUBTASK,
+                    keyed=layout,
+                    delta={"chain": list(before), "state_rows": rows},
+                )
                 if count is not None:
                     m = attrs.evolve(m, rows=count())
             finally:
@@ -94,15 +111,23 @@ class StateCheckpoints:
             self.chain = (*before, epoch)
         else:
             rows = state.count() if rows is None else rows
-            m = storage.write_frame(keyed.layout(state, key, n, groups), self.name, "checkpoint", epoch, rows,
-                                    partition_by=keyed.SUBTASK, keyed=layout)
+            m = storage.write_frame(
+                keyed.layout(state, key, n, groups),
+                self.name,
+                "checkpoint",
+                epoch,
+                rows,
+                partition_by=keyed.SUBTASK,
+                keyed=layout,
+            )
             self.chain = (epoch,)
         self.chains[epoch] = self.chain[:-1]
         return m
 
     # -- reading --------------------------------------------------------------------------------
     def read(self, m: Manifest) -> DataFrame:
-        """The state checkpoint ``m`` holds: keyed state through its chain, redistributed by key group into the
+        """The state checkpoint ``m`` holds: keyed state through its chain, redistributed by key group into
+        the
         step's partitions (checked by the recovery's plan: not verified again)."""
         storage, spark = self.ctx.storage, self.ctx.spark
         self.rescaled = None
@@ -118,13 +143,16 @@ class StateCheckpoints:
         if len(items) == 1:
             rows = storage.read_frame(spark, m, verify=False).drop(keyed.SUBTASK)
             within = None
-        else:  # the snapshot and its deltas in one scan (tagged 0, 1, 2, ...), resolved per key after the shuffle
+        # the snapshot and its deltas in one scan (tagged 0, 1, 2, ...), resolved per key after the shuffle
+        else:
             rows = storage.read_tagged(spark, items, delta.SEQ, verify=False)
             within = lambda d, by: delta.newest(d, key, [by])  # noqa: E731
         self.chain = (*before, m.epoch)
         self.chains[m.epoch] = tuple(before)
         new = self.regime.parallelism  # type: ignore[attr-defined]
-        differ = [item.extra["keyed"]["parallelism"] for item in items if item.extra["keyed"]["parallelism"] != new]
+        differ = [
+            item.extra["keyed"]["parallelism"] for item in items if item.extra["keyed"]["parallelism"] != new
+        ]
         if differ:  # reported as the newest layout that differs (a chain may span a change of partitions)
             self.rescaled = (differ[-1], new, keyed.plan_rescale(differ[-1], new, layout["max_parallelism"]))
         state = keyed.restore(rows, new, layout["max_parallelism"], within=within)
@@ -137,7 +165,8 @@ class StateCheckpoints:
             raise PipelineError(
                 f"step {self.name!r}: its checkpoint at epoch {m.epoch} is keyed by {layout['key']!r} over "
                 f"{layout['max_parallelism']} key groups; the step now declares key={self.key!r}, "
-                f"max_parallelism={getattr(regime, 'max_parallelism', None)} (key groups cannot change)")
+                f"max_parallelism={getattr(regime, 'max_parallelism', None)} (key groups cannot change)"
+            )
 
     # -- retention --------------------------------------------------------------------------------
     def floor(self, lw: int) -> int:

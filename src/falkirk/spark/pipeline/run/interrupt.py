@@ -34,7 +34,8 @@ __all__ = ["Interrupt", "interruptible", "after_interrupt"]
 
 
 class Interrupt(BaseException):
-    """Ctrl-C inside :func:`interruptible` (a ``BaseException``: no ``except Exception`` of a step takes it)."""
+    """Ctrl-C inside :func:`interruptible` (a ``BaseException``: no ``except Exception`` of a step takes
+    it)."""
 
 
 def _drop_connection(spark: SparkSession) -> None:
@@ -69,7 +70,8 @@ def interruptible(spark: SparkSession) -> Iterator[None]:
 
 
 def after_interrupt(spark: SparkSession, tag: str | None = None, *, wait: float = 10.0) -> None:
-    """After a ``KeyboardInterrupt`` in a run on ``spark``: cancel the jobs of job group / tag ``tag`` (every job
+    """After a ``KeyboardInterrupt`` in a run on ``spark``: cancel the jobs of job group / tag ``tag`` (every
+    job
     when ``None``) from another thread, on a connection of its own. Best effort, never raises."""
     from falkirk.spark.pipeline.run.session import is_connect
 

@@ -80,14 +80,17 @@ class Execution:
     cpu: float | None = None
     fresh: bool | None = None
     jit: float | None = None
-    #: an output epoch committed before a rollback: kept as it was, what was sent again dropped (nothing computed)
+    #: an output epoch committed before a rollback: kept as it was, what was sent again dropped (nothing
+    #: computed)
     discarded: bool = False
-    #: when it began (``time.perf_counter``; with ``seconds``, its interval: executions of a concurrent run overlap)
+    #: when it began (``time.perf_counter``; with ``seconds``, its interval: executions of a concurrent run
+    #: overlap)
     started: float | None = None
 
     @property
     def cpu_less_jit(self) -> float | None:
-        """``cpu`` less the JIT compilers' share: what the regime advisor prices (``None`` where not measured)."""
+        """``cpu`` less the JIT compilers' share: what the regime advisor prices (``None`` where not
+        measured)."""
         return None if self.cpu is None else max(0.0, self.cpu - (self.jit or 0.0))
 
 
@@ -134,8 +137,10 @@ class Recovery:
     validation_seconds: float = 0.0
     validated: float | None = None
     caught_up: float | None = None
-    #: CPU of the process tree when the failure was detected (a restart: when its session was up, the JVM's start
-    #: left out), and from then until :attr:`finished` (on a ``local`` master, :mod:`~falkirk.spark.pipeline.run.cpu`;
+    #: CPU of the process tree when the failure was detected (a restart: when its session was up, the JVM's
+    #: start
+    #: left out), and from then until :attr:`finished` (on a ``local`` master,
+    #: :mod:`~falkirk.spark.pipeline.run.cpu`;
     #: else ``None``)
     cpu_started: float | None = None
     cpu_seconds: float | None = None
@@ -145,7 +150,8 @@ class Recovery:
     problems: list[str] = field(factory=list)
     replayed: dict[str, tuple[int, int]] = field(factory=dict)  # edge -> (first, last) epoch replayed
     rescaled: dict[str, tuple[int, int]] = field(factory=dict)  # step -> (old, new) partitions of keyed state
-    #: output -> its committed epochs above its frontier, kept (final): what was sent again for them was discarded
+    #: output -> its committed epochs above its frontier, kept (final): what was sent again for them was
+    #: discarded
     discarded: dict[str, list[int]] = field(factory=dict)
     planner: str = ""
 
@@ -161,11 +167,13 @@ class Recovery:
 
     @property
     def in_flight(self) -> int:
-        """The furthest epoch any step had completed at the failure (its catch-up ends when every step has)."""
+        """The furthest epoch any step had completed at the failure (its catch-up ends when every step
+        has)."""
         return max(self.done_at_failure.values(), default=-1)
 
     def phases(self) -> dict[str, float | None]:
-        """The recovery's wall time by phase (:data:`PHASES`, see the module docstring); ``None``: not measured or
+        """The recovery's wall time by phase (:data:`PHASES`, see the module docstring); ``None``: not
+        measured or
         not reached.
 
         >>> r = Recovery(1, "cc failed", ("cc",), {"cc": 3, "answer": 4}, {}, started=10.0, plan_seconds=0.5,
@@ -175,11 +183,17 @@ class Recovery:
         """
         replay = None if self.finished is None or self.validated is None else self.finished - self.validated
         catch = None if self.caught_up is None or self.finished is None else self.caught_up - self.finished
-        return dict(zip(PHASES, (self.session_seconds, self.rebuild_seconds, self.validation_seconds, replay, catch),
-                        strict=True))
+        return dict(
+            zip(
+                PHASES,
+                (self.session_seconds, self.rebuild_seconds, self.validation_seconds, replay, catch),
+                strict=True,
+            )
+        )
 
     def started_up(self, startup: Startup, planning: float) -> None:
-        """A restart: count what the new driver spent from ``startup`` until ``planning`` began (a timestamp)."""
+        """A restart: count what the new driver spent from ``startup`` until ``planning`` began (a
+        timestamp)."""
         self.started = startup.began
         self.session_seconds = startup.session_seconds
         self.rebuild_seconds += planning - startup.began - startup.probe_seconds
@@ -187,7 +201,8 @@ class Recovery:
 
 
 class Journal:
-    """Executions, recoveries and notes of one run (see the module docstring); ``root``: record executions there."""
+    """Executions, recoveries and notes of one run (see the module docstring); ``root``: record executions
+    there."""
 
     #: the newest records kept per step by :meth:`collect` (beyond what the retained epochs need)
     KEEP = 32
@@ -205,21 +220,38 @@ class Journal:
         return f"journal/{step}"
 
     def executed(
-        self, step: str, epoch: int, *, rows: int, seconds: float, redo: bool, recovery: int | None = None,
-        jobs: int = 0, cpu: float | None = None, fresh: bool | None = None, jit: float | None = None,
-        discarded: bool = False, started: float | None = None,
+        self,
+        step: str,
+        epoch: int,
+        *,
+        rows: int,
+        seconds: float,
+        redo: bool,
+        recovery: int | None = None,
+        jobs: int = 0,
+        cpu: float | None = None,
+        fresh: bool | None = None,
+        jit: float | None = None,
+        discarded: bool = False,
+        started: float | None = None,
     ) -> None:
         """Record an execution (the first one of each (step, epoch) is the reference measurement)."""
         ex = Execution(step, epoch, rows, seconds, redo, recovery, jobs, cpu, fresh, jit, discarded, started)
         self.executions.append(ex)
-        if discarded:  # nothing was computed: not a measurement of the epoch (the record under the root stays)
+        # nothing was computed: not a measurement of the epoch (the record under the root stays)
+        if discarded:
             return
         first = self._first.setdefault((step, epoch), ex)
-        if first.rows < 0 <= rows:  # the first record did not know its rows (a fused step whose consumer failed)
+        # the first record did not know its rows (a fused step whose consumer failed)
+        if first.rows < 0 <= rows:
             self._first[(step, epoch)] = ex
         if self.root is not None:
-            doc = {**asdict(ex), "first_seconds": self.seconds(step, epoch), "first_cpu": self.cpu(step, epoch),
-                   "first_jit": self.jit(step, epoch)}
+            doc = {
+                **asdict(ex),
+                "first_seconds": self.seconds(step, epoch),
+                "first_cpu": self.cpu(step, epoch),
+                "first_jit": self.jit(step, epoch),
+            }
             self.root.replace(f"{self._dir(step)}/{epoch:08d}.json", json.dumps(doc, sort_keys=True).encode())
 
     def load(self, steps: Iterable[str]) -> dict[str, int]:
@@ -235,10 +267,18 @@ class Journal:
                 try:
                     doc = json.loads(self.root.read_bytes(f"{self._dir(step)}/{name}"))
                     first_cpu, first_jit = doc.get("first_cpu"), doc.get("first_jit")
-                    ex = Execution(step, int(doc["epoch"]), int(doc["rows"]), float(doc.get("first_seconds") or
-                                   doc["seconds"]), bool(doc["redo"]), None, int(doc.get("jobs", 0)),
-                                   None if first_cpu is None else float(first_cpu), None,
-                                   None if first_jit is None else float(first_jit))
+                    ex = Execution(
+                        step,
+                        int(doc["epoch"]),
+                        int(doc["rows"]),
+                        float(doc.get("first_seconds") or doc["seconds"]),
+                        bool(doc["redo"]),
+                        None,
+                        int(doc.get("jobs", 0)),
+                        None if first_cpu is None else float(first_cpu),
+                        None,
+                        None if first_jit is None else float(first_jit),
+                    )
                 except (OSError, ValueError, KeyError, TypeError):
                     continue  # advisory: a damaged record only costs a measurement
                 self._earlier[(step, ex.epoch)] = ex
@@ -249,8 +289,10 @@ class Journal:
         """Delete ``step``'s records of epochs below ``below``, keeping at least the newest :attr:`KEEP`."""
         if self.root is None:
             return
-        names = sorted(n for n in self.root.listdir(self._dir(step)) if n.endswith(".json") and n[:-5].isdigit())
-        for name in names[:-self.KEEP]:
+        names = sorted(
+            n for n in self.root.listdir(self._dir(step)) if n.endswith(".json") and n[:-5].isdigit()
+        )
+        for name in names[: -self.KEEP]:
             if int(name[:-5]) < below:
                 self.root.delete(f"{self._dir(step)}/{name}")
                 self._earlier.pop((step, int(name[:-5])), None)
@@ -269,13 +311,15 @@ class Journal:
         return None if ex is None else ex.seconds
 
     def cpu(self, step: str, epoch: int, *, jit: bool = True) -> float | None:
-        """CPU seconds of the first execution of ``step`` at ``epoch``, where measured (see :class:`Execution`);
+        """CPU seconds of the first execution of ``step`` at ``epoch``, where measured (see
+        :class:`Execution`);
         ``jit=False``: less the JIT compilers' share."""
         ex = self._measured(step, epoch)
         return None if ex is None else ex.cpu if jit else ex.cpu_less_jit
 
     def jit(self, step: str, epoch: int) -> float | None:
-        """Of :meth:`cpu`, the seconds the JVM's JIT compilers spent, where measured (see :class:`Execution`)."""
+        """Of :meth:`cpu`, the seconds the JVM's JIT compilers spent, where measured (see
+        :class:`Execution`)."""
         ex = self._measured(step, epoch)
         return None if ex is None else ex.jit
 
@@ -284,7 +328,8 @@ class Journal:
         return [r for r in self.recoveries if r.finished is None]
 
     def progressed(self, done: Mapping[str, int], cpu: tuple[float, float] | None) -> list[Recovery]:
-        """After a step execution (``done``: each step's last completed epoch; ``cpu``: the process tree's CPU and
+        """After a step execution (``done``: each step's last completed epoch; ``cpu``: the process tree's CPU
+        and
         its JIT compilers', where measured): the open recoveries now finished — every step back where it was —
         are stamped and returned; those whose steps all completed their :attr:`Recovery.in_flight` epoch are
         caught up."""
@@ -299,7 +344,11 @@ class Journal:
                         r.jit_seconds = min(r.cpu_seconds, max(0.0, cpu[1] - r.jit_started))
                 finished.append(r)
         for r in self.recoveries:
-            if r.finished is not None and r.caught_up is None and all(d >= r.in_flight for d in done.values()):
+            if (
+                r.finished is not None
+                and r.caught_up is None
+                and all(d >= r.in_flight for d in done.values())
+            ):
                 r.caught_up = now
         return finished
 

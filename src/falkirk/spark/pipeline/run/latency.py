@@ -72,8 +72,10 @@ class Latency:
         """One line: ``windows: p50 1.20 s, p99 3.40 s, worst 3.50 s over 12 epochs``."""
         if not self.epochs:
             return f"{self.output}: no epoch committed with a known input time"
-        return (f"{self.output}: response latency p50 {self.p50:.2f} s, p99 {self.p99:.2f} s, worst "
-                f"{self.worst:.2f} s over {len(self.epochs)} epoch(s)")
+        return (
+            f"{self.output}: response latency p50 {self.p50:.2f} s, p99 {self.p99:.2f} s, worst "
+            f"{self.worst:.2f} s over {len(self.epochs)} epoch(s)"
+        )
 
 
 def upstream_inputs(pipeline: Definition, name: str) -> set[str]:
@@ -91,10 +93,15 @@ def upstream_inputs(pipeline: Definition, name: str) -> set[str]:
     return found
 
 
-def response_latency(pipeline: Definition, storage: Storage, epochs: Mapping[str, Iterable[int]]) -> dict[str, Latency]:
-    """Each output's latency at the epochs ``epochs`` names for it, read from the root (a run measures its own as it
-    commits: :attr:`RunResult.latency <falkirk.spark.pipeline.run.executor.RunResult.latency>`). An epoch whose cut
-    or manifest is gone (garbage collection acknowledges input) or does not record its time is left out. Cost: one
+def response_latency(
+    pipeline: Definition, storage: Storage, epochs: Mapping[str, Iterable[int]]
+) -> dict[str, Latency]:
+    """Each output's latency at the epochs ``epochs`` names for it, read from the root (a run measures its own
+    as it
+    commits: :attr:`RunResult.latency <falkirk.spark.pipeline.run.executor.RunResult.latency>`). An epoch
+    whose cut
+    or manifest is gone (garbage collection acknowledges input) or does not record its time is left out. Cost:
+    one
     read per manifest and cut."""
     cut_at: dict[tuple[str, int], float | None] = {}
     out = {}

@@ -52,8 +52,10 @@ class Queues:
         self.on: dict[str, dict[int, Item]] = {e.name: {} for e in self.links}
 
     def put(self, src: str, epoch: int, df: Any, rows: int | None, *, from_log: Iterable[str] = ()) -> None:
-        """``src`` completed ``epoch`` with output ``df``: queue it for every consumer (on the edges ``from_log``, a
-        reference to ``src``'s log instead: a consumer lagging far behind reads it from there, not from memory)."""
+        """``src`` completed ``epoch`` with output ``df``: queue it for every consumer (on the edges
+        ``from_log``, a
+        reference to ``src``'s log instead: a consumer lagging far behind reads it from there, not from
+        memory)."""
         by_log = set(from_log)
         for link in self.links:
             if link.src == src:
@@ -65,7 +67,9 @@ class Queues:
         """Take ``epoch``'s item off ``edge`` (``RecoveryError``: nothing queued, an executor bug)."""
         item = self.on[edge].pop(epoch, None)
         if item is None:
-            raise RecoveryError(f"edge {edge}: nothing queued for epoch {epoch} (executor bug: the plan should provide it)")
+            raise RecoveryError(
+                f"edge {edge}: nothing queued for epoch {epoch} (executor bug: the plan should provide it)"
+            )
         self.frames.unpin(item.df)
         return item
 
@@ -82,7 +86,8 @@ class Queues:
         return {link.name: max(self.on[link.name], default=-1) for link in self.links if link.dst == name}
 
     def reset(self, edge: str, *, keep_upto: int, replay: range, keep_memory: bool) -> None:
-        """SPEC §6 reset of ``edge``: keep the items at epochs ``<= keep_upto``, then queue ``replay`` from the log.
+        """SPEC §6 reset of ``edge``: keep the items at epochs ``<= keep_upto``, then queue ``replay`` from
+        the log.
 
         ``keep_memory``: the sender kept everything (``⊤``), so items still
         queued in memory for the replayed epochs are kept as they are.

@@ -62,7 +62,8 @@ class Rollback:
     context: RunContext
     state: RunState
     progress: Progress
-    #: CPU seconds of the process tree and of its JIT compilers (:func:`~falkirk.spark.pipeline.run.cpu.meter`),
+    #: CPU seconds of the process tree and of its JIT compilers
+    #: (:func:`~falkirk.spark.pipeline.run.cpu.meter`),
     #: where that is the whole job
     cpu: TreeMeter | None = None
 
@@ -83,8 +84,14 @@ class Rollback:
         self.state.queues.drop_inputs(name)
 
     def recover(
-        self, failed: set[str], cause: str, *, lost: CorruptDataError | None = None, restart: bool = False,
-        limits: Mapping[str, int] | None = None, startup: Startup | None = None,
+        self,
+        failed: set[str],
+        cause: str,
+        *,
+        lost: CorruptDataError | None = None,
+        restart: bool = False,
+        limits: Mapping[str, int] | None = None,
+        startup: Startup | None = None,
     ) -> None:
         """Recover from the failure of ``failed`` (see the module docstring).
 
@@ -99,9 +106,15 @@ class Rollback:
         """
         done_before = dict(self.state.done) if not restart else dict(self.state.high)
         rec = Recovery(
-            len(self.state.journal.recoveries) + 1, cause, tuple(sorted(failed, key=self.order.index)), done_before,
-            {n: list(v) for n, v in self.state.planner.available.items()}, restart=restart,
-            planner="falkirk.solver.Monitor (meta.sqlite)" if self.pipeline.monitor else "falkirk.solver.solve_frontiers",
+            len(self.state.journal.recoveries) + 1,
+            cause,
+            tuple(sorted(failed, key=self.order.index)),
+            done_before,
+            {n: list(v) for n, v in self.state.planner.available.items()},
+            restart=restart,
+            planner="falkirk.solver.Monitor (meta.sqlite)"
+            if self.pipeline.monitor
+            else "falkirk.solver.solve_frontiers",
         )
         if not restart:
             self.progress.line(f"FAILURE: {cause}", level=logging.WARNING)
@@ -131,9 +144,12 @@ class Rollback:
             if p is not outcome.blocker:
                 self.progress.line(f"  unusable data: {p}; planning without it", level=logging.WARNING)
         if not outcome.executable:
-            why = describe_blocker(outcome, retain=self.pipeline.retain, gc=self.pipeline.gc, available=trial.available)
-            raise RecoveryError(f"{why}; no recovery is possible, and nothing under {self.pipeline.location.uri} "
-                                "was changed")
+            why = describe_blocker(
+                outcome, retain=self.pipeline.retain, gc=self.pipeline.gc, available=trial.available
+            )
+            raise RecoveryError(
+                f"{why}; no recovery is possible, and nothing under {self.pipeline.location.uri} was changed"
+            )
         # executable: from here on the run and the root change
         for n in outcome.failed:
             self.lose(n)
@@ -148,8 +164,10 @@ class Rollback:
         rec.plan_seconds += rec.validated - t0 - checking
         rec.rebuild_seconds += rec.validated - t0 - checking
         if plan.frontiers != outcome.plan.frontiers:  # the monitor and the solver answer alike (tested)
-            raise RecoveryError(f"internal error: the monitor planned {dict(plan.frontiers)}, the solver "
-                                f"{dict(outcome.plan.frontiers)}")
+            raise RecoveryError(
+                f"internal error: the monitor planned {dict(plan.frontiers)}, the solver "
+                f"{dict(outcome.plan.frontiers)}"
+            )
         rec.plan = plan
         rec.failed = tuple(n for n in self.order if n in outcome.failed)
         damaged = {(p.step, p.epoch) for p in outcome.problems if p.kind == "output"}
@@ -161,9 +179,21 @@ class Rollback:
         self.state.journal.recoveries.append(rec)
         if not restart:
             self.progress.more(sum(max(0, done_before[n] - self.state.done[n]) for n in self.order))
-        lost_work = {n: (epoch_of(f), done_before[n]) for n, f in plan.frontiers.items() if epoch_of(f) < done_before[n]}
-        self.progress.line(f"recovery {rec.index}: plan in {rec.plan_seconds * 1000:.0f} ms; " + (", ".join(
-            self._move(n, plan.actions[n], f, rec.discarded.get(n, [])) for n, (f, _) in lost_work.items()) or "nothing to redo"))
+        lost_work = {
+            n: (epoch_of(f), done_before[n])
+            for n, f in plan.frontiers.items()
+            if epoch_of(f) < done_before[n]
+        }
+        self.progress.line(
+            f"recovery {rec.index}: plan in {rec.plan_seconds * 1000:.0f} ms; "
+            + (
+                ", ".join(
+                    self._move(n, plan.actions[n], f, rec.discarded.get(n, []))
+                    for n, (f, _) in lost_work.items()
+                )
+                or "nothing to redo"
+            )
+        )
         if all(self.state.done[n] >= d for n, d in done_before.items()):
             rec.finished = time.perf_counter()
             now = self.cpu.read() if self.cpu is not None else None
@@ -175,16 +205,22 @@ class Rollback:
                 rec.caught_up = rec.finished
 
     def _outcome(
-        self, failed: set[str], limits: Mapping[str, int] | None, known: list[CorruptDataError], check: Any,
+        self,
+        failed: set[str],
+        limits: Mapping[str, int] | None,
+        known: list[CorruptDataError],
+        check: Any,
     ) -> tuple[Planner, Any]:
-        """The executable plan for ``failed`` with ``limits`` (or why there is none), on a copy of the planner."""
+        """The executable plan for ``failed`` with ``limits`` (or why there is none), on a copy of the
+        planner."""
         trial = self.state.planner.copy()
         for n, e in (limits or {}).items():
             trial.truncate(n, e)  # held to E: what it did after E was done by the old code
         return trial, executable_plan(self.pipeline, trial, failed, self.state.live_all, check, lost=known)
 
     def earliest_limits(self, failed: set[str], limits: Mapping[str, int]) -> dict[str, int]:
-        """For each step of ``limits`` (``code_changes`` epochs a restart could not honour): the earliest epoch, at
+        """For each step of ``limits`` (``code_changes`` epochs a restart could not honour): the earliest
+        epoch, at
         or after the one asked, from which the data to redo it is all there (the others held as asked); a step
         none works for is left out. Nothing changes: each trial is planned and checked on a copy."""
         done_before = dict(self.state.high)
@@ -213,11 +249,18 @@ class Rollback:
             if not kept:
                 return f"{name} writes {again}"
             redo = [e for e in range(frontier + 1, kept[-1]) if e not in kept]
-            return (f"{name} keeps its committed epochs {_span(kept)} (final: what is sent again for them is "
-                    "discarded)" + (f", writes the damaged {_span(redo)} again" if redo else "")
-                    + f" and writes from epoch {kept[-1] + 1}")
+            return (
+                f"{name} keeps its committed epochs {_span(kept)} (final: what is sent again for them is "
+                "discarded)"
+                + (f", writes the damaged {_span(redo)} again" if redo else "")
+                + f" and writes from epoch {kept[-1] + 1}"
+            )
         if getattr(regime, "database", None):
-            return f"{name} returns its database to epoch {frontier}" if frontier >= 0 else f"{name} empties its database"
+            return (
+                f"{name} returns its database to epoch {frontier}"
+                if frontier >= 0
+                else f"{name} empties its database"
+            )
         if frontier < 0:
             return f"{name} restarts from empty state"
         return f"{name} {'restores' if action == 'restore' else 'rolls back to'} its checkpoint at {frontier}"
@@ -235,7 +278,8 @@ class Rollback:
 
     def _downstream(self, steps: Mapping[str, int]) -> dict[str, int]:
         """The outputs ``steps`` reach, each with the lowest epoch ``E`` named for a step upstream of it:
-        ``code_changes`` asks to redo their epochs after ``E`` (the one chosen rewrite; those up to ``E`` stand)."""
+        ``code_changes`` asks to redo their epochs after ``E`` (the one chosen rewrite; those up to ``E``
+        stand)."""
         out: dict[str, int] = {}
         for step, limit in steps.items():
             reached, todo = {step}, [step]
@@ -249,10 +293,16 @@ class Rollback:
         return out
 
     def _apply(
-        self, plan: Any, done_before: dict[str, int], rec: Recovery, *,
-        damaged: AbstractSet[tuple[str, int]] = frozenset(), rewrite: Mapping[str, int] | None = None,
+        self,
+        plan: Any,
+        done_before: dict[str, int],
+        rec: Recovery,
+        *,
+        damaged: AbstractSet[tuple[str, int]] = frozenset(),
+        rewrite: Mapping[str, int] | None = None,
     ) -> None:
-        """SPEC §6 reset. An output keeps its committed epochs above its frontier (final: what is sent again for
+        """SPEC §6 reset. An output keeps its committed epochs above its frontier (final: what is sent again
+        for
         them is discarded), except those found ``damaged`` and, for an output in ``rewrite``, those after the
         epoch it names."""
         outputs = set(self.pipeline.external_outputs)
@@ -260,11 +310,16 @@ class Rollback:
         for n in self.order:
             f = epoch_of(plan.frontiers[n])
             if f == TOP or (n not in failed and f >= self.state.done[n]):
-                continue  # kept; or behind its frontier (a concurrent run): nothing of it to undo, it goes on from done
+                # kept; or behind its frontier (a concurrent run): nothing of it to undo, it goes on from done
+                continue
             runner = self.state.runners[n]
             if n in outputs:
                 upto = (rewrite or {}).get(n, TOP)
-                kept = {e for e in self.context.storage.epochs(n, "output") if f < e <= upto and (n, e) not in damaged}
+                kept = {
+                    e
+                    for e in self.context.storage.epochs(n, "output")
+                    if f < e <= upto and (n, e) not in damaged
+                }
                 runner.reset(f, committed=kept)
                 if kept:
                     rec.discarded[n] = sorted(kept)
@@ -274,8 +329,10 @@ class Rollback:
             if rescaled is not None:
                 old_n, new_n, reads = rescaled
                 rec.rescaled[n] = (old_n, new_n)
-                self.progress.line(f"  {n}: keyed checkpoint at {f} restored from {old_n} into {new_n} partitions "
-                                   f"(by key group; new partition <- old: {reads})")
+                self.progress.line(
+                    f"  {n}: keyed checkpoint at {f} restored from {old_n} into {new_n} partitions "
+                    f"(by key group; new partition <- old: {reads})"
+                )
                 runner.rescaled = None
             self.state.planner.truncate(n, f)
             self.state.rolled_back(n, f)
@@ -287,7 +344,8 @@ class Rollback:
             keep_memory = False
             if self.pipeline.logs(link.src):
                 fp = epoch_of(plan.frontiers[link.src])
-                hi = done_before[link.src] if fp == TOP else min(fp, done_before[link.src])  # never past what it logged
+                # never past what it logged
+                hi = done_before[link.src] if fp == TOP else min(fp, done_before[link.src])
                 keep_memory = fp == TOP
                 replay = range(fq + 1, hi + 1)
                 if hi > fq:

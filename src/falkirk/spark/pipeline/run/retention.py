@@ -27,7 +27,9 @@ if TYPE_CHECKING:
 __all__ = ["retained_watermarks", "collect"]
 
 
-def retained_watermarks(pipeline: Definition, planner: Planner, runners: Mapping[str, Runner]) -> dict[str, int]:
+def retained_watermarks(
+    pipeline: Definition, planner: Planner, runners: Mapping[str, Runner]
+) -> dict[str, int]:
     """The low-watermarks with retention: as if each step's newest ``retain - 1`` restore points were lost.
 
     Restore points are the checkpoints of stateful steps (DataFrame state or
@@ -47,7 +49,7 @@ def retained_watermarks(pipeline: Definition, planner: Planner, runners: Mapping
     for n, es in saved.items():
         if pipeline.stateless(n):
             points = runners[n].available()
-            restricted[n] = points[-pipeline.retain:-extra] if len(points) >= pipeline.retain else []
+            restricted[n] = points[-pipeline.retain : -extra] if len(points) >= pipeline.retain else []
         else:
             restricted[n] = es[:-extra]
     if restricted == saved:
@@ -61,9 +63,14 @@ def retained_watermarks(pipeline: Definition, planner: Planner, runners: Mapping
 
 
 def collect(
-    state: RunState, storage: Storage, *, sweep: bool = True, busy: Collection[str] = (),
+    state: RunState,
+    storage: Storage,
+    *,
+    sweep: bool = True,
+    busy: Collection[str] = (),
 ) -> None:
-    """Delete what the low-watermarks allow (with retention): old checkpoints, consumed logs, acknowledged input,
+    """Delete what the low-watermarks allow (with retention): old checkpoints, consumed logs, acknowledged
+    input,
     execution records no retained epoch needs, and (``sweep``) data directories this driver wrote but never
     published — not while step executions run on other threads, which may be writing theirs. The nodes in
     ``busy`` (executing on another thread now: an input appending, a database step inside its transaction)

@@ -53,14 +53,17 @@ class Runner:
         #: whether the last execution's output was a frame of its own, computed by the step's first job on it
         #: (a log's write would be that job); ``None``: not such a step, or not known
         self.fresh: bool | None = None
-        #: the state held in executor memory between checkpoints (``None``: none; the executor checks its blocks
+        #: the state held in executor memory between checkpoints (``None``: none; the executor checks its
+        #: blocks
         #: after an executor is lost)
         self.state: DataFrame | None = None
-        #: set by the executor (:func:`~falkirk.spark.pipeline.run.fusion.fusions`): ``fusable``, an unlogged step's
+        #: set by the executor (:func:`~falkirk.spark.pipeline.run.fusion.fusions`): ``fusable``, an unlogged
+        #: step's
         #: output would be computed by its consumer's job, with no job of its own; ``fuse``: it is
         self.fusable = False
         self.fuse = False
-        #: after an execution left to the consumer's job: ``pending_rows(count, cache)``, its row count once that
+        #: after an execution left to the consumer's job: ``pending_rows(count, cache)``, its row count once
+        #: that
         #: job ran (``None``: the execution counted its rows itself)
         self.pending_rows: Any = None
         #: whether the last execution discarded what it was sent (an output epoch already committed)
@@ -85,7 +88,8 @@ class Runner:
         """The node failed: drop everything held in memory."""
 
     def reset(self, frontier: int, *, committed: set[int] | None = None) -> None:
-        """Come back to ``frontier`` (``-1``: initial state) and drop durable items above it (an output keeps its
+        """Come back to ``frontier`` (``-1``: initial state) and drop durable items above it (an output keeps
+        its
         ``committed`` epochs: :meth:`StepRunner.reset`)."""
 
     def replay(self, epoch: int) -> DataFrame:
@@ -120,8 +124,10 @@ class InputRunner(Runner):
             self.log.append(self.input.source(epoch), batch=batch)
             diverted = self.log.dead_letters(batch) if self.log.dead_letter else 0
             if diverted:
-                self.ctx.note(f"input {self.name}@{epoch}: {diverted} record(s) did not fit the schema and went "
-                              f"to the dead-letter log {self.ctx.storage.fs.describe(self.log.dead_letter_dir)}")
+                self.ctx.note(
+                    f"input {self.name}@{epoch}: {diverted} record(s) did not fit the schema and went "
+                    f"to the dead-letter log {self.ctx.storage.fs.describe(self.log.dead_letter_dir)}"
+                )
         cut = self.log.cut(epoch)
         self.cut_at = cut.at
         df = self.ctx.injector.wrap(self.name, epoch, self.log.read(self.ctx.spark, epoch))
@@ -150,7 +156,8 @@ class StepRunner(Runner):
         self.step = step
         self.regime = step.regime
         self.storage = ctx.storage
-        #: an output's committed epochs above its frontier, after a rollback (final: re-sent results are discarded)
+        #: an output's committed epochs above its frontier, after a rollback (final: re-sent results are
+        #: discarded)
         self.committed: set[int] = set()
         #: copies of the state's blocks kept on executors between checkpoints (one on a local master)
         self.replicas = 1 if is_local_master(ctx.spark) else getattr(self.regime, "replicas", 1)
@@ -194,8 +201,10 @@ class StepRunner(Runner):
             if returned is not None and key is not None and key not in returned.columns:
                 raise PipelineError(
                     f"step {self.name!r}: key={key!r} is not a column of the state it returned "
-                    f"(columns: {', '.join(returned.columns)}); fix the regime's key= or the state")
-            if returned is not None:  # materialised by its first job below, which cuts the lineage to earlier epochs
+                    f"(columns: {', '.join(returned.columns)}); fix the regime's key= or the state"
+                )
+            # materialised by its first job below, which cuts the lineage to earlier epochs
+            if returned is not None:
                 new_state = detach(returned, eager=False, replicas=self.replicas)
                 result = new_state if result is returned else result
         wrapped = ctx.injector.wrap(self.name, epoch, result)
@@ -204,18 +213,27 @@ class StepRunner(Runner):
         if output and any(c.lower() == "epoch" for c in wrapped.columns):
             raise PipelineError(
                 f"output step {self.name!r}: its rows have a column named 'epoch', the output's partition column "
-                f"(output/{self.name}/epoch=E/); rename it, e.g. .withColumnRenamed('epoch', 'epoch_')")
-        # an output whose first use is a write (its log, or an output's data) is computed, cached and counted by
-        # that write's job (Frames.observing): no count job before it. ``fresh``: this epoch's output was such a
-        # frame, logged or not (a log's write is then the job computing it; the journal keeps it for the advisor)
+                f"(output/{self.name}/epoch=E/); rename it, e.g. .withColumnRenamed('epoch', 'epoch_')"
+            )
+        # an output whose first use is a write (its log, or an output's data) is computed, cached and counted
+        # by
+        # that write's job (Frames.observing): no count job before it. ``fresh``: this epoch's output was such
+        # a
+        # frame, logged or not (a log's write is then the job computing it; the journal keeps it for the
+        # advisor)
         own = wrapped is not new_state and ctx.frames.observable(wrapped)
-        # the advisor prices a log of such a step as a write less a count; not where the unlogged step has no job
+        # the advisor prices a log of such a step as a write less a count; not where the unlogged step has no
+        # job
         self.fresh = own and not self.fusable
-        # an unlogged step its consumer's job computes (not under an injected failure: that stays the step's own)
+        # an unlogged step its consumer's job computes (not under an injected failure: that stays the step's
+        # own)
         fused = ctx.frames.fused(wrapped) if self.fuse and own and wrapped is result else None
         self.pending_rows = None
-        observing = (ctx.frames.observing(wrapped) if fused is None and durable and own and (regime.logs or output)
-                     else None)
+        observing = (
+            ctx.frames.observing(wrapped)
+            if fused is None and durable and own and (regime.logs or output)
+            else None
+        )
         if fused is not None:
             out, self.pending_rows = fused
             rows = -1  # counted by the consumer's job
@@ -241,7 +259,9 @@ class StepRunner(Runner):
             if new_state is None:
                 pending.append(Manifest(self.name, "checkpoint", epoch, 0, extra={"empty": True}))
             else:
-                pending.append(self.checkpoints.write(new_state, self.state, epoch, rows if new_state is out else None))
+                pending.append(
+                    self.checkpoints.write(new_state, self.state, epoch, rows if new_state is out else None)
+                )
         elif new_state is not None and new_state is not out and not materialised(new_state):
             new_state.count()  # held in executor memory from now on, not recomputed from the previous state
         if output:
@@ -249,14 +269,16 @@ class StepRunner(Runner):
         ctx.injector.at(self.name, epoch, "mid")
         if durable:
             for m in pending:
-                if m.kind == "output":  # when readers could first see it: an output's response latency ends here
+                # when readers could first see it: an output's response latency ends here
+                if m.kind == "output":
                     self.committed_at = time.time()
                     m = attrs.evolve(m, extra={**m.extra, "committed_at": self.committed_at})
                 storage.put(m)
             if regime.stateless:
                 storage.put(Manifest(self.name, "complete", epoch, max(rows, 0)))
         elif output:
-            self.committed_at = time.time()  # written (falkirk off: nothing is published, the latency still counts)
+            # written (falkirk off: nothing is published, the latency still counts)
+            self.committed_at = time.time()
         if regime.stateless or regime.checkpoints_at(epoch) or isinstance(regime, Output):
             ctx.record(self.name, epoch)
         if regime.takes_state:
@@ -272,7 +294,8 @@ class StepRunner(Runner):
         self.committed = set()
 
     def reset(self, frontier: int, *, committed: set[int] | None = None) -> None:
-        """``committed`` (outputs): the acknowledged epochs above ``frontier`` to keep as they are — they are final;
+        """``committed`` (outputs): the acknowledged epochs above ``frontier`` to keep as they are — they are
+        final;
         an acknowledged epoch not among them (damaged, or asked to be redone) is removed and written again."""
         storage = self.storage
         keep = {e for e in committed or () if e > frontier} if isinstance(self.regime, Output) else set()
@@ -295,7 +318,8 @@ class StepRunner(Runner):
             storage.put(Manifest(self.name, "complete", frontier))
 
     def committed_frame(self, epoch: int) -> DataFrame:
-        """An output's committed data of ``epoch`` (what its consumers read when it discarded a re-sent epoch)."""
+        """An output's committed data of ``epoch`` (what its consumers read when it discarded a re-sent
+        epoch)."""
         m = self.storage.get(self.name, "output", epoch)
         return self.ctx.frames.known_rows(self.storage.read_frame(self.ctx.spark, m, verify=False), m.rows)
 
@@ -309,11 +333,12 @@ class StepRunner(Runner):
         storage = self.storage
         kind = self._frontier_kind
         if kind == "complete":  # the newest ``retain`` markers: losing one falls back to the next
-            kept = storage.epochs(self.name, kind)[-self.ctx.retain:]
+            kept = storage.epochs(self.name, kind)[-self.ctx.retain :]
             storage.remove_where(self.name, kind, lambda e: e >= kept[0] if kept else True)
         elif lw >= 0:
             if kind != "output":  # an output's manifests stay: they prove its acknowledged epochs
-                floor = self.checkpoints.floor(lw) if kind == "checkpoint" else lw  # lw's snapshot and deltas stay
+                # lw's snapshot and deltas stay
+                floor = self.checkpoints.floor(lw) if kind == "checkpoint" else lw
                 storage.remove_where(self.name, kind, lambda e: e >= floor)
             self.ctx.prune(self.name, lw)
         if self.regime.logs and lw_consumers >= 0:
@@ -321,7 +346,8 @@ class StepRunner(Runner):
 
 
 class DatabaseRunner(StepRunner):
-    """An eager step whose state is an SQLite database (see :class:`~falkirk.spark.pipeline.declare.regimes.Eager`)."""
+    """An eager step whose state is an SQLite database (see
+    :class:`~falkirk.spark.pipeline.declare.regimes.Eager`)."""
 
     kind = "database"
     COMMITS = DATABASE_COMMITS
@@ -339,7 +365,8 @@ class DatabaseRunner(StepRunner):
         """The open connection (autocommit mode; transactions are explicit)."""
         if self.db is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            # a concurrent run executes its epochs on pool threads (one at a time) and resets it on the run's thread
+            # a concurrent run executes its epochs on pool threads (one at a time) and resets it on the run's
+            # thread
             self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute(f"PRAGMA synchronous={'FULL' if self.ctx.fsync else 'NORMAL'}")
@@ -365,9 +392,14 @@ class DatabaseRunner(StepRunner):
                 db.execute(f'DELETE FROM "{t}" WHERE "{col}" = ?', (epoch,))
             with guard.watch(epoch):
                 result = self.call(epoch, inputs, db=db)
-            rows = sum(db.execute(f'SELECT count(*) FROM "{t}" WHERE "{c}" = ?', (epoch,)).fetchone()[0]
-                       for t, c in self._existing(db).items())
-            db.execute(f"INSERT OR REPLACE INTO {self.COMMITS} (step, epoch, rows) VALUES (?, ?, ?)", (self.name, epoch, rows))
+            rows = sum(
+                db.execute(f'SELECT count(*) FROM "{t}" WHERE "{c}" = ?', (epoch,)).fetchone()[0]
+                for t, c in self._existing(db).items()
+            )
+            db.execute(
+                f"INSERT OR REPLACE INTO {self.COMMITS} (step, epoch, rows) VALUES (?, ?, ?)",
+                (self.name, epoch, rows),
+            )
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
@@ -378,7 +410,9 @@ class DatabaseRunner(StepRunner):
             out, _ = self.ctx.frames.materialise(result)
         self.ctx.injector.at(self.name, epoch, "mid")
         if self.ctx.durable:
-            self.storage.put(Manifest(self.name, "checkpoint", epoch, rows, extra={"database": str(self.path)}))
+            self.storage.put(
+                Manifest(self.name, "checkpoint", epoch, rows, extra={"database": str(self.path)})
+            )
         self.ctx.record(self.name, epoch)
         return out, rows
 

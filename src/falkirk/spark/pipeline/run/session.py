@@ -1,4 +1,5 @@
-"""SparkSession defaults, job tags and Spark-level task failures: the one place that knows classic from Connect.
+"""SparkSession defaults, job tags and Spark-level task failures: the one place that knows classic from
+Connect.
 
 Everything in :mod:`falkirk.spark.pipeline` that needs more than the
 DataFrame API goes through this module, which works with a classic session
@@ -43,9 +44,25 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
-    "LOCAL_DEFAULTS", "CODEGEN_CACHE", "SMALL_DATA", "local_session", "sql_conf", "job_group", "failed_tasks",
-    "all_failed_tasks", "codegen_compilations", "recompiling", "RECOMPILING_EPOCHS", "detach", "executors",
-    "is_connect", "check_usable", "console_to", "take_start_seconds", "materialised", "missing_blocks",
+    "LOCAL_DEFAULTS",
+    "CODEGEN_CACHE",
+    "SMALL_DATA",
+    "local_session",
+    "sql_conf",
+    "job_group",
+    "failed_tasks",
+    "all_failed_tasks",
+    "codegen_compilations",
+    "recompiling",
+    "RECOMPILING_EPOCHS",
+    "detach",
+    "executors",
+    "is_connect",
+    "check_usable",
+    "console_to",
+    "take_start_seconds",
+    "materialised",
+    "missing_blocks",
     "busiest_executor",
 ]
 
@@ -67,6 +84,7 @@ def is_connect(spark: SparkSession) -> bool:
     except Exception:  # the connect extra (grpcio, pandas, pyarrow) is not installed
         return False
     return isinstance(spark, RemoteSession)
+
 
 def check_usable(spark: object, what: str = "the pipeline") -> None:
     """Raise :class:`~falkirk.spark.errors.SessionError` unless ``spark`` is a running ``SparkSession``.
@@ -107,18 +125,21 @@ def check_usable(spark: object, what: str = "the pipeline") -> None:
                     f"{what}: its SparkSession's JVM does not answer ({root_cause(exc)}): the Spark driver process "
                     "died (killed, out of memory, or Spark exited after an error); build a new session "
                     "(SparkSession.builder.getOrCreate() in a new Python process) and pass it as "
-                    "Pipeline(..., spark=...)") from None
+                    "Pipeline(..., spark=...)"
+                ) from None
     if stopped:
         raise SessionError(
             f"{what}: its SparkSession was stopped (spark.stop() was called, or Spark shut down after an error); "
-            "build a new one (SparkSession.builder.getOrCreate()) and pass it as Pipeline(..., spark=...)")
+            "build a new one (SparkSession.builder.getOrCreate()) and pass it as Pipeline(..., spark=...)"
+        )
 
 
 #: Spark's cache of compiled generated code, in entries (static: set when the JVM starts). Spark's default,
 #: 100, is fewer classes than one epoch of the flagship generates (about 120, expression code even without
 #: whole-stage code generation): the cache evicted every class before the next epoch asked for it again, and
 #: every epoch compiled them all anew (87 Janino compilations per flagship epoch, 42 per Structured Streaming
-#: micro-batch of the same application) — and the JVM then compiled the new classes' bytecode again, which kept
+#: micro-batch of the same application) — and the JVM then compiled the new classes' bytecode again, which
+#: kept
 #: its JIT busy for good (1.6-2 CPU-s of an epoch's ~4). With room for them, no epoch after the first compiles
 #: anything (docs/spark.md, "Spark settings").
 CODEGEN_CACHE = {"spark.sql.codegen.cache.maxEntries": "1000"}
@@ -129,7 +150,8 @@ LOCAL_DEFAULTS = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
-    # a concurrent run (Pipeline(concurrency=N)) submits jobs from several threads: FAIR shares the cores between
+    # a concurrent run (Pipeline(concurrency=N)) submits jobs from several threads: FAIR shares the cores
+    # between
     # them instead of queueing a small job behind a large one (one thread at a time: the same as FIFO)
     "spark.scheduler.mode": "FAIR",
     **CODEGEN_CACHE,
@@ -146,8 +168,12 @@ SMALL_DATA = {
 
 
 def local_session(
-    master: str = "local[2,3]", app_name: str = "falkirk", conf: Mapping[str, str] | None = None, *,
-    console: bool = False, console_log: str | os.PathLike[str] | None = None,
+    master: str = "local[2,3]",
+    app_name: str = "falkirk",
+    conf: Mapping[str, str] | None = None,
+    *,
+    console: bool = False,
+    console_log: str | os.PathLike[str] | None = None,
 ) -> SparkSession:
     """A local ``SparkSession`` with :data:`LOCAL_DEFAULTS` (``getOrCreate``: reuses a running one).
 
@@ -167,7 +193,8 @@ def local_session(
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    if master.startswith("local"):  # Python workers run on this machine: use this interpreter (PySpark's default is python3)
+    # Python workers run on this machine: use this interpreter (PySpark's default is python3)
+    if master.startswith("local"):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
     settings = dict(LOCAL_DEFAULTS)
@@ -177,7 +204,11 @@ def local_session(
     starts_jvm = SparkContext._gateway is None
     log_to = None
     if starts_jvm and not console:
-        log_to = Path(console_log) if console_log is not None else Path(tempfile.gettempdir()) / f"falkirk-spark-{os.getpid()}.log"
+        log_to = (
+            Path(console_log)
+            if console_log is not None
+            else Path(tempfile.gettempdir()) / f"falkirk-spark-{os.getpid()}.log"
+        )
     t0 = time.perf_counter()
     with console_to(log_to):
         spark = builder.getOrCreate()
@@ -252,9 +283,12 @@ def sql_conf(spark: SparkSession, conf: Mapping[str, str] | None) -> Iterator[No
 
 
 @contextmanager
-def job_group(spark: SparkSession, group: str, description: str = "", *, pool: str | None = None) -> Iterator[str]:
+def job_group(
+    spark: SparkSession, group: str, description: str = "", *, pool: str | None = None
+) -> Iterator[str]:
     """Run the enclosed Spark jobs in job group ``group`` (a job tag through Spark Connect); ``pool``: in that
-    scheduler pool (under ``spark.scheduler.mode=FAIR`` pools share the cores fairly; a classic session only)."""
+    scheduler pool (under ``spark.scheduler.mode=FAIR`` pools share the cores fairly; a classic session
+    only)."""
     if is_connect(spark):
         tag = group.replace(",", ";")
         spark.addTag(tag)
@@ -277,7 +311,8 @@ def job_group(spark: SparkSession, group: str, description: str = "", *, pool: s
 
 
 def all_failed_tasks(spark: SparkSession) -> int | None:
-    """Failed task attempts of the whole application so far, every executor's (lost ones included); ``None`` if
+    """Failed task attempts of the whole application so far, every executor's (lost ones included); ``None``
+    if
     unknown (Spark Connect, a stopped context).
 
     One look at Spark's status store (a few py4j calls): two equal
@@ -295,8 +330,10 @@ def all_failed_tasks(spark: SparkSession) -> int | None:
 
 
 def codegen_compilations(spark: SparkSession) -> int | None:
-    """How many generated classes Spark has compiled in the driver's JVM so far (its ``CodegenMetrics``); ``None``
-    where unknown (Spark Connect, a stopped context). On a ``local`` master that is every compilation of the job;
+    """How many generated classes Spark has compiled in the driver's JVM so far (its ``CodegenMetrics``);
+    ``None``
+    where unknown (Spark Connect, a stopped context). On a ``local`` master that is every compilation of the
+    job;
     on a cluster the executors compile in JVMs of their own."""
     if is_connect(spark):
         return None
@@ -313,8 +350,10 @@ RECOMPILING_EPOCHS = 3
 
 
 def recompiling(counts: list[int], *, epochs: int = RECOMPILING_EPOCHS, least: int = 20) -> int | None:
-    """From :func:`codegen_compilations` read at the end of each epoch: the fewest classes compiled by each of the
-    last ``epochs`` epochs when every one compiled at least ``least`` (the first epoch's excepted: a cold cache),
+    """From :func:`codegen_compilations` read at the end of each epoch: the fewest classes compiled by each of
+    the
+    last ``epochs`` epochs when every one compiled at least ``least`` (the first epoch's excepted: a cold
+    cache),
     else ``None``. A job whose codegen cache holds what an epoch uses compiles next to nothing after its first
     epochs; one whose cache is too small compiles the same classes again every epoch.
 
@@ -411,7 +450,8 @@ def detach(df: DataFrame, *, eager: bool = True, replicas: int = 1) -> DataFrame
 
 
 def materialised(df: DataFrame) -> bool:
-    """Whether :func:`detach`-ed ``df`` has been computed and cut from its lineage (``False`` where unknown)."""
+    """Whether :func:`detach`-ed ``df`` has been computed and cut from its lineage (``False`` where
+    unknown)."""
     if is_connect(df.sparkSession):
         return False
     try:
@@ -468,7 +508,8 @@ def missing_blocks(df: DataFrame, *, wait: float = 3.0) -> list[int] | None:
 
 
 def busiest_executor(spark: SparkSession) -> str | None:
-    """The id of the executor holding the most cached blocks (RDD blocks, then memory used); ``None`` if unknown.
+    """The id of the executor holding the most cached blocks (RDD blocks, then memory used); ``None`` if
+    unknown.
 
     ``None`` on a ``local`` master, through Spark Connect or when no
     executor holds a block.

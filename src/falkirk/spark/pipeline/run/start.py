@@ -1,4 +1,5 @@
-"""A driver's start: recover what the root holds, then record what changed in the pipeline since it was written.
+"""A driver's start: recover what the root holds, then record what changed in the pipeline since it was
+written.
 
 :func:`recover_root` is the restart's recovery ("everything failed",
 planned from the manifests), holding code-changed steps to the epochs
@@ -25,32 +26,52 @@ __all__ = ["recover_root", "record_changes"]
 
 
 def recover_root(rollback: Rollback, evolution: Changes, startup: Startup) -> None:
-    """The restart's recovery; :class:`RecoveryError` saying what the changed pipeline needs where it cannot run."""
+    """The restart's recovery; :class:`RecoveryError` saying what the changed pipeline needs where it cannot
+    run."""
     order = rollback.order
     limits = {n: int(e) for n, e in evolution.code.items() if e != "keep"}
     try:
-        rollback.recover(set(order), "driver (re)start: every step resumes from what the root holds",
-                         restart=True, limits=limits, startup=startup)
+        rollback.recover(
+            set(order),
+            "driver (re)start: every step resumes from what the root holds",
+            restart=True,
+            limits=limits,
+            startup=startup,
+        )
     except RecoveryError as exc:
-        needs = [f"its new step(s) {', '.join(evolution.new_steps)} start at ∅"] if evolution.new_steps else []
-        needs += [f"code_changes={{{n!r}: {e}}} redoes {n} and everything downstream from epoch {e + 1}"
-                  for n, e in limits.items()]
+        needs = (
+            [f"its new step(s) {', '.join(evolution.new_steps)} start at ∅"] if evolution.new_steps else []
+        )
+        needs += [
+            f"code_changes={{{n!r}: {e}}} redoes {n} and everything downstream from epoch {e + 1}"
+            for n, e in limits.items()
+        ]
         if not needs:
             raise
         if limits:
             earliest = rollback.earliest_limits(set(order), limits)
-            needs += [f"the earliest epoch code_changes can name for {n} here is {e} "
-                      f"(code_changes={{{n!r}: {e}}}: the old code's epochs up to {e} stand)"
-                      for n, e in earliest.items()]
-            needs += [f"no epoch code_changes can name for {n} has its data here: code_changes={{{n!r}: 'keep'}} "
-                      "keeps what the old code computed" for n in limits if n not in earliest]
+            needs += [
+                f"the earliest epoch code_changes can name for {n} here is {e} "
+                f"(code_changes={{{n!r}: {e}}}: the old code's epochs up to {e} stand)"
+                for n, e in earliest.items()
+            ]
+            needs += [
+                f"no epoch code_changes can name for {n} has its data here: code_changes={{{n!r}: 'keep'}} "
+                "keeps what the old code computed"
+                for n in limits
+                if n not in earliest
+            ]
         raise RecoveryError(
             f"{exc}; that is data the changed pipeline needs ({'; '.join(needs)}): the root still holds the "
-            "previous pipeline, which resumes as it was (or start the changed one on a new root)") from exc
+            "previous pipeline, which resumes as it was (or start the changed one on a new root)"
+        ) from exc
 
 
-def record_changes(rollback: Rollback, evolution: Changes, storage: Storage, say: Callable[[str], None]) -> None:
-    """After the restart recovered: record the pipeline (``pipeline.json``), note its accepted changes, delete the
+def record_changes(
+    rollback: Rollback, evolution: Changes, storage: Storage, say: Callable[[str], None]
+) -> None:
+    """After the restart recovered: record the pipeline (``pipeline.json``), note its accepted changes, delete
+    the
     files of removed outputs the pipeline asks to delete."""
     if not (evolution or evolution.record):
         return

@@ -46,7 +46,8 @@ __all__ = ["RunState", "Task"]
 
 @define
 class Task:
-    """One step execution in flight: begun on the run's thread, worked (perhaps on a pool thread), completed or
+    """One step execution in flight: begun on the run's thread, worked (perhaps on a pool thread), completed
+    or
     abandoned on the run's thread (:class:`~falkirk.spark.pipeline.run.steps.Steps`)."""
 
     name: str
@@ -67,7 +68,8 @@ class Task:
     pending: Any = None
     #: other executions ran meanwhile (its CPU cannot be told apart)
     overlapped: bool = False
-    #: an input's cut time, an output's commit time (seconds since the Unix epoch), where this execution made them
+    #: an input's cut time, an output's commit time (seconds since the Unix epoch), where this execution made
+    #: them
     cut_at: float | None = None
     committed_at: float | None = None
     #: the thread that worked it (what it recorded for the planner is handed over when it ends)
@@ -87,9 +89,11 @@ class RunState:
     high: dict[str, int] = field(factory=dict)
     running: str | None = None
     group: str | None = None
-    #: the Spark job groups of the executions in flight (several in a concurrent run): what an interrupt cancels
+    #: the Spark job groups of the executions in flight (several in a concurrent run): what an interrupt
+    #: cancels
     groups: set[str] = field(factory=set)
-    #: when each (input, epoch) was cut, as far as this run saw; each output's response latency per epoch committed
+    #: when each (input, epoch) was cut, as far as this run saw; each output's response latency per epoch
+    #: committed
     cut_at: dict[tuple[str, int], float | None] = field(factory=dict)
     latency: dict[str, dict[int, float]] = field(factory=dict)
 
@@ -113,9 +117,11 @@ class RunState:
         """A recovery brought ``name`` back to ``frontier`` (``-1``: its initial state)."""
         self.done[name] = frontier
 
-    # -- what recovery and the what-if need --------------------------------------------------------------------
+    # -- what recovery and the what-if need
+    # --------------------------------------------------------------------
     def live(self, name: str) -> Checkpoint:
-        """Live metadata of ``name`` (not failed): :func:`~falkirk.spark.pipeline.plan.live.live_checkpoint`."""
+        """Live metadata of ``name`` (not failed):
+        :func:`~falkirk.spark.pipeline.plan.live.live_checkpoint`."""
         return live_checkpoint(self.pipeline, name, self.done[name], self.queues.last_queued(name))
 
     def live_all(self, failed: Iterable[str]) -> dict[str, Checkpoint]:
@@ -127,5 +133,12 @@ class RunState:
         """The plan a failure of ``failed`` would run now (nothing is changed)."""
         from falkirk.spark.pipeline.plan.whatif import what_if
 
-        return what_if(self.pipeline, self.planner, failed, dict(self.done), live=self.live_all(failed),
-                       journal=self.journal, storage=storage)
+        return what_if(
+            self.pipeline,
+            self.planner,
+            failed,
+            dict(self.done),
+            live=self.live_all(failed),
+            journal=self.journal,
+            storage=storage,
+        )

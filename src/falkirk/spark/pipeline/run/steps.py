@@ -49,8 +49,10 @@ __all__ = ["Steps", "PlannerRecords"]
 
 
 class PlannerRecords:
-    """``RunContext.record`` for a run: straight to the planner on the run's thread; from another thread, kept per
-    thread until :meth:`drain` (on the run's thread, when the task that thread ran completes or fails: a record
+    """``RunContext.record`` for a run: straight to the planner on the run's thread; from another thread, kept
+    per
+    thread until :meth:`drain` (on the run's thread, when the task that thread ran completes or fails: a
+    record
     is a durable fact — a manifest was published — so a failed task's records reach the planner before its
     recovery is planned)."""
 
@@ -83,8 +85,18 @@ class Steps:
     """The step executions of one run (see the module docstring)."""
 
     def __init__(
-        self, pipeline: Definition, spark: Any, state: RunState, *, frames: Frames, fused: FusedRecords,
-        injector: Injector, progress: Progress, cpu: TreeMeter | None, records: PlannerRecords, run_id: str,
+        self,
+        pipeline: Definition,
+        spark: Any,
+        state: RunState,
+        *,
+        frames: Frames,
+        fused: FusedRecords,
+        injector: Injector,
+        progress: Progress,
+        cpu: TreeMeter | None,
+        records: PlannerRecords,
+        run_id: str,
     ) -> None:
         self.pipeline = pipeline
         self.spark = spark
@@ -116,7 +128,8 @@ class Steps:
         self.complete(task)
 
     def start(self, name: str, epoch: int) -> Task:
-        """Begin ``name``'s execution of ``epoch`` on the run's thread: the injector's ``before`` point, the inputs
+        """Begin ``name``'s execution of ``epoch`` on the run's thread: the injector's ``before`` point, the
+        inputs
         taken off the queues (held in memory until the task ends)."""
         state = self.state
         state.running = f"{name}@{epoch}"
@@ -124,75 +137,104 @@ class Steps:
         self.progress.step_started(name, epoch, redo=epoch <= state.high[name])
         group = state.group = f"falkirk-{self.run_id}:{name}@{epoch}:{next(self._tasks)}"
         state.groups.add(group)
-        task = Task(name, epoch, group, time.perf_counter(), self.cpu.read() if self.cpu is not None else None)
-        task.inputs = {link.src: self._take(link.name, epoch) for link in self.pipeline.edges if link.dst == name}
+        task = Task(
+            name, epoch, group, time.perf_counter(), self.cpu.read() if self.cpu is not None else None
+        )
+        task.inputs = {
+            link.src: self._take(link.name, epoch) for link in self.pipeline.edges if link.dst == name
+        }
         self.frames.hold(task.inputs.values())  # not unpersisted under a job that reads them
         return task
 
     def work(self, task: Task, *, quiet: bool = False) -> None:
-        """Run the task's Spark work (any thread); a failure is raised as :class:`StepFailure` (or the error that
+        """Run the task's Spark work (any thread); a failure is raised as :class:`StepFailure` (or the error
+        that
         stops the run). ``quiet``: the run is sequential, so the application's failed-task count tells whether
         this task's jobs retried anything."""
         name, epoch, inputs, runner = task.name, task.epoch, task.inputs, self.state.runners[task.name]
         task.thread = threading.get_ident()
-        # a concurrent run gives each step a scheduler pool of its own: a small step's jobs share the cores with a
+        # a concurrent run gives each step a scheduler pool of its own: a small step's jobs share the cores
+        # with a
         # heavy one's instead of queueing behind them (FAIR mode, which local_session sets)
         with job_group(self.spark, task.group, pool=f"falkirk-{name}" if self.concurrent else None):
             try:
                 task.out, task.rows = runner.execute(epoch, inputs)
-            except (StepFailure, CorruptDataError, RecordError, PipelineError):  # bad input or definition: stop
+            # bad input or definition: stop
+            except (StepFailure, CorruptDataError, RecordError, PipelineError):
                 raise
             except Exception as exc:
                 cause = root_cause(exc)
                 source = unreadable_input(cause, self.pipeline.location.uri, self.pipeline.inputs)
                 culprit = None if source is not None else self.fused.culprit(inputs)
                 if source is not None:  # the input's fault, not the step's: no recovery reads it back
-                    raise CorruptDataError(source, "input", epoch, f"unreadable while {name} read it: {cause}") from exc
-                raise StepFailure(culprit or name, epoch, f"{type(exc).__name__}: {cause}"
-                                  + (f" (computed inside {name}'s job)" if culprit else ""),
-                                  deterministic=is_deterministic(exc, cause)) from exc
+                    raise CorruptDataError(
+                        source, "input", epoch, f"unreadable while {name} read it: {cause}"
+                    ) from exc
+                raise StepFailure(
+                    culprit or name,
+                    epoch,
+                    f"{type(exc).__name__}: {cause}"
+                    + (f" (computed inside {name}'s job)" if culprit else ""),
+                    deterministic=is_deterministic(exc, cause),
+                ) from exc
             task.discarded, task.fresh, task.pending = runner.discarded, runner.fresh, runner.pending_rows
             task.cut_at, task.committed_at = runner.cut_at, runner.committed_at
             runner.cut_at = runner.committed_at = None
             if quiet:
-                failed, self._failed_seen = self._failed_seen, all_failed_tasks(self.spark)  # the next one's baseline
-                quiet = failed is not None and failed == self._failed_seen  # no attempt failed since the last one
+                # the next one's baseline
+                failed, self._failed_seen = self._failed_seen, all_failed_tasks(self.spark)
+                # no attempt failed since the last one
+                quiet = failed is not None and failed == self._failed_seen
             task.jobs, task.retried = failed_tasks(self.spark, task.group, quiet=quiet) or (0, 0)
-            if task.discarded and self.pipeline.consumers(name):  # a committed output epoch: its consumers read it
+            # a committed output epoch: its consumers read it
+            if task.discarded and self.pipeline.consumers(name):
                 try:
                     task.out = runner.committed_frame(epoch)
                 except Exception as exc:  # noqa: BLE001 - a committed epoch that cannot be read back is damaged
-                    raise CorruptDataError(name, "output", epoch, f"cannot be read back ({type(exc).__name__}: "
-                                           f"{root_cause(exc)})", path=f"output/{name}/epoch={epoch}") from exc
+                    raise CorruptDataError(
+                        name,
+                        "output",
+                        epoch,
+                        f"cannot be read back ({type(exc).__name__}: {root_cause(exc)})",
+                        path=f"output/{name}/epoch={epoch}",
+                    ) from exc
 
     def abandon(self, task: Task) -> None:
-        """The task failed (run's thread): what fused steps it was to compute went uncounted; its inputs let go."""
+        """The task failed (run's thread): what fused steps it was to compute went uncounted; its inputs let
+        go."""
         self.state.groups.discard(task.group)
         self.records.drain(task.thread)
         self.fused.finish(task.inputs, task.epoch, count=False, cache=False)
         self.frames.unhold(task.inputs.values())
 
     def complete(self, task: Task, *, lagging: Iterable[str] = ()) -> None:
-        """The task succeeded (run's thread): progress, queues (``lagging``: edges whose consumer reads the log
+        """The task succeeded (run's thread): progress, queues (``lagging``: edges whose consumer reads the
+        log
         instead), journal."""
         state, name, epoch = self.state, task.name, task.epoch
         state.groups.discard(task.group)
         self.records.drain(task.thread)
-        if not task.discarded:  # a kept output epoch ran no job: the fused steps it reads wait for another consumer
+        # a kept output epoch ran no job: the fused steps it reads wait for another consumer
+        if not task.discarded:
             self.fused.finish(task.inputs, epoch, count=True, cache=not task.retried)
         self.frames.unhold(task.inputs.values())
         if task.retried:
-            state.journal.note(f"{name}@{epoch}: Spark retried {task.retried} failed task attempt(s) itself; falkirk "
-                               "not involved")
-            self.say(f"  {name}@{epoch}: Spark retried {task.retried} failed task(s) on its own (no falkirk recovery "
-                     "needed)")
+            state.journal.note(
+                f"{name}@{epoch}: Spark retried {task.retried} failed task attempt(s) itself; falkirk "
+                "not involved"
+            )
+            self.say(
+                f"  {name}@{epoch}: Spark retried {task.retried} failed task(s) on its own (no falkirk recovery "
+                "needed)"
+            )
         redo = state.completed(name, epoch)
         if name in self.pipeline.inputs:
             state.cut_at[(name, epoch)] = task.cut_at
         elif task.committed_at is not None:
             try:
                 self._latency(name, epoch, task.committed_at)
-            except CorruptDataError:  # a measurement: an unreadable cut costs this epoch's latency, nothing else
+            # a measurement: an unreadable cut costs this epoch's latency, nothing else
+            except CorruptDataError:
                 pass
         rows = task.rows
         state.queues.put(name, epoch, task.out, rows if rows >= 0 else None, from_log=lagging)
@@ -208,12 +250,27 @@ class Steps:
         jit = None if c0 is None or c1 is None else min(cpu or 0.0, max(0.0, c1[1] - c0[1]))
 
         def finish(rows: int, fresh: bool | None = task.fresh) -> None:
-            state.journal.executed(name, epoch, rows=rows, seconds=seconds, redo=redo, jobs=task.jobs,
-                                   recovery=recovery, cpu=cpu, fresh=fresh, jit=jit, discarded=task.discarded,
-                                   started=task.t0)
-            self.progress.step_finished(name, epoch, rows=rows if rows >= 0 else None, seconds=seconds, redo=redo)
+            state.journal.executed(
+                name,
+                epoch,
+                rows=rows,
+                seconds=seconds,
+                redo=redo,
+                jobs=task.jobs,
+                recovery=recovery,
+                cpu=cpu,
+                fresh=fresh,
+                jit=jit,
+                discarded=task.discarded,
+                started=task.t0,
+            )
+            self.progress.step_finished(
+                name, epoch, rows=rows if rows >= 0 else None, seconds=seconds, redo=redo
+            )
             if task.discarded:
-                self.say(f"  {name}@{epoch}: committed before, kept as it was (what was sent again is discarded)")
+                self.say(
+                    f"  {name}@{epoch}: committed before, kept as it was (what was sent again is discarded)"
+                )
             elif redo:
                 self.say(f"  redo {name}@{epoch}: {rows if rows >= 0 else 'unknown'} rows ({seconds:.2f} s)")
 
@@ -226,8 +283,10 @@ class Steps:
         self.frames.flush()
 
     def _latency(self, output: str, epoch: int, committed: float) -> None:
-        """The response latency of ``output`` at ``epoch``: its commit time less the latest cut time of the inputs
-        it depends on (read from the cut where this run did not make it; left out where no time is recorded)."""
+        """The response latency of ``output`` at ``epoch``: its commit time less the latest cut time of the
+        inputs
+        it depends on (read from the cut where this run did not make it; left out where no time is
+        recorded)."""
         state, times = self.state, []
         for i in self.upstream.setdefault(output, upstream_inputs(self.pipeline, output)):
             if (i, epoch) not in state.cut_at:
@@ -235,7 +294,9 @@ class Steps:
                 state.cut_at[(i, epoch)] = c.at if c is not None else None
             times.append(state.cut_at[(i, epoch)])
         if times and all(t is not None for t in times):
-            state.latency.setdefault(output, {})[epoch] = max(0.0, committed - max(t for t in times if t is not None))
+            state.latency.setdefault(output, {})[epoch] = max(
+                0.0, committed - max(t for t in times if t is not None)
+            )
 
     def _take(self, edge: str, epoch: int) -> DataFrame:
         item = self.state.queues.take(edge, epoch)

@@ -28,7 +28,8 @@ __all__ = ["ExecutorWatch", "CodegenWatch"]
 
 
 class ExecutorWatch:
-    """The executors ``spark`` has, as of the last :meth:`lost_state` (``None``: not knowable, e.g. Connect)."""
+    """The executors ``spark`` has, as of the last :meth:`lost_state` (``None``: not knowable, e.g.
+    Connect)."""
 
     def __init__(self, spark: Any, note: Callable[[str], None]) -> None:
         self.spark = spark
@@ -67,13 +68,18 @@ class ExecutorWatch:
             (lost if missing is None or missing else kept).append(n)
         what = []
         if lost:
-            what.append(f"the in-memory state of {', '.join(lost)} (kept on executors between checkpoints) went with "
-                        "it and is rolled back to its last checkpoint")
+            what.append(
+                f"the in-memory state of {', '.join(lost)} (kept on executors between checkpoints) went with "
+                "it and is rolled back to its last checkpoint"
+            )
         if kept:
-            what.append(f"the in-memory state of {', '.join(kept)} survived (every block is on a remaining executor: "
-                        "replicated) and is kept")
-        note = (f"executor(s) {', '.join(sorted(gone))} lost during {step}@{epoch}; "
-                + ("; ".join(what) if what else "no step kept state in executor memory"))
+            what.append(
+                f"the in-memory state of {', '.join(kept)} survived (every block is on a remaining executor: "
+                "replicated) and is kept"
+            )
+        note = f"executor(s) {', '.join(sorted(gone))} lost during {step}@{epoch}; " + (
+            "; ".join(what) if what else "no step kept state in executor memory"
+        )
         self.note(note)
         return lost, note
 
@@ -102,9 +108,11 @@ class CodegenWatch:
         if classes is None:
             return
         self.compiled = None
-        (key, suggested), = CODEGEN_CACHE.items()
+        ((key, suggested),) = CODEGEN_CACHE.items()
         size = self.spark.sparkContext.getConf().get(key, "100")
-        self.note(f"Spark compiled {classes} or more generated classes in each of the last epochs: its codegen cache "
-                  f"({key}={size}) is smaller than one epoch's classes, so every epoch compiles them again (and the "
-                  f"JVM's JIT after it); build the session with a larger {key} (e.g. {suggested}; it cannot be "
-                  "changed once the session runs): docs/spark.md, 'Spark settings'")
+        self.note(
+            f"Spark compiled {classes} or more generated classes in each of the last epochs: its codegen cache "
+            f"({key}={size}) is smaller than one epoch's classes, so every epoch compiles them again (and the "
+            f"JVM's JIT after it); build the session with a larger {key} (e.g. {suggested}; it cannot be "
+            "changed once the session runs): docs/spark.md, 'Spark settings'"
+        )

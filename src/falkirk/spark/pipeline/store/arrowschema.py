@@ -61,10 +61,21 @@ def arrow_type(t: Type) -> pa.DataType:
     """The Arrow type of a declared type (see the module docstring)."""
     import pyarrow as pa
 
-    simple = {"TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(), "BIGINT": pa.int64(),
-              "FLOAT": pa.float32(), "DOUBLE": pa.float64(), "BOOLEAN": pa.bool_(), "STRING": pa.string(),
-              "VARCHAR": pa.string(), "CHAR": pa.string(), "DATE": pa.date32(),
-              "TIMESTAMP": pa.timestamp("us", tz="UTC"), "TIMESTAMP_NTZ": pa.timestamp("us")}
+    simple = {
+        "TINYINT": pa.int8(),
+        "SMALLINT": pa.int16(),
+        "INT": pa.int32(),
+        "BIGINT": pa.int64(),
+        "FLOAT": pa.float32(),
+        "DOUBLE": pa.float64(),
+        "BOOLEAN": pa.bool_(),
+        "STRING": pa.string(),
+        "VARCHAR": pa.string(),
+        "CHAR": pa.string(),
+        "DATE": pa.date32(),
+        "TIMESTAMP": pa.timestamp("us", tz="UTC"),
+        "TIMESTAMP_NTZ": pa.timestamp("us"),
+    }
     if t.name in simple:
         return simple[t.name]
     if t.name == "DECIMAL":
@@ -85,7 +96,8 @@ def _arrow_field(f: Field, *, nested: bool = False) -> pa.Field:
 
 
 def arrow_schema(schema: RecordSchema, spark: Any = None) -> pa.Schema:
-    """The Arrow schema of ``schema``'s fields: Spark's parser and mapping when ``spark`` is a session, else falkirk's."""
+    """The Arrow schema of ``schema``'s fields: Spark's parser and mapping when ``spark`` is a session, else
+    falkirk's."""
     import pyarrow as pa
 
     if spark is not None:
@@ -96,7 +108,8 @@ def arrow_schema(schema: RecordSchema, spark: Any = None) -> pa.Schema:
 
 
 def _from_spark(ddl: str, spark: Any) -> pa.Schema | None:
-    """Spark's reading of ``ddl`` mapped by PySpark (``None`` if the session cannot parse here, e.g. stopped)."""
+    """Spark's reading of ``ddl`` mapped by PySpark (``None`` if the session cannot parse here, e.g.
+    stopped)."""
     import pyarrow as pa
     from pyspark.sql.types import CharType, DataType, StructType, VarcharType
 
@@ -109,7 +122,9 @@ def _from_spark(ddl: str, spark: Any) -> pa.Schema | None:
     def field(f: Any, nested: bool) -> pa.Field:
         t, nullable = f.dataType, f.nullable or nested
         if isinstance(t, (CharType, VarcharType)):
-            return pa.field(f.name, pa.string(), nullable=nullable, metadata={MAX_LENGTH: str(t.length).encode()})
+            return pa.field(
+                f.name, pa.string(), nullable=nullable, metadata={MAX_LENGTH: str(t.length).encode()}
+            )
         if isinstance(t, StructType):
             return pa.field(f.name, pa.struct([field(c, True) for c in t.fields]), nullable=nullable)
         return pa.field(f.name, _spark_to_arrow(t), nullable=nullable)
@@ -138,7 +153,10 @@ def log_fields() -> list[pa.Field]:
     """The log's own columns: ``_partition`` (int32) and ``_offset`` (int64)."""
     import pyarrow as pa
 
-    return [pa.field("_partition", pa.int32(), nullable=False), pa.field("_offset", pa.int64(), nullable=False)]
+    return [
+        pa.field("_partition", pa.int32(), nullable=False),
+        pa.field("_offset", pa.int64(), nullable=False),
+    ]
 
 
 def _ddl_type(t: Type) -> str:

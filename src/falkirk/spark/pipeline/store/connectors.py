@@ -37,13 +37,16 @@ __all__ = ["CONDITIONAL_CREATE", "connector_options", "refusal", "storage_option
 #: Object stores: their conditional create, as the store calls it (what :meth:`Root.publish` relies on).
 CONDITIONAL_CREATE = {"s3": "If-None-Match: *", "gcs": "ifGenerationMatch=0", "abfs": "If-None-Match: *"}
 
-#: botocore's default ("legacy", 5 attempts) takes ~12-20 s to give up on a dead endpoint; three standard attempts
-#: ~4 s. Used unless ``storage_options["config_kwargs"]["retries"]`` or ``AWS_MAX_ATTEMPTS``/``AWS_RETRY_MODE`` say.
+#: botocore's default ("legacy", 5 attempts) takes ~12-20 s to give up on a dead endpoint; three standard
+#: attempts
+#: ~4 s. Used unless ``storage_options["config_kwargs"]["retries"]`` or
+#: ``AWS_MAX_ATTEMPTS``/``AWS_RETRY_MODE`` say.
 S3_RETRIES = {"max_attempts": 3, "mode": "standard"}
 
 
 def connector_options(protocol: str, cls: Any, uri: str | None, user: Mapping[str, Any]) -> dict[str, Any]:
-    """The keyword arguments ``fsspec.filesystem(protocol, ...)`` gets for a root at ``uri`` (``None``: a plain path)."""
+    """The keyword arguments ``fsspec.filesystem(protocol, ...)`` gets for a root at ``uri`` (``None``: a
+    plain path)."""
     options: dict[str, Any] = dict(cls._get_kwargs_from_urls(uri)) if uri else {}
     mine = dict(user)
     if protocol in CONDITIONAL_CREATE:
@@ -56,11 +59,16 @@ def connector_options(protocol: str, cls: Any, uri: str | None, user: Mapping[st
 
 
 def store_errors() -> tuple[type[BaseException], ...]:
-    """What a storage failure can be raised as: ``OSError``/``ValueError`` and the loaded connectors' own errors."""
+    """What a storage failure can be raised as: ``OSError``/``ValueError`` and the loaded connectors' own
+    errors."""
     found: list[type[BaseException]] = [OSError, ValueError]
-    for module, name in (("botocore.exceptions", "BotoCoreError"), ("botocore.exceptions", "ClientError"),
-                         ("aiohttp", "ClientError"), ("google.auth.exceptions", "GoogleAuthError"),
-                         ("azure.core.exceptions", "AzureError")):
+    for module, name in (
+        ("botocore.exceptions", "BotoCoreError"),
+        ("botocore.exceptions", "ClientError"),
+        ("aiohttp", "ClientError"),
+        ("google.auth.exceptions", "GoogleAuthError"),
+        ("azure.core.exceptions", "AzureError"),
+    ):
         cls = getattr(sys.modules.get(module), name, None)
         if isinstance(cls, type) and issubclass(cls, BaseException):
             found.append(cls)
@@ -68,7 +76,8 @@ def store_errors() -> tuple[type[BaseException], ...]:
 
 
 def refusal(exc: BaseException) -> str | None:
-    """How a conditional create was refused: ``"exists"`` (the name is taken), ``"conflict"`` (retry), or ``None``.
+    """How a conditional create was refused: ``"exists"`` (the name is taken), ``"conflict"`` (retry), or
+    ``None``.
 
     Walks the exception and its causes: ``FileExistsError`` (s3fs on AWS and
     moto, gcsfs, adlfs), S3 ``412 PreconditionFailed`` without the
@@ -84,8 +93,11 @@ def refusal(exc: BaseException) -> str | None:
             return "exists"
         response = getattr(seen, "response", None)
         error = response.get("Error", {}) if isinstance(response, dict) else {}
-        status = (response.get("ResponseMetadata", {}).get("HTTPStatusCode") if isinstance(response, dict)
-                  else getattr(seen, "status_code", None) or getattr(seen, "status", None))
+        status = (
+            response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if isinstance(response, dict)
+            else getattr(seen, "status_code", None) or getattr(seen, "status", None)
+        )
         if error.get("Code") == "ConditionalRequestConflict" or status == 409 and error.get("Code") is None:
             return "conflict"
         if error.get("Code") == "PreconditionFailed" or status == 412:
@@ -97,7 +109,8 @@ def refusal(exc: BaseException) -> str | None:
 
 
 def storage_option(text: str) -> tuple[str, Any]:
-    """``KEY=VALUE`` as ``(key, value)``; the value is JSON (``false``, ``3``, ``{...}``) or else the plain string."""
+    """``KEY=VALUE`` as ``(key, value)``; the value is JSON (``false``, ``3``, ``{...}``) or else the plain
+    string."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise ValueError(f"storage option {text!r} is not KEY=VALUE")

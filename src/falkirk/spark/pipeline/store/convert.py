@@ -130,8 +130,9 @@ class Converter:
         struct = self._struct(self.schema.fields, self.arrow_schema, records, "", plain=kinds == {dict})
         return pa.RecordBatch.from_struct_array(struct)
 
-    def _struct(self, fields: tuple[Field, ...], arrow: Any, values: list[Any], prefix: str, *,
-                plain: bool = False) -> pa.StructArray:
+    def _struct(
+        self, fields: tuple[Field, ...], arrow: Any, values: list[Any], prefix: str, *, plain: bool = False
+    ) -> pa.StructArray:
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -168,7 +169,8 @@ class Converter:
                 _kinds(values, _number, where)
                 try:
                     arr = pa.array(values, pa.float64())
-                except _CONVERSION_ERRORS + (pa.ArrowException,):  # an int beyond 64 bits: as Python rounds it
+                # an int beyond 64 bits: as Python rounds it
+                except _CONVERSION_ERRORS + (pa.ArrowException,):
                     arr = pa.array([None if v is None else _float(v) for v in values], pa.float64())
                 return arr if name == "DOUBLE" else pc.cast(arr, target, safe=False)
             if name == "BOOLEAN":
@@ -257,12 +259,15 @@ class Converter:
         present = [v for v in values if v is not None]
         keys = list(chain.from_iterable(v.keys() for v in present))
         _kinds(keys, _str, where + "[key]")
-        items = self._column(t.element, target.item_field, list(chain.from_iterable(v.values() for v in present)),
-                             where + "[]")
+        items = self._column(
+            t.element, target.item_field, list(chain.from_iterable(v.values() for v in present)), where + "[]"
+        )
         lengths = np.fromiter((0 if v is None else len(v) for v in values), np.int32, len(values))
         offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int32)
         mask = pa.array([v is None for v in values], pa.bool_())
-        return pa.MapArray.from_arrays(pa.array(offsets), pa.array(keys, pa.string()), items, type=target, mask=mask)
+        return pa.MapArray.from_arrays(
+            pa.array(offsets), pa.array(keys, pa.string()), items, type=target, mask=mask
+        )
 
     # -- Arrow data -----------------------------------------------------------------------
     def arrow(self, batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -305,7 +310,9 @@ class Converter:
             fast = (col, False)
         elif t.name == "BOOLEAN" and pa.types.is_boolean(src):
             fast = col
-        elif t.name in ("STRING", "VARCHAR", "CHAR") and (pa.types.is_string(src) or pa.types.is_large_string(src)):
+        elif t.name in ("STRING", "VARCHAR", "CHAR") and (
+            pa.types.is_string(src) or pa.types.is_large_string(src)
+        ):
             fast = (col, True)
         elif t.name == "DECIMAL" and (pa.types.is_decimal(src) or pa.types.is_integer(src)):
             fast = (pc.cast(col, pa.decimal128(38, 0)) if pa.types.is_integer(src) else col, True)
@@ -343,14 +350,19 @@ class Converter:
 
 
 def _nested_nulls_ok(col: pa.Array, t: Type) -> bool:
-    """Whether a nested column of declared type ``t`` has no null where a field inside a struct is ``NOT NULL``."""
+    """Whether a nested column of declared type ``t`` has no null where a field inside a struct is ``NOT
+    NULL``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if t.name == "STRUCT":
         children = col.flatten()  # a null struct's fields are null
         for f, child in zip(t.fields, children, strict=True):
-            if not f.nullable and child.null_count and pc.any(pc.and_(pc.is_null(child), pc.is_valid(col))).as_py():
+            if (
+                not f.nullable
+                and child.null_count
+                and pc.any(pc.and_(pc.is_null(child), pc.is_valid(col))).as_py()
+            ):
                 return False
             if not _nested_nulls_ok(child, f.type):
                 return False
@@ -422,5 +434,7 @@ def bad_records(conv: Converter, chunk: Any, *, first_only: bool) -> list[tuple[
 
     search(0, len(chunk), True)
     if not out:  # the two checks disagree: a bug in falkirk, not in the data
-        raise AssertionError(f"falkirk: pyarrow refused records that the per-record check of {conv.schema.ddl!r} accepts")
+        raise AssertionError(
+            f"falkirk: pyarrow refused records that the per-record check of {conv.schema.ddl!r} accepts"
+        )
     return out

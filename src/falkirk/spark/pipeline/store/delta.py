@@ -88,17 +88,25 @@ def _has_map(dtype: Any) -> bool:
 
 
 def check_columns(df: DataFrame, step: str) -> None:
-    """Refuse (:class:`~falkirk.spark.errors.PipelineError`) incremental state whose rows cannot be compared."""
+    """Refuse (:class:`~falkirk.spark.errors.PipelineError`) incremental state whose rows cannot be
+    compared."""
     bad = [f.name for f in df.schema.fields if _has_map(f.dataType)]
     if bad:
         raise PipelineError(
             f"step {step!r}: incremental state cannot hold map columns ({', '.join(bad)}): deltas compare rows and "
-            "Spark cannot compare maps; store them as arrays of (key, value) structs, or use incremental=False")
+            "Spark cannot compare maps; store them as arrays of (key, value) structs, or use incremental=False"
+        )
 
 
-def diff(new: DataFrame, old: DataFrame, key: str, *,
-         place: Callable[[DataFrame], tuple[DataFrame, list[str]]] | None = None) -> DataFrame:
-    """The delta from state ``old`` to state ``new`` (same columns, keyed by ``key``): see the module docstring.
+def diff(
+    new: DataFrame,
+    old: DataFrame,
+    key: str,
+    *,
+    place: Callable[[DataFrame], tuple[DataFrame, list[str]]] | None = None,
+) -> DataFrame:
+    """The delta from state ``old`` to state ``new`` (same columns, keyed by ``key``): see the module
+    docstring.
 
     One shuffle of both states; the rest (a grouping on every column, then
     per-key windows) runs within its partitions, once. A row present
@@ -118,24 +126,33 @@ def diff(new: DataFrame, old: DataFrame, key: str, *,
     spread, by = place(both) if place is not None else (both.repartition(F.col(key)), [])
     rows = spread.groupBy(*cols, *by).agg(
         F.sum(F.when(F.col(_W) > 0, 1).otherwise(0)).alias(_NEW),
-        F.sum(F.when(F.col(_W) < 0, 1).otherwise(0)).alias(_OLD))
+        F.sum(F.when(F.col(_W) < 0, 1).otherwise(0)).alias(_OLD),
+    )
     per_key = Window.partitionBy(key, *by)
     row = F.struct(*cols)  # the grouped rows of a key are distinct: one of them is its least
-    rows = (rows.withColumn(_CHANGED, F.max((F.col(_NEW) != F.col(_OLD)).cast("int")).over(per_key))
-            .withColumn(_ANY, F.max(_NEW).over(per_key))
-            .withColumn(_LEAST, F.min(row).over(per_key).eqNullSafe(row))
-            .where(F.col(_CHANGED) == 1))
-    # one pass (no union of upserts and tombstones, which would compute the rows above twice): a row of a key that
-    # has rows now is repeated as often as it occurs; a key that has none gets one tombstone, from its least row
+    rows = (
+        rows.withColumn(_CHANGED, F.max((F.col(_NEW) != F.col(_OLD)).cast("int")).over(per_key))
+        .withColumn(_ANY, F.max(_NEW).over(per_key))
+        .withColumn(_LEAST, F.min(row).over(per_key).eqNullSafe(row))
+        .where(F.col(_CHANGED) == 1)
+    )
+    # one pass (no union of upserts and tombstones, which would compute the rows above twice): a row of a key
+    # that
+    # has rows now is repeated as often as it occurs; a key that has none gets one tombstone, from its least
+    # row
     gone = F.col(_ANY) == 0
     copies = F.when(F.col(_NEW) > 0, F.col(_NEW)).when(gone & F.col(_LEAST), 1).otherwise(0).cast("int")
     out = rows.select(*cols, *by, F.explode(F.array_repeat(gone, copies)).alias(DELETED))
-    return out.select(*[F.col(c) if c == key else F.when(F.col(DELETED), None).otherwise(F.col(c)).alias(c)
-                        for c in cols], *by, DELETED)
+    return out.select(
+        *[F.col(c) if c == key else F.when(F.col(DELETED), None).otherwise(F.col(c)).alias(c) for c in cols],
+        *by,
+        DELETED,
+    )
 
 
 def apply(base: DataFrame, deltas: Sequence[DataFrame], key: str) -> DataFrame:
-    """``base`` with ``deltas`` applied in order (each with the state's columns and ``_deleted``): :func:`newest`
+    """``base`` with ``deltas`` applied in order (each with the state's columns and ``_deleted``):
+    :func:`newest`
     of all their rows, tagged."""
     from functools import reduce
 
@@ -144,15 +161,19 @@ def apply(base: DataFrame, deltas: Sequence[DataFrame], key: str) -> DataFrame:
     if not deltas:
         return base
     cols = base.columns
-    rows = reduce(lambda a, b: a.unionByName(b),
-                  [d.select(*cols, DELETED, F.lit(i).alias(SEQ)) for i, d in enumerate(deltas, 1)],
-                  base.select(*cols, F.lit(False).alias(DELETED), F.lit(0).alias(SEQ)))
+    rows = reduce(
+        lambda a, b: a.unionByName(b),
+        [d.select(*cols, DELETED, F.lit(i).alias(SEQ)) for i, d in enumerate(deltas, 1)],
+        base.select(*cols, F.lit(False).alias(DELETED), F.lit(0).alias(SEQ)),
+    )
     return newest(rows, key).select(*cols)
 
 
 def newest(rows: DataFrame, key: str, by: Sequence[str] = ()) -> DataFrame:
-    """The rows of the state that a snapshot and its deltas restore, from all their rows tagged in ``SEQ``: the
-    snapshot's 0, the deltas' 1, 2, ... in order (``_deleted`` null counts as false). Per key: the rows of the latest
+    """The rows of the state that a snapshot and its deltas restore, from all their rows tagged in ``SEQ``:
+    the
+    snapshot's 0, the deltas' 1, 2, ... in order (``_deleted`` null counts as false). Per key: the rows of the
+    latest
     delta naming it, else the snapshot's. Columns as ``rows``'s.
 
     A per-key window partitioned by ``[key, *by]``: one shuffle, or none
@@ -171,4 +192,6 @@ def newest(rows: DataFrame, key: str, by: Sequence[str] = ()) -> DataFrame:
     # key first: the sort before the window compares rows by a prefix of the first column (``by`` is constant
     # within a partition)
     out = rows.withColumn(_LATEST, F.max(SEQ).over(Window.partitionBy(key, *by)))
-    return out.where((F.col(SEQ) == F.col(_LATEST)) & ~F.coalesce(F.col(DELETED), F.lit(False))).select(*rows.columns)
+    return out.where((F.col(SEQ) == F.col(_LATEST)) & ~F.coalesce(F.col(DELETED), F.lit(False))).select(
+        *rows.columns
+    )

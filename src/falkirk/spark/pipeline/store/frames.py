@@ -27,15 +27,22 @@ __all__ = ["read_frame", "read_tagged"]
 
 
 def _schema(m: Manifest) -> Any:
-    """``m``'s schema (a ``StructType``); :class:`CorruptDataError` if it has none, or claims rows without files."""
+    """``m``'s schema (a ``StructType``); :class:`CorruptDataError` if it has none, or claims rows without
+    files."""
     from pyspark.sql.types import StructType
 
     if m.schema is None:
-        raise CorruptDataError(m.step, m.kind, m.epoch, "has no schema",
-                               path=manifest_path(m.step, m.kind, m.epoch))
+        raise CorruptDataError(
+            m.step, m.kind, m.epoch, "has no schema", path=manifest_path(m.step, m.kind, m.epoch)
+        )
     if not m.files and m.rows > 0:
-        raise CorruptDataError(m.step, m.kind, m.epoch, f"claims {m.rows} rows but lists no data file",
-                               path=manifest_path(m.step, m.kind, m.epoch))
+        raise CorruptDataError(
+            m.step,
+            m.kind,
+            m.epoch,
+            f"claims {m.rows} rows but lists no data file",
+            path=manifest_path(m.step, m.kind, m.epoch),
+        )
     return StructType.fromJson(json.loads(m.schema))
 
 
@@ -53,8 +60,15 @@ def read_frame(storage: Storage, spark: SparkSession, m: Manifest, *, verify: bo
     return reader.parquet(*(f"{base}/{f.name}" for f in m.files))
 
 
-def read_tagged(storage: Storage, spark: SparkSession, ms: Sequence[Manifest], column: str,
-                tags: Sequence[int] | None = None, *, verify: bool = True) -> DataFrame:
+def read_tagged(
+    storage: Storage,
+    spark: SparkSession,
+    ms: Sequence[Manifest],
+    column: str,
+    tags: Sequence[int] | None = None,
+    *,
+    verify: bool = True,
+) -> DataFrame:
     """The rows of several manifests' data, read in **one scan**, each with ``column`` (an int): the tag of
     the manifest listing its file (``tags[i]`` for ``ms[i]``; default ``i``).
 
@@ -81,8 +95,9 @@ def read_tagged(storage: Storage, spark: SparkSession, ms: Sequence[Manifest], c
         for m in ms:
             storage.verify(m)
     schemas = [_schema(m) for m in ms]
-    partition_cols = {part.split("=", 1)[0] for m in ms for f in m.files
-                      for part in f.name.split("/")[:-1] if "=" in part}
+    partition_cols = {
+        part.split("=", 1)[0] for m in ms for f in m.files for part in f.name.split("/")[:-1] if "=" in part
+    }
     fields: dict[str, Any] = {}
     agree = True
     for schema in schemas:
@@ -97,11 +112,22 @@ def read_tagged(storage: Storage, spark: SparkSession, ms: Sequence[Manifest], c
     if not names:
         return spark.createDataFrame([], merged).withColumn(column, F.lit(None).cast("int"))
     if not agree or len(set(names)) != len(names):
-        frames = [read_frame(storage, spark, m, verify=False).drop(*partition_cols).withColumn(column, F.lit(t))
-                  for m, t in zip(ms, tags, strict=True)]
+        frames = [
+            read_frame(storage, spark, m, verify=False).drop(*partition_cols).withColumn(column, F.lit(t))
+            for m, t in zip(ms, tags, strict=True)
+        ]
         return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
     paths = [f"{storage.fs.spark_uri(m.location or '')}/{f.name}" for m in ms for f in m.files]
-    tag_of = F.create_map(*[F.lit(v) for m, t in zip(ms, tags, strict=True) for f in m.files
-                            for v in (f.name.rsplit("/", 1)[-1], t)])
-    return (spark.read.schema(merged).parquet(*paths)
-            .withColumn(column, F.element_at(tag_of, F.col("_metadata.file_name")).cast("int")))
+    tag_of = F.create_map(
+        *[
+            F.lit(v)
+            for m, t in zip(ms, tags, strict=True)
+            for f in m.files
+            for v in (f.name.rsplit("/", 1)[-1], t)
+        ]
+    )
+    return (
+        spark.read.schema(merged)
+        .parquet(*paths)
+        .withColumn(column, F.element_at(tag_of, F.col("_metadata.file_name")).cast("int"))
+    )

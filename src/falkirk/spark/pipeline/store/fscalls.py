@@ -1,4 +1,5 @@
-"""Timeouts and errors: every call a :class:`~falkirk.spark.pipeline.store.rootfs.Root` makes to its filesystem.
+"""Timeouts and errors: every call a :class:`~falkirk.spark.pipeline.store.rootfs.Root` makes to its
+filesystem.
 
 A :class:`FsCalls` is the one way from a root to its fsspec filesystem.
 Each call is bounded by the root's ``timeout`` on asynchronous filesystems

@@ -59,7 +59,11 @@ def is_spark_frame(data: Any) -> bool:
 
 
 def _is_pandas(data: Any) -> bool:
-    return type(data).__module__.startswith("pandas") and hasattr(data, "to_records") and hasattr(data, "columns")
+    return (
+        type(data).__module__.startswith("pandas")
+        and hasattr(data, "to_records")
+        and hasattr(data, "columns")
+    )
 
 
 def _parquet_paths(data: Any) -> list[str] | None:
@@ -72,7 +76,8 @@ def _parquet_paths(data: Any) -> list[str] | None:
 
 
 def chunks(log: InputLog, data: Any) -> Iterator[Any]:
-    """``data`` as lists of records or Arrow RecordBatches of at most :data:`CHUNK` records (see the table)."""
+    """``data`` as lists of records or Arrow RecordBatches of at most :data:`CHUNK` records (see the
+    table)."""
     import pyarrow as pa
 
     size = CHUNK
@@ -88,14 +93,15 @@ def chunks(log: InputLog, data: Any) -> Iterator[Any]:
         yield from _parquet_batches(log, paths, size)
         return
     if isinstance(data, (list, tuple)):
-        yield from (list(data[i:i + size]) for i in range(0, len(data), size))
+        yield from (list(data[i : i + size]) for i in range(0, len(data), size))
         return
     try:
         items = iter(data)
     except TypeError:
         raise PipelineError(
             f"input {log.name!r}: cannot append a {type(data).__name__}; give mappings, a pyarrow Table or "
-            "RecordBatch, a pandas or Spark DataFrame, or Parquet paths") from None
+            "RecordBatch, a pandas or Spark DataFrame, or Parquet paths"
+        ) from None
     while chunk := list(islice(items, size)):
         yield chunk
 
@@ -111,11 +117,18 @@ def _parquet_batches(log: InputLog, paths: list[str], size: int) -> Iterator[pa.
     except (OSError, ValueError) as exc:
         raise PipelineError(
             f"input {log.name!r}: cannot read Parquet {paths if len(paths) > 1 else paths[0]!r}: {exc} (append "
-            "takes mappings, a pyarrow Table, a pandas or Spark DataFrame, or paths of Parquet files)") from None
+            "takes mappings, a pyarrow Table, a pandas or Spark DataFrame, or paths of Parquet files)"
+        ) from None
 
 
-def accept(log: InputLog, chunk: Any, index: int, spread: int, writer: seg.SegmentWriter,
-           rejected: list[dict[str, Any]]) -> int:
+def accept(
+    log: InputLog,
+    chunk: Any,
+    index: int,
+    spread: int,
+    writer: seg.SegmentWriter,
+    rejected: list[dict[str, Any]],
+) -> int:
     """Check and write one chunk (records ``index…`` of the append); the next round-robin position.
 
     Raises :class:`~falkirk.spark.errors.RecordError` for its first bad
@@ -143,22 +156,35 @@ def accept(log: InputLog, chunk: Any, index: int, spread: int, writer: seg.Segme
         prefix = chunk.slice(0, i).to_pylist(maps_as_pydicts="strict") if arrow else chunk[:i]
         before, _ = python_partitions(log, [*prefix, record], spread)
         k = before[-1]
-        raise RecordError(log.name, k, writer.offset(k) + before[:-1].count(k), index + i, problem.field, str(problem))
+        raise RecordError(
+            log.name, k, writer.offset(k) + before[:-1].count(k), index + i, problem.field, str(problem)
+        )
     rows = chunk.to_pylist(maps_as_pydicts="strict") if arrow else chunk
     every, spread = python_partitions(log, rows, spread)
     keep = np.ones(len(rows), dtype=bool)
     keep[[i for i, _, _ in problems]] = False
-    good = conv.arrow(chunk.filter(pa.array(keep))) if arrow else conv.records(
-        [r for r, ok in zip(rows, keep.tolist(), strict=True) if ok])
+    good = (
+        conv.arrow(chunk.filter(pa.array(keep)))
+        if arrow
+        else conv.records([r for r, ok in zip(rows, keep.tolist(), strict=True) if ok])
+    )
     writer.add(good, np.asarray(every, dtype=np.int32)[keep])
     for i, record, problem in problems:
-        rejected.append({"index": index + i, "partition": every[i], "field": problem.field, "problem": str(problem),
-                         "record": jsonable(record)})
+        rejected.append(
+            {
+                "index": index + i,
+                "partition": every[i],
+                "field": problem.field,
+                "problem": str(problem),
+                "record": jsonable(record),
+            }
+        )
     return spread
 
 
 def python_partitions(log: InputLog, records: list[Any], spread: int) -> tuple[list[int], int]:
-    """Partitions of ``records`` as given — any values (the error path) — and the next round-robin position."""
+    """Partitions of ``records`` as given — any values (the error path) — and the next round-robin
+    position."""
     out = []
     for r in records:
         value = r.get(log.key) if log.key and isinstance(r, Mapping) else None
@@ -182,8 +208,11 @@ def jsonable(value: Any) -> Any:
 
 
 def divert(log: InputLog, rejected: list[dict[str, Any]], batch: str | None) -> None:
-    """Write the ``rejected`` records of ``batch`` to ``log``'s dead-letter log, one JSON object a line, once."""
-    text = "".join(json.dumps({"input": log.name, "batch": batch, **r}, sort_keys=True) + "\n" for r in rejected)
+    """Write the ``rejected`` records of ``batch`` to ``log``'s dead-letter log, one JSON object a line,
+    once."""
+    text = "".join(
+        json.dumps({"input": log.name, "batch": batch, **r}, sort_keys=True) + "\n" for r in rejected
+    )
     try:
         log.fs.publish(f"{log.dead_letter_dir}/{batch or uuid.uuid4().hex}.jsonl", text.encode("utf-8"))
     except FileExistsError:

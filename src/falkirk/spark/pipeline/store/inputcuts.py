@@ -54,7 +54,9 @@ def cut_path(log: InputLog, epoch: int) -> str:
 
 def cut_epochs(log: InputLog) -> list[int]:
     """Epochs with a recorded cut, ascending."""
-    return sorted(int(n[:-5]) for n in log.fs.listdir(f"{log.dir}/cuts") if n.endswith(".json") and n[:-5].isdigit())
+    return sorted(
+        int(n[:-5]) for n in log.fs.listdir(f"{log.dir}/cuts") if n.endswith(".json") and n[:-5].isdigit()
+    )
 
 
 def get_cut(log: InputLog, epoch: int) -> Cut | None:
@@ -69,11 +71,21 @@ def get_cut(log: InputLog, epoch: int) -> Cut | None:
     except StorageError:
         raise  # the store did not answer: not a corrupt cut
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise CorruptDataError(log.name, "input", epoch, f"is unreadable ({type(exc).__name__}: {exc})",
-                               path=cut_path(log, epoch)) from None
+        raise CorruptDataError(
+            log.name,
+            "input",
+            epoch,
+            f"is unreadable ({type(exc).__name__}: {exc})",
+            path=cut_path(log, epoch),
+        ) from None
     if sorted(start) != list(range(log.partitions)) or sorted(end) != list(range(log.partitions)):
-        raise CorruptDataError(log.name, "input", epoch, f"does not describe the input's {log.partitions} "
-                               "partition(s)", path=cut_path(log, epoch))
+        raise CorruptDataError(
+            log.name,
+            "input",
+            epoch,
+            f"does not describe the input's {log.partitions} partition(s)",
+            path=cut_path(log, epoch),
+        )
     return Cut(epoch, start, end, at)
 
 
@@ -94,8 +106,13 @@ def cut(log: InputLog, epoch: int) -> Cut:
         return existing
     prev = get_cut(log, epoch - 1) if epoch > 0 else None
     if epoch > 0 and prev is None:
-        raise CorruptDataError(log.name, "input", epoch - 1, "is missing (epochs are cut in order)",
-                               path=cut_path(log, epoch - 1))
+        raise CorruptDataError(
+            log.name,
+            "input",
+            epoch - 1,
+            "is missing (epochs are cut in order)",
+            path=cut_path(log, epoch - 1),
+        )
     start = prev.end if prev else {k: 0 for k in range(log.partitions)}
     if epoch == 0 and not log.fs.exists(f"{log.dir}/acknowledged.json"):
         log.fs.replace(f"{log.dir}/acknowledged.json", json.dumps({"epoch": -1}).encode())

@@ -60,8 +60,12 @@ def acknowledge(log: InputLog, epoch: int) -> int:
         for s, nxt in zip(segs, segs[1:], strict=False):  # never the last segment: it gives the end offset
             if nxt.start <= c.end[k]:
                 freed += _delete_segment(log, s)
-        kept = {f.name for s in log.segments(k) if not s.legacy and s.start < c.end[k]
-                for f in seg.read_manifest(log.fs, s, log.name, epoch).files}
+        kept = {
+            f.name
+            for s in log.segments(k)
+            if not s.legacy and s.start < c.end[k]
+            for f in seg.read_manifest(log.fs, s, log.name, epoch).files
+        }
         freed += seg.sweep(log.fs, log.dir, k, c.end[k], kept)
     for e in log.cut_epochs():
         if e < epoch:

@@ -100,8 +100,16 @@ class InputLog:
     """
 
     def __init__(
-        self, directory: Root | str | os.PathLike[str], name: str, schema: str, *, partitions: int = 1,
-        key: str | None = None, fsync: bool = True, dead_letter: bool = False, checksums: bool = True,
+        self,
+        directory: Root | str | os.PathLike[str],
+        name: str,
+        schema: str,
+        *,
+        partitions: int = 1,
+        key: str | None = None,
+        fsync: bool = True,
+        dead_letter: bool = False,
+        checksums: bool = True,
         spark: SparkSession | None = None,
     ) -> None:
         if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
@@ -113,7 +121,8 @@ class InputLog:
         if key is not None and self.record_schema.field(key) is None:
             raise PipelineError(
                 f"input {name!r}: key={key!r} is not a field of its schema "
-                f"({', '.join(f.name for f in self.record_schema.fields)})")
+                f"({', '.join(f.name for f in self.record_schema.fields)})"
+            )
         self.name = name
         self.schema = schema
         self.dead_letter = dead_letter
@@ -167,7 +176,9 @@ class InputLog:
         with ``dead_letter``, the bad ones diverted.
         """
         if batch is not None and not _KEY.match(batch):
-            raise PipelineError(f"input {self.name!r}: batch key {batch!r} may only use letters, digits, '_', '-', '.'")
+            raise PipelineError(
+                f"input {self.name!r}: batch key {batch!r} may only use letters, digits, '_', '-', '.'"
+            )
         segs = {k: self.segments(k) for k in range(self.partitions)}
         ends = self.end_offsets(segs)
         skip = {k for k, s in segs.items() if batch is not None and s and s[-1].batch == batch}
@@ -175,7 +186,9 @@ class InputLog:
             from falkirk.spark.pipeline.store.sparkinput import append_frame
 
             return append_frame(self, data, batch, ends, skip)
-        writer = seg.SegmentWriter(self.fs, self.dir, self.name, ends, batch, skip=skip, checksums=self.checksums)
+        writer = seg.SegmentWriter(
+            self.fs, self.dir, self.name, ends, batch, skip=skip, checksums=self.checksums
+        )
         rejected: list[dict[str, Any]] = []
         index, spread = 0, 0
         try:
@@ -192,7 +205,8 @@ class InputLog:
     # -- dead letters ------------------------------------------------------------------
     @property
     def dead_letter_dir(self) -> str:
-        """Where diverted records go, relative to the root (``dead-letter/<batch>.jsonl``, one JSON object each)."""
+        """Where diverted records go, relative to the root (``dead-letter/<batch>.jsonl``, one JSON object
+        each)."""
         return f"{self.dir}/dead-letter"
 
     def dead_letters(self, batch: str | None = None) -> int:

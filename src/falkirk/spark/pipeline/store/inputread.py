@@ -35,7 +35,8 @@ __all__ = ["check", "files", "verify", "read", "to_arrow"]
 
 
 def _cut_segments(log: InputLog, cut: Cut) -> list[tuple[seg.SegmentManifest, bool, bool]]:
-    """``(manifest, legacy, whole)`` of every segment holding ``cut``'s records (``whole``: none outside it)."""
+    """``(manifest, legacy, whole)`` of every segment holding ``cut``'s records (``whole``: none outside
+    it)."""
     out = []
     for k in range(log.partitions):
         lo, hi = cut.start[k], cut.end[k]
@@ -59,17 +60,29 @@ def _cut_segments(log: InputLog, cut: Cut) -> list[tuple[seg.SegmentManifest, bo
 
 
 def _gap(log: InputLog, k: int, covered: int, hi: int, epoch: int) -> CorruptDataError:
-    """Offsets ``covered..hi-1`` of partition ``k`` are in no segment: name the lost manifest if its data is there."""
+    """Offsets ``covered..hi-1`` of partition ``k`` are in no segment: name the lost manifest if its data is
+    there."""
     where = f"{log.dir}/part-{k}"
     stem = seg.segment_name(covered, None)
     orphans = sorted(n for n in log.fs.listdir(where) if n.startswith(stem) and n.endswith(".parquet"))
     if orphans:  # the segment's data files are there, its manifest is not: the manifest was lost
         lost = f"{where}/{orphans[0].split('.', 1)[0]}.json"
-        return CorruptDataError(log.name, "input", epoch, f"is missing: the segment manifest of offsets "
-                                f"{covered}.. of partition {k} (its data files are there), so offsets "
-                                f"{covered}..{hi - 1} of epoch {epoch} cannot be read", path=lost)
-    return CorruptDataError(log.name, "input", epoch, f"is missing offsets {covered}..{hi - 1} of epoch {epoch} "
-                            "(a deleted or truncated segment)", path=f"{where}/")
+        return CorruptDataError(
+            log.name,
+            "input",
+            epoch,
+            f"is missing: the segment manifest of offsets "
+            f"{covered}.. of partition {k} (its data files are there), so offsets "
+            f"{covered}..{hi - 1} of epoch {epoch} cannot be read",
+            path=lost,
+        )
+    return CorruptDataError(
+        log.name,
+        "input",
+        epoch,
+        f"is missing offsets {covered}..{hi - 1} of epoch {epoch} (a deleted or truncated segment)",
+        path=f"{where}/",
+    )
 
 
 def check(log: InputLog, epoch: int, *, verify: bool = False) -> None:
@@ -84,13 +97,15 @@ def check(log: InputLog, epoch: int, *, verify: bool = False) -> None:
     try:
         cut = log.get_cut(epoch)
     except CorruptDataError as err:
-        raise CorruptDataError(log.name, "input", epoch, f"is unreadable ({err.detail})",
-                               path=cut_path(log, epoch)) from None
+        raise CorruptDataError(
+            log.name, "input", epoch, f"is unreadable ({err.detail})", path=cut_path(log, epoch)
+        ) from None
     acked = log.acknowledged()
     collected = f"was collected by garbage collection (epochs up to {acked} are acknowledged)"
     if cut is None:
-        raise CorruptDataError(log.name, "input", epoch, collected if epoch < acked else "is missing",
-                               path=cut_path(log, epoch))
+        raise CorruptDataError(
+            log.name, "input", epoch, collected if epoch < acked else "is missing", path=cut_path(log, epoch)
+        )
     try:
         log.files(cut)
     except CorruptDataError as err:
@@ -102,12 +117,16 @@ def check(log: InputLog, epoch: int, *, verify: bool = False) -> None:
 
 
 def _as_manifest(log: InputLog, cut: Cut, found: list[tuple[seg.SegmentManifest, bool, bool]]) -> Manifest:
-    """The cut's data files as one manifest, for :meth:`Storage.verify <falkirk.spark.pipeline.store.storage.Storage.verify>`."""
-    return Manifest(log.name, "input", cut.epoch, cut.records, log.dir, [f for m, _, _ in found for f in m.files])
+    """The cut's data files as one manifest, for :meth:`Storage.verify
+    <falkirk.spark.pipeline.store.storage.Storage.verify>`."""
+    return Manifest(
+        log.name, "input", cut.epoch, cut.records, log.dir, [f for m, _, _ in found for f in m.files]
+    )
 
 
 def files(log: InputLog, cut: Cut) -> list[str]:
-    """The data files holding ``cut``'s records; ``CorruptDataError`` if a segment or file is missing or truncated."""
+    """The data files holding ``cut``'s records; ``CorruptDataError`` if a segment or file is missing or
+    truncated."""
     m = _as_manifest(log, cut, _cut_segments(log, cut))
     Storage(log.fs, checksums=False).verify(m)
     return [f"{log.dir}/{f.name}" for f in m.files]
@@ -165,7 +184,11 @@ def to_arrow(log: InputLog, epoch: int | None = None) -> pa.Table:
 
     arrow_schema = pa.schema([*log.converter.arrow_schema, *log_fields()])
     if epoch is None:
-        manifests = [(seg.read_manifest(log.fs, s, log.name, -1), s.legacy) for k in range(log.partitions) for s in log.segments(k)]
+        manifests = [
+            (seg.read_manifest(log.fs, s, log.name, -1), s.legacy)
+            for k in range(log.partitions)
+            for s in log.segments(k)
+        ]
         cut = None
     else:
         cut = log.get_cut(epoch)
@@ -175,13 +198,19 @@ def to_arrow(log: InputLog, epoch: int | None = None) -> pa.Table:
     tables = []
     for m, legacy in manifests:
         if legacy:
-            raise CorruptDataError(log.name, "input", -1 if epoch is None else epoch,
-                                   f"segment part-{m.partition}/{m.files[0].name} is JSON lines: read it with Spark")
+            raise CorruptDataError(
+                log.name,
+                "input",
+                -1 if epoch is None else epoch,
+                f"segment part-{m.partition}/{m.files[0].name} is JSON lines: read it with Spark",
+            )
         for f in m.files:
             with log.fs.fs.open(log.fs.full(f"{m.location}/{f.name}"), "rb") as fh:
                 t = pq.read_table(fh, schema=arrow_schema)
             if cut is not None:
                 k = m.partition
-                t = t.filter(pc.and_(pc.greater_equal(t["_offset"], cut.start[k]), pc.less(t["_offset"], cut.end[k])))
+                t = t.filter(
+                    pc.and_(pc.greater_equal(t["_offset"], cut.start[k]), pc.less(t["_offset"], cut.end[k]))
+                )
             tables.append(t)
     return pa.concat_tables(tables) if tables else arrow_schema.empty_table()

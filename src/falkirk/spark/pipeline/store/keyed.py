@@ -35,8 +35,20 @@ from falkirk.spark.errors import PipelineError
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["KG", "SUBTASK", "SALT", "key_group_range", "subtask_of", "plan_rescale", "key_group", "layout", "placed",
-           "partition_exactly", "check_layout", "spark_hash"]
+__all__ = [
+    "KG",
+    "SUBTASK",
+    "SALT",
+    "key_group_range",
+    "subtask_of",
+    "plan_rescale",
+    "key_group",
+    "layout",
+    "placed",
+    "partition_exactly",
+    "check_layout",
+    "spark_hash",
+]
 
 #: column holding a record's key group in checkpoint files
 KG = "_kg"
@@ -54,7 +66,9 @@ def key_group_range(subtask: int, parallelism: int, max_parallelism: int) -> tup
     sizes differing by at most one, every group owned exactly once.
     """
     if not 0 < parallelism <= max_parallelism:
-        raise PipelineError(f"parallelism {parallelism} must be between 1 and max_parallelism={max_parallelism}")
+        raise PipelineError(
+            f"parallelism {parallelism} must be between 1 and max_parallelism={max_parallelism}"
+        )
     if not 0 <= subtask < parallelism:
         raise PipelineError(f"partition {subtask} does not exist at parallelism {parallelism}")
     first = (subtask * max_parallelism + parallelism - 1) // parallelism
@@ -121,7 +135,8 @@ def spark_hash(value: int) -> int:
 
 
 def _salt_values(n: int) -> list[int]:
-    """Values ``v_j`` with ``pmod(hash(v_j), n) == j``: hash-partitioning by ``v_j`` sends rows to partition ``j``.
+    """Values ``v_j`` with ``pmod(hash(v_j), n) == j``: hash-partitioning by ``v_j`` sends rows to partition
+    ``j``.
 
     Found without a Spark job (:func:`spark_hash`, checked against Spark by
     ``tests/spark/pipeline/store/test_keyed.py``).
@@ -160,20 +175,29 @@ def layout(df: DataFrame, key: str, parallelism: int, max_parallelism: int) -> D
 
 
 def placed(df: DataFrame, key: str, parallelism: int, max_parallelism: int) -> tuple[DataFrame, list[str]]:
-    """:func:`layout` keeping the column the rows are hash-partitioned by, and the columns a row gained: its key
+    """:func:`layout` keeping the column the rows are hash-partitioned by, and the columns a row gained: its
+    key
     group, its partition and that column, all functions of the key (an operator clustered by the key and them
     runs without another shuffle; drop the last before writing)."""
     from pyspark.sql import functions as F
 
     with_kg = df.withColumn(KG, key_group(key, max_parallelism))
     owner = _owner(F.col(KG), parallelism, max_parallelism)
-    return (partition_exactly(with_kg.withColumn(SUBTASK, owner), F.col(SUBTASK), parallelism, keep=True),
-            [KG, SUBTASK, SALT])
+    return (
+        partition_exactly(with_kg.withColumn(SUBTASK, owner), F.col(SUBTASK), parallelism, keep=True),
+        [KG, SUBTASK, SALT],
+    )
 
 
-def restore(df: DataFrame, parallelism: int, max_parallelism: int, *,
-            within: Callable[[DataFrame, str], DataFrame] | None = None) -> DataFrame:
-    """Checkpoint rows (with their ``_kg``) redistributed into ``parallelism`` partitions; internal columns dropped.
+def restore(
+    df: DataFrame,
+    parallelism: int,
+    max_parallelism: int,
+    *,
+    within: Callable[[DataFrame, str], DataFrame] | None = None,
+) -> DataFrame:
+    """Checkpoint rows (with their ``_kg``) redistributed into ``parallelism`` partitions; internal columns
+    dropped.
 
     ``within(rows, by)``: applied to the redistributed rows before that;
     ``by`` names the column they are hash-partitioned by, a function of the
@@ -194,5 +218,8 @@ def check_layout(df: DataFrame, key: str, parallelism: int, max_parallelism: int
     from pyspark.sql import functions as F
 
     owner = _owner(key_group(key, max_parallelism), parallelism, max_parallelism)
-    return df.select(F.col(key), F.spark_partition_id().alias("partition"), owner.alias("owner")).where(
-        "partition != owner").collect()
+    return (
+        df.select(F.col(key), F.spark_partition_id().alias("partition"), owner.alias("owner"))
+        .where("partition != owner")
+        .collect()
+    )

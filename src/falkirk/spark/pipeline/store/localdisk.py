@@ -50,7 +50,8 @@ def write_temp(target: str, data: bytes, *, fsync: bool) -> str:
 
 
 def replace(calls: FsCalls, target: str, rel: str, data: bytes, *, fsync: bool) -> None:
-    """Write ``data`` to ``target`` (the local path of ``rel``) by a rename over it: atomic, never half written.
+    """Write ``data`` to ``target`` (the local path of ``rel``) by a rename over it: atomic, never half
+    written.
 
     The directory holding ``target`` is the caller's to flush (the rename is one of its entries).
     """
@@ -61,7 +62,8 @@ def replace(calls: FsCalls, target: str, rel: str, data: bytes, *, fsync: bool) 
 
 
 def sync_file(path: str, *, checksum: bool, fsync: bool) -> str:
-    """Flush file ``path`` (``fsync``) and return its SHA-256 (``sha256:…``; ``""`` unless ``checksum``): one open."""
+    """Flush file ``path`` (``fsync``) and return its SHA-256 (``sha256:…``; ``""`` unless ``checksum``): one
+    open."""
     if not (checksum or fsync):
         return ""
     fd = os.open(path, os.O_RDONLY)
@@ -87,7 +89,12 @@ class DurableDirs:
         self.done: set[str] = set()
 
     def sync(
-        self, calls: FsCalls, full: Callable[[str], str], rel: str, subdirs: Iterable[str] = (), *,
+        self,
+        calls: FsCalls,
+        full: Callable[[str], str],
+        rel: str,
+        subdirs: Iterable[str] = (),
+        *,
         created: bool = False,
     ) -> None:
         """Flush ``rel``'s ``subdirs``, ``rel``, and the parents of ``rel`` and of ancestors not yet durable.
@@ -116,6 +123,7 @@ class DurableDirs:
         self.done.update(reached)
 
     def forget(self, rel: str) -> None:
-        """Directory ``rel`` was deleted: it and the directories under it, made again later, need flushing again."""
+        """Directory ``rel`` was deleted: it and the directories under it, made again later, need flushing
+        again."""
         if self.done:
             self.done = {d for d in self.done if d != rel and not d.startswith(rel + "/")}

@@ -100,6 +100,12 @@ class Manifest:
         if doc.get("format") != FORMAT:
             raise ValueError(f"format is {doc.get('format')!r}, expected {FORMAT!r}")
         return cls(
-            doc["step"], doc["kind"], int(doc["epoch"]), int(doc["rows"]), doc["location"],
-            [FileEntry(n, int(s), h) for n, s, h in doc["files"]], doc["schema"], doc["extra"],
+            doc["step"],
+            doc["kind"],
+            int(doc["epoch"]),
+            int(doc["rows"]),
+            doc["location"],
+            [FileEntry(n, int(s), h) for n, s, h in doc["files"]],
+            doc["schema"],
+            doc["extra"],
         )

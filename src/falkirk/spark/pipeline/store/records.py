@@ -65,10 +65,37 @@ __all__ = ["Field", "Type", "RecordSchema", "Problem", "parse_schema", "RESERVED
 #: Columns every input log adds to its records.
 RESERVED_COLUMNS = frozenset({"_partition", "_offset"})
 
-_INTS = {"TINYINT": 8, "BYTE": 8, "SMALLINT": 16, "SHORT": 16, "INT": 32, "INTEGER": 32, "BIGINT": 64, "LONG": 64}
-_CANONICAL = {"BYTE": "TINYINT", "SHORT": "SMALLINT", "INTEGER": "INT", "LONG": "BIGINT", "REAL": "FLOAT",
-              "DEC": "DECIMAL", "NUMERIC": "DECIMAL", "TIMESTAMP_LTZ": "TIMESTAMP"}
-_SIMPLE = {"BOOLEAN", "FLOAT", "REAL", "DOUBLE", "STRING", "DATE", "TIMESTAMP", "TIMESTAMP_LTZ", "TIMESTAMP_NTZ"}
+_INTS = {
+    "TINYINT": 8,
+    "BYTE": 8,
+    "SMALLINT": 16,
+    "SHORT": 16,
+    "INT": 32,
+    "INTEGER": 32,
+    "BIGINT": 64,
+    "LONG": 64,
+}
+_CANONICAL = {
+    "BYTE": "TINYINT",
+    "SHORT": "SMALLINT",
+    "INTEGER": "INT",
+    "LONG": "BIGINT",
+    "REAL": "FLOAT",
+    "DEC": "DECIMAL",
+    "NUMERIC": "DECIMAL",
+    "TIMESTAMP_LTZ": "TIMESTAMP",
+}
+_SIMPLE = {
+    "BOOLEAN",
+    "FLOAT",
+    "REAL",
+    "DOUBLE",
+    "STRING",
+    "DATE",
+    "TIMESTAMP",
+    "TIMESTAMP_LTZ",
+    "TIMESTAMP_NTZ",
+}
 _UNSUPPORTED = {"BINARY", "INTERVAL", "VARIANT", "VOID", "NULL", "OBJECT", "GEOMETRY", "GEOGRAPHY", "TIME"}
 _TOKEN = re.compile(r"\s*(?:(`(?:[^`]|``)*`)|([A-Za-z_][A-Za-z0-9_]*)|(\d+)|('(?:[^'\\]|\\.)*')|(.))")
 
@@ -200,7 +227,8 @@ class _Parser:
         if word in _UNSUPPORTED:
             raise SchemaError(
                 f"schema {self.text!r}: {where}: type {word} cannot be carried faithfully by an input log; "
-                "declare it as STRING or a number and convert it in a step")
+                "declare it as STRING or a number and convert it in a step"
+            )
         if word in _INTS:
             return Type(_CANONICAL.get(word, word))
         if word in _SIMPLE:
@@ -215,7 +243,9 @@ class _Parser:
                     s = self.number(where)
                 self.expect(")", where)
             if not 1 <= p <= 38 or s > p:
-                raise SchemaError(f"schema {self.text!r}: {where}: DECIMAL({p}, {s}) needs 1 <= precision <= 38, scale <= precision")
+                raise SchemaError(
+                    f"schema {self.text!r}: {where}: DECIMAL({p}, {s}) needs 1 <= precision <= 38, scale <= precision"
+                )
             return Type("DECIMAL", (p, s))
         if word in ("VARCHAR", "CHAR"):
             self.expect("(", where)
@@ -231,7 +261,9 @@ class _Parser:
             self.expect("<", where)
             key = self.type(name)
             if key.name not in ("STRING", "VARCHAR", "CHAR"):
-                raise SchemaError(f"schema {self.text!r}: {where}: MAP keys must be STRING in an input log (JSON object keys)")
+                raise SchemaError(
+                    f"schema {self.text!r}: {where}: MAP keys must be STRING in an input log (JSON object keys)"
+                )
             self.expect(",", where)
             value = self.type(name)
             self.expect(">", where)
@@ -251,7 +283,9 @@ def parse_schema(ddl: str) -> RecordSchema:
     problem (unknown or unsupported type, syntax, duplicate or reserved name).
     """
     if not isinstance(ddl, str) or not ddl.strip():
-        raise SchemaError(f"schema {ddl!r}: expected a non-empty Spark DDL string such as 'user BIGINT, url STRING'")
+        raise SchemaError(
+            f"schema {ddl!r}: expected a non-empty Spark DDL string such as 'user BIGINT, url STRING'"
+        )
     parser = _Parser(ddl)
     fields = parser.fields(None)
     if parser.peek() is not None:
@@ -280,19 +314,26 @@ class RecordSchema:
         return _check_struct(self.fields, record, "")
 
 
-
 def _check_struct(fields: tuple[Field, ...], record: Mapping[str, Any], prefix: str) -> Problem | None:
     known = {f.name for f in fields}
     for key in record:
         if key not in known:
-            return Problem(prefix + str(key), "not declared in the schema (declared: "
-                           + ", ".join(f.name for f in fields) + ")", "")
+            return Problem(
+                prefix + str(key),
+                "not declared in the schema (declared: " + ", ".join(f.name for f in fields) + ")",
+                "",
+            )
     for f in fields:
         value = record.get(f.name)
         if value is None:
             if not f.nullable:
-                return Problem(prefix + f.name, "missing, but declared NOT NULL" if f.name not in record
-                               else "None, but declared NOT NULL", "")
+                return Problem(
+                    prefix + f.name,
+                    "missing, but declared NOT NULL"
+                    if f.name not in record
+                    else "None, but declared NOT NULL",
+                    "",
+                )
             continue
         problem = _check_value(f.type, value, prefix + f.name)
         if problem is not None:
@@ -377,8 +418,11 @@ def _check_decimal(t: Type, value: Any, path: str, bad: Problem) -> Problem | No
     frac = max(0, -exponent)
     whole = max(0, len(digits) + exponent)
     if frac > scale or whole > precision - scale:
-        return Problem(path, f"expected {t} (at most {precision - scale} digits before the point, {scale} after)",
-                       _found(value))
+        return Problem(
+            path,
+            f"expected {t} (at most {precision - scale} digits before the point, {scale} after)",
+            _found(value),
+        )
     return None
 
 
@@ -388,4 +432,3 @@ def _parses(fn: Any, text: str) -> bool:
     except ValueError:
         return False
     return True
-

@@ -107,7 +107,11 @@ class Root:
     """
 
     def __init__(
-        self, root: str | os.PathLike[str], *, fsync: bool = True, storage_options: Mapping[str, Any] | None = None,
+        self,
+        root: str | os.PathLike[str],
+        *,
+        fsync: bool = True,
+        storage_options: Mapping[str, Any] | None = None,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         text = os.fspath(root)
@@ -125,7 +129,8 @@ class Root:
         self._calls = FsCalls(self.fs, self.describe, self.timeout)
         if self.object_store:
             try:
-                check_bucket(self._calls, self.uri, self.protocol, self.path)  # the first request: the client is made
+                # the first request: the client is made
+                check_bucket(self._calls, self.uri, self.protocol, self.path)
             except TypeError as exc:
                 raise refused_options(self.uri, self.protocol, self.storage_options, exc) from None
         else:
@@ -161,19 +166,25 @@ class Root:
         return bool(self._calls("check", rel, "isdir", self.full(rel)))
 
     def listdir(self, rel: str = "") -> list[str]:
-        """The names directly inside directory ``rel`` (``[]`` if it does not exist), sorted; no directory markers."""
+        """The names directly inside directory ``rel`` (``[]`` if it does not exist), sorted; no directory
+        markers."""
         base = self.full(rel)
         try:
             entries = self._calls("list", rel, "ls", base, detail=False)
         except (FileNotFoundError, NotADirectoryError):
             return []
         itself = self.fs._strip_protocol(base).rstrip("/")
-        names = {posixpath.basename(plain) for plain in (self.fs._strip_protocol(str(e)).rstrip("/") for e in entries)
-                 if plain and plain != itself}  # an object store's marker ``dir/`` lists as the directory itself
+        names = {
+            posixpath.basename(plain)
+            for plain in (self.fs._strip_protocol(str(e)).rstrip("/") for e in entries)
+            # an object store's marker ``dir/`` lists as the directory itself
+            if plain and plain != itself
+        }
         return sorted(names)
 
     def walk_files(self, rel: str) -> Iterator[tuple[str, int]]:
-        """Every file under ``rel`` as ``(path relative to rel, size)``, sorted by path; no directory markers."""
+        """Every file under ``rel`` as ``(path relative to rel, size)``, sorted by path; no directory
+        markers."""
         base = self.full(rel)
         try:
             found = self._calls("list", rel, "find", base, detail=True)
@@ -182,10 +193,14 @@ class Root:
         strip = self.fs._strip_protocol(base).rstrip("/") + "/"
         for name in sorted(found):
             info = found[name]
-            if info.get("type", "file") != "file" or str(name).endswith("/"):  # ``dir/`` markers are not files
+            # ``dir/`` markers are not files
+            if info.get("type", "file") != "file" or str(name).endswith("/"):
                 continue
             plain = self.fs._strip_protocol(name)
-            yield (plain[len(strip):] if plain.startswith(strip) else posixpath.basename(plain)), int(info.get("size") or 0)
+            yield (
+                (plain[len(strip) :] if plain.startswith(strip) else posixpath.basename(plain)),
+                int(info.get("size") or 0),
+            )
 
     def read_bytes(self, rel: str) -> bytes:
         """The contents of file ``rel`` (``FileNotFoundError`` if absent)."""
@@ -220,12 +235,14 @@ class Root:
 
     # -- writing -------------------------------------------------------------------------------
     def makedirs(self, rel: str) -> None:
-        """Create directory ``rel`` (and its parents); a no-op on object stores (which never create buckets)."""
+        """Create directory ``rel`` (and its parents); a no-op on object stores (which never create
+        buckets)."""
         if not self.object_store:
             self._calls("create directory", rel, "makedirs", self.full(rel), exist_ok=True)
 
     def replace(self, rel: str, data: bytes) -> None:
-        """Write ``data`` to ``rel`` atomically, replacing what is there (durable when this returns, with ``fsync``)."""
+        """Write ``data`` to ``rel`` atomically, replacing what is there (durable when this returns, with
+        ``fsync``)."""
         if self.local:
             localdisk.replace(self._calls, self.full(rel), rel, data, fsync=self.fsync)
             self.sync_dir(posixpath.dirname(rel))  # the rename is an entry of the directory
@@ -233,7 +250,8 @@ class Root:
         self._calls("write", rel, "pipe_file", self.full(rel), data)
 
     def publish(self, rel: str, data: bytes) -> None:
-        """Write ``data`` to ``rel`` once; :class:`~falkirk.spark.errors.AlreadyPublishedError` if ``rel`` exists.
+        """Write ``data`` to ``rel`` once; :class:`~falkirk.spark.errors.AlreadyPublishedError` if ``rel``
+        exists.
 
         By the store's own create-if-absent (see the module docstring and
         :mod:`~falkirk.spark.pipeline.store.writeonce`): two writers racing
@@ -242,7 +260,8 @@ class Root:
         writeonce.publish(self, self._calls, rel, data)
 
     def check_write_once(self) -> None:
-        """Refuse (:class:`~falkirk.spark.errors.StorageError`) a store on which :meth:`publish` cannot be write-once.
+        """Refuse (:class:`~falkirk.spark.errors.StorageError`) a store on which :meth:`publish` cannot be
+        write-once.
 
         HDFS, and an object store that ignores the conditional create (asked
         once per process and bucket): :func:`~falkirk.spark.pipeline.store.writeonce.check_write_once`.

@@ -61,10 +61,14 @@ class Opened(NamedTuple):
     fs: Any
 
 
-def refused_options(uri: str, protocol: str, storage_options: Mapping[str, Any], exc: TypeError) -> StorageError:
+def refused_options(
+    uri: str, protocol: str, storage_options: Mapping[str, Any], exc: TypeError
+) -> StorageError:
     """The error saying that the filesystem does not take the ``storage_options`` given."""
-    return StorageError(f"root {uri}: the {protocol} filesystem refuses storage_options "
-                        f"{sorted(storage_options)}: {first_line(exc)}")
+    return StorageError(
+        f"root {uri}: the {protocol} filesystem refuses storage_options "
+        f"{sorted(storage_options)}: {first_line(exc)}"
+    )
 
 
 def open_filesystem(text: str, storage_options: Mapping[str, Any]) -> Opened:
@@ -96,14 +100,17 @@ def open_filesystem(text: str, storage_options: Mapping[str, Any]) -> Opened:
     if protocol in CONDITIONAL_CREATE and storage_options.get("use_listings_cache"):
         raise StorageError(
             f"root {text!r}: storage option use_listings_cache=True is refused: falkirk must see the files "
-            "other writers add and delete (docs/storage.md, 'No stale reads')")
+            "other writers add and delete (docs/storage.md, 'No stale reads')"
+        )
     try:
         if protocol == "hdfs":
             from fsspec.utils import infer_storage_options
 
             opts = infer_storage_options(text)
-            fs = fsspec.filesystem("hdfs", **{"host": opts.get("host", "default"), "port": opts.get("port", 0),
-                                              **storage_options})
+            fs = fsspec.filesystem(
+                "hdfs",
+                **{"host": opts.get("host", "default"), "port": opts.get("port", 0), **storage_options},
+            )
             path = opts["path"].rstrip("/") or "/"
         else:
             mapped = f"{protocol}://{rest}" if scheme not in (None, "file", protocol) else text
@@ -122,12 +129,15 @@ def open_filesystem(text: str, storage_options: Mapping[str, Any]) -> Opened:
     except TypeError as exc:  # an option the filesystem does not take
         raise refused_options(uri, protocol, storage_options, exc) from None
     except store_errors() as exc:
-        raise StorageError(f"root {text!r}: cannot reach the filesystem from the driver: {first_line(exc)}") from None
+        raise StorageError(
+            f"root {text!r}: cannot reach the filesystem from the driver: {first_line(exc)}"
+        ) from None
     return Opened(uri, protocol, path, fs)
 
 
 def check_bucket(calls: FsCalls, uri: str, protocol: str, path: str) -> None:
-    """Look up the bucket (or container) of an object-store root: the first request; an error if it is missing."""
+    """Look up the bucket (or container) of an object-store root: the first request; an error if it is
+    missing."""
     bucket = path.split("/", 1)[0]
     what = "container" if protocol == "abfs" else "bucket"
     try:
@@ -135,4 +145,5 @@ def check_bucket(calls: FsCalls, uri: str, protocol: str, path: str) -> None:
     except FileNotFoundError:
         raise StorageError(
             f"root {uri}: {what} {bucket!r} does not exist (falkirk never creates {what}s: create it, or "
-            "fix the name, the endpoint or the account)") from None
+            "fix the name, the endpoint or the account)"
+        ) from None

@@ -1,4 +1,5 @@
-"""An input log's segments: Parquet with the partition and offset columns, each proven by a write-once manifest.
+"""An input log's segments: Parquet with the partition and offset columns, each proven by a write-once
+manifest.
 
 Layout under ``input/<name>/`` (the root may be a path or a URI)::
 
@@ -57,8 +58,15 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-__all__ = ["Segment", "SegmentManifest", "SegmentWriter", "list_segments", "parquet_options", "partitions",
-           "read_manifest"]
+__all__ = [
+    "Segment",
+    "SegmentManifest",
+    "SegmentWriter",
+    "list_segments",
+    "parquet_options",
+    "partitions",
+    "read_manifest",
+]
 
 FORMAT = "falkirk-segment/1"
 #: Values sampled to decide whether a column is worth a dictionary.
@@ -68,7 +76,8 @@ _NAME = re.compile(r"^(\d{12})(?:@([A-Za-z0-9_.-]+))?\.(json|jsonl)$")
 
 @frozen
 class Segment:
-    """A segment of partition ``partition`` from offset ``start``: its manifest (or legacy JSON-lines file)."""
+    """A segment of partition ``partition`` from offset ``start``: its manifest (or legacy JSON-lines
+    file)."""
 
     partition: int
     start: int
@@ -91,17 +100,31 @@ class SegmentManifest:
 
     def to_json(self) -> dict[str, Any]:
         """The manifest document."""
-        return {"format": FORMAT, "input": self.input, "partition": self.partition, "start": self.start,
-                "rows": self.rows, "batch": self.batch, "location": self.location,
-                "files": [[f.name, f.size, f.sha256] for f in self.files]}
+        return {
+            "format": FORMAT,
+            "input": self.input,
+            "partition": self.partition,
+            "start": self.start,
+            "rows": self.rows,
+            "batch": self.batch,
+            "location": self.location,
+            "files": [[f.name, f.size, f.sha256] for f in self.files],
+        }
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> SegmentManifest:
         """Parse a manifest document (``ValueError``/``KeyError``/``TypeError`` if malformed)."""
         if doc.get("format") != FORMAT:
             raise ValueError(f"format is {doc.get('format')!r}, expected {FORMAT!r}")
-        return cls(doc["input"], int(doc["partition"]), int(doc["start"]), int(doc["rows"]), doc["batch"],
-                   doc["location"], tuple(FileEntry(n, int(s), h) for n, s, h in doc["files"]))
+        return cls(
+            doc["input"],
+            int(doc["partition"]),
+            int(doc["start"]),
+            int(doc["rows"]),
+            doc["batch"],
+            doc["location"],
+            tuple(FileEntry(n, int(s), h) for n, s, h in doc["files"]),
+        )
 
 
 def segment_name(start: int, batch: str | None) -> str:
@@ -110,32 +133,48 @@ def segment_name(start: int, batch: str | None) -> str:
 
 
 def list_segments(fs: Root, directory: str, partition: int) -> list[Segment]:
-    """The segments of ``partition`` in offset order (a manifest wins over a legacy file at the same offset)."""
+    """The segments of ``partition`` in offset order (a manifest wins over a legacy file at the same
+    offset)."""
     where = f"{directory}/part-{partition}"
     found: dict[int, Segment] = {}
     for name in fs.listdir(where):
         m = _NAME.match(name)
         if m and (int(m.group(1)) not in found or m.group(3) == "json"):
-            found[int(m.group(1))] = Segment(partition, int(m.group(1)), m.group(2), f"{where}/{name}",
-                                             legacy=m.group(3) == "jsonl")
+            found[int(m.group(1))] = Segment(
+                partition, int(m.group(1)), m.group(2), f"{where}/{name}", legacy=m.group(3) == "jsonl"
+            )
     return [found[s] for s in sorted(found)]
 
 
 def read_manifest(fs: Root, seg: Segment, input: str, epoch: int) -> SegmentManifest:
-    """The manifest of ``seg`` (a legacy segment: one from its line count); ``CorruptDataError`` if unreadable."""
+    """The manifest of ``seg`` (a legacy segment: one from its line count); ``CorruptDataError`` if
+    unreadable."""
     try:
         if seg.legacy:
             data = fs.read_bytes(seg.path)
             name = f"part-{seg.partition}/{posixpath.basename(seg.path)}"
-            return SegmentManifest(input, seg.partition, seg.start, data.count(b"\n"), seg.batch,
-                                   posixpath.dirname(posixpath.dirname(seg.path)), (FileEntry(name, len(data), ""),))
+            return SegmentManifest(
+                input,
+                seg.partition,
+                seg.start,
+                data.count(b"\n"),
+                seg.batch,
+                posixpath.dirname(posixpath.dirname(seg.path)),
+                (FileEntry(name, len(data), ""),),
+            )
         return SegmentManifest.from_json(json.loads(fs.read_bytes(seg.path)))
     except FileNotFoundError:
-        raise CorruptDataError(input, "input", epoch, "disappeared (a segment of the input log)",
-                               path=seg.path) from None
+        raise CorruptDataError(
+            input, "input", epoch, "disappeared (a segment of the input log)", path=seg.path
+        ) from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CorruptDataError(input, "input", epoch, f"is unreadable (a segment manifest: {type(exc).__name__}: "
-                               f"{exc})", path=seg.path) from None
+        raise CorruptDataError(
+            input,
+            "input",
+            epoch,
+            f"is unreadable (a segment manifest: {type(exc).__name__}: {exc})",
+            path=seg.path,
+        ) from None
 
 
 # -- partitions -----------------------------------------------------------------------------------
@@ -184,7 +223,9 @@ def crc32_strings(arr: pa.Array) -> np.ndarray:
     return out
 
 
-def partitions(keys: pa.Array | None, raw: list[Any] | None, count: int, spread: int, rows: int) -> tuple[np.ndarray, int]:
+def partitions(
+    keys: pa.Array | None, raw: list[Any] | None, count: int, spread: int, rows: int
+) -> tuple[np.ndarray, int]:
     """The partition of each of ``rows`` records and the next round-robin position.
 
     ``keys``: the key column as Arrow (``None``: no key); ``raw``: the same
@@ -206,7 +247,11 @@ def partitions(keys: pa.Array | None, raw: list[Any] | None, count: int, spread:
         valid = ~nulls
         if valid.any():
             present = keys.filter(pa.array(valid)) if nulls.any() else keys
-            if pa.types.is_integer(present.type) or pa.types.is_string(present.type) or pa.types.is_large_string(present.type):
+            if (
+                pa.types.is_integer(present.type)
+                or pa.types.is_string(present.type)
+                or pa.types.is_large_string(present.type)
+            ):
                 hashes = crc32_strings(present)
             else:
                 assert raw is not None
@@ -219,7 +264,8 @@ def partitions(keys: pa.Array | None, raw: list[Any] | None, count: int, spread:
 
 
 def parquet_options(table: pa.Table | pa.RecordBatch) -> dict[str, Any]:
-    """How segments are written: Snappy, delta encoding for ``_offset``, a dictionary for columns whose values repeat.
+    """How segments are written: Snappy, delta encoding for ``_offset``, a dictionary for columns whose values
+    repeat.
 
     pyarrow's default tries a dictionary for every column and falls back to
     plain encoding once the dictionary passes 1 MB: on a column of distinct
@@ -231,18 +277,27 @@ def parquet_options(table: pa.Table | pa.RecordBatch) -> dict[str, Any]:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    schema = pa.schema([*table.schema, *log_fields()]) if "_offset" not in table.column_names else table.schema
+    schema = (
+        pa.schema([*table.schema, *log_fields()]) if "_offset" not in table.column_names else table.schema
+    )
     key = schema.to_string(show_field_metadata=False, show_schema_metadata=False)
     if key not in _LEAVES:
         empty = io.BytesIO()
         pq.write_table(schema.empty_table(), empty)
         _LEAVES[key] = [c.path for c in pq.ParquetFile(io.BytesIO(empty.getvalue())).schema]
-    distinct = {name for name in table.column_names if name not in ("_partition", "_offset")
-                and not _nested(table.schema.field(name).type)
-                and pc.count_distinct(table.column(name).slice(0, _SAMPLE)).as_py() * 2 > min(_SAMPLE, table.num_rows)}
+    distinct = {
+        name
+        for name in table.column_names
+        if name not in ("_partition", "_offset")
+        and not _nested(table.schema.field(name).type)
+        and pc.count_distinct(table.column(name).slice(0, _SAMPLE)).as_py() * 2 > min(_SAMPLE, table.num_rows)
+    }
     dictionary = [p for p in _LEAVES[key] if p != "_offset" and p.split(".")[0] not in distinct]
-    return {"use_dictionary": dictionary, "column_encoding": {"_offset": "DELTA_BINARY_PACKED"},
-            "compression": "snappy"}
+    return {
+        "use_dictionary": dictionary,
+        "column_encoding": {"_offset": "DELTA_BINARY_PACKED"},
+        "compression": "snappy",
+    }
 
 
 _LEAVES: dict[str, list[str]] = {}
@@ -256,8 +311,17 @@ class SegmentWriter:
     partitions that already hold this batch (a re-sent batch).
     """
 
-    def __init__(self, fs: Root, directory: str, input: str, ends: dict[int, int], batch: str | None, *,
-                 skip: set[int], checksums: bool) -> None:
+    def __init__(
+        self,
+        fs: Root,
+        directory: str,
+        input: str,
+        ends: dict[int, int],
+        batch: str | None,
+        *,
+        skip: set[int],
+        checksums: bool,
+    ) -> None:
         self.fs, self.dir, self.input, self.batch = fs, directory, input, batch
         self.start = dict(ends)
         self.next = dict(ends)
@@ -273,7 +337,8 @@ class SegmentWriter:
         return self.next[partition]
 
     def add(self, batch: pa.RecordBatch, parts: np.ndarray) -> None:
-        """Append the records of ``batch`` (the declared fields) to the partitions ``parts`` names, in order."""
+        """Append the records of ``batch`` (the declared fields) to the partitions ``parts`` names, in
+        order."""
         import numpy as np
         import pyarrow as pa
 
@@ -286,14 +351,17 @@ class SegmentWriter:
             if n == 0:
                 continue
             start = self.next[k]
-            self.next[k] = start + n  # also where a re-sent partition is skipped: the offsets a bad record would get
+            # also where a re-sent partition is skipped: the offsets a bad record would get
+            self.next[k] = start + n
             if k in self.skip:
                 continue
             piece = batch if whole else batch.filter(pa.array(parts == k))
             options = options or parquet_options(batch)  # once per chunk: the same for every partition
-            table = pa.Table.from_batches([piece]).append_column(
-                "_partition", pa.array(np.full(n, k, dtype=np.int32))).append_column(
-                "_offset", pa.array(np.arange(start, start + n, dtype=np.int64)))
+            table = (
+                pa.Table.from_batches([piece])
+                .append_column("_partition", pa.array(np.full(n, k, dtype=np.int32)))
+                .append_column("_offset", pa.array(np.arange(start, start + n, dtype=np.int64)))
+            )
             self._write(k, table, options)
 
     def _write(self, k: int, table: pa.Table, options: dict[str, Any]) -> None:
@@ -312,7 +380,7 @@ class SegmentWriter:
     def abort(self) -> None:
         """Delete the data files written so far that no published manifest names."""
         for rel in self._written:
-            partition = int(rel[len(self.dir) + len("/part-"):].split("/", 1)[0])
+            partition = int(rel[len(self.dir) + len("/part-") :].split("/", 1)[0])
             if partition not in self._published:
                 self.fs.delete(rel)
 
@@ -321,7 +389,9 @@ class SegmentWriter:
         written = {}
         for k in sorted(self.files):
             rows = self.next[k] - self.start[k]
-            m = SegmentManifest(self.input, k, self.start[k], rows, self.batch, self.dir, tuple(self.files[k]))
+            m = SegmentManifest(
+                self.input, k, self.start[k], rows, self.batch, self.dir, tuple(self.files[k])
+            )
             publish_manifest(self.fs, self.dir, m)
             self._published.add(k)
             written[k] = rows
@@ -341,12 +411,17 @@ def publish_manifest(fs: Root, directory: str, m: SegmentManifest) -> None:
 
 
 def sweep(fs: Root, directory: str, partition: int, below: int, keep: set[str]) -> int:
-    """Delete data files of ``partition`` starting below offset ``below`` that no manifest in ``keep`` names; bytes freed."""
+    """Delete data files of ``partition`` starting below offset ``below`` that no manifest in ``keep`` names;
+    bytes freed."""
     freed = 0
     where = f"{directory}/part-{partition}"
     for name in fs.listdir(where):
-        if name.endswith(".parquet") and name[:12].isdigit() and int(name[:12]) < below \
-                and f"part-{partition}/{name}" not in keep:
+        if (
+            name.endswith(".parquet")
+            and name[:12].isdigit()
+            and int(name[:12]) < below
+            and f"part-{partition}/{name}" not in keep
+        ):
             freed += fs.size(f"{where}/{name}")
             fs.delete(f"{where}/{name}")
     return freed

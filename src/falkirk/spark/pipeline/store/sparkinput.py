@@ -49,7 +49,8 @@ _MASK = (1 << 33) - 1  # monotonically_increasing_id: partition id << 33 | row w
 
 
 def _plain(t: Any) -> Any:
-    """``t`` as the data holds it: CHAR/VARCHAR as STRING, nested fields nullable (lengths and NOT NULL are checked)."""
+    """``t`` as the data holds it: CHAR/VARCHAR as STRING, nested fields nullable (lengths and NOT NULL are
+    checked)."""
     from pyspark.sql.types import (
         ArrayType,
         CharType,
@@ -72,7 +73,8 @@ def _plain(t: Any) -> Any:
 
 
 def _nested_bad(c: Column, t: Any) -> Column | None:
-    """True where a non-null value ``c`` of declared type ``t`` breaks a nested rule (NOT NULL fields, lengths)."""
+    """True where a non-null value ``c`` of declared type ``t`` breaks a nested rule (NOT NULL fields,
+    lengths)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, CharType, MapType, StructType, VarcharType
 
@@ -92,13 +94,20 @@ def _nested_bad(c: Column, t: Any) -> Column | None:
         probe = _nested_bad(F.lit(None).cast(_plain(element)), element)
         if probe is not None:
             values = c if isinstance(t, ArrayType) else F.map_values(c)
-            terms.append(F.exists(values, lambda x: x.isNotNull() & F.coalesce(_nested_bad(x, element) or F.lit(False),
-                                                                                F.lit(False))))
+            terms.append(
+                F.exists(
+                    values,
+                    lambda x: (
+                        x.isNotNull() & F.coalesce(_nested_bad(x, element) or F.lit(False), F.lit(False))
+                    ),
+                )
+            )
     return reduce(lambda a, b: a | b, terms) if terms else None
 
 
 def _convert(c: Column, source: Any, declared: Any) -> tuple[Column, Column | None, bool]:
-    """``(converted, lossy, compatible)``: ``c`` as the declared type, where the conversion changed a value."""
+    """``(converted, lossy, compatible)``: ``c`` as the declared type, where the conversion changed a
+    value."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -109,15 +118,21 @@ def _convert(c: Column, source: Any, declared: Any) -> tuple[Column, Column | No
     exact = None
     if isinstance(target, ints) and isinstance(source, ints):
         exact = True
-    elif isinstance(target, (T.FloatType, T.DoubleType)) and isinstance(source, (*ints, T.FloatType, T.DoubleType)):
+    elif isinstance(target, (T.FloatType, T.DoubleType)) and isinstance(
+        source, (*ints, T.FloatType, T.DoubleType)
+    ):
         return c.cast(target), None, True
     elif isinstance(target, T.DecimalType) and isinstance(source, (*ints, T.DecimalType)):
         exact = True
     elif isinstance(target, T.StringType) and isinstance(source, (T.StringType, T.CharType, T.VarcharType)):
         return c.cast(target), None, True
-    elif isinstance(target, (T.DateType, T.TimestampType, T.TimestampNTZType)) and isinstance(source, T.StringType):
+    elif isinstance(target, (T.DateType, T.TimestampType, T.TimestampNTZType)) and isinstance(
+        source, T.StringType
+    ):
         exact = False
-    elif isinstance(target, (T.TimestampType, T.TimestampNTZType)) and isinstance(source, (T.TimestampType, T.TimestampNTZType)):
+    elif isinstance(target, (T.TimestampType, T.TimestampNTZType)) and isinstance(
+        source, (T.TimestampType, T.TimestampNTZType)
+    ):
         return c.cast(target), None, True
     elif isinstance(target, T.DateType) and isinstance(source, T.DateType):
         return c, None, True
@@ -129,7 +144,8 @@ def _convert(c: Column, source: Any, declared: Any) -> tuple[Column, Column | No
 
 
 def _checked(log: InputLog, df: DataFrame) -> DataFrame:
-    """``df`` as the declared fields plus ``_bad`` (NULL, or the first problem), ``_mid`` and ``_partition``."""
+    """``df`` as the declared fields plus ``_bad`` (NULL, or the first problem), ``_mid`` and
+    ``_partition``."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DataType, StructType
 
@@ -139,19 +155,28 @@ def _checked(log: InputLog, df: DataFrame) -> DataFrame:
     names = ", ".join(f.name for f in declared.fields)
     problems: list[tuple[Column, str, Column]] = []  # (bad?, field, message)
     for extra in (n for n in source if n not in {f.name for f in declared.fields}):
-        problems.append((F.lit(True), extra, F.lit(f"field {extra!r}: not declared in the schema (declared: {names})")))
+        problems.append(
+            (F.lit(True), extra, F.lit(f"field {extra!r}: not declared in the schema (declared: {names})"))
+        )
     columns = []
     for f in declared.fields:
         if f.name not in source:
             columns.append(F.lit(None).cast(_plain(f.dataType)).alias(f.name))
             if not f.nullable:
-                problems.append((F.lit(True), f.name, F.lit(f"field {f.name!r}: missing, but declared NOT NULL")))
+                problems.append(
+                    (F.lit(True), f.name, F.lit(f"field {f.name!r}: missing, but declared NOT NULL"))
+                )
             continue
         c = F.col(f"`{f.name}`")
         converted, lossy, compatible = _convert(c, source[f.name], f.dataType)
         columns.append(converted.alias(f.name))
-        what = F.concat(F.lit(f"field {f.name!r}: expected {f.dataType.simpleString().upper()}, got "
-                              f"{source[f.name].simpleString()} "), F.coalesce(c.cast("string"), F.lit("?")))
+        what = F.concat(
+            F.lit(
+                f"field {f.name!r}: expected {f.dataType.simpleString().upper()}, got "
+                f"{source[f.name].simpleString()} "
+            ),
+            F.coalesce(c.cast("string"), F.lit("?")),
+        )
         if lossy is not None:
             problems.append((lossy, f.name, what))
         if not f.nullable:
@@ -162,9 +187,14 @@ def _checked(log: InputLog, df: DataFrame) -> DataFrame:
                 problems.append((converted.isNotNull() & nested, f.name, what))
     bad = F.lit(None).cast("struct<field: string, problem: string, record: string>")
     for test, field, message in reversed(problems):
-        bad = F.when(test, F.struct(F.lit(field).alias("field"), message.alias("problem"),
-                                    F.to_json(F.struct(*[F.col(f"`{n}`") for n in source])).alias("record"))
-                     ).otherwise(bad)
+        bad = F.when(
+            test,
+            F.struct(
+                F.lit(field).alias("field"),
+                message.alias("problem"),
+                F.to_json(F.struct(*[F.col(f"`{n}`") for n in source])).alias("record"),
+            ),
+        ).otherwise(bad)
     mid = F.monotonically_increasing_id()
     out = df.select(*columns, bad.alias("_bad"), mid.alias("_mid"))
     spread = F.pmod(F.col("_mid"), F.lit(log.partitions)).cast("int")
@@ -173,27 +203,36 @@ def _checked(log: InputLog, df: DataFrame) -> DataFrame:
     else:
         key = F.col(f"`{log.key}`")
         part = F.when(key.isNull(), spread).otherwise(
-            F.pmod(F.crc32(key.cast("string").cast("binary")), F.lit(log.partitions)).cast("int"))
+            F.pmod(F.crc32(key.cast("string").cast("binary")), F.lit(log.partitions)).cast("int")
+        )
     return out.withColumn("_partition", part)
 
 
-def append_frame(log: InputLog, df: DataFrame, batch: str | None, ends: dict[int, int], skip: set[int]) -> dict[int, int]:
-    """Append Spark DataFrame ``df`` to ``log`` (see the module docstring); how many records went to each partition."""
+def append_frame(
+    log: InputLog, df: DataFrame, batch: str | None, ends: dict[int, int], skip: set[int]
+) -> dict[int, int]:
+    """Append Spark DataFrame ``df`` to ``log`` (see the module docstring); how many records went to each
+    partition."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     checked = _checked(log, df)
     segment = F.when(F.col("_bad").isNotNull(), F.lit(-1)).otherwise(F.col("_partition"))
     rows = checked.withColumn("_segment", segment).where(
-        (F.col("_segment") == -1) | ~F.col("_partition").isin(sorted(skip) or [-2]))
+        (F.col("_segment") == -1) | ~F.col("_partition").isin(sorted(skip) or [-2])
+    )
     rank = F.row_number().over(Window.partitionBy("_segment").orderBy("_mid")) - 1
     start = F.create_map(*[F.lit(x) for k in range(log.partitions) for x in (k, ends[k])])
     rows = rows.withColumn("_offset", (F.try_element_at(start, F.col("_segment")) + rank).cast("long"))
     fields = [f.name for f in log.record_schema.fields]
     location = f"{log.dir}/spark/{uuid.uuid4().hex[:12]}"
-    rows.select(*[F.col(f"`{n}`") for n in fields], "_partition", "_offset", "_segment",
-                F.when(F.col("_segment") == -1, F.struct("_bad", "_mid")).alias("_bad")) \
-        .write.partitionBy("_segment").parquet(log.fs.spark_uri(location))
+    rows.select(
+        *[F.col(f"`{n}`") for n in fields],
+        "_partition",
+        "_offset",
+        "_segment",
+        F.when(F.col("_segment") == -1, F.struct("_bad", "_mid")).alias("_bad"),
+    ).write.partitionBy("_segment").parquet(log.fs.spark_uri(location))
     try:
         found = _files(log, location)
         bad = found.pop(-1, [])
@@ -211,15 +250,20 @@ def append_frame(log: InputLog, df: DataFrame, batch: str | None, ends: dict[int
     for k in sorted(found):
         entries = found[k]
         n = sum(r for _, _, r in entries)
-        files = tuple(FileEntry(name, size, log.fs.checksum(f"{log.dir}/{name}") if log.checksums else "")
-                      for name, size, _ in entries)
-        seg.publish_manifest(log.fs, log.dir, seg.SegmentManifest(log.name, k, ends[k], n, batch, log.dir, files))
+        files = tuple(
+            FileEntry(name, size, log.fs.checksum(f"{log.dir}/{name}") if log.checksums else "")
+            for name, size, _ in entries
+        )
+        seg.publish_manifest(
+            log.fs, log.dir, seg.SegmentManifest(log.name, k, ends[k], n, batch, log.dir, files)
+        )
         written[k] = n
     return written
 
 
 def _files(log: InputLog, location: str) -> dict[int, list[tuple[str, int, int]]]:
-    """The Parquet files Spark wrote, by segment: ``(name relative to the log, size, rows)`` from their footers."""
+    """The Parquet files Spark wrote, by segment: ``(name relative to the log, size, rows)`` from their
+    footers."""
     import pyarrow.parquet as pq
 
     out: dict[int, list[tuple[str, int, int]]] = {}
@@ -236,7 +280,7 @@ def _files(log: InputLog, location: str) -> dict[int, list[tuple[str, int, int]]
         with log.fs.fs.open(log.fs.full(rel), "rb") as fh:
             rows = pq.ParquetFile(fh).metadata.num_rows
         if rows:
-            out.setdefault(int(directory.split("=", 1)[1]), []).append((rel[len(log.dir) + 1:], size, rows))
+            out.setdefault(int(directory.split("=", 1)[1]), []).append((rel[len(log.dir) + 1 :], size, rows))
     return out
 
 
@@ -254,39 +298,66 @@ def _bad_rows(log: InputLog, files: list[tuple[str, int, int]]) -> list[dict[str
 
 
 def _index(checked: DataFrame, mids: list[int]) -> dict[int, int]:
-    """Each row id's position in the DataFrame (rows of earlier Spark partitions, then its rank in its own)."""
+    """Each row id's position in the DataFrame (rows of earlier Spark partitions, then its rank in its
+    own)."""
     from pyspark.sql import functions as F
 
-    counts: dict[int, int] = dict(checked.groupBy(F.shiftright(F.col("_mid"), 33).alias("p")).count().collect())
+    counts: dict[int, int] = dict(
+        checked.groupBy(F.shiftright(F.col("_mid"), 33).alias("p")).count().collect()
+    )
     before, total = {}, 0
     for p in sorted(counts):
         before[p], total = total, total + counts[p]
     return {m: before.get(m >> 33, 0) + (m & _MASK) for m in mids}
 
 
-def _first_error(log: InputLog, checked: DataFrame, first: dict[str, Any], ends: dict[int, int]) -> RecordError:
+def _first_error(
+    log: InputLog, checked: DataFrame, first: dict[str, Any], ends: dict[int, int]
+) -> RecordError:
     from pyspark.sql import functions as F
 
     k, mid = first["partition"], first["mid"]
-    before = checked.where(F.col("_bad").isNull() & (F.col("_partition") == k) & (F.col("_mid") < mid)).count()
+    before = checked.where(
+        F.col("_bad").isNull() & (F.col("_partition") == k) & (F.col("_mid") < mid)
+    ).count()
     index = _index(checked, [mid])[mid]
     return RecordError(log.name, k, ends[k] + before, index, first["field"], first["problem"])
 
 
-def _dead_letters(log: InputLog, checked: DataFrame, problems: list[dict[str, Any]], batch: str | None) -> None:
+def _dead_letters(
+    log: InputLog, checked: DataFrame, problems: list[dict[str, Any]], batch: str | None
+) -> None:
     import json
 
     index = _index(checked, [p["mid"] for p in problems])
-    ingest.divert(log, [{"index": index[p["mid"]], "partition": p["partition"], "field": p["field"],
-                         "problem": p["problem"], "record": json.loads(p["record"])} for p in problems], batch)
+    ingest.divert(
+        log,
+        [
+            {
+                "index": index[p["mid"]],
+                "partition": p["partition"],
+                "field": p["field"],
+                "problem": p["problem"],
+                "record": json.loads(p["record"]),
+            }
+            for p in problems
+        ],
+        batch,
+    )
 
 
 def sweep_spark(log: InputLog) -> int:
-    """Delete Spark-written segment directories no manifest names (left by a crash or acknowledged); bytes freed."""
+    """Delete Spark-written segment directories no manifest names (left by a crash or acknowledged); bytes
+    freed."""
     if not log.fs.listdir(f"{log.dir}/spark"):
         return 0
-    named = {posixpath.dirname(f.name) for k in range(log.partitions) for s in log.segments(k) if not s.legacy
-             for f in seg.read_manifest(log.fs, s, log.name, -1).files}
+    named = {
+        posixpath.dirname(f.name)
+        for k in range(log.partitions)
+        for s in log.segments(k)
+        if not s.legacy
+        for f in seg.read_manifest(log.fs, s, log.name, -1).files
+    }
     freed = 0
     for run in log.fs.listdir(f"{log.dir}/spark"):
         parts = [p for p in log.fs.listdir(f"{log.dir}/spark/{run}") if p.startswith("_segment=")]

@@ -68,8 +68,16 @@ from falkirk.spark.pipeline.store.rootfs import Root
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["KINDS", "FileEntry", "Manifest", "Storage", "as_root", "database_path", "committed_epochs",
-           "DATABASE_COMMITS"]
+__all__ = [
+    "KINDS",
+    "FileEntry",
+    "Manifest",
+    "Storage",
+    "as_root",
+    "database_path",
+    "committed_epochs",
+    "DATABASE_COMMITS",
+]
 
 #: The Hadoop setting (a write option) that makes Spark's file committer write a ``_SUCCESS`` file: off for
 #: falkirk's writes, whose manifests say what is complete
@@ -77,13 +85,18 @@ NO_SUCCESS_MARKER = "mapreduce.fileoutputcommitter.marksuccessfuljobs"
 
 
 def as_root(
-    root: Root | str | os.PathLike[str], *, fsync: bool = True, storage_options: Mapping[str, Any] | None = None,
+    root: Root | str | os.PathLike[str],
+    *,
+    fsync: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> Root:
     """``root`` as a :class:`~falkirk.spark.pipeline.store.rootfs.Root` (a path or URI is opened with the options)."""
     if isinstance(root, Root):
         if storage_options:
-            raise StorageError(f"root {root.uri}: it is already open; give storage_options to the Root, not here")
+            raise StorageError(
+                f"root {root.uri}: it is already open; give storage_options to the Root, not here"
+            )
         return root
     return Root(root, fsync=fsync, storage_options=storage_options, timeout=timeout)
 
@@ -99,13 +112,19 @@ class Storage:
     """
 
     def __init__(
-        self, root: Root | str | os.PathLike[str], *, fsync: bool = True, checksums: bool = True,
-        storage_options: Mapping[str, Any] | None = None, timeout: float = DEFAULT_TIMEOUT,
+        self,
+        root: Root | str | os.PathLike[str],
+        *,
+        fsync: bool = True,
+        checksums: bool = True,
+        storage_options: Mapping[str, Any] | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         self.fs = as_root(root, fsync=fsync, storage_options=storage_options, timeout=timeout)
         self.fsync = fsync
         self.checksums = checksums
-        #: data directories this Storage wrote whose manifest was not published (yet): swept by sweep_unpublished
+        #: data directories this Storage wrote whose manifest was not published (yet): swept by
+        #: sweep_unpublished
         self._unpublished: dict[str, None] = {}
 
     @property
@@ -159,7 +178,9 @@ class Storage:
         except StorageError:
             raise  # the store failed to answer: that is not a corrupt manifest
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise CorruptDataError(step, kind, epoch, f"is unreadable ({type(exc).__name__}: {exc})", path=rel) from None
+            raise CorruptDataError(
+                step, kind, epoch, f"is unreadable ({type(exc).__name__}: {exc})", path=rel
+            ) from None
         if (m.step, m.kind, m.epoch) != (step, kind, epoch):
             raise CorruptDataError(step, kind, epoch, f"describes {m.step}/{m.kind}/{m.epoch}", path=rel)
         return m
@@ -184,7 +205,8 @@ class Storage:
         low-watermark that comes back is never chosen, and is collected again).
         """
         gone = [e for e in self.epochs(step, kind) if not keep(e)]
-        for e in reversed(gone):  # newest first: a removal cut short leaves the older items, as a rollback would
+        # newest first: a removal cut short leaves the older items, as a rollback would
+        for e in reversed(gone):
             self.remove(step, kind, e)
         if gone and sync and self.fsync:
             self.fs.sync_dir(posixpath.dirname(manifest_path(step, kind, 0)))
@@ -196,8 +218,16 @@ class Storage:
         return f"data/{step}/{kind}/{epoch:08d}-{uuid.uuid4().hex[:12]}"
 
     def write_frame(
-        self, df: DataFrame, step: str, kind: str, epoch: int, rows: int, *, location: str | None = None,
-        partition_by: str | None = None, **extra: Any,
+        self,
+        df: DataFrame,
+        step: str,
+        kind: str,
+        epoch: int,
+        rows: int,
+        *,
+        location: str | None = None,
+        partition_by: str | None = None,
+        **extra: Any,
     ) -> Manifest:
         """Write ``df`` as Parquet (into ``location`` or a fresh directory) and describe what the driver sees.
 
@@ -234,7 +264,9 @@ class Storage:
         for name, size in self.fs.walk_files(location):
             if not posixpath.basename(name).startswith("part-"):
                 continue
-            checksum = self.fs.sync_file(posixpath.join(location, name), checksum=self.checksums, fsync=self.fsync)
+            checksum = self.fs.sync_file(
+                posixpath.join(location, name), checksum=self.checksums, fsync=self.fsync
+            )
             out.append(FileEntry(name, size, checksum))
             dirs.add(posixpath.dirname(name))
         if self.fsync:
@@ -253,10 +285,14 @@ class Storage:
             except FileNotFoundError:
                 size = -1
             if size != f.size:
-                what = "is missing" if size < 0 else f"has {size} bytes, expected {f.size}{self._recorded_in(m)}"
+                what = (
+                    "is missing" if size < 0 else f"has {size} bytes, expected {f.size}{self._recorded_in(m)}"
+                )
                 if problem is StorageError:
-                    raise StorageError(f"step {m.step}: refusing to publish {m.kind} at epoch {m.epoch}: "
-                                       f"data file {self.fs.describe(rel)} {what}")
+                    raise StorageError(
+                        f"step {m.step}: refusing to publish {m.kind} at epoch {m.epoch}: "
+                        f"data file {self.fs.describe(rel)} {what}"
+                    )
                 raise CorruptDataError(m.step, m.kind, m.epoch, what, path=rel)
 
     def verify(self, m: Manifest) -> None:
@@ -271,8 +307,9 @@ class Storage:
             want = f.sha256 if ":" in f.sha256 else f"sha256:{f.sha256}"
             if self.fs.checksum(rel) != want:
                 kind = want.split(":", 1)[0].replace("sha256", "SHA-256")
-                raise CorruptDataError(m.step, m.kind, m.epoch, f"fails its {kind} check{self._recorded_in(m)}",
-                                       path=rel)
+                raise CorruptDataError(
+                    m.step, m.kind, m.epoch, f"fails its {kind} check{self._recorded_in(m)}", path=rel
+                )
 
     def _recorded_in(self, m: Manifest) -> str:
         """Where the size or checksum a file is compared with comes from: either side may be the damaged one."""

@@ -47,7 +47,8 @@ def sweep_orphans(storage: Storage, steps: Iterable[str] | None = None) -> int:
     a moment after its last object went.
 
     Reads every manifest under the root: run it at start-up (a crashed
-    driver's leftovers); during a run, :meth:`~falkirk.spark.pipeline.store.storage.Storage.sweep_unpublished` finds the
+    driver's leftovers); during a run, :meth:`~falkirk.spark.pipeline.store.storage.Storage.sweep_unpublished`
+    finds the
     same directories without reading anything.
     """
     refs = referenced(storage)

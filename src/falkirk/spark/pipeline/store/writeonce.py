@@ -51,7 +51,8 @@ _WRITE_ONCE_SEEN: set[tuple[str, str]] = set()
 
 
 def publish(root: Root, calls: FsCalls, rel: str, data: bytes) -> None:
-    """Write ``data`` to ``root``'s ``rel`` once; :class:`~falkirk.spark.errors.AlreadyPublishedError` if it exists."""
+    """Write ``data`` to ``root``'s ``rel`` once; :class:`~falkirk.spark.errors.AlreadyPublishedError` if it
+    exists."""
     if root.local:
         _publish_local(root, calls, rel, data)
         return
@@ -82,15 +83,18 @@ def _publish_local(root: Root, calls: FsCalls, rel: str, data: bytes) -> None:
             raise StorageError(
                 f"root {root.uri}: cannot publish {root.describe(rel)} write-once: this filesystem refuses hard "
                 f"links ({first_line(exc)}), falkirk's atomic create-if-absent; falkirk does not publish "
-                "manifests unsafely (use a filesystem with hard links, or an object store)") from exc
+                "manifests unsafely (use a filesystem with hard links, or an object store)"
+            ) from exc
         raise calls.failure("publish", rel, exc) from exc
     finally:
         os.unlink(tmp)
-    root.sync_dir(posixpath.dirname(rel))  # the new name is an entry of its directory: durable before we return
+    # the new name is an entry of its directory: durable before we return
+    root.sync_dir(posixpath.dirname(rel))
 
 
 def check_write_once(root: Root, calls: FsCalls) -> None:
-    """Refuse (:class:`~falkirk.spark.errors.StorageError`) a root on which :func:`publish` cannot be write-once.
+    """Refuse (:class:`~falkirk.spark.errors.StorageError`) a root on which :func:`publish` cannot be
+    write-once.
 
     HDFS through pyarrow has no create-if-absent and its rename replaces;
     an object store is asked once per process and bucket: a probe object
@@ -102,7 +106,8 @@ def check_write_once(root: Root, calls: FsCalls) -> None:
             f"root {root.uri}: falkirk cannot publish write-once on HDFS from the driver: pyarrow's HDFS client "
             "has no create-if-absent and its rename replaces an existing file, so two drivers could overwrite "
             "each other's manifests; falkirk refuses to run rather than publish unsafely (use an object store "
-            "root, or a local mount of the cluster filesystem that supports hard links)")
+            "root, or a local mount of the cluster filesystem that supports hard links)"
+        )
     if not root.object_store:
         return
     key = (str(getattr(root.fs, "_fs_token", id(root.fs))), root.path.split("/", 1)[0])
@@ -112,7 +117,9 @@ def check_write_once(root: Root, calls: FsCalls) -> None:
     try:
         calls("probe the conditional create of", probe, "pipe_file", root.full(probe), b"1", mode="create")
         try:
-            calls("probe the conditional create of", probe, "pipe_file", root.full(probe), b"2", mode="create")
+            calls(
+                "probe the conditional create of", probe, "pipe_file", root.full(probe), b"2", mode="create"
+            )
         except (FileExistsError, StorageError) as exc:
             if refusal(exc) != "exists":
                 raise
@@ -121,7 +128,8 @@ def check_write_once(root: Root, calls: FsCalls) -> None:
                 f"root {root.uri}: the store accepted a second conditional create ({CONDITIONAL_CREATE[root.protocol]}) "
                 "of the same object: it does not enforce write-once, so two drivers could overwrite each "
                 "other's manifests; falkirk refuses to run rather than publish unsafely (use a store that "
-                "honours conditional writes)")
+                "honours conditional writes)"
+            )
     finally:
         try:
             calls("delete", probe, "rm", root.full(probe))

@@ -1,4 +1,5 @@
-"""Tools around pipelines: the recovery report, comparing runs, the flagship application, the demo and the CLI.
+"""Tools around pipelines: the recovery report, comparing runs, the flagship application, the demo and the
+CLI.
 
 * :mod:`~falkirk.spark.pipeline.tools.report` — a recovery's plan and cost
   next to a global rollback and a replay from the start;

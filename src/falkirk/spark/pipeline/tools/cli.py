@@ -40,47 +40,82 @@ def register(subparsers: Any) -> None:
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     plan = actions.add_parser(
-        "plan", help="the plan falkirk would execute if STEP failed now",
+        "plan",
+        help="the plan falkirk would execute if STEP failed now",
         description="Print the rollback plan falkirk would execute if the given steps failed after the last "
-        "epoch every step completed (or after epoch --at), without running anything.")
+        "epoch every step completed (or after epoch --at), without running anything.",
+    )
     plan.add_argument("root", metavar="ROOT", help="the pipeline's root (a path or URI)")
-    plan.add_argument("--fail", action="append", required=True, metavar="STEP", help="a step that fails (repeatable)")
+    plan.add_argument(
+        "--fail", action="append", required=True, metavar="STEP", help="a step that fails (repeatable)"
+    )
     plan.add_argument("--at", type=int, help="plan at the boundary after this epoch (default: the last one)")
     plan.add_argument("--draw", metavar="PNG", help="also draw the plan to this file (falkirk[draw])")
     plan.add_argument("--json", action="store_true", help="print the falkirk-plan/1 document instead")
     add_storage_options(plan)
     plan.set_defaults(run=run_plan)
     verify = actions.add_parser(
-        "verify", help="check every file under ROOT against its manifest",
+        "verify",
+        help="check every file under ROOT against its manifest",
         description="Check every checkpoint, log, complete marker and output under ROOT against its manifest "
         "(files, sizes, checksums), the Eager databases' committed epochs and the input log; nothing is changed. "
-        "Exit status 1 when something is damaged.")
+        "Exit status 1 when something is damaged.",
+    )
     verify.add_argument("root", metavar="ROOT", help="the pipeline's root (a path or URI)")
     add_storage_options(verify)
     verify.set_defaults(run=run_verify)
     advise = actions.add_parser(
-        "advise", help="each step's regime chosen from the measured costs under ROOT",
+        "advise",
+        help="each step's regime chosen from the measured costs under ROOT",
         description="Advise each step's regime (log=True, Lazy(every=k), Eager, incremental=True) from the costs "
         "measured under ROOT (journal/profile.json, else the journal of the runs) and the rollback closure of each "
-        "failure; nothing is run or changed (docs/advisor.md).")
+        "failure; nothing is run or changed (docs/advisor.md).",
+    )
     advise.add_argument("root", metavar="ROOT", help="the pipeline's root (a path or URI)")
-    advise.add_argument("--failure-rate", type=float, required=True, metavar="RATE",
-                        help="expected failures per epoch (e.g. 0.01)")
-    advise.add_argument("--failures", action="append", metavar="KIND",
-                        help="a failure kind: each-step (default), driver, a step, or STEP+STEP (repeatable)")
-    advise.add_argument("--storage-budget", type=float, metavar="BYTES", help="at most this many bytes per epoch")
-    advise.add_argument("--objective", choices=("cpu", "wall"), default="cpu", help="what to minimise (default cpu)")
-    advise.add_argument("--accepted-only", action="store_true",
-                        help="only changes a restart on this root accepts (no new logs, no kind changes)")
-    advise.add_argument("--min-saving", type=float, metavar="FRACTION",
-                        help="keep the current regimes unless the advised ones save at least this fraction "
-                             "(default: the measured steady cost's relative standard error)")
-    advise.add_argument("--costs", action="append", metavar="FILE",
-                        help="price with this falkirk-costs/1 document (a profile.json) instead of ROOT's; given "
-                             "several times (profiles from several driver processes), with the median of them")
-    advise.add_argument("--allow-domino", action="store_true",
-                        help="consider regimes under which a failure in one branch rolls another back past its "
-                             "checkpoints, through an unlogged step they share (by default the advice stops that)")
+    advise.add_argument(
+        "--failure-rate",
+        type=float,
+        required=True,
+        metavar="RATE",
+        help="expected failures per epoch (e.g. 0.01)",
+    )
+    advise.add_argument(
+        "--failures",
+        action="append",
+        metavar="KIND",
+        help="a failure kind: each-step (default), driver, a step, or STEP+STEP (repeatable)",
+    )
+    advise.add_argument(
+        "--storage-budget", type=float, metavar="BYTES", help="at most this many bytes per epoch"
+    )
+    advise.add_argument(
+        "--objective", choices=("cpu", "wall"), default="cpu", help="what to minimise (default cpu)"
+    )
+    advise.add_argument(
+        "--accepted-only",
+        action="store_true",
+        help="only changes a restart on this root accepts (no new logs, no kind changes)",
+    )
+    advise.add_argument(
+        "--min-saving",
+        type=float,
+        metavar="FRACTION",
+        help="keep the current regimes unless the advised ones save at least this fraction "
+        "(default: the measured steady cost's relative standard error)",
+    )
+    advise.add_argument(
+        "--costs",
+        action="append",
+        metavar="FILE",
+        help="price with this falkirk-costs/1 document (a profile.json) instead of ROOT's; given "
+        "several times (profiles from several driver processes), with the median of them",
+    )
+    advise.add_argument(
+        "--allow-domino",
+        action="store_true",
+        help="consider regimes under which a failure in one branch rolls another back past its "
+        "checkpoints, through an unlogged step they share (by default the advice stops that)",
+    )
     advise.add_argument("--json", action="store_true", help="print the falkirk-advice/1 document instead")
     advise.add_argument("--draw", metavar="PNG", help="also draw the assignments evaluated (falkirk[draw])")
     add_storage_options(advise)
@@ -88,12 +123,25 @@ def register(subparsers: Any) -> None:
 
 
 def add_storage_options(parser: argparse.ArgumentParser) -> None:
-    """``--storage-option KEY=VALUE`` (repeatable): the root's fsspec options, e.g. ``endpoint_url=http://…``."""
-    parser.add_argument("--storage-option", dest="storage_options", action="append", type=_storage_option, default=[],
-                        metavar="KEY=VALUE", help="an option of the root's filesystem (repeatable; the value is JSON "
-                        "or a string), e.g. endpoint_url=http://127.0.0.1:8333; see docs/storage.md")
-    parser.add_argument("--storage-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-                        help=f"seconds one operation on an object-store root may take (default {DEFAULT_TIMEOUT:g})")
+    """``--storage-option KEY=VALUE`` (repeatable): the root's fsspec options, e.g.
+    ``endpoint_url=http://…``."""
+    parser.add_argument(
+        "--storage-option",
+        dest="storage_options",
+        action="append",
+        type=_storage_option,
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the root's filesystem (repeatable; the value is JSON "
+        "or a string), e.g. endpoint_url=http://127.0.0.1:8333; see docs/storage.md",
+    )
+    parser.add_argument(
+        "--storage-timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"seconds one operation on an object-store root may take (default {DEFAULT_TIMEOUT:g})",
+    )
 
 
 def _storage_option(text: str) -> tuple[str, Any]:
@@ -107,7 +155,9 @@ def run_plan(args: argparse.Namespace) -> int:
     """Print (and draw) the what-if plan."""
     from falkirk.spark.pipeline.api import Pipeline
 
-    pipe = Pipeline.from_root(args.root, storage_options=dict(args.storage_options), storage_timeout=args.storage_timeout)
+    pipe = Pipeline.from_root(
+        args.root, storage_options=dict(args.storage_options), storage_timeout=args.storage_timeout
+    )
     what = pipe.plan_failure(args.fail, at=args.at)
     if args.json:
         print(json.dumps(what.plan.to_json(), indent=2, ensure_ascii=False))
@@ -125,12 +175,16 @@ def run_verify(args: argparse.Namespace) -> int:
     from falkirk.spark.pipeline.plan.feasible import verify_root
     from falkirk.spark.pipeline.store.storage import Storage
 
-    pipe = Pipeline.from_root(args.root, storage_options=dict(args.storage_options), storage_timeout=args.storage_timeout)
+    pipe = Pipeline.from_root(
+        args.root, storage_options=dict(args.storage_options), storage_timeout=args.storage_timeout
+    )
     checked, problems = verify_root(pipe, Storage(pipe.location, fsync=False))
     for p in problems:
         print(f"damaged: {p}")
-    print(f"{'ok' if not problems else 'NOT OK'}: {checked} item(s) checked under {pipe.location.uri}, "
-          f"{len(problems)} damaged")
+    print(
+        f"{'ok' if not problems else 'NOT OK'}: {checked} item(s) checked under {pipe.location.uri}, "
+        f"{len(problems)} damaged"
+    )
     return 1 if problems else 0
 
 
@@ -138,12 +192,23 @@ def run_advise(args: argparse.Namespace) -> int:
     """Print (and draw) the regime advice from the root alone."""
     from falkirk.spark.pipeline.api import Pipeline
 
-    pipe = Pipeline.from_root(args.root, storage_options=dict(args.storage_options), storage_timeout=args.storage_timeout)
+    pipe = Pipeline.from_root(
+        args.root, storage_options=dict(args.storage_options), storage_timeout=args.storage_timeout
+    )
     failures = [tuple(k.split("+")) if "+" in k else k for k in (args.failures or ["each-step"])]
-    costs = _pooled_costs(args.costs, dict(args.storage_options), args.storage_timeout) if args.costs else None
-    advice = pipe.advise(args.failure_rate, failures=failures, storage_budget=args.storage_budget,
-                         objective=args.objective, accepted_only=args.accepted_only, min_saving=args.min_saving,
-                         costs=costs, allow_domino=args.allow_domino)
+    costs = (
+        _pooled_costs(args.costs, dict(args.storage_options), args.storage_timeout) if args.costs else None
+    )
+    advice = pipe.advise(
+        args.failure_rate,
+        failures=failures,
+        storage_budget=args.storage_budget,
+        objective=args.objective,
+        accepted_only=args.accepted_only,
+        min_saving=args.min_saving,
+        costs=costs,
+        allow_domino=args.allow_domino,
+    )
     if args.json:
         print(json.dumps(advice.to_json(), indent=2, ensure_ascii=False))
     else:
@@ -156,8 +221,10 @@ def run_advise(args: argparse.Namespace) -> int:
 
 
 def _pooled_costs(paths: list[str], storage_options: dict[str, Any], timeout: float) -> Costs:
-    """The ``falkirk-costs/1`` documents at ``paths`` (plain paths or URIs, read as the root is, with its storage
-    options), pooled by :meth:`Costs.median` when several; ``PipelineError`` naming the file that cannot be read or
+    """The ``falkirk-costs/1`` documents at ``paths`` (plain paths or URIs, read as the root is, with its
+    storage
+    options), pooled by :meth:`Costs.median` when several; ``PipelineError`` naming the file that cannot be
+    read or
     is not such a document."""
     from falkirk.spark.pipeline.plan.costs import Costs
 
@@ -165,7 +232,9 @@ def _pooled_costs(paths: list[str], storage_options: dict[str, Any], timeout: fl
     for path in paths:
         folder, name = posixpath.split(path)
         try:
-            doc = json.loads(Root(folder or ".", storage_options=storage_options, timeout=timeout).read_bytes(name))
+            doc = json.loads(
+                Root(folder or ".", storage_options=storage_options, timeout=timeout).read_bytes(name)
+            )
         except (OSError, ValueError) as exc:  # StorageError is an OSError
             raise PipelineError(f"--costs {path}: cannot read a falkirk-costs/1 document: {exc}") from exc
         try:

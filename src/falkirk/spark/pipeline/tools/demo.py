@@ -71,14 +71,24 @@ def parser() -> argparse.ArgumentParser:
         description="Run the paper's Figure 1 pipeline on PySpark with an injected failure and "
         "report falkirk's selective recovery.",
     )
-    p.add_argument("--fail", action="append", type=_failure, metavar="STEP@EPOCH[:WHERE]",
-                   help="inject a failure (repeatable); WHERE: before, mid (default), task, job, kill, "
-                   "kill-mid, executor, after. Default: cc@7:mid. Use --fail none for a failure-free run")
+    p.add_argument(
+        "--fail",
+        action="append",
+        type=_failure,
+        metavar="STEP@EPOCH[:WHERE]",
+        help="inject a failure (repeatable); WHERE: before, mid (default), task, job, kill, "
+        "kill-mid, executor, after. Default: cc@7:mid. Use --fail none for a failure-free run",
+    )
     p.add_argument("--epochs", type=int, default=10, help="epochs to run (default 10)")
-    p.add_argument("--root", help="directory or URI (file://, s3a://, abfss://, gs://) for the run "
-                   "(default: a new temporary directory); on a cluster, storage every node reaches")
+    p.add_argument(
+        "--root",
+        help="directory or URI (file://, s3a://, abfss://, gs://) for the run "
+        "(default: a new temporary directory); on a cluster, storage every node reaches",
+    )
     add_storage_options(p)
-    p.add_argument("--master", help="Spark master URL (default local[2,3]; under spark-submit, spark-submit's)")
+    p.add_argument(
+        "--master", help="Spark master URL (default local[2,3]; under spark-submit, spark-submit's)"
+    )
     p.add_argument("--remote", metavar="sc://HOST:PORT", help="run through a Spark Connect server instead")
     p.add_argument("--events", type=int, default=4000, help="events per epoch (default 4000)")
     p.add_argument("--queries", type=int, default=60, help="queries per epoch (default 60)")
@@ -86,21 +96,43 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=1500, help="graph nodes (default 1500)")
     p.add_argument("--seed", type=int, default=7, help="seed of the synthetic data (default 7)")
     p.add_argument("--cc-every", type=int, default=3, help="checkpoint interval of cc (default 3)")
-    p.add_argument("--cc", choices=("unionfind", "propagation"), default="unionfind",
-                   help="cc's algorithm: union–find in one task per epoch (default), or label propagation, "
-                   "one Spark job per iteration (the iterative step); same outputs")
-    p.add_argument("--concurrency", type=int, default=1, metavar="N",
-                   help="step executions at a time (default 1: one after another); docs/spark.md, "
-                   "'Running steps concurrently'")
-    p.add_argument("--no-reference", action="store_true", help="skip the failure-free reference run and the check")
+    p.add_argument(
+        "--cc",
+        choices=("unionfind", "propagation"),
+        default="unionfind",
+        help="cc's algorithm: union–find in one task per epoch (default), or label propagation, "
+        "one Spark job per iteration (the iterative step); same outputs",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        metavar="N",
+        help="step executions at a time (default 1: one after another); docs/spark.md, "
+        "'Running steps concurrently'",
+    )
+    p.add_argument(
+        "--no-reference", action="store_true", help="skip the failure-free reference run and the check"
+    )
     p.add_argument("--quiet", action="store_true", help="no per-epoch progress and no progress bar")
-    p.add_argument("--bar", action=argparse.BooleanOptionalAction, default=None,
-                   help="a live progress bar of the step executions left (default: when standard error is a terminal)")
-    p.add_argument("-v", "--verbose", action="store_true",
-                   help="log each step's start and finish (rows, seconds): the falkirk.spark logger at INFO")
-    p.add_argument("--spark-log", action="store_true",
-                   help="let Spark's own console output (log4j banner, startup warnings, stage bars) through; "
-                   "by default the JVM's console output goes to a log file whose path is printed")
+    p.add_argument(
+        "--bar",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a live progress bar of the step executions left (default: when standard error is a terminal)",
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log each step's start and finish (rows, seconds): the falkirk.spark logger at INFO",
+    )
+    p.add_argument(
+        "--spark-log",
+        action="store_true",
+        help="let Spark's own console output (log4j banner, startup warnings, stage bars) through; "
+        "by default the JVM's console output goes to a log file whose path is printed",
+    )
     return p
 
 
@@ -132,7 +164,9 @@ def _session(master: str | None, remote: str | None = None, spark_log: Path | No
         spark = builder.getOrCreate()
         quiet(spark)
         return spark
-    return local_session(master or "local[2,3]", "falkirk-demo", console=spark_log is None, console_log=spark_log)
+    return local_session(
+        master or "local[2,3]", "falkirk-demo", console=spark_log is None, console_log=spark_log
+    )
 
 
 def _join(root: str, name: str) -> str:
@@ -163,8 +197,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = args.root or tempfile.mkdtemp(prefix="falkirk-demo-")
     storage = {"storage_options": dict(args.storage_options), "storage_timeout": args.storage_timeout}
     top = Root(root, storage_options=storage["storage_options"], timeout=args.storage_timeout)
-    size = {"events_per_epoch": args.events, "queries_per_epoch": args.queries, "users": args.users,
-            "nodes": args.nodes, "seed": args.seed, "cc_every": args.cc_every, "cc": args.cc}
+    size = {
+        "events_per_epoch": args.events,
+        "queries_per_epoch": args.queries,
+        "users": args.users,
+        "nodes": args.nodes,
+        "seed": args.seed,
+        "cc_every": args.cc_every,
+        "cc": args.cc,
+    }
     t0 = time.perf_counter()
     say = _say(args.quiet)
     if args.verbose:
@@ -172,21 +213,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("falkirk").setLevel(logging.INFO)
     bar = (not args.quiet and sys.stderr.isatty()) if args.bar is None else args.bar
     say(f"falkirk Spark demo: the Figure 1 pipeline (cc by {args.cc}), {args.epochs} epochs, root {root}")
-    spark_log = None if args.spark_log or args.remote else Path(tempfile.gettempdir()) / f"falkirk-demo-spark-{os.getpid()}.log"
+    spark_log = (
+        None
+        if args.spark_log or args.remote
+        else Path(tempfile.gettempdir()) / f"falkirk-demo-spark-{os.getpid()}.log"
+    )
     spark = _session(args.master, args.remote, spark_log)
-    say(f"Spark {spark.version}, master {spark.conf.get('spark.master', '?')}; "
-        f"failures: {', '.join(map(str, fails)) or 'none'}")
+    say(
+        f"Spark {spark.version}, master {spark.conf.get('spark.master', '?')}; "
+        f"failures: {', '.join(map(str, fails)) or 'none'}"
+    )
     if spark_log is not None and spark_log.exists():
         say(f"Spark's own console output (log4j): {spark_log} (--spark-log shows it here)")
     pipe = build(_join(root, "run"), spark, concurrency=args.concurrency, **storage, **size)
-    say("steps: " + ", ".join(f"{n} ({pipe.steps[n].regime.kind})" if n in pipe.steps else f"{n} (input)"
-                               for n in pipe.order))
+    say(
+        "steps: "
+        + ", ".join(
+            f"{n} ({pipe.steps[n].regime.kind})" if n in pipe.steps else f"{n} (input)" for n in pipe.order
+        )
+    )
     # with -v the log shows every line the progress callback would print, and more
     result = pipe.run(args.epochs, fail=fails, progress=None if args.verbose else say, bar=bar)
     t_run = time.perf_counter() - t0
     inputs = set(pipe.inputs)
     stateful = [n for n in pipe.steps if not pipe.stateless(n)]
-    report = [format_recovery(result.journal, r, inputs=inputs, stateful=stateful) for r in result.journal.recoveries]
+    report = [
+        format_recovery(result.journal, r, inputs=inputs, stateful=stateful)
+        for r in result.journal.recoveries
+    ]
     report += result.journal.notes
     report += [lat.describe() + " (input available → output committed)" for lat in result.latency.values()]
     if result.journal.recoveries:
@@ -199,7 +253,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = "\n\n".join(report)
     say(text)
     top.replace("report.txt", (text + "\n").encode())
-    say(f"\nroot size after the run (GC on): {result.root_bytes / 1e6:.2f} MB; report: {top.local_path('report.txt') or top.describe('report.txt')}")
+    say(
+        f"\nroot size after the run (GC on): {result.root_bytes / 1e6:.2f} MB; report: {top.local_path('report.txt') or top.describe('report.txt')}"
+    )
     status = 0
     if not args.no_reference:
         ref_root = _join(root, "reference")

@@ -44,8 +44,17 @@ from falkirk.spark.pipeline.run.session import SMALL_DATA, detach
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["build", "CC_ALGORITHMS", "EVENT_SCHEMA", "QUERY_SCHEMA", "events_source", "queries_source",
-           "union_find", "cc_unionfind", "cc_propagation"]
+__all__ = [
+    "build",
+    "CC_ALGORITHMS",
+    "EVENT_SCHEMA",
+    "QUERY_SCHEMA",
+    "events_source",
+    "queries_source",
+    "union_find",
+    "cc_unionfind",
+    "cc_propagation",
+]
 
 EVENT_SCHEMA = "user BIGINT, kind STRING, category STRING, amount BIGINT, src BIGINT, dst BIGINT"
 QUERY_SCHEMA = "qid BIGINT, user BIGINT, node BIGINT"
@@ -71,11 +80,16 @@ def events_source(per_epoch: int, users: int, nodes: int, seed: int) -> Any:
             r = rnd.random()
             kind = "link" if r < 0.03 else "purchase" if r < 0.35 else "view"
             link = kind == "link"
-            out.append({
-                "user": rnd.randrange(users), "kind": kind, "category": rnd.choice(CATEGORIES),
-                "amount": 0 if link else rnd.randrange(1, 500),
-                "src": rnd.randrange(nodes) if link else None, "dst": rnd.randrange(nodes) if link else None,
-            })
+            out.append(
+                {
+                    "user": rnd.randrange(users),
+                    "kind": kind,
+                    "category": rnd.choice(CATEGORIES),
+                    "amount": 0 if link else rnd.randrange(1, 500),
+                    "src": rnd.randrange(nodes) if link else None,
+                    "dst": rnd.randrange(nodes) if link else None,
+                }
+            )
         return out
 
     return source
@@ -86,8 +100,10 @@ def queries_source(per_epoch: int, users: int, nodes: int, seed: int) -> Any:
 
     def source(epoch: int) -> list[dict[str, Any]]:
         rnd = random.Random(seed * 7_000_003 + epoch)
-        return [{"qid": epoch * 1_000_000 + i, "user": rnd.randrange(users), "node": rnd.randrange(nodes)}
-                for i in range(per_epoch)]
+        return [
+            {"qid": epoch * 1_000_000 + i, "user": rnd.randrange(users), "node": rnd.randrange(nodes)}
+            for i in range(per_epoch)
+        ]
 
     return source
 
@@ -102,7 +118,8 @@ def parse_batch(events: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     return events.where(F.col("kind") != "link").select(
-        "user", "category", "amount", (F.col("kind") == "purchase").cast("long").alias("purchase"))
+        "user", "category", "amount", (F.col("kind") == "purchase").cast("long").alias("purchase")
+    )
 
 
 def parse_graph(events: DataFrame) -> DataFrame:
@@ -115,23 +132,36 @@ def heavy(parse_batch: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     per_cat_user = parse_batch.groupBy("user", "category").agg(
-        F.sum("amount").alias("spend"), F.count("*").alias("events"), F.sum("purchase").alias("purchases"))
+        F.sum("amount").alias("spend"), F.count("*").alias("events"), F.sum("purchase").alias("purchases")
+    )
     per_cat = per_cat_user.groupBy("category").agg(
-        F.sum("spend").alias("cat_spend"), F.countDistinct("user").alias("cat_users"))
+        F.sum("spend").alias("cat_spend"), F.countDistinct("user").alias("cat_users")
+    )
     joined = per_cat_user.join(F.broadcast(per_cat), "category")
     per_user = joined.groupBy("user").agg(
-        F.sum("spend").alias("spend"), F.sum("events").alias("events"), F.sum("purchases").alias("purchases"),
+        F.sum("spend").alias("spend"),
+        F.sum("events").alias("events"),
+        F.sum("purchases").alias("purchases"),
         F.max(F.struct("spend", "category")).alias("best"),
         F.sum(F.floor(F.col("spend") * 1000 / F.col("cat_spend"))).cast("long").alias("share_permille"),
-        F.max("cat_users").alias("peers"))
+        F.max("cat_users").alias("peers"),
+    )
     rank = per_user.groupBy("best.category").agg(F.max("spend").alias("cat_max"))
     return per_user.join(F.broadcast(rank), per_user.best.category == rank.category).select(
-        "user", "spend", "events", "purchases", F.col("best.category").alias("top_category"), "share_permille",
-        "peers", (F.col("spend") == F.col("cat_max")).alias("category_leader"))
+        "user",
+        "spend",
+        "events",
+        "purchases",
+        F.col("best.category").alias("top_category"),
+        "share_permille",
+        "peers",
+        (F.col("spend") == F.col("cat_max")).alias("category_leader"),
+    )
 
 
 def union_find(parent: dict[int, int], src: Iterable[int], dst: Iterable[int]) -> dict[int, int]:
-    """Add the edges ``src[i]–dst[i]`` to the forest ``parent``; every node's root (the smallest node id of its component).
+    """Add the edges ``src[i]–dst[i]`` to the forest ``parent``; every node's root (the smallest node id of
+    its component).
 
     ``parent`` maps each node to its parent (a node -> component map is such a
     forest; a parent missing from the keys becomes a root); it is updated in
@@ -161,7 +191,8 @@ def union_find(parent: dict[int, int], src: Iterable[int], dst: Iterable[int]) -
     return {n: find(n) for n in list(parent)}
 
 
-#: The schema of :func:`cc_unionfind`'s one grouped input: the state's ``(node, comp)`` rows (``seed``) and the
+#: The schema of :func:`cc_unionfind`'s one grouped input: the state's ``(node, comp)`` rows (``seed``) and
+#: the
 #: epoch's links ``(src, dst)``, in one group ``g``.
 _UF_INPUT = "g INT, a BIGINT, b BIGINT, seed BOOLEAN"
 
@@ -174,11 +205,17 @@ def _components(pdf: Any) -> Any:
     parent = dict(zip(pdf["a"][seed].tolist(), pdf["b"][seed].tolist(), strict=True))
     links = pdf[~seed]
     comps = union_find(parent, links["a"].tolist(), links["b"].tolist())
-    return pd.DataFrame({"node": pd.Series(list(comps), dtype="int64"),
-                         "comp": pd.Series(list(comps.values()), dtype="int64")})
+    return pd.DataFrame(
+        {
+            "node": pd.Series(list(comps), dtype="int64"),
+            "comp": pd.Series(list(comps.values()), dtype="int64"),
+        }
+    )
 
 
-def cc_unionfind(parse_graph: DataFrame, *, state: DataFrame | None, spark: SparkSession) -> tuple[DataFrame, DataFrame]:
+def cc_unionfind(
+    parse_graph: DataFrame, *, state: DataFrame | None, spark: SparkSession
+) -> tuple[DataFrame, DataFrame]:
     """Lazy checkpoint: incremental connected components by union–find; state and output are ``(node, comp)``.
 
     The state (every node seen, with its component's smallest node id) and the
@@ -190,17 +227,22 @@ def cc_unionfind(parse_graph: DataFrame, *, state: DataFrame | None, spark: Spar
     """
     from pyspark.sql import functions as F
 
-    rows = parse_graph.select(F.lit(0).alias("g"), F.col("src").alias("a"), F.col("dst").alias("b"),
-                              F.lit(False).alias("seed"))
+    rows = parse_graph.select(
+        F.lit(0).alias("g"), F.col("src").alias("a"), F.col("dst").alias("b"), F.lit(False).alias("seed")
+    )
     if state is not None:
-        rows = state.select(F.lit(0).alias("g"), F.col("node").alias("a"), F.col("comp").alias("b"),
-                            F.lit(True).alias("seed")).unionByName(rows)
+        rows = state.select(
+            F.lit(0).alias("g"), F.col("node").alias("a"), F.col("comp").alias("b"), F.lit(True).alias("seed")
+        ).unionByName(rows)
     out = rows.groupBy("g").applyInPandas(_components, "node BIGINT, comp BIGINT")
     return out, out
 
 
-def cc_propagation(parse_graph: DataFrame, *, state: DataFrame | None, spark: SparkSession) -> tuple[DataFrame, DataFrame]:
-    """Lazy checkpoint: incremental connected components by label propagation; state and output are ``(node, comp)``.
+def cc_propagation(
+    parse_graph: DataFrame, *, state: DataFrame | None, spark: SparkSession
+) -> tuple[DataFrame, DataFrame]:
+    """Lazy checkpoint: incremental connected components by label propagation; state and output are ``(node,
+    comp)``.
 
     The epoch's edges are contracted onto the current components, labels are
     propagated to a fixed point (minimum label, with pointer jumping) over
@@ -213,9 +255,15 @@ def cc_propagation(parse_graph: DataFrame, *, state: DataFrame | None, spark: Sp
 
     small = F.broadcast
     labels = state if state is not None else spark.createDataFrame([], "node BIGINT, comp BIGINT")
-    ends = parse_graph.select(F.col("src").alias("node")).union(parse_graph.select(F.col("dst").alias("node")))
-    comp_of = ends.distinct().join(small(labels), "node", "left").select(
-        "node", F.coalesce("comp", "node").alias("comp")).transform(_detached)
+    ends = parse_graph.select(F.col("src").alias("node")).union(
+        parse_graph.select(F.col("dst").alias("node"))
+    )
+    comp_of = (
+        ends.distinct()
+        .join(small(labels), "node", "left")
+        .select("node", F.coalesce("comp", "node").alias("comp"))
+        .transform(_detached)
+    )
     a = comp_of.select(F.col("node").alias("src"), F.col("comp").alias("a"))
     b = comp_of.select(F.col("node").alias("dst"), F.col("comp").alias("b"))
     ce = parse_graph.join(small(a), "src").join(small(b), "dst").where("a != b").select("a", "b")
@@ -224,11 +272,17 @@ def cc_propagation(parse_graph: DataFrame, *, state: DataFrame | None, spark: Sp
     for _ in range(100):
         prop = ce.join(small(lab), ce.a == lab.c).select(F.col("b").alias("c"), "lab")
         step = lab.withColumn("own", F.lit(True)).unionByName(prop.withColumn("own", F.lit(False)))
-        new = step.groupBy("c").agg(
-            F.min("lab").alias("lab"), F.min(F.when(F.col("own"), F.col("lab"))).alias("old")).transform(_detached)
+        new = (
+            step.groupBy("c")
+            .agg(F.min("lab").alias("lab"), F.min(F.when(F.col("own"), F.col("lab"))).alias("old"))
+            .transform(_detached)
+        )
         hop = new.select(F.col("c").alias("h"), F.col("lab").alias("far"))
-        new = new.join(small(hop), new.lab == hop.h, "left").select(
-            "c", F.least("lab", F.coalesce("far", "lab")).alias("lab"), "old").transform(_detached)
+        new = (
+            new.join(small(hop), new.lab == hop.h, "left")
+            .select("c", F.least("lab", F.coalesce("far", "lab")).alias("lab"), "old")
+            .transform(_detached)
+        )
         lab = new.select("c", "lab")
         if new.where("lab < old").count() == 0:
             break
@@ -242,23 +296,44 @@ def answer(queries: DataFrame, heavy: DataFrame, cc: DataFrame) -> DataFrame:
     """Ephemeral: each query answered from this epoch's batch result and the components."""
     from pyspark.sql import functions as F
 
-    return queries.join(heavy, "user", "left").join(cc, "node", "left").select(
-        "qid", "user", "node", F.coalesce("spend", F.lit(0)).alias("spend"),
-        F.coalesce("purchases", F.lit(0)).alias("purchases"), "top_category",
-        F.coalesce("comp", "node").alias("component"))
+    return (
+        queries.join(heavy, "user", "left")
+        .join(cc, "node", "left")
+        .select(
+            "qid",
+            "user",
+            "node",
+            F.coalesce("spend", F.lit(0)).alias("spend"),
+            F.coalesce("purchases", F.lit(0)).alias("purchases"),
+            "top_category",
+            F.coalesce("comp", "node").alias("component"),
+        )
+    )
 
 
 def stats(answer: DataFrame, *, db: Any, epoch: int) -> None:
     """Eager (SQLite): per-epoch statistics plus a running total, in the epoch's transaction."""
     from pyspark.sql import functions as F
 
-    row = answer.agg(F.count("*").alias("n"), F.count("top_category").alias("answered"),
-                     F.coalesce(F.sum("spend"), F.lit(0)).alias("spend"),
-                     F.countDistinct("component").alias("components")).collect()[0]
+    row = answer.agg(
+        F.count("*").alias("n"),
+        F.count("top_category").alias("answered"),
+        F.coalesce(F.sum("spend"), F.lit(0)).alias("spend"),
+        F.countDistinct("component").alias("components"),
+    ).collect()[0]
     db.execute(STATS_SCHEMA)
     prev = db.execute("SELECT cumulative FROM answer_stats WHERE epoch = ?", (epoch - 1,)).fetchone()
-    db.execute("INSERT INTO answer_stats VALUES (?, ?, ?, ?, ?, ?)",
-               (epoch, row["n"], row["answered"], row["spend"], row["components"], (prev[0] if prev else 0) + row["n"]))
+    db.execute(
+        "INSERT INTO answer_stats VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            epoch,
+            row["n"],
+            row["answered"],
+            row["spend"],
+            row["components"],
+            (prev[0] if prev else 0) + row["n"],
+        ),
+    )
 
 
 #: ``build(cc=...)``: the connected-components algorithms, by name (the first is the default).
@@ -266,9 +341,17 @@ CC_ALGORITHMS = {"unionfind": cc_unionfind, "propagation": cc_propagation}
 
 
 def build(
-    root: str | os.PathLike[str], spark: SparkSession | None = None, *, events_per_epoch: int = 4000,
-    queries_per_epoch: int = 60, users: int = 300, nodes: int = 1500, cc_every: int = 3, seed: int = 7,
-    cc: str = "unionfind", **options: Any,
+    root: str | os.PathLike[str],
+    spark: SparkSession | None = None,
+    *,
+    events_per_epoch: int = 4000,
+    queries_per_epoch: int = 60,
+    users: int = 300,
+    nodes: int = 1500,
+    cc_every: int = 3,
+    seed: int = 7,
+    cc: str = "unionfind",
+    **options: Any,
 ) -> Pipeline:
     """The Figure 1 pipeline rooted at ``root`` (``options`` go to :class:`~falkirk.spark.Pipeline`).
 
@@ -285,11 +368,20 @@ def build(
     falkirk.spark.errors.PipelineError: flagship: cc='bfs' is not an algorithm of the flagship; choose unionfind or propagation
     """
     if cc not in CC_ALGORITHMS:
-        raise PipelineError(f"flagship: cc={cc!r} is not an algorithm of the flagship; choose {' or '.join(CC_ALGORITHMS)}")
+        raise PipelineError(
+            f"flagship: cc={cc!r} is not an algorithm of the flagship; choose {' or '.join(CC_ALGORITHMS)}"
+        )
     pipe = Pipeline(root, spark, **{"spark_conf": SMALL_DATA, **options})
-    pipe.input("events", EVENT_SCHEMA, partitions=2, key="user",
-               source=events_source(events_per_epoch, users, nodes, seed))
-    pipe.input("queries", QUERY_SCHEMA, partitions=1, source=queries_source(queries_per_epoch, users, nodes, seed))
+    pipe.input(
+        "events",
+        EVENT_SCHEMA,
+        partitions=2,
+        key="user",
+        source=events_source(events_per_epoch, users, nodes, seed),
+    )
+    pipe.input(
+        "queries", QUERY_SCHEMA, partitions=1, source=queries_source(queries_per_epoch, users, nodes, seed)
+    )
     pipe.step(parse_batch, regime=Ephemeral())
     pipe.step(heavy, regime=Batch())
     pipe.step(parse_graph, regime=Ephemeral())

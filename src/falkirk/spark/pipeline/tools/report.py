@@ -43,7 +43,15 @@ from attrs import frozen
 from falkirk.spark.pipeline.plan.explain import plan_table, replayed_line, show_epoch, why
 from falkirk.spark.pipeline.run.journal import Journal, Recovery
 
-__all__ = ["Cost", "costs", "redone", "format_recovery", "format_costs", "format_phases", "last_common_checkpoint"]
+__all__ = [
+    "Cost",
+    "costs",
+    "redone",
+    "format_recovery",
+    "format_costs",
+    "format_phases",
+    "last_common_checkpoint",
+]
 
 
 @frozen
@@ -72,8 +80,15 @@ def last_common_checkpoint(rec: Recovery, stateful: list[str]) -> int:
     return max(common) if common else -1
 
 
-def _cost(journal: Journal, scheme: str, pairs: list[tuple[str, int]], inputs: set[str], *, log_rows: int = 0,
-          replayed_source: int = 0) -> Cost:
+def _cost(
+    journal: Journal,
+    scheme: str,
+    pairs: list[tuple[str, int]],
+    inputs: set[str],
+    *,
+    log_rows: int = 0,
+    replayed_source: int = 0,
+) -> Cost:
     rec = sum(journal.rows(s, e) or 0 for s, e in pairs if s not in inputs)
     source = sum(journal.rows(s, e) or 0 for s, e in pairs if s in inputs) + replayed_source
     secs = sum(journal.seconds(s, e) or 0.0 for s, e in pairs if s not in inputs)
@@ -83,7 +98,11 @@ def _cost(journal: Journal, scheme: str, pairs: list[tuple[str, int]], inputs: s
 def redone(journal: Journal, rec: Recovery) -> list[tuple[str, int]]:
     """The (step, epoch) pairs ``rec`` executed again (inputs included), in the order executed; an output's
     committed epochs it kept (what was sent again discarded) are not among them."""
-    return [(x.step, x.epoch) for x in journal.executions if x.recovery == rec.index and x.redo and not x.discarded]
+    return [
+        (x.step, x.epoch)
+        for x in journal.executions
+        if x.recovery == rec.index and x.redo and not x.discarded
+    ]
 
 
 def costs(journal: Journal, rec: Recovery, *, inputs: set[str], stateful: list[str]) -> list[Cost]:
@@ -97,20 +116,40 @@ def costs(journal: Journal, rec: Recovery, *, inputs: set[str], stateful: list[s
             source += rows
         else:
             log += rows
-    mine = _cost(journal, "falkirk (this run)", redone(journal, rec), inputs, log_rows=log, replayed_source=source)
+    mine = _cost(
+        journal, "falkirk (this run)", redone(journal, rec), inputs, log_rows=log, replayed_source=source
+    )
     g = last_common_checkpoint(rec, stateful)
     glob = [(s, e) for s, d in done.items() for e in range(g + 1, d + 1)]
     start = [(s, e) for s, d in done.items() for e in range(0, d + 1)]
-    return [mine, _cost(journal, f"global rollback to epoch {g}" if g >= 0 else "global rollback (no common checkpoint)", glob, inputs),
-            _cost(journal, "input replay from the start", start, inputs)]
+    return [
+        mine,
+        _cost(
+            journal,
+            f"global rollback to epoch {g}" if g >= 0 else "global rollback (no common checkpoint)",
+            glob,
+            inputs,
+        ),
+        _cost(journal, "input replay from the start", start, inputs),
+    ]
 
 
 def format_costs(cs: list[Cost]) -> str:
     """The comparison table."""
-    rows = [("scheme", "records recomputed", "source rows re-read", "log rows replayed", "(step, epoch) redone",
-             "est. compute")]
-    rows += [(c.scheme, str(c.recomputed), str(c.source_rows), str(c.log_rows), str(c.pairs), f"{c.seconds:.1f} s")
-             for c in cs]
+    rows = [
+        (
+            "scheme",
+            "records recomputed",
+            "source rows re-read",
+            "log rows replayed",
+            "(step, epoch) redone",
+            "est. compute",
+        )
+    ]
+    rows += [
+        (c.scheme, str(c.recomputed), str(c.source_rows), str(c.log_rows), str(c.pairs), f"{c.seconds:.1f} s")
+        for c in cs
+    ]
     k = len(rows[0])
     w = [max(len(r[i]) for r in rows) for i in range(k)]
     lines = ["  ".join(r[i].ljust(w[i]) if i == 0 else r[i].rjust(w[i]) for i in range(k)) for r in rows]
@@ -120,6 +159,7 @@ def format_costs(cs: list[Cost]) -> str:
 
 def format_phases(phases: dict[str, float | None]) -> str:
     """The line of a recovery's wall time by phase (``-``: not measured, or not reached)."""
+
     def show(name: str, v: float | None) -> str:
         if v is not None:
             return f"{name} {v:.2f} s"
@@ -136,8 +176,13 @@ def _redone_line(journal: Journal, rec: Recovery, inputs: set[str]) -> str:
     parts = []
     for s, es in by_step.items():
         es = sorted(set(es))
-        span = str(es[0]) if len(es) == 1 else f"{es[0]}–{es[-1]}" if es == list(range(es[0], es[-1] + 1)) else \
-            ",".join(map(str, es))
+        span = (
+            str(es[0])
+            if len(es) == 1
+            else f"{es[0]}–{es[-1]}"
+            if es == list(range(es[0], es[-1] + 1))
+            else ",".join(map(str, es))
+        )
         rows = sum(journal.rows(s, e) or 0 for e in es)
         parts.append(f"{s} {span} ({rows} {'source rows' if s in inputs else 'rows'})")
     return "  executed again: " + (", ".join(parts) if parts else "nothing")
@@ -148,25 +193,41 @@ def format_recovery(journal: Journal, rec: Recovery, *, inputs: set[str], statef
     plan = rec.plan
     out = [f"recovery {rec.index}: {rec.cause}"]
     took = "not finished" if rec.seconds is None else f"{rec.seconds:.2f} s"
-    who = (f"resumed: all {len(rec.failed)} steps (a new driver holds nothing in memory)" if rec.restart
-           else f"failed: {', '.join(rec.failed)}")
-    out.append(f"  {who}; planned by {rec.planner} in {rec.plan_seconds * 1000:.1f} ms; "
-               f"recovery wall time (until every step was back where it had been): {took}")
+    who = (
+        f"resumed: all {len(rec.failed)} steps (a new driver holds nothing in memory)"
+        if rec.restart
+        else f"failed: {', '.join(rec.failed)}"
+    )
+    out.append(
+        f"  {who}; planned by {rec.planner} in {rec.plan_seconds * 1000:.1f} ms; "
+        f"recovery wall time (until every step was back where it had been): {took}"
+    )
     out.append(format_phases(rec.phases()))
     for p in rec.problems:
         out.append(f"  unusable data found and skipped: {p}")
     rows = [("step", "action", "frontier", "had done", "why")]
     for n, f in plan.frontiers.items():
         had = rec.done_at_failure.get(n, -1)
-        rows.append((n, plan.actions[n], show_epoch(f), "-" if had < 0 else str(had), why(plan, n) if not f.is_top else ""))
+        rows.append(
+            (
+                n,
+                plan.actions[n],
+                show_epoch(f),
+                "-" if had < 0 else str(had),
+                why(plan, n) if not f.is_top else "",
+            )
+        )
     out += plan_table(rows)
     if rec.replayed:
         out.append(replayed_line(rec.replayed))
     for n, kept in rec.discarded.items():
-        out.append(f"  {n} kept its committed epochs {kept[0]}..{kept[-1]} as they were (final); what was sent again "
-                   f"for them was discarded" if kept == list(range(kept[0], kept[-1] + 1)) else
-                   f"  {n} kept its committed epochs {', '.join(map(str, kept))} as they were (final); what was sent "
-                   "again for them was discarded")
+        out.append(
+            f"  {n} kept its committed epochs {kept[0]}..{kept[-1]} as they were (final); what was sent again "
+            f"for them was discarded"
+            if kept == list(range(kept[0], kept[-1] + 1))
+            else f"  {n} kept its committed epochs {', '.join(map(str, kept))} as they were (final); what was sent "
+            "again for them was discarded"
+        )
     out.append(_redone_line(journal, rec, inputs))
     out.append("")
     out.append(format_costs(costs(journal, rec, inputs=inputs, stateful=stateful)))

@@ -66,7 +66,11 @@ class Comparison:
 
 
 def output_rows(
-    spark: SparkSession, root: Root | str | os.PathLike[str], step: str, *, storage_options: Mapping[str, Any] | None = None,
+    spark: SparkSession,
+    root: Root | str | os.PathLike[str],
+    step: str,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> dict[int, Counter[tuple[Any, ...]]]:
     """The rows of every epoch partition of output ``step`` under ``root`` (a path or URI, opened with
     ``storage_options``, or a :class:`~falkirk.spark.pipeline.store.rootfs.Root`), as multisets."""
@@ -86,11 +90,16 @@ def output_rows(
 
 
 def _epoch_files(fs: Root, step: str) -> dict[int, list[str]]:
-    """The data files (``part-*``) of every epoch partition of output ``step``, as Spark URIs (one listing per epoch)."""
+    """The data files (``part-*``) of every epoch partition of output ``step``, as Spark URIs (one listing per
+    epoch)."""
     base = f"output/{step}"
-    return {int(d.split("=")[1]): [fs.spark_uri(f"{base}/{d}/{n}") for n in fs.listdir(f"{base}/{d}")
-                                   if n.startswith("part-")]
-            for d in fs.listdir(base) if d.startswith("epoch=")}
+    return {
+        int(d.split("=")[1]): [
+            fs.spark_uri(f"{base}/{d}/{n}") for n in fs.listdir(f"{base}/{d}") if n.startswith("part-")
+        ]
+        for d in fs.listdir(base)
+        if d.startswith("epoch=")
+    }
 
 
 _EPOCH = "__falkirk_epoch"
@@ -104,23 +113,35 @@ def _tagged(spark: SparkSession, files: dict[int, list[str]]) -> Any:
     if not paths:
         return None
     return spark.read.parquet(*paths).select(
-        "*", F.regexp_extract(F.col("_metadata.file_path"), r"epoch=(\d+)/[^/]*$", 1).cast("long").alias(_EPOCH))
+        "*",
+        F.regexp_extract(F.col("_metadata.file_path"), r"epoch=(\d+)/[^/]*$", 1).cast("long").alias(_EPOCH),
+    )
 
 
 def output_differences(
-    spark: SparkSession, root: Root | str | os.PathLike[str], reference: Root | str | os.PathLike[str], step: str,
-    *, storage_options: Mapping[str, Any] | None = None,
+    spark: SparkSession,
+    root: Root | str | os.PathLike[str],
+    reference: Root | str | os.PathLike[str],
+    step: str,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> tuple[int, dict[int, tuple[int, int]]]:
-    """Output ``step`` under ``root`` against the same output under ``reference``, as multisets per epoch, computed
+    """Output ``step`` under ``root`` against the same output under ``reference``, as multisets per epoch,
+    computed
     by Spark: ``(rows in the reference, {epoch: (missing, extra)})`` for each epoch that differs.
 
-    ``missing``: rows of the reference's epoch that the run lacks (counted with multiplicity), ``extra``: rows the
-    run has beyond the reference's. Two jobs per side (a count, each side's ``exceptAll`` counted by epoch); the
+    ``missing``: rows of the reference's epoch that the run lacks (counted with multiplicity), ``extra``: rows
+    the
+    run has beyond the reference's. Two jobs per side (a count, each side's ``exceptAll`` counted by epoch);
+    the
     driver receives one row per differing epoch, never the outputs' rows.
     """
     from pyspark.sql import functions as F
 
-    got_fs, ref_fs = as_root(root, storage_options=storage_options), as_root(reference, storage_options=storage_options)
+    got_fs, ref_fs = (
+        as_root(root, storage_options=storage_options),
+        as_root(reference, storage_options=storage_options),
+    )
     got, ref = _tagged(spark, _epoch_files(got_fs, step)), _tagged(spark, _epoch_files(ref_fs, step))
     compared = 0 if ref is None else ref.count()
     if got is None and ref is None:
@@ -141,7 +162,10 @@ def table_rows(path: Path, table: str) -> Counter[tuple[Any, ...]]:
     if not path.exists():
         return Counter()
     with contextlib.closing(sqlite3.connect(path)) as db:
-        if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone() is None:
+        if (
+            db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone()
+            is None
+        ):
             return Counter()
         return Counter(db.execute(f'SELECT * FROM "{table}"').fetchall())
 
@@ -153,12 +177,18 @@ def _diff(what: str, epoch: int | None, ref: Counter[Any], got: Counter[Any]) ->
 
 
 def compare_runs(
-    spark: SparkSession, pipeline: Pipeline, root: Root | str | os.PathLike[str], reference: Root | str | os.PathLike[str],
-    *, storage_options: Mapping[str, Any] | None = None,
+    spark: SparkSession,
+    pipeline: Pipeline,
+    root: Root | str | os.PathLike[str],
+    reference: Root | str | os.PathLike[str],
+    *,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> Comparison:
-    """Compare the external effects of ``pipeline`` run at ``root`` with those at ``reference`` (paths or URIs).
+    """Compare the external effects of ``pipeline`` run at ``root`` with those at ``reference`` (paths or
+    URIs).
 
-    Outputs are compared per epoch (by Spark, :func:`output_differences`) and SQLite tables whole, as multisets:
+    Outputs are compared per epoch (by Spark, :func:`output_differences`) and SQLite tables whole, as
+    multisets:
     a duplicated or a missing row is a difference. ``storage_options`` open
     roots given as URIs (pass two opened
     :class:`~falkirk.spark.pipeline.store.rootfs.Root` objects to give them different ones).
