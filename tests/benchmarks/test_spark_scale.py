@@ -89,4 +89,4 @@ def test_summaries_verdicts_fits_and_targets() -> None:
     t = targets({"points": pts})
     assert t["fail_recovery_wall_at_largest"]["W2-c0.01"]["ratio"] == pytest.approx(2.0 / 6.0)
     assert t["at_largest_keys_1pct"]["W2"]["cpu_median_s"]["ratio"] == pytest.approx(0.75)
-    assert "| W2 n=1e+04 c=0.01 | falkirk |" in markdown({"points": pts})
+    assert "| `W2 n=1e+04 c=0.01` | falkirk |" in markdown({"points": pts})
