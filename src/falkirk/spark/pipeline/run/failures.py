@@ -78,14 +78,16 @@ class Injection:
 
 
 def _failing_filter(df: DataFrame, label: str, every_attempt: bool) -> DataFrame:
-    """``df`` behind a filter whose first partition fails (first attempt only, or always)."""
+    """``df`` behind a filter that fails: the first attempt of its first partition, or (``every_attempt``) every
+    attempt of every partition with a row — a job fails wherever its rows are, even where the first partition
+    is empty. A frame without rows runs no filter and cannot fail this way."""
     from pyspark import TaskContext
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType
 
     def ok(_):  # type: ignore[no-untyped-def]  # no hints: PySpark would try to infer a pandas UDF
         tc = TaskContext.get()
-        if tc is not None and tc.partitionId() == 0 and (every_attempt or tc.attemptNumber() == 0):
+        if tc is not None and (every_attempt or (tc.partitionId() == 0 and tc.attemptNumber() == 0)):
             raise RuntimeError(f"falkirk injected task failure ({label}, attempt {tc.attemptNumber()})")
         return True
 
