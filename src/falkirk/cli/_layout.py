@@ -1,11 +1,9 @@
 """Node positions for ``falkirk draw`` (networkx only, no matplotlib).
 
 Self-loops are ignored (they are drawn over their box). Acyclic graphs get a left-to-right layered layout: one
-column per
-topological generation, each column ordered by the mean height of its
-predecessors (one barycentre pass, which removes most crossings in small
-dataflows). Graphs with cycles fall back to a spring layout with a fixed
-seed. Both are deterministic.
+column per topological generation, each column ordered by the mean height of its predecessors (one barycentre
+pass, which removes most crossings in small dataflows). Graphs with cycles fall back to a spring layout with a
+fixed seed. Both are deterministic.
 
 >>> from falkirk.solver import Dataflow, Edge, Processor
 >>> df = Dataflow([Processor(n, "epoch") for n in "abc"], [Edge("ab", "a", "b"), Edge("ac", "a", "c")])

@@ -165,10 +165,9 @@ class SQLiteStore:
     SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
     #: page size of a new database. Every transaction (a recorded checkpoint, a discard) writes each page it
     #: changes to the write-ahead log in full, and the rows are tens of bytes: with SQLite's default 4 kB
-    #: pages a
-    #: spark pipeline's monitor logged ~75 kB per flagship epoch for ~15 transactions; 1 kB pages write a
-    #: quarter of that, with the same transactions and syncs. (An existing database keeps its page size.) A
-    #: :meth:`batch` writes each changed page once for all its calls: the pipeline's epoch, ~2 kB.
+    #: pages a spark pipeline's monitor logged ~75 kB per flagship epoch for ~15 transactions; 1 kB pages
+    #: write a quarter of that, with the same transactions and syncs. (An existing database keeps its page
+    #: size.) A :meth:`batch` writes each changed page once for all its calls: the pipeline's epoch, ~2 kB.
     PAGE_SIZE = 1024
 
     def __init__(

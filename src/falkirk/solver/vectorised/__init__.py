@@ -12,9 +12,8 @@
   ``product(k)``/``lexicographic(k)`` processors whose checkpoints are
   lexicographic prefixes) solved as total orders, from the dataflow's columns.
 
-``solve_frontiers(..., strategy="vectorised")`` (or ``"auto"`` on plain
-epoch jobs and large totally ordered dataflows, :mod:`falkirk.solver.dispatch`) runs it; every result equals
-the reference's
+``solve_frontiers(..., strategy="vectorised")`` (or ``"auto"`` on plain epoch jobs and large totally ordered
+dataflows, :mod:`falkirk.solver.dispatch`) runs it; every result equals the reference's
 (:mod:`falkirk.solver.fixpoint`).
 """
 

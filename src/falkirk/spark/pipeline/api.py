@@ -196,8 +196,7 @@ class Pipeline(Definition):
         """What one failure of ``failure`` (a step, ``"driver"``, or steps failing together) costs under this
         pipeline's regimes changed by ``regimes``, with its standard error, as the advisor prices it
         (:func:`~falkirk.spark.pipeline.plan.advice.predict`: ``at`` — ``None`` the mean over the moments it
-        can
-        strike at, ``e`` after epoch ``e``, ``(e, step)`` while ``step`` runs ``e + 1``); ``costs`` as for
+        can strike at, ``e`` after epoch ``e``, ``(e, step)`` while ``step`` runs ``e + 1``); ``costs`` as for
         :meth:`advise`. Nothing is run or changed.
         """
         return predict(self, root_costs(self) if costs is None else costs, failure, regimes=regimes, at=at)
@@ -233,19 +232,16 @@ class Pipeline(Definition):
         self, epochs: int = 3, *, fail: Any = (), restart: bool = True, session: bool = False
     ) -> Costs:
         """Run ``epochs`` epochs (durably, under this pipeline's root: use a scratch root to keep a real one
-        clean),
-        measure each step's costs from the journal and keep them in ``ROOT/journal/profile.json``.
+        clean), measure each step's costs from the journal and keep them in ``ROOT/journal/profile.json``.
 
         ``fail`` injects failures as :meth:`run` does: their recoveries measure how much faster (or slower) an
         epoch runs again than the first time (``NodeCosts.recompute``). ``restart``: then start the pipeline
         again on its root, as a restarted driver does, and measure what that costs outside step executions
         (``Costs.restart_parts["rebuild"]``); ``session``: also measure a driver's, JVM's and SparkSession's
-        start
-        in a process of its own (``["session"]``; a local master only). Afterwards every step's latest
+        start in a process of its own (``["session"]``; a local master only). Afterwards every step's latest
         checkpoint and log is written again apart from the steps, and those writes are measured
         (:mod:`~falkirk.spark.pipeline.run.calibrate`): they price the writes the run did not measure; and
-        read
-        back as a recovery reads them, which prices each such step's restore and replay. The costs carry
+        read back as a recovery reads them, which prices each such step's restore and replay. The costs carry
         bootstrap draws of the run's epochs (``Costs.replicates``): every prediction's error."""
         from falkirk.spark.pipeline.run.calibrate import calibrate, restart_cost, session_start
         from falkirk.spark.pipeline.run.probe import is_local_master

@@ -73,10 +73,8 @@ def marker(name: str) -> str:
 @frozen
 class Shape:
     """A query's shape: ``kind`` is ``"rowwise"``, ``"aggregate"`` or ``"other"``; ``source``: the one dataset
-    it
-    reads (row-wise and aggregate); ``keys``: the grouping columns; ``aggregates``: (column,
-    ``sum``/``count``/
-    ``min``/``max``) of the others; ``why``: for ``"other"``, the reason in words."""
+    it reads (row-wise and aggregate); ``keys``: the grouping columns; ``aggregates``: (column,
+    ``sum``/``count``/ ``min``/``max``) of the others; ``why``: for ``"other"``, the reason in words."""
 
     kind: str
     source: str | None = None

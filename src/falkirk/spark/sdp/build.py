@@ -63,9 +63,9 @@ INTERNAL_COLUMNS = ("_partition", "_offset")
 
 
 class SdpPipeline(Pipeline):
-    """A :class:`~falkirk.spark.Pipeline` with ``refresh``: ``{step: E}`` redoes ``step`` and what the solver
-    says
-    must follow from epoch ``E + 1``, though its code is unchanged (as ``code_changes={step: E}`` would)."""
+    """A :class:`~falkirk.spark.Pipeline` with ``refresh``: ``{step: E}`` redoes ``step`` and what the
+    solver says must follow from epoch ``E + 1``, though its code is unchanged (as ``code_changes={step:
+    E}`` would)."""
 
     refresh: dict[str, int] = {}
 
@@ -220,10 +220,8 @@ def _union(frames: list[DataFrame]) -> DataFrame:
 
 class Rebuilds:
     """For incremental materialized views: the epochs at which each is recomputed from whole tables (its state
-    set
-    aside), after a change of its query or of what it reads, or a full refresh. Read at run time, not part of
-    a
-    step's code: kept under ``ROOT/sdp/rebuilds.json`` by the project."""
+    set aside), after a change of its query or of what it reads, or a full refresh. Read at run time, not part
+    of a step's code: kept under ``ROOT/sdp/rebuilds.json`` by the project."""
 
     def __init__(self, epochs: Mapping[str, list[int]] | None = None) -> None:
         self.epochs = {n: sorted(set(es)) for n, es in (epochs or {}).items()}

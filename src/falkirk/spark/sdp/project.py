@@ -59,8 +59,7 @@ __all__ = ["Project", "Update", "Advised", "load"]
 @frozen
 class Advised:
     """The advisor's regimes for a project: ``regimes`` (fit for their datasets), ``dropped`` (advised but not
-    fit:
-    why), and ``text`` (the advice's table and the spec settings that apply it)."""
+    fit: why), and ``text`` (the advice's table and the spec settings that apply it)."""
 
     advice: Any
     regimes: dict[str, Regime]
@@ -99,10 +98,8 @@ def load(
     where: str | os.PathLike[str] | None = None, spark: SparkSession | None = None, **options: Any
 ) -> Project:
     """The SDP project whose spec ``where`` names (a file, or a directory searched as ``spark-pipelines``
-    does),
-    loaded for falkirk; ``options`` as :class:`Project`'s. ``spark``: default :func:`local_session` with the
-    spec's
-    Spark settings."""
+    does), loaded for falkirk; ``options`` as :class:`Project`'s. ``spark``: default :func:`local_session`
+    with the spec's Spark settings."""
     spec = load_spec(where)
     if spark is None:
         from falkirk.spark.pipeline.run.session import local_session
@@ -286,8 +283,8 @@ class Project:
 
     def advise(self, failure_rate: float, **options: Any) -> Advised:
         """The advisor's regimes (:meth:`falkirk.spark.Pipeline.advise`, only changes the root accepts), kept
-        where
-        they fit their dataset's kind (:func:`~falkirk.spark.sdp.regimes.fit`). Nothing is run or changed."""
+        where they fit their dataset's kind (:func:`~falkirk.spark.sdp.regimes.fit`). Nothing is run or
+        changed."""
         advice = self.pipeline().advise(failure_rate, accepted_only=True, **options)
         fitted, dropped = {}, {}
         for node, regime in advice.regimes().items():

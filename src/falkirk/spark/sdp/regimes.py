@@ -182,8 +182,7 @@ def fit(d: Dataset | None, node: str, regime: Regime) -> Regime:
 
 def choose(graph: Graph, given: Mapping[str, str | Regime], spec: Mapping[str, str]) -> dict[str, Regime]:
     """Every node's regime: ``given`` (by dataset or flow name), else the spec's, else the table property,
-    else
-    the default; each checked against what its dataset may take."""
+    else the default; each checked against what its dataset may take."""
     names = {n.lower(): n for n in [*graph.datasets, *graph.flows]}
     for source, mapping in (("regimes", given), ("the spec's configuration", spec)):
         for name in mapping:

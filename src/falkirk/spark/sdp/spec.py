@@ -56,8 +56,7 @@ class Spec:
 
     def default_root(self) -> str:
         """falkirk's root when none is given: ``<storage>/falkirk``, beside what ``spark-pipelines`` keeps
-        there
-        (a relative ``storage`` is relative to the project directory)."""
+        there (a relative ``storage`` is relative to the project directory)."""
         storage = self.storage.rstrip("/")
         if "://" not in storage and not os.path.isabs(storage):
             storage = str(self.directory / storage)

@@ -339,13 +339,10 @@ def _kind(v: Any) -> str:
 def dependencies(fn: Any) -> dict[str, str]:
     """A fingerprint of each thing ``fn``'s result depends on in the user's code, by ``"<kind> <name>"``.
 
-    ``fn`` itself is ``"the step's function"``; the other kinds:
-    ``function``, ``class``, ``constant``
-    (a plain value read by global name or module attribute), ``closure
-    variable``, ``attribute`` (of an instance of the user's class). Names are qualified names, not module
-    paths (a module is named
-    only to tell two namesakes apart). ``{}`` for ``None``. See the module
-    docstring for what is followed.
+    ``fn`` itself is ``"the step's function"``; the other kinds: ``function``, ``class``, ``constant`` (a
+    plain value read by global name or module attribute), ``closure variable``, ``attribute`` (of an instance
+    of the user's class). Names are qualified names, not module paths (a module is named only to tell two
+    namesakes apart). ``{}`` for ``None``. See the module docstring for what is followed.
 
     >>> def make(limit):
     ...     return lambda df: df.where(df.amount > limit)

@@ -156,16 +156,13 @@ class StepAdvice:
 @frozen
 class Prediction:
     """What one failure costs under an assignment of regimes, and what the assignment costs per epoch, each
-    with
-    its standard error (:func:`predict`).
+    with its standard error (:func:`predict`).
 
     ``recovery`` is one failure of ``failure`` — the redo, restores and replays its rollback plan needs, and
-    for
-    a driver the new driver's ``restart`` — averaged over the moments it can strike at (``at=None``) or at the
-    moment ``at`` names; ``by_step`` is each step's part of it (the restart apart); ``steady`` and
+    for a driver the new driver's ``restart`` — averaged over the moments it can strike at (``at=None``) or at
+    the moment ``at`` names; ``by_step`` is each step's part of it (the restart apart); ``steady`` and
     ``steady_bytes`` are the assignment's cost per epoch without failures. The unit is the costs' (``unit``:
-    CPU
-    seconds of the driver's process tree on a ``local`` master, else wall seconds).
+    CPU seconds of the driver's process tree on a ``local`` master, else wall seconds).
     """
 
     unit: str
@@ -255,8 +252,8 @@ class Advice:
 
     def predict(self, failure: str | Sequence[str], *, which: str = "advised", at: Any = None) -> Prediction:
         """What one failure of ``failure`` (a step, ``"driver"``, or steps failing together) costs under the
-        advised
-        (``which="advised"``) or the current regimes, priced with this advice's costs: :func:`predict`."""
+        advised (``which="advised"``) or the current regimes, priced with this advice's costs:
+        :func:`predict`."""
         if which not in ("advised", "current"):
             raise PipelineError(f"Advice.predict: which={which!r} must be 'advised' or 'current'")
         if self._pipeline is None:
@@ -654,11 +651,9 @@ def _totals(ev: Any, draws: Sequence[Any], a: int, rate: float, names: Sequence[
 
 def _saving(ev: Any, draws: Sequence[Any], rate: float, costs: Costs) -> tuple[Estimate, dict[str, float]]:
     """What assignment 1 of ``ev`` saves per epoch against assignment 0, with its standard error: the
-    measurements'
-    (the same saving priced by each draw of the costs; without draws, the costs' ``spread`` of the steady
-    cost)
-    combined with the model's (:data:`MODEL_ERROR` of the steady cost and of the expected recovery the change
-    trades, each a ±2-standard-error band)."""
+    measurements' (the same saving priced by each draw of the costs; without draws, the costs' ``spread`` of
+    the steady cost) combined with the model's (:data:`MODEL_ERROR` of the steady cost and of the expected
+    recovery the change trades, each a ±2-standard-error band)."""
     total = ev.steady + ev.expected(rate)
     value = float(total[0] - total[1])
     if draws:
@@ -706,14 +701,12 @@ def predict(
     ``costs`` as the advisor prices (``docs/advisor.md``), with the standard error the costs' draws give.
 
     ``failure``: a step's name, ``"driver"`` (every node), or a list of steps failing together. ``at``:
-    ``None``
-    — the mean over the moments it can strike at in a cycle of the checkpoint spacings (what the advice
-    weighs); an epoch ``e`` — between epochs ``e`` and ``e + 1``, every step having completed ``e`` (what
-    ``STEP@e:after`` injects, and :meth:`Pipeline.plan_failure <falkirk.spark.Pipeline.plan_failure>` plans);
-    ``(e, step)`` — while ``step`` runs epoch ``e + 1`` (the steps before it in the run order having completed
-    it; ``STEP@e+1:mid`` of that step). ``exact``: price with the planner's own plans (``None``: when that
-    takes
-    at most :data:`~falkirk.spark.pipeline.plan.advisor.EXACT_SOLVES` solves).
+    ``None`` — the mean over the moments it can strike at in a cycle of the checkpoint spacings (what the
+    advice weighs); an epoch ``e`` — between epochs ``e`` and ``e + 1``, every step having completed ``e``
+    (what ``STEP@e:after`` injects, and :meth:`Pipeline.plan_failure <falkirk.spark.Pipeline.plan_failure>`
+    plans); ``(e, step)`` — while ``step`` runs epoch ``e + 1`` (the steps before it in the run order having
+    completed it; ``STEP@e+1:mid`` of that step). ``exact``: price with the planner's own plans (``None``:
+    when that takes at most :data:`~falkirk.spark.pipeline.plan.advisor.EXACT_SOLVES` solves).
 
     >>> from falkirk.spark import Costs, Ephemeral, Lazy, NodeCosts, Pipeline
     >>> pipe = Pipeline("memory://falkirk-doc/predict")

@@ -95,8 +95,7 @@ SEARCH_COLUMNS = 240
 
 def failure_kinds(pipeline: Definition, failures: str | Sequence[Any]) -> list[tuple[str, ...]]:
     """The failure kinds ``failures`` names: ``"each-step"`` (each step alone), ``"driver"`` (every node), or
-    a
-    list of step names, ``"driver"`` and tuples of step names failing together."""
+    a list of step names, ``"driver"`` and tuples of step names failing together."""
     if isinstance(failures, str):
         failures = [failures]
     kinds: list[tuple[str, ...]] = []
@@ -134,10 +133,8 @@ def spacing(regime: Regime) -> int:
 @frozen
 class Evaluation:
     """Costs of ``A`` assignments: steady (A,), steady bytes (A,), recovery per failure kind (A, K) and per
-    node
-    and kind (N, A, K), steady cost and bytes per node (N, A); ``domino`` (N, A, K): the failed stateful steps
-    a
-    failure of the kind pushes back past where it would leave them if every step logged
+    node and kind (N, A, K), steady cost and bytes per node (N, A); ``domino`` (N, A, K): the failed stateful
+    steps a failure of the kind pushes back past where it would leave them if every step logged
     (:meth:`Model.price`)."""
 
     steady: np.ndarray
@@ -242,8 +239,7 @@ class Model:
 
     def priced_with(self, costs: Costs) -> Model:
         """This model (its failures, moments and their weights) priced with other ``costs`` of the same
-        pipeline:
-        a draw of :attr:`Costs.replicates` (:meth:`evaluate_draws`)."""
+        pipeline: a draw of :attr:`Costs.replicates` (:meth:`evaluate_draws`)."""
         other = copy.copy(self)
         other._prices(costs)
         return other
@@ -267,11 +263,9 @@ class Model:
         """``(index, weight)`` of the steps a failure of ``kind`` can strike while they run epoch ``e + 1``.
 
         Steps run epoch by epoch in :attr:`graph` order, so the steps before the running one have done ``e +
-        1``.
-        A step's own failure strikes while it runs; a driver's, or a group's, at a moment uniform in time:
-        each
-        step is the running one with its share of the epoch's compute (equal shares where nothing is
-        measured).
+        1``. A step's own failure strikes while it runs; a driver's, or a group's, at a moment uniform in
+        time: each step is the running one with its share of the epoch's compute (equal shares where nothing
+        is measured).
         """
         order = {name: i for i, name in enumerate(self.graph.names)}
         if len(kind) == 1 and kind[0] != "all":
@@ -306,8 +300,8 @@ class Model:
                     kind.append(k)
                     weight.append(w / len(self.moments))
                     # the epoch e + 1 sent to a failed step that had not done it was in memory only: the
-                    # running
-                    # step had taken it, and a driver's failure loses every queue (what a restart reads again)
+                    # running step had taken it, and a driver's failure loses every queue (what a restart
+                    # reads again)
                     taken.append(lost & ((np.arange(n) == j) | (names == ("all",))))
         self.failed = np.array(failed).T
         #: (N, M): the nodes neither failed nor above or below a failed one (another branch)
@@ -443,17 +437,12 @@ class Model:
         """Costs of frontiers ``f`` (N, A, M) under the assignments' ``logs``/``every``/``incremental``.
 
         ``domino`` (N, A, M), from :meth:`dominoes`, marks the **dominoes**: a failure that rolls a stateful
-        step
-        on another branch — neither above nor below a failed step — back past the checkpoint it restores to
-        send
-        again from where the failure, alone, leaves its own branch. The rollback went out through an unlogged
-        step the branches share, came back to the failed branch, and out again, where their checkpoints fall
-        on
-        different epochs: it stops only at a checkpoint they all share, up to the least common multiple of
-        their
-        spacings back — at empty early in a run. A branch dragged back once, to its checkpoint at or below
-        where
-        the failed branch goes back to, is priced but no domino.
+        step on another branch — neither above nor below a failed step — back past the checkpoint it restores
+        to send again from where the failure, alone, leaves its own branch. The rollback went out through an
+        unlogged step the branches share, came back to the failed branch, and out again, where their
+        checkpoints fall on different epochs: it stops only at a checkpoint they all share, up to the least
+        common multiple of their spacings back — at empty early in a run. A branch dragged back once, to its
+        checkpoint at or below where the failed branch goes back to, is priced but no domino.
         """
         done = self.done[:, None, :]
         kept = f == TOP
@@ -512,8 +501,7 @@ class Model:
     # -- choices ------------------------------------------------------------------------------
     def young(self, name: str, rate: float) -> float:
         """Young's ``k* = √(2·C/(λ_s·w))`` for stateful ``name``: ``C`` its checkpoint cost, ``λ_s`` the rate
-        of
-        the failures that lose it, ``w`` its compute plus that of the stateless steps its unlogged output
+        of the failures that lose it, ``w`` its compute plus that of the stateless steps its unlogged output
         feeds."""
         i = self.graph.names.index(name)
         lam = rate * sum(1 for k in self.kinds if k == ("all",) or name in k) / len(self.kinds)
@@ -580,8 +568,7 @@ def _objective(
     model: Model, ev: Evaluation, rate: float, budget: float | None, penalty: float = 0.0
 ) -> np.ndarray:
     """The predicted total, plus ``penalty`` per (step, failure kind) of a domino (the search removes dominoes
-    one
-    by one before it compares costs); ``inf`` over the storage budget."""
+    one by one before it compares costs); ``inf`` over the storage budget."""
     total = ev.steady + ev.expected(rate)
     if penalty:
         total = total + penalty * ev.domino.sum(axis=(0, 2))
@@ -598,16 +585,14 @@ def search(
 ) -> tuple[dict[str, Regime], list[tuple[float, float]], str]:
     """The assignment with the least predicted total (see the module docstring; unless ``allow_domino``, among
     those that set off no domino, :meth:`Model.price`); the (steady, expected recovery) points of every
-    assignment
-    evaluated; the search used, in words."""
+    assignment evaluated; the search used, in words."""
     steps = list(model.pipeline.steps)
     choices = {n: model.choices(n, rate, accepted_only=accepted_only) for n in steps}
     current = {n: choices[n][0] for n in steps}
     points: list[tuple[float, float]] = []
     cache: dict[tuple[str, ...], float] = {}
     # unless dominoes are allowed, each (step, kind) of one costs far more than any assignment's total: a
-    # finite
-    # price, so that coordinate descent removes them one at a time, then compares costs
+    # finite price, so that coordinate descent removes them one at a time, then compares costs
     penalty = 0.0
     if not allow_domino:
         first = model.evaluate([current])

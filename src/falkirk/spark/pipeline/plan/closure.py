@@ -89,8 +89,7 @@ class Graph:
 
 def last_checkpoint(y: np.ndarray, every: np.ndarray) -> np.ndarray:
     """The last checkpoint epoch ``≤ y`` of a step checkpointing every ``every`` epochs (``-1``: none;
-    ``every``
-    0: stateless, any epoch).
+    ``every`` 0: stateless, any epoch).
 
     >>> last_checkpoint(np.array([1, 2, 5, 7]), np.array([3, 3, 3, 0]))
     array([-1,  2,  5,  7])
@@ -194,10 +193,8 @@ def reference_frontiers(
     pipeline: Definition, failed: Sequence[str], done: Mapping[str, int], *, also_logging: Sequence[str] = ()
 ) -> dict[str, int]:
     """The frontiers falkirk's solver picks when ``failed`` fail with everyone at ``done`` (the ``Planner``'s
-    own
-    answer, with each step's restore points as its regime takes them: the reference :func:`frontiers` is
-    tested
-    against). ``failed`` may be ``["all"]`` (a restarted driver)."""
+    own answer, with each step's restore points as its regime takes them: the reference :func:`frontiers` is
+    tested against). ``failed`` may be ``["all"]`` (a restarted driver)."""
     from falkirk.spark.pipeline.plan.shape import synthetic_available
 
     everyone = failed == ["all"] or list(failed) == ["all"]

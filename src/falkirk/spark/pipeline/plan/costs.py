@@ -85,8 +85,7 @@ DRAWS = ("", "bootstrap", "profiles")
 @frozen
 class Estimate:
     """A predicted figure and its standard error ``se`` (0: not known); ``low``/``high``: ``value ∓ 2·se``
-    (about
-    95 %), ``relative``: ``2·se / value``.
+    (about 95 %), ``relative``: ``2·se / value``.
 
     >>> e = Estimate(2.0, 0.1)
     >>> str(e), e.low, e.high, e.relative
@@ -117,8 +116,7 @@ class Estimate:
     @classmethod
     def of(cls, value: float, draws: Sequence[float], kind: str) -> Estimate:
         """``value`` with the standard error its ``draws`` give: their standard deviation for bootstrap draws,
-        that
-        ÷ √n for ``n`` independent profiles (the error of what pools them); 0 with fewer than two."""
+        that ÷ √n for ``n`` independent profiles (the error of what pools them); 0 with fewer than two."""
         if len(draws) < 2:
             return cls(float(value), 0.0)
         sd = statistics.stdev(float(d) for d in draws)
@@ -202,14 +200,10 @@ def _nodes(value: Mapping[str, NodeCosts]) -> dict[str, NodeCosts]:
 @frozen
 class Costs:
     """Per-node :class:`NodeCosts` in one ``unit`` (``"cpu"`` or ``"wall"``), the fixed ``overhead`` per
-    epoch,
-    ``restart``: what a new driver's first epoch costs beyond a steady one (paid once per driver failure,
-    whatever
-    the regimes), ``writes``: writes measured apart from any step, ``spread``: the relative standard error of
-    the
-    measured steady cost per epoch (what a predicted saving must exceed to be told from noise; 0: unknown),
-    and
-    ``source``: what was measured, for the advice's readers."""
+    epoch, ``restart``: what a new driver's first epoch costs beyond a steady one (paid once per driver
+    failure, whatever the regimes), ``writes``: writes measured apart from any step, ``spread``: the relative
+    standard error of the measured steady cost per epoch (what a predicted saving must exceed to be told from
+    noise; 0: unknown), and ``source``: what was measured, for the advice's readers."""
 
     nodes: Mapping[str, NodeCosts] = field(converter=_nodes)
     unit: str = field(default="cpu")
@@ -217,19 +211,18 @@ class Costs:
     source: str = ""
     restart: float = field(default=0.0, validator=_number)
     #: ``(bytes, cost)`` of writes measured apart from any step
-    #: (:mod:`~falkirk.spark.pipeline.run.calibrate`):
-    #: they join the steps' measured writes in the line that prices the others
+    #: (:mod:`~falkirk.spark.pipeline.run.calibrate`): they join the steps' measured writes in the line that
+    #: prices the others
     writes: tuple[tuple[float, float], ...] = field(default=(), converter=_points)
     #: relative standard error of the measured steady cost per epoch
     #: (:func:`~falkirk.spark.pipeline.plan.measured.spread`)
     spread: float = field(default=0.0, validator=_number)
     #: ``(bytes, cost)`` of writes less a count of the same data, measured apart
-    #: (:mod:`~falkirk.spark.pipeline.run.calibrate`):
-    #: what a log adds to a step whose output a job computes and counts anyway (see :meth:`complete`)
+    #: (:mod:`~falkirk.spark.pipeline.run.calibrate`): what a log adds to a step whose output a job computes
+    #: and counts anyway (see :meth:`complete`)
     first_writes: tuple[tuple[float, float], ...] = field(default=(), converter=_points)
     #: the nodes whose output is a frame of their own, first computed by their own job (the journal's
-    #: ``fresh``):
-    #: their log's write would be that job (see :meth:`complete`)
+    #: ``fresh``): their log's write would be that job (see :meth:`complete`)
     first_use: frozenset[str] = field(default=frozenset(), converter=_names)
     #: other draws of these figures (each a :class:`Costs` without draws of its own): what :attr:`draws` says
     replicates: tuple[Costs, ...] = field(default=(), converter=_replicates)
@@ -330,16 +323,11 @@ class Costs:
     @classmethod
     def median(cls, profiles: Sequence[Costs]) -> Costs:
         """Several profiles of one pipeline (each from its own driver process, say) pooled: every figure the
-        median
-        of the profiles that measured it (of those that estimated it where none did; a figure is estimated
-        only
-        then), ``overhead``, ``restart`` and ``spread`` the medians, the write points of all; the profiles are
-        its
-        ``replicates`` (``draws="profiles"``: each prediction's standard error is their spread ÷ √profiles).
-        The
-        same code priced in two driver processes can differ by a fifth per epoch on a small machine; the
-        median of
-        a few profiles moves less, and their spread says by how much.
+        median of the profiles that measured it (of those that estimated it where none did; a figure is
+        estimated only then), ``overhead``, ``restart`` and ``spread`` the medians, the write points of all;
+        the profiles are its ``replicates`` (``draws="profiles"``: each prediction's standard error is their
+        spread ÷ √profiles). The same code priced in two driver processes can differ by a fifth per epoch on a
+        small machine; the median of a few profiles moves less, and their spread says by how much.
 
         >>> a = Costs({"x": NodeCosts(compute=1.0, state_write=0.2)}, restart=2.0)
         >>> b = Costs({"x": NodeCosts(compute=1.6, state_write=0.5, estimated={"state_write"})}, restart=4.0)

@@ -1,13 +1,10 @@
 """The advisor's costs from a root alone: the execution records of a measured run and the manifests.
 
-A durable run records every step execution under the root
-(``journal/<step>/<epoch>.json``: rows, the first execution's wall
-seconds and, on a ``local`` master, its CPU seconds, :mod:`~falkirk.spark.pipeline.run.journal`) and every
-checkpoint
-and log with a manifest (files and sizes). :func:`from_journal` turns them
-into :class:`~falkirk.spark.pipeline.plan.costs.Costs`, in CPU seconds of
-the process tree where every record has them (a ``local`` master), else in
-wall seconds:
+A durable run records every step execution under the root (``journal/<step>/<epoch>.json``: rows, the first
+execution's wall seconds and, on a ``local`` master, its CPU seconds,
+:mod:`~falkirk.spark.pipeline.run.journal`) and every checkpoint and log with a manifest (files and sizes).
+:func:`from_journal` turns them into :class:`~falkirk.spark.pipeline.plan.costs.Costs`, in CPU seconds of the
+process tree where every record has them (a ``local`` master), else in wall seconds:
 
 * in CPU, an execution's cost leaves out what the JVM's JIT compilers
   spent meanwhile (the records' ``jit``,
@@ -111,10 +108,8 @@ def _measure(
     recs: dict[int, dict[str, Any]], unit: str
 ) -> tuple[dict[int, tuple[float, int]], list[float], dict[int, float]]:
     """``epoch -> (seconds, rows)`` of the first executions in ``unit`` (CPU: less the JIT compilers' share,
-    where
-    recorded), for each epoch whose latest execution was a recovery's its seconds ÷ the first's (both less
-    JIT),
-    and ``epoch ->`` the JIT compilers' seconds left out."""
+    where recorded), for each epoch whose latest execution was a recovery's its seconds ÷ the first's (both
+    less JIT), and ``epoch ->`` the JIT compilers' seconds left out."""
     now, first = ("cpu", "first_cpu") if unit == "cpu" else ("seconds", "first_seconds")
     out: dict[int, tuple[float, int]] = {}
     ratios: list[float] = []
@@ -157,9 +152,8 @@ def _alike(items: Sequence[tuple[int, float, int]], regime: Any, epoch: int) -> 
 
 def spread(residuals: Mapping[int, float], steady: float) -> float:
     """The relative standard error of a steady cost per epoch: ``residuals`` (per epoch, the executions'
-    summed
-    deviation from their steps' medians) over ``steady`` (the steps' mean epochs, summed), ÷ √epochs; 0 with
-    fewer than 2.
+    summed deviation from their steps' medians) over ``steady`` (the steps' mean epochs, summed), ÷ √epochs; 0
+    with fewer than 2.
 
     >>> round(spread({1: 0.1, 2: -0.1, 3: 0.0, 4: 0.2}, 4.0), 4)
     0.0161
@@ -287,9 +281,9 @@ def _figures(
                 fig["state_write"] = max(0.0, statistics.median(with_ck) - statistics.median(without))
         elif getattr(regime, "database", None):
             # state in the step's own SQLite database: written by its function, inside its execution (no
-            # Parquet
-            # checkpoint to take apart), restored by one transaction deleting the rolled-back epochs' rows
-            # (DatabaseRunner.reset: no Spark job, milliseconds): both inside what is measured, priced 0 apart
+            # Parquet checkpoint to take apart), restored by one transaction deleting the rolled-back epochs'
+            # rows (DatabaseRunner.reset: no Spark job, milliseconds): both inside what is measured, priced 0
+            # apart
             fig["state_write"] = fig["state_read"] = 0.0
             est |= {"state_write", "state_read"}
         elif regime is not None and not regime.stateless and regime.kind != "output":
@@ -317,8 +311,7 @@ def _figures(
     # count (Costs.complete)
     first_line = fit_writes([(float(x), float(y)) for x, y in first_writes]) if first_writes else (a, b)
     # the steps whose records say their output was a frame of their own (most of them: an injected failure
-    # wraps
-    # a state that is the output in a new frame for its epoch)
+    # wraps a state that is the output in a new frame for its epoch)
     first_use = {
         n
         for n, recs in records.items()
@@ -379,9 +372,8 @@ def _figures(
 def with_restart(costs: Costs, **parts: float | None) -> Costs:
     """``costs`` (and each of its draws) with a driver failure's ``restart`` made of its measured ``parts`` —
     ``rebuild`` (what a restart spends outside step executions), ``session`` (a driver's, JVM's and
-    SparkSession's
-    start) — beside the ``cold`` start the journal measured (:attr:`Costs.restart_parts`); a part that is
-    ``None`` is left out.
+    SparkSession's start) — beside the ``cold`` start the journal measured (:attr:`Costs.restart_parts`); a
+    part that is ``None`` is left out.
 
     >>> c = with_restart(Costs({}, restart=2.0, restart_parts={"cold": 2.0}), rebuild=1.5, session=None)
     >>> c.restart, c.restart_parts

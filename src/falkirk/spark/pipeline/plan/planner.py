@@ -284,8 +284,7 @@ class Planner:
     @contextmanager
     def _storage(self, what: str) -> Iterator[None]:
         """Turn a failure to write the monitor's database into a :class:`StorageError` naming the root, what
-        was
-        being done and the cause (a read-only root, a full disk…)."""
+        was being done and the cause (a read-only root, a full disk…)."""
         from falkirk.spark.errors import StorageError
 
         try:

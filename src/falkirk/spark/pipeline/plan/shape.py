@@ -55,10 +55,8 @@ __all__ = ["Note", "fanout_notes", "output_notes", "synthetic_available", "fixes
 class Note(str):
     """A note on a pipeline's shape: its text (a ``str``: print it, compare it), its ``kind`` (``"fanout"``,
     ``"output"``) and ``fix``, the regimes that act on it by step (empty: the note is yours to judge, e.g.
-    whether a
-    step is deterministic). ``pipe.apply(note)``, or ``pipe.apply(pipe.check())`` for every note at once, runs
-    with
-    the fixes (:func:`fixes`)."""
+    whether a step is deterministic). ``pipe.apply(note)``, or ``pipe.apply(pipe.check())`` for every note at
+    once, runs with the fixes (:func:`fixes`)."""
 
     kind: str
     fix: dict[str, Regime]
@@ -75,8 +73,7 @@ class Note(str):
 
 def fixes(notes: Note | Iterable[Note]) -> dict[str, Regime]:
     """The regimes of every note's ``fix`` together (notes without one are skipped); :class:`PipelineError`
-    when
-    two notes fix one step differently, or an item is not a :class:`Note` (a plain string has no fix)."""
+    when two notes fix one step differently, or an item is not a :class:`Note` (a plain string has no fix)."""
     out: dict[str, Regime] = {}
     for note in [notes] if isinstance(notes, str) else list(notes):
         if not isinstance(note, Note):
@@ -109,8 +106,8 @@ def synthetic_available(pipeline: Definition, done: Mapping[str, int]) -> dict[s
 def _replan(pipeline: Definition, failed: str, at: int, also_logging: list[str]) -> tuple[int, list[str]]:
     """When ``failed`` fails while working on epoch ``at + 1`` — the steps before it in the run order have
     completed ``at + 1``, the others ``at`` — with ``also_logging`` logged: the (step, epoch) pairs
-    recomputed, and
-    the stateful steps neither ``failed`` nor above or below it that roll back to empty (a domino)."""
+    recomputed, and the stateful steps neither ``failed`` nor above or below it that roll back to empty (a
+    domino)."""
     rank = pipeline.order.index(failed)
     done = {n: at + 1 if i < rank else at for i, n in enumerate(pipeline.order)}
     planner = Planner(
@@ -151,8 +148,7 @@ def _related(pipeline: Definition, step: str) -> set[str]:
 
 def fanout_notes(pipeline: Definition) -> list[Note]:
     """A note per unlogged step with two or more consumers whose ``log=True`` would make recoveries smaller;
-    its
-    ``fix`` is that ``log=True``.
+    its ``fix`` is that ``log=True``.
 
     Costs two solves per (candidate step, stateful step, boundary) on the
     pipeline's dataflow: milliseconds for a pipeline of tens of steps.

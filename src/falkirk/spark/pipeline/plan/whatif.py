@@ -278,8 +278,7 @@ def _suggest(
 
 def from_root(pipeline: Definition, failed: Iterable[str], *, at: int | None = None) -> WhatIf:
     """The what-if plan from the manifests under ``pipeline``'s root (no Spark, nothing written), checked
-    against
-    the data there."""
+    against the data there."""
     storage = Storage(pipeline.location, fsync=False, checksums=False)
     available: dict[str, list[int]] = {}
     for n in pipeline.order:

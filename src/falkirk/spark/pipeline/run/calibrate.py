@@ -101,13 +101,10 @@ def _latest(storage: Storage, step: str, kind: str) -> Manifest | None:
 @frozen
 class Calibration:
     """What :func:`calibrate` measured, in the journal's unit: ``writes``, ``(bytes, cost)`` of each item
-    written
-    again; ``first_writes``, ``(bytes, cost)`` of the same writes less a count job on the same data (what a
-    write costs where it is the job that computes a step's output anyway); ``reads``, per ``(step, kind)``
-    (kind
-    ``"checkpoint"`` or ``"log"``), ``(restore, replay)``: the read job's cost, and its cost beyond the same
-    job on
-    the in-memory copy."""
+    written again; ``first_writes``, ``(bytes, cost)`` of the same writes less a count job on the same data
+    (what a write costs where it is the job that computes a step's output anyway); ``reads``, per ``(step,
+    kind)`` (kind ``"checkpoint"`` or ``"log"``), ``(restore, replay)``: the read job's cost, and its cost
+    beyond the same job on the in-memory copy."""
 
     writes: tuple[tuple[float, float], ...] = ()
     reads: dict[tuple[str, str], tuple[float, float]] = field(factory=dict)
@@ -131,8 +128,7 @@ def _item(
 ) -> tuple[list[tuple[float, float, float]], float, float]:
     """One item's writes, as ``(bytes written, median write, median count job)`` at its own size and at
     :data:`SCALE` times its rows (the copy in memory; writes and counts alternated), its median read job from
-    the
-    root, and the median of the same job on the copy in memory."""
+    the root, and the median of the same job on the copy in memory."""
     from pyspark.sql import DataFrame
 
     df = storage.read_frame(spark, m, verify=False).persist()
@@ -179,8 +175,7 @@ def _item(
 def calibrate(pipeline: Definition, spark: SparkSession, *, repeats: int = 3) -> Calibration:
     """Each step's latest checkpoint and log written again at two sizes (median of ``repeats`` writes each,
     alternated with counts of the same data) and read back (median of ``repeats`` reads, from the root and
-    from
-    memory, alternated); costs in the journal's unit (see the module docstring)."""
+    from memory, alternated); costs in the journal's unit (see the module docstring)."""
     storage = Storage(pipeline.location, fsync=pipeline.fsync, checksums=pipeline.checksums)
     cpu = meter(spark)
 
@@ -213,10 +208,8 @@ def calibrate(pipeline: Definition, spark: SparkSession, *, repeats: int = 3) ->
 @frozen
 class Restart:
     """What a restart cost outside its step executions (:func:`restart_cost`): ``cpu`` CPU seconds of the
-    process
-    tree less the JIT compilers' (``None``: not measured), ``wall`` seconds; and the whole restart's, until
-    every
-    step was back where it had been (``total_cpu``, ``total_wall``)."""
+    process tree less the JIT compilers' (``None``: not measured), ``wall`` seconds; and the whole restart's,
+    until every step was back where it had been (``total_cpu``, ``total_wall``)."""
 
     cpu: float | None
     wall: float
@@ -226,11 +219,9 @@ class Restart:
 
 def restart_cost(run: Callable[[], RunResult], spark: SparkSession) -> Restart | None:
     """Run ``run`` — the profiled pipeline started again on its root, a new executor as a restarted driver
-    builds
-    it — and measure its restart recovery: from before the executor is built until every step is back where it
-    had been, less the step executions it ran meanwhile (the model prices those as redo, replays and
-    restores).
-    ``None`` when the run records no restart (nothing under the root yet)."""
+    builds it — and measure its restart recovery: from before the executor is built until every step is back
+    where it had been, less the step executions it ran meanwhile (the model prices those as redo, replays and
+    restores). ``None`` when the run records no restart (nothing under the root yet)."""
     cpu = meter(spark)
     t0, c0 = time.perf_counter(), cpu.read() if cpu is not None else None
     result = run()
@@ -270,11 +261,10 @@ spark.stop()
 
 
 def session_start(master: str = "local[2,3]", *, timeout: float = 600.0) -> dict[str, float | None]:
-    """What starting a driver costs — Python's imports, the JVM, a ``local_session(master)`` and its first job
-    —
-    measured in a process of its own: ``{"cpu": CPU seconds of its process tree (None: not measured), "jit":
-    of
-    which the JIT compilers', "wall": seconds}``. A restarted driver pays it before anything falkirk does."""
+    """What starting a driver costs — Python's imports, the JVM, a ``local_session(master)`` and its first
+    job — measured in a process of its own: ``{"cpu": CPU seconds of its process tree (None: not measured),
+    "jit": of which the JIT compilers', "wall": seconds}``. A restarted driver pays it before anything
+    falkirk does."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(

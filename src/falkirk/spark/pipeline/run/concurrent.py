@@ -25,12 +25,10 @@ not queued behind a large one):
   runs as in a sequential run, except the sweep of unpublished data, which
   waits for a moment with nothing in flight (or a recovery).
 
-Everything else — the queues, the planner, the journal — is touched only by
-the run's own thread; the pool's threads run :meth:`Steps.work <falkirk.spark.pipeline.run.steps.Steps.work>`
-(the runner's
-``execute``, Spark jobs, writes and manifests), and what they record for the
-planner waits for the task's completion. An execution's CPU is recorded only
-when nothing else ran meanwhile (the process tree's CPU cannot be split).
+Everything else — the queues, the planner, the journal — is touched only by the run's own thread; the pool's
+threads run :meth:`Steps.work <falkirk.spark.pipeline.run.steps.Steps.work>` (the runner's ``execute``, Spark
+jobs, writes and manifests), and what they record for the planner waits for the task's completion. An
+execution's CPU is recorded only when nothing else ran meanwhile (the process tree's CPU cannot be split).
 """
 
 from __future__ import annotations
@@ -54,9 +52,8 @@ __all__ = ["Concurrent"]
 INTERRUPT_WAIT = 60.0
 
 #: the step threads of each SparkContext, kept across runs: PySpark pins each Python thread to a JVM thread
-#: and a
-#: py4j connection that outlive the thread, so a pool per run would leave ``concurrency`` of them behind each
-#: time
+#: and a py4j connection that outlive the thread, so a pool per run would leave ``concurrency`` of them behind
+#: each time
 _POOLS: weakref.WeakKeyDictionary[Any, dict[int, ThreadPoolExecutor]] = weakref.WeakKeyDictionary()
 _POOLS_LOCK = threading.Lock()
 

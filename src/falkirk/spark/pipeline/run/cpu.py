@@ -201,10 +201,9 @@ class _Jit:
 
     def total(self, processes: set[tuple[int, int]]) -> int:
         """The reading's total ticks (``processes``: those it walked). A compiler thread of a walked process
-        that
-        was not read has ended: its last ticks are kept for good. One of a process the walk did not reach (it
-        ended, or a reading missed it) keeps its last ticks until a reading sees it again, so a missed reading
-        neither loses it nor, later, counts it twice."""
+        that was not read has ended: its last ticks are kept for good. One of a process the walk did not reach
+        (it ended, or a reading missed it) keeps its last ticks until a reading sees it again, so a missed
+        reading neither loses it nor, later, counts it twice."""
         for k, t in self.ticks.items():
             if k not in self.reading:
                 if (k[0], k[1]) in processes:
@@ -219,8 +218,7 @@ class _Jit:
 
 def tree_cpu(pid: int | None = None) -> float | None:
     """CPU seconds (user + system, with reaped children) of process ``pid`` (default: this one) and its
-    descendants:
-    one reading, which can go down (see :class:`TreeMeter`)."""
+    descendants: one reading, which can go down (see :class:`TreeMeter`)."""
     try:
         seen = _walk(os.getpid() if pid is None else pid)
     except (OSError, ValueError, IndexError):

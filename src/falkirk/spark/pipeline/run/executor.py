@@ -218,8 +218,7 @@ class Executor:
             self.say(f"note: {note}")
         # the monitor's writes of an epoch (recorded frontiers, garbage collection's discards) are one SQLite
         # transaction, committed at its end (_end_of_epoch), not one each: meta.sqlite is rebuilt from the
-        # manifests
-        # at every start, so what a crash loses of an epoch's batch costs nothing (Planner.batch)
+        # manifests at every start, so what a crash loses of an epoch's batch costs nothing (Planner.batch)
         todo = sum(max(0, epochs - 1 - d) for d in self.state.done.values())
         with self.progress.running(todo), self.state.planner.batch():
             return self._loop(epochs)
@@ -288,8 +287,7 @@ class Executor:
         look: bool = True,
     ) -> None:
         """After executions (``last`` at ``epoch`` the latest): recover from ``failures`` — each ``(step,
-        epoch,
-        error)`` — and (``look``) from executors lost since the last look, or stop when a step keeps
+        epoch, error)`` — and (``look``) from executors lost since the last look, or stop when a step keeps
         failing."""
         state = self.state
         failed: set[str] = set()
@@ -326,8 +324,7 @@ class Executor:
     def end_of_epoch(self, epoch: int, *, busy: Collection[str] = ()) -> None:
         """Every node completed ``epoch``: garbage collection (of the nodes not ``busy`` executing on another
         thread; and of what this driver wrote and never published only when none is), the planner's commit,
-        the
-        epoch's line."""
+        the epoch's line."""
         journal = self.state.journal
         if self.pipeline.gc and self.pipeline.durable:
             collect(self.state, self.storage, sweep=not busy, busy=busy)

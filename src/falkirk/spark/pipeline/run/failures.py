@@ -78,9 +78,9 @@ class Injection:
 
 
 def _failing_filter(df: DataFrame, label: str, every_attempt: bool) -> DataFrame:
-    """``df`` behind a filter that fails: the first attempt of its first partition, or (``every_attempt``) every
-    attempt of every partition with a row — a job fails wherever its rows are, even where the first partition
-    is empty. A frame without rows runs no filter and cannot fail this way."""
+    """``df`` behind a filter that fails: the first attempt of its first partition, or (``every_attempt``)
+    every attempt of every partition with a row — a job fails wherever its rows are, even where the first
+    partition is empty. A frame without rows runs no filter and cannot fail this way."""
     from pyspark import TaskContext
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType

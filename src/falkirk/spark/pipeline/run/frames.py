@@ -148,8 +148,7 @@ class Frames:
 
     def observable(self, df: DataFrame) -> bool:
         """Whether :meth:`observing` can take ``df``: a frame this run has not counted, not through Spark
-        Connect
-        (its first use, a write or a count, is the job that computes it)."""
+        Connect (its first use, a write or a count, is the job that computes it)."""
         known = self._counts.get(id(df))
         return not (known is not None and known[0]() is df) and not is_connect(df.sparkSession)
 
@@ -184,8 +183,7 @@ class Frames:
 
     def hold(self, dfs: Iterable[Any]) -> None:
         """Keep ``dfs`` persisted until :meth:`unhold`, even once released (the inputs of a fused step, which
-        its
-        consumer's job computes later: unpersisted, they would be computed again from their lineage)."""
+        its consumer's job computes later: unpersisted, they would be computed again from their lineage)."""
         with self._lock:
             for df in dfs:
                 if df is not None:
@@ -218,8 +216,7 @@ class Frames:
 
 def cached_rows(df: DataFrame) -> int | None:
     """The rows of persisted ``df`` as Spark counted them while caching it, once every partition is cached
-    (the
-    cache's own row count, not a plan's estimate); ``None`` before that, or where Spark does not say."""
+    (the cache's own row count, not a plan's estimate); ``None`` before that, or where Spark does not say."""
     if not getattr(df, "is_cached", False):  # unpersisted: a cached frame under it would answer for it
         return None
     try:
@@ -241,8 +238,8 @@ def cached_rows(df: DataFrame) -> int | None:
 
 def _observed_rows(observation: Any) -> int | None:
     """The row count ``observation`` received from a finished action, waiting up to :data:`OBSERVED_WAIT`
-    seconds
-    for it (the metrics travel on Spark's listener bus); ``None`` if it did not arrive (the caller counts)."""
+    seconds for it (the metrics travel on Spark's listener bus); ``None`` if it did not arrive (the caller
+    counts)."""
     try:
         future = observation._jo.future()
         deadline = time.monotonic() + OBSERVED_WAIT

@@ -23,8 +23,7 @@ __all__ = ["fusions", "FusedRecords"]
 
 def fusions(pipeline: Definition, *, logged: bool = False) -> list[str]:
     """The steps computed by their consumer's job instead of a job of their own (``logged``: and the logged
-    steps
-    that would be, unlogged).
+    steps that would be, unlogged).
 
     Such a step is unlogged and stateless (``Ephemeral()``), not an output,
     and read by some step; its first consumer (in the pipeline's order) is
@@ -99,13 +98,11 @@ class FusedRecords:
 
     def finish(self, inputs: dict[str, DataFrame], epoch: int, *, count: bool, cache: bool) -> None:
         """Journal the fused executions among ``inputs`` a consumer's job (of ``epoch``) computed: their rows
-        are
-        known now — the cache's count (``cache``: no task attempt of that job was retried, see
+        are known now — the cache's count (``cache``: no task attempt of that job was retried, see
         :meth:`Frames.fused <falkirk.spark.pipeline.run.frames.Frames.fused>`), else with ``count`` a count
-        job;
-        records of earlier epochs, superseded by a recovery, take only what the cache counted; later epochs'
-        (a
-        concurrent run's fused step may run ahead of its consumer) wait for their own consumer's execution."""
+        job; records of earlier epochs, superseded by a recovery, take only what the cache counted; later
+        epochs' (a concurrent run's fused step may run ahead of its consumer) wait for their own consumer's
+        execution."""
         for src in inputs:
             later = []
             for e, done, held in self.waiting.pop(src, []):
@@ -119,8 +116,7 @@ class FusedRecords:
 
     def culprit(self, inputs: dict[str, DataFrame]) -> str | None:
         """After a consumer's job failed: the fused input whose own computation fails (computed alone), if any
-        —
-        the failure is that step's, not the consumer's."""
+        — the failure is that step's, not the consumer's."""
         for src, df in inputs.items():
             if src not in self.waiting:
                 continue
@@ -141,8 +137,7 @@ class FusedRecords:
 
 def _rows_or_unknown(rows: Callable[[bool, bool], int | None], count: bool, cache: bool) -> int:
     """``rows(count, cache)``, or ``-1`` (unknown) where it is not known or counting fails (e.g. the consumer
-    failed
-    on the same rows)."""
+    failed on the same rows)."""
     try:
         n = rows(count, cache)
     except Exception:  # noqa: BLE001 - a row count for the journal: the failure itself is handled elsewhere

@@ -115,7 +115,8 @@ class WriteGuard:
             )
 
     def install(self) -> None:
-        """Put the row guards on the declared tables that exist (outside a transaction: temporary triggers persist)."""
+        """Put the row guards on the declared tables that exist (outside a transaction: temporary triggers
+        persist)."""
         for table in self.existing():
             if table in self._guarded:
                 continue

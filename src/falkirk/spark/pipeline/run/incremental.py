@@ -127,8 +127,7 @@ class StateCheckpoints:
     # -- reading --------------------------------------------------------------------------------
     def read(self, m: Manifest) -> DataFrame:
         """The state checkpoint ``m`` holds: keyed state through its chain, redistributed by key group into
-        the
-        step's partitions (checked by the recovery's plan: not verified again)."""
+        the step's partitions (checked by the recovery's plan: not verified again)."""
         storage, spark = self.ctx.storage, self.ctx.spark
         self.rescaled = None
         layout = m.extra.get("keyed")

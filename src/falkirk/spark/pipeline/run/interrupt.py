@@ -71,8 +71,7 @@ def interruptible(spark: SparkSession) -> Iterator[None]:
 
 def after_interrupt(spark: SparkSession, tag: str | None = None, *, wait: float = 10.0) -> None:
     """After a ``KeyboardInterrupt`` in a run on ``spark``: cancel the jobs of job group / tag ``tag`` (every
-    job
-    when ``None``) from another thread, on a connection of its own. Best effort, never raises."""
+    job when ``None``) from another thread, on a connection of its own. Best effort, never raises."""
     from falkirk.spark.pipeline.run.session import is_connect
 
     def cancel() -> None:

@@ -138,10 +138,8 @@ class Recovery:
     validated: float | None = None
     caught_up: float | None = None
     #: CPU of the process tree when the failure was detected (a restart: when its session was up, the JVM's
-    #: start
-    #: left out), and from then until :attr:`finished` (on a ``local`` master,
-    #: :mod:`~falkirk.spark.pipeline.run.cpu`;
-    #: else ``None``)
+    #: start left out), and from then until :attr:`finished` (on a ``local`` master,
+    #: :mod:`~falkirk.spark.pipeline.run.cpu`; else ``None``)
     cpu_started: float | None = None
     cpu_seconds: float | None = None
     #: of those, the JVM's JIT compilers' (at the start, and meanwhile)
@@ -173,8 +171,7 @@ class Recovery:
 
     def phases(self) -> dict[str, float | None]:
         """The recovery's wall time by phase (:data:`PHASES`, see the module docstring); ``None``: not
-        measured or
-        not reached.
+        measured or not reached.
 
         >>> r = Recovery(1, "cc failed", ("cc",), {"cc": 3, "answer": 4}, {}, started=10.0, plan_seconds=0.5,
         ...              rebuild_seconds=0.5, validation_seconds=1.0, validated=11.5, finished=14.0, caught_up=15.0)
@@ -312,8 +309,7 @@ class Journal:
 
     def cpu(self, step: str, epoch: int, *, jit: bool = True) -> float | None:
         """CPU seconds of the first execution of ``step`` at ``epoch``, where measured (see
-        :class:`Execution`);
-        ``jit=False``: less the JIT compilers' share."""
+        :class:`Execution`); ``jit=False``: less the JIT compilers' share."""
         ex = self._measured(step, epoch)
         return None if ex is None else ex.cpu if jit else ex.cpu_less_jit
 
@@ -329,10 +325,9 @@ class Journal:
 
     def progressed(self, done: Mapping[str, int], cpu: tuple[float, float] | None) -> list[Recovery]:
         """After a step execution (``done``: each step's last completed epoch; ``cpu``: the process tree's CPU
-        and
-        its JIT compilers', where measured): the open recoveries now finished — every step back where it was —
-        are stamped and returned; those whose steps all completed their :attr:`Recovery.in_flight` epoch are
-        caught up."""
+        and its JIT compilers', where measured): the open recoveries now finished — every step back where it
+        was — are stamped and returned; those whose steps all completed their :attr:`Recovery.in_flight` epoch
+        are caught up."""
         now = time.perf_counter()
         finished = []
         for r in self.open_recoveries():

@@ -97,12 +97,9 @@ def response_latency(
     pipeline: Definition, storage: Storage, epochs: Mapping[str, Iterable[int]]
 ) -> dict[str, Latency]:
     """Each output's latency at the epochs ``epochs`` names for it, read from the root (a run measures its own
-    as it
-    commits: :attr:`RunResult.latency <falkirk.spark.pipeline.run.executor.RunResult.latency>`). An epoch
-    whose cut
-    or manifest is gone (garbage collection acknowledges input) or does not record its time is left out. Cost:
-    one
-    read per manifest and cut."""
+    as it commits: :attr:`RunResult.latency <falkirk.spark.pipeline.run.executor.RunResult.latency>`). An
+    epoch whose cut or manifest is gone (garbage collection acknowledges input) or does not record its time is
+    left out. Cost: one read per manifest and cut."""
     cut_at: dict[tuple[str, int], float | None] = {}
     out = {}
     for name, es in epochs.items():

@@ -53,9 +53,8 @@ class Queues:
 
     def put(self, src: str, epoch: int, df: Any, rows: int | None, *, from_log: Iterable[str] = ()) -> None:
         """``src`` completed ``epoch`` with output ``df``: queue it for every consumer (on the edges
-        ``from_log``, a
-        reference to ``src``'s log instead: a consumer lagging far behind reads it from there, not from
-        memory)."""
+        ``from_log``, a reference to ``src``'s log instead: a consumer lagging far behind reads it from there,
+        not from memory)."""
         by_log = set(from_log)
         for link in self.links:
             if link.src == src:

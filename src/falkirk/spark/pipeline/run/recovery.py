@@ -63,8 +63,7 @@ class Rollback:
     state: RunState
     progress: Progress
     #: CPU seconds of the process tree and of its JIT compilers
-    #: (:func:`~falkirk.spark.pipeline.run.cpu.meter`),
-    #: where that is the whole job
+    #: (:func:`~falkirk.spark.pipeline.run.cpu.meter`), where that is the whole job
     cpu: TreeMeter | None = None
 
     @property
@@ -220,9 +219,9 @@ class Rollback:
 
     def earliest_limits(self, failed: set[str], limits: Mapping[str, int]) -> dict[str, int]:
         """For each step of ``limits`` (``code_changes`` epochs a restart could not honour): the earliest
-        epoch, at
-        or after the one asked, from which the data to redo it is all there (the others held as asked); a step
-        none works for is left out. Nothing changes: each trial is planned and checked on a copy."""
+        epoch, at or after the one asked, from which the data to redo it is all there (the others held as
+        asked); a step none works for is left out. Nothing changes: each trial is planned and checked on a
+        copy."""
         done_before = dict(self.state.high)
 
         def check(plan: Any, _: Any) -> CorruptDataError | None:
@@ -302,9 +301,8 @@ class Rollback:
         rewrite: Mapping[str, int] | None = None,
     ) -> None:
         """SPEC §6 reset. An output keeps its committed epochs above its frontier (final: what is sent again
-        for
-        them is discarded), except those found ``damaged`` and, for an output in ``rewrite``, those after the
-        epoch it names."""
+        for them is discarded), except those found ``damaged`` and, for an output in ``rewrite``, those after
+        the epoch it names."""
         outputs = set(self.pipeline.external_outputs)
         failed = set(rec.failed)
         for n in self.order:

@@ -70,10 +70,9 @@ def collect(
     busy: Collection[str] = (),
 ) -> None:
     """Delete what the low-watermarks allow (with retention): old checkpoints, consumed logs, acknowledged
-    input,
-    execution records no retained epoch needs, and (``sweep``) data directories this driver wrote but never
-    published — not while step executions run on other threads, which may be writing theirs. The nodes in
-    ``busy`` (executing on another thread now: an input appending, a database step inside its transaction)
+    input, execution records no retained epoch needs, and (``sweep``) data directories this driver wrote but
+    never published — not while step executions run on other threads, which may be writing theirs. The nodes
+    in ``busy`` (executing on another thread now: an input appending, a database step inside its transaction)
     are collected at a later epoch's end."""
     pipeline, planner, runners = state.pipeline, state.planner, state.runners
     lw = retained_watermarks(pipeline, planner, runners)

@@ -54,17 +54,14 @@ class Runner:
         #: (a log's write would be that job); ``None``: not such a step, or not known
         self.fresh: bool | None = None
         #: the state held in executor memory between checkpoints (``None``: none; the executor checks its
-        #: blocks
-        #: after an executor is lost)
+        #: blocks after an executor is lost)
         self.state: DataFrame | None = None
         #: set by the executor (:func:`~falkirk.spark.pipeline.run.fusion.fusions`): ``fusable``, an unlogged
-        #: step's
-        #: output would be computed by its consumer's job, with no job of its own; ``fuse``: it is
+        #: step's output would be computed by its consumer's job, with no job of its own; ``fuse``: it is
         self.fusable = False
         self.fuse = False
         #: after an execution left to the consumer's job: ``pending_rows(count, cache)``, its row count once
-        #: that
-        #: job ran (``None``: the execution counted its rows itself)
+        #: that job ran (``None``: the execution counted its rows itself)
         self.pending_rows: Any = None
         #: whether the last execution discarded what it was sent (an output epoch already committed)
         self.discarded = False
@@ -89,8 +86,7 @@ class Runner:
 
     def reset(self, frontier: int, *, committed: set[int] | None = None) -> None:
         """Come back to ``frontier`` (``-1``: initial state) and drop durable items above it (an output keeps
-        its
-        ``committed`` epochs: :meth:`StepRunner.reset`)."""
+        its ``committed`` epochs: :meth:`StepRunner.reset`)."""
 
     def replay(self, epoch: int) -> DataFrame:
         """The logged output of ``epoch`` (checked by the recovery that queued it: not verified again)."""
@@ -216,11 +212,9 @@ class StepRunner(Runner):
                 f"(output/{self.name}/epoch=E/); rename it, e.g. .withColumnRenamed('epoch', 'epoch_')"
             )
         # an output whose first use is a write (its log, or an output's data) is computed, cached and counted
-        # by
-        # that write's job (Frames.observing): no count job before it. ``fresh``: this epoch's output was such
-        # a
-        # frame, logged or not (a log's write is then the job computing it; the journal keeps it for the
-        # advisor)
+        # by that write's job (Frames.observing): no count job before it. ``fresh``: this epoch's output was
+        # such a frame, logged or not (a log's write is then the job computing it; the journal keeps it for
+        # the advisor)
         own = wrapped is not new_state and ctx.frames.observable(wrapped)
         # the advisor prices a log of such a step as a write less a count; not where the unlogged step has no
         # job
@@ -295,8 +289,8 @@ class StepRunner(Runner):
 
     def reset(self, frontier: int, *, committed: set[int] | None = None) -> None:
         """``committed`` (outputs): the acknowledged epochs above ``frontier`` to keep as they are — they are
-        final;
-        an acknowledged epoch not among them (damaged, or asked to be redone) is removed and written again."""
+        final; an acknowledged epoch not among them (damaged, or asked to be redone) is removed and written
+        again."""
         storage = self.storage
         keep = {e for e in committed or () if e > frontier} if isinstance(self.regime, Output) else set()
         self.committed = keep

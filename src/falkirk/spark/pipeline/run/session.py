@@ -139,9 +139,8 @@ def check_usable(spark: object, what: str = "the pipeline") -> None:
 #: whole-stage code generation): the cache evicted every class before the next epoch asked for it again, and
 #: every epoch compiled them all anew (87 Janino compilations per flagship epoch, 42 per Structured Streaming
 #: micro-batch of the same application) — and the JVM then compiled the new classes' bytecode again, which
-#: kept
-#: its JIT busy for good (1.6-2 CPU-s of an epoch's ~4). With room for them, no epoch after the first compiles
-#: anything (docs/spark.md, "Spark settings").
+#: kept its JIT busy for good (1.6-2 CPU-s of an epoch's ~4). With room for them, no epoch after the first
+#: compiles anything (docs/spark.md, "Spark settings").
 CODEGEN_CACHE = {"spark.sql.codegen.cache.maxEntries": "1000"}
 
 #: Configuration :func:`local_session` applies (small data: few partitions, no UI; :data:`CODEGEN_CACHE`).
@@ -151,8 +150,7 @@ LOCAL_DEFAULTS = {
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
     # a concurrent run (Pipeline(concurrency=N)) submits jobs from several threads: FAIR shares the cores
-    # between
-    # them instead of queueing a small job behind a large one (one thread at a time: the same as FIFO)
+    # between them instead of queueing a small job behind a large one (one thread at a time: the same as FIFO)
     "spark.scheduler.mode": "FAIR",
     **CODEGEN_CACHE,
 }
@@ -286,9 +284,9 @@ def sql_conf(spark: SparkSession, conf: Mapping[str, str] | None) -> Iterator[No
 def job_group(
     spark: SparkSession, group: str, description: str = "", *, pool: str | None = None
 ) -> Iterator[str]:
-    """Run the enclosed Spark jobs in job group ``group`` (a job tag through Spark Connect); ``pool``: in that
-    scheduler pool (under ``spark.scheduler.mode=FAIR`` pools share the cores fairly; a classic session
-    only)."""
+    """Run the enclosed Spark jobs in job group ``group`` (a job tag through Spark Connect); ``pool``: in
+    that scheduler pool (under ``spark.scheduler.mode=FAIR`` pools share the cores fairly; a classic
+    session only)."""
     if is_connect(spark):
         tag = group.replace(",", ";")
         spark.addTag(tag)
@@ -312,8 +310,7 @@ def job_group(
 
 def all_failed_tasks(spark: SparkSession) -> int | None:
     """Failed task attempts of the whole application so far, every executor's (lost ones included); ``None``
-    if
-    unknown (Spark Connect, a stopped context).
+    if unknown (Spark Connect, a stopped context).
 
     One look at Spark's status store (a few py4j calls): two equal
     readings, before and after a job group's jobs, mean none of them had a
@@ -331,10 +328,8 @@ def all_failed_tasks(spark: SparkSession) -> int | None:
 
 def codegen_compilations(spark: SparkSession) -> int | None:
     """How many generated classes Spark has compiled in the driver's JVM so far (its ``CodegenMetrics``);
-    ``None``
-    where unknown (Spark Connect, a stopped context). On a ``local`` master that is every compilation of the
-    job;
-    on a cluster the executors compile in JVMs of their own."""
+    ``None`` where unknown (Spark Connect, a stopped context). On a ``local`` master that is every compilation
+    of the job; on a cluster the executors compile in JVMs of their own."""
     if is_connect(spark):
         return None
     try:
@@ -351,11 +346,9 @@ RECOMPILING_EPOCHS = 3
 
 def recompiling(counts: list[int], *, epochs: int = RECOMPILING_EPOCHS, least: int = 20) -> int | None:
     """From :func:`codegen_compilations` read at the end of each epoch: the fewest classes compiled by each of
-    the
-    last ``epochs`` epochs when every one compiled at least ``least`` (the first epoch's excepted: a cold
-    cache),
-    else ``None``. A job whose codegen cache holds what an epoch uses compiles next to nothing after its first
-    epochs; one whose cache is too small compiles the same classes again every epoch.
+    the last ``epochs`` epochs when every one compiled at least ``least`` (the first epoch's excepted: a cold
+    cache), else ``None``. A job whose codegen cache holds what an epoch uses compiles next to nothing after
+    its first epochs; one whose cache is too small compiles the same classes again every epoch.
 
     >>> recompiling([120, 207, 294, 381, 468])   # 87 classes every epoch
     87

@@ -71,8 +71,7 @@ def record_changes(
     rollback: Rollback, evolution: Changes, storage: Storage, say: Callable[[str], None]
 ) -> None:
     """After the restart recovered: record the pipeline (``pipeline.json``), note its accepted changes, delete
-    the
-    files of removed outputs the pipeline asks to delete."""
+    the files of removed outputs the pipeline asks to delete."""
     if not (evolution or evolution.record):
         return
     pipeline, journal = rollback.pipeline, rollback.state.journal

@@ -47,8 +47,7 @@ __all__ = ["RunState", "Task"]
 @define
 class Task:
     """One step execution in flight: begun on the run's thread, worked (perhaps on a pool thread), completed
-    or
-    abandoned on the run's thread (:class:`~falkirk.spark.pipeline.run.steps.Steps`)."""
+    or abandoned on the run's thread (:class:`~falkirk.spark.pipeline.run.steps.Steps`)."""
 
     name: str
     epoch: int

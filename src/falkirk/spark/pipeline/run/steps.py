@@ -50,11 +50,9 @@ __all__ = ["Steps", "PlannerRecords"]
 
 class PlannerRecords:
     """``RunContext.record`` for a run: straight to the planner on the run's thread; from another thread, kept
-    per
-    thread until :meth:`drain` (on the run's thread, when the task that thread ran completes or fails: a
-    record
-    is a durable fact — a manifest was published — so a failed task's records reach the planner before its
-    recovery is planned)."""
+    per thread until :meth:`drain` (on the run's thread, when the task that thread ran completes or fails: a
+    record is a durable fact — a manifest was published — so a failed task's records reach the planner before
+    its recovery is planned)."""
 
     def __init__(self, planner: Planner) -> None:
         self.planner = planner
@@ -129,8 +127,7 @@ class Steps:
 
     def start(self, name: str, epoch: int) -> Task:
         """Begin ``name``'s execution of ``epoch`` on the run's thread: the injector's ``before`` point, the
-        inputs
-        taken off the queues (held in memory until the task ends)."""
+        inputs taken off the queues (held in memory until the task ends)."""
         state = self.state
         state.running = f"{name}@{epoch}"
         self.injector.at(name, epoch, "before")
@@ -148,14 +145,12 @@ class Steps:
 
     def work(self, task: Task, *, quiet: bool = False) -> None:
         """Run the task's Spark work (any thread); a failure is raised as :class:`StepFailure` (or the error
-        that
-        stops the run). ``quiet``: the run is sequential, so the application's failed-task count tells whether
-        this task's jobs retried anything."""
+        that stops the run). ``quiet``: the run is sequential, so the application's failed-task count tells
+        whether this task's jobs retried anything."""
         name, epoch, inputs, runner = task.name, task.epoch, task.inputs, self.state.runners[task.name]
         task.thread = threading.get_ident()
         # a concurrent run gives each step a scheduler pool of its own: a small step's jobs share the cores
-        # with a
-        # heavy one's instead of queueing behind them (FAIR mode, which local_session sets)
+        # with a heavy one's instead of queueing behind them (FAIR mode, which local_session sets)
         with job_group(self.spark, task.group, pool=f"falkirk-{name}" if self.concurrent else None):
             try:
                 task.out, task.rows = runner.execute(epoch, inputs)
@@ -209,8 +204,7 @@ class Steps:
 
     def complete(self, task: Task, *, lagging: Iterable[str] = ()) -> None:
         """The task succeeded (run's thread): progress, queues (``lagging``: edges whose consumer reads the
-        log
-        instead), journal."""
+        log instead), journal."""
         state, name, epoch = self.state, task.name, task.epoch
         state.groups.discard(task.group)
         self.records.drain(task.thread)
@@ -284,8 +278,7 @@ class Steps:
 
     def _latency(self, output: str, epoch: int, committed: float) -> None:
         """The response latency of ``output`` at ``epoch``: its commit time less the latest cut time of the
-        inputs
-        it depends on (read from the cut where this run did not make it; left out where no time is
+        inputs it depends on (read from the cut where this run did not make it; left out where no time is
         recorded)."""
         state, times = self.state, []
         for i in self.upstream.setdefault(output, upstream_inputs(self.pipeline, output)):

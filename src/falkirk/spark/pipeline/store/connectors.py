@@ -38,8 +38,7 @@ __all__ = ["CONDITIONAL_CREATE", "connector_options", "refusal", "storage_option
 CONDITIONAL_CREATE = {"s3": "If-None-Match: *", "gcs": "ifGenerationMatch=0", "abfs": "If-None-Match: *"}
 
 #: botocore's default ("legacy", 5 attempts) takes ~12-20 s to give up on a dead endpoint; three standard
-#: attempts
-#: ~4 s. Used unless ``storage_options["config_kwargs"]["retries"]`` or
+#: attempts ~4 s. Used unless ``storage_options["config_kwargs"]["retries"]`` or
 #: ``AWS_MAX_ATTEMPTS``/``AWS_RETRY_MODE`` say.
 S3_RETRIES = {"max_attempts": 3, "mode": "standard"}
 

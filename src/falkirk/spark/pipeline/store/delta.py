@@ -137,9 +137,8 @@ def diff(
         .where(F.col(_CHANGED) == 1)
     )
     # one pass (no union of upserts and tombstones, which would compute the rows above twice): a row of a key
-    # that
-    # has rows now is repeated as often as it occurs; a key that has none gets one tombstone, from its least
-    # row
+    # that has rows now is repeated as often as it occurs; a key that has none gets one tombstone, from its
+    # least row
     gone = F.col(_ANY) == 0
     copies = F.when(F.col(_NEW) > 0, F.col(_NEW)).when(gone & F.col(_LEAST), 1).otherwise(0).cast("int")
     out = rows.select(*cols, *by, F.explode(F.array_repeat(gone, copies)).alias(DELETED))
@@ -152,8 +151,7 @@ def diff(
 
 def apply(base: DataFrame, deltas: Sequence[DataFrame], key: str) -> DataFrame:
     """``base`` with ``deltas`` applied in order (each with the state's columns and ``_deleted``):
-    :func:`newest`
-    of all their rows, tagged."""
+    :func:`newest` of all their rows, tagged."""
     from functools import reduce
 
     from pyspark.sql import functions as F
@@ -171,10 +169,8 @@ def apply(base: DataFrame, deltas: Sequence[DataFrame], key: str) -> DataFrame:
 
 def newest(rows: DataFrame, key: str, by: Sequence[str] = ()) -> DataFrame:
     """The rows of the state that a snapshot and its deltas restore, from all their rows tagged in ``SEQ``:
-    the
-    snapshot's 0, the deltas' 1, 2, ... in order (``_deleted`` null counts as false). Per key: the rows of the
-    latest
-    delta naming it, else the snapshot's. Columns as ``rows``'s.
+    the snapshot's 0, the deltas' 1, 2, ... in order (``_deleted`` null counts as false). Per key: the rows of
+    the latest delta naming it, else the snapshot's. Columns as ``rows``'s.
 
     A per-key window partitioned by ``[key, *by]``: one shuffle, or none
     when ``rows`` is already hash-partitioned by ``by`` (columns that are

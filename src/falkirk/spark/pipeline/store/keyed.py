@@ -176,9 +176,8 @@ def layout(df: DataFrame, key: str, parallelism: int, max_parallelism: int) -> D
 
 def placed(df: DataFrame, key: str, parallelism: int, max_parallelism: int) -> tuple[DataFrame, list[str]]:
     """:func:`layout` keeping the column the rows are hash-partitioned by, and the columns a row gained: its
-    key
-    group, its partition and that column, all functions of the key (an operator clustered by the key and them
-    runs without another shuffle; drop the last before writing)."""
+    key group, its partition and that column, all functions of the key (an operator clustered by the key and
+    them runs without another shuffle; drop the last before writing)."""
     from pyspark.sql import functions as F
 
     with_kg = df.withColumn(KG, key_group(key, max_parallelism))

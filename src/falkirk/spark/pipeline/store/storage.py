@@ -91,7 +91,8 @@ def as_root(
     storage_options: Mapping[str, Any] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> Root:
-    """``root`` as a :class:`~falkirk.spark.pipeline.store.rootfs.Root` (a path or URI is opened with the options)."""
+    """``root`` as a :class:`~falkirk.spark.pipeline.store.rootfs.Root` (a path or URI is opened with the
+    options)."""
     if isinstance(root, Root):
         if storage_options:
             raise StorageError(
@@ -274,7 +275,8 @@ class Storage:
         return out
 
     def check_sizes(self, m: Manifest) -> None:
-        """Check that every file ``m`` lists exists with its size (no data read); ``CorruptDataError`` if not."""
+        """Check that every file ``m`` lists exists with its size (no data read); ``CorruptDataError`` if
+        not."""
         self._check_visible(m, problem=CorruptDataError)
 
     def _check_visible(self, m: Manifest, *, problem: type[Exception]) -> None:
@@ -296,7 +298,8 @@ class Storage:
                 raise CorruptDataError(m.step, m.kind, m.epoch, what, path=rel)
 
     def verify(self, m: Manifest) -> None:
-        """Check that every file ``m`` lists exists with its size (and checksum); ``CorruptDataError`` if not."""
+        """Check that every file ``m`` lists exists with its size (and checksum); ``CorruptDataError`` if
+        not."""
         self._check_visible(m, problem=CorruptDataError)
         if not self.checksums:
             return
@@ -312,7 +315,8 @@ class Storage:
                 )
 
     def _recorded_in(self, m: Manifest) -> str:
-        """Where the size or checksum a file is compared with comes from: either side may be the damaged one."""
+        """Where the size or checksum a file is compared with comes from: either side may be the damaged
+        one."""
         if m.kind not in KINDS:  # an input epoch: several segment manifests
             return ""
         return f" by {manifest_path(m.step, m.kind, m.epoch)}"

@@ -46,10 +46,9 @@ def sweep_orphans(storage: Storage, steps: Iterable[str] | None = None) -> int:
     directory is only a name prefix, which some servers keep listing for
     a moment after its last object went.
 
-    Reads every manifest under the root: run it at start-up (a crashed
-    driver's leftovers); during a run, :meth:`~falkirk.spark.pipeline.store.storage.Storage.sweep_unpublished`
-    finds the
-    same directories without reading anything.
+    Reads every manifest under the root: run it at start-up (a crashed driver's leftovers); during a run,
+    :meth:`~falkirk.spark.pipeline.store.storage.Storage.sweep_unpublished` finds the same directories without
+    reading anything.
     """
     refs = referenced(storage)
     removed = 0

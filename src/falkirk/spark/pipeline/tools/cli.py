@@ -222,10 +222,8 @@ def run_advise(args: argparse.Namespace) -> int:
 
 def _pooled_costs(paths: list[str], storage_options: dict[str, Any], timeout: float) -> Costs:
     """The ``falkirk-costs/1`` documents at ``paths`` (plain paths or URIs, read as the root is, with its
-    storage
-    options), pooled by :meth:`Costs.median` when several; ``PipelineError`` naming the file that cannot be
-    read or
-    is not such a document."""
+    storage options), pooled by :meth:`Costs.median` when several; ``PipelineError`` naming the file that
+    cannot be read or is not such a document."""
     from falkirk.spark.pipeline.plan.costs import Costs
 
     profiles = []

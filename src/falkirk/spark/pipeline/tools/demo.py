@@ -277,7 +277,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry(argv: Sequence[str] | None = None) -> int:
-    """:func:`main` as a command: Ctrl-C ends it with falkirk's one line (the root is consistent), status 130."""
+    """:func:`main` as a command: Ctrl-C ends it with falkirk's one line (the root is consistent), status
+    130."""
     from falkirk.spark.errors import RunInterrupted
 
     try:

@@ -192,8 +192,7 @@ def union_find(parent: dict[int, int], src: Iterable[int], dst: Iterable[int]) -
 
 
 #: The schema of :func:`cc_unionfind`'s one grouped input: the state's ``(node, comp)`` rows (``seed``) and
-#: the
-#: epoch's links ``(src, dst)``, in one group ``g``.
+#: the epoch's links ``(src, dst)``, in one group ``g``.
 _UF_INPUT = "g INT, a BIGINT, b BIGINT, seed BOOLEAN"
 
 

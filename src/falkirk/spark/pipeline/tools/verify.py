@@ -127,14 +127,11 @@ def output_differences(
     storage_options: Mapping[str, Any] | None = None,
 ) -> tuple[int, dict[int, tuple[int, int]]]:
     """Output ``step`` under ``root`` against the same output under ``reference``, as multisets per epoch,
-    computed
-    by Spark: ``(rows in the reference, {epoch: (missing, extra)})`` for each epoch that differs.
+    computed by Spark: ``(rows in the reference, {epoch: (missing, extra)})`` for each epoch that differs.
 
     ``missing``: rows of the reference's epoch that the run lacks (counted with multiplicity), ``extra``: rows
-    the
-    run has beyond the reference's. Two jobs per side (a count, each side's ``exceptAll`` counted by epoch);
-    the
-    driver receives one row per differing epoch, never the outputs' rows.
+    the run has beyond the reference's. Two jobs per side (a count, each side's ``exceptAll`` counted by
+    epoch); the driver receives one row per differing epoch, never the outputs' rows.
     """
     from pyspark.sql import functions as F
 
@@ -188,10 +185,8 @@ def compare_runs(
     URIs).
 
     Outputs are compared per epoch (by Spark, :func:`output_differences`) and SQLite tables whole, as
-    multisets:
-    a duplicated or a missing row is a difference. ``storage_options`` open
-    roots given as URIs (pass two opened
-    :class:`~falkirk.spark.pipeline.store.rootfs.Root` objects to give them different ones).
+    multisets: a duplicated or a missing row is a difference. ``storage_options`` open roots given as URIs
+    (pass two opened :class:`~falkirk.spark.pipeline.store.rootfs.Root` objects to give them different ones).
     """
     root = as_root(root, storage_options=storage_options)
     reference = as_root(reference, storage_options=storage_options)
