@@ -34,12 +34,7 @@ from typing import TYPE_CHECKING
 
 from attrs import define, field
 
-from falkirk.spark.errors import (
-    CorruptDataError,
-    RecoveryError,
-    StepError,
-    StepFailure,
-)
+from falkirk.spark.errors import CorruptDataError, RecoveryError, StepError, StepFailure
 from falkirk.spark.pipeline.plan.planner import Planner
 from falkirk.spark.pipeline.plan.shape import fanout_notes
 from falkirk.spark.pipeline.run.concurrent import Concurrent
@@ -56,10 +51,7 @@ from falkirk.spark.pipeline.run.queues import Queues
 from falkirk.spark.pipeline.run.recovery import Rollback
 from falkirk.spark.pipeline.run.retention import collect
 from falkirk.spark.pipeline.run.runners import make_runner
-from falkirk.spark.pipeline.run.session import (
-    local_session,
-    take_start_seconds,
-)
+from falkirk.spark.pipeline.run.session import local_session, take_start_seconds
 from falkirk.spark.pipeline.run.start import record_changes, recover_root
 from falkirk.spark.pipeline.run.state import RunState
 from falkirk.spark.pipeline.run.steps import PlannerRecords, Steps
