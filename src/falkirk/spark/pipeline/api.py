@@ -254,7 +254,7 @@ class Pipeline(Definition):
         assert self.spark is not None  # run() made one
         again = restart_cost(lambda: self.run(epochs), self.spark) if restart else None
         started = (
-            session_start(str(self.spark.sparkContext.master))
+            session_start(str(self.spark.conf.get("spark.master")))
             if session and is_local_master(self.spark)
             else None
         )
