@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from falkirk.spark import Costs, Eager, Ephemeral, Lazy, NodeCosts, Pipeline
-from falkirk.spark.pipeline.plan.advice import advise
+from falkirk.spark.pipeline.plan.advising import advise
 
 
 def synthetic(steps: int, seed: int = 7) -> tuple[Pipeline, Costs]:

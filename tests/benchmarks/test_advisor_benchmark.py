@@ -8,7 +8,7 @@ pytest.importorskip("pyspark")
 
 from benchmarks.advisor import main, synthetic  # noqa: E402
 
-from falkirk.spark.pipeline.plan.advice import advise  # noqa: E402
+from falkirk.spark.pipeline.plan.advising import advise  # noqa: E402
 
 
 def test_fifty_steps_are_advised(capsys: pytest.CaptureFixture[str]) -> None:

@@ -42,9 +42,10 @@ from falkirk.spark.lineage.rerun import Rerun, lose_outputs, what_must_rerun
 from falkirk.spark.pipeline.api import Pipeline
 from falkirk.spark.pipeline.declare.definition import Step
 from falkirk.spark.pipeline.declare.regimes import Batch, Eager, Ephemeral, Lazy, Output, Regime
-from falkirk.spark.pipeline.plan.advice import Advice, Prediction
+from falkirk.spark.pipeline.plan.advice import Advice
 from falkirk.spark.pipeline.plan.costs import Costs, Estimate, NodeCosts
 from falkirk.spark.pipeline.plan.planner import Planner
+from falkirk.spark.pipeline.plan.prediction import Prediction
 from falkirk.spark.pipeline.run.executor import Executor, RunResult
 from falkirk.spark.pipeline.run.failures import Injection
 from falkirk.spark.pipeline.run.session import local_session

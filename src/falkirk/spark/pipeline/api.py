@@ -17,10 +17,12 @@ from typing import Any, Self
 
 from falkirk.spark.errors import PipelineError, RunInterrupted
 from falkirk.spark.pipeline.declare.definition import Definition
-from falkirk.spark.pipeline.plan.advice import Advice, Prediction, advise, predict, refusals
+from falkirk.spark.pipeline.plan.advice import Advice
+from falkirk.spark.pipeline.plan.advising import advise, refusals
 from falkirk.spark.pipeline.plan.costs import Costs
 from falkirk.spark.pipeline.plan.feasible import verify_root
 from falkirk.spark.pipeline.plan.measured import from_journal, root_costs, save_profile, with_restart
+from falkirk.spark.pipeline.plan.prediction import Prediction, predict
 from falkirk.spark.pipeline.plan.shape import Note, fanout_notes, fixes, output_notes
 from falkirk.spark.pipeline.plan.whatif import WhatIf, check_steps, from_root
 from falkirk.spark.pipeline.run.executor import Executor, RunResult
@@ -195,7 +197,7 @@ class Pipeline(Definition):
     ) -> Prediction:
         """What one failure of ``failure`` (a step, ``"driver"``, or steps failing together) costs under this
         pipeline's regimes changed by ``regimes``, with its standard error, as the advisor prices it
-        (:func:`~falkirk.spark.pipeline.plan.advice.predict`: ``at`` — ``None`` the mean over the moments it
+        (:func:`~falkirk.spark.pipeline.plan.prediction.predict`: ``at`` — ``None`` the mean over the moments it
         can strike at, ``e`` after epoch ``e``, ``(e, step)`` while ``step`` runs ``e + 1``); ``costs`` as for
         :meth:`advise`. Nothing is run or changed.
         """

@@ -16,9 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from falkirk.spark import Costs, Eager, Ephemeral, Lazy, NodeCosts, Pipeline, PipelineError
-from falkirk.spark.pipeline.plan.advice import advise, show_regime
+from falkirk.spark.pipeline.plan.advising import advise
 from falkirk.spark.pipeline.plan.advisor import Model, failure_kinds, regimes_of
 from falkirk.spark.pipeline.plan.closure import TOP, Graph, frontiers, reference_frontiers
+from falkirk.spark.pipeline.plan.prediction import show_regime
 
 _ROOTS = itertools.count()
 
@@ -38,12 +39,20 @@ def _pipe(*steps: tuple[str, list[str], Any]) -> Pipeline:
 
 def _drag() -> tuple[Pipeline, Costs]:
     """An expensive unlogged parse feeding three sparsely checkpointed consumers."""
-    pipe = _pipe(("parse", ["src"], Ephemeral()), ("a", ["parse"], Lazy(every=6)), ("b", ["parse"], Lazy(every=6)),
-                 ("c", ["parse"], Lazy(every=6)))
-    costs = Costs({"src": NodeCosts(compute=0.05),
-                   "parse": NodeCosts(compute=5.0, log_write=0.2, log_bytes=1e6, log_read=0.15),
-                   **{n: NodeCosts(compute=0.1, state_write=1.0, state_bytes=1e7, state_read=0.8) for n in "abc"}},
-                  unit="cpu")
+    pipe = _pipe(
+        ("parse", ["src"], Ephemeral()),
+        ("a", ["parse"], Lazy(every=6)),
+        ("b", ["parse"], Lazy(every=6)),
+        ("c", ["parse"], Lazy(every=6)),
+    )
+    costs = Costs(
+        {
+            "src": NodeCosts(compute=0.05),
+            "parse": NodeCosts(compute=5.0, log_write=0.2, log_bytes=1e6, log_read=0.15),
+            **{n: NodeCosts(compute=0.1, state_write=1.0, state_bytes=1e7, state_read=0.8) for n in "abc"},
+        },
+        unit="cpu",
+    )
     return pipe, costs
 
 
@@ -51,9 +60,15 @@ def _chain() -> tuple[Pipeline, Costs]:
     """A chain with one expensive stateful step: src -> p (cheap, stateless) -> x (expensive) -> out."""
     pipe = _pipe(("p", ["src"], Ephemeral()), ("x", ["p"], Lazy(every=1)))
     pipe.output("out", inputs=["x"])
-    costs = Costs({"src": NodeCosts(compute=0.05), "p": NodeCosts(compute=0.1, log_write=0.5),
-                   "x": NodeCosts(compute=8.0, state_write=0.5, state_read=0.4, log_write=0.3),
-                   "out": NodeCosts(compute=0.0)}, unit="cpu")
+    costs = Costs(
+        {
+            "src": NodeCosts(compute=0.05),
+            "p": NodeCosts(compute=0.1, log_write=0.5),
+            "x": NodeCosts(compute=8.0, state_write=0.5, state_read=0.4, log_write=0.3),
+            "out": NodeCosts(compute=0.0),
+        },
+        unit="cpu",
+    )
     return pipe, costs
 
 
@@ -64,7 +79,7 @@ def _brute_force(pipe: Pipeline, costs: Costs, rate: float) -> float:
     combos = [dict(zip(pipe.steps, c, strict=True)) for c in itertools.product(*choices)]
     best = np.inf
     for lo in range(0, len(combos), 256):
-        ev = model.evaluate(combos[lo:lo + 256])
+        ev = model.evaluate(combos[lo : lo + 256])
         best = min(best, float((ev.steady + ev.expected(rate)).min()))
     return best
 
@@ -89,13 +104,17 @@ def test_a_log_that_is_its_steps_first_job_is_priced_by_the_writes_less_a_count(
     parse = evolve(costs["parse"], log_write=None, log_read=None)
     whole = evolve(costs, nodes={**costs.nodes, "parse": parse}, writes=[(1e6, 3.0)] * 3)
     first = evolve(whole, first_writes=[(1e6, 0.1)], first_use={"parse"})
-    assert {s.name: s.advised for s in advise(pipe, evolve(first, first_use=()), 0.05).steps}["parse"] == Ephemeral()
+    assert {s.name: s.advised for s in advise(pipe, evolve(first, first_use=()), 0.05).steps}[
+        "parse"
+    ] == Ephemeral()
     assert {s.name: s.advised for s in advise(pipe, whole, 0.05).steps}["parse"] == Ephemeral()
     assert advise(pipe, first, 0.05).regimes()["parse"] == Ephemeral(log=True)
     model = Model(pipe, first, failure_kinds(pipe, "each-step"))
     names = model.graph.names
     assert model.log_write[names.index("parse")] == pytest.approx(0.1)  # one point: the line is its cost
-    plain = evolve(first, first_use=()).complete(names)  # every log by the line of whole writes (and checkpoints)
+    plain = evolve(first, first_use=()).complete(
+        names
+    )  # every log by the line of whole writes (and checkpoints)
     assert all(model.log_write[names.index(n)] == pytest.approx(plain[n].log_write) for n in "abc")
     assert plain["parse"].log_write == pytest.approx(2.0)  # (3 × 3.0 + 3 × 1.0) / 6: no slope through them
 
@@ -137,9 +156,12 @@ def test_a_driver_failure_strikes_while_any_step_runs_and_pays_the_cold_start() 
     cold = Model(pipe, evolve(costs, restart=2.5), failure_kinds(pipe, "driver"), period=1)
     assert cold.evaluate([current]).recovery[0, 0] == pytest.approx(by_hand + 2.5)
     # between epochs, (e, None): nothing of e+1 done, only the restore; x's own failure in e+1 pays no cold start
-    assert Model(pipe, costs, [("all",)], moments=[(4, None)]).evaluate([current]).recovery[0, 0] == pytest.approx(0.4)
-    assert Model(pipe, evolve(costs, restart=2.5), [("x",)], moments=[4]).evaluate([current]).recovery[0, 0] == \
-        pytest.approx(0.4 + 0.1 + 0.05)
+    assert Model(pipe, costs, [("all",)], moments=[(4, None)]).evaluate([current]).recovery[
+        0, 0
+    ] == pytest.approx(0.4)
+    assert Model(pipe, evolve(costs, restart=2.5), [("x",)], moments=[4]).evaluate([current]).recovery[
+        0, 0
+    ] == pytest.approx(0.4 + 0.1 + 0.05)
     advice = advise(pipe, evolve(costs, restart=2.5), 0.05, failures=["each-step", "driver"])
     assert "a new driver's restart, 2.5 CPU-s" in advice.table() and advice.to_json()["restart"] == 2.5
     assert advice.current.per_failure["driver"] > 2.5 > advice.current.per_failure["x"]
@@ -150,26 +172,40 @@ def test_the_input_a_failed_step_had_taken_is_read_again_from_its_senders_log() 
     (0.3) besides restoring x (0.4); p, kept, redoes nothing. A driver failing during x's turn loses the same;
     during p's turn p had taken src's cut (0.05) and x had not received p's e+1 yet (nothing to read)."""
     pipe = _pipe(("p", ["src"], Ephemeral(log=True)), ("x", ["p"], Lazy(every=1)))
-    costs = Costs({"src": NodeCosts(compute=0.05), "p": NodeCosts(compute=0.1, log_write=0.2, log_read=0.3),
-                   "x": NodeCosts(compute=8.0, state_write=0.5, state_read=0.4)}, unit="cpu")
+    costs = Costs(
+        {
+            "src": NodeCosts(compute=0.05),
+            "p": NodeCosts(compute=0.1, log_write=0.2, log_read=0.3),
+            "x": NodeCosts(compute=8.0, state_write=0.5, state_read=0.4),
+        },
+        unit="cpu",
+    )
     current = regimes_of(pipe)
     for exact in (False, True):
         own = Model(pipe, costs, [("x",)], moments=[4]).evaluate([current], exact=exact)
         assert own.recovery[0, 0] == pytest.approx(0.4 + 0.3)
         assert own.node_recovery[:, 0, 0] == pytest.approx([0.0, 0.0, 0.7])
-        driver = Model(pipe, costs, [("all",)], moments=[(4, "x"), (4, "p"), (4, None)]).evaluate([current],
-                                                                                                 exact=exact)
+        driver = Model(pipe, costs, [("all",)], moments=[(4, "x"), (4, "p"), (4, None)]).evaluate(
+            [current], exact=exact
+        )
         assert driver.recovery[0, 0] == pytest.approx(((0.4 + 0.3) + (0.4 + 0.05) + 0.4) / 3)
 
 
 def test_a_drag_chain_matches_the_whole_product() -> None:
     """A chain of stateful steps where the cheap ones' rollbacks drag the expensive one back: the search finds the
     optimum of the whole product of choices."""
-    pipe = _pipe(("a", ["src"], Lazy(every=4)), ("x", ["a"], Lazy(every=4, log=True)), ("b", ["x"], Lazy(every=4)))
-    costs = Costs({"src": NodeCosts(compute=0.05),
-                   "a": NodeCosts(compute=0.1, state_write=0.5, log_write=0.3),
-                   "x": NodeCosts(compute=8.0, state_write=0.5, log_write=0.3),
-                   "b": NodeCosts(compute=0.1, state_write=0.5, log_write=0.3)}, unit="cpu")
+    pipe = _pipe(
+        ("a", ["src"], Lazy(every=4)), ("x", ["a"], Lazy(every=4, log=True)), ("b", ["x"], Lazy(every=4))
+    )
+    costs = Costs(
+        {
+            "src": NodeCosts(compute=0.05),
+            "a": NodeCosts(compute=0.1, state_write=0.5, log_write=0.3),
+            "x": NodeCosts(compute=8.0, state_write=0.5, log_write=0.3),
+            "b": NodeCosts(compute=0.1, state_write=0.5, log_write=0.3),
+        },
+        unit="cpu",
+    )
     advice = advise(pipe, costs, 0.02)
     assert advice.advised.total == pytest.approx(_brute_force(pipe, costs, 0.02), rel=1e-9)
     assert advice.advised.total < advice.current.total
@@ -190,8 +226,13 @@ def _random_pipe(rng: random.Random, n: int) -> Pipeline:
         inputs = rng.sample(names, min(len(names), rng.choice((1, 1, 2))))
         kind = rng.choice("elg")
         log = rng.random() < 0.3
-        regime = Ephemeral(log=log) if kind == "e" else Lazy(every=rng.choice((1, 2, 3)), log=log) if kind == "l" \
+        regime = (
+            Ephemeral(log=log)
+            if kind == "e"
+            else Lazy(every=rng.choice((1, 2, 3)), log=log)
+            if kind == "l"
             else Eager(log=log)
+        )
         steps.append((f"s{i}", inputs, regime))
         names.append(f"s{i}")
     return _pipe(*steps)
@@ -204,17 +245,26 @@ def test_the_closure_agrees_with_the_planner() -> None:
         pipe = _random_pipe(rng, rng.randint(1, 6))
         g = Graph.of(pipe)
         at, everyone = rng.randint(0, 7), rng.random() < 0.2
-        failed = ["all"] if everyone else rng.sample(list(pipe.steps), min(len(pipe.steps), rng.choice((1, 1, 2))))
-        running = rng.randint(0, len(g.names) - 1)  # the failure strikes while it runs at + 1: those before did it
+        failed = (
+            ["all"] if everyone else rng.sample(list(pipe.steps), min(len(pipe.steps), rng.choice((1, 1, 2))))
+        )
+        running = rng.randint(
+            0, len(g.names) - 1
+        )  # the failure strikes while it runs at + 1: those before did it
         done = {n: at + 1 if i < running else at for i, n in enumerate(g.names)}
         logs = np.array([[pipe.logs(n)] for n in g.names])
-        every = np.array([[0 if pipe.stateless(n) else getattr(pipe.steps[n].regime, "every", 1)] for n in g.names])
+        every = np.array(
+            [[0 if pipe.stateless(n) else getattr(pipe.steps[n].regime, "every", 1)] for n in g.names]
+        )
         lost = np.array([[everyone or n in failed] for n in g.names])
         fast = frontiers(g, logs, every, lost, np.array([[done[n]] for n in g.names]))
         ref = reference_frontiers(pipe, failed, done)
         redo = {n: max(0, done[n] - min(int(fast[i, 0, 0]), done[n])) for i, n in enumerate(g.names)}
         assert redo == {n: max(0, done[n] - min(ref[n], done[n])) for n in g.names}, (
-            pipe.describe()["steps"], failed, done)
+            pipe.describe()["steps"],
+            failed,
+            done,
+        )
 
 
 def test_exact_and_closure_pricing_agree() -> None:
@@ -222,7 +272,9 @@ def test_exact_and_closure_pricing_agree() -> None:
     rng = random.Random(7)
     for _ in range(4):
         pipe = _random_pipe(rng, 4)
-        costs = Costs({n: NodeCosts(compute=rng.uniform(0.1, 2), state_write=0.3, log_write=0.2) for n in pipe.order})
+        costs = Costs(
+            {n: NodeCosts(compute=rng.uniform(0.1, 2), state_write=0.3, log_write=0.2) for n in pipe.order}
+        )
         model = Model(pipe, costs, failure_kinds(pipe, ["each-step", "driver"]), period=6)
         current = regimes_of(pipe)
         other = {n: model.choices(n, 0.1, accepted_only=False)[-1] for n in pipe.steps}
@@ -232,17 +284,34 @@ def test_exact_and_closure_pricing_agree() -> None:
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10_000), n=st.integers(1, 5), rate=st.sampled_from([0.0, 0.001, 0.02, 0.3]),
-       failures=st.sampled_from(["each-step", "driver", ["each-step", "driver"]]))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 5),
+    rate=st.sampled_from([0.0, 0.001, 0.02, 0.3]),
+    failures=st.sampled_from(["each-step", "driver", ["each-step", "driver"]]),
+)
 def test_the_advice_is_never_predicted_worse_than_the_current_regimes(
-    seed: int, n: int, rate: float, failures: Any,
+    seed: int,
+    n: int,
+    rate: float,
+    failures: Any,
 ) -> None:
     """Whatever the pipeline, costs and failure rate: the advised total <= the current total (unless the current
     regimes set off a domino, which the advice stops whatever it costs)."""
     rng = random.Random(seed)
     pipe = _random_pipe(rng, n)
-    costs = Costs({m: NodeCosts(compute=rng.uniform(0, 3), state_write=rng.uniform(0, 2), log_write=rng.uniform(0, 1),
-                                state_bytes=rng.uniform(0, 1e7), log_bytes=rng.uniform(0, 1e6)) for m in pipe.order})
+    costs = Costs(
+        {
+            m: NodeCosts(
+                compute=rng.uniform(0, 3),
+                state_write=rng.uniform(0, 2),
+                log_write=rng.uniform(0, 1),
+                state_bytes=rng.uniform(0, 1e7),
+                log_bytes=rng.uniform(0, 1e6),
+            )
+            for m in pipe.order
+        }
+    )
     advice = advise(pipe, costs, rate, failures=failures, allow_domino=True)
     assert advice.advised.total <= advice.current.total + 1e-9
     strict = advise(pipe, costs, rate, failures=failures)
@@ -299,10 +368,19 @@ def _scaled(costs: Costs, factor: float, **fields: float) -> Costs:
     set as given."""
     nodes = {}
     for name, c in costs.nodes.items():
-        figures = {f: (v * factor if v is not None and not f.endswith("bytes") else v)
-                   for f in ("compute", "log_write", "log_bytes", "log_read", "state_write", "state_bytes",
-                             "state_read")
-                   for v in [getattr(c, f)]}
+        figures = {
+            f: (v * factor if v is not None and not f.endswith("bytes") else v)
+            for f in (
+                "compute",
+                "log_write",
+                "log_bytes",
+                "log_read",
+                "state_write",
+                "state_bytes",
+                "state_read",
+            )
+            for v in [getattr(c, f)]
+        }
         figures.update(fields if name == "parse" else {})
         nodes[name] = NodeCosts(**{f: v for f, v in figures.items() if v is not None})
     return evolve(costs, nodes=nodes)
@@ -318,9 +396,13 @@ def test_the_saving_must_exceed_its_uncertainty() -> None:
     advice = advise(pipe, alike, 0.05)
     assert advice.draws == "profiles" and advice.replicates == 3
     steadies = [advise(pipe, _scaled(costs, f), 0.05, min_saving=0).current.steady for f in (0.8, 1.0, 1.25)]
-    assert advice.current.se["steady"] == pytest.approx(statistics.stdev(steadies) / 3 ** 0.5)
-    assert advice.current.estimate("steady").high > advice.current.steady > advice.current.estimate("steady").low
-    assert advice.regimes()["parse"] == Ephemeral(log=True) and advice.verdict.startswith("change: the saving")
+    assert advice.current.se["steady"] == pytest.approx(statistics.stdev(steadies) / 3**0.5)
+    assert (
+        advice.current.estimate("steady").high > advice.current.steady > advice.current.estimate("steady").low
+    )
+    assert advice.regimes()["parse"] == Ephemeral(log=True) and advice.verdict.startswith(
+        "change: the saving"
+    )
     assert advice.saving_se["measurement"] < 0.2 * advice.current.se["total"]  # what moves both alike cancels
     assert advice.current.se["a"] > 0 and "one failure of a: " in advice.table()
     # the log priced at 0.2, 0.5 and 3.0 CPU-s by three profiles: still a saving, no longer a certain one
@@ -333,16 +415,19 @@ def test_the_saving_must_exceed_its_uncertainty() -> None:
     assert doc["draws"] == "profiles" and doc["saving"]["se"] > 0 and "total" in doc["current"]["se"]
 
 
-@pytest.mark.parametrize(("kwargs", "named"), [
-    ({"failure_rate": -1.0}, "failure_rate=-1.0"),
-    ({"failure_rate": float("nan")}, "failure_rate=nan"),
-    ({"failures": ["nope"]}, "'nope'"),
-    ({"failures": []}, "failures"),
-    ({"objective": "money"}, "objective='money'"),
-    ({"storage_budget": -5}, "storage_budget=-5"),
-    ({"min_saving": 1.5}, "min_saving=1.5"),
-    ({"min_saving": -0.1}, "min_saving=-0.1"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"failure_rate": -1.0}, "failure_rate=-1.0"),
+        ({"failure_rate": float("nan")}, "failure_rate=nan"),
+        ({"failures": ["nope"]}, "'nope'"),
+        ({"failures": []}, "failures"),
+        ({"objective": "money"}, "objective='money'"),
+        ({"storage_budget": -5}, "storage_budget=-5"),
+        ({"min_saving": 1.5}, "min_saving=1.5"),
+        ({"min_saving": -0.1}, "min_saving=-0.1"),
+    ],
+)
 def test_bad_arguments_are_named(kwargs: dict[str, Any], named: str) -> None:
     """Each bad argument raises a PipelineError naming it."""
     pipe, costs = _drag()
@@ -402,12 +487,29 @@ def test_apply_refuses_what_the_root_would_refuse() -> None:
 def test_profiles_pool_by_the_median_of_what_each_measured() -> None:
     """Costs.median: per node and field the median of the profiles that measured it; an estimate only where none
     did; the write points of all; one unit only, at least one profile."""
-    a = Costs({"x": NodeCosts(compute=1.0, log_write=0.3), "y": NodeCosts(compute=0.1)}, unit="cpu",
-              restart=1.0, writes=[(1e6, 0.2)], spread=0.1, source="a")
-    b = Costs({"x": NodeCosts(compute=3.0, log_write=0.9, estimated={"log_write"})}, unit="cpu",
-              restart=5.0, writes=[(2e6, 0.3)], spread=0.3, source="b")
-    c = Costs({"x": NodeCosts(compute=2.0, state_read=0.4, estimated={"state_read"})}, unit="cpu", restart=2.0,
-              spread=0.2, source="c")
+    a = Costs(
+        {"x": NodeCosts(compute=1.0, log_write=0.3), "y": NodeCosts(compute=0.1)},
+        unit="cpu",
+        restart=1.0,
+        writes=[(1e6, 0.2)],
+        spread=0.1,
+        source="a",
+    )
+    b = Costs(
+        {"x": NodeCosts(compute=3.0, log_write=0.9, estimated={"log_write"})},
+        unit="cpu",
+        restart=5.0,
+        writes=[(2e6, 0.3)],
+        spread=0.3,
+        source="b",
+    )
+    c = Costs(
+        {"x": NodeCosts(compute=2.0, state_read=0.4, estimated={"state_read"})},
+        unit="cpu",
+        restart=2.0,
+        spread=0.2,
+        source="c",
+    )
     m = Costs.median([a, b, c])
     assert m["x"].compute == 2.0 and m["x"].log_write == 0.3 and m["x"].state_read == 0.4
     assert m["x"].estimated == frozenset({"state_read"}) and m["y"].compute == 0.1
@@ -423,10 +525,19 @@ def test_profiles_pool_by_the_median_of_what_each_measured() -> None:
 def _branches(every_a: int, every_b: int, b: Any = None) -> tuple[Pipeline, Costs]:
     """An unlogged ``parse`` feeding two stateful branches (``b``: the second branch's regime, default
     ``Lazy(every=every_b)``), cheap to checkpoint and to log."""
-    pipe = _pipe(("parse", ["src"], Ephemeral()), ("a", ["parse"], Lazy(every=every_a)),
-                 ("b", ["parse"], b if b is not None else Lazy(every=every_b)))
-    costs = Costs({"src": NodeCosts(compute=0.05), "parse": NodeCosts(compute=0.5, log_write=0.4, log_read=0.1),
-                   **{n: NodeCosts(compute=0.2, state_write=0.3, state_read=0.2) for n in "ab"}}, unit="cpu")
+    pipe = _pipe(
+        ("parse", ["src"], Ephemeral()),
+        ("a", ["parse"], Lazy(every=every_a)),
+        ("b", ["parse"], b if b is not None else Lazy(every=every_b)),
+    )
+    costs = Costs(
+        {
+            "src": NodeCosts(compute=0.05),
+            "parse": NodeCosts(compute=0.5, log_write=0.4, log_read=0.1),
+            **{n: NodeCosts(compute=0.2, state_write=0.3, state_read=0.2) for n in "ab"},
+        },
+        unit="cpu",
+    )
     return pipe, costs
 
 
@@ -445,9 +556,13 @@ def test_a_domino_through_a_shared_unlogged_step_is_marked_and_stopped() -> None
     assert ev.domino[names.index("b"), 0, 1] and ev.domino[names.index("a"), 0, 2]  # kinds: parse, a, b
     assert not ev.domino[names.index("a"), 0, 1]  # the failed step itself is not "another branch"
     advice = advise(pipe, costs, 1e-4)
-    assert advice.dominoes and "a failure of a rolls b, on another branch, back past its latest checkpoint" in \
-        advice.dominoes[0]
-    assert "domino: a failure of a rolls b" in advice.table() and advice.to_json()["dominoes"] == list(advice.dominoes)
+    assert (
+        advice.dominoes
+        and "a failure of a rolls b, on another branch, back past its latest checkpoint" in advice.dominoes[0]
+    )
+    assert "domino: a failure of a rolls b" in advice.table() and advice.to_json()["dominoes"] == list(
+        advice.dominoes
+    )
     assert advice.regimes() and "set off a domino" in advice.search
     fixed = Model(pipe, costs, failure_kinds(pipe, "each-step")).evaluate([{**current, **advice.regimes()}])
     assert not fixed.dominoes[0]
@@ -485,7 +600,8 @@ def test_per_failure_predictions_are_public() -> None:
     current = regimes_of(pipe)
     own = pipe.predict("x", at=4, costs=costs)
     assert own.recovery.value == pytest.approx(
-        float(Model(pipe, costs, [("x",)], moments=[(4, None)]).evaluate([current]).recovery[0, 0]))
+        float(Model(pipe, costs, [("x",)], moments=[(4, None)]).evaluate([current]).recovery[0, 0])
+    )
     assert own.at == "after epoch 4" and own.failure == "x" and own.recovery.se == 0.0
     assert own.by_step["x"] == pytest.approx(own.recovery.value) and own.steady.value > 8
     mid = pipe.predict("x", at=(4, "x"), costs=costs)
@@ -493,7 +609,8 @@ def test_per_failure_predictions_are_public() -> None:
     cold = evolve(costs, restart=2.5)
     driver = pipe.predict("driver", costs=cold)
     assert driver.restart == 2.5 and driver.recovery.value == pytest.approx(
-        advise(pipe, cold, 0.05, failures="driver").current.per_failure["driver"])
+        advise(pipe, cold, 0.05, failures="driver").current.per_failure["driver"]
+    )
     assert "a new driver's restart 2.5" in str(driver)
     drawn = Costs.median([_scaled_chain(costs, f) for f in (0.9, 1.0, 1.1)])
     spread = pipe.predict("x", at=4, costs=drawn)
@@ -503,13 +620,25 @@ def test_per_failure_predictions_are_public() -> None:
     assert advice.regimes()
     assert advice.predict("x", at=4).regimes["x"] == show_regime(advice.regimes()["x"])
     assert advice.predict("x", at=4, which="current").recovery.value == pytest.approx(own.recovery.value)
-    for bad, named in (({"failure": "each-step"}, "must name one failure"), ({"failure": "x", "at": -1}, "at=-1"),
-                       ({"failure": "nope"}, "'nope'"), ({"failure": "x", "regimes": {"zz": Ephemeral()}}, "'zz'")):
+    for bad, named in (
+        ({"failure": "each-step"}, "must name one failure"),
+        ({"failure": "x", "at": -1}, "at=-1"),
+        ({"failure": "nope"}, "'nope'"),
+        ({"failure": "x", "regimes": {"zz": Ephemeral()}}, "'zz'"),
+    ):
         with pytest.raises(PipelineError, match=named):
             pipe.predict(costs=costs, **bad)
 
 
 def _scaled_chain(costs: Costs, factor: float) -> Costs:
-    return evolve(costs, nodes={n: evolve(c, compute=c.compute * factor,
-                                          state_read=None if c.state_read is None else c.state_read * factor)
-                                for n, c in costs.nodes.items()})
+    return evolve(
+        costs,
+        nodes={
+            n: evolve(
+                c,
+                compute=c.compute * factor,
+                state_read=None if c.state_read is None else c.state_read * factor,
+            )
+            for n, c in costs.nodes.items()
+        },
+    )

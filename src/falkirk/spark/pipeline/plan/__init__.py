@@ -7,12 +7,17 @@
 * :mod:`~falkirk.spark.pipeline.plan.whatif` — "what if these steps failed
   now?", from a live run or from the root alone;
 * :mod:`~falkirk.spark.pipeline.plan.explain` — plans for people;
-* the regime advisor (``docs/advisor.md``): :mod:`~falkirk.spark.pipeline.plan.costs`
-  (what each step costs), :mod:`~falkirk.spark.pipeline.plan.measured` (those
-  costs from a root's journal and manifests), :mod:`~falkirk.spark.pipeline.plan.closure`
-  (the rollback closure of many assignments and failures at once, beside the
-  planner), :mod:`~falkirk.spark.pipeline.plan.advisor` (the cost model and
-  the search) and :mod:`~falkirk.spark.pipeline.plan.advice` (the advice).
+* the regime advisor (``docs/advisor.md``):
+  :mod:`~falkirk.spark.pipeline.plan.costs` (what each step costs),
+  :mod:`~falkirk.spark.pipeline.plan.measured` (those costs from a root's
+  journal and manifests), :mod:`~falkirk.spark.pipeline.plan.closure` (the
+  rollback closure of many assignments and failures at once, beside the
+  planner), :mod:`~falkirk.spark.pipeline.plan.advisor` (the cost model),
+  :mod:`~falkirk.spark.pipeline.plan.search` (the search),
+  :mod:`~falkirk.spark.pipeline.plan.prediction` (one failure's predicted
+  cost), :mod:`~falkirk.spark.pipeline.plan.advising` (computing an advice)
+  and :mod:`~falkirk.spark.pipeline.plan.advice` (the advice, as the user
+  reads it).
 
 May import: :mod:`falkirk.solver`, :mod:`falkirk.spark.pipeline.declare` and
 :mod:`falkirk.spark.pipeline.store`. Never the run: a live run hands the
