@@ -147,7 +147,10 @@ def predictions(t: Target, costs: Any, regimes: dict[str, Any]) -> dict[str, Any
     step = pipe.predict(t.fail, regimes=regimes, at=t.at, costs=costs)
     driver = pipe.predict("driver", regimes=regimes, at=(t.at, t.kill), costs=costs)
     return {"steady": step.steady.to_json(), "step_failure": step.recovery.to_json(),
-            "driver_failure": driver.recovery.to_json(), "restart_parts": dict(driver.restart_parts)}
+            "driver_failure": driver.recovery.to_json(), "restart_parts": dict(driver.restart_parts),
+            # where a measured run is expected: ± two standard errors widened by the model's own error
+            "range": {"steady": list(step.range("steady")), "step_failure": list(step.range()),
+                      "driver_failure": list(driver.range())}}
 
 
 def advice_of(t: Target, costs: Any, rate: float) -> dict[str, Any]:
@@ -330,8 +333,22 @@ def check_target(t: Target, args: argparse.Namespace, work: Path) -> dict[str, A
                              for axis in ("steady", "step_failure", "driver_failure")} for w in configs}
         who["within"] = all(e is not None and abs(e) <= args.tolerance for w in who["errors"].values()
                             for e in w.values())
+        # is each measurement inside what the prediction states: ± 2 s.e. alone, and its range (+ model error)?
+        who["inside_se"] = {w: {axis: inside(who["predicted"][w][axis], out["measured"][w][axis])
+                                for axis in ("steady", "step_failure", "driver_failure")} for w in configs}
+        who["inside_range"] = {w: {axis: inside(who["predicted"][w]["range"][axis], out["measured"][w][axis])
+                                   for axis in ("steady", "step_failure", "driver_failure")} for w in configs}
     out["seconds"] = time.perf_counter() - t0
     return out
+
+
+def inside(predicted: Any, measured: float | None) -> bool | None:
+    """Whether ``measured`` lies in ``predicted``: an estimate (``{"low", "high"}``: ± 2 s.e.) or a range
+    ``[low, high]``; ``None`` when nothing was measured."""
+    if measured is None:
+        return None
+    low, high = (predicted["low"], predicted["high"]) if isinstance(predicted, dict) else predicted
+    return bool(low <= measured <= high)
 
 
 def report(doc: dict[str, Any]) -> str:
@@ -346,7 +363,9 @@ def report(doc: dict[str, Any]) -> str:
                 cells = []
                 for axis, e in axes.items():
                     p = who["predicted"][w][axis]
-                    cells.append(f"{axis} {p['value']:.3g} ± {2 * p['se']:.2g} → {t['measured'][w][axis]:.3g} "
+                    rng = who["predicted"][w].get("range", {}).get(axis)
+                    where = "" if rng is None else f", range {rng[0]:.3g}–{rng[1]:.3g}"
+                    cells.append(f"{axis} {p['value']:.3g} ± {2 * p['se']:.2g}{where} → {t['measured'][w][axis]:.3g} "
                                  f"({'—' if e is None else f'{100 * e:+.0f} %'})")
                 lines.append(f"    {w}: " + "; ".join(cells))
     return "\n".join(lines)

@@ -3,6 +3,11 @@
 # Creates/refreshes .venv first (scripts/_env.sh). Extra arguments replace the
 # default targets and are passed straight to pytest, e.g.
 #   bash scripts/test.sh tests/test_packaging.py -q
+# Environment: FALKIRK_TEST_WORKERS (xdist workers, 2; 0 = one process),
+# HYPOTHESIS_PROFILE (ci for the whole suite, dev for a subset unless CI is set),
+# FALKIRK_PROPERTY_EXAMPLES / FALKIRK_SCHEME_CASES (cases per solver property /
+# per recovery scheme, 2,000 at CI strength), FALKIRK_EXHAUSTIVE=1 (adds a Spark
+# recovery run per step boundary), FALKIRK_EXTRAS (the extras installed, dev).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/_env.sh

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from benchmarks.advisor_check import DECLARED, Target, advice_of, error, predictions, report, target
+from benchmarks.advisor_check import DECLARED, Target, advice_of, error, inside, predictions, report, target
 
 from falkirk.spark import Costs, NodeCosts
 
@@ -63,3 +63,22 @@ def test_errors_and_the_report() -> None:
     text = report(doc)
     assert "provisional" in text and "same advice from every profile: True" in text
     assert "steady 2 ± 0.2 → 2.2 (+10 %)" in text and "step_failure 2 ± 0.2 → 1.6 (-20 %)" in text
+
+
+def test_a_measurement_inside_the_stated_interval_and_the_range() -> None:
+    """``inside``: a measurement against ± 2 s.e. (an estimate's low/high) and against a range (model error
+    included); nothing measured is ``None``; the report prints the range when the prediction has one."""
+    est = {"value": 2.0, "se": 0.1, "low": 1.8, "high": 2.2}
+    assert inside(est, 2.1) and not inside(est, 2.4) and inside(est, None) is None
+    assert inside([1.3, 2.7], 2.4) and not inside([1.3, 2.7], 2.8)
+    who = {"advice": {"verdict": "keep"},
+           "predicted": {"current": {**{a: {"value": 2.0, "se": 0.1} for a in ("steady", "step_failure",
+                                                                              "driver_failure")},
+                                     "range": {"steady": [1.3, 2.7], "step_failure": [1.3, 2.7],
+                                               "driver_failure": [1.3, 2.7]}}},
+           "errors": {"current": {"steady": 0.2, "step_failure": 0.0, "driver_failure": 0.0}}}
+    doc = {"load_average_start": [1.0, 0, 0], "load_average_end": [1.0, 0, 0], "provisional": False,
+           "pipelines": {"ysb": {"same_advice": True, "profiles": [who], "pooled": who,
+                                 "measured": {"current": {"steady": 2.4, "step_failure": 2.0,
+                                                          "driver_failure": 2.0}}}}}
+    assert "steady 2 ± 0.2, range 1.3–2.7 → 2.4 (+20 %)" in report(doc)

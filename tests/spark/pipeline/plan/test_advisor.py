@@ -19,7 +19,7 @@ from falkirk.spark import Costs, Eager, Ephemeral, Lazy, NodeCosts, Pipeline, Pi
 from falkirk.spark.pipeline.plan.advising import advise
 from falkirk.spark.pipeline.plan.advisor import Model, failure_kinds, regimes_of
 from falkirk.spark.pipeline.plan.closure import TOP, Graph, frontiers, reference_frontiers
-from falkirk.spark.pipeline.plan.prediction import show_regime
+from falkirk.spark.pipeline.plan.prediction import MODEL_ERROR, show_regime
 
 _ROOTS = itertools.count()
 
@@ -616,6 +616,14 @@ def test_per_failure_predictions_are_public() -> None:
     spread = pipe.predict("x", at=4, costs=drawn)
     assert spread.recovery.se > 0 and spread.recovery.low < spread.recovery.value < spread.recovery.high
     assert spread.to_json()["recovery"]["se"] == spread.recovery.se
+    # where a run is expected: ± 2 s.e. widened by the model's own error, wider than the draws' interval alone
+    low, high = spread.range()
+    v, se = spread.recovery.value, spread.recovery.se
+    assert (low, high) == pytest.approx((v - 2 * se - MODEL_ERROR * v, v + 2 * se + MODEL_ERROR * v))
+    assert low < spread.recovery.low and high > spread.recovery.high
+    assert spread.to_json()["range"]["recovery"] == [low, high] and f"{high:.3g}" in str(spread)
+    with pytest.raises(PipelineError, match="'total'"):
+        spread.range("total")
     advice = advise(pipe, costs, 0.02, min_saving=0)
     assert advice.regimes()
     assert advice.predict("x", at=4).regimes["x"] == show_regime(advice.regimes()["x"])

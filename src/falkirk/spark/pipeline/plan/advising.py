@@ -27,18 +27,13 @@ from falkirk.spark.pipeline.plan.advisor import (
     spacing,
 )
 from falkirk.spark.pipeline.plan.costs import Costs, Estimate
-from falkirk.spark.pipeline.plan.prediction import kind_name
+from falkirk.spark.pipeline.plan.prediction import MODEL_ERROR, kind_name
 from falkirk.spark.pipeline.plan.search import search
 
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.declare.definition import Definition
 
 __all__ = ["advise", "refusals", "MODEL_ERROR"]
-
-
-#: The relative error the cost model's own predictions are allowed against measured runs (the checks of
-#: ``benchmarks/spark_advisor.py --check``: ±25 %); a change must save more than it on what the change trades.
-MODEL_ERROR = 0.25
 
 
 def _estimated(fields: frozenset[str], *regimes: Regime) -> tuple[str, ...]:

@@ -29,7 +29,11 @@ from falkirk.spark.pipeline.plan.costs import Costs, Estimate
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.declare.definition import Definition
 
-__all__ = ["Prediction", "predict", "show_regime", "kind_name"]
+__all__ = ["Prediction", "predict", "show_regime", "kind_name", "MODEL_ERROR"]
+
+#: The relative error the cost model's own predictions are allowed against measured runs (the checks of
+#: ``benchmarks/spark_advisor.py --check``: ±25 %); a change must save more than it on what the change trades.
+MODEL_ERROR = 0.25
 
 
 def show_regime(r: Regime) -> str:
@@ -90,7 +94,19 @@ class Prediction:
             "by_step": dict(self.by_step),
             "restart": self.restart,
             "restart_parts": dict(self.restart_parts),
+            "range": {w: list(self.range(w)) for w in ("recovery", "steady", "steady_bytes")},
         }
+
+    def range(self, what: str = "recovery") -> tuple[float, float]:
+        """Where a measured run's ``what`` (``"recovery"``, ``"steady"`` or ``"steady_bytes"``) is expected: the
+        prediction ± two standard errors of the costs' draws, widened by the model's own error
+        (:data:`MODEL_ERROR` of the value). The standard errors alone say how much the profiles disagree, not
+        how far the model is from a run (``benchmarks/advisor_check.py`` measures both)."""
+        if what not in ("recovery", "steady", "steady_bytes"):
+            raise PipelineError(f"Prediction.range: {what!r} is none of recovery, steady, steady_bytes")
+        e: Estimate = getattr(self, what)
+        width = 2 * e.se + MODEL_ERROR * abs(e.value)
+        return max(0.0, e.value - width), e.value + width
 
     def __str__(self) -> str:
         u = "CPU-s" if self.unit == "cpu" else "s"
@@ -101,8 +117,10 @@ class Prediction:
             else ""
         )
         restart = f" + a new driver's restart {self.restart:.3g}{parts}" if self.restart else ""
+        low, high = self.range()
         return (
-            f"one failure of {self.failure} ({self.at}): {self.recovery} {u} ({steps}{restart}); steady "
+            f"one failure of {self.failure} ({self.at}): {self.recovery} {u} ({steps}{restart}); a run: "
+            f"{low:.3g}–{high:.3g} {u} with the model's ±{100 * MODEL_ERROR:.0f} %; steady "
             f"{self.steady} {u}/epoch, {self.steady_bytes.value / 1e6:.3g} MB/epoch"
         )
 
@@ -138,7 +156,7 @@ def predict(
     >>> round(p.recovery.value, 6)   # totals restores 0.4, redoes 2 epochs of 2.0, reads their 2 cuts again (0.1)
     4.6
     >>> print(p)  # doctest: +ELLIPSIS
-    one failure of totals (after epoch 4): 4.6 CPU-s (totals 4.6); steady 2.267 CPU-s/epoch, 0 MB/epoch
+    one failure of totals (after epoch 4): 4.6 CPU-s (totals 4.6); a run: 3.45–5.75 CPU-s with the model's ±25 %; steady 2.267 CPU-s/epoch, 0 MB/epoch
     """
     if isinstance(failure, str):
         named: Any = failure
