@@ -135,7 +135,9 @@ def said(workload: str, name: str, res: dict[str, Any], more: str = "", tail: st
 
 def verdict(summary: dict[str, Any]) -> dict[str, Any]:
     """Frontier, the strongest streaming configurations (``streaming_frontier``: those no other streaming one
-    dominates), and the falkirk configurations that strictly dominate every streaming one."""
+    dominates), and the falkirk configurations that strictly dominate every streaming one. A configuration
+    measured in steady state only (no recovery figure: YSB's real-time mode) is left out."""
+    summary = {n: s for n, s in summary.items() if s.get("recovery_cpu_s") is not None}
     points = {n: (s["cpu_median_s"], s["recovery_cpu_s"]) for n, s in summary.items()}
     front = frontier(points)
     fk = [n for n in summary if summary[n]["system"] == "falkirk"]

@@ -12,7 +12,8 @@ Configurations
 --------------
 * ``falkirk`` — the shipped regimes (``docs/spark.md``): ``views`` (filter, projection, join) ``Ephemeral()``,
   ``counts`` ``Lazy(every=3, key="campaign_id")`` (state: the open windows' counts; windows ending before the
-  watermark — the epoch's end less one window, as the stream's — are dropped), ``campaign_counts`` an output;
+  watermark — the epoch's end less one window, as the stream's — are dropped; one full outer join of the state
+  with the epoch's counts gives both the new state and the updated windows), ``campaign_counts`` an output;
   one step execution at a time. The input step waits for the producer's cut (polling every 20 ms).
 * ``falkirk-concurrent`` — the same with ``Pipeline(concurrency=3)`` (window 2): the input step reads the
   next epoch while ``counts`` works and the output commits.
@@ -139,12 +140,14 @@ def ysb_pipeline(root: Path, spark: Any, size: dict[str, Any], *, concurrency: i
         fail.maybe(epoch)
         upd = (views.select("campaign_id", (F.col("et") - F.col("et") % w).alias("window_start"))
                .groupBy("campaign_id", "window_start").count())
+        keys = ["campaign_id", "window_start"]
         if state is None:
-            new = upd
-        else:
-            new = state.join(upd.withColumnRenamed("count", "n"), ["campaign_id", "window_start"], "full_outer").select(
-                "campaign_id", "window_start", (F.coalesce("count", F.lit(0)) + F.coalesce("n", F.lit(0))).alias("count"))
-        out = new.join(upd.select("campaign_id", "window_start"), ["campaign_id", "window_start"])
+            new = out = upd
+        else:  # one full outer join gives both: the new state, and the windows this epoch updated (n not null)
+            both = state.join(upd.withColumnRenamed("count", "n"), keys, "full_outer")
+            total = (F.coalesce("count", F.lit(0)) + F.coalesce("n", F.lit(0))).alias("count")
+            new = both.select(*keys, total)
+            out = both.where(F.col("n").isNotNull()).select(*keys, total)
         watermark = BASE_MS + (epoch + 1) * t - w  # the stream's: the latest event time less one window
         return out, new.where(F.col("window_start") + w > watermark)
 

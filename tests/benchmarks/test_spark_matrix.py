@@ -160,6 +160,10 @@ def test_verdict_frontier_and_dominance() -> None:
     assert v["frontier"] == ["falkirk", "falkirk-b"] and v["falkirk_dominates_all_streaming"] == ["falkirk"]
     assert v["streaming_frontier"] == ["streaming"]
     assert v["falkirk_over_streaming"]["falkirk"]["streaming"] == {"cpu": 0.75, "recovery_cpu": 0.3}
+    # a steady-state-only configuration (YSB's real-time mode: no recovery figure) is left out, as a kept
+    # earlier-run row of a re-run workload (--merge --configs) is
+    rtm = {**summary, "streaming-rtm": {"system": "streaming", "cpu_median_s": 1.0, "recovery_cpu_s": None}}
+    assert verdict(rtm) == v
     doc = {"workloads": {"W4": {"summary": {n: {**s, "wall_median_s": 1.0, "bytes_per_epoch": 1e3, "recovery_s": 1.0,
                                                 "records_recomputed": 1, "source_rows": 2, "identical": True}
                                             for n, s in summary.items()}, "verdict": v}},
