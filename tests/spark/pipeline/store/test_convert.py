@@ -107,13 +107,13 @@ def test_a_batch_is_refused_exactly_when_one_of_its_records_is(case: Any) -> Non
     """Batch and single records: the vectorised check refuses iff RecordSchema.check finds a problem."""
     schema, records, zone = case
     conv = Converter(schema, zone=zone)
-    bad = [i for i, r in enumerate(records) if schema.check(r) is not None]
+    bad = [i for i, r in enumerate(records) if schema.check(r, zone) is not None]
     singles = [i for i, r in enumerate(records) if _convert(conv, [r]) is None]
-    assert singles == bad, [(records[i], schema.check(records[i])) for i in set(singles) ^ set(bad)]
+    assert singles == bad, [(records[i], schema.check(records[i], zone)) for i in set(singles) ^ set(bad)]
     converted = _convert(conv, records)
     event(f"{schema.ddl.split()[0]}…: {len(records) - len(bad)} good, {len(bad)} bad")
     assert (converted is None) == bool(bad)
-    good = [r for r in records if schema.check(r) is None]
+    good = [r for r in records if schema.check(r, zone) is None]
     rows = _convert(conv, good)
     assert rows is not None and len(rows) == len(good)
     pq.write_table(pa.Table.from_batches([conv.records(good)]), io.BytesIO())  # Parquet takes it as it is
@@ -127,7 +127,7 @@ def test_arrow_data_means_what_its_python_values_mean(case: Any) -> None:
     """Arrow columns (as pyarrow infers them from good records) convert to what their to_pylist() records give."""
     schema, records, zone = case
     conv = Converter(schema, zone=zone)
-    good = [r for r in records if schema.check(r) is None]
+    good = [r for r in records if schema.check(r, zone) is None]
     for f in schema.fields:
         values = [r.get(f.name) for r in good]
         try:
@@ -186,3 +186,24 @@ def test_pyarrow_leniency_is_not_inherited(value: Any, stored: Any) -> None:
     """pa.array([5.5], pa.int64()) gives [5]; the check refuses a float, a bool or a string for BIGINT."""
     rows = _convert(Converter(parse_schema("n BIGINT")), [{"n": value}])
     assert (rows[0]["n"] if rows else None) == stored
+
+
+@pytest.mark.parametrize("value", ["0001-01-01", "0001-01-01T00:05:00", dt.datetime(1, 1, 1, 0, 5)])
+def test_an_instant_before_year_1_utc_is_refused_by_both_checks(value: Any) -> None:
+    """Found by the property above: a TIMESTAMP at 0001-01-01 read in Paris (then UTC+0:09:21) is an instant
+    before year 1 UTC — Arrow stored it, Python could not read it back. Both the per-record check and the
+    converter refuse it, with the field named; in UTC the same value is accepted; an NTZ wall-clock time stays
+    accepted; an instant after 9999 UTC is refused too."""
+    schema = parse_schema("t TIMESTAMP, u TIMESTAMP_NTZ")
+    paris = zoneinfo.ZoneInfo("Europe/Paris")
+    problem = schema.check({"t": value}, paris)
+    assert problem is not None and problem.field == "t" and "0001-01-01 to 9999-12-31 UTC" in problem.expected
+    with pytest.raises(Rejected):
+        Converter(schema, zone=paris).records([{"t": value}])
+    assert schema.check({"t": value}, dt.UTC) is None
+    assert Converter(schema, zone=dt.UTC).records([{"t": value}]).num_rows == 1
+    assert schema.check({"u": value}, paris) is None
+    late = dt.datetime(9999, 12, 31, 23, 30, tzinfo=dt.timezone(-dt.timedelta(hours=1)))  # after 9999 in UTC
+    assert schema.check({"t": late}, paris) is not None
+    with pytest.raises(Rejected):
+        Converter(schema, zone=dt.UTC).records([{"t": late}])

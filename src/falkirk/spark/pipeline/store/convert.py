@@ -226,7 +226,8 @@ class Converter:
         kinds = _kinds(values, _datetime, where)
         aware = target.tz is not None
         if kinds <= {dt.datetime} and (not aware or self.zone is dt.UTC):
-            if aware or not any(v.tzinfo for v in values if v is not None):
+            # wall-clock times only (an instant in UTC, or NTZ): Arrow takes them as they are, always in range
+            if not any(v.tzinfo for v in values if v is not None):
                 return pa.array(values, target)
         out = []
         for v in values:
@@ -236,6 +237,8 @@ class Converter:
                     v = v.replace(tzinfo=self.zone) if self.zone is not None else v.astimezone()
                 elif not aware and v.tzinfo is not None:
                     v = v.astimezone(dt.UTC).replace(tzinfo=None)
+                if aware:
+                    v.astimezone(dt.UTC)  # OverflowError (refused) for an instant outside years 1 to 9999 UTC
             out.append(v)
         return pa.array(out, target)
 
@@ -419,7 +422,7 @@ def bad_records(conv: Converter, chunk: Any, *, first_only: bool) -> list[tuple[
     def search(lo: int, hi: int, known_bad: bool) -> None:
         if hi - lo <= _SMALL:
             for i, r in enumerate(rows(lo, hi)):
-                problem = conv.schema.check(r)
+                problem = conv.schema.check(r, conv.zone)
                 if problem is not None:
                     out.append((lo + i, r, problem))
                     if first_only:

@@ -307,14 +307,18 @@ class RecordSchema:
         """The declared field ``name``, or ``None``."""
         return next((f for f in self.fields if f.name == name), None)
 
-    def check(self, record: Any) -> Problem | None:
-        """The first way ``record`` does not fit the schema, or ``None``."""
+    def check(self, record: Any, zone: dt.tzinfo | None = None) -> Problem | None:
+        """The first way ``record`` does not fit the schema, or ``None``. ``zone``: the time zone a ``TIMESTAMP``
+        without one is read in (``None``: the driver's local zone), as the converter reads it: a timestamp whose
+        instant falls outside 0001-01-01 to 9999-12-31 UTC does not fit."""
         if not isinstance(record, Mapping):
             return Problem("(record)", "expected a mapping of field names to values", _found(record))
-        return _check_struct(self.fields, record, "")
+        return _check_struct(self.fields, record, "", zone)
 
 
-def _check_struct(fields: tuple[Field, ...], record: Mapping[str, Any], prefix: str) -> Problem | None:
+def _check_struct(
+    fields: tuple[Field, ...], record: Mapping[str, Any], prefix: str, zone: dt.tzinfo | None = None
+) -> Problem | None:
     known = {f.name for f in fields}
     for key in record:
         if key not in known:
@@ -335,13 +339,13 @@ def _check_struct(fields: tuple[Field, ...], record: Mapping[str, Any], prefix: 
                     "",
                 )
             continue
-        problem = _check_value(f.type, value, prefix + f.name)
+        problem = _check_value(f.type, value, prefix + f.name, zone)
         if problem is not None:
             return problem
     return None
 
 
-def _check_value(t: Type, value: Any, path: str) -> Problem | None:
+def _check_value(t: Type, value: Any, path: str, zone: dt.tzinfo | None = None) -> Problem | None:
     bad = Problem(path, f"expected {t}", _found(value))
     name = t.name
     if name in _INTS:
@@ -373,15 +377,21 @@ def _check_value(t: Type, value: Any, path: str) -> Problem | None:
         return None if isinstance(value, str) and _parses(dt.date.fromisoformat, value) else bad
     if name in ("TIMESTAMP", "TIMESTAMP_NTZ"):
         if isinstance(value, dt.datetime):
+            when = value
+        elif isinstance(value, str) and _parses(dt.datetime.fromisoformat, value):
+            when = dt.datetime.fromisoformat(value)
+        else:
+            return bad
+        if _instant_in_range(when, aware=name == "TIMESTAMP", zone=zone):
             return None
-        return None if isinstance(value, str) and _parses(dt.datetime.fromisoformat, value) else bad
+        return Problem(path, f"expected {t} from 0001-01-01 to 9999-12-31 UTC", _found(value))
     if name == "ARRAY":
         if not isinstance(value, (list, tuple)):
             return bad
         assert t.element is not None
         for i, v in enumerate(value):
             if v is not None:
-                problem = _check_value(t.element, v, f"{path}[{i}]")
+                problem = _check_value(t.element, v, f"{path}[{i}]", zone)
                 if problem is not None:
                     return problem
         return None
@@ -393,12 +403,12 @@ def _check_value(t: Type, value: Any, path: str) -> Problem | None:
             if not isinstance(k, str):
                 return Problem(f"{path}[{k!r}]", "expected a STRING map key", _found(k))
             if v is not None:
-                problem = _check_value(t.element, v, f"{path}[{k!r}]")
+                problem = _check_value(t.element, v, f"{path}[{k!r}]", zone)
                 if problem is not None:
                     return problem
         return None
     if name == "STRUCT":
-        return _check_struct(t.fields, value, path + ".") if isinstance(value, Mapping) else bad
+        return _check_struct(t.fields, value, path + ".", zone) if isinstance(value, Mapping) else bad
     raise AssertionError(f"unhandled type {t}")  # parse_schema only builds the types above
 
 
@@ -424,6 +434,21 @@ def _check_decimal(t: Type, value: Any, path: str, bad: Problem) -> Problem | No
             _found(value),
         )
     return None
+
+
+def _instant_in_range(when: dt.datetime, *, aware: bool, zone: dt.tzinfo | None) -> bool:
+    """Whether ``when`` — read in ``zone`` when it has none and the type is an instant (``aware``) — is a UTC
+    time Python, Arrow's readers and Spark can all hold (years 1 to 9999). A wall-clock time without a zone
+    for ``TIMESTAMP_NTZ`` always is."""
+    if when.tzinfo is None and not aware:
+        return True
+    try:
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=zone) if zone is not None else when.astimezone()
+        when.astimezone(dt.UTC)
+    except (OverflowError, ValueError):
+        return False
+    return True
 
 
 def _parses(fn: Any, text: str) -> bool:
