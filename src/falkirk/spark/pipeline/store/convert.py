@@ -226,9 +226,8 @@ class Converter:
         kinds = _kinds(values, _datetime, where)
         aware = target.tz is not None
         if kinds <= {dt.datetime} and (not aware or self.zone is dt.UTC):
-            # wall-clock times only (an instant in UTC, or NTZ): Arrow takes them as they are, always in range
-            if not any(v.tzinfo for v in values if v is not None):
-                return pa.array(values, target)
+            if aware or not any(v.tzinfo for v in values if v is not None):
+                return _in_years(pa.array(values, target), where)
         out = []
         for v in values:
             if v is not None:
@@ -350,6 +349,23 @@ class Converter:
                 return None  # wall-clock times in a zone Arrow may not name: through Python
             col = col.cast(pa.timestamp(col.type.unit, tz="UTC"))
         return (col, True)
+
+
+#: years 1 to 9999 UTC in microseconds: the instants Python, Arrow's readers and Spark can all hold
+_FIRST_US, _LAST_US = -62_135_596_800_000_000, 253_402_300_799_999_999
+
+
+def _in_years(arr: pa.Array, where: str) -> pa.Array:
+    """``arr`` (timestamps in microseconds), :class:`Rejected` if an instant falls outside years 1 to 9999 UTC
+    (an aware ``datetime`` near either end converts to one: Arrow does not refuse it, Python cannot read it)."""
+    import pyarrow.compute as pc
+
+    if arr.type.tz is None or arr.null_count == len(arr):
+        return arr
+    low, high = pc.min_max(arr.cast("int64")).values()
+    if low.as_py() < _FIRST_US or high.as_py() > _LAST_US:
+        raise Rejected(where)
+    return arr
 
 
 def _nested_nulls_ok(col: pa.Array, t: Type) -> bool:
