@@ -236,10 +236,8 @@ class Converter:
                     v = v.replace(tzinfo=self.zone) if self.zone is not None else v.astimezone()
                 elif not aware and v.tzinfo is not None:
                     v = v.astimezone(dt.UTC).replace(tzinfo=None)
-                if aware:
-                    v.astimezone(dt.UTC)  # OverflowError (refused) for an instant outside years 1 to 9999 UTC
             out.append(v)
-        return pa.array(out, target)
+        return _in_years(pa.array(out, target), where)
 
     def _list(self, t: Type, target: pa.DataType, values: list[Any], where: str) -> pa.Array:
         import numpy as np
