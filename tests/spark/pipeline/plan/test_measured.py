@@ -340,8 +340,8 @@ def test_profile_measures_writes_apart_and_cleans_up(tmp_path: Path, spark: Any)
 
 
 def test_a_drivers_session_start_is_measured_in_a_process_of_its_own() -> None:
-    """session_start: Python's imports, the JVM, a local session and its first job, in a process of its own (CPU of
-    its process tree where /proc says, and wall seconds)."""
+    """session_start: Python's imports, the JVM and a local session (no job: the profile's ``cold`` part prices the
+    first jobs), in a process of its own (CPU of its process tree where /proc says, and wall seconds)."""
     from falkirk.spark.pipeline.run.calibrate import session_start
     from falkirk.spark.pipeline.run.cpu import tree_cpu
 

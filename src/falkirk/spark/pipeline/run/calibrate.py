@@ -50,7 +50,8 @@ manifests, restore points, execution records), the plan, its validation
 against the manifests, the restores — by running the profiled root again
 in this process, as a restarted driver does (everything but the JVM's
 start, which is warm here); :func:`session_start` measures that start — a
-Python driver, its JVM and its SparkSession — once, in a process of its own.
+Python driver, its JVM and its SparkSession, without a job: the first jobs'
+cold costs are the profile's ``cold`` part — once, in a process of its own.
 """
 
 from __future__ import annotations
@@ -251,7 +252,6 @@ meter = TreeMeter()
 c0 = meter.read()
 from falkirk.spark.pipeline.run.session import local_session
 spark = local_session(sys.argv[1])
-spark.range(1).count()
 c1 = meter.read()
 print(json.dumps({"wall": time.perf_counter() - t0,
                   "cpu": None if c0 is None or c1 is None else c1[0] - c0[0],
@@ -261,10 +261,14 @@ spark.stop()
 
 
 def session_start(master: str = "local[2,3]", *, timeout: float = 600.0) -> dict[str, float | None]:
-    """What starting a driver costs — Python's imports, the JVM, a ``local_session(master)`` and its first
-    job — measured in a process of its own: ``{"cpu": CPU seconds of its process tree (None: not measured),
-    "jit": of which the JIT compilers', "wall": seconds}``. A restarted driver pays it before anything
-    falkirk does."""
+    """What starting a driver costs — Python's imports, the JVM and a ``local_session(master)`` — measured in a
+    process of its own: ``{"cpu": CPU seconds of its process tree (None: not measured), "jit": of which the JIT
+    compilers', "wall": seconds}``. A restarted driver pays it before anything falkirk does.
+
+    No job is run: a new JVM's first jobs (class loading, code generation, the JIT's work on them) are what
+    the profile's ``cold`` part measures (the first epoch's executions beyond steady ones), so a first job here
+    would price them twice — on this machine ``spark.range(1).count()`` added about 4 CPU-s to the 9 of the
+    start, and restarted drivers' starts measured 8.7–10.2 CPU-s without a job (issue 59's check)."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(
