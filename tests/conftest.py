@@ -14,6 +14,19 @@ from hypothesis import HealthCheck, settings
 # No test may reach a cloud's instance metadata service looking for credentials (botocore's last resort).
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 
+# Every JVM a test starts — the shared session's, each driver process's (SPARK_SUBMIT_OPTS, inherited), the
+# Connect server's, the cluster's Master and Workers (SPARK_DAEMON_JAVA_OPTS) and its executors
+# (``spark.executor.extraJavaOptions`` from FALKIRK_TEST_JVM_OPTIONS, tests/spark/cluster/harness.py) — runs
+# with the client JIT only and the serial collector. A test's JVM lives seconds to minutes: the C2 compiler's
+# work (about half the CPU of a six-epoch flagship run on a fresh JVM here: 26 of 56 CPU-s) never pays back,
+# and on two cores it competes with the tests. It changes no result, only what compiling costs. Set
+# FALKIRK_TEST_JVM_OPTIONS to "" for the JVM's defaults.
+JVM_OPTIONS = os.environ.setdefault("FALKIRK_TEST_JVM_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+if JVM_OPTIONS:
+    for _var in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
+        if JVM_OPTIONS not in os.environ.get(_var, ""):  # xdist's workers import this after the controller
+            os.environ[_var] = f"{os.environ.get(_var, '')} {JVM_OPTIONS}".strip()
+
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.register_profile(
     "ci",

@@ -208,4 +208,7 @@ class StandaloneCluster:
             # other's shuffle files directly; on this cluster they do not (private /tmp), as on real
             # machines with different host names.
             "spark.shuffle.readHostLocalDisk": "false",
+            # the suite's JVM options (tests/conftest.py) for the executors too; none outside the suite
+            **({"spark.executor.extraJavaOptions": opts} if (opts := os.environ.get("FALKIRK_TEST_JVM_OPTIONS"))
+               else {}),
         }
