@@ -7,7 +7,10 @@
 # HYPOTHESIS_PROFILE (ci for the whole suite, dev for a subset unless CI is set),
 # FALKIRK_PROPERTY_EXAMPLES / FALKIRK_SCHEME_CASES (cases per solver property /
 # per recovery scheme, 2,000 at CI strength), FALKIRK_EXHAUSTIVE=1 (adds a Spark
-# recovery run per step boundary), FALKIRK_EXTRAS (the extras installed, dev).
+# recovery run per step boundary), FALKIRK_EXTRAS (the extras installed, dev),
+# FALKIRK_TEST_JVM_OPTIONS (every test JVM's options, "-XX:TieredStopAtLevel=1
+# -XX:+UseSerialGC": short-lived JVMs skip C2's compiling; "" for the defaults;
+# tests/conftest.py).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/_env.sh
