@@ -58,46 +58,65 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
     The tests that drive Spark processes of their own — the standalone
     cluster's and the Connect server's (:data:`PROCESS_FACILITIES`), which
     mostly wait for driver processes — are the group ``spark-procs``: one
-    cluster and one Connect server per run, on one worker. Every other test
-    using the ``spark`` fixture is the group ``spark``: one shared
-    SparkSession on the other worker. The CPU-bound property tests fill in
-    beside them.
+    cluster and one Connect server per run, on one worker. The other Spark
+    tests are two groups of about the same length, ``spark-run`` (the
+    executor's and recovery's, ``tests/spark/pipeline/run``) and ``spark``
+    (everything else), so the two workers each start one shared SparkSession
+    and neither waits for the other's Spark tests; the tests that provoke a
+    fetch failure are ``spark-fetch-failure``. xdist hands groups out
+    largest first, every group before any single test, so the fetch failure
+    group is handed out after every other Spark group and, on whichever
+    worker it runs, no Spark test follows it there. The CPU-bound property
+    tests fill in beside them.
     """
     for item in items:
         path = str(item.path).replace(os.sep, "/")
         names = set(getattr(item, "fixturenames", ()))
         if names & PROCESS_FACILITIES:
             item.add_marker(pytest.mark.xdist_group("spark-procs"))
+        elif item.get_closest_marker("fetch_failure") is not None:
+            item.add_marker(pytest.mark.xdist_group("spark-fetch-failure"))
+        elif "/tests/spark/pipeline/run/" in path:
+            item.add_marker(pytest.mark.xdist_group("spark-run"))
         elif "spark" in names or "/tests/spark" in path or "/falkirk/spark/" in path:
             item.add_marker(pytest.mark.xdist_group("spark"))
-    # Tests that provoke a fetch failure run last: in local mode the first one unregisters the shared
-    # session's block manager for good (no CoarseGrainedScheduler endpoint to re-register with), its
+    # Tests that provoke a fetch failure run last (and, on two workers, in a group of their own, above): in
+    # local mode the first one unregisters the shared session's block manager for good (no CoarseGrainedScheduler endpoint to re-register with), its
     # heartbeats then fail, and after 60 of them (about 10 minutes) Spark's executor exits the JVM —
     # every Spark test still to come would fail with it. Their own order is kept.
     items[:] = ([i for i in items if i.get_closest_marker("fetch_failure") is None]
                 + [i for i in items if i.get_closest_marker("fetch_failure") is not None])
 
 
-# The one SparkSession every Spark test shares (pipeline, lineage, streaming, cluster and docs tests):
+# The SparkSession the Spark tests of a process share (pipeline, lineage, streaming, cluster and docs tests):
 # ``local[2,3]`` (three attempts per task), UI off, two shuffle partitions, default parallelism 2, from
-# ``getOrCreate`` and never stopped between tests: pytest's process exit ends the JVM. xdist keeps every
-# test using it on one worker (above), so a run starts one JVM.
+# ``getOrCreate`` and never stopped between tests: pytest's process exit ends the JVM. One per process: with
+# two xdist workers, each worker's Spark groups (above) share the one it starts.
 @pytest.fixture(scope="session")
 def spark() -> Any:
-    """The one SparkSession of the test session (``local[2,3]``, UI off, 2 shuffle partitions)."""
+    """The SparkSession this process's Spark tests share (``local[2,3]``, UI off, 2 shuffle partitions)."""
     pytest.importorskip("pyspark")
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("no Java runtime")
     from falkirk.spark.pipeline.run.session import local_session
 
-    return local_session(
-        "local[2,3]",
-        "falkirk-tests",
-        # 2 GB: the one session serves every Spark test of the run (hundreds of pipelines); with the
-        # default 1 GB its JVM spent long GC pauses late in the run, until its heartbeats failed.
-        {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2", "spark.ui.enabled": "false",
-         "spark.driver.memory": "2g"},
-    )
+    # This JVM lives as long as the run and runs hundreds of pipelines: it keeps the JVM's default JIT (the
+    # suite's JVM_OPTIONS, above, are for the short-lived ones; with them this session's tests took longer).
+    submit = os.environ.get("SPARK_SUBMIT_OPTS")
+    if submit is not None and JVM_OPTIONS:
+        os.environ["SPARK_SUBMIT_OPTS"] = submit.replace(JVM_OPTIONS, "").strip()
+    try:
+        return local_session(
+            "local[2,3]",
+            "falkirk-tests",
+            # 2 GB: the one session serves every Spark test of its worker (hundreds of pipelines); with the
+            # default 1 GB its JVM spent long GC pauses late in the run, until its heartbeats failed.
+            {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2", "spark.ui.enabled": "false",
+             "spark.driver.memory": "2g"},
+        )
+    finally:
+        if submit is not None:
+            os.environ["SPARK_SUBMIT_OPTS"] = submit
 
 
 @pytest.fixture(scope="session")
