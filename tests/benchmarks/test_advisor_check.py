@@ -7,7 +7,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from benchmarks.advisor_check import DECLARED, Target, advice_of, error, inside, predictions, report, target
+from benchmarks.advisor_check import (
+    DECLARED,
+    Target,
+    advice_of,
+    error,
+    inside,
+    predictions,
+    report,
+    score,
+    target,
+)
 
 from falkirk.spark import Costs, NodeCosts
 
@@ -82,3 +92,26 @@ def test_a_measurement_inside_the_stated_interval_and_the_range() -> None:
                                  "measured": {"current": {"steady": 2.4, "step_failure": 2.0,
                                                           "driver_failure": 2.0}}}}}
     assert "steady 2 ± 0.2, range 1.3–2.7 → 2.4 (+20 %)" in report(doc)
+
+
+def test_figures_closer_than_half_a_clock_tick_are_equal() -> None:
+    """CPU seconds come in 0.01-s ticks: a zero prediction and a measurement that is a sum of ticks off zero by
+    float rounding (3.6e-15) agree (error 0, inside 0–0, within the tolerance); one tick measured against a zero
+    prediction has no relative error and is not within it."""
+    assert error(0.0, 3.55e-15) == 0.0 and error(0.0, 0.01) is None and error(0.0, None) is None
+    assert inside([0.0, 0.0], 3.55e-15) and not inside([0.0, 0.0], 0.01)
+    pred = {"value": 0.0, "se": 0.0, "low": 0.0, "high": 0.0}
+    who = {"predicted": {"current": {"steady": {**pred, "value": 2.0, "low": 1.8, "high": 2.2},
+                                     "step_failure": pred, "driver_failure": {**pred, "value": 10.0},
+                                     "range": {"steady": [1.3, 2.7], "step_failure": [0.0, 0.0],
+                                               "driver_failure": [7.0, 13.0]}}}}
+    out = {"profiles": [], "pooled": who,
+           "measured": {"current": {"steady": 2.1, "step_failure": 3.55e-15, "driver_failure": 12.0}}}
+    score(out, 0.25)
+    assert who["errors"]["current"] == {"steady": pytest.approx(0.05), "step_failure": 0.0,
+                                        "driver_failure": pytest.approx(0.2)}
+    assert who["within"] and who["inside_range"]["current"] == {"steady": True, "step_failure": True,
+                                                                "driver_failure": True}
+    out["measured"]["current"]["step_failure"] = 0.01
+    score(out, 0.25)
+    assert who["errors"]["current"]["step_failure"] is None and not who["within"]
