@@ -100,9 +100,9 @@ def spark() -> Any:
         pytest.skip("no Java runtime")
     from falkirk.spark.pipeline.run.session import local_session
 
-    # The suite's JVM_OPTIONS (above) apply here too: measured over whole runs, the suite's CPU was 2,430 CPU-s
-    # with them in every JVM and 2,597 with this session's JVMs on the default JIT (each compiling the same
-    # Spark code with C2).
+    # The suite's JVM_OPTIONS (above) apply here too: measured over whole runs with two Spark groups, the suite
+    # used 2,095 CPU-s with them in every JVM and 2,597 with the shared sessions on the default JIT (each
+    # compiling the same Spark code with C2).
     return local_session(
         "local[2,3]",
         "falkirk-tests",
