@@ -81,8 +81,8 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
         elif "spark" in names or "/tests/spark" in path or "/falkirk/spark/" in path:
             item.add_marker(pytest.mark.xdist_group("spark"))
     # Tests that provoke a fetch failure run last (and, on two workers, in a group of their own, above): in
-    # local mode the first one unregisters the shared session's block manager for good (no CoarseGrainedScheduler endpoint to re-register with), its
-    # heartbeats then fail, and after 60 of them (about 10 minutes) Spark's executor exits the JVM —
+    # local mode the first one unregisters the shared session's block manager for good (no
+    # CoarseGrainedScheduler endpoint to re-register with), its heartbeats then fail, and after 60 of them (about 10 minutes) Spark's executor exits the JVM —
     # every Spark test still to come would fail with it. Their own order is kept.
     items[:] = ([i for i in items if i.get_closest_marker("fetch_failure") is None]
                 + [i for i in items if i.get_closest_marker("fetch_failure") is not None])

@@ -378,8 +378,11 @@ def _check_value(t: Type, value: Any, path: str, zone: dt.tzinfo | None = None) 
     if name in ("TIMESTAMP", "TIMESTAMP_NTZ"):
         if isinstance(value, dt.datetime):
             when = value
-        elif isinstance(value, str) and _parses(dt.datetime.fromisoformat, value):
-            when = dt.datetime.fromisoformat(value)
+        elif isinstance(value, str):
+            try:
+                when = dt.datetime.fromisoformat(value)  # parsed once: the range check below reads it
+            except ValueError:
+                return bad
         else:
             return bad
         if _instant_in_range(when, aware=name == "TIMESTAMP", zone=zone):
