@@ -48,6 +48,16 @@ def _trend(fit: dict[str, Any], span: float) -> dict[str, Any]:
     return out
 
 
+def _load(epochs: list[dict[str, Any]]) -> dict[str, float] | None:
+    """The machine's 1-minute load average at the epochs' ends: median, 90th percentile and maximum (a soak
+    runs alone on the machine; a high load says something else ran beside it)."""
+    loads = sorted(e["load"] for e in epochs if e.get("load") is not None)  # logs before it was recorded: none
+    if not loads:
+        return None
+    return {"median": statistics.median(loads), "p90": loads[min(len(loads) - 1, int(0.9 * len(loads)))],
+            "max": loads[-1]}
+
+
 def summarise(events: list[dict[str, Any]]) -> dict[str, Any]:
     """Everything the report says, from the events that count (:meth:`EventLog.events`)."""
     head = next(e for e in events if e["event"] == "soak")
@@ -104,6 +114,7 @@ def summarise(events: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "variant": head["variant"], "seed": head["seed"], "epochs_planned": head["epochs"],
         "epochs_done": progress + 1, "hours": round(hours, 3), "epochs_per_hour": round((progress + 1) / hours, 1),
+        "load_average": _load(epochs),
         "drivers": len(starts),
         "recoveries": sum(1 for e in events if e["event"] == "recovery"),
         "faults": {k: dict(v) for k, v in sorted(by_kind.items())},
@@ -177,7 +188,7 @@ def text(summary: dict[str, Any]) -> str:
     lines = [
         f"soak {summary['variant']} seed {summary['seed']}: {summary['epochs_done']}/{summary['epochs_planned']} "
         f"epochs in {summary['hours']:.2f} h ({summary['epochs_per_hour']} epochs/h), {summary['drivers']} drivers, "
-        f"{summary['recoveries']} recoveries",
+        f"{summary['recoveries']} recoveries; load average (1 min) at epoch ends {summary.get('load_average')}",
         "faults: " + ", ".join(f"{k} {dict(v)}" for k, v in summary["faults"].items()),
         f"silent losses {summary['silent_losses']}, unexplained {summary['unexplained']}, "
         f"needed a human {len(summary['needed_a_human'])}, root bounded {summary['root_bounded']}, "

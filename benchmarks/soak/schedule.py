@@ -18,20 +18,21 @@ after              driver  ``STEP@E:after``: between epochs
 kill-step          driver  ``STEP@E:kill`` / ``kill-mid``: SIGKILL of the driver before / mid-step
 kill-publish       driver  SIGKILL right after ``STEP``'s manifest of ``E`` was published
 kill-gc            driver  SIGKILL inside the garbage collection of epoch ``E``, after ``k`` deletions
-kill-timed         outside SIGKILL at a random moment after epoch ``E`` ended
+kill-timed         outside SIGKILL at a random moment after epoch ``E - 1`` ended (timed faults are never on
+                           a slice's last epoch, which could end before the moment came)
 kill-recovery      outside SIGKILL of the driver restarted after a kill, during its restart recovery
-ctrl-c             outside SIGINT at a random moment after epoch ``E`` ended
+ctrl-c             outside SIGINT at a random moment after epoch ``E - 1`` ended
 code-change        outside ``hourly``'s code deployed broken at ``E`` (it raises; ``StepError``) for
                            ``n`` driver starts, then fixed
 corrupt            outside one file damaged (as the corruption fuzz does) while no driver runs
-disk-full          outside (local, cluster) the root's filesystem filled after epoch ``E``, freed after
+disk-full          outside (local, cluster) the root's filesystem filled after epoch ``E - 1``, freed after
                            ``seconds`` or when the driver stopped
 read-only          outside (local, cluster) a driver started with the root bind-mounted read-only in a
                            mount namespace of its own (a filesystem with open writers cannot be remounted
                            read-only under them)
 executor-kill      driver  (cluster) ``STEP@E:executor``: the executor JVM holding the most blocks
-worker-kill        outside (cluster) a Worker JVM SIGKILLed after epoch ``E``, restarted later
-server-restart     outside (S3) the storage server stopped after epoch ``E``, started after ``seconds``
+worker-kill        outside (cluster) a Worker JVM SIGKILLed after epoch ``E - 1``, restarted later
+server-restart     outside (S3) the storage server stopped after epoch ``E - 1``, started after ``seconds``
 read-only-creds    outside (S3) a driver started with read-only credentials (a permission error)
 =================  ======  =========================================================================
 """
@@ -43,7 +44,7 @@ from typing import Any
 
 from attrs import field, frozen
 
-__all__ = ["Fault", "Slice", "schedule", "WEIGHTS", "DRIVER_KINDS"]
+__all__ = ["Fault", "Slice", "schedule", "WEIGHTS", "DRIVER_KINDS", "TIMED_KINDS"]
 
 #: One fault every EVERY epochs on average; OVERLAP: chance of a second one at the same epoch.
 EVERY, OVERLAP = 7, 0.25
@@ -57,6 +58,8 @@ WEIGHTS: dict[str, dict[str, int]] = {
     "cluster": {**COMMON, "disk-full": 1, "read-only": 1, "executor-kill": 2, "worker-kill": 2},
     "s3": {**COMMON, "server-restart": 2, "read-only-creds": 1},
 }
+#: Faults done from outside at a moment measured from the driver's progress (the supervisor's clock).
+TIMED_KINDS = ("kill-timed", "ctrl-c", "disk-full", "worker-kill", "server-restart")
 #: Faults the driver fires itself (its injector or hooks); the others are done from outside.
 DRIVER_KINDS = ("exception-mid", "exception-before", "job-failure", "task-failure", "after", "kill-step",
                 "kill-publish", "kill-gc", "executor-kill")
@@ -148,6 +151,8 @@ def schedule(epochs: int, seed: int, variant: str = "local", *, quiet: int = 3, 
     start = 0
     while start < epochs:
         end = min(epochs - 1, start + rnd.randint(*slice_epochs) - 1)
+        while end < epochs - 1 and any(f.epoch == end and f.kind in TIMED_KINDS for f in faults):
+            end += 1  # a timed fault needs a driver still running after its epoch: never a slice's last epoch
         mine = tuple(f for f in faults if start <= f.epoch <= end)
         slices.append(Slice(len(slices), start, end, mine, rnd.choice(concurrency)))
         start = end + 1

@@ -20,6 +20,7 @@ append-only event log the report is computed from.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -34,14 +35,12 @@ from benchmarks.soak.checks import Reader, census
 from benchmarks.soak.faults import Disk, explains, restore
 from benchmarks.soak.faults import damage as apply_damage
 from benchmarks.soak.log import EventLog
-from benchmarks.soak.schedule import DRIVER_KINDS, Fault, Slice, schedule
+from benchmarks.soak.schedule import DRIVER_KINDS, TIMED_KINDS, Fault, Slice, schedule
 from benchmarks.soak.variants import Env
 from benchmarks.soak.workload import Reference
 
 __all__ = ["Supervisor"]
 
-#: Outside faults that start when the driver has completed ``epoch - 1``, after a delay.
-TIMED = ("kill-timed", "ctrl-c", "disk-full", "worker-kill", "server-restart")
 #: Faults done between two drivers (at the next start once their epoch is due).
 BETWEEN = ("corrupt", "code-change", "read-only-creds", "read-only", "kill-recovery")
 #: Seconds without any driver output after which a driver is taken as hung.
@@ -280,7 +279,7 @@ class Supervisor:
                     self.progress = e
                 self.log({"event": "epoch", "driver": driver.index, "epoch": e, "cpu": cpu, "steady": steady,
                           "age": len(driver.epochs), "rss": ev["rss"], "rss_py": ev["rss_py"],
-                          "rss_jvm": ev["rss_jvm"]})
+                          "rss_jvm": ev["rss_jvm"], "load": round(os.getloadavg()[0], 2)})
             elif kind == "fired":
                 recovering = True  # an executor killed without a rollback still costs its epoch
                 self.log({"event": "fired", "driver": driver.index, "fault": ev["fault"]})
@@ -307,7 +306,7 @@ class Supervisor:
                     self._outcome(recovery_kill, "recovered", "killed during its restart's recovery")
                     pending.remove(recovery_kill)
                     recovery_kill = None
-            for f in [f for f in pending if f.kind in TIMED and f not in self._begun]:
+            for f in [f for f in pending if f.kind in TIMED_KINDS and f not in self._begun]:
                 started = driver.session_at is not None and (driver.epochs and max(driver.epochs) >= f.epoch - 1
                                                              or self.progress >= f.epoch)
                 if not started:
