@@ -128,3 +128,56 @@ def test_memory_store_reopens_in_process() -> None:
         Monitor(mixed(), store=store)
     with pytest.raises(MonitorError, match="holds no monitor"):
         Monitor.open(MemoryStore())
+
+
+FULL_DISK_CHILD = """
+import json, os, sys
+from falkirk.solver import Checkpoint, Dataflow, Processor
+from falkirk.solver.monitor import Monitor
+d = sys.argv[1]
+df = Dataflow([Processor("a", "epoch", checkpoints=[Checkpoint(1)])], [])
+Monitor.create(df, os.path.join(d, "kept.sqlite")).close()
+kept = Monitor.open(os.path.join(d, "kept.sqlite"))
+with open(os.path.join(d, "ballast"), "wb", buffering=0) as f:  # take every free byte, as a full disk does
+    try:
+        while True:
+            f.write(bytes(65536))
+    except OSError:
+        pass
+out = []
+for what, call in (("create", lambda: Monitor.create(df, os.path.join(d, "new.sqlite")).close()),
+                   ("record", lambda: [kept.record("a", Checkpoint(e)) for e in range(2, 2000)])):
+    try:
+        call()
+        out.append([what, None, None])
+    except Exception as exc:
+        out.append([what, type(exc).__name__, str(exc)])
+print(json.dumps(out))
+"""
+
+
+def test_a_full_disk_is_named_as_such(tmp_path: Path) -> None:
+    """On a real full filesystem (a small tmpfs of a private mount namespace) creating a monitor database and
+    recording into an open one fail with a MonitorError that says the disk is full: SQLite alone says
+    ``disk I/O error`` or ``database or disk is full`` (regression: the cluster soak's full disk stopped a
+    driver with ``disk I/O error`` only, which names neither the disk nor its state)."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    if sys.platform != "linux" or shutil.which("unshare") is None:
+        pytest.skip("no `unshare` (util-linux): cannot mount a small tmpfs to fill")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    mount = f"mount -t tmpfs -o size=256k none {mnt} && exec \"$0\" \"$@\""
+    run = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", mount, sys.executable, "-c",
+                          FULL_DISK_CHILD, str(mnt)], capture_output=True, text=True, timeout=120, check=False)
+    if run.returncode != 0 and "mount" in run.stderr and "permission" in run.stderr.lower():
+        pytest.skip(f"cannot mount a tmpfs in a private namespace here ({run.stderr.strip()[:200]})")
+    assert run.returncode == 0, run.stderr[-3000:]
+    outcomes = json.loads(run.stdout.strip().splitlines()[-1])
+    assert [w for w, _, _ in outcomes] == ["create", "record"]
+    for what, name, message in outcomes:
+        assert name == "MonitorError", (what, name, message)
+        assert "no space left on device" in message and "bytes free" in message, (what, message)

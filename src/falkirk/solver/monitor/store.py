@@ -52,6 +52,28 @@ from falkirk.solver.monitor.codec import (
 __all__ = ["StoredState", "MetadataStore", "MemoryStore", "SQLiteStore", "BatchLostError", "with_checkpoints"]
 
 
+#: Below this many free bytes on a database's filesystem, an SQLite I/O error is reported as a full disk.
+FULL_BELOW = 1 << 20
+
+
+def _cause(path: str, exc: sqlite3.Error) -> str:
+    """SQLite's message for ``exc``, and the likely cause when SQLite does not give it: a write that failed
+    on a full filesystem often comes back as ``disk I/O error`` (the WAL's shared-memory file could not grow),
+    which names neither the disk nor its state."""
+    text = str(exc)
+    name = getattr(exc, "sqlite_errorname", "")
+    if not (name.startswith(("SQLITE_IOERR", "SQLITE_FULL")) or "disk" in text) or path in ("", ":memory:"):
+        return text
+    try:
+        st = os.statvfs(os.path.dirname(os.path.abspath(path)))
+    except OSError:
+        return text
+    free = st.f_bavail * st.f_frsize
+    if free >= FULL_BELOW:
+        return text
+    return f"{text} (its filesystem has {free:,} bytes free: no space left on device; free space and retry)"
+
+
 class BatchLostError(MonitorError):
     """Committing a :meth:`SQLiteStore.batch` failed: it was rolled back, the store holds the state before
     it."""
@@ -187,7 +209,9 @@ class SQLiteStore:
             self._db.execute("PRAGMA wal_autocheckpoint=64")
             self._db.execute("PRAGMA journal_size_limit=262144")
         except sqlite3.Error as exc:
-            raise MonitorError(f"cannot open the monitor database {self.path!r}: {exc}") from None
+            raise MonitorError(
+                f"cannot open the monitor database {self.path!r}: {_cause(self.path, exc)}"
+            ) from exc
         if mode.lower() not in ("wal", "memory"):
             raise MonitorError(f"{self.path!r}: SQLite refused WAL mode (journal_mode is {mode!r})")
         self._graph: Dataflow | None = None
@@ -247,7 +271,8 @@ class SQLiteStore:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
             raise BatchLostError(
-                f"monitor database {self.path!r}: committing a batch failed, it was rolled back ({exc})"
+                f"monitor database {self.path!r}: committing a batch failed, it was rolled back "
+                f"({_cause(self.path, exc)})"
             ) from exc
 
     def _commit(self) -> None:
@@ -264,7 +289,7 @@ class SQLiteStore:
                     db.execute("BEGIN IMMEDIATE")  # reads and writes of the batch in one write transaction
                 db.execute("SAVEPOINT falkirk_call")
             except sqlite3.Error as exc:
-                raise MonitorError(f"monitor database {self.path!r}: {exc}") from exc
+                raise MonitorError(f"monitor database {self.path!r}: {_cause(self.path, exc)}") from exc
             try:
                 yield db
                 db.execute("RELEASE falkirk_call")
@@ -273,7 +298,7 @@ class SQLiteStore:
                     db.execute("ROLLBACK TO falkirk_call")
                     db.execute("RELEASE falkirk_call")
                 if isinstance(exc, sqlite3.Error):
-                    raise MonitorError(f"monitor database {self.path!r}: {exc}") from exc
+                    raise MonitorError(f"monitor database {self.path!r}: {_cause(self.path, exc)}") from exc
                 raise
             return
         try:
@@ -284,7 +309,7 @@ class SQLiteStore:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             if isinstance(exc, sqlite3.Error):
-                raise MonitorError(f"monitor database {self.path!r}: {exc}") from exc
+                raise MonitorError(f"monitor database {self.path!r}: {_cause(self.path, exc)}") from exc
             raise
 
     def _initialised(self, db: sqlite3.Connection) -> bool:

@@ -2,6 +2,7 @@
 root stays usable.
 
 * a read-only root: a ``StorageError`` naming the root, the operation and the cause; nothing changed;
+* a full disk: a ``StorageError`` naming the root and saying the disk is full;
 * a typo in a keyed step's ``key=`` that failed the first epoch: the corrected pipeline runs on the same root
   (nothing keyed was ever checkpointed), and its output equals a fresh run's;
 * Ctrl-C in a running driver: one line saying the root is consistent and the same call resumes (no py4j
@@ -85,6 +86,34 @@ def _unshare_reason() -> str | None:
     return None if probe.returncode == 0 else f"read-only bind mounts are not permitted here ({probe.stderr.strip()[:200]})"
 
 
+RESUME = (
+    "import json, sys\n"
+    "sys.path[:0] = [{here!r}, {tests!r}, {store!r}]\n"
+    "from test_stranded import build\n"
+    "from fresh_driver import LocalStandIn\n"
+    "from falkirk.spark.pipeline.run.executor import Executor\n"
+    "pipe = build(sys.argv[1], None)\n"
+    "pipe.spark = LocalStandIn()\n"
+    "try:\n"
+    "    Executor(pipe).rollback.recover(set(pipe.order), 'restart', restart=True)\n"
+    "except Exception as exc:\n"
+    "    print(json.dumps([type(exc).__name__, [c.__name__ for c in type(exc).__mro__], str(exc)]))\n"
+)
+
+
+def _restart_in_namespace(tmp_path: Path, mount: str, root: Path) -> tuple[str, list[str], str]:
+    """A restarted driver's recovery of ``root``, run after the shell commands ``mount`` in a private mount
+    namespace: the error it stopped with (class name, its classes, message)."""
+    script = tmp_path / "resume.py"
+    script.write_text(RESUME.format(here=str(HERE), tests=str(HERE.parents[1]), store=str(HERE.parent / "store")))
+    out = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", f'{mount} && exec "$0" "$@"',
+                          sys.executable, str(script), str(root)], capture_output=True, text=True, timeout=300,
+                         check=False)
+    assert out.returncode == 0 and out.stdout.strip(), out.stderr[-3000:]
+    name, mro, message = json.loads(out.stdout.strip().splitlines()[-1])
+    return name, mro, message
+
+
 def test_a_read_only_root_is_a_storage_error_naming_root_operation_and_cause(spark: Any, tmp_path: Path) -> None:
     """A root mounted read-only (a real read-only filesystem, in a private mount namespace): the restarted driver
     stops with a StorageError naming the root, what it was doing and the cause, and nothing under it changed."""
@@ -94,28 +123,34 @@ def test_a_read_only_root_is_a_storage_error_naming_root_operation_and_cause(spa
     root = tmp_path / "root"
     build(root, spark).run(2)
     before = root_listing(root)
-    script = tmp_path / "resume.py"
-    script.write_text(
-        "import json, sys\n"
-        f"sys.path[:0] = [{str(HERE)!r}, {str(HERE.parents[1])!r}, {str(HERE.parent / 'store')!r}]\n"
-        "from test_stranded import build\n"
-        "from fresh_driver import LocalStandIn\n"
-        "from falkirk.spark.pipeline.run.executor import Executor\n"
-        "pipe = build(sys.argv[1], None)\n"
-        "pipe.spark = LocalStandIn()\n"
-        "try:\n"
-        "    Executor(pipe).rollback.recover(set(pipe.order), 'restart', restart=True)\n"
-        "except Exception as exc:\n"
-        "    print(json.dumps([type(exc).__name__, [c.__name__ for c in type(exc).__mro__], str(exc)]))\n")
-    mount = f"mount --bind {root} {root} && mount -o remount,bind,ro {root} && exec \"$0\" \"$@\""
-    out = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", mount, sys.executable, str(script),
-                          str(root)], capture_output=True, text=True, timeout=300, check=False)
-    assert out.returncode == 0 and out.stdout.strip(), out.stderr[-3000:]
-    name, mro, message = json.loads(out.stdout.strip().splitlines()[-1])
+    name, mro, message = _restart_in_namespace(
+        tmp_path, f"mount --bind {root} {root} && mount -o remount,bind,ro {root}", root)
     assert name == StorageError.__name__ and "OSError" in mro, (name, message)
     assert f"root {Path(root).as_uri()}" in message, message
     assert "rebuilding the monitor's database" in message and "Read-only file system" in message, message
     assert root_listing(root) == before
+
+
+def test_a_full_disk_is_a_storage_error_that_says_so(spark: Any, tmp_path: Path) -> None:
+    """The root on a filesystem with no byte free (a copy on a tmpfs of a private mount namespace, the rest of
+    the tmpfs taken): the restarted driver stops with a StorageError naming the root and a full disk
+    (regression: the cluster soak's full disk stopped a driver with a MonitorError saying only ``disk I/O
+    error``, about ``meta.sqlite.new``)."""
+    reason = _unshare_reason()
+    if reason:
+        pytest.skip(reason)
+    root = tmp_path / "root"
+    build(root, spark).run(2)
+    before = root_listing(root)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    fill = (f"mount -t tmpfs -o size=64m none {mnt} && cp -a {root} {mnt}/root && "
+            f"{{ dd if=/dev/zero of={mnt}/ballast bs=64k 2>/dev/null || true; }}")
+    name, _, message = _restart_in_namespace(tmp_path, fill, mnt / "root")
+    assert name == StorageError.__name__, (name, message)
+    assert f"root {(mnt / 'root').as_uri()}" in message, message
+    assert "no space left on device" in message.lower(), message
+    assert root_listing(root) == before  # the copy was damaged, if anything: never the original
 
 
 DRIVER = """

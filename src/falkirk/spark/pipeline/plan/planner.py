@@ -289,11 +289,15 @@ class Planner:
 
         try:
             yield
-        except (OSError, sqlite3.Error) as exc:
-            if isinstance(exc, StorageError):
-                raise
+        except (OSError, sqlite3.Error, MonitorError) as exc:
+            if isinstance(exc, StorageError) or (
+                isinstance(exc, MonitorError) and not isinstance(exc.__cause__, (OSError, sqlite3.Error))
+            ):
+                raise  # a monitor refusing on its own grounds (a malformed graph…) is not the storage's failure
             where = f"root {self.root}" if self.root is not None else f"{self.path}"
-            cause = f"{type(exc).__name__}: {exc}" if isinstance(exc, sqlite3.Error) else str(exc)
+            cause = (
+                f"{type(exc).__name__}: {exc}" if isinstance(exc, (sqlite3.Error, MonitorError)) else str(exc)
+            )
             raise StorageError(
                 f"{where}: {what} ({self.path}, the planner's cache of the manifests) failed: {cause}; nothing under "
                 "the root was changed by it. A run writes under its root: make it writable (or free space) and "
