@@ -13,6 +13,7 @@ bucket through a FUSE mount, both in the soak's own mount namespace.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -51,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         lo, hi = (int(x) for x in args.slices.split(","))
         slices = schedule(args.epochs, args.seed, args.variant, quiet=args.quiet, slice_epochs=(lo, hi),
                           **({"every": args.every} if args.every else {}))
+        # `kill PID` stops the soak as Ctrl-C does: the driver, the cluster or storage server stopped, resumable
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:
             Supervisor(env, args.epochs, args.seed, work, slices=slices, bar=not args.no_bar).run()
         except KeyboardInterrupt:

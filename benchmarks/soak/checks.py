@@ -183,13 +183,16 @@ def category(rel: str) -> str:
         return "journal"
     if parts[0].startswith("meta.sqlite"):
         return "meta"
+    if len(parts) == 1 and ".sqlite" in parts[0]:
+        return "eager"  # an Eager step's database (and its -wal/-shm): the user's table
     return parts[0] if len(parts) > 1 else "top"
 
 
 def census(fs: Any, base: str, sizes: dict[str, int]) -> dict[str, Any]:
     """The root's bytes and files by :func:`category`, plus each manifest's and execution record's size the
     first time it is seen (added to ``sizes``: ``rel -> bytes``). Outputs are counted apart: their data is the
-    user's and their manifests are never collected (``docs/storage.md``)."""
+    user's and their manifests are never collected (``docs/storage.md``); so is an Eager step's database (the
+    user's table, which holds every committed epoch's rows)."""
     by: dict[str, list[int]] = {}
     new: dict[str, int] = {}
     for path, info in fs.find(base, detail=True).items():
@@ -203,7 +206,7 @@ def census(fs: Any, base: str, sizes: dict[str, int]) -> dict[str, Any]:
         b[1] += 1
         if (rel.startswith("manifests/") or rel.startswith("journal/")) and rel.endswith(".json") and rel not in sizes:
             sizes[rel] = new[rel] = size
-    outputs = [c for c in by if c == "output" or (c.startswith("manifests/") and c.endswith("/output"))]
+    outputs = [c for c in by if c in ("output", "eager") or (c.startswith("manifests/") and c.endswith("/output"))]
     kept = {c: v for c, v in by.items() if c not in outputs}
     return {"bytes": sum(v[0] for v in kept.values()), "files": sum(v[1] for v in kept.values()),
             "output_bytes": sum(by[c][0] for c in outputs), "output_files": sum(by[c][1] for c in outputs),

@@ -71,6 +71,7 @@ def test_slopes_and_their_intervals() -> None:
     assert inside["slope"] == pytest.approx(0.5) and inside["groups"] == 4
     assert category("data/totals/checkpoint/00000003-ab/_subtask=0/p.parquet") == "data/totals/checkpoint"
     assert category("input/events/part-0/00000012.json") == "input/segments"
+    assert category("alerts.sqlite-wal") == "eager" and category("meta.sqlite-wal") == "meta"
 
 
 def test_an_error_explains_a_fault_only_when_it_names_its_cause() -> None:
