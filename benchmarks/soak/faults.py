@@ -43,18 +43,28 @@ def _find(fs: Any, path: str) -> list[str]:
         return []
 
 
+def _manifest(fs: Any, path: str) -> dict[str, Any] | None:
+    """The manifest at ``path``, or ``None`` if another fault damaged it (regression: the S3 soak at seed 58,
+    two damages at once, stopped its own supervisor reading a garbled manifest)."""
+    try:
+        doc = json.loads(fs.cat_file(path))
+        return doc if isinstance(doc, dict) and isinstance(doc.get("files"), list) else None
+    except ValueError:
+        return None
+
+
 def _targets(fs: Any, base: str, kind: str) -> list[str]:
     """Candidates (full fsspec paths) for damage ``kind`` under root ``base``."""
     manifests = [p for p in _find(fs, f"{base}/manifests") if p.endswith(".json")]
     if kind.startswith("data-"):
         out = []
         for m in manifests:
-            if m.split("/")[-2] in ("checkpoint", "log", "output"):
-                doc = json.loads(fs.cat_file(m))
+            if m.split("/")[-2] in ("checkpoint", "log", "output") and (doc := _manifest(fs, m)) is not None:
                 out += [f"{base}/{doc['location']}/{name}" for name, _, _ in doc["files"]]
         return out
     if kind.startswith("manifest-"):
-        return [m for m in manifests if m.split("/")[-2] in ("checkpoint", "log", "complete", "output")]
+        out = [m for m in manifests if m.split("/")[-2] in ("checkpoint", "log", "complete", "output")]
+        return [m for m in out if _manifest(fs, m) is not None] if kind == "manifest-size" else out
     if kind.startswith("meta-"):
         return [f"{base}/meta.sqlite"] if fs.exists(f"{base}/meta.sqlite") else []
     if kind.startswith("segment-"):

@@ -98,6 +98,23 @@ def test_an_error_explains_a_fault_only_when_it_names_its_cause() -> None:
     assert not explains(Fault(2, "corrupt", 6, {"damage": "data-delete", "pick": 1}), gone, "data/other")
 
 
+def test_damage_targets_skip_a_manifest_another_fault_damaged(tmp_path: Path) -> None:
+    """A data file is picked among the files of manifests that still parse (regression: the S3 soak at seed 58
+    stopped its own supervisor with a UnicodeDecodeError when a second damage listed a garbled manifest)."""
+    import fsspec
+    from benchmarks.soak.faults import _targets
+
+    base = tmp_path.as_posix()
+    (tmp_path / "manifests/totals/checkpoint").mkdir(parents=True)
+    (tmp_path / "manifests/totals/checkpoint/00000001.json").write_text(
+        json.dumps({"location": "data/totals/checkpoint/00000001-ab", "files": [["p.parquet", 10, "x"]]}))
+    (tmp_path / "manifests/totals/checkpoint/00000002.json").write_bytes(b"\x00\xd8\xff garbage")
+    got = _targets(fsspec.filesystem("file"), base, "data-delete")
+    assert got == [f"{base}/data/totals/checkpoint/00000001-ab/p.parquet"]
+    assert len(_targets(fsspec.filesystem("file"), base, "manifest-garbage")) == 2
+    assert len(_targets(fsspec.filesystem("file"), base, "manifest-size")) == 1  # it edits the JSON
+
+
 def test_a_resumed_log_drops_what_followed_the_last_finished_slice(tmp_path: Path) -> None:
     """Events after the last ``slice-done`` before a ``resume`` do not count; the file keeps them."""
     log = EventLog(tmp_path / "events.jsonl")
