@@ -111,6 +111,7 @@ class Reader(threading.Thread):
         try:
             doc = json.loads(self.fs.cat_file(path))
             sig = _signature(self.fs, self.base, doc, self.local)
+            got = _rows(self.fs, self.base, doc, OUTPUTS[output])
         except FileNotFoundError:
             return  # a rollback removed it (only an epoch the supervisor damaged: checked when it returns)
         except (OSError, ValueError) as exc:  # damaged under our eyes, or the store is down: look again later
@@ -129,7 +130,6 @@ class Reader(threading.Thread):
         if seen is not None and key not in self.recheck:
             self._finding(f"{output}@{epoch}: a committed epoch changed: {sorted(seen)} -> {sorted(sig)}",
                           output, epoch, kind="changed")
-        got = _rows(self.fs, self.base, doc, OUTPUTS[output])
         want = self.reference.output(output, epoch)
         ok = got == want
         if not ok:

@@ -115,6 +115,29 @@ def test_damage_targets_skip_a_manifest_another_fault_damaged(tmp_path: Path) ->
     assert len(_targets(fsspec.filesystem("file"), base, "manifest-size")) == 1  # it edits the JSON
 
 
+def test_the_reader_takes_an_unreadable_output_file_as_a_finding_not_a_crash(tmp_path: Path) -> None:
+    """A committed output epoch whose data file is truncated: a finding (``unreadable``) when nobody damaged it,
+    nothing while the supervisor's damage of it is unresolved — never an exception out of ``look`` (regression:
+    the S3 soak at seed 58 stopped its supervisor with ``ArrowInvalid`` on a truncated output file)."""
+    import fsspec
+    from benchmarks.soak.checks import Reader
+
+    location = "output/ledger/epoch=1"
+    (tmp_path / location).mkdir(parents=True)
+    (tmp_path / location / "part-0.parquet").write_bytes(b"PAR1 half a file")
+    (tmp_path / "manifests/ledger/output").mkdir(parents=True)
+    (tmp_path / "manifests/ledger/output/00000001.json").write_text(
+        json.dumps({"location": location, "files": [["part-0.parquet", 16, "x"]]}))
+    events: list[dict[str, Any]] = []
+    reader = Reader(fsspec.filesystem("file"), tmp_path.as_posix(), Reference(), events.append, local=True)
+    reader.damage(f"{location}/part-0.parquet")
+    reader.look()
+    assert not events and reader.errors == 1
+    reader.resolve(f"{location}/part-0.parquet")
+    reader.look()
+    assert [(e["event"], e["kind"], e["epoch"]) for e in events] == [("finding", "unreadable", 1)]
+
+
 def test_a_resumed_log_drops_what_followed_the_last_finished_slice(tmp_path: Path) -> None:
     """Events after the last ``slice-done`` before a ``resume`` do not count; the file keeps them."""
     log = EventLog(tmp_path / "events.jsonl")
