@@ -72,6 +72,9 @@ class Reader(threading.Thread):
         self.period = period
         self.stop = threading.Event()
         self.lock = threading.Lock()
+        #: held by every look, and by the supervisor while it damages or restores a file (re-entrant: the
+        #: supervisor looks from its own thread too)
+        self.looking = threading.RLock()
         self.errors = 0
 
     @staticmethod
@@ -107,21 +110,29 @@ class Reader(threading.Thread):
         return sorted(int(posixpath.basename(n)[:-5]) for n in names if n.endswith(".json"))
 
     def _check(self, output: str, epoch: int) -> None:
+        key = (output, epoch)
+        with self.lock:
+            if key in self.damaged:  # the supervisor's damage, not resolved yet: not read at all
+                return
         path = f"{self.base}/manifests/{output}/output/{epoch:08d}.json"
         try:
-            doc = json.loads(self.fs.cat_file(path))
-            sig = _signature(self.fs, self.base, doc, self.local)
-            got = _rows(self.fs, self.base, doc, OUTPUTS[output])
+            raw = self.fs.cat_file(path)
         except FileNotFoundError:
             return  # a rollback removed it (only an epoch the supervisor damaged: checked when it returns)
-        except (OSError, ValueError) as exc:  # damaged under our eyes, or the store is down: look again later
+        except Exception:  # noqa: BLE001 - the store is down (s3fs/botocore errors vary): look again later
             self.errors += 1
-            if (output, epoch) not in self.damaged and "Connect" not in type(exc).__name__:
+            return
+        try:
+            doc = json.loads(raw)
+            sig = _signature(self.fs, self.base, doc, self.local)
+            got = _rows(self.fs, self.base, doc, OUTPUTS[output])
+        except Exception as exc:  # noqa: BLE001 - a committed epoch that cannot be read: a finding
+            self.errors += 1
+            down = isinstance(exc, ConnectionError) or any(
+                w in type(exc).__name__ for w in ("Connect", "Endpoint", "Timeout", "ClientError"))
+            if not down:  # a missing data file behind a manifest that exists is a finding too
                 self._finding(f"{output}@{epoch}: committed epoch unreadable ({type(exc).__name__}: {exc})",
                               output, epoch, kind="unreadable", quiet=True)
-            return
-        key = (output, epoch)
-        if key in self.damaged:
             return
         seen = self.first.get(key)
         if seen == sig:
@@ -135,7 +146,7 @@ class Reader(threading.Thread):
         if not ok:
             missing, extra = want - got, got - want
             self._finding(f"{output}@{epoch}: differs from the failure-free reference: missing "
-                          f"{sorted(missing.elements())[:5]} extra {sorted(extra.elements())[:5]}",
+                          f"{sorted(missing.elements(), key=repr)[:5]} extra {sorted(extra.elements(), key=repr)[:5]}",
                           output, epoch, kind="silent")
         with self.lock:
             self.first[key] = sig
@@ -151,13 +162,16 @@ class Reader(threading.Thread):
 
     def look(self, *, everything: bool = False, recent: int = 6) -> None:
         """Check new committed epochs, the ``recent`` latest again, and (``everything``) all of them again."""
-        for output in OUTPUTS:
-            epochs = self.committed(output)
-            known = {e for (o, e) in self.first if o == output}
-            again = epochs if everything else epochs[-recent:]
-            for e in sorted(set(again) | (set(epochs) - known) | {e for (o, e) in self.recheck if o == output}):
-                self._check(output, e)
-        self.looks += 1
+        with self.looking:
+            for output in OUTPUTS:
+                epochs = self.committed(output)
+                with self.lock:
+                    known = {e for (o, e) in self.first if o == output}
+                    rechecks = {e for (o, e) in self.recheck if o == output}
+                again = epochs if everything else epochs[-recent:]
+                for e in sorted(set(again) | (set(epochs) - known) | rechecks):
+                    self._check(output, e)
+            self.looks += 1
 
     def run(self) -> None:
         while not self.stop.is_set():

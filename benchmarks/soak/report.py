@@ -86,7 +86,7 @@ def summarise(events: list[dict[str, Any]]) -> dict[str, Any]:
         trends[key] = _trend(slope([e["epoch"] for e in later], [e[key] for e in later]), span)
         trends[f"{key}_within_drivers"] = _trend(within_slope((e["driver"], e["age"], e[key]) for e in later), span)
     starts = [e for e in events if e["event"] == "driver-start"]
-    first = {}
+    first: dict[int, float] = {}
     for e in epochs:
         first.setdefault(e["driver"], e["t"])
     restarts = [(s["progress"], first[s["driver"]] - s["t"]) for s in starts if s["driver"] in first and s["progress"] >= 0]

@@ -93,7 +93,9 @@ class Server:
             proc.wait(timeout=30)
 
     def resume(self) -> None:
-        """Start the server again on the same ports and data."""
+        """Start the server again on the same ports and data (nothing if it runs: two faults may both end)."""
+        if self.inner.proc is not None and self.inner.proc.poll() is None:
+            return
         store = _objectstore()
         p = self.inner.ports
         cmd = [

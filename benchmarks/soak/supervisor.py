@@ -95,6 +95,8 @@ class Supervisor:
     def run(self) -> dict[str, Any]:
         done_slices, first, resumed = self._resume()
         self.env.start(resume=resumed)
+        if resumed and not self.env.snapshots:
+            self._restore_unresolved()
         self.reader = Reader(self.env.fs, self.env.base, self.reference, self.log, local=self.env.local, first=first)
         self.reader.start()
         bar = None
@@ -120,6 +122,15 @@ class Supervisor:
             self.env.stop()
         self.log({"event": "soak-done", "progress": self.progress})
         return {"progress": self.progress, "findings": list(self.reader.findings), "unexplained": self.unexplained}
+
+    def _restore_unresolved(self) -> None:
+        """Resuming on a root no snapshot reset (S3): put back every damage the stopped soak left without an
+        outcome, before its slice runs again and damages afresh (else the old damage would be nobody's)."""
+        for backup in sorted(self.backups.glob("*/what.json")):
+            fid = int(backup.parent.name)
+            if fid not in self.outcomes:
+                rel = restore(self.env.fs, self.env.base, backup.parent)
+                self.log({"event": "restored", "fault": fid, "rel": rel, "why": "resumed before its outcome"})
 
     def _resume(self) -> tuple[set[int], dict[tuple[str, int], dict[str, str]], bool]:
         header = self.log.header()
@@ -174,7 +185,11 @@ class Supervisor:
             self._watch(driver, sl, pending, recovery_kill)
             self._stopped_faults(pending)
             verdict = self._judge(driver, sl, pending, damaged, code, creds)
-            self.reader.look()
+            if recovery_kill is not None and recovery_kill in pending and verdict == "done":
+                # the restarted driver finished before the moment came: not again (it would loop on empty drivers)
+                self._outcome(recovery_kill, "not-reached", "the restarted driver ended before its moment")
+                pending.remove(recovery_kill)
+            self._look()
             if code is not None and (code_starts >= code.params["starts"] or verdict != "named"):
                 self._outcome(code, "named" if verdict == "named" else verdict, "the fixed code deployed")
                 pending.remove(code)
@@ -187,10 +202,11 @@ class Supervisor:
                     if corrupt_failures[f.id] < 2:
                         continue  # still damaged: the next driver meets it (regression: the S3 soak at seed 58
                         # took the damage as repaired here, and its reader then read the truncated file)
-                    rel = restore(self.env.fs, self.env.base, self.backups / str(f.id))  # two drivers stopped
+                    with self.reader.looking:  # two drivers stopped on it; the reader never sees it half-done
+                        rel = restore(self.env.fs, self.env.base, self.backups / str(f.id))
                     self._outcome(f, "human", f"restored {rel} from the backup")
                     pending.remove(f)
-                elif verdict in ("done", "killed"):
+                elif verdict == "done":  # a killed driver proves nothing: it may not have reached the damage
                     self._outcome(f, "recovered" if not corrupt_failures[f.id] else "named", damaged[f.id] or "")
                     pending.remove(f)
                 else:
@@ -321,6 +337,7 @@ class Supervisor:
                     except Exception as exc:  # noqa: BLE001 - a fault the environment refused is a finding
                         self.log({"event": "finding", "kind": "harness", "text": f"{f.describe()} could not be "
                                   f"done: {type(exc).__name__}: {exc}"[:500]})
+                        continue
                     if f.kind in ("disk-full", "read-only", "server-restart", "worker-kill"):
                         active[f.id] = (f, now)
             for fid, (f, began) in list(active.items()):
@@ -366,12 +383,17 @@ class Supervisor:
     def _end(self, f: Fault) -> None:
         """Undo an environment fault (the operator's repair)."""
         disk = self.env.disk
-        if f.kind == "disk-full" and disk is not None:
-            disk.unfill()
-        elif f.kind == "worker-kill":
-            self.env.restart_worker(f.params["worker"])
-        elif f.kind == "server-restart":
-            self.env.server.resume()
+        try:
+            if f.kind == "disk-full" and disk is not None:
+                disk.unfill()
+            elif f.kind == "worker-kill":
+                self.env.restart_worker(f.params["worker"])
+            elif f.kind == "server-restart":
+                self.env.server.resume()
+        except Exception as exc:  # noqa: BLE001 - the harness failed to repair: a finding, and the soak goes on
+            self.log({"event": "finding", "kind": "harness", "text": f"repairing {f.describe()} failed: "
+                      f"{type(exc).__name__}: {exc}"[:500]})
+            return
         self.log({"event": "repaired", "fault": f.id, "kind": f.kind})
 
     def _stopped_faults(self, pending: list[Fault]) -> None:
@@ -450,10 +472,18 @@ class Supervisor:
         self.log({"event": "outcome", "fault": f.id, "kind": f.kind, "epoch": f.epoch, "params": f.params,
                   "outcome": outcome, "detail": detail})
 
+    def _look(self, *, everything: bool = False) -> None:
+        """The reader's look from this thread (after a driver, after a slice): the store may be down."""
+        try:
+            self.reader.look(everything=everything)
+        except Exception as exc:  # noqa: BLE001 - the reader thread looks again; a real loss shows there
+            self.log({"event": "reader-error", "error": f"{type(exc).__name__}: {exc}"[:300]})
+
     def _damage(self, f: Fault) -> str | None:
-        rel = apply_damage(self.env.fs, self.env.base, f, self.backups / str(f.id))
-        if rel is not None:
-            self.reader.damage(rel)
+        with self.reader.looking:  # no look reads the file while it is being damaged and not yet marked
+            rel = apply_damage(self.env.fs, self.env.base, f, self.backups / str(f.id))
+            if rel is not None:
+                self.reader.damage(rel)
         self.log({"event": "fired", "fault": f.describe(), "damaged": rel})
         return rel
 
@@ -470,7 +500,7 @@ class Supervisor:
                   "progress": self.progress, **c})
 
     def _after_slice(self, sl: Slice) -> None:
-        self.reader.look(everything=True)
+        self._look(everything=True)
         self._census(sl)
         self._check_db()
         self.env.snapshot()

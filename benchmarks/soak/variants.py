@@ -75,6 +75,10 @@ class Env:
     def restart_worker(self, i: int) -> None:
         """Start cluster worker ``i`` again (cluster only)."""
 
+    #: whether a resumed soak starts from a copy of the root taken after the last finished slice (else from the
+    #: root as the stop left it, damaged files included: the supervisor restores those first)
+    snapshots = False
+
     def snapshot(self) -> None:
         """Keep a copy of the root that a resumed soak starts from (after a slice; no driver running)."""
 
@@ -88,6 +92,7 @@ class LocalEnv(Env):
     """``local[2]`` drivers; the root on a tmpfs (``WORK/fs``, ``size_mb``)."""
 
     name = "local"
+    snapshots = True
 
     def __init__(self, work: Path, size_mb: int = 512) -> None:
         super().__init__(work)
