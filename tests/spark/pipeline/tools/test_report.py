@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from falkirk.spark import Batch, Lazy, Pipeline
@@ -113,3 +115,25 @@ def test_the_report_gives_the_wall_time_by_phase_and_what_was_executed_again() -
     header = next(line for line in text.splitlines() if line.startswith("scheme"))
     assert [c.strip() for c in header.split("  ") if c.strip()][1:4] == [
         "records recomputed", "source rows re-read", "log rows replayed"]
+
+
+def test_an_execution_record_keeps_its_size_however_long_the_process_ran(tmp_path: Path) -> None:
+    """Differences of large CPU and clock counters carry rounding noise (1.44 → 1.4400000000000048): a record is
+    written to the microsecond, so a long-lived driver's records do not grow (regression: the S3 soak's records
+    grew by ~60 bytes over 300 epochs); what is read back is the measurement."""
+    import json
+
+    from falkirk.spark.pipeline.store.rootfs import Root
+
+    root = Root(tmp_path, fsync=False)
+    journal = Journal(root)
+    late = 1e4 + 1.44 - 1e4  # 1.4400000000000546
+    journal.executed("cc", 7, rows=3, seconds=late, redo=False, cpu=late, jit=late, started=123456.7890123456)
+    doc = json.loads(root.read_bytes("journal/cc/00000007.json"))
+    floats = {k: v for k, v in doc.items() if isinstance(v, float)}
+    assert set(floats) >= {"seconds", "cpu", "jit", "first_seconds", "first_cpu", "first_jit", "started"}
+    assert all(len(repr(v).split(".")[1]) <= 6 for v in floats.values()), floats
+    assert floats["cpu"] == 1.44 and floats["started"] == 123456.789012
+    again = Journal(root)
+    again.load(["cc"])
+    assert again.seconds("cc", 7) == 1.44 and again.cpu("cc", 7) == 1.44
