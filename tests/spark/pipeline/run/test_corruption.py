@@ -84,3 +84,39 @@ def test_deleted_log_is_recomputed(spark: Any, reference: Path, tmp_path: Path) 
     assert rec.plan.actions["heavy"] == "restore" and epoch_of(rec.plan.frontiers["heavy"]) == 1
     assert ("heavy", 2) in {(x.step, x.epoch) for x in result.journal.executions if x.redo}
     assert_identical(spark, tmp_path, reference)
+
+
+def test_verify_names_each_damaged_item_and_nothing_else(spark: Any, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """``pipe.verify()`` and ``falkirk pipeline verify ROOT`` (one listing per step directory, the manifests read
+    together): nothing on an intact root; after damage to a committed output epoch's data (truncated), to a
+    checkpoint's data (same size, other bytes) and to another output epoch's manifest (garbage), exactly those three, each named
+    by its file, and the CLI exits 1. Nothing under the root is changed."""
+    from spark_support import all_regimes
+
+    from falkirk.cli import main
+
+    pipe = all_regimes(tmp_path, spark)
+    pipe.run(5)
+    assert pipe.verify() == []
+    assert main(["pipeline", "verify", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip().startswith("ok: ")
+    storage = Storage(tmp_path)
+    out = _data_file(tmp_path, "report", "output", 1)
+    out.write_bytes(out.read_bytes()[: out.stat().st_size // 2])
+    ck_epoch = storage.epochs("rolling", "checkpoint")[-1]
+    ck = _data_file(tmp_path, "rolling", "checkpoint", ck_epoch)
+    data = bytearray(ck.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    ck.write_bytes(bytes(data))
+    (tmp_path / "manifests/report/output/00000003.json").write_bytes(b"\x00 garbage")
+    before = root_listing(tmp_path)
+    problems = pipe.verify()
+    assert len(problems) == 3, problems
+    assert any(p.startswith(str(out.relative_to(tmp_path))) and "expected" in p for p in problems), problems
+    assert any(p.startswith(str(ck.relative_to(tmp_path))) and "SHA-256" in p for p in problems), problems
+    assert any(p.startswith("manifests/report/output/00000003.json is unreadable") for p in problems), problems
+    assert main(["pipeline", "verify", str(tmp_path)]) == 1
+    printed = capsys.readouterr().out
+    assert printed.count("damaged: ") == 3 and "NOT OK" in printed
+    assert root_listing(tmp_path) == before

@@ -149,6 +149,53 @@ def test_verify_sees_another_clients_damage(place: Place, damage: str) -> None:
         assert "by manifests/cc/checkpoint/00000005.json" in str(err.value), err.value
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_verify_all_finds_what_verifying_each_epoch_finds(place: Place, seed: int) -> None:
+    """``verify_all`` (one listing, the manifests read together: what a restart checks every acknowledged output
+    epoch with) names the same damaged epochs, with the same messages, as getting and verifying each epoch —
+    after another client deleted, truncated or rewrote data files (same size) and garbled a manifest."""
+    import random
+
+    rnd = random.Random(seed)
+    s = place.storage()
+    for e in range(12):
+        loc = s.new_location("out", "checkpoint", e)
+        for k in range(rnd.randint(1, 3)):
+            _parquet(place, f"{loc}/part-{k:05d}.parquet", list(range(10 * e, 10 * e + 5 + k)))
+        s.put(Manifest("out", "checkpoint", e, 5, loc, s.describe_files(loc), "{}"))
+    s.put(Manifest("out", "checkpoint", 12))  # an empty epoch: no data
+    damaged = rnd.sample(range(12), 5)
+    for e, how in zip(damaged, ["delete", "truncate", "alter", "garble", "delete-manifest"], strict=True):
+        m = s.get("out", "checkpoint", e)
+        target = f"{m.location}/{m.files[0].name}"
+        if how == "delete":
+            place.arrow.delete_file(place.arrow_path(target))
+        elif how == "truncate":
+            place.write(target, b"PAR1")
+        elif how == "alter":
+            data = bytearray(s.fs.read_bytes(target))
+            data[len(data) // 2] ^= 0xFF
+            place.write(target, bytes(data))
+        elif how == "garble":
+            place.write("manifests/out/checkpoint/" + f"{e:08d}.json", b"\x00 not json")
+        else:
+            place.arrow.delete_file(place.arrow_path(f"manifests/out/checkpoint/{e:08d}.json"))
+
+    def one_by_one() -> list[str]:
+        found = []
+        for e in s.epochs("out", "checkpoint"):
+            try:
+                s.verify(s.get("out", "checkpoint", e))
+            except CorruptDataError as err:
+                found.append(str(err))
+        return found
+
+    checked, problems = s.verify_all("out", "checkpoint")
+    assert checked == 12 and len(problems) == 4  # the deleted manifest is no epoch any more
+    assert [str(p) for p in problems] == one_by_one()
+    assert sorted(p.epoch for p in problems) == sorted(damaged[:4])
+
+
 def test_rewritten_output_epoch_is_described_afresh(place: Place) -> None:
     """An Output epoch re-written the way Spark overwrites (directory deleted, new part names) is described by
     what is there now, in the same driver that described the first attempt."""

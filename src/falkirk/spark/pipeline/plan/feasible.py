@@ -308,14 +308,15 @@ def verify_root(pipeline: Definition, storage: Storage) -> tuple[int, list[Corru
                     problems.append(err)
             continue
         for kind in KINDS:
-            for e in storage.epochs(n, kind):
-                checked += 1
-                try:
-                    m = storage.get(n, kind, e)
-                    if m.files:
-                        storage.verify(m)
-                    if kind == "checkpoint" and getattr(pipeline.steps[n].regime, "database", None):
-                        check_restore(pipeline, storage, n, e)
-                except CorruptDataError as err:
-                    problems.append(err)
+            count, found = storage.verify_all(n, kind)  # one listing and the manifests read together
+            checked += count
+            problems += found
+            if kind == "checkpoint" and getattr(pipeline.steps[n].regime, "database", None):
+                bad = {p.epoch for p in found}
+                for e in storage.epochs(n, kind):
+                    try:
+                        if e not in bad:
+                            check_restore(pipeline, storage, n, e)
+                    except CorruptDataError as err:
+                        problems.append(err)
     return checked, problems

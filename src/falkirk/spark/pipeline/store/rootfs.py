@@ -202,6 +202,43 @@ class Root:
                 int(info.get("size") or 0),
             )
 
+    def files(self, rel: str) -> dict[str, dict[str, Any]]:
+        """Every file under ``rel``, keyed by its path relative to the root, with the filesystem's description
+        (size, and an object store's ETag): one listing (an object store's: a request per 1,000 files)."""
+        base = self.full(rel)
+        try:
+            found = self._calls("list", rel, "find", base, detail=True)
+        except FileNotFoundError:
+            return {}
+        strip = self.fs._strip_protocol(self.full()).rstrip("/") + "/"
+        out = {}
+        for name, info in found.items():
+            plain = self.fs._strip_protocol(name)
+            if info.get("type", "file") == "file" and not str(name).endswith("/") and plain.startswith(strip):
+                out[plain[len(strip) :]] = dict(info)
+        return out
+
+    #: files one :meth:`read_many` call asks for at once (each call is bounded by the root's timeout)
+    READ_BATCH = 256
+
+    def read_many(self, rels: list[str]) -> dict[str, bytes | FileNotFoundError]:
+        """The contents of files ``rels`` (an object store's read concurrently); an absent file maps to a
+        ``FileNotFoundError``; any other failure to read one is the store's (``StorageError``), as in
+        :meth:`read_bytes`."""
+        out: dict[str, bytes | FileNotFoundError] = {}
+        for i in range(0, len(rels), self.READ_BATCH):
+            chunk = rels[i : i + self.READ_BATCH]
+            by_path = {self.fs._strip_protocol(self.full(r)): r for r in chunk}
+            got = self._calls("read", chunk[0], "cat", list(by_path), on_error="return")
+            if not isinstance(got, dict):  # one path: fsspec answers with its bytes
+                got = {next(iter(by_path)): got}
+            for path, rel in by_path.items():
+                value = got.get(path, FileNotFoundError(rel))
+                if isinstance(value, Exception) and not isinstance(value, FileNotFoundError):
+                    raise self._calls.failure("read", rel, value) from value
+                out[rel] = value
+        return out
+
     def read_bytes(self, rel: str) -> bytes:
         """The contents of file ``rel`` (``FileNotFoundError`` if absent)."""
         data: bytes = self._calls("read", rel, "cat_file", self.full(rel))

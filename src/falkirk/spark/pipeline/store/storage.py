@@ -55,7 +55,7 @@ import json
 import os
 import posixpath
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from falkirk.spark.errors import CorruptDataError, StorageError
@@ -173,11 +173,15 @@ class Storage:
         """The manifest of ``step``'s ``kind`` at ``epoch`` (``CorruptDataError`` if absent or unreadable)."""
         rel = manifest_path(step, kind, epoch)
         try:
-            m = Manifest.from_json(json.loads(self.fs.read_bytes(rel)))
+            raw = self.fs.read_bytes(rel)
         except FileNotFoundError:
             raise CorruptDataError(step, kind, epoch, "is missing", path=rel) from None
-        except StorageError:
-            raise  # the store failed to answer: that is not a corrupt manifest
+        return self._parse(step, kind, epoch, raw)
+
+    def _parse(self, step: str, kind: str, epoch: int, raw: bytes) -> Manifest:
+        rel = manifest_path(step, kind, epoch)
+        try:
+            m = Manifest.from_json(json.loads(raw))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CorruptDataError(
                 step, kind, epoch, f"is unreadable ({type(exc).__name__}: {exc})", path=rel
@@ -185,6 +189,40 @@ class Storage:
         if (m.step, m.kind, m.epoch) != (step, kind, epoch):
             raise CorruptDataError(step, kind, epoch, f"describes {m.step}/{m.kind}/{m.epoch}", path=rel)
         return m
+
+    def verify_all(self, step: str, kind: str) -> tuple[int, list[CorruptDataError]]:
+        """Every ``kind`` manifest of ``step`` and the files it lists checked as :meth:`verify` checks one:
+        ``(manifests checked, one problem per damaged epoch)``.
+
+        The same checks with a cost that does not grow by a request per file: the data is listed once (with
+        an object store's ETags, the checksums it records there) and the manifests are read together
+        (concurrently on an object store). A restarting driver checks every acknowledged output epoch this
+        way: checked one by one (a read, then a size and a checksum request per file), the S3 soak's
+        restarts grew by ~0.06 s per epoch of history for its two outputs.
+        """
+        epochs = self.epochs(step, kind)
+        raws = self.fs.read_many([manifest_path(step, kind, e) for e in epochs])
+        manifests: dict[int, Manifest] = {}
+        problems: list[CorruptDataError] = []
+        for e in epochs:
+            raw = raws[manifest_path(step, kind, e)]
+            try:
+                if isinstance(raw, FileNotFoundError):  # deleted since it was listed
+                    raise CorruptDataError(step, kind, e, "is missing", path=manifest_path(step, kind, e))
+                manifests[e] = self._parse(step, kind, e, raw)
+            except CorruptDataError as err:
+                problems.append(err)
+        # one listing per step directory the manifests point into (``output/<name>``, ``data/<name>``)
+        tops = {"/".join(m.location.split("/")[:2]) for m in manifests.values() if m.location}
+        listed: dict[str, dict[str, Any]] = {}
+        for top in sorted(tops):
+            listed.update(self.fs.files(top))
+        for m in manifests.values():
+            try:
+                self.verify(m, listed.get)
+            except CorruptDataError as err:
+                problems.append(err)
+        return len(epochs), sorted(problems, key=lambda p: p.epoch)
 
     def remove(self, step: str, kind: str, epoch: int) -> None:
         """Delete a manifest (first: the item stops existing) and then its data directory."""
@@ -279,13 +317,24 @@ class Storage:
         not."""
         self._check_visible(m, problem=CorruptDataError)
 
-    def _check_visible(self, m: Manifest, *, problem: type[Exception]) -> None:
+    def _look_up(self, rel: str) -> dict[str, Any] | None:
+        try:
+            return self.fs.info(rel)
+        except FileNotFoundError:
+            return None
+
+    def _check_visible(
+        self,
+        m: Manifest,
+        *,
+        problem: type[Exception],
+        info_of: Callable[[str], Mapping[str, Any] | None] | None = None,
+    ) -> None:
+        info_of = info_of or self._look_up
         for f in m.files:
             rel = posixpath.join(m.location or "", f.name)
-            try:
-                size = int(self.fs.info(rel).get("size") or 0)
-            except FileNotFoundError:
-                size = -1
+            info = info_of(rel)
+            size = -1 if info is None else int(info.get("size") or 0)
             if size != f.size:
                 what = (
                     "is missing" if size < 0 else f"has {size} bytes, expected {f.size}{self._recorded_in(m)}"
@@ -297,10 +346,11 @@ class Storage:
                     )
                 raise CorruptDataError(m.step, m.kind, m.epoch, what, path=rel)
 
-    def verify(self, m: Manifest) -> None:
+    def verify(self, m: Manifest, info_of: Callable[[str], Mapping[str, Any] | None] | None = None) -> None:
         """Check that every file ``m`` lists exists with its size (and checksum); ``CorruptDataError`` if
-        not."""
-        self._check_visible(m, problem=CorruptDataError)
+        not. ``info_of(rel)``: the filesystem's description of a file (``None``: absent), if already listed."""
+        info_of = info_of or self._look_up
+        self._check_visible(m, problem=CorruptDataError, info_of=info_of)
         if not self.checksums:
             return
         for f in m.files:
@@ -308,7 +358,7 @@ class Storage:
                 continue
             rel = posixpath.join(m.location or "", f.name)
             want = f.sha256 if ":" in f.sha256 else f"sha256:{f.sha256}"
-            if self.fs.checksum(rel) != want:
+            if self.fs.checksum(rel, info=dict(info_of(rel) or {})) != want:
                 kind = want.split(":", 1)[0].replace("sha256", "SHA-256")
                 raise CorruptDataError(
                     m.step, m.kind, m.epoch, f"fails its {kind} check{self._recorded_in(m)}", path=rel
