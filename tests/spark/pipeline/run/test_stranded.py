@@ -114,15 +114,21 @@ def _restart_in_namespace(tmp_path: Path, mount: str, root: Path) -> tuple[str, 
     return name, mro, message
 
 
-def test_a_read_only_root_is_a_storage_error_naming_root_operation_and_cause(spark: Any, tmp_path: Path) -> None:
-    """A root mounted read-only (a real read-only filesystem, in a private mount namespace): the restarted driver
-    stops with a StorageError naming the root, what it was doing and the cause, and nothing under it changed."""
+def _two_epochs_or_skip(spark: Any, tmp_path: Path) -> tuple[Path, Any]:
+    """A root after two epochs and its listing; the test is skipped (with the reason) where mount namespaces
+    are not allowed."""
     reason = _unshare_reason()
     if reason:
         pytest.skip(reason)
     root = tmp_path / "root"
     build(root, spark).run(2)
-    before = root_listing(root)
+    return root, root_listing(root)
+
+
+def test_a_read_only_root_is_a_storage_error_naming_root_operation_and_cause(spark: Any, tmp_path: Path) -> None:
+    """A root mounted read-only (a real read-only filesystem, in a private mount namespace): the restarted driver
+    stops with a StorageError naming the root, what it was doing and the cause, and nothing under it changed."""
+    root, before = _two_epochs_or_skip(spark, tmp_path)
     name, mro, message = _restart_in_namespace(
         tmp_path, f"mount --bind {root} {root} && mount -o remount,bind,ro {root}", root)
     assert name == StorageError.__name__ and "OSError" in mro, (name, message)
@@ -136,12 +142,7 @@ def test_a_full_disk_is_a_storage_error_that_says_so(spark: Any, tmp_path: Path)
     the tmpfs taken): the restarted driver stops with a StorageError naming the root and a full disk
     (regression: the cluster soak's full disk stopped a driver with a MonitorError saying only ``disk I/O
     error``, about ``meta.sqlite.new``)."""
-    reason = _unshare_reason()
-    if reason:
-        pytest.skip(reason)
-    root = tmp_path / "root"
-    build(root, spark).run(2)
-    before = root_listing(root)
+    root, before = _two_epochs_or_skip(spark, tmp_path)
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     fill = (f"mount -t tmpfs -o size=64m none {mnt} && cp -a {root} {mnt}/root && "
