@@ -125,6 +125,7 @@ class StepFailure(FalkirkError, RuntimeError):
         *,
         injected: bool = False,
         deterministic: bool = False,
+        unreadable: CorruptDataError | None = None,
     ) -> None:
         super().__init__(f"step {step} failed at epoch {epoch}: {cause}")
         self.step = step
@@ -133,6 +134,9 @@ class StepFailure(FalkirkError, RuntimeError):
         self.injected = injected
         #: an error in the step's own code or query that will recur on the same data (retried at most once)
         self.deterministic = deterministic
+        #: the stored item (another step's log, checkpoint…) whose data file could not be read, when that was
+        #: the failure: the item is taken as lost, and recomputed, if the same read fails again
+        self.unreadable = unreadable
 
 
 class RecoveryError(FalkirkError, RuntimeError):

@@ -156,3 +156,48 @@ def test_a_codegen_cache_too_small_is_noted_once(spark: Any, tmp_path: Path, mon
     noisy = _pipe(tmp_path / "noisy", spark, copy).run(6)
     notes = [n for n in noisy.journal.notes if "codegen" in n]
     assert len(notes) == 1 and "spark.sql.codegen.cache.maxEntries=1000" in notes[0] and "50 or more" in notes[0]
+
+
+def test_a_logged_epoch_that_cannot_be_read_again_is_recomputed(spark: Any, tmp_path: Path) -> None:
+    """A file of another step's logged epoch that cannot be read although its data, size and checksum are intact
+    (its Hadoop checksum sidecar garbled: what the S3 soak's FUSE mount did to one file) — the reading step fails,
+    and when it fails so again the item is taken as lost: the logging step recomputes that epoch to a new place
+    and the output equals the failure-free run's (it was a RecoveryError after four identical failures)."""
+    from collections import Counter
+
+    from pyspark.sql import functions as F
+
+    calls: list[int] = []
+    damaged: list[Path] = []
+
+    def up(clicks: Any) -> Any:
+        return clicks.select("user", (F.col("n") * 2).alias("n"))
+
+    def down(up: Any, *, epoch: int) -> Any:
+        calls.append(epoch)
+        if epoch == 1 and calls.count(1) == 2:  # after its injected failure down reads up's log of epoch 1
+            for crc in (tmp_path / "a" / "data" / "up" / "log").glob("00000001-*/.*.parquet.crc"):
+                crc.write_bytes(crc.read_bytes()[:8] + bytes(b ^ 0xFF for b in crc.read_bytes()[8:]))
+                damaged.append(crc)
+        return up.groupBy("user").agg(F.sum("n").alias("n"))
+
+    def build(root: Path) -> Pipeline:
+        p = Pipeline(root, spark, fsync=False)
+        p.input("clicks", "user STRING, n BIGINT", source=_records)
+        p.step(up, regime=Ephemeral(log=True))
+        p.step(down, regime=Ephemeral())
+        p.output("out", inputs=["down"])
+        return p
+
+    result = build(tmp_path / "a").run(3, fail="down@1:mid")
+    assert damaged, "up's log of epoch 1 has no checksum sidecar to garble"
+    causes = [r.cause for r in result.journal.recoveries]
+    assert len(causes) == 2 and "injected failure" in causes[0], causes
+    assert "data/up/log/00000001-" in causes[1] and "step down failed at epoch 1" in causes[1], causes
+    assert "up" in result.journal.recoveries[1].failed  # the item was taken as lost: up recomputed epoch 1
+    assert not any(c.exists() for c in damaged)  # its rolled-back epoch is gone, written anew elsewhere
+    build(tmp_path / "b").run(3)
+    for epoch in range(3):
+        got, want = (Counter(map(tuple, spark.read.parquet(str(root / "output" / "out" / f"epoch={epoch}")).collect()))
+                     for root in (tmp_path / "a", tmp_path / "b"))
+        assert got == want and got, epoch

@@ -6,7 +6,8 @@ A failed Spark job reaches the driver as a ``Py4JJavaError`` (or a
 the user's Python traceback from the executor, a Spark error class such as
 ``[FAILED_READ_FILE.FILE_NOT_EXIST]``, or a ``Caused by:`` chain.
 :func:`root_cause` finds the most telling line; :func:`unreadable_input`
-says which of the pipeline's input logs an unreadable-file error points at.
+says which of the pipeline's input logs an unreadable-file error points at,
+:func:`unreadable_item` which step's stored log, checkpoint or complete epoch.
 
 >>> text = '''An error occurred while calling o91.count.
 ... : org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 3.0 failed 3 times,
@@ -23,6 +24,9 @@ says which of the pipeline's input logs an unreadable-file error points at.
 '[FAILED_READ_FILE.FILE_NOT_EXIST] Encountered error while reading file file:///r/input/events/p-0/1.jsonl.'
 >>> unreadable_input("[FAILED_READ_FILE.FILE_NOT_EXIST] … file:///r/input/events/p-0/1.jsonl", "file:///r", ["events"])
 'events'
+>>> unreadable_item("[FAILED_READ_FILE.NO_HINT] … reading file s3a://b/r/data/cc/log/00000045-f1638eaa3796/p-1.parquet.",
+...                 ["cc"])
+('cc', 'log', 45, 'data/cc/log/00000045-f1638eaa3796/p-1.parquet')
 """
 
 from __future__ import annotations
@@ -30,7 +34,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["root_cause", "unreadable_input", "is_deterministic", "pyspark_class", "PYSPARK_CLASSES"]
+__all__ = [
+    "root_cause",
+    "unreadable_input",
+    "unreadable_item",
+    "is_deterministic",
+    "pyspark_class",
+    "PYSPARK_CLASSES",
+]
 
 #: Failures another attempt may not see: resources, executors, the network, falkirk's own injections.
 _TRANSIENT = re.compile(
@@ -62,6 +73,10 @@ _PY_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warn
 _FRAME = re.compile(r'^File "([^"]+)", line (\d+), in (\S+)')
 _UNREADABLE = re.compile(
     r"FAILED_READ_FILE|FILE_NOT_EXIST|PATH_NOT_FOUND|FileNotFoundException|MALFORMED_RECORD"
+)
+#: a data file of a published item: ``data/<step>/<kind>/<epoch>-<id>/<file>`` (``Storage.new_location``)
+_ITEM_FILE = re.compile(
+    r"/(data/([^/\s]+)/(checkpoint|log|complete)/(\d{8})-[0-9a-f]{12}/[^\s]*?)\.?(?:\s|$)"
 )
 _JAVA_PREFIX = re.compile(r"^(?::\s*)?(?:[a-z][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error):\s*")
 
@@ -232,4 +247,16 @@ def unreadable_input(cause: str, root_uri: str, inputs: Iterable[str]) -> str | 
         for form in (f"{base}/input/{name}/", f"/input/{name}/"):
             if form in cause:
                 return name
+    return None
+
+
+def unreadable_item(cause: str, steps: Iterable[str]) -> tuple[str, str, int, str] | None:
+    """``(step, kind, epoch, path under the root)`` of the stored item (a log, checkpoint or complete epoch of
+    one of ``steps``) whose data file ``cause`` (a :func:`root_cause`) could not read, if it is one. Matched
+    without the root's scheme: the executors may name it otherwise (``s3a://`` for the driver's ``s3://``)."""
+    if not _UNREADABLE.search(cause):
+        return None
+    for m in _ITEM_FILE.finditer(cause):
+        if m.group(2) in set(steps):
+            return m.group(2), m.group(3), int(m.group(4)), m.group(1)
     return None

@@ -311,7 +311,9 @@ class Executor:
                 f"step {key[0]} failed {attempts[key]} times at epoch {key[1]}; giving up: {first}"
             ) from first
         cause = str(first) if not lost or why in str(first) else f"{first} ({why})"
-        self.rollback.recover(failed, cause, lost=first if isinstance(first, CorruptDataError) else None)
+        # a stored item unreadable on a second attempt (not one transient error): lost, its step recomputes it
+        again = first.unreadable if isinstance(first, StepFailure) and attempts[key] > 1 else None
+        self.rollback.recover(failed, cause, lost=first if isinstance(first, CorruptDataError) else again)
 
     def end_of_epoch(self, epoch: int, *, busy: Collection[str] = ()) -> None:
         """Every node completed ``epoch``: garbage collection (of the nodes not ``busy`` executing on another

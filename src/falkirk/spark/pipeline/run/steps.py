@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from falkirk.spark.errors import CorruptDataError, PipelineError, RecordError, StepFailure
-from falkirk.spark.pipeline.run.causes import is_deterministic, root_cause, unreadable_input
+from falkirk.spark.pipeline.run.causes import is_deterministic, root_cause, unreadable_input, unreadable_item
 from falkirk.spark.pipeline.run.latency import upstream_inputs
 from falkirk.spark.pipeline.run.session import all_failed_tasks, failed_tasks, job_group
 from falkirk.spark.pipeline.run.state import Task
@@ -165,12 +165,16 @@ class Steps:
                     raise CorruptDataError(
                         source, "input", epoch, f"unreadable while {name} read it: {cause}"
                     ) from exc
+                item = unreadable_item(cause, self.pipeline.steps)
                 raise StepFailure(
                     culprit or name,
                     epoch,
                     f"{type(exc).__name__}: {cause}"
                     + (f" (computed inside {name}'s job)" if culprit else ""),
-                    deterministic=is_deterministic(exc, cause),
+                    deterministic=item is None and is_deterministic(exc, cause),
+                    unreadable=None
+                    if item is None
+                    else CorruptDataError(*item[:3], f"could not be read by {name} ({cause})", path=item[3]),
                 ) from exc
             task.discarded, task.fresh, task.pending = runner.discarded, runner.fresh, runner.pending_rows
             task.cut_at, task.committed_at = runner.cut_at, runner.committed_at
