@@ -28,8 +28,8 @@ INJECTED = ["heavy@1:task", "cc@1:mid", "answer@2:job", "cc@2:executor", "parse_
 @pytest.fixture(scope="module")
 def storage_runs(cluster: StandaloneCluster, drive: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """One driver: a root on the driver's own disk, an unreachable hdfs://, a publish from the workers'
-    disks, a failure-free run at a ``file://`` root, a run at a plain path with the library's injections
-    (an executor JVM killed among them) and a run during which a Worker is killed."""
+    disks, a run at a plain path with the library's injections (an executor JVM killed among them) and a run at
+    a ``file://`` root during which a Worker is killed."""
     private = tmp_path_factory.mktemp("driver-disk")  # under the driver's /tmp: the workers cannot see it
     shared = cluster.shared / "storage"
     killed: list[int] = []
@@ -49,7 +49,6 @@ def storage_runs(cluster: StandaloneCluster, drive: Any, tmp_path_factory: pytes
         {"name": "driver_disk", "kind": "error", "root": str(private / "run"), "epochs": EPOCHS},
         {"name": "hdfs", "kind": "error", "root": "hdfs://127.0.0.1:9/falkirk/run", "epochs": EPOCHS},
         {"name": "publish", "kind": "publish", "root": str(private / "publish")},
-        {"name": "uri", "kind": "run", "root": (shared / "uri").as_uri(), "epochs": EPOCHS},
         {"name": "injected", "kind": "run", "root": str(shared / "injected"), "epochs": EPOCHS,
          "fail": INJECTED},
         {"name": "worker", "kind": "run", "root": (shared / "worker").as_uri(), "epochs": EPOCHS},
@@ -104,15 +103,6 @@ def test_checkpoint_written_on_the_workers_disks_is_refused_at_publish(storage_r
     assert not list((private / "publish").glob("manifests/**/*.json"))
 
 
-def test_failure_free_run_at_a_file_uri_root(storage_runs: Any, spark: Any, reference: Path) -> None:
-    """A ``file://`` root on the shared filesystem: the run equals the local failure-free run."""
-    run, _, shared = storage_runs
-    out = run["uri"]
-    assert out["ok"], out
-    assert out["recoveries"] == [] and all(d == EPOCHS - 1 for d in out["done"].values())
-    assert_identical(spark, shared / "uri", reference)
-
-
 def test_library_injections_and_an_executor_kill_at_a_plain_path_root(storage_runs: Any, spark: Any, reference: Path) -> None:
     """Task, job, mid-step, before-step injections and an executor JVM SIGKILLed mid-step: identical output."""
     run, _, shared = storage_runs
@@ -131,8 +121,9 @@ def test_library_injections_and_an_executor_kill_at_a_plain_path_root(storage_ru
     assert_identical(spark, shared / "injected", reference)
 
 
-def test_worker_killed_mid_run(storage_runs: Any, spark: Any, reference: Path) -> None:
-    """SIGKILL of a Worker JVM while epoch 1 runs: the run finishes on the other worker, identical output."""
+def test_worker_killed_mid_run_at_a_file_uri_root(storage_runs: Any, spark: Any, reference: Path) -> None:
+    """A ``file://`` root on the shared filesystem and a SIGKILL of a Worker JVM while epoch 1 runs: the run
+    finishes on the other worker, identical output."""
     run, _, shared = storage_runs
     out = run["worker"]
     assert run.killed_worker, run.stdout[-3000:]
