@@ -16,6 +16,7 @@ def test_the_grid_writes_auto_against_the_best_strategy(tmp_path: Path, monkeypa
     """At 100 processors every shape and failed fraction gets the three times, the choice and auto ÷ best; plans agree."""
     monkeypatch.setattr(dispatch, "_repeat", lambda n: 1)  # one solve per timing: a smoke test, not a measurement
     monkeypatch.setattr(dispatch, "_batch", lambda n: 1)
+    monkeypatch.setattr(dispatch, "COLLECT", False)  # no full collections: costly in a worker's grown heap
     out = tmp_path / "dispatch.json"
     res = main(["--sizes", "100", "--shapes", "chain,tree(in),sparse_dag", "--general", "--out", str(out)])
     assert json.loads(out.read_text())["rows"] == res["rows"]
