@@ -313,10 +313,9 @@ def verify_root(pipeline: Definition, storage: Storage) -> tuple[int, list[Corru
             problems += found
             if kind == "checkpoint" and getattr(pipeline.steps[n].regime, "database", None):
                 bad = {p.epoch for p in found}
-                for e in storage.epochs(n, kind):
+                for e in (e for e in storage.epochs(n, kind) if e not in bad):
                     try:
-                        if e not in bad:
-                            check_restore(pipeline, storage, n, e)
+                        check_restore(pipeline, storage, n, e)
                     except CorruptDataError as err:
                         problems.append(err)
     return checked, problems

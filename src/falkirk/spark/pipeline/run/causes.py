@@ -256,7 +256,8 @@ def unreadable_item(cause: str, steps: Iterable[str]) -> tuple[str, str, int, st
     without the root's scheme: the executors may name it otherwise (``s3a://`` for the driver's ``s3://``)."""
     if not _UNREADABLE.search(cause):
         return None
+    names = set(steps)
     for m in _ITEM_FILE.finditer(cause):
-        if m.group(2) in set(steps):
+        if m.group(2) in names:
             return m.group(2), m.group(3), int(m.group(4)), m.group(1)
     return None

@@ -184,21 +184,11 @@ class Root:
 
     def walk_files(self, rel: str) -> Iterator[tuple[str, int]]:
         """Every file under ``rel`` as ``(path relative to rel, size)``, sorted by path; no directory
-        markers."""
-        base = self.full(rel)
-        try:
-            found = self._calls("list", rel, "find", base, detail=True)
-        except FileNotFoundError:
-            return
-        strip = self.fs._strip_protocol(base).rstrip("/") + "/"
-        for name in sorted(found):
-            info = found[name]
-            # ``dir/`` markers are not files
-            if info.get("type", "file") != "file" or str(name).endswith("/"):
-                continue
-            plain = self.fs._strip_protocol(name)
+        markers (one :meth:`files` listing)."""
+        prefix = rel.strip("/") + "/" if rel.strip("/") else ""
+        for path, info in sorted(self.files(rel).items()):
             yield (
-                (plain[len(strip) :] if plain.startswith(strip) else posixpath.basename(plain)),
+                path[len(prefix) :] if path.startswith(prefix) else posixpath.basename(path),
                 int(info.get("size") or 0),
             )
 
@@ -214,6 +204,7 @@ class Root:
         out = {}
         for name, info in found.items():
             plain = self.fs._strip_protocol(name)
+            # ``dir/`` markers are not files
             if info.get("type", "file") == "file" and not str(name).endswith("/") and plain.startswith(strip):
                 out[plain[len(strip) :]] = dict(info)
         return out
