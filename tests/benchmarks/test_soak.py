@@ -14,14 +14,16 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from benchmarks.soak import supervisor as supervisor_module
 from benchmarks.soak.checks import category, slope, within_slope
 from benchmarks.soak.log import EventLog
-from benchmarks.soak.schedule import TIMED_KINDS, schedule
+from benchmarks.soak.schedule import TIMED_KINDS, Fault, Slice, schedule
 from benchmarks.soak.workload import OUTPUTS, Reference, events
 
 REPO = Path(__file__).resolve().parents[2]
@@ -146,6 +148,91 @@ def test_a_resumed_log_drops_what_followed_the_last_finished_slice(tmp_path: Pat
         log(ev)
     assert [e["event"] for e in log.events()] == ["soak", "epoch", "slice-done", "resume", "epoch"]
     assert len((tmp_path / "events.jsonl").read_text().splitlines()) == 6
+
+
+class _Proc:
+    def __init__(self, rc: int) -> None:
+        self.returncode = rc
+
+    def poll(self) -> int:
+        return self.returncode
+
+
+class _Reader:
+    def __init__(self) -> None:
+        self.resolved: list[str | None] = []
+        self.looking = threading.Lock()
+
+    def resolve(self, rel: str | None) -> None:
+        self.resolved.append(rel)
+
+
+class _Scripted(supervisor_module.Supervisor):
+    """The real slice loop and judge; drivers, damage and the root are a script: a driver runs its slice's
+    epochs unless it meets the damaged cut, which stops it with an error naming the file."""
+
+    CUT = "input/events/cuts/00000004.json"
+
+    def __init__(self, work: Path, slices: list[Slice]) -> None:
+        env = type("E", (), {"name": "local", "snapshots": True, "fs": None, "base": ""})()
+        super().__init__(env, 10, 0, work, slices=slices, say=lambda *_: None, bar=False)  # type: ignore[arg-type]
+        self.reader = _Reader()  # type: ignore[assignment]
+        self.damage_in_place = False
+        self.met: list[int] = []  # the drivers that read the damaged cut
+
+    def _damage(self, f: Fault) -> str | None:
+        self.damage_in_place = True
+        return self.CUT
+
+    def _start(self, sl: Slice, pending: list[Fault], *, broken: bool, read_only: str | None) -> Any:
+        index, self.drivers = self.drivers, self.drivers + 1
+        self.log({"event": "driver-start", "driver": index, "slice": sl.index, "progress": self.progress})
+        driver = supervisor_module.Driver(index, _Proc(0), Path("/dev/null"))  # type: ignore[arg-type]
+        if self.progress >= sl.end:  # nothing left to run: it reads no cut
+            driver.events.append({"event": "end"})
+        elif self.damage_in_place:  # the next epoch's start is the damaged cut's end
+            self.met.append(index)
+            driver.proc = _Proc(1)  # type: ignore[assignment]
+            driver.events.append({"event": "error", "type": "RecoveryError", "classes": ["RecoveryError",
+                                  "FalkirkError"], "message": f"{self.CUT} is unreadable (UnicodeDecodeError)"})
+        else:
+            self.progress = sl.end
+            driver.events.append({"event": "end"})
+        return driver
+
+    def _watch(self, *args: Any) -> None:
+        self._active, self._begun = {}, []
+
+    def _look(self, *, everything: bool = False) -> None:
+        pass
+
+    def _after_slice(self, sl: Slice) -> None:
+        self.log({"event": "slice-done", "slice": sl.index, "progress": self.progress})
+
+
+def test_damage_no_driver_met_before_its_slice_ended_is_met_in_the_next(tmp_path: Path, monkeypatch: Any) -> None:
+    """Regression (local soak, seed 58, epoch 1120): a cut damaged when the slice's work was done was taken as
+    repaired by a driver that had nothing left to run; the next slice's drivers then stopped on it, and their
+    errors, which named the file, were counted unexplained. Now the damage is carried into the next slice,
+    where it is met twice, named, and restored ("human")."""
+    restored: list[Path] = []
+
+    def fake_restore(fs: Any, base: str, backup: Path) -> str:
+        restored.append(backup)
+        sup.damage_in_place = False
+        return _Scripted.CUT
+
+    monkeypatch.setattr(supervisor_module, "restore", fake_restore)
+    cut = Fault(0, "corrupt", 5, {"damage": "cut-garbage", "pick": 1})
+    sup = _Scripted(tmp_path, [Slice(0, 0, 4, (cut,), 1), Slice(1, 5, 9, (), 1)])
+    for sl in sup.slices:
+        sup._slice(sl)
+    events = sup.log.events()
+    kinds = [e["event"] for e in events]
+    assert kinds.index("carried") < kinds.index("slice-done") < kinds.index("outcome")
+    assert sup.outcomes == {0: "human"} and sup.unexplained == 0 and len(restored) == 1
+    assert [e["slice"] for e in events if e["event"] == "driver-start" and e["driver"] in sup.met] == [1, 1]
+    assert sup.progress == 9 and sup.reader.resolved == [_Scripted.CUT]  # type: ignore[attr-defined]
 
 
 def _no_namespace() -> str | None:
