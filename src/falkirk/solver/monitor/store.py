@@ -201,6 +201,11 @@ class SQLiteStore:
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=timeout)
             self._db.execute(f"PRAGMA page_size={self.PAGE_SIZE}")  # a no-op unless the database is new
+            # pages freed by discarded checkpoints go back to the file system (see _trim): set on a new
+            # database, before WAL mode writes its header; an older one is converted by one VACUUM, below
+            new = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+            if new:
+                self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
             mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
             # a long-lived monitor updates in place (records, discards): checkpoint the WAL every 64 pages and
@@ -208,6 +213,8 @@ class SQLiteStore:
             # lets the WAL reach 1,000 pages and never shrinks it)
             self._db.execute("PRAGMA wal_autocheckpoint=64")
             self._db.execute("PRAGMA journal_size_limit=262144")
+            if not new and self._db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+                self._vacuum()
         except sqlite3.Error as exc:
             raise MonitorError(
                 f"cannot open the monitor database {self.path!r}: {_cause(self.path, exc)}"
@@ -216,6 +223,7 @@ class SQLiteStore:
             raise MonitorError(f"{self.path!r}: SQLite refused WAL mode (journal_mode is {mode!r})")
         self._graph: Dataflow | None = None
         self._depth = 0  # nesting depth of batch()
+        self._freed = False  # a discard committed (or is in the open batch): pages may be free
         self._closed = False
         #: transactions this store committed (each a commit record in the write-ahead log)
         self.commits = 0
@@ -278,6 +286,32 @@ class SQLiteStore:
     def _commit(self) -> None:
         self._db.execute("COMMIT")
         self.commits += 1
+        if self._freed:
+            self._trim()
+
+    #: free pages kept in the file before :meth:`_trim` returns them (the next appends reuse these)
+    KEEP_FREE = 32
+
+    def _trim(self) -> None:
+        """Return free pages beyond :attr:`KEEP_FREE` to the file system. Without it the file keeps the
+        largest size it ever had, and a long run's peaks (records piling up while a step recovers) ratchet
+        it up: the soak measured 7 kB of live pages in an 80 kB file after 1,120 epochs."""
+        self._freed = False
+        try:
+            free = self._db.execute("PRAGMA freelist_count").fetchone()[0]
+            if free > self.KEEP_FREE:
+                # executescript steps it to the end (execute frees one page: a page per step)
+                self._db.executescript(f"PRAGMA incremental_vacuum({free - self.KEEP_FREE});")
+        except sqlite3.Error:  # another connection writes: the next discard trims
+            pass
+
+    def _vacuum(self) -> None:
+        """Convert a database made without ``auto_vacuum`` (before it was set) by rewriting it once."""
+        try:
+            self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            self._db.execute("VACUUM")
+        except sqlite3.Error:  # busy: another connection holds it; the next open converts it
+            pass
 
     @contextmanager
     def _transaction(self, kind: str = "IMMEDIATE") -> Iterator[sqlite3.Connection]:
@@ -383,6 +417,7 @@ class SQLiteStore:
                 if json.dumps(json.loads(body)["frontier"], sort_keys=True) in drop
             ]
             db.executemany("DELETE FROM checkpoints WHERE seq = ?", gone)
+            self._freed = self._freed or bool(gone)
 
     def close(self) -> None:
         """Close the database; inside a :meth:`batch`, commit what it wrote first (the batch then commits
