@@ -76,15 +76,26 @@ def summarise(events: list[dict[str, Any]]) -> dict[str, Any]:
     hours = max(1e-9, (t1 - t0) / 3600)
     steady = [e for e in epochs if e["steady"] and e["cpu"] is not None]
     span = max(1, progress)
+    # a within-driver slope is per epoch of a driver's age: its growth is over the longest life a driver had,
+    # not over the run (earlier reports scaled it by the run's epochs, ~7x too much in the S3 soak); the
+    # late-life fit keeps each driver's second half only, where a warmed-up heap has settled and a leak has not
+    life: dict[int, int] = {}
+    for e in epochs:
+        life[e["driver"]] = max(life.get(e["driver"], 0), e["age"])
+    longest = max(life.values(), default=1)
     trends: dict[str, Any] = {
         "cpu_per_epoch": _trend(slope([e["epoch"] for e in steady], [e["cpu"] for e in steady]), span),
         "cpu_per_epoch_within_drivers": _trend(within_slope((e["driver"], e["age"], e["cpu"]) for e in steady),
-                                               span),
+                                               longest),
     }
     for key in ("rss_py", "rss_jvm"):
         later = [e for e in epochs if e["age"] >= RSS_AGE]
         trends[key] = _trend(slope([e["epoch"] for e in later], [e[key] for e in later]), span)
-        trends[f"{key}_within_drivers"] = _trend(within_slope((e["driver"], e["age"], e[key]) for e in later), span)
+        trends[f"{key}_within_drivers"] = _trend(within_slope((e["driver"], e["age"], e[key]) for e in later),
+                                                 longest)
+        late = [e for e in later if e["age"] >= life[e["driver"]] / 2]
+        trends[f"{key}_within_drivers_late_life"] = _trend(
+            within_slope((e["driver"], e["age"], e[key]) for e in late), longest)
     starts = [e for e in events if e["event"] == "driver-start"]
     first: dict[int, float] = {}
     for e in epochs:
@@ -117,7 +128,7 @@ def summarise(events: list[dict[str, Any]]) -> dict[str, Any]:
         "variant": head["variant"], "seed": head["seed"], "epochs_planned": head["epochs"],
         "epochs_done": progress + 1, "hours": round(hours, 3), "epochs_per_hour": round((progress + 1) / hours, 1),
         "load_average": _load(epochs),
-        "drivers": len(starts),
+        "drivers": len(starts), "longest_driver_life": longest,
         "recoveries": sum(1 for e in events if e["event"] == "recovery"),
         "faults": {k: dict(v) for k, v in sorted(by_kind.items())},
         "faults_fired": sum(1 for o in outcomes.values() if o["outcome"] not in ("not-reached",)),
@@ -189,7 +200,8 @@ def text(summary: dict[str, Any]) -> str:
 
     lines = [
         f"soak {summary['variant']} seed {summary['seed']}: {summary['epochs_done']}/{summary['epochs_planned']} "
-        f"epochs in {summary['hours']:.2f} h ({summary['epochs_per_hour']} epochs/h), {summary['drivers']} drivers, "
+        f"epochs in {summary['hours']:.2f} h ({summary['epochs_per_hour']} epochs/h), {summary['drivers']} drivers "
+        f"(the longest lived {summary['longest_driver_life']} epochs), "
         f"{summary['recoveries']} recoveries; load average (1 min) at epoch ends {summary.get('load_average')}",
         "faults: " + ", ".join(f"{k} {dict(v)}" for k, v in summary["faults"].items()),
         f"silent losses {summary['silent_losses']}, unexplained {summary['unexplained']}, "
@@ -197,6 +209,7 @@ def text(summary: dict[str, Any]) -> str:
         f"growing: {summary['growing'] or 'nothing'}",
         fit("cpu_per_epoch", "CPU-s"), fit("cpu_per_epoch_within_drivers", "CPU-s"),
         fit("rss_py", "MB", 1e-6), fit("rss_jvm", "MB", 1e-6), fit("rss_jvm_within_drivers", "MB", 1e-6),
+        fit("rss_jvm_within_drivers_late_life", "MB", 1e-6),
         fit("root_bytes", "kB", 1e-3), fit("root_files", "files"), fit("root_meta_bytes", "kB", 1e-3),
         fit("restart_seconds", "s"),
     ]
