@@ -227,16 +227,18 @@ def census(fs: Any, base: str, sizes: dict[str, int]) -> dict[str, Any]:
             "meta_bytes": by.get("meta", [0, 0])[0], "by": by, "new": new}
 
 
-def slope(x: Iterable[float], y: Iterable[float]) -> dict[str, float | int | None]:
-    """Least-squares ``y = a + b x``: ``b``, its standard error and 95 % interval, the mean of ``y``, ``n``."""
+def slope(x: Iterable[float], y: Iterable[float], *, fitted: int = 2) -> dict[str, float | int | None]:
+    """Least-squares ``y = a + b x``: ``b``, its standard error and 95 % interval, the mean of ``y``, ``n``.
+    ``fitted``: the parameters fitted, whose number the residual variance's degrees of freedom lose
+    (``a`` and ``b``; :func:`within_slope` adds one intercept per group)."""
     xs, ys = np.asarray(list(x), float), np.asarray(list(y), float)
     n = len(xs)
-    if n < 3 or np.ptp(xs) == 0:
+    if n <= fitted or np.ptp(xs) == 0:
         return {"slope": None, "se": None, "lo": None, "hi": None, "mean": float(ys.mean()) if n else None, "n": n}
     a = np.vstack([np.ones(n), xs]).T
     coef, *_ = np.linalg.lstsq(a, ys, rcond=None)
     resid = ys - a @ coef
-    s2 = float(resid @ resid) / (n - 2)
+    s2 = float(resid @ resid) / (n - fitted)
     se = float(np.sqrt(s2 / float(((xs - xs.mean()) ** 2).sum())))
     b = float(coef[1])
     return {"slope": b, "se": se, "lo": b - 1.96 * se, "hi": b + 1.96 * se, "mean": float(ys.mean()), "n": n}
@@ -248,15 +250,17 @@ def within_slope(groups: Iterable[tuple[Any, float, float]]) -> dict[str, float 
     for g, x, y in groups:
         by.setdefault(g, []).append((x, y))
     xs, ys, means = [], [], []
+    used = 0
     for pts in by.values():
         if len(pts) < 2:
             continue
+        used += 1
         mx = sum(p[0] for p in pts) / len(pts)
         my = sum(p[1] for p in pts) / len(pts)
         xs += [p[0] - mx for p in pts]
         ys += [p[1] - my for p in pts]
         means += [p[1] for p in pts]
-    out = slope(xs, ys)
+    out = slope(xs, ys, fitted=used + 1)  # centring per group fitted one intercept each
     out["mean"] = float(np.mean(means)) if means else None
     out["groups"] = len(by)
     return out

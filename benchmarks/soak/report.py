@@ -14,7 +14,8 @@ trends, each a least-squares slope with its 95 % interval (:func:`~benchmarks.so
 * bytes per epoch of metadata: each manifest (by step and kind), each execution record, and ``meta.sqlite``.
 
 A trend is reported as **growing** when its interval lies above zero *and* it would add more than
-:data:`NOISE` of the series' mean over the run; otherwise as flat.
+:data:`NOISE` of the series' mean over the run (a within-driver fit, whose slope is per epoch of a driver's
+age: over the longest life a driver had; the key keeps its name, ``growth_over_run``); otherwise as flat.
 """
 
 from __future__ import annotations
@@ -210,6 +211,7 @@ def text(summary: dict[str, Any]) -> str:
         fit("cpu_per_epoch", "CPU-s"), fit("cpu_per_epoch_within_drivers", "CPU-s"),
         fit("rss_py", "MB", 1e-6), fit("rss_jvm", "MB", 1e-6), fit("rss_jvm_within_drivers", "MB", 1e-6),
         fit("rss_jvm_within_drivers_late_life", "MB", 1e-6),
+        fit("rss_py_within_drivers_late_life", "MB", 1e-6),
         fit("root_bytes", "kB", 1e-3), fit("root_files", "files"), fit("root_meta_bytes", "kB", 1e-3),
         fit("restart_seconds", "s"),
     ]

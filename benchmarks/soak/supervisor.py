@@ -90,7 +90,7 @@ class Supervisor:
         #: damage no driver has met yet when its slice ended: fault -> (what was damaged, progress then);
         #: the next slice's drivers meet it (regression: the local soak at seed 58 took a damaged cut as
         #: repaired because the slice's last driver had no epoch left to run, and never read it)
-        self.carried: dict[int, tuple[Fault, str | None, int]] = {}
+        self.carried: dict[int, tuple[Fault, str | None, int, int]] = {}  # ... and the drivers it stopped
         self.driver: Driver | None = None  # the one running
         self._sizes: dict[str, int] = {}  # manifests and execution records seen, with their sizes
         self._next_census = 0
@@ -101,11 +101,11 @@ class Supervisor:
         self.env.start(resume=resumed)
         if resumed and not self.env.snapshots:
             self._restore_unresolved()
-            for f, _, _ in self.carried.values():  # put back with the rest: nothing is left to meet
+            for f, *_ in self.carried.values():  # put back with the rest: nothing is left to meet
                 self._outcome(f, "not-reached", "its damage was put back when the soak resumed")
             self.carried = {}
         self.reader = Reader(self.env.fs, self.env.base, self.reference, self.log, local=self.env.local, first=first)
-        for _, rel, _ in self.carried.values():
+        for _, rel, _, _ in self.carried.values():
             if rel is not None:
                 self.reader.damage(rel)
         self.reader.start()
@@ -121,10 +121,14 @@ class Supervisor:
                 if sl.index in done_slices:
                     continue
                 self._slice(sl)
-            for f, rel, _ in self.carried.values():  # damaged after the last driver: the run ended first
-                self._outcome(f, "not-reached", f"the run ended before any driver met {rel}")
+            for f, rel, _, _ in self.carried.values():  # damaged after the last driver: the run ended first
+                with self.reader.looking:  # put back, so the last looks see the root as the drivers left it
+                    restore(self.env.fs, self.env.base, self.backups / str(f.id))
+                self._outcome(f, "not-reached", f"the run ended before any driver met {rel} (put back)")
                 self.reader.resolve(rel)
-            self.carried = {}
+            if self.carried:
+                self.carried = {}
+                self._look(everything=True)
         finally:
             if self.driver is not None and self.driver.proc.poll() is None:  # the supervisor itself stopped
                 self.driver.proc.kill()
@@ -169,19 +173,20 @@ class Supervisor:
         self.drivers = sum(1 for e in events if e["event"] == "driver-start")
         self.outcomes = {e["fault"]: e["outcome"] for e in events if e["event"] == "outcome"}
         faults = {f.id: f for s in self.slices for f in s.faults}
-        self.carried = {e["fault"]: (faults[e["fault"]], e["damaged"], e["at"]) for e in events
+        self.carried = {e["fault"]: (faults[e["fault"]], e["damaged"], e["at"], e.get("stopped", 0)) for e in events
                         if e["event"] == "carried" and e["fault"] not in self.outcomes}
         self.say(f"resuming {self.log.path}: {len(done)} slices done, epoch {self.progress}")
         return done, first, True
 
     # -- one slice ----------------------------------------------------------------------------------
     def _slice(self, sl: Slice) -> None:
-        pending = [*(f for f, _, _ in self.carried.values()),
+        pending = [*(f for f, *_ in self.carried.values()),
                    *(f for f in sl.faults if f.id not in self.outcomes and f.id not in self.carried)]
         code_starts = 0
         corrupt_failures: Counter[int] = Counter()
-        damaged: dict[int, str | None] = {i: rel for i, (_, rel, _) in self.carried.items()}
-        damaged_at: dict[int, int] = {i: at for i, (_, _, at) in self.carried.items()}  # the progress then
+        damaged: dict[int, str | None] = {i: c[1] for i, c in self.carried.items()}
+        damaged_at: dict[int, int] = {i: c[2] for i, c in self.carried.items()}  # the progress then
+        corrupt_failures.update({i: c[3] for i, c in self.carried.items()})
         self.carried = {}
         creds_due: list[Fault] = []
         stuck = 0
@@ -248,8 +253,9 @@ class Supervisor:
             if verdict == "done":
                 break
         for f in [f for f in pending if f.kind == "corrupt" and f.id in damaged]:
-            self.carried[f.id] = (f, damaged[f.id], damaged_at[f.id])
-            self.log({"event": "carried", "fault": f.id, "damaged": damaged[f.id], "at": damaged_at[f.id]})
+            self.carried[f.id] = (f, damaged[f.id], damaged_at[f.id], corrupt_failures[f.id])
+            self.log({"event": "carried", "fault": f.id, "damaged": damaged[f.id], "at": damaged_at[f.id],
+                      "stopped": corrupt_failures[f.id]})
             pending.remove(f)
         for f in pending:  # faults that never fired: their epoch passed while no driver could fire them
             self._outcome(f, "not-reached", "its point never came (an earlier fault moved the run past it)")

@@ -213,7 +213,7 @@ class SQLiteStore:
             # lets the WAL reach 1,000 pages and never shrinks it)
             self._db.execute("PRAGMA wal_autocheckpoint=64")
             self._db.execute("PRAGMA journal_size_limit=262144")
-            if not new and self._db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+            if self._db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:  # also a file left without tables
                 self._vacuum()
         except sqlite3.Error as exc:
             raise MonitorError(
@@ -300,18 +300,30 @@ class SQLiteStore:
         try:
             free = self._db.execute("PRAGMA freelist_count").fetchone()[0]
             if free > self.KEEP_FREE:
-                # executescript steps it to the end (execute frees one page: a page per step)
-                self._db.executescript(f"PRAGMA incremental_vacuum({free - self.KEEP_FREE});")
+                with self._no_wait():
+                    # executescript steps it to the end (execute frees one page: a page per step)
+                    self._db.executescript(f"PRAGMA incremental_vacuum({free - self.KEEP_FREE});")
         except sqlite3.Error:  # another connection writes: the next discard trims
             pass
 
     def _vacuum(self) -> None:
         """Convert a database made without ``auto_vacuum`` (before it was set) by rewriting it once."""
         try:
-            self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
-            self._db.execute("VACUUM")
+            with self._no_wait():
+                self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+                self._db.execute("VACUUM")
         except sqlite3.Error:  # busy: another connection holds it; the next open converts it
             pass
+
+    @contextmanager
+    def _no_wait(self) -> Iterator[None]:
+        """Housekeeping gives way at once to another connection's write lock (not after the busy timeout)."""
+        (wait,) = self._db.execute("PRAGMA busy_timeout").fetchone()
+        self._db.execute("PRAGMA busy_timeout=0")
+        try:
+            yield
+        finally:
+            self._db.execute(f"PRAGMA busy_timeout={int(wait)}")
 
     @contextmanager
     def _transaction(self, kind: str = "IMMEDIATE") -> Iterator[sqlite3.Connection]:
@@ -402,7 +414,7 @@ class SQLiteStore:
 
     def discard(self, processor: str, frontiers: list[Any]) -> None:
         """Delete ``processor``'s checkpoints at ``frontiers`` in one transaction (the database is not
-        rewritten)."""
+        rewritten; free pages beyond :attr:`KEEP_FREE` go back to the file system after the commit)."""
         if self._graph is None:
             raise MonitorError(f"{self.path!r}: create or load the monitor before discarding")
         dom = self._graph.domains[processor]
