@@ -1,8 +1,9 @@
 """The soak (``benchmarks/soak/``): its pure parts, and a shortened local soak with every check.
 
 The shortened soak runs the real supervisor (``python -m benchmarks.soak``) for :data:`EPOCHS` epochs with a
-seed whose schedule holds a kill mid-publish, a timed SIGKILL, an exception mid-step and damage to a file,
-across two driver slices (one sequential, one running steps concurrently); it must end with no silent loss and no unexplained
+seed whose schedule holds a timed SIGKILL, a kill mid-publish, a truncated input segment (damaged when the first
+slice's work is done, so carried into the second), an exception mid-step and a Ctrl-C, across two driver slices
+(one sequential, one running steps concurrently); it must end with no silent loss and no unexplained
 stop, every committed epoch checked against the pure-Python reference, the Eager table checked, and a report
 with its picture. It needs root and ``unshare`` (its root lives on a tmpfs of its own mount namespace).
 """
@@ -28,7 +29,9 @@ from benchmarks.soak.workload import OUTPUTS, Reference, events
 
 REPO = Path(__file__).resolve().parents[2]
 #: The shortened soak: epochs, seed, a fault every EVERY epochs, slices of SLICES epochs.
-EPOCHS, SEED, EVERY, SLICES = 10, 47, 2, "5,8"
+EPOCHS, SEED, EVERY, SLICES = 10, 4412, 2, "5,8"
+#: (seed 47 was used until the supervisor stopped taking unmet damage as repaired: its damage came after the
+#: last epoch, and no driver ever met it)
 
 
 def test_the_schedule_is_a_function_of_the_seed() -> None:
@@ -246,8 +249,9 @@ def _no_namespace() -> str | None:
 @pytest.mark.spark
 @pytest.mark.slow
 def test_a_short_local_soak_has_no_silent_loss_and_no_unexplained_stop(tmp_path: Path) -> None:
-    """10 epochs, 4 faults of 4 kinds in 2 slices: every committed epoch equals the reference and never
-    changed, the Eager table too, every fault recovered or named its cause, and the report says so."""
+    """10 epochs, 5 faults of 5 kinds in 2 slices: every committed epoch equals the reference and never
+    changed, the Eager table too, every fault recovered or named its cause, the damage was met, and the report
+    says so."""
     reason = _no_namespace()
     if reason:
         pytest.skip(reason)
@@ -264,6 +268,6 @@ def test_a_short_local_soak_has_no_silent_loss_and_no_unexplained_stop(tmp_path:
     assert summary["epochs_done"] == EPOCHS and summary["silent_losses"] == 0 and summary["unexplained"] == 0
     assert summary["committed_epochs_checked"] >= EPOCHS * len(OUTPUTS) and summary["db_checks"] >= 2
     fired = {k: v for k, v in summary["faults"].items() if set(v) - {"not-reached", "not run"}}
-    assert len(fired) >= 4, summary["faults"]
+    assert len(fired) >= 4 and set(summary["faults"]["corrupt"]) <= {"recovered", "named", "human"}, summary["faults"]
     assert all(o in ("recovered", "named", "human", "not-reached") for v in summary["faults"].values() for o in v)
     assert summary["recoveries"] >= 4 and summary["root_over_time"] and out.with_suffix(".png").exists()
