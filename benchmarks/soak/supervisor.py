@@ -370,6 +370,8 @@ class Supervisor:
                     except Exception as exc:  # noqa: BLE001 - a fault the environment refused is a finding
                         self.log({"event": "finding", "kind": "harness", "text": f"{f.describe()} could not be "
                                   f"done: {type(exc).__name__}: {exc}"[:500]})
+                        if f.kind == "disk-full":  # a half-done fill stays in force: repaired on its schedule
+                            active[f.id] = (f, now)
                         continue
                     if f.kind in ("disk-full", "read-only", "server-restart", "worker-kill"):
                         active[f.id] = (f, now)
