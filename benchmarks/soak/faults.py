@@ -16,6 +16,7 @@ import json
 import os
 import posixpath
 import random
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,9 @@ def damage(fs: Any, base: str, fault: Fault, backup: Path) -> str | None:
         return None
     target = rnd.choice(targets)
     rel = posixpath.relpath(target, base)
-    backup.mkdir(parents=True, exist_ok=True)
+    if backup.exists():  # a resumed soak damages again: a directory copied into an old backup would nest
+        shutil.rmtree(backup)  # (regression: the local soak at seed 58 then restored the wrong epoch's files)
+    backup.mkdir(parents=True)
     keep = backup / "files"
     if fs.isdir(target):
         fs.get(target, str(keep), recursive=True)

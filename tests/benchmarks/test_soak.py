@@ -103,6 +103,30 @@ def test_an_error_explains_a_fault_only_when_it_names_its_cause() -> None:
     assert not explains(Fault(2, "corrupt", 6, {"damage": "data-delete", "pick": 1}), gone, "data/other")
 
 
+def test_damage_done_again_on_resume_is_restored_from_its_own_backup(tmp_path: Path) -> None:
+    """A resumed soak re-runs a slice and damages again under the same backup directory: the old backup
+    (here another epoch's files) must not mix with the new one (regression: the local soak at seed 58 copied
+    the deleted epoch into the old backup's ``files/`` and then restored the wrong files, stopping three
+    drivers on a missing output file)."""
+    import fsspec
+    from benchmarks.soak.faults import damage, restore
+
+    fs, root = fsspec.filesystem("file"), tmp_path / "root"
+    for e in (1, 2):
+        (root / f"output/ledger/epoch={e}").mkdir(parents=True)
+        (root / f"output/ledger/epoch={e}/part-{e}.parquet").write_bytes(bytes([e]) * 10)
+    backup = tmp_path / "backups/7"
+    (backup / "files").mkdir(parents=True)
+    (backup / "files/part-9.parquet").write_bytes(b"an earlier attempt's backup")
+    fault = Fault(7, "corrupt", 3, {"damage": "output-delete", "pick": 1})
+    rel = damage(fs, root.as_posix(), fault, backup)
+    assert rel is not None and not (root / rel).exists()
+    restore(fs, root.as_posix(), backup)
+    e = rel.split("=")[-1]
+    assert sorted(p.name for p in (root / rel).iterdir()) == [f"part-{e}.parquet"]
+    assert (root / rel / f"part-{e}.parquet").read_bytes() == bytes([int(e)]) * 10
+
+
 def test_damage_targets_skip_a_manifest_another_fault_damaged(tmp_path: Path) -> None:
     """A data file is picked among the files of manifests that still parse (regression: the S3 soak at seed 58
     stopped its own supervisor with a UnicodeDecodeError when a second damage listed a garbled manifest)."""
