@@ -29,7 +29,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from benchmarks.soak.checks import Reader, census
 from benchmarks.soak.faults import Disk, explains, restore
@@ -47,6 +47,16 @@ BETWEEN = ("corrupt", "code-change", "read-only-creds", "read-only", "kill-recov
 HANG = 1200.0
 #: A census of the root every CENSUS epochs while a driver runs (and after every slice).
 CENSUS = 10
+
+
+class Carried(NamedTuple):
+    """Damage no driver met before its slice ended: the fault, what it damaged, the progress then, and the
+    drivers it has stopped so far."""
+
+    fault: Fault
+    rel: str | None
+    at: int
+    stopped: int
 
 
 class Driver:
@@ -90,7 +100,7 @@ class Supervisor:
         #: damage no driver has met yet when its slice ended: fault -> (what was damaged, progress then);
         #: the next slice's drivers meet it (regression: the local soak at seed 58 took a damaged cut as
         #: repaired because the slice's last driver had no epoch left to run, and never read it)
-        self.carried: dict[int, tuple[Fault, str | None, int, int]] = {}  # ... and the drivers it stopped
+        self.carried: dict[int, Carried] = {}
         self.driver: Driver | None = None  # the one running
         self._sizes: dict[str, int] = {}  # manifests and execution records seen, with their sizes
         self._next_census = 0
@@ -101,13 +111,13 @@ class Supervisor:
         self.env.start(resume=resumed)
         if resumed and not self.env.snapshots:
             self._restore_unresolved()
-            for f, *_ in self.carried.values():  # put back with the rest: nothing is left to meet
-                self._outcome(f, "not-reached", "its damage was put back when the soak resumed")
+            for c in self.carried.values():  # put back with the rest: nothing is left to meet
+                self._outcome(c.fault, "not-reached", "its damage was put back when the soak resumed")
             self.carried = {}
         self.reader = Reader(self.env.fs, self.env.base, self.reference, self.log, local=self.env.local, first=first)
-        for _, rel, _, _ in self.carried.values():
-            if rel is not None:
-                self.reader.damage(rel)
+        for c in self.carried.values():
+            if c.rel is not None:
+                self.reader.damage(c.rel)
         self.reader.start()
         bar = None
         if self.bar:
@@ -121,11 +131,10 @@ class Supervisor:
                 if sl.index in done_slices:
                     continue
                 self._slice(sl)
-            for f, rel, _, _ in self.carried.values():  # damaged after the last driver: the run ended first
-                with self.reader.looking:  # put back, so the last looks see the root as the drivers left it
-                    restore(self.env.fs, self.env.base, self.backups / str(f.id))
-                self._outcome(f, "not-reached", f"the run ended before any driver met {rel} (put back)")
-                self.reader.resolve(rel)
+            for c in self.carried.values():  # damaged after the last driver: the run ended first
+                self._put_back(c.fault)  # so the last looks see the root as the drivers left it
+                self._outcome(c.fault, "not-reached", f"the run ended before any driver met {c.rel} (put back)")
+                self.reader.resolve(c.rel)
             if self.carried:
                 self.carried = {}
                 self._look(everything=True)
@@ -173,20 +182,20 @@ class Supervisor:
         self.drivers = sum(1 for e in events if e["event"] == "driver-start")
         self.outcomes = {e["fault"]: e["outcome"] for e in events if e["event"] == "outcome"}
         faults = {f.id: f for s in self.slices for f in s.faults}
-        self.carried = {e["fault"]: (faults[e["fault"]], e["damaged"], e["at"], e.get("stopped", 0)) for e in events
+        self.carried = {e["fault"]: Carried(faults[e["fault"]], e["damaged"], e["at"], e.get("stopped", 0)) for e in events
                         if e["event"] == "carried" and e["fault"] not in self.outcomes}
         self.say(f"resuming {self.log.path}: {len(done)} slices done, epoch {self.progress}")
         return done, first, True
 
     # -- one slice ----------------------------------------------------------------------------------
     def _slice(self, sl: Slice) -> None:
-        pending = [*(f for f, *_ in self.carried.values()),
+        pending = [*(c.fault for c in self.carried.values()),
                    *(f for f in sl.faults if f.id not in self.outcomes and f.id not in self.carried)]
         code_starts = 0
         corrupt_failures: Counter[int] = Counter()
-        damaged: dict[int, str | None] = {i: c[1] for i, c in self.carried.items()}
-        damaged_at: dict[int, int] = {i: c[2] for i, c in self.carried.items()}  # the progress then
-        corrupt_failures.update({i: c[3] for i, c in self.carried.items()})
+        damaged: dict[int, str | None] = {i: c.rel for i, c in self.carried.items()}
+        damaged_at: dict[int, int] = {i: c.at for i, c in self.carried.items()}  # the progress then
+        corrupt_failures.update({i: c.stopped for i, c in self.carried.items()})
         self.carried = {}
         creds_due: list[Fault] = []
         stuck = 0
@@ -228,8 +237,7 @@ class Supervisor:
                     if corrupt_failures[f.id] < 2:
                         continue  # still damaged: the next driver meets it (regression: the S3 soak at seed 58
                         # took the damage as repaired here, and its reader then read the truncated file)
-                    with self.reader.looking:  # two drivers stopped on it; the reader never sees it half-done
-                        rel = restore(self.env.fs, self.env.base, self.backups / str(f.id))
+                    rel = self._put_back(f)  # two drivers stopped on it
                     self._outcome(f, "human", f"restored {rel} from the backup")
                     pending.remove(f)
                 elif verdict == "done" and self.progress > damaged_at[f.id]:
@@ -253,7 +261,7 @@ class Supervisor:
             if verdict == "done":
                 break
         for f in [f for f in pending if f.kind == "corrupt" and f.id in damaged]:
-            self.carried[f.id] = (f, damaged[f.id], damaged_at[f.id], corrupt_failures[f.id])
+            self.carried[f.id] = Carried(f, damaged[f.id], damaged_at[f.id], corrupt_failures[f.id])
             self.log({"event": "carried", "fault": f.id, "damaged": damaged[f.id], "at": damaged_at[f.id],
                       "stopped": corrupt_failures[f.id]})
             pending.remove(f)
@@ -513,6 +521,11 @@ class Supervisor:
             self.reader.look(everything=everything)
         except Exception as exc:  # noqa: BLE001 - the reader thread looks again; a real loss shows there
             self.log({"event": "reader-error", "error": f"{type(exc).__name__}: {exc}"[:300]})
+
+    def _put_back(self, f: Fault) -> str:
+        """Restore ``f``'s damage from its backup (the reader never sees it half-done); what was restored."""
+        with self.reader.looking:
+            return restore(self.env.fs, self.env.base, self.backups / str(f.id))
 
     def _damage(self, f: Fault) -> str | None:
         with self.reader.looking:  # no look reads the file while it is being damaged and not yet marked
