@@ -212,3 +212,40 @@ def test_a_batch_makes_an_epoch_one_monitor_transaction(tmp_path: Path) -> None:
             m._check()
             snaps.append(m.snapshot())
     assert snaps[0] == snaps[1]
+
+
+def test_a_new_driver_does_not_rebuild_every_output_epoch_of_the_run(tmp_path: Path) -> None:
+    """Found by the 2,000-epoch local soak: an output's manifests are never collected, so a new driver's planner
+    was given every epoch the output ever committed and rebuilt ``meta.sqlite`` with a row per epoch of the whole
+    run (then discarded them): the file and its write-ahead log while a driver ran, and the restart's time, grew
+    with the run's length (110 pages at epoch 1,555; 8 live). ``settle`` drops them below the output's watermark,
+    as garbage collection did in the driver before: the same plans and watermarks, and a database whose size does
+    not depend on how long the pipeline has run."""
+    from falkirk.solver.monitor import Monitor
+
+    steps = ["events", "queries", "parse_batch", "heavy", "parse_graph", "cc", "answer", "stats"]
+    sizes = {}
+    for epochs in (40, 400):
+        run = _planner(tmp_path / f"run{epochs}", False)
+        for e in range(epochs):
+            _flagship_epoch(run, e)
+        # what a restart finds in the manifests: each step's kept frontiers, every epoch of the output
+        known = {n: run.available[n] for n in steps} | {"responses": list(range(epochs))}
+        (tmp_path / f"new{epochs}").mkdir()
+        old = _planner(tmp_path / f"new{epochs}", False)
+        old.know(known)
+        new = _planner(tmp_path / f"new{epochs}", True)
+        new.know(known)
+        new.settle()
+        assert len(new.available["responses"]) <= 2 < len(old.available["responses"]) == epochs
+        assert new.watermarks() == old.watermarks()
+        live = _live(epochs - 1)
+        for failed in [*({n} for n in [*steps, "responses"]), "all"]:
+            alive = {} if failed == "all" else {n: c for n, c in live.items() if n not in failed}
+            a, b = old.plan(failed, alive), new.plan(failed, alive)
+            assert (a.frontiers, a.actions, sorted(a.replay)) == (b.frontiers, b.actions, sorted(b.replay)), failed
+        new.close()
+        with Monitor.open(tmp_path / f"new{epochs}" / "meta.sqlite") as m:
+            assert len(m.checkpoints("responses")) == len(new.available["responses"])
+        sizes[epochs] = (tmp_path / f"new{epochs}" / "meta.sqlite").stat().st_size
+    assert sizes[400] == sizes[40], sizes

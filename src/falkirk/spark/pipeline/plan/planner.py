@@ -117,6 +117,27 @@ class Planner:
             self.available[n] = es[-1:] if n in self.stateless else es
         self._dirty = True
 
+    def settle(self) -> None:
+        """A new driver's start: drop an external output's epochs below its low-watermark.
+
+        An output's manifests are never collected (they prove what it
+        acknowledged), so :meth:`know` is given every epoch it ever
+        committed. None below its low-watermark can be chosen again, and
+        garbage collection's :meth:`prune` dropped them in the driver before;
+        kept, they made every restart's rebuild of the monitor's database
+        write (and then discard) a row per epoch of the whole run, so its
+        file, its write-ahead log and the restart's time grew with the run's
+        length. Plans and watermarks are the same after as before.
+        """
+        outs = [n for n in sorted(self.outputs) if len(self.available.get(n, ())) > 1]
+        if not outs:
+            return
+        marks = solve_frontiers(self.dataflow(), "all").frontiers
+        for n in outs:
+            lw = epoch_of(marks[n])
+            if lw >= 0:
+                self.prune(n, lw)
+
     # -- reports ----------------------------------------------------------------------
     def record(self, step: str, epoch: int) -> None:
         """``step`` durably has a new available frontier at ``epoch`` (after its manifest was written)."""

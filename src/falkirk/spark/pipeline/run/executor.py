@@ -163,6 +163,7 @@ class Executor:
             state.high[n] = self._inputs_read(n, recorded[n])
             available[n] = [e for e in available[n] if e <= state.high[n]]
         planner.know(available)
+        planner.settle()  # an output's epochs below its watermark: not rebuilt into meta.sqlite
         self.rollback = Rollback(self.context, state, self.progress, self.cpu)
         self.lost = ExecutorWatch(self.spark, self._note)
         self.codegen = CodegenWatch(self.spark, self._note)
