@@ -35,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--every", type=float, default=None, help="one fault every EVERY epochs on average (default 7)")
     ap.add_argument("--slices", default="10,120", help="MIN,MAX epochs of a driver slice (default 10,120)")
     ap.add_argument("--quiet", type=int, default=3, help="no fault before this epoch (default 3)")
+    ap.add_argument("--live-heap", type=int, default=0, metavar="N",
+                    help="every N epochs a driver forces a full JVM collection and reports the heap left live "
+                         "(changes the memory behaviour measured: for a run about memory only; default never)")
     ap.add_argument("--report-only", action="store_true", help="write the report from the event log, run nothing")
     ap.add_argument("--no-bar", action="store_true")
     args = ap.parse_args(argv)
@@ -55,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         # `kill PID` stops the soak as Ctrl-C does: the driver, the cluster or storage server stopped, resumable
         signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:
-            Supervisor(env, args.epochs, args.seed, work, slices=slices, bar=not args.no_bar).run()
+            Supervisor(env, args.epochs, args.seed, work, slices=slices, bar=not args.no_bar,
+                       live_heap=args.live_heap).run()
         except KeyboardInterrupt:
             print(f"\nsoak stopped; the same command resumes ({work})", file=sys.stderr)
     summary = report.write(EventLog(work / "events.jsonl").events(), out)

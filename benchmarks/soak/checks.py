@@ -227,19 +227,25 @@ def census(fs: Any, base: str, sizes: dict[str, int]) -> dict[str, Any]:
             "meta_bytes": by.get("meta", [0, 0])[0], "by": by, "new": new}
 
 
-def slope(x: Iterable[float], y: Iterable[float], *, fitted: int = 2) -> dict[str, float | int | None]:
-    """Least-squares ``y = a + b x``: ``b``, its standard error and 95 % interval, the mean of ``y``, ``n``.
-    ``fitted``: the parameters fitted, whose number the residual variance's degrees of freedom lose
-    (``a`` and ``b``; :func:`within_slope` adds one intercept per group)."""
+def slope(
+    x: Iterable[float], y: Iterable[float], *, fitted: int = 2, controls: Iterable[Iterable[float]] = ()
+) -> dict[str, float | int | None]:
+    """Least-squares ``y = a + b x (+ c·z for each control z)``: ``b``, its standard error and 95 % interval,
+    the mean of ``y``, ``n``. ``fitted``: the parameters fitted besides the controls' coefficients, whose
+    number the residual variance's degrees of freedom lose (``a`` and ``b``; :func:`within_slope` adds one
+    intercept per group). ``controls``: covariates held fixed (e.g. the machine's load when a point was
+    measured), one value per point each."""
     xs, ys = np.asarray(list(x), float), np.asarray(list(y), float)
+    zs = [np.asarray(list(z), float) for z in controls]
     n = len(xs)
+    fitted += len(zs)
     if n <= fitted or np.ptp(xs) == 0:
         return {"slope": None, "se": None, "lo": None, "hi": None, "mean": float(ys.mean()) if n else None, "n": n}
-    a = np.vstack([np.ones(n), xs]).T
+    a = np.vstack([np.ones(n), xs, *zs]).T
     coef, *_ = np.linalg.lstsq(a, ys, rcond=None)
     resid = ys - a @ coef
     s2 = float(resid @ resid) / (n - fitted)
-    se = float(np.sqrt(s2 / float(((xs - xs.mean()) ** 2).sum())))
+    se = float(np.sqrt(s2 * np.linalg.pinv(a.T @ a)[1, 1]))  # without controls: s2 / Σ(x - x̄)²
     b = float(coef[1])
     return {"slope": b, "se": se, "lo": b - 1.96 * se, "hi": b + 1.96 * se, "mean": float(ys.mean()), "n": n}
 

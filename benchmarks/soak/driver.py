@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "tree_usage", "CpuMeter"]
+__all__ = ["main", "tree_usage", "CpuMeter", "live_heap"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -107,6 +107,7 @@ def _hooks(spec: dict[str, Any], meter: CpuMeter) -> None:
     me = os.getpid()
     end_of_epoch = executor_module.Executor.end_of_epoch
     gc_at = {int(e): int(k) for e, k in spec.get("gc_kills", {}).items()}
+    live_every = int(spec.get("live_heap") or 0)
     state: dict[str, Any] = {"epoch": None, "deletes": 0}
 
     def reporting_end(self: Any, epoch: int, **kwargs: Any) -> None:
@@ -116,7 +117,8 @@ def _hooks(spec: dict[str, Any], meter: CpuMeter) -> None:
             emit("fired", fault=f"gc@{epoch}")
             os.kill(me, signal.SIGKILL)
         state["epoch"] = None
-        emit("epoch", epoch=epoch, **meter.look())
+        heap = live_heap(self.spark) if live_every and epoch % live_every == 0 else {}
+        emit("epoch", epoch=epoch, **meter.look(), **heap)
 
     executor_module.Executor.end_of_epoch = reporting_end  # type: ignore[method-assign]
 
@@ -169,6 +171,17 @@ def _hooks(spec: dict[str, Any], meter: CpuMeter) -> None:
         return recover(self, failed, cause, *args, **kwargs)
 
     recovery.Rollback.recover = recovering  # type: ignore[method-assign]
+
+
+def live_heap(spark: Any) -> dict[str, int]:
+    """The driver JVM's heap after a full collection (``System.gc()``: G1 collects the whole heap, stopping
+    the world), and the heap it has committed: what is live, not what G1 keeps of garbage up to its maximum
+    (the RSS follows the committed heap). Only in a run that asks for it (``--live-heap N``): forcing a
+    collection changes the memory behaviour being measured."""
+    jvm = spark._jvm
+    jvm.java.lang.System.gc()
+    usage = jvm.java.lang.management.ManagementFactory.getMemoryMXBean().getHeapMemoryUsage()
+    return {"heap_live": int(usage.getUsed()), "heap_committed": int(usage.getCommitted())}
 
 
 def _session(spec: dict[str, Any]) -> Any:

@@ -97,12 +97,28 @@ def summarise(events: list[dict[str, Any]]) -> dict[str, Any]:
         late = [e for e in later if e["age"] >= life[e["driver"]] / 2]
         trends[f"{key}_within_drivers_late_life"] = _trend(
             within_slope((e["driver"], e["age"], e[key]) for e in late), longest)
+    heap = [e for e in epochs if e.get("heap_live") is not None]  # a run with --live-heap only
+    if heap:
+        trends["heap_live"] = _trend(slope([e["epoch"] for e in heap], [e["heap_live"] for e in heap]), span)
+        trends["heap_live_within_drivers"] = _trend(
+            within_slope((e["driver"], e["age"], e["heap_live"]) for e in heap), longest)
     starts = [e for e in events if e["event"] == "driver-start"]
     first: dict[int, float] = {}
     for e in epochs:
         first.setdefault(e["driver"], e["t"])
-    restarts = [(s["progress"], first[s["driver"]] - s["t"]) for s in starts if s["driver"] in first and s["progress"] >= 0]
+    load = {e["driver"]: e.get("load") for e in reversed(epochs)}  # at the end of each driver's first epoch
+    restarts = [(s["progress"], first[s["driver"]] - s["t"], load[s["driver"]])
+                for s in starts if s["driver"] in first and s["progress"] >= 0]
     trends["restart_seconds"] = _trend(slope([r[0] for r in restarts], [r[1] for r in restarts]), span)
+    # wall seconds and a process tree's CPU both rise with what else runs on the machine: the same fits with
+    # the 1-minute load average held fixed say whether a rise is the run's own or the machine's
+    loaded = [r for r in restarts if r[2] is not None]
+    trends["restart_seconds_given_load"] = _trend(
+        slope([r[0] for r in loaded], [r[1] for r in loaded], controls=[[r[2] for r in loaded]]), span)
+    steady_loaded = [e for e in steady if e.get("load") is not None]
+    trends["cpu_per_epoch_given_load"] = _trend(
+        slope([e["epoch"] for e in steady_loaded], [e["cpu"] for e in steady_loaded],
+              controls=[[e["load"] for e in steady_loaded]]), span)
     censuses = [e for e in events if e["event"] == "census"]
     steady_census = [c for c in censuses if c["progress"] >= WARMUP]
     for key in ("bytes", "files", "meta_bytes"):
@@ -192,7 +208,9 @@ def text(summary: dict[str, Any]) -> str:
     """A few lines for the terminal."""
     t = summary["trends"]
 
-    def fit(k: str, unit: str, scale: float = 1.0) -> str:
+    def fit(k: str, unit: str, scale: float = 1.0) -> str | None:
+        if k not in t:  # a fit the run has no data for (--live-heap), or a report from before it was added
+            return None
         v = t[k]
         if v.get("slope") is None:
             return f"{k}: -"
@@ -213,6 +231,7 @@ def text(summary: dict[str, Any]) -> str:
         fit("rss_jvm_within_drivers_late_life", "MB", 1e-6),
         fit("rss_py_within_drivers_late_life", "MB", 1e-6),
         fit("root_bytes", "kB", 1e-3), fit("root_files", "files"), fit("root_meta_bytes", "kB", 1e-3),
-        fit("restart_seconds", "s"),
+        fit("heap_live", "MB", 1e-6), fit("heap_live_within_drivers", "MB", 1e-6),
+        fit("restart_seconds", "s"), fit("restart_seconds_given_load", "s"), fit("cpu_per_epoch_given_load", "CPU-s"),
     ]
-    return "\n".join(lines)
+    return "\n".join(line for line in lines if line is not None)

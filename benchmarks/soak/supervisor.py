@@ -83,8 +83,10 @@ class Supervisor:
     """A soak of ``epochs`` epochs of ``env`` with the faults of ``seed``, logging to ``work/events.jsonl``."""
 
     def __init__(self, env: Env, epochs: int, seed: int, work: Path, *, slices: list[Slice] | None = None,
-                 say: Any = print, bar: bool = True) -> None:
+                 say: Any = print, bar: bool = True, live_heap: int = 0) -> None:
         self.env, self.epochs, self.seed, self.work = env, epochs, seed, work
+        #: every how many epochs a driver reports its JVM's live heap after a forced full collection (0: never)
+        self.live_heap = live_heap
         self.slices = slices if slices is not None else schedule(epochs, seed, env.name)
         self.log = EventLog(work / "events.jsonl")
         self.say = say
@@ -282,6 +284,7 @@ class Supervisor:
             "fail": [f.injection() for f in pending if f.kind in DRIVER_KINDS and f.injection()],
             "gc_kills": {str(f.epoch): f.params["deletes"] for f in pending if f.kind == "kill-gc"},
             "publish_kills": [[f.params["step"], f.epoch] for f in pending if f.kind == "kill-publish"],
+            "live_heap": self.live_heap,
         })
         index = self.drivers
         self.drivers += 1
@@ -338,7 +341,8 @@ class Supervisor:
                     self.progress = e
                 self.log({"event": "epoch", "driver": driver.index, "epoch": e, "cpu": cpu, "steady": steady,
                           "age": len(driver.epochs), "rss": ev["rss"], "rss_py": ev["rss_py"],
-                          "rss_jvm": ev["rss_jvm"], "load": round(os.getloadavg()[0], 2)})
+                          "rss_jvm": ev["rss_jvm"], "load": round(os.getloadavg()[0], 2),
+                          **{k: ev[k] for k in ("heap_live", "heap_committed") if k in ev}})
             elif kind == "fired":
                 recovering = True  # an executor killed without a rollback still costs its epoch
                 self.log({"event": "fired", "driver": driver.index, "fault": ev["fault"]})

@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from benchmarks.soak import supervisor as supervisor_module
 from benchmarks.soak.checks import category, slope, within_slope
@@ -67,13 +68,24 @@ def test_the_reference_follows_its_definition() -> None:
 
 def test_slopes_and_their_intervals() -> None:
     """A known line is recovered exactly; noise around a flat line gives an interval holding zero; the
-    within-driver slope ignores the drivers' levels."""
+    within-driver slope ignores the drivers' levels; a control held fixed removes a trend that was its own."""
     fit = slope(range(10), [3 + 2 * x for x in range(10)])
     assert fit["slope"] == pytest.approx(2) and fit["se"] == pytest.approx(0, abs=1e-9)
     flat = slope(range(200), [(-1) ** x for x in range(200)])
     assert flat["lo"] < 0 < flat["hi"]
     inside = within_slope([(d, x, 100 * d + 0.5 * x) for d in range(4) for x in range(5)])
     assert inside["slope"] == pytest.approx(0.5) and inside["groups"] == 4
+    # a cost that follows the machine's load, which rose during the run, is not the run's own trend
+    rng = np.random.default_rng(7)
+    xs = np.arange(400.0)
+    load = 2 + xs / 200 + rng.normal(0, 0.5, 400)
+    cost = 10 + 3 * load + rng.normal(0, 0.3, 400)
+    raw, held = slope(xs, cost), slope(xs, cost, controls=[load])
+    assert raw["lo"] > 0 and held["lo"] < 0 < held["hi"]
+    noisy = 1 + 0.01 * xs + rng.normal(0, 1, 400)
+    plain, with_flat_control = slope(xs, noisy), slope(xs, noisy, controls=[np.zeros(400) + rng.normal(0, 1, 400)])
+    assert with_flat_control["slope"] == pytest.approx(plain["slope"], rel=0.05)
+    assert with_flat_control["se"] == pytest.approx(plain["se"], rel=0.05)  # the same interval, one dof less
     assert category("data/totals/checkpoint/00000003-ab/_subtask=0/p.parquet") == "data/totals/checkpoint"
     assert category("input/events/part-0/00000012.json") == "input/segments"
     assert category("alerts.sqlite-wal") == "eager" and category("meta.sqlite-wal") == "meta"
