@@ -38,6 +38,10 @@ NOISE = 0.05
 WARMUP = 40
 #: A driver's epochs before its RSS is fitted (the JVM's heap grows towards its limit meanwhile).
 RSS_AGE = 10
+#: A driver's epochs before its live heap (``--live-heap``) is fitted: the JVM warms up its classes, code
+#: caches and Spark's plan caches over its first tens of epochs (74 MB live at epoch 0, 90–130 MB from
+#: epoch 10 on in the first such run); the first WARMUP epochs' values stay in the event log.
+HEAP_AGE = WARMUP
 
 
 def _trend(fit: dict[str, Any], span: float) -> dict[str, Any]:
@@ -97,7 +101,7 @@ def summarise(events: list[dict[str, Any]]) -> dict[str, Any]:
         late = [e for e in later if e["age"] >= life[e["driver"]] / 2]
         trends[f"{key}_within_drivers_late_life"] = _trend(
             within_slope((e["driver"], e["age"], e[key]) for e in late), longest)
-    heap = [e for e in epochs if e.get("heap_live") is not None]  # a run with --live-heap only
+    heap = [e for e in epochs if e.get("heap_live") is not None and e["age"] > HEAP_AGE]  # --live-heap runs
     if heap:
         trends["heap_live"] = _trend(slope([e["epoch"] for e in heap], [e["heap_live"] for e in heap]), span)
         trends["heap_live_within_drivers"] = _trend(
