@@ -30,9 +30,11 @@ from benchmarks.soak.workload import OUTPUTS, Reference, events
 
 REPO = Path(__file__).resolve().parents[2]
 #: The shortened soak: epochs, seed, a fault every EVERY epochs, slices of SLICES epochs.
-EPOCHS, SEED, EVERY, SLICES = 10, 4412, 2, "5,8"
+EPOCHS, SEED, EVERY, SLICES = 10, 5281, 2, "5,8"
 #: (seed 47 was used until the supervisor stopped taking unmet damage as repaired: its damage came after the
-#: last epoch, and no driver ever met it)
+#: last epoch, and no driver ever met it; then seed 4412, whose four driver kills made it the suite's slowest
+#: test, 96 s alone and 176 s under xdist: 5281's faults are the in-driver kinds and one damage, 46 s. The
+#: supervisor's handling of carried damage has its own test with scripted drivers below)
 
 
 def test_the_schedule_is_a_function_of_the_seed() -> None:
@@ -305,7 +307,7 @@ def test_a_full_disk_is_filled_to_the_last_byte_and_emptied_again(tmp_path: Path
 @pytest.mark.spark
 @pytest.mark.slow
 def test_a_short_local_soak_has_no_silent_loss_and_no_unexplained_stop(tmp_path: Path) -> None:
-    """10 epochs, 5 faults of 5 kinds in 2 slices: every committed epoch equals the reference and never
+    """10 epochs, 8 faults of 6 kinds in 2 slices: every committed epoch equals the reference and never
     changed, the Eager table too, every fault recovered or named its cause, the damage was met, and the report
     says so."""
     reason = _no_namespace()
