@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -213,77 +212,3 @@ def test_a_batch_makes_an_epoch_one_monitor_transaction(tmp_path: Path) -> None:
             m._check()
             snaps.append(m.snapshot())
     assert snaps[0] == snaps[1]
-
-
-class _Markers:
-    """A stateless step's complete markers as its runner lists them: the newest ``retain`` epochs it completed."""
-
-    def __init__(self, retain: int) -> None:
-        self.retain, self.done = retain, -1
-
-    def available(self) -> list[int]:
-        return list(range(max(0, self.done - self.retain + 1), self.done + 1))
-
-
-def test_a_new_driver_does_not_rebuild_every_output_epoch_of_the_run(tmp_path: Path) -> None:
-    """Found by the 2,000-epoch local soak: an output's manifests are never collected, so a new driver's planner
-    was given every epoch the output ever committed and rebuilt ``meta.sqlite`` with a row per epoch of the whole
-    run (then discarded them): the file and its write-ahead log while a driver ran, and the restart's plan, grew
-    with the run's length (110 pages at epoch 1,555; 8 live). ``settle`` drops them below the watermark garbage
-    collection prunes with (with retention: ``retain=2`` keeps the output epochs an older restore point of ``cc``
-    falls back to). After it the planner holds what the running driver held, and its plans equal those of a
-    planner given every epoch, also when recovery forgets a corrupt checkpoint, takes out a damaged output epoch
-    or limits a changed step (the cases a first version, settling at the plain watermark, got wrong: everything
-    upstream of the output fell back to nothing); the database's size does not depend on the run's length."""
-    from falkirk.solver.monitor import Monitor
-    from falkirk.spark.pipeline.run.retention import retained_watermarks
-
-    pipe = build(tmp_path / "root", None)
-    assert pipe.retain == 2
-    steps = ["events", "queries", "parse_batch", "heavy", "parse_graph", "cc", "answer", "stats"]
-    sizes = {}
-    for epochs in (40, 400):
-        markers = {n: _Markers(pipe.retain) for n in pipe.order if pipe.stateless(n)}
-        retained = lambda p, markers=markers: retained_watermarks(pipe, p, markers)  # noqa: E731
-        run = _planner(tmp_path / f"run{epochs}", False)
-        for e in range(epochs):  # the running driver: epoch e, then garbage collection as retention.collect does
-            _feed(run, e + 1, start=e)
-            for m in markers.values():
-                m.done = e
-            lw = retained(run)
-            for n in pipe.order:
-                if not pipe.stateless(n) and lw[n] >= 0:
-                    run.prune(n, lw[n])
-        # what a restart finds in the manifests: each step's kept frontiers, every epoch of the output
-        known = {n: run.available[n] for n in steps} | {"responses": list(range(epochs))}
-        (tmp_path / f"new{epochs}").mkdir()
-        old = _planner(tmp_path / f"new{epochs}", False)
-        old.know(known)
-        new = _planner(tmp_path / f"new{epochs}", True)
-        new.know(known)
-        new.settle(retained)
-        assert new.available["responses"] == run.available["responses"]
-        assert len(new.available["responses"]) <= 6 < len(old.available["responses"]) == epochs  # cc: every 3
-        assert new.watermarks() == old.watermarks() and retained(new.copy()) == retained(old)
-        recoveries: dict[str, Callable[[Planner], None]] = {  # what recovery does to a trial copy first
-            "as found": lambda p: None,
-            "cc's newest checkpoint corrupt": lambda p, cc=known["cc"][-1]: p.forget("cc", cc),
-            "an output epoch damaged": lambda p, e=epochs: p.truncate("responses", e - 6),
-            "answer's code changed": lambda p, e=epochs: p.truncate("answer", e - 5),
-        }
-        live = _live(epochs - 1)
-        for what, change in recoveries.items():
-            a, b = old.copy(), new.copy()
-            change(a)
-            change(b)
-            assert a.watermarks() == b.watermarks(), what
-            for failed in [*({n} for n in [*steps, "responses"]), "all"]:
-                alive = {} if failed == "all" else {n: c for n, c in live.items() if n not in failed}
-                x, y = a.plan(failed, alive), b.plan(failed, alive)
-                assert (x.frontiers, x.actions, sorted(x.replay)) == (y.frontiers, y.actions, sorted(y.replay)), (
-                    what, failed)
-        new.close()
-        with Monitor.open(tmp_path / f"new{epochs}" / "meta.sqlite") as m:
-            assert len(m.checkpoints("responses")) == len(new.available["responses"])
-        sizes[epochs] = (tmp_path / f"new{epochs}" / "meta.sqlite").stat().st_size
-    assert sizes[400] == sizes[40], sizes

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -116,35 +116,6 @@ class Planner:
             es = sorted(set(epochs))
             self.available[n] = es[-1:] if n in self.stateless else es
         self._dirty = True
-
-    def settle(self, watermarks: Callable[[Planner], Mapping[str, int]] | None = None) -> None:
-        """A new driver's start: drop an external output's epochs below the watermark garbage collection
-        prunes it at.
-
-        An output's manifests are never collected (they prove what it
-        acknowledged), so :meth:`know` is given every epoch it ever
-        committed; kept, they made every restart's rebuild of the monitor's
-        database write (and then discard) a row per epoch of the whole run,
-        so its file, its write-ahead log and the restart's plan grew with the
-        run's length. ``watermarks`` must be the function garbage collection
-        prunes with (the executor's: the low-watermarks *with retention*,
-        :func:`~falkirk.spark.pipeline.run.retention.retained_watermarks`,
-        which keep the output's epochs an older restore point of its
-        producers may fall back to); it is called with an in-memory copy of
-        this planner, so the database is built once, from what is kept.
-        Default: the plain low-watermarks (``retain=1``). What is dropped is
-        what the driver before had dropped at its garbage collections: plans
-        and watermarks are those a running driver would give, also after a
-        frontier is forgotten or truncated.
-        """
-        outs = [n for n in sorted(self.outputs) if len(self.available.get(n, ())) > 1]
-        if not outs:
-            return
-        probe = self.copy()
-        marks = watermarks(probe) if watermarks is not None else probe.watermarks()
-        for n in outs:
-            if marks[n] >= 0:
-                self.prune(n, marks[n])
 
     # -- reports ----------------------------------------------------------------------
     def record(self, step: str, epoch: int) -> None:

@@ -49,7 +49,7 @@ from falkirk.spark.pipeline.run.probe import check_shared, is_local_master
 from falkirk.spark.pipeline.run.progress import Progress
 from falkirk.spark.pipeline.run.queues import Queues
 from falkirk.spark.pipeline.run.recovery import Rollback
-from falkirk.spark.pipeline.run.retention import collect, retained_watermarks
+from falkirk.spark.pipeline.run.retention import collect
 from falkirk.spark.pipeline.run.runners import make_runner
 from falkirk.spark.pipeline.run.session import local_session, take_start_seconds
 from falkirk.spark.pipeline.run.start import record_changes, recover_root
@@ -163,8 +163,6 @@ class Executor:
             state.high[n] = self._inputs_read(n, recorded[n])
             available[n] = [e for e in available[n] if e <= state.high[n]]
         planner.know(available)
-        # an output's epochs below the watermark garbage collection prunes it at: not rebuilt into meta.sqlite
-        planner.settle(lambda probe: retained_watermarks(pipeline, probe, runners))
         self.rollback = Rollback(self.context, state, self.progress, self.cpu)
         self.lost = ExecutorWatch(self.spark, self._note)
         self.codegen = CodegenWatch(self.spark, self._note)
