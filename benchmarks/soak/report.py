@@ -108,9 +108,10 @@ def summarise(events: list[dict[str, Any]]) -> dict[str, Any]:
             within_slope((e["driver"], e["age"], e["heap_live"]) for e in heap), longest)
     starts = [e for e in events if e["event"] == "driver-start"]
     first: dict[int, float] = {}
+    load: dict[int, Any] = {}  # at the end of each driver's first epoch
     for e in epochs:
         first.setdefault(e["driver"], e["t"])
-    load = {e["driver"]: e.get("load") for e in reversed(epochs)}  # at the end of each driver's first epoch
+        load.setdefault(e["driver"], e.get("load"))
     restarts = [(s["progress"], first[s["driver"]] - s["t"], load[s["driver"]])
                 for s in starts if s["driver"] in first and s["progress"] >= 0]
     trends["restart_seconds"] = _trend(slope([r[0] for r in restarts], [r[1] for r in restarts]), span)
