@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from falkirk.solver import Checkpoint
 from falkirk.solver.monitor.store import SQLiteStore
@@ -212,3 +216,179 @@ def test_a_batch_makes_an_epoch_one_monitor_transaction(tmp_path: Path) -> None:
             m._check()
             snaps.append(m.snapshot())
     assert snaps[0] == snaps[1]
+
+
+class _Markers:
+    """A stateless step's complete markers as its runner lists them: the newest ``retain`` epochs it completed."""
+
+    def __init__(self, retain: int) -> None:
+        self.retain, self.done = retain, -1
+
+    def available(self) -> list[int]:
+        return list(range(max(0, self.done - self.retain + 1), self.done + 1))
+
+
+_STEPS = ["events", "queries", "parse_batch", "heavy", "parse_graph", "cc", "answer", "stats"]
+
+
+def _restart(
+    tmp: Path, epochs: int, every: int, chain: int = 1
+) -> tuple[Planner, Planner, Planner, dict[str, int], Callable[[Planner], dict[str, int]]]:
+    """A driver that ran ``epochs`` epochs (``cc`` checkpointing every ``every``, a snapshot every ``chain``-th
+    checkpoint and deltas between) with ``retain=2`` garbage collection as
+    :func:`~falkirk.spark.pipeline.run.retention.collect` does it, then what a new driver finds in storage given to
+    two planners: ``old`` as found (every epoch the output committed), ``new`` after
+    :func:`~falkirk.spark.pipeline.run.retention.settle`. Returns ``(run, old, new, settled, retained)``, the last
+    computing the low-watermarks with retention that garbage collection deletes below."""
+    from falkirk.spark.pipeline.run.retention import retained_watermarks, settle
+
+    pipe = build(tmp / "root", None)
+    assert pipe.retain == 2 and pipe.gc and pipe.durable
+    markers = {n: _Markers(pipe.retain) for n in pipe.order if pipe.stateless(n)}
+    run = _planner(tmp / "run", False)
+    acked = {n: -1 for n in pipe.inputs}
+    for e in range(epochs):
+        for n in ["events", "queries", "parse_batch", "heavy", "parse_graph", "answer", "stats", "responses"]:
+            run.record(n, e)
+        if (e + 1) % every == 0:
+            run.record("cc", e)
+        for m in markers.values():
+            m.done = e
+        lw = retained_watermarks(pipe, run, markers)  # type: ignore[arg-type]
+        for n in pipe.order:
+            if n in pipe.inputs:  # InputRunner.collect: acknowledged up to its and its consumers' watermark
+                acked[n] = max(acked[n], min([lw[n], *(lw[q] for q in pipe.consumers(n))]))
+            elif not pipe.stateless(n) and lw[n] >= 0:
+                run.prune(n, lw[n])
+    # storage: each stateful step's kept restore points, an input's cuts from its acknowledged epoch on, every
+    # epoch the output committed (its manifests are never collected)
+    found = {n: list(range(max(acked[n], 0), epochs)) for n in pipe.inputs}
+    found |= {n: m.available() for n, m in markers.items() if n not in pipe.inputs}
+    found |= {n: list(run.available[n]) for n in ["cc", "stats"]} | {"responses": list(range(epochs))}
+    # the stateful steps' checkpoints from the snapshot their oldest kept one needs (IncrementalCheckpoints.floor):
+    # restorable too
+    cc_written = [e for e in range(epochs) if (e + 1) % every == 0]
+    for n, written in [("cc", cc_written), ("stats", list(range(epochs)))]:
+        if found[n]:
+            floor = max(e for i, e in enumerate(written) if i % chain == 0 and e <= found[n][0])
+            found[n] = [e for e in written if e >= floor]
+    old = _planner(tmp / "old", False)
+    old.know(found)
+    (tmp / "new").mkdir()
+    new = _planner(tmp / "new", True)
+    new.know(found)
+    settled = settle(pipe, new, markers, found)  # type: ignore[arg-type]
+    return run, old, new, settled, lambda p: retained_watermarks(pipe, p, markers)  # type: ignore[arg-type]
+
+
+def _truncating(step: str, keep: int) -> Callable[[Planner], None]:
+    return lambda p: p.truncate(step, keep)
+
+
+def _same_plans(
+    a: Planner, b: Planner, done: int, what: object, retained: Callable[[Planner], dict[str, int]]
+) -> None:
+    assert a.watermarks() == b.watermarks() and retained(a) == retained(b), what
+    live = _live(done)
+    for failed in [*({n} for n in [*_STEPS, "responses"]), "all"]:
+        alive = {} if failed == "all" else {n: c for n, c in live.items() if n not in failed}
+        x, y = a.plan(failed, alive), b.plan(failed, alive)
+        assert (x.frontiers, x.actions, sorted(x.replay)) == (y.frontiers, y.actions, sorted(y.replay)), (what, failed)
+
+
+def test_a_new_driver_does_not_rebuild_every_output_epoch_of_the_run(tmp_path: Path) -> None:
+    """Found by the 2,000-epoch local soak: an output's manifests are never collected, so a new driver's planner
+    was given every epoch the output ever committed and rebuilt ``meta.sqlite`` with a row per epoch of the whole
+    run (then discarded them): the file, its write-ahead log and the restart's plan grew with the run's length.
+    ``settle`` drops the output epochs below its oldest restore point (and below the output's watermark with
+    retention): the planner holds no more than a few epochs beyond what the running driver held, its plans equal
+    those of a planner given every epoch, also when recovery forgets a corrupt checkpoint, takes out a damaged
+    output epoch or limits a changed step, and the database's size does not depend on the run's length."""
+    from falkirk.solver.monitor import Monitor
+
+    rows = {}
+    for epochs in (40, 400):
+        run, old, new, settled, retained = _restart(tmp_path / str(epochs), epochs, 3)
+        assert set(run.available["responses"]) <= set(new.available["responses"])
+        assert len(new.available["responses"]) <= 8 < len(old.available["responses"]) == epochs  # cc: every 3
+        assert settled == {"responses": new.available["responses"][0]}
+        def every_cc_corrupt(p: Planner) -> None:
+            for e in list(p.available["cc"]):
+                p.forget("cc", e)
+
+        recoveries: dict[str, Callable[[Planner], None]] = {  # what recovery does to a trial copy first
+            "as found": lambda p: None,
+            "cc's newest checkpoint corrupt": lambda p: p.forget("cc", p.available["cc"][-1]),
+            "cc's every checkpoint corrupt": every_cc_corrupt,
+            "an output epoch damaged": _truncating("responses", epochs - 6),
+            "answer's code changed": _truncating("answer", epochs - 5),
+        }
+        for what, change in recoveries.items():
+            a, b = old.copy(), new.copy()
+            change(a)
+            change(b)
+            _same_plans(a, b, epochs - 1, what, retained)
+        assert new.watermarks() == old.watermarks()  # builds the database, from what settle kept
+        new.close()
+        with Monitor.open(tmp_path / str(epochs) / "new" / "meta.sqlite") as m:
+            rows[epochs] = len(m.checkpoints("responses"))
+        assert rows[epochs] == len(new.available["responses"])
+    assert rows[400] == rows[40]
+
+
+def test_without_garbage_collection_a_new_driver_keeps_every_output_epoch(tmp_path: Path) -> None:
+    """``gc=False``: a running driver keeps every frontier and storage every restore point, so ``settle`` drops
+    nothing (a corrupt incremental delta falls back to the oldest snapshot with its output epoch)."""
+    from falkirk.spark.pipeline.run.retention import settle
+
+    pipe = build(tmp_path / "root", None, gc=False)
+    p = _planner(tmp_path, False)
+    _feed(p, 30)
+    found = {**p.available, "responses": list(range(30))}
+    p.know(found)
+    assert settle(pipe, p, {}, found) == {} and p.available["responses"] == list(range(30))
+
+
+@settings(  # FALKIRK_SETTLE_EXAMPLES=1500: a deeper search (about 4 minutes)
+    max_examples=int(os.environ.get("FALKIRK_SETTLE_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    epochs=st.integers(2, 60),
+    every=st.integers(1, 7),
+    chain=st.integers(1, 4),
+    changes=st.lists(
+        st.tuples(
+            st.sampled_from(["forget", "truncate"]), st.sampled_from([*_STEPS, "responses"]), st.floats(0, 1)
+        ),
+        max_size=3,
+    ),
+)
+def test_settled_plans_equal_those_given_every_output_epoch(
+    tmp_path_factory: pytest.TempPathFactory,
+    epochs: int,
+    every: int,
+    chain: int,
+    changes: list[tuple[str, str, float]],
+) -> None:
+    """Property: after ``settle``, whatever recovery then forgets (a corrupt restore point, a damaged output epoch)
+    or truncates (a rollback, a changed step's limit), at any epoch, with full or incremental checkpoints (the
+    deltas' snapshot below the watermark stays in storage, a restore point a running driver no longer plans with),
+    a new driver plans and garbage-collects exactly as one given every output epoch of the run would, for every
+    failed step and for a restart."""
+    _, old, new, _, retained = _restart(tmp_path_factory.mktemp("settle"), epochs, every, chain)
+    a, b = old.copy(), new.copy()
+    new.close()
+    for what, step, where in changes:
+        if what == "forget":
+            have = a.available[step]
+            if have:
+                e = have[min(int(where * len(have)), len(have) - 1)]
+                a.forget(step, e)
+                b.forget(step, e)
+        else:
+            e = int(where * epochs) - 1
+            a.truncate(step, e)
+            b.truncate(step, e)
+    _same_plans(a, b, epochs - 1, changes, retained)

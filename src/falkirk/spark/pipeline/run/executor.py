@@ -49,7 +49,7 @@ from falkirk.spark.pipeline.run.probe import check_shared, is_local_master
 from falkirk.spark.pipeline.run.progress import Progress
 from falkirk.spark.pipeline.run.queues import Queues
 from falkirk.spark.pipeline.run.recovery import Rollback
-from falkirk.spark.pipeline.run.retention import collect
+from falkirk.spark.pipeline.run.retention import collect, settle
 from falkirk.spark.pipeline.run.runners import make_runner
 from falkirk.spark.pipeline.run.session import local_session, take_start_seconds
 from falkirk.spark.pipeline.run.start import record_changes, recover_root
@@ -163,6 +163,8 @@ class Executor:
             state.high[n] = self._inputs_read(n, recorded[n])
             available[n] = [e for e in available[n] if e <= state.high[n]]
         planner.know(available)
+        # output epochs no plan can choose any more: not rebuilt into meta.sqlite
+        settle(pipeline, planner, runners, available)
         self.rollback = Rollback(self.context, state, self.progress, self.cpu)
         self.lost = ExecutorWatch(self.spark, self._note)
         self.codegen = CodegenWatch(self.spark, self._note)

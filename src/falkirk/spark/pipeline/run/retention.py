@@ -7,12 +7,14 @@ low-watermarks as if each stateful step's newest ``retain - 1`` checkpoints
 were lost, so a corrupt or deleted latest checkpoint can still fall back to
 an older one with everything it needs (``Pipeline(retain=1)``: the plain
 low-watermarks). :func:`collect` then asks every runner to delete what lies
-below.
+below. :func:`settle` drops, at a new driver's start, the output epochs no
+plan can choose any more (their manifests stay: they prove what was
+acknowledged).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from falkirk.spark.pipeline.plan.planner import epoch_of
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
     from falkirk.spark.pipeline.run.state import RunState
     from falkirk.spark.pipeline.store.storage import Storage
 
-__all__ = ["retained_watermarks", "collect"]
+__all__ = ["retained_watermarks", "collect", "settle"]
 
 
 def retained_watermarks(
@@ -87,3 +89,61 @@ def collect(
     if sweep:
         storage.sweep_unpublished()  # what failed steps of this driver wrote; a crashed driver's: at start-up
     planner.compact()
+
+
+def settle(
+    pipeline: Definition,
+    planner: Planner,
+    runners: Mapping[str, Runner],
+    found: Mapping[str, Sequence[int]],
+) -> dict[str, int]:
+    """A new driver's start (with garbage collection): drop each output's epochs no plan can choose any more
+    from ``planner`` (not from storage). Returns, per output settled, the epoch below which it was dropped.
+
+    An output's manifests are never collected (they prove what it
+    acknowledged), so a new driver finds every epoch an output committed in
+    the whole run; given them all, its planner rebuilt the monitor's
+    database with a row per epoch of the run (which garbage collection
+    then discarded), so ``meta.sqlite``, its write-ahead log, the journal's
+    record of each recovery and the restart's plan grew with the run's
+    length. A running driver drops them from its planner at each garbage
+    collection (below the output's low-watermark with retention); this does
+    the same at a start, and keeps more:
+
+    * every epoch at or above the oldest frontier any stateful step or
+      input still has in storage (a restore point, an input's oldest cut),
+      and the newest one below it. Whatever a plan chooses for such a step
+      (one of its restore points, or nothing), the output's frontier is the
+      newest epoch it committed at or below what its producers' frontiers
+      allow, and that is kept: a restart that finds a restore point corrupt
+      falls back to an older one with the output epoch it needs (and a
+      frontier projected a little lower still finds one);
+    * every epoch at or above its low-watermark with retention (the newest
+      ``retain`` of an output fed by stateless steps only).
+
+    Without garbage collection (``Pipeline(gc=False)``) nothing is dropped:
+    a running driver keeps every frontier, and storage every restore point.
+    The low-watermarks are solved on an in-memory copy, so the database is
+    built once, from what is kept.
+    """
+    if not (pipeline.gc and pipeline.durable):
+        return {}
+    available = planner.available
+    outputs = [n for n in sorted(planner.outputs) if len(available.get(n, ())) > 1]
+    if not outputs:
+        return {}
+    points = [
+        es[0]
+        for n, es in found.items()
+        if es and n not in planner.outputs and (n in pipeline.inputs or not pipeline.stateless(n))
+    ]
+    lw = retained_watermarks(pipeline, planner.copy(), runners)
+    settled = {}
+    for n in outputs:
+        below = lw[n]
+        if points:
+            below = min(below, max((e for e in available[n] if e < min(points)), default=-1))
+        if below > available[n][0]:
+            planner.prune(n, below)
+            settled[n] = below
+    return settled
