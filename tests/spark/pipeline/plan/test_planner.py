@@ -247,6 +247,7 @@ def _restart(
     markers = {n: _Markers(pipe.retain) for n in pipe.order if pipe.stateless(n)}
     run = _planner(tmp / "run", False)
     acked = {n: -1 for n in pipe.inputs}
+    log_above = -1  # heavy's log: its epochs above its consumer's watermark stay
     for e in range(epochs):
         for n in ["events", "queries", "parse_batch", "heavy", "parse_graph", "answer", "stats", "responses"]:
             run.record(n, e)
@@ -256,28 +257,29 @@ def _restart(
             m.done = e
         lw = retained_watermarks(pipe, run, markers)  # type: ignore[arg-type]
         for n in pipe.order:
+            below = min((lw[q] for q in pipe.consumers(n)), default=lw[n])
             if n in pipe.inputs:  # InputRunner.collect: acknowledged up to its and its consumers' watermark
-                acked[n] = max(acked[n], min([lw[n], *(lw[q] for q in pipe.consumers(n))]))
-            elif not pipe.stateless(n) and lw[n] >= 0:
+                acked[n] = max(acked[n], min(lw[n], below))
+            elif not pipe.stateless(n) and lw[n] >= 0:  # StepRunner.collect: stateful steps and the output
                 run.prune(n, lw[n])
+            if pipe.steps.get(n) and pipe.steps[n].regime.logs:  # heavy: its log above its consumers' watermark
+                log_above = max(log_above, below)
     # storage: each stateful step's kept restore points, an input's cuts from its acknowledged epoch on, every
     # epoch the output committed (its manifests are never collected)
     found = {n: list(range(max(acked[n], 0), epochs)) for n in pipe.inputs}
     found |= {n: m.available() for n, m in markers.items() if n not in pipe.inputs}
     found |= {n: list(run.available[n]) for n in ["cc", "stats"]} | {"responses": list(range(epochs))}
-    # the stateful steps' checkpoints from the snapshot their oldest kept one needs (IncrementalCheckpoints.floor):
-    # restorable too
-    cc_written = [e for e in range(epochs) if (e + 1) % every == 0]
-    for n, written in [("cc", cc_written), ("stats", list(range(epochs)))]:
-        if found[n]:
-            floor = max(e for i, e in enumerate(written) if i % chain == 0 and e <= found[n][0])
-            found[n] = [e for e in written if e >= floor]
+    # cc's checkpoints from the snapshot its oldest kept one needs (IncrementalCheckpoints.floor): restorable too
+    written = [e for e in range(epochs) if (e + 1) % every == 0]
+    if found["cc"]:
+        floor = max(e for i, e in enumerate(written) if i % chain == 0 and e <= found["cc"][0])
+        found["cc"] = [e for e in written if e >= floor]
     old = _planner(tmp / "old", False)
     old.know(found)
     (tmp / "new").mkdir()
     new = _planner(tmp / "new", True)
     new.know(found)
-    settled = settle(pipe, new, markers, found)  # type: ignore[arg-type]
+    settled = settle(pipe, new, markers, found, {"heavy": list(range(log_above + 1, epochs))})  # type: ignore[arg-type]
     return run, old, new, settled, lambda p: retained_watermarks(pipe, p, markers)  # type: ignore[arg-type]
 
 
@@ -338,7 +340,8 @@ def test_a_new_driver_does_not_rebuild_every_output_epoch_of_the_run(tmp_path: P
 
 def test_without_garbage_collection_a_new_driver_keeps_every_output_epoch(tmp_path: Path) -> None:
     """``gc=False``: a running driver keeps every frontier and storage every restore point, so ``settle`` drops
-    nothing (a corrupt incremental delta falls back to the oldest snapshot with its output epoch)."""
+    nothing (what that allows, a corrupt incremental delta falling back to the oldest snapshot with its output
+    epoch, is tests/spark/pipeline/run/test_incremental.py's)."""
     from falkirk.spark.pipeline.run.retention import settle
 
     pipe = build(tmp_path / "root", None, gc=False)
@@ -346,7 +349,7 @@ def test_without_garbage_collection_a_new_driver_keeps_every_output_epoch(tmp_pa
     _feed(p, 30)
     found = {**p.available, "responses": list(range(30))}
     p.know(found)
-    assert settle(pipe, p, {}, found) == {} and p.available["responses"] == list(range(30))
+    assert settle(pipe, p, {}, found, {}) == {} and p.available["responses"] == list(range(30))
 
 
 @settings(  # FALKIRK_SETTLE_EXAMPLES=1500: a deeper search (about 4 minutes)

@@ -164,7 +164,8 @@ class Executor:
             available[n] = [e for e in available[n] if e <= state.high[n]]
         planner.know(available)
         # output epochs no plan can choose any more: not rebuilt into meta.sqlite
-        settle(pipeline, planner, runners, available)
+        logged = {n: self.storage.epochs(n, "log") for n, s in pipeline.steps.items() if s.regime.logs}
+        settle(pipeline, planner, runners, available, logged)
         self.rollback = Rollback(self.context, state, self.progress, self.cpu)
         self.lost = ExecutorWatch(self.spark, self._note)
         self.codegen = CodegenWatch(self.spark, self._note)

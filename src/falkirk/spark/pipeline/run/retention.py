@@ -96,9 +96,12 @@ def settle(
     planner: Planner,
     runners: Mapping[str, Runner],
     found: Mapping[str, Sequence[int]],
+    logged: Mapping[str, Sequence[int]],
 ) -> dict[str, int]:
     """A new driver's start (with garbage collection): drop each output's epochs no plan can choose any more
-    from ``planner`` (not from storage). Returns, per output settled, the epoch below which it was dropped.
+    from ``planner`` (not from storage). ``found``: each node's frontiers the new driver found in storage;
+    ``logged``: each logging step's log epochs in storage. Returns, per output settled, the epoch below which
+    it was dropped.
 
     An output's manifests are never collected (they prove what it
     acknowledged), so a new driver finds every epoch an output committed in
@@ -110,16 +113,17 @@ def settle(
     collection (below the output's low-watermark with retention); this does
     the same at a start, and keeps more:
 
-    * every epoch at or above the oldest frontier any stateful step or
-      input still has in storage (a restore point, an input's oldest cut),
-      and the newest one below it. Whatever a plan chooses for such a step
-      (one of its restore points, or nothing), the output's frontier is the
-      newest epoch it committed at or below what its producers' frontiers
-      allow, and that is kept: a restart that finds a restore point corrupt
-      falls back to an older one with the output epoch it needs (and a
-      frontier projected a little lower still finds one);
-    * every epoch at or above its low-watermark with retention (the newest
-      ``retain`` of an output fed by stateless steps only).
+    * every epoch at or above the oldest epoch storage still lets any step
+      restart from — a stateful step's restore point, an input's oldest
+      cut, the epoch before a logging step's oldest logged epoch (its
+      consumers replay the log from there; with ``concurrency > 1`` a slow
+      consumer keeps it far behind the others) — and the newest one below
+      it. However far back a recovery then takes a step (a restore point
+      found corrupt, a damaged output epoch taken out, a changed step's
+      limit), its producers restart from one of those or from nothing, and
+      the output's frontier is the newest epoch it committed at or below
+      what they allow: that epoch is kept;
+    * every epoch at or above its low-watermark with retention.
 
     Without garbage collection (``Pipeline(gc=False)``) nothing is dropped:
     a running driver keeps every frontier, and storage every restore point.
@@ -137,6 +141,7 @@ def settle(
         for n, es in found.items()
         if es and n not in planner.outputs and (n in pipeline.inputs or not pipeline.stateless(n))
     ]
+    points += [es[0] - 1 for es in logged.values() if es]
     lw = retained_watermarks(pipeline, planner.copy(), runners)
     settled = {}
     for n in outputs:
