@@ -98,10 +98,10 @@ def settle(
     found: Mapping[str, Sequence[int]],
     logged: Mapping[str, Sequence[int]],
 ) -> dict[str, int]:
-    """A new driver's start (with garbage collection): drop each output's epochs no plan can choose any more
-    from ``planner`` (not from storage). ``found``: each node's frontiers the new driver found in storage;
-    ``logged``: each logging step's log epochs in storage. Returns, per output settled, the epoch below which
-    it was dropped.
+    """A new driver's start (with garbage collection): drop each output's epochs no recovery that can be
+    carried out would choose, from ``planner`` (not from storage). ``found``: each node's frontiers the new
+    driver found in storage; ``logged``: each logging step's log epochs in storage. Returns, per output
+    settled, the epoch below which it was dropped.
 
     An output's manifests are never collected (they prove what it
     acknowledged), so a new driver finds every epoch an output committed in
@@ -113,22 +113,28 @@ def settle(
     collection (below the output's low-watermark with retention); this does
     the same at a start, and keeps more:
 
-    * every epoch at or above the oldest epoch storage still lets any step
-      restart from — a stateful step's restore point, an input's oldest
-      cut, the epoch before a logging step's oldest logged epoch (its
-      consumers replay the log from there; with ``concurrency > 1`` a slow
-      consumer keeps it far behind the others) — and the newest one below
-      it. However far back a recovery then takes a step (a restore point
-      found corrupt, a damaged output epoch taken out, a changed step's
-      limit), its producers restart from one of those or from nothing, and
-      the output's frontier is the newest epoch it committed at or below
-      what they allow: that epoch is kept;
+    * every epoch at or above the oldest epoch storage still holds data
+      to re-run from — an input's oldest cut, the epoch before a logging
+      step's oldest logged epoch (with ``concurrency > 1`` a slow consumer
+      keeps a log far behind the input's cuts), a stateful step's oldest
+      restore point — and the newest one below it. An output put back to
+      epoch ``e`` re-runs the epochs after ``e`` (their results for epochs
+      it committed are discarded, but they are computed), and their data
+      comes from an input's cuts or a step's log: a restored checkpoint
+      gives state, not data. So a plan that puts an output below every
+      input's and log's oldest epoch needs deleted data and is refused with
+      or without this; every plan that can be carried out finds its epoch
+      kept. (A refusal may then name an earlier deleted epoch than it would
+      have: the planner falls back further before the check finds the
+      data gone.) The restore points are a margin the argument does not
+      need;
     * every epoch at or above its low-watermark with retention.
 
     Without garbage collection (``Pipeline(gc=False)``) nothing is dropped:
     a running driver keeps every frontier, and storage every restore point.
-    The low-watermarks are solved on an in-memory copy, so the database is
-    built once, from what is kept.
+    The low-watermarks with retention are solved on an in-memory copy (two
+    solves with ``retain >= 2``, and a listing of each stateless node's
+    markers), so the database is built once, from what is kept.
     """
     if not (pipeline.gc and pipeline.durable):
         return {}
