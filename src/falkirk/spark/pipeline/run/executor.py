@@ -163,7 +163,7 @@ class Executor:
             state.high[n] = self._inputs_read(n, recorded[n])
             available[n] = [e for e in available[n] if e <= state.high[n]]
         planner.know(available)
-        # output epochs no plan can choose any more: not rebuilt into meta.sqlite
+        # output epochs no recovery that can be carried out would choose: not rebuilt into meta.sqlite
         logged = {n: self.storage.epochs(n, "log") for n, s in pipeline.steps.items() if s.regime.logs}
         settle(pipeline, planner, runners, available, logged)
         self.rollback = Rollback(self.context, state, self.progress, self.cpu)

@@ -8,8 +8,8 @@ were lost, so a corrupt or deleted latest checkpoint can still fall back to
 an older one with everything it needs (``Pipeline(retain=1)``: the plain
 low-watermarks). :func:`collect` then asks every runner to delete what lies
 below. :func:`settle` drops, at a new driver's start, the output epochs no
-plan can choose any more (their manifests stay: they prove what was
-acknowledged).
+recovery that can be carried out would choose (their manifests stay: they
+prove what was acknowledged).
 """
 
 from __future__ import annotations
