@@ -149,6 +149,9 @@ class Executor:
         for n in fusions(pipeline, logged=True):  # unlogged steps their consumer's job computes
             runners[n].fusable = True
             runners[n].fuse = not pipeline.steps[n].regime.logs
+        if self.workers == 1 and durable:  # a state checkpoint waits until its epoch's outputs committed
+            for r in runners.values():
+                r.defer_checkpoints = True
         self.fused = FusedRecords(self.frames)
         self.state = state = RunState(
             pipeline, runners, Queues(pipeline.edges, self.frames), planner, journal
@@ -241,13 +244,18 @@ class Executor:
         """The next task is the lowest epoch some node has not completed, at the first such node."""
         state = self.state
         attempts: dict[tuple[str, int], int] = {}
-        finished = state.lowest()
+        finished = self.steps.ended = state.lowest()
         while True:
             lo = state.lowest() + 1
             failed_between = False
             while finished < lo - 1:
                 finished += 1
-                self.end_of_epoch(finished)
+                try:
+                    self.end_of_epoch(finished)
+                except StepFailure as exc:  # a state checkpoint left to the epoch's end was not written
+                    self.handle([(exc.step, exc.epoch, exc)], exc.step, exc.epoch, attempts)
+                    failed_between = True
+                    break
                 due = self.injector.after(finished)
                 if due:  # every step has completed ``finished``: these fail between epochs
                     self.recover_after(due, finished)
@@ -323,6 +331,7 @@ class Executor:
         thread; and of what this driver wrote and never published only when none is), the planner's commit,
         the epoch's line."""
         journal = self.state.journal
+        self.steps.write_checkpoints(epoch)  # before garbage collection: they are the steps' new frontiers
         if self.pipeline.gc and self.pipeline.durable:
             collect(self.state, self.storage, sweep=not busy, busy=busy)
         # every output committed it
@@ -339,6 +348,7 @@ class Executor:
 
     def close(self) -> None:
         """Release the database connections, the monitor and cached DataFrames."""
+        self.steps.checkpoints_due.clear()
         for r in self.state.runners.values():
             r.lose()
         self.state.queues.clear()

@@ -45,7 +45,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from attrs import asdict, define, field, frozen
+from attrs import asdict, define, evolve, field, frozen
 
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.store.rootfs import Root
@@ -242,6 +242,31 @@ class Journal:
         # the first record did not know its rows (a fused step whose consumer failed)
         if first.rows < 0 <= rows:
             self._first[(step, epoch)] = ex
+        self._write(ex)
+
+    def add_cost(self, step: str, epoch: int, seconds: float, cpu: float | None) -> None:
+        """Add to the newest execution of ``step`` at ``epoch`` the cost of work it left to later (a state
+        checkpoint written at the end of the epoch, :meth:`Steps.write_checkpoints
+        <falkirk.spark.pipeline.run.steps.Steps.write_checkpoints>`): its seconds, and its CPU where both
+        are measured."""
+        for i in range(len(self.executions) - 1, -1, -1):
+            ex = self.executions[i]
+            if ex.step == step and ex.epoch == epoch:
+                break
+        else:
+            return
+        more = evolve(
+            ex, seconds=ex.seconds + seconds, cpu=None if ex.cpu is None or cpu is None else ex.cpu + cpu
+        )
+        self.executions[i] = more
+        if self._first.get((step, epoch)) is ex:
+            self._first[(step, epoch)] = more
+        if not ex.discarded:
+            self._write(more)
+
+    def _write(self, ex: Execution) -> None:
+        """Record ``ex`` under the root (the step's epoch's record, with the first execution's measurements)."""
+        step, epoch = ex.step, ex.epoch
         if self.root is not None:
             doc = {
                 **asdict(ex),

@@ -68,6 +68,11 @@ class Runner:
         #: when the last execution's epoch became available (an input: its cut) or was committed (an output)
         self.cut_at: float | None = None
         self.committed_at: float | None = None
+        #: set by the executor (a sequential run): a state checkpoint is written at the end of its epoch,
+        #: after the epoch's outputs committed, not inside the step's execution (:meth:`StepRunner.write_deferred`)
+        self.defer_checkpoints = False
+        #: the checkpoint left to the end of the epoch: ``(epoch, state, rows)``
+        self.deferred: tuple[int, DataFrame, int] | None = None
 
     def available(self) -> list[int]:
         """Epochs of the frontiers persisted for this node (what the planner starts from)."""
@@ -249,9 +254,23 @@ class StepRunner(Runner):
 
         if regime.logs and durable:
             write("log")
+        self.deferred = None
+        defer = (
+            self.defer_checkpoints
+            and new_state is not None
+            # a step checkpointed every epoch (Eager, Lazy(every=1)) is so that no committed epoch is computed
+            # again: its checkpoint is published before its consumers run, as it is made
+            and getattr(regime, "every", 1) > 1
+            and not getattr(regime, "incremental", False)  # a delta compares with the state before: not kept
+        )
         if regime.takes_state and regime.checkpoints_at(epoch) and durable:
             if new_state is None:
                 pending.append(Manifest(self.name, "checkpoint", epoch, 0, extra={"empty": True}))
+            elif defer:
+                # off the epoch's critical path: its outputs commit first (write_deferred writes it); the count
+                # materialises the state (the checkpoint's job would), the write reads it from memory
+                known = rows if new_state is out and rows >= 0 else None
+                self.deferred = (epoch, new_state, new_state.count() if known is None else known)
             else:
                 pending.append(
                     self.checkpoints.write(new_state, self.state, epoch, rows if new_state is out else None)
@@ -273,17 +292,34 @@ class StepRunner(Runner):
         elif output:
             # written (falkirk off: nothing is published, the latency still counts)
             self.committed_at = time.time()
-        if regime.stateless or regime.checkpoints_at(epoch) or isinstance(regime, Output):
+        recorded = regime.stateless or regime.checkpoints_at(epoch) or isinstance(regime, Output)
+        if recorded and self.deferred is None:
             ctx.record(self.name, epoch)
         if regime.takes_state:
             ctx.frames.release(self.state)
             self.state = new_state
         return out, rows
 
+    def write_deferred(self) -> int | None:
+        """Write the state checkpoint :meth:`execute` left to the end of its epoch (its manifest published, the
+        epoch recorded as the step's frontier); the epoch written, ``None`` if none was due. Dropped, not
+        written, where the state it was to write is no longer the step's (a recovery reset the step): the
+        frontier then stays at the checkpoint before, as after a crash before the write."""
+        deferred, self.deferred = self.deferred, None
+        if deferred is None:
+            return None
+        epoch, state, rows = deferred
+        if state is not self.state:
+            return None
+        self.storage.put(self.checkpoints.write(state, None, epoch, rows))
+        self.ctx.record(self.name, epoch)
+        return epoch
+
     # -- failures and rollback ----------------------------------------------------------------
     def lose(self) -> None:
         self.ctx.frames.release(self.state)
         self.state = None
+        self.deferred = None
         self.checkpoints.lose()
         self.committed = set()
 
@@ -294,6 +330,7 @@ class StepRunner(Runner):
         storage = self.storage
         keep = {e for e in committed or () if e > frontier} if isinstance(self.regime, Output) else set()
         self.committed = keep
+        self.deferred = None
         if self.regime.takes_state:
             self.ctx.frames.release(self.state)
             self.state = None

@@ -11,7 +11,12 @@
    comes out as :class:`~falkirk.spark.errors.StepFailure` (or the error
    that stops the run);
 3. :meth:`Steps.complete` (the run's thread): the node's progress, its output
-   queued for its consumers, the journal; or :meth:`Steps.abandon`.
+   queued for its consumers, the journal; or :meth:`Steps.abandon`;
+4. in a sequential run, :meth:`Steps.write_checkpoints` (the run's thread, at
+   the end of the epoch, after the epoch's outputs committed): the state
+   checkpoints the executions left there, their cost added to their
+   executions' journal records (a redo in a recovery, of an epoch whose end
+   has passed, writes its checkpoint when it completes).
 
 What a runner tells the planner from a pool thread waits in
 :class:`PlannerRecords` until its task completes: the planner's SQLite
@@ -114,6 +119,11 @@ class Steps:
         self._failed_seen: int | None = None
         #: each output's inputs (response latency)
         self.upstream: dict[str, set[str]] = {}
+        #: the steps whose state checkpoint waits for the end of its epoch, and that epoch
+        self.checkpoints_due: dict[str, int] = {}
+        #: the last epoch whose end the run has passed (a sequential run's; a redo of an epoch up to it, in a
+        #: recovery, writes its checkpoint at once)
+        self.ended = -1
 
     def execute(self, name: str, epoch: int) -> None:
         """Execute ``name`` at ``epoch`` on this thread (the sequential run)."""
@@ -276,9 +286,61 @@ class Steps:
             self.fused.defer(name, epoch, finish, task.pending, list(task.inputs.values()))
         else:
             finish(rows)
+        deferred = state.runners[name].deferred
+        if deferred is not None and deferred[0] == epoch:
+            if epoch <= self.ended:  # a redo of an epoch whose end has passed (a recovery): written at once
+                self._write_checkpoint(name, epoch)
+            else:
+                self.checkpoints_due[name] = epoch
         for r in state.journal.progressed(state.done, c1):
             self.say(f"recovery {r.index} complete: every step is back where it was ({r.seconds:.2f} s)")
         self.frames.flush()
+
+    def write_checkpoints(self, epoch: int) -> None:
+        """Every node completed ``epoch`` (a sequential run): write the state checkpoints its executions left
+        to this point (:meth:`StepRunner.write_deferred
+        <falkirk.spark.pipeline.run.runners.StepRunner.write_deferred>`), in the pipeline's order, each in a
+        job group of its own, its time and CPU added to its execution's journal record. A write that fails
+        is the step's failure at ``epoch`` (:class:`~falkirk.spark.errors.StepFailure`, raised once the
+        others were written), as it was inside the step."""
+        self.ended = max(self.ended, epoch)
+        due, self.checkpoints_due = self.checkpoints_due, {}
+        first: BaseException | None = None
+        for name in self.pipeline.order:
+            if name not in due:
+                continue
+            try:
+                self._write_checkpoint(name, due[name])
+            except Exception as exc:  # noqa: BLE001 - raised below, after the other steps' writes
+                first = first or exc
+        if first is not None:
+            raise first
+
+    def _write_checkpoint(self, name: str, epoch: int) -> None:
+        state, runner = self.state, self.state.runners[name]
+        t0, c0 = time.perf_counter(), self.cpu.read() if self.cpu is not None else None
+        group = state.group = f"falkirk-{self.run_id}:{name}@{epoch}:checkpoint"
+        state.groups.add(group)  # cancelled by an interrupt, as a step's jobs are
+        state.running = f"{name}@{epoch} (its checkpoint)"
+        try:
+            with job_group(self.spark, group):
+                runner.write_deferred()  # type: ignore[attr-defined]
+        except (StepFailure, CorruptDataError, RecordError, PipelineError):
+            raise
+        except Exception as exc:
+            cause = root_cause(exc)
+            raise StepFailure(
+                name,
+                epoch,
+                f"{type(exc).__name__}: {cause} (writing its state checkpoint)",
+                deterministic=is_deterministic(exc, cause),
+            ) from exc
+        finally:
+            state.groups.discard(group)
+            self.records.drain(threading.get_ident())
+            c1 = self.cpu.read() if self.cpu is not None else None
+            cpu = None if c0 is None or c1 is None else max(0.0, c1[0] - c0[0])
+            state.journal.add_cost(name, epoch, time.perf_counter() - t0, cpu)
 
     def _latency(self, output: str, epoch: int, committed: float) -> None:
         """The response latency of ``output`` at ``epoch``: its commit time less the latest cut time of the
