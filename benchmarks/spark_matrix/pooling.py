@@ -5,6 +5,7 @@ the frontier and verdict, and the check of the advisor's predictions.
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import time
@@ -24,14 +25,16 @@ def summarise(raw: dict[str, Any], warmup: int, epochs: int) -> dict[str, Any]:
             "bytes_per_epoch": persisted / epochs, "load_average": os.getloadavg()}
 
 
-def round_robin(configs: list[str], drivers: int, one: Callable[[str, int], dict[str, Any]]) -> dict[str, Any]:
+def round_robin(configs: list[str], drivers: int, one: Callable[[str, int], dict[str, Any]],
+                nested: Sequence[str] = ()) -> dict[str, Any]:
     """``one(name, d)`` — configuration ``name`` measured by its driver ``d`` — for ``drivers`` rounds over the
-    configurations; each configuration's result (with several drivers :func:`pooled`, and :func:`per_driver`)."""
+    configurations; each configuration's result (with several drivers :func:`pooled`, ``nested`` as it says, and
+    :func:`per_driver`)."""
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
     for d in range(drivers):
         for name in configs:
             runs[name].append(one(name, d))
-    out = {name: rs[0] if drivers == 1 else pooled(rs) for name, rs in runs.items()}
+    out = {name: rs[0] if drivers == 1 else pooled(rs, nested) for name, rs in runs.items()}
     per_driver(out, runs)
     return out
 
@@ -50,24 +53,48 @@ def per_driver(out: dict[str, Any], runs: dict[str, list[dict[str, Any]]]) -> No
                 for axis, key in (("cpu", "cpu_median_s"), ("recovery_cpu", "recovery_cpu_s"))} for s in st}
 
 
-def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _median_tree(values: list[Any], key: str = "") -> Any:
+    """The drivers' ``values`` of one field: dicts field by field, numbers their median; a ``…caught_up`` count
+    that is ``None`` somewhere (never caught up: the latest) counted as infinite; anything else the first's."""
+    first = values[0]
+    if isinstance(first, dict) and all(isinstance(v, dict) for v in values):
+        return {k: _median_tree([v[k] for v in values], k) if all(k in v for v in values) else first[k]
+                for k in first}
+    if all(_number(v) for v in values):
+        return statistics.median(values)
+    if key.endswith("caught_up") and all(v is None or _number(v) for v in values):
+        m = statistics.median([math.inf if v is None else v for v in values])
+        return None if m == math.inf else m
+    return first
+
+
+def pooled(runs: list[dict[str, Any]], nested: Sequence[str] = ()) -> dict[str, Any]:
     """One configuration measured by several drivers: every number the median of the drivers' (so ``cpu_median_s`` is
-    the median of their per-epoch medians), ``identical`` only if every driver's was; the rest (regimes, advice,
-    per-epoch lists) the first driver's, and each driver's numbers under ``drivers``.
+    the median of their per-epoch medians), ``identical`` only if every driver's was; the dicts named in ``nested``
+    (YSB's ``steady``, ``exception``, ``kill``: the figures its targets compare) field by field the same way
+    (:func:`_median_tree`); the rest (regimes, advice, per-epoch lists) the first driver's, and each driver's
+    numbers — its ``nested`` dicts too — under ``drivers``.
 
     >>> p = pooled([{"cpu_median_s": 3.0, "identical": True, "cc": "unionfind"},
     ...             {"cpu_median_s": 2.0, "identical": True, "cc": "unionfind"},
     ...             {"cpu_median_s": 9.0, "identical": False, "cc": "unionfind"}])
     >>> p["cpu_median_s"], p["identical"], p["cc"], [d["cpu_median_s"] for d in p["drivers"]]
     (3.0, False, 'unionfind', [3.0, 2.0, 9.0])
+    >>> q = pooled([{"identical": True, "kill": {"first_output_s": s, "epochs_until_caught_up": c}}
+    ...             for s, c in ((23.0, None), (27.7, 4), (27.5, None))], nested=["kill"])
+    >>> q["kill"], q["drivers"][1]["kill"]["first_output_s"]
+    ({'first_output_s': 27.5, 'epochs_until_caught_up': None}, 27.7)
     """
-    def number(v: Any) -> bool:
-        return isinstance(v, int | float) and not isinstance(v, bool)
-
-    scalars = [k for k, v in runs[0].items() if number(v) and all(number(r.get(k)) for r in runs)]
-    out = {**runs[0], **{k: statistics.median(r[k] for r in runs) for k in scalars}}
+    scalars = [k for k, v in runs[0].items() if _number(v) and all(_number(r.get(k)) for r in runs)]
+    trees = [k for k in nested if all(isinstance(r.get(k), dict) for r in runs)]
+    out = {**runs[0], **{k: statistics.median(r[k] for r in runs) for k in scalars},
+           **{k: _median_tree([r[k] for r in runs], k) for k in trees}}
     out["identical"] = all(r["identical"] for r in runs)
-    out["drivers"] = [{k: r[k] for k in scalars} | {"identical": r["identical"]} for r in runs]
+    out["drivers"] = [{k: r[k] for k in (*scalars, *trees)} | {"identical": r["identical"]} for r in runs]
     return out
 
 
