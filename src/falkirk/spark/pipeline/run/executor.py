@@ -348,7 +348,6 @@ class Executor:
 
     def close(self) -> None:
         """Release the database connections, the monitor and cached DataFrames."""
-        self.steps.checkpoints_due.clear()
         for r in self.state.runners.values():
             r.lose()
         self.state.queues.clear()

@@ -300,20 +300,16 @@ class StepRunner(Runner):
             self.state = new_state
         return out, rows
 
-    def write_deferred(self) -> int | None:
-        """Write the state checkpoint :meth:`execute` left to the end of its epoch (its manifest published, the
-        epoch recorded as the step's frontier); the epoch written, ``None`` if none was due. Dropped, not
-        written, where the state it was to write is no longer the step's (a recovery reset the step): the
+    def write_deferred(self) -> None:
+        """Write the state checkpoint :meth:`execute` left to the end of its epoch, if any (its manifest
+        published, the epoch recorded as the step's frontier). Dropped, not written, where the state it was to write is no longer the step's (a recovery reset the step): the
         frontier then stays at the checkpoint before, as after a crash before the write."""
         deferred, self.deferred = self.deferred, None
-        if deferred is None:
-            return None
+        if deferred is None or deferred[1] is not self.state:
+            return
         epoch, state, rows = deferred
-        if state is not self.state:
-            return None
         self.storage.put(self.checkpoints.write(state, None, epoch, rows))
         self.ctx.record(self.name, epoch)
-        return epoch
 
     # -- failures and rollback ----------------------------------------------------------------
     def lose(self) -> None:

@@ -119,8 +119,6 @@ class Steps:
         self._failed_seen: int | None = None
         #: each output's inputs (response latency)
         self.upstream: dict[str, set[str]] = {}
-        #: the steps whose state checkpoint waits for the end of its epoch, and that epoch
-        self.checkpoints_due: dict[str, int] = {}
         #: the last epoch whose end the run has passed (a sequential run's; a redo of an epoch up to it, in a
         #: recovery, writes its checkpoint at once)
         self.ended = -1
@@ -286,12 +284,9 @@ class Steps:
             self.fused.defer(name, epoch, finish, task.pending, list(task.inputs.values()))
         else:
             finish(rows)
-        deferred = state.runners[name].deferred
-        if deferred is not None and deferred[0] == epoch:
-            if epoch <= self.ended:  # a redo of an epoch whose end has passed (a recovery): written at once
-                self._write_checkpoint(name, epoch)
-            else:
-                self.checkpoints_due[name] = epoch
+        # a redo of an epoch whose end has passed (a recovery) writes its checkpoint at once
+        if state.runners[name].deferred is not None and epoch <= self.ended:
+            self._write_checkpoint(name, epoch)
         for r in state.journal.progressed(state.done, c1):
             self.say(f"recovery {r.index} complete: every step is back where it was ({r.seconds:.2f} s)")
         self.frames.flush()
@@ -304,13 +299,13 @@ class Steps:
         is the step's failure at ``epoch`` (:class:`~falkirk.spark.errors.StepFailure`, raised once the
         others were written), as it was inside the step."""
         self.ended = max(self.ended, epoch)
-        due, self.checkpoints_due = self.checkpoints_due, {}
         first: BaseException | None = None
         for name in self.pipeline.order:
-            if name not in due:
+            deferred = self.state.runners[name].deferred
+            if deferred is None:
                 continue
             try:
-                self._write_checkpoint(name, due[name])
+                self._write_checkpoint(name, deferred[0])
             except Exception as exc:  # noqa: BLE001 - raised below, after the other steps' writes
                 first = first or exc
         if first is not None:
