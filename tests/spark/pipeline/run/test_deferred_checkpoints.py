@@ -6,13 +6,17 @@ written and becomes the step's frontier. Until then the step's frontier is its c
 epochs between checkpoints, so a failure in that window rolls back no less far than the plan says and loses
 nothing. Checked here against a failure-free run, as multisets: failures before and after the write, a write
 that fails (the step's failure at that epoch: it restores the checkpoint before and redoes the epochs after it),
-and a redo of an epoch whose end has passed (its checkpoint is written at once). A step checkpointed every epoch
-(Eager, ``Lazy(every=1)``) and every step of a concurrent run still write inside the step.
+and a redo of an epoch whose end has passed (its checkpoint is written at once). Between checkpoints the new
+state is made (materialised, its lineage cut) at the end of its epoch too, the epoch's inputs kept persisted
+until then; a state that cannot be made is the step's failure, and two that fail at the same epoch's end are
+recovered from together. A step checkpointed every epoch (Eager, ``Lazy(every=1)``) and every step of a
+concurrent run still write inside the step.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,7 +24,8 @@ from typing import Any
 import pytest
 
 from falkirk.spark import Eager, Ephemeral, Lazy, Pipeline
-from falkirk.spark.pipeline.run import incremental
+from falkirk.spark.pipeline.run import incremental, runners
+from falkirk.spark.pipeline.run.session import materialised
 
 pytestmark = [pytest.mark.spark]
 
@@ -120,6 +125,8 @@ def test_a_checkpoint_is_published_after_its_epochs_output_committed(spark: Any,
         ("counts@4:before", 3),  # after it was written: counts restores it
         ("parsed@5:before", 3),
         ("counts@5:after", 5),  # between epochs: the end of epoch 5 wrote it
+        ("updated@4:mid", 3),  # counts' epoch-4 state, not a checkpoint, is not materialised yet
+        ("counts@6:before", 5),  # its epoch-5 state was made from its lineage at the end of epoch 5
     ],
 )
 def test_failures_around_a_deferred_checkpoint_lose_nothing(
@@ -160,6 +167,119 @@ def test_a_write_that_fails_is_the_steps_failure_and_its_redo_writes_at_once(
     assert attempts == [1, 3, 3, 5, 7]
     assert committed_at(root, 3) < published(root, 3) < committed_at(root, 4)
     assert rows(spark, root) == rows(spark, reference)
+
+
+def test_between_checkpoints_the_new_state_is_made_after_the_output_committed(
+    spark: Any, tmp_path: Path, failure_free: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At every epoch the step's new state is still its lineage when the output commits, and is cut from it
+    (materialised in executor memory) at the end of the epoch; the epoch's inputs stay persisted until then
+    (unpersisted, the state's job would compute them again from the input's log)."""
+    reference, _ = failure_free
+    write, seen = runners.StepRunner.write_deferred, []
+
+    def watched(self: Any) -> None:
+        deferred = self.deferred
+        if deferred is not None:
+            seen.append((deferred.epoch, time.time(), materialised(self.state), deferred.checkpoint))
+            assert [df.is_cached for df in deferred.inputs] == [True], deferred.epoch
+        write(self)
+        if deferred is not None:
+            assert materialised(self.state) and self.deferred is None, deferred.epoch
+            assert not any(id(df) in self.ctx.frames._holds for df in deferred.inputs), deferred.epoch
+
+    monkeypatch.setattr(runners.StepRunner, "write_deferred", watched)
+    root = tmp_path / "root"
+    build(root, spark, gc=False).run(EPOCHS)
+    assert [(e, made, checkpoint) for e, _, made, checkpoint in seen] == [
+        (e, False, e % 2 == 1) for e in range(1, EPOCHS)  # epoch 0's state is its output: made by its count
+    ]
+    for e, at, _, _ in seen:
+        assert at > committed_at(root, e), e
+    assert rows(spark, root) == rows(spark, reference)
+
+
+def totals(counts: Any, *, state: Any) -> Any:
+    """A second stateful step, over counts' output: per key, how many epochs changed it."""
+    from pyspark.sql import functions as F
+
+    now = counts.select("key", F.lit(1).alias("c"))
+    if state is None:
+        return now, now
+    both = state.join(now.withColumnRenamed("c", "d"), "key", "full_outer")
+    total = (F.coalesce("c", F.lit(0)) + F.coalesce("d", F.lit(0))).alias("c")
+    return both.where(F.col("d").isNotNull()).select("key", total), both.select("key", total)
+
+
+def build_two(root: Path, spark: Any, **options: Any) -> Pipeline:
+    pipe = build(root, spark, **options)
+    pipe.step(totals, inputs=["counts"], regime=Lazy(every=2, key="key"))
+    pipe.output("changed", inputs=["totals"])
+    return pipe
+
+
+def failing_to_make(monkeypatch: pytest.MonkeyPatch, fail: set[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Make the new states of ``fail`` (step, epoch) fail once each, where they are made at the end of their
+    epoch; returns the states made, in order."""
+    write, detach, made, making = runners.StepRunner.write_deferred, runners.detach, [], []
+
+    def watched(self: Any) -> None:
+        if self.deferred is not None and self.deferred.state is self.state:
+            making.append((self.name, self.deferred.epoch))
+            made.append(making[-1])
+        try:
+            write(self)
+        finally:
+            making.clear()
+
+    def flaky(df: Any, **kw: Any) -> Any:
+        if making and making[0] in fail and made.count(making[0]) == 1:
+            raise OSError(f"executor lost (injected at {making[0][0]}@{making[0][1]})")
+        return detach(df, **kw)
+
+    monkeypatch.setattr(runners.StepRunner, "write_deferred", watched)
+    monkeypatch.setattr(runners, "detach", flaky)
+    return made
+
+
+def test_a_state_that_cannot_be_made_is_the_steps_failure(
+    spark: Any, tmp_path: Path, failure_free: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Making counts' epoch-2 state (not a checkpoint epoch) fails once: counts failed at epoch 2. It restores
+    its epoch-1 checkpoint and redoes epoch 2, whose state is made as the redo completes."""
+    reference, _ = failure_free
+    made = failing_to_make(monkeypatch, {("counts", 2)})
+    root = tmp_path / "root"
+    result = build(root, spark, gc=False).run(EPOCHS)
+    [recovery] = result.journal.recoveries
+    assert recovery.failed == ("counts",)
+    assert "executor lost (injected at counts@2)" in recovery.cause
+    assert "materialising its new state" in recovery.cause
+    assert max(recovery.available_at_failure["counts"]) == 1
+    assert [e for _, e in made] == [1, 2, 2, 3, 4, 5, 6, 7]
+    assert rows(spark, root) == rows(spark, reference)
+
+
+def test_states_that_fail_at_the_same_epoch_end_are_recovered_together(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """counts' and totals' epoch-3 states (a checkpoint epoch of both) both fail at the end of epoch 3: one
+    recovery rolls both back (neither is left with a state that was never made, nor a checkpoint that was
+    never written), and both outputs equal the failure-free run's."""
+    reference = tmp_path / "reference"
+    build_two(reference, spark, gc=False).run(EPOCHS)
+    made = failing_to_make(monkeypatch, {("counts", 3), ("totals", 3)})
+    root = tmp_path / "root"
+    result = build_two(root, spark, gc=False).run(EPOCHS)
+    [recovery] = result.journal.recoveries
+    assert set(recovery.failed) == {"counts", "totals"}
+    assert made.count(("counts", 3)) == made.count(("totals", 3)) == 2
+    for e in range(EPOCHS):
+        for step in ("counts", "totals"):
+            assert manifest(root, step, "checkpoint", e).exists() == (e % 2 == 1), (step, e)
+    assert rows(spark, root) == rows(spark, reference)
+    changed = [spark.read.parquet(str(r / "output" / "changed")).collect() for r in (reference, root)]
+    assert Counter(tuple(r) for r in changed[1]) == Counter(tuple(r) for r in changed[0])
 
 
 @pytest.mark.parametrize(

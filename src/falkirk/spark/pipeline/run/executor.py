@@ -54,7 +54,7 @@ from falkirk.spark.pipeline.run.runners import make_runner
 from falkirk.spark.pipeline.run.session import local_session, take_start_seconds
 from falkirk.spark.pipeline.run.start import record_changes, recover_root
 from falkirk.spark.pipeline.run.state import RunState
-from falkirk.spark.pipeline.run.steps import PlannerRecords, Steps
+from falkirk.spark.pipeline.run.steps import EndOfEpochFailures, PlannerRecords, Steps
 from falkirk.spark.pipeline.run.watch import CodegenWatch, ExecutorWatch
 from falkirk.spark.pipeline.store.rootfs import metadata_cache
 from falkirk.spark.pipeline.store.storage import Storage
@@ -149,7 +149,7 @@ class Executor:
         for n in fusions(pipeline, logged=True):  # unlogged steps their consumer's job computes
             runners[n].fusable = True
             runners[n].fuse = not pipeline.steps[n].regime.logs
-        if self.workers == 1 and durable:  # a state checkpoint waits until its epoch's outputs committed
+        if self.workers == 1:  # a new state (and its checkpoint) waits for its epoch's outputs
             for r in runners.values():
                 r.defer_checkpoints = True
         self.fused = FusedRecords(self.frames)
@@ -252,8 +252,8 @@ class Executor:
                 finished += 1
                 try:
                     self.end_of_epoch(finished)
-                except StepFailure as exc:  # a state checkpoint left to the epoch's end was not written
-                    self.handle([(exc.step, exc.epoch, exc)], exc.step, exc.epoch, attempts)
+                except EndOfEpochFailures as exc:  # states left to the epoch's end not made (or not written)
+                    self.handle(exc.failures, exc.failures[0][0], exc.failures[0][1], attempts)
                     failed_between = True
                     break
                 due = self.injector.after(finished)

@@ -245,8 +245,8 @@ class Journal:
         self._write(ex)
 
     def add_cost(self, step: str, epoch: int, seconds: float, cpu: float | None) -> None:
-        """Add to the newest execution of ``step`` at ``epoch`` the cost of work it left to later (a state
-        checkpoint written at the end of the epoch, :meth:`Steps.write_checkpoints
+        """Add to the newest execution of ``step`` at ``epoch`` the cost of work it left to later (its new
+        state made, and checkpointed, at the end of the epoch, :meth:`Steps.write_checkpoints
         <falkirk.spark.pipeline.run.steps.Steps.write_checkpoints>`): its seconds, and its CPU where both
         are measured."""
         for i in range(len(self.executions) - 1, -1, -1):

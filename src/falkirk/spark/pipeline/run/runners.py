@@ -40,6 +40,22 @@ if TYPE_CHECKING:
 __all__ = ["Runner", "InputRunner", "StepRunner", "DatabaseRunner", "make_runner"]
 
 
+@attrs.frozen
+class Deferred:
+    """A step's new state left to the end of its epoch (:meth:`StepRunner.write_deferred`)."""
+
+    #: the epoch that made it
+    epoch: int
+    #: as the step returned it (its lineage: the state before, a local checkpoint, and the epoch's inputs)
+    state: Any
+    #: whether ``epoch`` is a checkpoint epoch of the step (the state is then also written)
+    checkpoint: bool
+    #: the epoch's inputs, kept persisted until the state is computed from them
+    inputs: tuple[Any, ...]
+    #: the state before (a local checkpoint, or ``None``): what of its lineage lives in executor memory only
+    before: Any
+
+
 class Runner:
     """Common interface (see the module docstring); ``ctx`` is the run as the runner may see it."""
 
@@ -68,11 +84,12 @@ class Runner:
         #: when the last execution's epoch became available (an input: its cut) or was committed (an output)
         self.cut_at: float | None = None
         self.committed_at: float | None = None
-        #: set by the executor (a sequential run): a state checkpoint is written at the end of its epoch,
-        #: after the epoch's outputs committed, not inside the step's execution (:meth:`StepRunner.write_deferred`)
+        #: set by the executor (a sequential run): a new state is materialised, and checkpointed at a checkpoint
+        #: epoch, at the end of its epoch, after the epoch's outputs committed, not inside the step's execution
+        #: (:meth:`StepRunner.write_deferred`)
         self.defer_checkpoints = False
-        #: the checkpoint left to the end of the epoch: ``(epoch, state, rows)``
-        self.deferred: tuple[int, DataFrame, int] | None = None
+        #: the state left to the end of the epoch (:class:`Deferred`)
+        self.deferred: Deferred | None = None
 
     def available(self) -> list[int]:
         """Epochs of the frontiers persisted for this node (what the planner starts from)."""
@@ -192,8 +209,12 @@ class StepRunner(Runner):
             self.fresh = None
             ctx.record(self.name, epoch)  # acknowledged again, in order: the planner catches up with the root
             return None, storage.get(self.name, "output", epoch).rows
+        if self.deferred is not None and self.deferred.state is self.state:
+            self.write_deferred()  # not reached in a sequential run (its epoch ended first): never left unmade
+        self._drop_deferred()  # what an execution that failed left
         result = self.call(epoch, inputs)
         new_state = None
+        defer = False
         if regime.takes_state:
             if not (isinstance(result, tuple) and len(result) == 2):
                 raise TypeError(f"step {self.name}: a {regime.kind} step must return (output, new_state)")
@@ -204,8 +225,19 @@ class StepRunner(Runner):
                     f"step {self.name!r}: key={key!r} is not a column of the state it returned "
                     f"(columns: {', '.join(returned.columns)}); fix the regime's key= or the state"
                 )
+            # a state checkpointed every epoch (Eager, Lazy(every=1)) is so that no committed epoch is ever
+            # computed again: it is made and published before its consumers run. Others are materialised, and
+            # checkpointed, at the end of the epoch, after its outputs committed (write_deferred; a delta compares
+            # with the state before it: made at once), unless the step's output is its state
+            defer = (
+                self.defer_checkpoints
+                and returned is not None
+                and result is not returned
+                and getattr(regime, "every", 1) > 1
+                and not getattr(regime, "incremental", False)
+            )
             # materialised by its first job below, which cuts the lineage to earlier epochs
-            if returned is not None:
+            if returned is not None and not defer:
                 new_state = detach(returned, eager=False, replicas=self.replicas)
                 result = new_state if result is returned else result
         wrapped = ctx.injector.wrap(self.name, epoch, result)
@@ -254,23 +286,17 @@ class StepRunner(Runner):
 
         if regime.logs and durable:
             write("log")
-        self.deferred = None
-        defer = (
-            self.defer_checkpoints
-            and new_state is not None
-            # a step checkpointed every epoch (Eager, Lazy(every=1)) is so that no committed epoch is computed
-            # again: its checkpoint is published before its consumers run, as it is made
-            and getattr(regime, "every", 1) > 1
-            and not getattr(regime, "incremental", False)  # a delta compares with the state before: not kept
-        )
-        if regime.takes_state and regime.checkpoints_at(epoch) and durable:
+        if defer:
+            # off the epoch's critical path: its outputs commit first. The epoch's inputs stay persisted until
+            # then (unpersisted, they would be computed again; the state before is a local checkpoint its
+            # lineage refers to)
+            new_state = returned
+            checkpoint = durable and regime.checkpoints_at(epoch)
+            self.deferred = Deferred(epoch, returned, checkpoint, tuple(inputs.values()), self.state)
+            ctx.frames.hold(self.deferred.inputs)
+        elif regime.takes_state and regime.checkpoints_at(epoch) and durable:
             if new_state is None:
                 pending.append(Manifest(self.name, "checkpoint", epoch, 0, extra={"empty": True}))
-            elif defer:
-                # off the epoch's critical path: its outputs commit first (write_deferred writes it); the count
-                # materialises the state (the checkpoint's job would), the write reads it from memory
-                known = rows if new_state is out and rows >= 0 else None
-                self.deferred = (epoch, new_state, new_state.count() if known is None else known)
             else:
                 pending.append(
                     self.checkpoints.write(new_state, self.state, epoch, rows if new_state is out else None)
@@ -301,21 +327,38 @@ class StepRunner(Runner):
         return out, rows
 
     def write_deferred(self) -> None:
-        """Write the state checkpoint :meth:`execute` left to the end of its epoch, if any (its manifest
-        published, the epoch recorded as the step's frontier). Dropped, not written, where the state it was to write is no longer the step's (a recovery reset the step): the
-        frontier then stays at the checkpoint before, as after a crash before the write."""
-        deferred, self.deferred = self.deferred, None
-        if deferred is None or deferred[1] is not self.state:
+        """Materialise the state :meth:`execute` left to the end of its epoch, if any (one job: the state is
+        then held in executor memory, its lineage cut); at a checkpoint epoch, write it from memory, publish
+        its manifest and record the epoch as the step's frontier. Dropped, not made, where the state is no
+        longer the step's (a recovery reset the step): the frontier then stays at the checkpoint before, as
+        after a crash before the write."""
+        deferred = self.deferred
+        if deferred is None:
             return
-        epoch, state, rows = deferred
-        self.storage.put(self.checkpoints.write(state, None, epoch, rows))
-        self.ctx.record(self.name, epoch)
+        try:
+            if deferred.state is not self.state:
+                return
+            state = detach(deferred.state, eager=False, replicas=self.replicas)
+            rows = state.count()
+            self.state = state
+            if deferred.checkpoint:
+                self.storage.put(self.checkpoints.write(state, None, deferred.epoch, rows))
+                self.ctx.record(self.name, deferred.epoch)
+        finally:
+            self._drop_deferred()
+
+    def _drop_deferred(self) -> Deferred | None:
+        """Take the state left to the end of its epoch, letting go of its inputs."""
+        deferred, self.deferred = self.deferred, None
+        if deferred is not None:
+            self.ctx.frames.unhold(deferred.inputs)
+        return deferred
 
     # -- failures and rollback ----------------------------------------------------------------
     def lose(self) -> None:
         self.ctx.frames.release(self.state)
         self.state = None
-        self.deferred = None
+        self._drop_deferred()
         self.checkpoints.lose()
         self.committed = set()
 
@@ -326,7 +369,7 @@ class StepRunner(Runner):
         storage = self.storage
         keep = {e for e in committed or () if e > frontier} if isinstance(self.regime, Output) else set()
         self.committed = keep
-        self.deferred = None
+        self._drop_deferred()
         if self.regime.takes_state:
             self.ctx.frames.release(self.state)
             self.state = None

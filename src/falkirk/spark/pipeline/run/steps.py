@@ -13,10 +13,12 @@
 3. :meth:`Steps.complete` (the run's thread): the node's progress, its output
    queued for its consumers, the journal; or :meth:`Steps.abandon`;
 4. in a sequential run, :meth:`Steps.write_checkpoints` (the run's thread, at
-   the end of the epoch, after the epoch's outputs committed): the state
-   checkpoints the executions left there, their cost added to their
-   executions' journal records (a redo in a recovery, of an epoch whose end
-   has passed, writes its checkpoint when it completes).
+   the end of the epoch, after the epoch's outputs committed): the new
+   states the executions left there made (and checkpointed at checkpoint
+   epochs), their cost added to their executions' journal records (a redo
+   in a recovery, of an epoch whose end has passed, makes its state when it
+   completes); those that fail are recovered from together
+   (:class:`EndOfEpochFailures`).
 
 What a runner tells the planner from a pool thread waits in
 :class:`PlannerRecords` until its task completes: the planner's SQLite
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
     from falkirk.spark.pipeline.run.progress import Progress
     from falkirk.spark.pipeline.run.state import RunState
 
-__all__ = ["Steps", "PlannerRecords"]
+__all__ = ["Steps", "PlannerRecords", "EndOfEpochFailures"]
 
 
 class PlannerRecords:
@@ -82,6 +84,16 @@ class PlannerRecords:
             queued = self.queued.pop(thread, deque())
         while queued:
             self.planner.record(*queued.popleft())
+
+
+class EndOfEpochFailures(Exception):
+    """States left to the end of an epoch that could not be made (or written): ``failures``, each ``(step,
+    epoch, error)``, what :meth:`Executor.handle <falkirk.spark.pipeline.run.executor.Executor.handle>`
+    recovers from together."""
+
+    def __init__(self, failures: list[tuple[str, int, StepFailure | CorruptDataError]]) -> None:
+        super().__init__("; ".join(f"{step}@{epoch}: {error}" for step, epoch, error in failures))
+        self.failures = failures
 
 
 class Steps:
@@ -151,6 +163,30 @@ class Steps:
         self.frames.hold(task.inputs.values())  # not unpersisted under a job that reads them
         return task
 
+    def _failure(
+        self, name: str, epoch: int, exc: Exception, inputs: dict[str, DataFrame], doing: str = ""
+    ) -> StepFailure | CorruptDataError:
+        """What ``exc``, raised by ``name``'s work at ``epoch`` (``doing``: what, where not its execution), is:
+        an input that cannot be read (stop: :class:`CorruptDataError`), or the step's failure — or that of a
+        fused input computed inside its job — naming a damaged item it could not read, if any."""
+        cause = root_cause(exc)
+        source = unreadable_input(cause, self.pipeline.location.uri, self.pipeline.inputs)
+        if source is not None:  # the input's fault, not the step's: no recovery reads it back
+            return CorruptDataError(source, "input", epoch, f"unreadable while {name} read it: {cause}")
+        culprit = self.fused.culprit(inputs)
+        item = unreadable_item(cause, self.pipeline.steps)
+        return StepFailure(
+            culprit or name,
+            epoch,
+            f"{type(exc).__name__}: {cause}"
+            + (f" (computed inside {name}'s job)" if culprit else "")
+            + (f" ({doing})" if doing else ""),
+            deterministic=item is None and is_deterministic(exc, cause),
+            unreadable=None
+            if item is None
+            else CorruptDataError(*item[:3], f"could not be read by {name} ({cause})", path=item[3]),
+        )
+
     def work(self, task: Task, *, quiet: bool = False) -> None:
         """Run the task's Spark work (any thread); a failure is raised as :class:`StepFailure` (or the error
         that stops the run). ``quiet``: the run is sequential, so the application's failed-task count tells
@@ -166,24 +202,7 @@ class Steps:
             except (StepFailure, CorruptDataError, RecordError, PipelineError):
                 raise
             except Exception as exc:
-                cause = root_cause(exc)
-                source = unreadable_input(cause, self.pipeline.location.uri, self.pipeline.inputs)
-                culprit = None if source is not None else self.fused.culprit(inputs)
-                if source is not None:  # the input's fault, not the step's: no recovery reads it back
-                    raise CorruptDataError(
-                        source, "input", epoch, f"unreadable while {name} read it: {cause}"
-                    ) from exc
-                item = unreadable_item(cause, self.pipeline.steps)
-                raise StepFailure(
-                    culprit or name,
-                    epoch,
-                    f"{type(exc).__name__}: {cause}"
-                    + (f" (computed inside {name}'s job)" if culprit else ""),
-                    deterministic=item is None and is_deterministic(exc, cause),
-                    unreadable=None
-                    if item is None
-                    else CorruptDataError(*item[:3], f"could not be read by {name} ({cause})", path=item[3]),
-                ) from exc
+                raise self._failure(name, epoch, exc, inputs) from exc
             task.discarded, task.fresh, task.pending = runner.discarded, runner.fresh, runner.pending_rows
             task.cut_at, task.committed_at = runner.cut_at, runner.committed_at
             runner.cut_at = runner.committed_at = None
@@ -292,44 +311,41 @@ class Steps:
         self.frames.flush()
 
     def write_checkpoints(self, epoch: int) -> None:
-        """Every node completed ``epoch`` (a sequential run): write the state checkpoints its executions left
-        to this point (:meth:`StepRunner.write_deferred
+        """Every node completed ``epoch`` (a sequential run): materialise the new states its executions left
+        to this point, and write those of checkpoint epochs (:meth:`StepRunner.write_deferred
         <falkirk.spark.pipeline.run.runners.StepRunner.write_deferred>`), in the pipeline's order, each in a
-        job group of its own, its time and CPU added to its execution's journal record. A write that fails
-        is the step's failure at ``epoch`` (:class:`~falkirk.spark.errors.StepFailure`, raised once the
-        others were written), as it was inside the step."""
+        job group of its own, its time and CPU added to its execution's journal record. One that fails is
+        the step's failure at ``epoch`` (:class:`~falkirk.spark.errors.StepFailure`, raised once the others
+        were made), as it was inside the step."""
         self.ended = max(self.ended, epoch)
-        first: BaseException | None = None
+        failures: list[tuple[str, int, StepFailure | CorruptDataError]] = []
         for name in self.pipeline.order:
             deferred = self.state.runners[name].deferred
             if deferred is None:
                 continue
             try:
-                self._write_checkpoint(name, deferred[0])
-            except Exception as exc:  # noqa: BLE001 - raised below, after the other steps' writes
-                first = first or exc
-        if first is not None:
-            raise first
+                self._write_checkpoint(name, deferred.epoch)
+            except (StepFailure, CorruptDataError) as exc:  # raised below, after the other steps' states
+                failures.append((name, deferred.epoch, exc))
+        if failures:
+            raise EndOfEpochFailures(failures)
 
     def _write_checkpoint(self, name: str, epoch: int) -> None:
         state, runner = self.state, self.state.runners[name]
+        what = "checkpoint" if runner.deferred.checkpoint else "state"
         t0, c0 = time.perf_counter(), self.cpu.read() if self.cpu is not None else None
-        group = state.group = f"falkirk-{self.run_id}:{name}@{epoch}:checkpoint"
+        group = state.group = f"falkirk-{self.run_id}:{name}@{epoch}:{what}"
         state.groups.add(group)  # cancelled by an interrupt, as a step's jobs are
-        state.running = f"{name}@{epoch} (its checkpoint)"
+        state.running = f"{name}@{epoch} (its {what})"
         try:
             with job_group(self.spark, group):
                 runner.write_deferred()  # type: ignore[attr-defined]
         except (StepFailure, CorruptDataError, RecordError, PipelineError):
             raise
         except Exception as exc:
-            cause = root_cause(exc)
-            raise StepFailure(
-                name,
-                epoch,
-                f"{type(exc).__name__}: {cause} (writing its state checkpoint)",
-                deterministic=is_deterministic(exc, cause),
-            ) from exc
+            doing = "writing its state checkpoint" if what == "checkpoint" else "materialising its new state"
+            # its inputs are computed by now (a fused one's own failure was its consumer's job's)
+            raise self._failure(name, epoch, exc, {}, doing) from exc
         finally:
             state.groups.discard(group)
             self.records.drain(threading.get_ident())

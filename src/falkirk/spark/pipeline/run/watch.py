@@ -62,9 +62,15 @@ class ExecutorWatch:
         lost: list[str] = []
         kept: list[str] = []
         for n, runner in runners.items():
-            if runner.state is None:
+            state = runner.state
+            deferred = getattr(runner, "deferred", None)
+            if deferred is not None and deferred.state is state:
+                # not made yet (left to the end of its epoch): its lineage's state before is what lives in
+                # executor memory only (its inputs are computed again from theirs)
+                state = deferred.before
+            if state is None:
                 continue
-            missing = missing_blocks(runner.state)
+            missing = missing_blocks(state)
             (lost if missing is None or missing else kept).append(n)
         what = []
         if lost:
