@@ -282,6 +282,34 @@ def test_states_that_fail_at_the_same_epoch_end_are_recovered_together(
     assert Counter(tuple(r) for r in changed[1]) == Counter(tuple(r) for r in changed[0])
 
 
+def test_an_epoch_whose_end_failed_ends_again(
+    spark: Any, tmp_path: Path, failure_free: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """counts' epoch-3 state fails at the end of epoch 3; once the redo completed epoch 3 again, its end comes
+    again: the failure injected after epoch 3 (between epochs) still fires, and its recovery loses nothing."""
+    reference, _ = failure_free
+    failing_to_make(monkeypatch, {("counts", 3)})
+    root = tmp_path / "root"
+    result = build(root, spark, gc=False).run(EPOCHS, fail=["updated@3:after"])
+    assert [f"{i.step}@{i.epoch}:{i.where}" for i in result.fired] == ["updated@3:after"]
+    assert [r.failed for r in result.journal.recoveries] == [("counts",), ("updated",)]
+    assert rows(spark, root) == rows(spark, reference)
+
+
+def test_falkirk_off_makes_the_state_at_the_end_of_the_epoch_alike(
+    spark: Any, tmp_path: Path, failure_free: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With falkirk off (``durable=False``) the state is made at the same point, nothing is checkpointed, and
+    the output is the same: the overhead benchmarks compare the same jobs on the same path."""
+    reference, _ = failure_free
+    made = failing_to_make(monkeypatch, set())
+    root = tmp_path / "root"
+    build(root, spark, durable=False).run(EPOCHS)
+    assert [e for _, e in made] == list(range(1, EPOCHS))
+    assert not (root / "manifests" / "counts").exists()
+    assert rows(spark, root) == rows(spark, reference)
+
+
 @pytest.mark.parametrize(
     "regime", [Lazy(every=1, key="key"), Eager(key="key")], ids=["lazy-every-1", "eager"]
 )

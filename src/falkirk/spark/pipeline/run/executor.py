@@ -254,6 +254,7 @@ class Executor:
                     self.end_of_epoch(finished)
                 except EndOfEpochFailures as exc:  # states left to the epoch's end not made (or not written)
                     self.handle(exc.failures, exc.failures[0][0], exc.failures[0][1], attempts)
+                    finished -= 1  # its end (garbage collection, its ``after`` injections) comes again
                     failed_between = True
                     break
                 due = self.injector.after(finished)
@@ -296,6 +297,7 @@ class Executor:
         failed: set[str] = set()
         first: StepFailure | CorruptDataError | None = None
         key = (last, epoch)
+        others: list[tuple[tuple[str, int], StepFailure | CorruptDataError]] = []
         for step, e, failure in failures:
             failed.add(step)
             if isinstance(failure, StepFailure) and failure.step != step and failure.step in state.runners:
@@ -303,6 +305,8 @@ class Executor:
                 step = failure.step
             if first is None:
                 first, key = failure, (step, e)
+            elif (step, e) != key:
+                others.append(((step, e), failure))
         lost, why = self.lost.lost_state(state.runners, key[0], key[1]) if look else ([], "")
         if lost:
             failed |= set(lost)
@@ -314,13 +318,16 @@ class Executor:
             raise RecoveryError(
                 f"{first}; the pipeline runs with durable=False and cannot recover"
             ) from first
-        attempts[key] = attempts.get(key, 0) + 1
-        if getattr(first, "deterministic", False) and attempts[key] > MAX_DETERMINISTIC:
-            raise StepError(first, attempts[key]) from first  # type: ignore[arg-type]
-        if attempts[key] > MAX_ATTEMPTS:
-            raise RecoveryError(
-                f"step {key[0]} failed {attempts[key]} times at epoch {key[1]}; giving up: {first}"
-            ) from first
+        # every failure recovered from together counts as an attempt of its own (steps whose states failed at
+        # the same epoch's end), the first one's decides the recovery's cause
+        for k, failure in [(key, first), *others]:
+            attempts[k] = attempts.get(k, 0) + 1
+            if getattr(failure, "deterministic", False) and attempts[k] > MAX_DETERMINISTIC:
+                raise StepError(failure, attempts[k]) from failure  # type: ignore[arg-type]
+            if attempts[k] > MAX_ATTEMPTS:
+                raise RecoveryError(
+                    f"step {k[0]} failed {attempts[k]} times at epoch {k[1]}; giving up: {failure}"
+                ) from failure
         cause = str(first) if not lost or why in str(first) else f"{first} ({why})"
         # a stored item unreadable on a second attempt (not one transient error): lost, its step recomputes it
         again = first.unreadable if isinstance(first, StepFailure) and attempts[key] > 1 else None

@@ -70,7 +70,8 @@ class Runner:
         #: (a log's write would be that job); ``None``: not such a step, or not known
         self.fresh: bool | None = None
         #: the state held in executor memory between checkpoints (``None``: none; the executor checks its
-        #: blocks after an executor is lost)
+        #: blocks after an executor is lost); from its step's execution to the end of its epoch, where that is
+        #: left there (:attr:`deferred`), the state as the step returned it, not made yet
         self.state: DataFrame | None = None
         #: set by the executor (:func:`~falkirk.spark.pipeline.run.fusion.fusions`): ``fusable``, an unlogged
         #: step's output would be computed by its consumer's job, with no job of its own; ``fuse``: it is

@@ -132,7 +132,7 @@ class Steps:
         #: each output's inputs (response latency)
         self.upstream: dict[str, set[str]] = {}
         #: the last epoch whose end the run has passed (a sequential run's; a redo of an epoch up to it, in a
-        #: recovery, writes its checkpoint at once)
+        #: recovery, makes its state, and writes its checkpoint, at once)
         self.ended = -1
 
     def execute(self, name: str, epoch: int) -> None:
@@ -303,7 +303,7 @@ class Steps:
             self.fused.defer(name, epoch, finish, task.pending, list(task.inputs.values()))
         else:
             finish(rows)
-        # a redo of an epoch whose end has passed (a recovery) writes its checkpoint at once
+        # a redo of an epoch whose end has passed (a recovery) makes its state (and checkpoint) at once
         if state.runners[name].deferred is not None and epoch <= self.ended:
             self._write_checkpoint(name, epoch)
         for r in state.journal.progressed(state.done, c1):
@@ -315,8 +315,9 @@ class Steps:
         to this point, and write those of checkpoint epochs (:meth:`StepRunner.write_deferred
         <falkirk.spark.pipeline.run.runners.StepRunner.write_deferred>`), in the pipeline's order, each in a
         job group of its own, its time and CPU added to its execution's journal record. One that fails is
-        the step's failure at ``epoch`` (:class:`~falkirk.spark.errors.StepFailure`, raised once the others
-        were made), as it was inside the step."""
+        the step's failure at ``epoch`` (:class:`~falkirk.spark.errors.StepFailure`, or
+        :class:`~falkirk.spark.errors.CorruptDataError` for an input that cannot be read), as it was inside
+        the step; all are raised together once the others were made (:class:`EndOfEpochFailures`)."""
         self.ended = max(self.ended, epoch)
         failures: list[tuple[str, int, StepFailure | CorruptDataError]] = []
         for name in self.pipeline.order:
