@@ -348,12 +348,11 @@ class StepRunner(Runner):
         finally:
             self._drop_deferred()
 
-    def _drop_deferred(self) -> Deferred | None:
-        """Take the state left to the end of its epoch, letting go of its inputs."""
+    def _drop_deferred(self) -> None:
+        """Forget the state left to the end of its epoch, letting go of its inputs."""
         deferred, self.deferred = self.deferred, None
         if deferred is not None:
             self.ctx.frames.unhold(deferred.inputs)
-        return deferred
 
     # -- failures and rollback ----------------------------------------------------------------
     def lose(self) -> None:

@@ -305,7 +305,7 @@ class Steps:
             finish(rows)
         # a redo of an epoch whose end has passed (a recovery) makes its state (and checkpoint) at once
         if state.runners[name].deferred is not None and epoch <= self.ended:
-            self._write_checkpoint(name, epoch)
+            self._write_checkpoint(name)
         for r in state.journal.progressed(state.done, c1):
             self.say(f"recovery {r.index} complete: every step is back where it was ({r.seconds:.2f} s)")
         self.frames.flush()
@@ -325,15 +325,15 @@ class Steps:
             if deferred is None:
                 continue
             try:
-                self._write_checkpoint(name, deferred.epoch)
+                self._write_checkpoint(name)
             except (StepFailure, CorruptDataError) as exc:  # raised below, after the other steps' states
                 failures.append((name, deferred.epoch, exc))
         if failures:
             raise EndOfEpochFailures(failures)
 
-    def _write_checkpoint(self, name: str, epoch: int) -> None:
+    def _write_checkpoint(self, name: str) -> None:
         state, runner = self.state, self.state.runners[name]
-        what = "checkpoint" if runner.deferred.checkpoint else "state"
+        epoch, what = runner.deferred.epoch, "checkpoint" if runner.deferred.checkpoint else "state"
         t0, c0 = time.perf_counter(), self.cpu.read() if self.cpu is not None else None
         group = state.group = f"falkirk-{self.run_id}:{name}@{epoch}:{what}"
         state.groups.add(group)  # cancelled by an interrupt, as a step's jobs are

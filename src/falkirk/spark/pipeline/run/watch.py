@@ -63,7 +63,7 @@ class ExecutorWatch:
         kept: list[str] = []
         for n, runner in runners.items():
             state = runner.state
-            deferred = getattr(runner, "deferred", None)
+            deferred = runner.deferred
             if deferred is not None and deferred.state is state:
                 # not made yet (left to the end of its epoch): its lineage's state before is what lives in
                 # executor memory only (its inputs are computed again from theirs)
