@@ -263,3 +263,30 @@ def test_the_s3_example_of_the_storage_docs_runs(s3_server: SeaweedS3, monkeypat
     # the segment's manifest and its Parquet data file (docs/storage.md, "Input logs: Parquet segments")
     assert re.fullmatch(r"\['000000000000@b0\.[0-9a-f]+-0\.parquet', '000000000000@b0\.json'\]\n",
                         capsys.readouterr().out)
+
+
+def test_the_durable_directories_remembered_stay_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every output epoch is a new directory whose entry a local root with ``fsync`` flushes; the set of
+    directories it remembers as durable stays under its limit over a long run, and a forgotten one has its
+    parent flushed again when it is synced next."""
+    from falkirk.spark.pipeline.store.localdisk import DurableDirs
+
+    monkeypatch.setattr(DurableDirs, "LIMIT", 16)
+    flushed: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        flushed.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    root = Root(tmp_path, fsync=True)
+    for e in range(100):
+        root.makedirs(f"output/report/epoch={e}")
+        root.sync_dir(f"output/report/epoch={e}", created=True)
+        assert len(root._dirs.done) <= DurableDirs.LIMIT
+    monkeypatch.setattr(os, "fsync", fsync)
+    root.sync_dir("output/report/epoch=0")  # forgotten long ago: its entry in output/report is flushed again
+    assert str(tmp_path / "output" / "report") in flushed
+    flushed.clear()
+    root.sync_dir("output/report/epoch=99")  # remembered: only itself
+    assert flushed == [str(tmp_path / "output" / "report" / "epoch=99")]

@@ -345,13 +345,19 @@ class Executor:
         self.state.cut_at = {k: t for k, t in self.state.cut_at.items() if k[1] > epoch}
         self.state.planner.commit()  # the epoch's monitor writes: one transaction
         self.codegen.end_of_epoch()
-        runs = [x for x in journal.executions if x.epoch == epoch and not x.redo]
+        at = journal.at(epoch)
+        runs = [x for x in at if not x.redo]
         if runs:
             total = sum(x.seconds for x in runs)
             # a fused step whose consumer failed has no count in its first record: its redo's counts
-            rows = {x.step: x.rows for x in journal.executions if x.epoch == epoch and x.rows >= 0}
+            rows = {x.step: x.rows for x in at if x.rows >= 0}
             parts = " · ".join(f"{x.step} {rows.get(x.step, '?')}" for x in runs)
             self.say(f"epoch {epoch:>3}  {parts}  ({total:.1f} s)")
+        # a long run's memory stays flat: what is kept of its history (docs/spark.md, "Long runs")
+        keep = journal.trim(epoch)
+        if keep is not None:
+            for n, series in self.state.latency.items():
+                self.state.latency[n] = {e: t for e, t in series.items() if e >= keep}
 
     def close(self) -> None:
         """Release the database connections, the monitor and cached DataFrames."""

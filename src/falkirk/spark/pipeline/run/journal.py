@@ -13,6 +13,9 @@ epoch — also the epochs a Lazy step completed after its last checkpoint — so
 what it executes again is counted as recomputation, and the measurements of
 the earlier driver's executions price the report's alternatives.
 
+In memory, a long run keeps the last :attr:`Journal.HISTORY` epochs' executions and what its
+recoveries' reports price (:meth:`Journal.trim`), not its whole history.
+
 A recovery's wall time is kept by phase (:meth:`Recovery.phases`):
 
 * **session start** — a restart only: the seconds
@@ -152,6 +155,10 @@ class Recovery:
     #: discarded
     discarded: dict[str, list[int]] = field(factory=dict)
     planner: str = ""
+    #: each step's first measurements (rows, seconds) summed over its epochs ``0..done_at_failure``, taken
+    #: when the recovery was recorded (:meth:`Journal.recovered`): the report's replay from the start once the
+    #: run has forgotten its oldest epochs (:meth:`Journal.trim`)
+    totals: dict[str, tuple[int, float]] | None = None
 
     @property
     def cpu_less_jit(self) -> float | None:
@@ -203,6 +210,11 @@ class Journal:
 
     #: the newest records kept per step by :meth:`collect` (beyond what the retained epochs need)
     KEEP = 32
+    #: epochs of history kept in memory (:meth:`trim`): executions and first measurements of older epochs
+    #: are forgotten, except what a recorded recovery's report prices
+    HISTORY = 1000
+    #: notes kept in memory: the newest
+    NOTES = 1000
 
     def __init__(self, root: Root | None = None) -> None:
         self.root = root
@@ -211,6 +223,14 @@ class Journal:
         self.notes: list[str] = []
         self._first: dict[tuple[str, int], Execution] = {}
         self._earlier: dict[tuple[str, int], Execution] = {}  # recorded under the root by earlier drivers
+        self._at: dict[int, list[Execution]] = {}  # executions by epoch (kept ones)
+        #: epochs below it were forgotten by :meth:`trim` (0: nothing was)
+        self.kept_from = 0
+        #: notes forgotten by :meth:`trim` (the oldest)
+        self.notes_dropped = 0
+        self._pins: list[tuple[int, int]] = []  # (first, last) epochs a recovery's report prices
+        #: each step's first measurements (rows, seconds) of the epochs :meth:`trim` forgot, summed
+        self._folded: dict[str, tuple[int, float]] = {}
 
     @staticmethod
     def _dir(step: str) -> str:
@@ -235,6 +255,7 @@ class Journal:
         """Record an execution (the first one of each (step, epoch) is the reference measurement)."""
         ex = Execution(step, epoch, rows, seconds, redo, recovery, jobs, cpu, fresh, jit, discarded, started)
         self.executions.append(ex)
+        self._at.setdefault(epoch, []).append(ex)
         # nothing was computed: not a measurement of the epoch (the record under the root stays)
         if discarded:
             return
@@ -249,16 +270,21 @@ class Journal:
         state made, and checkpointed, at the end of the epoch, :meth:`Steps.write_checkpoints
         <falkirk.spark.pipeline.run.steps.Steps.write_checkpoints>`): its seconds, and its CPU where both
         are measured."""
-        for i in range(len(self.executions) - 1, -1, -1):
-            ex = self.executions[i]
-            if ex.step == step and ex.epoch == epoch:
+        at = self._at.get(epoch, [])
+        for i in range(len(at) - 1, -1, -1):
+            ex = at[i]
+            if ex.step == step:
                 break
         else:
             return
         more = evolve(
             ex, seconds=ex.seconds + seconds, cpu=None if ex.cpu is None or cpu is None else ex.cpu + cpu
         )
-        self.executions[i] = more
+        at[i] = more
+        for i in range(len(self.executions) - 1, -1, -1):  # it is among the newest
+            if self.executions[i] is ex:
+                self.executions[i] = more
+                break
         if self._first.get((step, epoch)) is ex:
             self._first[(step, epoch)] = more
         if not ex.discarded:
@@ -322,6 +348,67 @@ class Journal:
             if int(name[:-5]) < below:
                 self.root.delete(f"{self._dir(step)}/{name}")
                 self._earlier.pop((step, int(name[:-5])), None)
+
+    def at(self, epoch: int) -> list[Execution]:
+        """The executions of ``epoch`` (in the order recorded), while it is kept (:meth:`trim`)."""
+        return list(self._at.get(epoch, ()))
+
+    def recovered(self, rec: Recovery, first: int) -> None:
+        """Record ``rec``, whose report prices the measurements of epochs ``first`` up to its failure (what it
+        executed again and replayed, and the global rollback's epochs after the last common checkpoint): they
+        stay in memory (:meth:`trim`). Each step's first measurements up to the failure are summed now
+        (:attr:`Recovery.totals`)."""
+        self.recoveries.append(rec)
+        last = max(rec.done_at_failure.values(), default=-1)
+        self._pins.append((max(first, self.kept_from), last))  # what was forgotten already stays so
+        totals = {step: self._folded.get(step, (0, 0.0)) for step in rec.done_at_failure}
+        for (step, e), ex in {**self._earlier, **self._first}.items():  # this run's measurement first
+            if step in totals and e <= rec.done_at_failure[step] and not self._forgotten(e):
+                rows, seconds = totals[step]
+                totals[step] = (rows + max(ex.rows, 0), seconds + ex.seconds)
+        rec.totals = totals
+
+    def trim(self, newest: int) -> int | None:
+        """Forget in memory what belongs to epochs older than the last :attr:`HISTORY` up to ``newest``:
+        executions of no recovery, first measurements (summed per step first, for the reports'
+        replay from the start) except those a recorded recovery's report prices, and notes beyond the newest
+        :attr:`NOTES`. Acts every ``HISTORY // 10`` epochs (its cost is then constant per epoch); returns the
+        first epoch kept when it acted, else ``None``. The records under the root are not touched
+        (:meth:`collect` deletes those)."""
+        if len(self.notes) > 2 * self.NOTES:
+            drop = len(self.notes) - self.NOTES
+            self.notes_dropped += drop
+            del self.notes[:drop]
+        keep = newest - self.HISTORY + 1
+        if keep < self.kept_from + max(1, self.HISTORY // 10):
+            return None
+
+        old = {
+            k
+            for table in (self._first, self._earlier)
+            for k in table
+            if k[1] < keep and not self._pinned(k[1])
+        }
+        for key in old:
+            ex = self._measured(*key)
+            assert ex is not None
+            if not self._forgotten(key[1]):  # else summed already (measured again by a recovery since)
+                rows, seconds = self._folded.get(key[0], (0, 0.0))
+                self._folded[key[0]] = (rows + max(ex.rows, 0), seconds + ex.seconds)
+            self._first.pop(key, None)
+            self._earlier.pop(key, None)
+        self.executions = [x for x in self.executions if x.epoch >= keep or x.recovery is not None]
+        for e in [e for e in self._at if e < keep]:
+            del self._at[e]
+        self.kept_from = keep
+        return keep
+
+    def _pinned(self, epoch: int) -> bool:
+        return any(lo <= epoch <= hi for lo, hi in self._pins)
+
+    def _forgotten(self, epoch: int) -> bool:
+        """Whether ``epoch``'s first measurements are among the sums of what :meth:`trim` forgot."""
+        return epoch < self.kept_from and not self._pinned(epoch)
 
     def _measured(self, step: str, epoch: int) -> Execution | None:
         return self._first.get((step, epoch)) or self._earlier.get((step, epoch))

@@ -175,7 +175,15 @@ class Rollback:
             self.state.journal.note(f"{n}: rolled back to epoch {e} (code_changes)")
         if restart and all(d < 0 for d in done_before.values()):
             return  # a fresh start, nothing to report
-        self.state.journal.recoveries.append(rec)
+        # the epochs its report prices: what it executed again or replayed, and the global rollback's after
+        # the last checkpoint every stateful step had (one of those available then, or none)
+        first = min(
+            [epoch_of(f) + 1 for f in plan.frontiers.values()]
+            + [min(v) + 1 for v in rec.available_at_failure.values() if v]
+            + [lo for lo, _ in rec.replayed.values()],
+            default=0,
+        )
+        self.state.journal.recovered(rec, first)
         if not restart:
             self.progress.more(sum(max(0, done_before[n] - self.state.done[n]) for n in self.order))
         lost_work = {

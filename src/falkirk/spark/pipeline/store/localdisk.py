@@ -84,6 +84,10 @@ def sync_file(path: str, *, checksum: bool, fsync: bool) -> str:
 class DurableDirs:
     """The directories of one root whose own entry (in their parent) it has made durable, and the flushing."""
 
+    #: directories remembered at most: forgetting one only costs flushing its parent again, and every output
+    #: epoch adds one (``output/<name>/epoch=E``), so a long run would otherwise grow the set without end
+    LIMIT = 4096
+
     def __init__(self) -> None:
         #: directories (relative to the root) whose entry in their parent is durable
         self.done: set[str] = set()
@@ -120,6 +124,8 @@ class DurableDirs:
                     os.close(fd)
             except OSError as exc:
                 raise calls.failure("flush", each, exc) from exc
+        if len(self.done) + len(reached) > self.LIMIT:
+            self.done.clear()
         self.done.update(reached)
 
     def forget(self, rel: str) -> None:

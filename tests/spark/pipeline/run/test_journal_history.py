@@ -1,0 +1,123 @@
+"""A long run's journal keeps a bounded history in memory (``Journal.trim``), and the recovery reports stay exact.
+
+The reference is the same journal never trimmed: every recovery's costs
+(falkirk's, the global rollback's, the replay from the start) must be the
+same, while the trimmed one holds executions and measurements of at most
+``HISTORY`` (plus a tenth) epochs besides what recoveries priced.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from falkirk.spark.pipeline.run.journal import Journal, Recovery
+from falkirk.spark.pipeline.tools.report import costs
+
+STEPS = ("src", "a", "b")
+INPUTS = {"src"}
+
+
+class _Short(Journal):
+    HISTORY = 10
+    NOTES = 4
+
+
+@st.composite
+def _runs(draw: st.DrawFn) -> tuple[int, list[tuple[int, dict[str, int], dict[str, list[int]], tuple[int, int]]]]:
+    """A run of ``epochs`` epochs with failures: (at epoch, each step's frontier, what was available, the
+    replayed input epochs)."""
+    epochs = draw(st.integers(30, 90))
+    failures = []
+    for at in sorted(set(draw(st.lists(st.integers(1, epochs - 1), max_size=5)))):
+        lw = max(0, at - draw(st.integers(1, 6)))
+        avail = {s: sorted(set(draw(st.lists(st.integers(lw, at), min_size=0, max_size=3)))) for s in STEPS}
+        # a recovery goes back no further than the history kept (a restart from empty state only early on):
+        # beyond it, what an epoch first cost is forgotten and its re-execution prices it
+        empty = [-1] if at < _Short.HISTORY else []
+        frontier = {s: draw(st.sampled_from([*avail[s], *empty] if avail[s] else [max(lw, at - 3), *empty]))
+                    for s in STEPS}
+        lo = min(frontier.values()) + 1
+        failures.append((at, frontier, avail, (lo, at)))
+    return epochs, failures
+
+
+def _play(journal: Journal, epochs: int, failures: list, rows: dict[tuple[str, int], int]) -> list[Recovery]:
+    """Execute every step at every epoch; at a failure record a recovery and execute its epochs again."""
+    recs = []
+    due = {at: f for at, *f in failures}
+    for e in range(epochs):
+        for s in STEPS:
+            # seconds in 64ths: their sums are exact in any order (the trimmed journal adds them up differently)
+            journal.executed(s, e, rows=rows[(s, e)], seconds=(1 + rows[(s, e)] % 7) / 64, redo=False)
+        if e in due:
+            frontier, avail, replayed = due[e]
+            rec = Recovery(len(recs) + 1, f"failure at {e}", ("a",), dict.fromkeys(STEPS, e), avail)
+            rec.replayed["src->a"] = replayed
+            first = min([f + 1 for f in frontier.values()] + [min(v) + 1 for v in avail.values() if v]
+                        + [replayed[0]])
+            journal.recovered(rec, first)
+            for s in STEPS:
+                for k in range(frontier[s] + 1, e + 1):
+                    journal.executed(s, k, rows=rows[(s, k)], seconds=0.5, redo=True, recovery=rec.index)
+            recs.append(rec)
+        journal.note(f"epoch {e}")
+        journal.trim(e)
+    return recs
+
+
+@settings(max_examples=60, deadline=None)
+@given(_runs(), st.randoms(use_true_random=False))
+def test_a_trimmed_journal_prices_every_recovery_as_the_whole_history_does(run, rnd) -> None:  # type: ignore[no-untyped-def]
+    epochs, failures = run
+    rows = {(s, e): rnd.randrange(0, 50) for s in STEPS for e in range(epochs)}
+    whole, short = Journal(), _Short()
+    whole.HISTORY = 10**9  # the reference: nothing forgotten
+    ref = _play(whole, epochs, failures, rows)
+    got = _play(short, epochs, failures, rows)
+    assert whole.kept_from == 0 and short.kept_from > epochs - 2 * _Short.HISTORY
+    for a, b in zip(ref, got, strict=True):
+        for stateful in (["a"], ["a", "b"]):
+            assert costs(short, b, inputs=INPUTS, stateful=stateful) == costs(whole, a, inputs=INPUTS,
+                                                                                stateful=stateful)
+    # bounded: of the epochs no recovery priced, at most HISTORY + HISTORY // 10 are kept
+    pinned = set()
+    for at, frontier, avail, replayed in failures:
+        lo = min([f + 1 for f in frontier.values()] + [min(v) + 1 for v in avail.values() if v] + [replayed[0]])
+        pinned |= set(range(lo, at + 1))
+    kept = {x.epoch for x in short.executions if x.recovery is None}
+    assert len(kept - pinned) <= _Short.HISTORY + _Short.HISTORY // 10
+    assert len(short.notes) <= 2 * _Short.NOTES and short.notes[-1] == f"epoch {epochs - 1}"
+    assert short.notes_dropped + len(short.notes) == epochs
+    # the epoch line's executions: the last epoch's, all of them
+    assert [x.step for x in short.at(epochs - 1) if not x.redo] == list(STEPS)
+
+
+def test_memory_stays_flat_over_a_long_run() -> None:
+    """Ten thousand epochs of three steps: the journal's memory after 10,000 is what it was after 5,000."""
+    journal = Journal()
+
+    def run(lo: int, hi: int) -> None:
+        for e in range(lo, hi):
+            for s in STEPS:
+                journal.executed(s, e, rows=e % 97, seconds=0.25, redo=False, cpu=0.5, jit=0.01, started=1.0 * e)
+            journal.trim(e)
+
+    tracemalloc.start()
+    try:
+        run(0, 5_000)
+        half = tracemalloc.get_traced_memory()[0]
+        run(5_000, 10_000)
+        full = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    # the same window of epochs kept at both points (up to a trim step's tenth): no growth beyond it
+    assert full < half * 1.15, (half, full)
+    assert journal.kept_from >= 10_000 - Journal.HISTORY - Journal.HISTORY // 10
+    assert len(journal.executions) <= (Journal.HISTORY + Journal.HISTORY // 10) * len(STEPS)
+    # and what it forgot still prices a replay from the start: every epoch's rows
+    rec = Recovery(1, "end", ("a",), dict.fromkeys(STEPS, 9_999), {})
+    journal.recovered(rec, 9_999)
+    assert rec.totals == {s: (sum(e % 97 for e in range(10_000)), 0.25 * 10_000) for s in STEPS}
