@@ -43,6 +43,7 @@ A recovery's wall time is kept by phase (:meth:`Recovery.phases`):
 
 from __future__ import annotations
 
+import bisect
 import json
 import time
 from collections.abc import Iterable, Mapping
@@ -54,6 +55,9 @@ if TYPE_CHECKING:
     from falkirk.spark.pipeline.store.rootfs import Root
 
 __all__ = ["Execution", "Recovery", "Startup", "Journal", "PHASES"]
+
+#: above any epoch (a bisection key)
+TOP_EPOCH = 1 << 62
 
 #: The phases of a recovery's wall time, in order (:meth:`Recovery.phases`).
 PHASES = ("session start", "metadata rebuild", "validation", "replay/recompute", "catch-up")
@@ -155,10 +159,12 @@ class Recovery:
     #: discarded
     discarded: dict[str, list[int]] = field(factory=dict)
     planner: str = ""
-    #: each step's first measurements (rows, seconds) summed over its epochs ``0..done_at_failure``, taken
-    #: when the recovery was recorded (:meth:`Journal.recovered`): the report's replay from the start once the
-    #: run has forgotten its oldest epochs (:meth:`Journal.trim`)
+    #: each step's first measurements (rows, seconds) summed over its epochs before :attr:`base`, taken when
+    #: the recovery was recorded (:meth:`Journal.recovered`); with the kept measurements from :attr:`base`
+    #: on, the report's replay from the start once the run has forgotten its oldest epochs
+    #: (:meth:`Journal.trim`)
     totals: dict[str, tuple[int, float]] | None = None
+    base: int = 0
 
     @property
     def cpu_less_jit(self) -> float | None:
@@ -228,7 +234,8 @@ class Journal:
         self.kept_from = 0
         #: notes forgotten by :meth:`trim` (the oldest)
         self.notes_dropped = 0
-        self._pins: list[tuple[int, int]] = []  # (first, last) epochs a recovery's report prices
+        self._pins: list[tuple[int, int]] = []  # epochs recoveries' reports price: sorted, disjoint (lo, hi)
+        self._steps: set[str] = set()  # the steps measured (trim)
         #: each step's first measurements (rows, seconds) of the epochs :meth:`trim` forgot, summed
         self._folded: dict[str, tuple[int, float]] = {}
 
@@ -259,6 +266,7 @@ class Journal:
         # nothing was computed: not a measurement of the epoch (the record under the root stays)
         if discarded:
             return
+        self._steps.add(step)
         first = self._first.setdefault((step, epoch), ex)
         # the first record did not know its rows (a fused step whose consumer failed)
         if first.rows < 0 <= rows:
@@ -354,27 +362,55 @@ class Journal:
         return list(self._at.get(epoch, ()))
 
     def recovered(self, rec: Recovery, first: int) -> None:
-        """Record ``rec``, whose report prices the measurements of epochs ``first`` up to its failure (what it
-        executed again and replayed, and the global rollback's epochs after the last common checkpoint): they
-        stay in memory (:meth:`trim`). Each step's first measurements up to the failure are summed now
-        (:attr:`Recovery.totals`)."""
+        """Record ``rec``, whose report prices the measurements of epochs from ``first`` (what it executed
+        again and replayed, and the global rollback's epochs after the last common checkpoint) up to its
+        failure: :meth:`trim` keeps them. The epochs before, which every step had completed and no recovery
+        measures again, are summed per step now (:attr:`Recovery.totals`, the replay from the start)."""
         self.recoveries.append(rec)
-        last = max(rec.done_at_failure.values(), default=-1)
-        self._pins.append((max(first, self.kept_from), last))  # what was forgotten already stays so
-        totals = {step: self._folded.get(step, (0, 0.0)) for step in rec.done_at_failure}
-        for (step, e), ex in {**self._earlier, **self._first}.items():  # this run's measurement first
-            if step in totals and e <= rec.done_at_failure[step] and not self._forgotten(e):
-                rows, seconds = totals[step]
-                totals[step] = (rows + max(ex.rows, 0), seconds + ex.seconds)
+        done = rec.done_at_failure
+        # the epoch a step completed last may still be measured (its state made at the epoch's end, a fused
+        # step's count), and one it had not completed is measured later
+        first = max(0, min(first, min(done.values(), default=0)))
+        last = max([*done.values(), *(hi for _, hi in rec.replayed.values())], default=-1)
+        # below kept_from, what was forgotten stays so: a re-execution there prices only what it redid
+        rec.base = max(first, self.kept_from)
+        # the sums: of what was forgotten, of what earlier recoveries kept below kept_from, of the rest
+        kept = [e for lo, hi in self._pins for e in range(lo, min(hi + 1, self.kept_from))]
+        totals = {}
+        for step, d in done.items():
+            rows, seconds = self._folded.get(step, (0, 0.0))
+            for e in [*kept, *range(self.kept_from, rec.base)]:
+                ex = self._measured(step, e) if e <= d else None
+                if ex is not None:
+                    rows, seconds = rows + max(ex.rows, 0), seconds + ex.seconds
+            totals[step] = (rows, seconds)
         rec.totals = totals
+        if rec.base <= last:
+            self._pin(rec.base, last)
+
+    def _pin(self, lo: int, hi: int) -> None:
+        """Keep epochs ``lo..hi`` (merged into the sorted, disjoint pinned intervals)."""
+        pins = self._pins
+        i = bisect.bisect_left(pins, (lo, lo))
+        if i and pins[i - 1][1] >= lo - 1:
+            i -= 1
+        j = i
+        while j < len(pins) and pins[j][0] <= hi + 1:
+            lo, hi = min(lo, pins[j][0]), max(hi, pins[j][1])
+            j += 1
+        pins[i:j] = [(lo, hi)]
+
+    def _pinned(self, epoch: int) -> bool:
+        i = bisect.bisect_right(self._pins, (epoch, TOP_EPOCH)) - 1
+        return i >= 0 and self._pins[i][1] >= epoch
 
     def trim(self, newest: int) -> int | None:
         """Forget in memory what belongs to epochs older than the last :attr:`HISTORY` up to ``newest``:
-        executions of no recovery, first measurements (summed per step first, for the reports'
-        replay from the start) except those a recorded recovery's report prices, and notes beyond the newest
-        :attr:`NOTES`. Acts every ``HISTORY // 10`` epochs (its cost is then constant per epoch); returns the
-        first epoch kept when it acted, else ``None``. The records under the root are not touched
-        (:meth:`collect` deletes those)."""
+        executions of no recovery, first measurements (summed per step, for the reports' replay from the
+        start) except those a recorded recovery's report prices, and notes beyond the newest :attr:`NOTES`.
+        Acts every ``HISTORY // 10`` epochs, on the epochs that left the window since: its cost does not
+        grow with the run. Returns the first epoch kept when it acted, else ``None``. The records under the
+        root are not touched (:meth:`collect` deletes those)."""
         if len(self.notes) > 2 * self.NOTES:
             drop = len(self.notes) - self.NOTES
             self.notes_dropped += drop
@@ -382,33 +418,28 @@ class Journal:
         keep = newest - self.HISTORY + 1
         if keep < self.kept_from + max(1, self.HISTORY // 10):
             return None
-
-        old = {
-            k
-            for table in (self._first, self._earlier)
-            for k in table
-            if k[1] < keep and not self._pinned(k[1])
-        }
-        for key in old:
-            ex = self._measured(*key)
-            assert ex is not None
-            if not self._forgotten(key[1]):  # else summed already (measured again by a recovery since)
-                rows, seconds = self._folded.get(key[0], (0, 0.0))
-                self._folded[key[0]] = (rows + max(ex.rows, 0), seconds + ex.seconds)
-            self._first.pop(key, None)
-            self._earlier.pop(key, None)
+        if not self.kept_from:  # the first time: also what earlier drivers recorded below the window
+            steps = {k[0] for k in self._first} | {k[0] for k in self._earlier}
+            span = range(min((k[1] for k in [*self._first, *self._earlier]), default=0), keep)
+        else:
+            steps, span = self._steps, range(self.kept_from, keep)
+        for e in span:
+            if self._pinned(e):
+                continue
+            for step in steps:
+                ex = self._measured(step, e)
+                if ex is None:
+                    continue
+                rows, seconds = self._folded.get(step, (0, 0.0))
+                self._folded[step] = (rows + max(ex.rows, 0), seconds + ex.seconds)
+                self._first.pop((step, e), None)
+                self._earlier.pop((step, e), None)
+        self._steps |= steps
         self.executions = [x for x in self.executions if x.epoch >= keep or x.recovery is not None]
         for e in [e for e in self._at if e < keep]:
             del self._at[e]
         self.kept_from = keep
         return keep
-
-    def _pinned(self, epoch: int) -> bool:
-        return any(lo <= epoch <= hi for lo, hi in self._pins)
-
-    def _forgotten(self, epoch: int) -> bool:
-        """Whether ``epoch``'s first measurements are among the sums of what :meth:`trim` forgot."""
-        return epoch < self.kept_from and not self._pinned(epoch)
 
     def _measured(self, step: str, epoch: int) -> Execution | None:
         return self._first.get((step, epoch)) or self._earlier.get((step, epoch))

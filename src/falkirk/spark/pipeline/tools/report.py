@@ -122,28 +122,31 @@ def costs(journal: Journal, rec: Recovery, *, inputs: set[str], stateful: list[s
     g = last_common_checkpoint(rec, stateful)
     glob = [(s, e) for s, d in done.items() for e in range(g + 1, d + 1)]
     start = [(s, e) for s, d in done.items() for e in range(0, d + 1)]
-    replay = _totals(rec, "input replay from the start", inputs)
-    if replay is None or not journal.kept_from:
+    replay = _totals(journal, rec, "input replay from the start", inputs) if journal.kept_from else None
+    if replay is None:
         replay = _cost(journal, "input replay from the start", start, inputs)
     name = f"global rollback to epoch {g}" if g >= 0 else "global rollback (no common checkpoint)"
     # a run that forgot its oldest epochs (Journal.trim) kept those after any checkpoint the recovery had
-    whole = _totals(rec, name, inputs) if g < 0 and journal.kept_from else None
+    whole = _totals(journal, rec, name, inputs) if g < 0 and journal.kept_from else None
     return [mine, whole or _cost(journal, name, glob, inputs), replay]
 
 
-def _totals(rec: Recovery, scheme: str, inputs: set[str]) -> Cost | None:
-    """Recomputing every step's epochs ``0..done_at_failure``, priced from the totals taken when ``rec`` was
-    recorded (``None``: none were)."""
+def _totals(journal: Journal, rec: Recovery, scheme: str, inputs: set[str]) -> Cost | None:
+    """Recomputing every step's epochs ``0..done_at_failure``, priced from the sums taken when ``rec`` was
+    recorded (epochs before :attr:`~falkirk.spark.pipeline.run.journal.Recovery.base`) and the kept
+    measurements after (``None``: no sums were taken)."""
     if rec.totals is None:
         return None
-    steps = [s for s in rec.done_at_failure if s not in inputs]
+    done = rec.done_at_failure
+    kept = _cost(journal, scheme, [(s, e) for s, d in done.items() for e in range(rec.base, d + 1)], inputs)
+    steps = [s for s in done if s not in inputs]
     return Cost(
         scheme,
-        sum(rec.totals[s][0] for s in steps),
-        sum(rec.totals[s][0] for s in rec.done_at_failure if s in inputs),
+        kept.recomputed + sum(rec.totals[s][0] for s in steps),
+        kept.source_rows + sum(rec.totals[s][0] for s in done if s in inputs),
         0,
-        sum(rec.totals[s][1] for s in steps),
-        sum(rec.done_at_failure[s] + 1 for s in steps),
+        kept.seconds + sum(rec.totals[s][1] for s in steps),
+        sum(d + 1 for s, d in done.items() if s not in inputs),
     )
 
 
