@@ -56,9 +56,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Execution", "Recovery", "Startup", "Journal", "PHASES"]
 
-#: above any epoch (a bisection key)
-TOP_EPOCH = 1 << 62
-
 #: The phases of a recovery's wall time, in order (:meth:`Recovery.phases`).
 PHASES = ("session start", "metadata rebuild", "validation", "replay/recompute", "catch-up")
 
@@ -401,7 +398,7 @@ class Journal:
         pins[i:j] = [(lo, hi)]
 
     def _pinned(self, epoch: int) -> bool:
-        i = bisect.bisect_right(self._pins, (epoch, TOP_EPOCH)) - 1
+        i = bisect.bisect_right(self._pins, epoch, key=lambda pin: pin[0]) - 1
         return i >= 0 and self._pins[i][1] >= epoch
 
     def trim(self, newest: int) -> int | None:

@@ -38,7 +38,7 @@ global rollback to epoch 2                1416                  840             
 
 from __future__ import annotations
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from falkirk.spark.pipeline.plan.explain import plan_table, replayed_line, show_epoch, why
 from falkirk.spark.pipeline.run.journal import Journal, Recovery
@@ -125,10 +125,10 @@ def costs(journal: Journal, rec: Recovery, *, inputs: set[str], stateful: list[s
     replay = _totals(journal, rec, "input replay from the start", inputs) if journal.kept_from else None
     if replay is None:
         replay = _cost(journal, "input replay from the start", start, inputs)
-    name = f"global rollback to epoch {g}" if g >= 0 else "global rollback (no common checkpoint)"
-    # a run that forgot its oldest epochs (Journal.trim) kept those after any checkpoint the recovery had
-    whole = _totals(journal, rec, name, inputs) if g < 0 and journal.kept_from else None
-    return [mine, whole or _cost(journal, name, glob, inputs), replay]
+    if g >= 0:  # a run that forgot its oldest epochs (Journal.trim) kept those after any checkpoint it had
+        return [mine, _cost(journal, f"global rollback to epoch {g}", glob, inputs), replay]
+    # no common checkpoint: the global rollback recomputes what the replay from the start does
+    return [mine, evolve(replay, scheme="global rollback (no common checkpoint)"), replay]
 
 
 def _totals(journal: Journal, rec: Recovery, scheme: str, inputs: set[str]) -> Cost | None:
