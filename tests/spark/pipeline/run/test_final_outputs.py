@@ -172,3 +172,51 @@ def test_only_a_damaged_committed_epoch_is_written_again(spark: Any, tmp_path: P
     fresh = tmp_path / "fresh"
     build(fresh, spark, durable=False).run(7)
     assert _deterministic(spark, root, "windows", ["key", "n"]) == _deterministic(spark, fresh, "windows", ["key", "n"])
+
+
+def test_a_restart_checks_the_epochs_it_can_write_again_and_a_bounded_sample_of_older_ones(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restart's check of the committed output epochs does not grow with the run's history: the epochs from an
+    output's oldest restore point on are all checked (a damaged one is written again), the older ones — which
+    nothing can recompute — only up to ``Rollback.SCRUB`` drawn at random (here none), and the run says so; a
+    damaged old epoch left unchecked is named by ``pipe.verify()``, and by the next restart that draws it, which
+    stops naming the file and changes nothing under the root."""
+    from spark_support import root_listing
+
+    from falkirk.spark import RecoveryError
+    from falkirk.spark.pipeline.run.recovery import Rollback
+
+    root = tmp_path / "root"
+    build(root, spark).run(12)
+    before = {e: _partition(root, "windows", e) for e in range(12)}
+    old_victim = next(p for p in sorted((root / "output/windows/epoch=0").iterdir()) if p.suffix == ".parquet")
+    old_victim.write_bytes(old_victim.read_bytes()[:-8] + b"damaged!")
+    recent = 11
+    victim = next(p for p in sorted((root / f"output/windows/epoch={recent}").iterdir()) if p.suffix == ".parquet")
+    victim.write_bytes(victim.read_bytes()[:-8] + b"damaged!")
+
+    monkeypatch.setattr(Rollback, "SCRUB", 0)
+    result = build(root, spark).run(13)
+    (rec,) = result.journal.recoveries
+    kept = rec.available_at_failure["windows"]
+    assert kept and 0 < kept[0] <= recent, kept  # epoch 0 is older than every restore point the restart kept
+    older = kept[0]
+    assert any(f"output/windows/epoch={recent}" in p for p in rec.problems), rec.problems
+    assert not any("output/windows/epoch=0" in p for p in rec.problems), rec.problems
+    assert any(
+        n.startswith(f"windows: checked its {12 - older} committed epochs from {older} and 0 of the {older} older")
+        for n in result.journal.notes
+    ), result.journal.notes
+    assert _partition(root, "windows", recent) != {}  # written again: intact (verify below finds only epoch 0)
+    for e in range(1, 12):
+        if e != recent:
+            assert _partition(root, "windows", e) == before[e], e
+    problems = build(root, spark).verify()
+    assert len(problems) == 1 and problems[0].startswith(str(old_victim.relative_to(root))), problems
+
+    monkeypatch.setattr(Rollback, "SCRUB", 1000)  # every older epoch drawn: the damage is met and named
+    listing = root_listing(root)
+    with pytest.raises(RecoveryError, match="output/windows/epoch=0"):
+        build(root, spark).run(14)
+    assert root_listing(root) == listing
