@@ -245,7 +245,18 @@ class Supervisor:
                 elif verdict == "done" and self.progress > damaged_at[f.id]:
                     # a killed driver proves nothing: it may not have reached the damage; nor does one that
                     # ran no epoch past it (it had nothing left to run: the next slice's driver meets it)
-                    self._outcome(f, "recovered" if not corrupt_failures[f.id] else "named", damaged[f.id] or "")
+                    try:
+                        unchecked = self._verify_output(damaged[f.id])
+                    except Exception as exc:  # noqa: BLE001 - the store is down (a fault): judged after the next
+                        self.log({"event": "verify-failed", "fault": f.id, "error": f"{type(exc).__name__}: {exc}"[:300]})
+                        continue
+                    if unchecked is not None:
+                        # an output epoch older than its restore points, not drawn by the restarts' sample
+                        # (Rollback.SCRUB): the run goes on; the user's scheduled `falkirk pipeline verify` names it
+                        rel = self._put_back(f)
+                        self._outcome(f, "human", f"named by falkirk pipeline verify ({unchecked}); restored {rel}")
+                    else:
+                        self._outcome(f, "recovered" if not corrupt_failures[f.id] else "named", damaged[f.id] or "")
                     pending.remove(f)
                 else:
                     continue
@@ -530,6 +541,19 @@ class Supervisor:
         """Restore ``f``'s damage from its backup (the reader never sees it half-done); what was restored."""
         with self.reader.looking:
             return restore(self.env.fs, self.env.base, self.backups / str(f.id))
+
+    def _verify_output(self, rel: str | None) -> str | None:
+        """When ``rel`` is in a committed output epoch: what ``falkirk pipeline verify`` says of that epoch, if it
+        names ``rel`` (``None``: intact, written again, or not an output's)."""
+        from falkirk.spark.pipeline.store.storage import Storage
+
+        key = Reader._key(rel or "")
+        if key is None or rel is None:
+            return None
+        spec = self.env.spec()
+        storage = Storage(spec["root"], fsync=False, storage_options=spec.get("storage_options"))
+        _, problems = storage.verify_all(key[0], "output", [key[1]])
+        return next((str(p) for p in problems if rel.rstrip("/") in str(p)), None)
 
     def _damage(self, f: Fault) -> str | None:
         with self.reader.looking:  # no look reads the file while it is being damaged and not yet marked

@@ -329,3 +329,49 @@ def test_a_short_local_soak_has_no_silent_loss_and_no_unexplained_stop(tmp_path:
     assert len(fired) >= 4 and set(summary["faults"]["corrupt"]) <= {"recovered", "named", "human"}, summary["faults"]
     assert all(o in ("recovered", "named", "human", "not-reached") for v in summary["faults"].values() for o in v)
     assert summary["recoveries"] >= 4 and summary["root_over_time"] and out.with_suffix(".png").exists()
+
+
+def test_an_old_output_epoch_no_restart_drew_is_named_by_verify_and_restored(tmp_path: Path) -> None:
+    """A restart checks only a random sample of the output epochs older than its restore points
+    (``Rollback.SCRUB``), so a driver may run past a damaged one. The supervisor then does what the user's
+    scheduled ``falkirk pipeline verify`` does: the damaged epoch's check names the file, and it is restored
+    ("human"); an intact or rewritten epoch is "recovered"."""
+    from falkirk.spark.pipeline.store.manifest import Manifest
+    from falkirk.spark.pipeline.store.storage import Storage
+
+    root = tmp_path / "root"
+    storage = Storage(root, fsync=False)
+    for e in (0, 1):
+        where = f"output/report/epoch={e}"
+        (root / where).mkdir(parents=True)
+        (root / where / "part-00000.parquet").write_bytes(b"rows of epoch %d" % e)
+        storage.put(Manifest("report", "output", e, 1, where, storage.describe_files(where), "{}"))
+    victim = "output/report/epoch=0/part-00000.parquet"
+
+    class _Old(_Scripted):
+        CUT = victim
+
+        def _damage(self, f: Fault) -> str | None:
+            (root / victim).write_bytes(b"damaged!" + (root / victim).read_bytes()[8:])
+            return victim
+
+        def _start(self, sl: Slice, pending: list[Fault], *, broken: bool, read_only: str | None) -> Any:
+            index, self.drivers = self.drivers, self.drivers + 1
+            self.log({"event": "driver-start", "driver": index, "slice": sl.index, "progress": self.progress})
+            driver = supervisor_module.Driver(index, _Proc(0), Path("/dev/null"))  # type: ignore[arg-type]
+            self.progress = sl.end  # it runs past the damage: no restart drew the epoch
+            driver.events.append({"event": "end"})
+            return driver
+
+    restored: list[str] = []
+    fault = Fault(0, "corrupt", 2, {"damage": "output-alter", "pick": 1})
+    sup = _Old(tmp_path / "work", [Slice(0, 0, 4, (fault,), 1), Slice(1, 5, 9, (), 1)])
+    sup.env = type("E", (), {"name": "local", "snapshots": True, "fs": None, "base": "",  # type: ignore[assignment]
+                             "spec": lambda self: {"root": str(root), "storage_options": None}})()
+    sup._put_back = lambda f: restored.append(victim) or victim  # type: ignore[method-assign]
+    for sl in sup.slices:  # damaged after the first slice's work: its drivers ran past it in the second
+        sup._slice(sl)
+    (outcome,) = [e for e in sup.log.events() if e["event"] == "outcome"]
+    assert outcome["outcome"] == "human" and "named by falkirk pipeline verify" in outcome["detail"], outcome
+    assert victim in outcome["detail"] and restored == [victim]
+    assert sup._verify_output("output/report/epoch=1/part-00000.parquet") is None  # intact: nothing to name
