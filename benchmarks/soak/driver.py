@@ -171,6 +171,14 @@ def _hooks(spec: dict[str, Any], meter: CpuMeter) -> None:
         return recover(self, failed, cause, *args, **kwargs)
 
     recovery.Rollback.recover = recovering  # type: ignore[method-assign]
+    damaged_outputs = recovery.Rollback._damaged_outputs
+
+    def checking_outputs(self: Any, rec: Any) -> Any:
+        found = damaged_outputs(self, rec)
+        emit("outputs-checked", sampled=dict(rec.sampled))  # per output: the epoch below which it only sampled
+        return found
+
+    recovery.Rollback._damaged_outputs = checking_outputs  # type: ignore[method-assign]
 
 
 def live_heap(spark: Any) -> dict[str, int]:

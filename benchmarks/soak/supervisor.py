@@ -246,7 +246,7 @@ class Supervisor:
                     # a killed driver proves nothing: it may not have reached the damage; nor does one that
                     # ran no epoch past it (it had nothing left to run: the next slice's driver meets it)
                     try:
-                        unchecked = self._verify_output(damaged[f.id])
+                        unchecked = self._verify_output(damaged[f.id], driver)
                     except Exception as exc:  # noqa: BLE001 - the store is down (a fault): judged after the next
                         self.log({"event": "verify-failed", "fault": f.id, "error": f"{type(exc).__name__}: {exc}"[:300]})
                         continue
@@ -542,13 +542,19 @@ class Supervisor:
         with self.reader.looking:
             return restore(self.env.fs, self.env.base, self.backups / str(f.id))
 
-    def _verify_output(self, rel: str | None) -> str | None:
-        """When ``rel`` is in a committed output epoch: what ``falkirk pipeline verify`` says of that epoch, if it
-        names ``rel`` (``None``: intact, written again, or not an output's)."""
+    def _verify_output(self, rel: str | None, driver: Driver) -> str | None:
+        """When ``rel`` is in a committed output epoch older than those ``driver``'s restart checked all of (it
+        only sampled them, ``Rollback.SCRUB``): what ``falkirk pipeline verify`` says of that epoch, if it names
+        ``rel``. ``None`` otherwise (intact, written again, not an output's, or an epoch the restart had to
+        check: then the damage left in place is the reader's finding)."""
         from falkirk.spark.pipeline.store.storage import Storage
 
         key = Reader._key(rel or "")
         if key is None or rel is None:
+            return None
+        checked = next((e for e in reversed(driver.events) if e["event"] == "outputs-checked"), None)
+        below = (checked or {}).get("sampled", {}).get(key[0])
+        if below is None or key[1] >= below:
             return None
         spec = self.env.spec()
         storage = Storage(spec["root"], fsync=False, storage_options=spec.get("storage_options"))

@@ -350,6 +350,7 @@ def test_an_old_output_epoch_no_restart_drew_is_named_by_verify_and_restored(tmp
 
     class _Old(_Scripted):
         CUT = victim
+        sampled: dict[str, int]
 
         def _damage(self, f: Fault) -> str | None:
             (root / victim).write_bytes(b"damaged!" + (root / victim).read_bytes()[8:])
@@ -360,18 +361,31 @@ def test_an_old_output_epoch_no_restart_drew_is_named_by_verify_and_restored(tmp
             self.log({"event": "driver-start", "driver": index, "slice": sl.index, "progress": self.progress})
             driver = supervisor_module.Driver(index, _Proc(0), Path("/dev/null"))  # type: ignore[arg-type]
             self.progress = sl.end  # it runs past the damage: no restart drew the epoch
-            driver.events.append({"event": "end"})
+            driver.events += [{"event": "outputs-checked", "sampled": self.sampled}, {"event": "end"}]
             return driver
 
-    restored: list[str] = []
-    fault = Fault(0, "corrupt", 2, {"damage": "output-alter", "pick": 1})
-    sup = _Old(tmp_path / "work", [Slice(0, 0, 4, (fault,), 1), Slice(1, 5, 9, (), 1)])
-    sup.env = type("E", (), {"name": "local", "snapshots": True, "fs": None, "base": "",  # type: ignore[assignment]
-                             "spec": lambda self: {"root": str(root), "storage_options": None}})()
-    sup._put_back = lambda f: restored.append(victim) or victim  # type: ignore[method-assign]
-    for sl in sup.slices:  # damaged after the first slice's work: its drivers ran past it in the second
-        sup._slice(sl)
-    (outcome,) = [e for e in sup.log.events() if e["event"] == "outcome"]
+    def soak(sampled: dict[str, int], work: str) -> tuple[_Old, dict[str, Any], list[str]]:
+        restored: list[str] = []
+        fault = Fault(0, "corrupt", 2, {"damage": "output-alter", "pick": 1})
+        sup = _Old(tmp_path / work, [Slice(0, 0, 4, (fault,), 1), Slice(1, 5, 9, (), 1)])
+        sup.sampled = sampled  # type: ignore[attr-defined]
+        sup.env = type("E", (), {"name": "local", "snapshots": True, "fs": None, "base": "",  # type: ignore[assignment]
+                                 "spec": lambda self: {"root": str(root), "storage_options": None}})()
+        sup._put_back = lambda f: restored.append(victim) or victim  # type: ignore[method-assign]
+        for sl in sup.slices:  # damaged after the first slice's work: its drivers ran past it in the second
+            sup._slice(sl)
+        (outcome,) = [e for e in sup.log.events() if e["event"] == "outcome"]
+        return sup, outcome, restored
+
+    # the restarts checked report's epochs from 1 on and sampled the older ones: epoch 0 may go unchecked
+    sup, outcome, restored = soak({"report": 1}, "sampled")
     assert outcome["outcome"] == "human" and "named by falkirk pipeline verify" in outcome["detail"], outcome
     assert victim in outcome["detail"] and restored == [victim]
-    assert sup._verify_output("output/report/epoch=1/part-00000.parquet") is None  # intact: nothing to name
+    driver = supervisor_module.Driver(9, _Proc(0), Path("/dev/null"))  # type: ignore[arg-type]
+    driver.events.append({"event": "outputs-checked", "sampled": {"report": 2}})
+    assert sup._verify_output("output/report/epoch=1/part-00000.parquet", driver) is None  # intact: nothing named
+    # a restart that had to check epoch 0 and ran past its damage: not put down to sampling (left in place, it
+    # is the reader's finding)
+    (root / victim).write_bytes(b"rows of epoch 0")
+    sup, outcome, restored = soak({}, "checked")
+    assert outcome["outcome"] == "recovered" and restored == [], outcome

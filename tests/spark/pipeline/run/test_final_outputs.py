@@ -202,6 +202,7 @@ def test_a_restart_checks_the_epochs_it_can_write_again_and_a_bounded_sample_of_
     kept = rec.available_at_failure["windows"]
     assert kept and 0 < kept[0] <= recent, kept  # epoch 0 is older than every restore point the restart kept
     older = kept[0]
+    assert rec.sampled["windows"] == older, rec.sampled
     assert any(f"output/windows/epoch={recent}" in p for p in rec.problems), rec.problems
     assert not any("output/windows/epoch=0" in p for p in rec.problems), rec.problems
     assert any(

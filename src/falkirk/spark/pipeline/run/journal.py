@@ -162,6 +162,9 @@ class Recovery:
     #: (:meth:`Journal.trim`)
     totals: dict[str, tuple[int, float]] | None = None
     base: int = 0
+    #: a restart: output -> the epoch below which its committed epochs were only sampled
+    #: (:attr:`Rollback.SCRUB <falkirk.spark.pipeline.run.recovery.Rollback.SCRUB>` of them checked)
+    sampled: dict[str, int] = field(factory=dict)
 
     @property
     def cpu_less_jit(self) -> float | None:

@@ -142,7 +142,7 @@ class Rollback:
         known = [lost] if lost is not None else []
         if restart:
             t = time.perf_counter()
-            known += self._damaged_outputs()
+            known += self._damaged_outputs(rec)
             checking += time.perf_counter() - t
         trial, outcome = self._outcome(failed, limits, known, check)
         rec.problems.extend(str(p) for p in outcome.problems)
@@ -279,7 +279,7 @@ class Rollback:
             return f"{name} restarts from empty state"
         return f"{name} {'restores' if action == 'restore' else 'rolls back to'} its checkpoint at {frontier}"
 
-    def _damaged_outputs(self) -> list[CorruptDataError]:
+    def _damaged_outputs(self, rec: Recovery) -> list[CorruptDataError]:
         """The acknowledged output epochs a recovery can still write again, and at most :attr:`SCRUB` older
         ones drawn at random, checked against their manifests: each damaged one.
 
@@ -287,9 +287,10 @@ class Rollback:
         planner kept at the start: every epoch without garbage collection)
         are checked at every restart: a damaged one is written again. An
         older one cannot be recomputed (its input was collected); checking
-        them all made a restart's cost grow with the run's history (~1 ms per
-        epoch and output on a local disk), so a restart checks a random
-        sample of them, and ``falkirk pipeline verify ROOT`` every one.
+        them all made a restart's cost grow with the run's history (~0.2 to
+        2 ms per epoch and output on a local disk), so a restart checks a
+        random sample of them (recorded in ``rec.sampled``), and ``falkirk
+        pipeline verify ROOT`` every one.
         """
         storage = self.context.storage
         found = []
@@ -303,6 +304,7 @@ class Rollback:
                     f"{n}: checked its {len(epochs) - len(older)} committed epochs from {lo} and {self.SCRUB} of "
                     f"the {len(older)} older ones (drawn at random); `falkirk pipeline verify` checks every one"
                 )
+                rec.sampled[n] = lo
                 older = self._draw.sample(older, self.SCRUB)
             # each damaged epoch is written again (or, older than its restore points, named); the others stay
             found += storage.verify_all(n, "output", [*older, *(e for e in epochs if e >= lo)])[1]

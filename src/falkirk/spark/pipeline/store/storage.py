@@ -199,9 +199,10 @@ class Storage:
         The same checks with a cost that does not grow by a request per file: the data is listed once (with
         an object store's ETags, the checksums it records there) and the manifests are read together
         (concurrently on an object store). Checked one by one (a read, then a size and a checksum request
-        per file), the S3 soak's restarts grew by ~0.06 s per epoch of history for its two outputs. When
-        ``epochs`` is less than half of them, each one's directory is listed instead of the step's whole
-        data, so the cost follows the epochs checked, not the history.
+        per file), the S3 soak's restarts grew by ~0.06 s per epoch of history for its two outputs. On a
+        local root, when ``epochs`` is less than half of them, each one's directory is listed instead of the
+        step's whole data, so the cost follows the epochs checked, not the history (on an object store one
+        listing of 1,000 files is one request: cheaper than a request per epoch).
         """
         every = self.epochs(step, kind)
         if epochs is None:
@@ -222,8 +223,9 @@ class Storage:
                 problems.append(err)
         # one listing per step directory the manifests point into (``output/<name>``, ``data/<name>``), or per
         # epoch's directory when only a few of the epochs are checked
+        few = self.fs.local and 2 * len(epochs) < len(every)
         tops = {
-            m.location if 2 * len(epochs) < len(every) else "/".join(m.location.split("/")[:2])
+            m.location if few else "/".join(m.location.split("/")[:2])
             for m in manifests.values()
             if m.location
         }
