@@ -8,7 +8,7 @@ full collection and records:
 
 * ``sys.getallocatedblocks()``;
 * the process's RSS;
-* the number of live objects the garbage collector tracks, by type.
+* the number of live objects the garbage collector tracks, by type (types with at least 50).
 
 ``--history`` lowers ``Journal.HISTORY``, so the journal's window fills early and
 the epochs after it show what else grows.
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         types = collections.Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.get_objects())
         rss = int(Path("/proc/self/statm").read_text().split()[1]) * 4096
         samples[epoch] = {"blocks": sys.getallocatedblocks(), "rss": rss, "objects": sum(types.values()),
-                          "types": dict(types)}
+                          "types": {t: c for t, c in types.most_common() if c >= 50}}  # the numerous ones
         print(f"epoch {epoch}: blocks {samples[epoch]['blocks']} objects {samples[epoch]['objects']} rss {rss}",
               flush=True)
 
