@@ -292,22 +292,23 @@ class Rollback:
         random sample of them (recorded in ``rec.sampled``), and ``falkirk
         pipeline verify ROOT`` every one.
         """
-        storage = self.context.storage
         found = []
         for n in self.pipeline.external_outputs:
-            epochs = storage.epochs(n, "output")
             kept = self.state.planner.available.get(n) or []
-            lo = kept[0] if kept else -1
-            older = [e for e in epochs if e < lo]
-            if len(older) > self.SCRUB:
-                self.state.journal.note(
-                    f"{n}: checked its {len(epochs) - len(older)} committed epochs from {lo} and {self.SCRUB} of "
-                    f"the {len(older)} older ones (drawn at random); `falkirk pipeline verify` checks every one"
-                )
-                rec.sampled[n] = lo
-                older = self._draw.sample(older, self.SCRUB)
+
+            def pick(epochs: list[int], n: str = n, lo: int = kept[0] if kept else -1) -> list[int]:
+                older = [e for e in epochs if e < lo]
+                if len(older) > self.SCRUB:
+                    self.state.journal.note(
+                        f"{n}: checked its {len(epochs) - len(older)} committed epochs from {lo} and {self.SCRUB} "
+                        f"of the {len(older)} older ones (drawn at random); `falkirk pipeline verify` checks every one"
+                    )
+                    rec.sampled[n] = lo
+                    older = self._draw.sample(older, self.SCRUB)
+                return [*older, *(e for e in epochs if e >= lo)]
+
             # each damaged epoch is written again (or, older than its restore points, named); the others stay
-            found += storage.verify_all(n, "output", [*older, *(e for e in epochs if e >= lo)])[1]
+            found += self.context.storage.verify_all(n, "output", pick)[1]
         return found
 
     def _downstream(self, steps: Mapping[str, int]) -> dict[str, int]:

@@ -191,24 +191,23 @@ class Storage:
         return m
 
     def verify_all(
-        self, step: str, kind: str, epochs: Collection[int] | None = None
+        self, step: str, kind: str, select: Callable[[list[int]], Collection[int]] | None = None
     ) -> tuple[int, list[CorruptDataError]]:
-        """Every ``kind`` manifest of ``step`` (or those of ``epochs`` that exist) and the files it lists
-        checked as :meth:`verify` checks one: ``(manifests checked, one problem per damaged epoch)``.
+        """Every ``kind`` manifest of ``step`` (or those ``select`` picks from the epochs listed) and the files
+        it lists checked as :meth:`verify` checks one: ``(manifests checked, one problem per damaged epoch)``.
 
         The same checks with a cost that does not grow by a request per file: the data is listed once (with
         an object store's ETags, the checksums it records there) and the manifests are read together
         (concurrently on an object store). Checked one by one (a read, then a size and a checksum request
         per file), the S3 soak's restarts grew by ~0.06 s per epoch of history for its two outputs. On a
-        local root, when ``epochs`` is less than half of them, each one's directory is listed instead of the
+        local root, when ``select`` picks less than half of them, each one's directory is listed instead of the
         step's whole data, so the cost follows the epochs checked, not the history (on an object store one
         listing of 1,000 files is one request: cheaper than a request per epoch).
         """
         every = self.epochs(step, kind)
-        if epochs is None:
-            epochs = every
-        else:
-            wanted = set(epochs)
+        epochs = every
+        if select is not None:
+            wanted = set(select(every))
             epochs = [e for e in every if e in wanted]
         raws = self.fs.read_many([manifest_path(step, kind, e) for e in epochs])
         manifests: dict[int, Manifest] = {}
