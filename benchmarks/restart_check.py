@@ -77,7 +77,7 @@ def measure(sizes: list[int], repeats: int, recent: int, work: Path) -> dict[str
                     count, problems = storage.verify_all("report", "output")
                 else:
                     chosen = [*older, *epochs[lo:]]
-                    count, problems = storage.verify_all("report", "output", lambda _, c=chosen: c)
+                    count, problems = storage.verify_all("report", "output", select=lambda _, c=chosen: c)
                 times[how].append(time.perf_counter() - t)
                 assert not problems, problems[:3]
                 checked[how] = count

@@ -558,7 +558,7 @@ class Supervisor:
             return None
         spec = self.env.spec()
         storage = Storage(spec["root"], fsync=False, storage_options=spec.get("storage_options"))
-        _, problems = storage.verify_all(key[0], "output", lambda _: [key[1]])
+        _, problems = storage.verify_all(key[0], "output", select=lambda _: [key[1]])
         return next((str(p) for p in problems if rel.rstrip("/") in str(p)), None)
 
     def _damage(self, f: Fault) -> str | None:

@@ -195,6 +195,21 @@ def test_verify_all_finds_what_verifying_each_epoch_finds(place: Place, seed: in
     assert [str(p) for p in problems] == one_by_one()
     assert sorted(p.epoch for p in problems) == sorted(damaged[:4])
 
+    # a selection (what a restart checks): only the epochs picked, from one listing handed over as a copy
+    listed = s.epochs("out", "checkpoint")
+    picked = sorted(damaged[:2] + [e for e in listed if e not in damaged][:2])
+    seen: list[list[int]] = []
+
+    def pick(epochs: list[int]) -> list[int]:
+        seen.append(list(epochs))
+        epochs.clear()  # the caller's list is a copy: what is checked does not depend on it
+        return [*picked, 99]  # an epoch not listed is skipped
+
+    checked, problems = s.verify_all("out", "checkpoint", select=pick)
+    assert seen == [listed] and checked == 4
+    assert [str(p) for p in problems] == [m for m in one_by_one() if any(f"epoch {e} " in m for e in damaged[:2])]
+    assert sorted(p.epoch for p in problems) == sorted(damaged[:2])
+
 
 def test_rewritten_output_epoch_is_described_afresh(place: Place) -> None:
     """An Output epoch re-written the way Spark overwrites (directory deleted, new part names) is described by

@@ -308,7 +308,7 @@ class Rollback:
                 return [*older, *(e for e in epochs if e >= lo)]
 
             # each damaged epoch is written again (or, older than its restore points, named); the others stay
-            found += self.context.storage.verify_all(n, "output", pick)[1]
+            found += self.context.storage.verify_all(n, "output", select=pick)[1]
         return found
 
     def _downstream(self, steps: Mapping[str, int]) -> dict[str, int]:

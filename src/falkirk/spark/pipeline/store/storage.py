@@ -191,10 +191,13 @@ class Storage:
         return m
 
     def verify_all(
-        self, step: str, kind: str, select: Callable[[list[int]], Collection[int]] | None = None
+        self, step: str, kind: str, *, select: Callable[[list[int]], Collection[int]] | None = None
     ) -> tuple[int, list[CorruptDataError]]:
         """Every ``kind`` manifest of ``step`` (or those ``select`` picks from the epochs listed) and the files
         it lists checked as :meth:`verify` checks one: ``(manifests checked, one problem per damaged epoch)``.
+
+        ``select`` is called once, with a copy of the committed epochs listed (ascending), before any
+        manifest is read; the epochs it returns that are not among them are skipped.
 
         The same checks with a cost that does not grow by a request per file: the data is listed once (with
         an object store's ETags, the checksums it records there) and the manifests are read together
@@ -207,7 +210,7 @@ class Storage:
         every = self.epochs(step, kind)
         epochs = every
         if select is not None:
-            wanted = set(select(every))
+            wanted = set(select(list(every)))
             epochs = [e for e in every if e in wanted]
         raws = self.fs.read_many([manifest_path(step, kind, e) for e in epochs])
         manifests: dict[int, Manifest] = {}
