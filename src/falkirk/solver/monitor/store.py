@@ -49,14 +49,22 @@ from falkirk.solver.monitor.codec import (
     graph_to_json,
 )
 
-__all__ = ["StoredState", "MetadataStore", "MemoryStore", "SQLiteStore", "BatchLostError", "with_checkpoints"]
+__all__ = [
+    "StoredState",
+    "MetadataStore",
+    "MemoryStore",
+    "SQLiteStore",
+    "BatchLostError",
+    "with_checkpoints",
+    "sqlite_cause",
+]
 
 
 #: Below this many free bytes on a database's filesystem, an SQLite I/O error is reported as a full disk.
 FULL_BELOW = 1 << 20
 
 
-def _cause(path: str, exc: sqlite3.Error) -> str:
+def sqlite_cause(path: str, exc: sqlite3.Error) -> str:
     """SQLite's message for ``exc``, and the likely cause when SQLite does not give it: a write that failed
     on a full filesystem often comes back as ``disk I/O error`` (the WAL's shared-memory file could not grow),
     which names neither the disk nor its state."""
@@ -217,7 +225,7 @@ class SQLiteStore:
                 self._vacuum()
         except sqlite3.Error as exc:
             raise MonitorError(
-                f"cannot open the monitor database {self.path!r}: {_cause(self.path, exc)}"
+                f"cannot open the monitor database {self.path!r}: {sqlite_cause(self.path, exc)}"
             ) from exc
         if mode.lower() not in ("wal", "memory"):
             raise MonitorError(f"{self.path!r}: SQLite refused WAL mode (journal_mode is {mode!r})")
@@ -280,7 +288,7 @@ class SQLiteStore:
                 self._db.execute("ROLLBACK")
             raise BatchLostError(
                 f"monitor database {self.path!r}: committing a batch failed, it was rolled back "
-                f"({_cause(self.path, exc)})"
+                f"({sqlite_cause(self.path, exc)})"
             ) from exc
 
     def _commit(self) -> None:
@@ -335,7 +343,7 @@ class SQLiteStore:
                     db.execute("BEGIN IMMEDIATE")  # reads and writes of the batch in one write transaction
                 db.execute("SAVEPOINT falkirk_call")
             except sqlite3.Error as exc:
-                raise MonitorError(f"monitor database {self.path!r}: {_cause(self.path, exc)}") from exc
+                raise MonitorError(f"monitor database {self.path!r}: {sqlite_cause(self.path, exc)}") from exc
             try:
                 yield db
                 db.execute("RELEASE falkirk_call")
@@ -344,7 +352,9 @@ class SQLiteStore:
                     db.execute("ROLLBACK TO falkirk_call")
                     db.execute("RELEASE falkirk_call")
                 if isinstance(exc, sqlite3.Error):
-                    raise MonitorError(f"monitor database {self.path!r}: {_cause(self.path, exc)}") from exc
+                    raise MonitorError(
+                        f"monitor database {self.path!r}: {sqlite_cause(self.path, exc)}"
+                    ) from exc
                 raise
             return
         try:
@@ -355,7 +365,7 @@ class SQLiteStore:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             if isinstance(exc, sqlite3.Error):
-                raise MonitorError(f"monitor database {self.path!r}: {_cause(self.path, exc)}") from exc
+                raise MonitorError(f"monitor database {self.path!r}: {sqlite_cause(self.path, exc)}") from exc
             raise
 
     def _initialised(self, db: sqlite3.Connection) -> bool:

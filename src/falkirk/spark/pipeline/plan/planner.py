@@ -337,11 +337,12 @@ class Planner:
         wal = Path(f"{self.path}-wal") if self.path is not None else None
         if wal is not None and wal.exists() and wal.stat().st_size > self.WAL_BYTES:
             self.commit()  # the checkpoint below (another connection) cannot pass an open write transaction
-            db = sqlite3.connect(self.path)  # type: ignore[arg-type]
-            try:
-                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            finally:
-                db.close()  # a connection left open would hold the database's -wal/-shm files until collected
+            with self._storage("checkpointing the write-ahead log of the monitor's database"):
+                db = sqlite3.connect(self.path)  # type: ignore[arg-type]
+                try:
+                    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                finally:
+                    db.close()  # a connection left open would hold the database's -wal/-shm files until collected
 
     def _reopen(self) -> None:
         """The monitor again from its (pruned) database, or in memory from the available frontiers: bounded

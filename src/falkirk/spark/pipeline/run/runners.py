@@ -28,7 +28,13 @@ from falkirk.spark.pipeline.run.guard import WriteGuard
 from falkirk.spark.pipeline.run.incremental import StateCheckpoints
 from falkirk.spark.pipeline.run.probe import is_local_master
 from falkirk.spark.pipeline.run.session import detach, materialised
-from falkirk.spark.pipeline.store.eagerdb import DATABASE_COMMITS, database_path
+from falkirk.spark.pipeline.store.eagerdb import (
+    DATABASE_COMMITS,
+    database_errors,
+    database_path,
+    is_storage_failure,
+    storage_error,
+)
 from falkirk.spark.pipeline.store.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -437,13 +443,19 @@ class DatabaseRunner(StepRunner):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # a concurrent run executes its epochs on pool threads (one at a time) and resets it on the run's
             # thread
-            self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute(f"PRAGMA synchronous={'FULL' if self.ctx.fsync else 'NORMAL'}")
-            self.db.execute(
-                f"CREATE TABLE IF NOT EXISTS {self.COMMITS} "
-                "(step TEXT NOT NULL, epoch INTEGER NOT NULL, rows INTEGER NOT NULL, PRIMARY KEY (step, epoch))"
-            )
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            try:
+                with database_errors(self.name, self.path, "opening it"):
+                    db.execute("PRAGMA journal_mode=WAL")
+                    db.execute(f"PRAGMA synchronous={'FULL' if self.ctx.fsync else 'NORMAL'}")
+                    db.execute(
+                        f"CREATE TABLE IF NOT EXISTS {self.COMMITS} (step TEXT NOT NULL, epoch INTEGER NOT NULL, "
+                        "rows INTEGER NOT NULL, PRIMARY KEY (step, epoch))"
+                    )
+            except BaseException:
+                db.close()
+                raise
+            self.db = db
             self.guard = WriteGuard(self.db, self.name, self.tables, own=(self.COMMITS,))
         return self.db
 
@@ -456,12 +468,15 @@ class DatabaseRunner(StepRunner):
         guard = self.guard
         assert guard is not None
         guard.install()  # refuses writes a rollback could not undo (falkirk.spark.pipeline.run.guard)
-        db.execute("BEGIN IMMEDIATE")
+        users = False  # the step's own code runs: its SQLite errors are its own, unless storage failed
         try:
+            db.execute("BEGIN IMMEDIATE")
             for t, col in self._existing(db).items():
                 db.execute(f'DELETE FROM "{t}" WHERE "{col}" = ?', (epoch,))
+            users = True
             with guard.watch(epoch):
                 result = self.call(epoch, inputs, db=db)
+            users = False
             rows = sum(
                 db.execute(f'SELECT count(*) FROM "{t}" WHERE "{c}" = ?', (epoch,)).fetchone()[0]
                 for t, c in self._existing(db).items()
@@ -471,9 +486,10 @@ class DatabaseRunner(StepRunner):
                 (self.name, epoch, rows),
             )
             db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
+        except BaseException as exc:
+            self._rollback()
+            if isinstance(exc, sqlite3.Error) and (not users or is_storage_failure(exc)):
+                raise storage_error(self.name, self.path, f"committing epoch {epoch}", exc) from exc
             raise
         out = None
         if result is not None:
@@ -491,18 +507,33 @@ class DatabaseRunner(StepRunner):
             self.db.close()  # an open transaction is rolled back
             self.db = None
 
+    def _rollback(self) -> None:
+        """Roll back an open transaction; a connection that cannot is closed (which rolls it back)."""
+        db = self.db
+        try:
+            if db is not None and db.in_transaction:
+                db.execute("ROLLBACK")
+        except sqlite3.Error:
+            self.lose()
+
     def reset(self, frontier: int, *, committed: set[int] | None = None) -> None:
-        db = self.connect()
-        db.execute("BEGIN IMMEDIATE")
-        for t, col in self._existing(db).items():
-            db.execute(f'DELETE FROM "{t}" WHERE "{col}" > ?', (frontier,))
-        db.execute(f"DELETE FROM {self.COMMITS} WHERE step = ? AND epoch > ?", (self.name, frontier))
-        db.execute("COMMIT")
+        with database_errors(self.name, self.path, f"resetting it to epoch {frontier}"):
+            db = self.connect()
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                for t, col in self._existing(db).items():
+                    db.execute(f'DELETE FROM "{t}" WHERE "{col}" > ?', (frontier,))
+                db.execute(f"DELETE FROM {self.COMMITS} WHERE step = ? AND epoch > ?", (self.name, frontier))
+                db.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
         self.storage.remove_where(self.name, "checkpoint", lambda e: e <= frontier, sync=True)
 
     def collect(self, lw: int, lw_consumers: int) -> None:
         super().collect(lw, lw_consumers)
-        self.connect().execute("PRAGMA wal_checkpoint(TRUNCATE)")  # keep the database's WAL small
+        with database_errors(self.name, self.path, "checkpointing its write-ahead log"):
+            self.connect().execute("PRAGMA wal_checkpoint(TRUNCATE)")  # keep the database's WAL small
 
 
 def make_runner(ctx: RunContext, pipeline: Definition, name: str) -> Runner:

@@ -20,15 +20,24 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from falkirk.spark.errors import CorruptDataError, PipelineError
+from falkirk.solver.monitor.store import sqlite_cause
+from falkirk.spark.errors import CorruptDataError, PipelineError, StorageError
 
 if TYPE_CHECKING:
     from falkirk.spark.pipeline.store.rootfs import Root
 
-__all__ = ["DATABASE_COMMITS", "database_path", "committed_epochs"]
+__all__ = [
+    "DATABASE_COMMITS",
+    "database_path",
+    "committed_epochs",
+    "database_errors",
+    "storage_error",
+    "is_storage_failure",
+]
 
 
 def database_path(root: Root, step: str, db: str) -> Path:
@@ -68,3 +77,43 @@ def committed_epochs(path: Path, step: str) -> set[int]:
     except sqlite3.Error as exc:
         raise CorruptDataError(step, "checkpoint", -1, f"is unreadable ({exc})", path=str(path)) from None
     return {int(r[0]) for r in rows}
+
+
+def is_storage_failure(exc: sqlite3.Error) -> bool:
+    """Whether SQLite failed for want of storage (a full disk or database, an I/O error), whoever issued the
+    statement: the database's file system, not the statement, is at fault."""
+    name = getattr(exc, "sqlite_errorname", "")
+    return name.startswith(("SQLITE_FULL", "SQLITE_IOERR")) or "disk is full" in str(exc)
+
+
+@contextlib.contextmanager
+def database_errors(step: str, path: Path, what: str) -> Iterator[None]:
+    """Turn an SQLite error raised while falkirk ``what`` (commits an epoch, resets the step…) into a
+    :class:`~falkirk.spark.errors.StorageError` naming the step, the database file and the cause.
+
+    SQLite's own message names neither: a full file system comes back as ``database or disk is full`` (or
+    ``disk I/O error``), which :func:`~falkirk.solver.monitor.store.sqlite_cause` completes with the free
+    space it finds. What SQLite refused is rolled back by SQLite itself: the database keeps the epochs it
+    committed before.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "eager.sqlite"
+    >>> with database_errors("sink", path, "resetting it"):  # doctest: +ELLIPSIS
+    ...     raise sqlite3.OperationalError("database or disk is full")
+    Traceback (most recent call last):
+    ...
+    falkirk.spark.errors.StorageError: step 'sink': resetting it failed in its database ...: database or disk is full; ...
+    """
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise storage_error(step, path, what, exc) from exc
+
+
+def storage_error(step: str, path: Path, what: str, exc: sqlite3.Error) -> StorageError:
+    """The :class:`~falkirk.spark.errors.StorageError` for ``exc`` (see :func:`database_errors`)."""
+    return StorageError(
+        f"step {step!r}: {what} failed in its database {str(path)!r}: {sqlite_cause(str(path), exc)}; "
+        "SQLite rolled back what it refused (the epochs committed before are kept). Free space on (or "
+        "repair) the database's file system and start again"
+    )
