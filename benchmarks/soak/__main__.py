@@ -38,9 +38,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--live-heap", type=int, default=0, metavar="N",
                     help="every N epochs a driver forces a full JVM collection and reports the heap left live "
                          "(changes the memory behaviour measured: for a run about memory only; default never)")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting for every driver's session, over the variant's (repeatable; e.g. "
+                         "spark.driver.memory=512m); recorded in the event log, and a resume must give the same")
     ap.add_argument("--report-only", action="store_true", help="write the report from the event log, run nothing")
     ap.add_argument("--no-bar", action="store_true")
     args = ap.parse_args(argv)
+    bad = [c for c in args.conf if "=" not in c or not c.split("=", 1)[0].strip()]
+    if bad:
+        ap.error(f"--conf takes KEY=VALUE, not {bad[0]!r}")
+    conf = dict(c.split("=", 1) for c in args.conf)
     work = (args.work or Path(f"/var/tmp/falkirk-soak-{args.variant}-{args.seed}")).resolve()
     out = args.out or RESULTS / f"soak_{args.variant}.json"
     if not args.report_only:
@@ -59,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:
             Supervisor(env, args.epochs, args.seed, work, slices=slices, bar=not args.no_bar,
-                       live_heap=args.live_heap).run()
+                       live_heap=args.live_heap, conf=conf).run()
         except KeyboardInterrupt:
             print(f"\nsoak stopped; the same command resumes ({work})", file=sys.stderr)
     summary = report.write(EventLog(work / "events.jsonl").events(), out)

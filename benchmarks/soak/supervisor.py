@@ -83,8 +83,10 @@ class Supervisor:
     """A soak of ``epochs`` epochs of ``env`` with the faults of ``seed``, logging to ``work/events.jsonl``."""
 
     def __init__(self, env: Env, epochs: int, seed: int, work: Path, *, slices: list[Slice] | None = None,
-                 say: Any = print, bar: bool = True, live_heap: int = 0) -> None:
+                 say: Any = print, bar: bool = True, live_heap: int = 0, conf: dict[str, str] | None = None) -> None:
         self.env, self.epochs, self.seed, self.work = env, epochs, seed, work
+        #: Spark settings every driver's session gets, over the variant's own (``--conf``: e.g. the driver's heap)
+        self.conf = dict(conf or {})
         #: every how many epochs a driver reports its JVM's live heap after a forced full collection (0: never)
         self.live_heap = live_heap
         self.slices = slices if slices is not None else schedule(epochs, seed, env.name)
@@ -165,7 +167,7 @@ class Supervisor:
         header = self.log.header()
         args = {"epochs": self.epochs, "seed": self.seed, "variant": self.env.name}
         if header is None:
-            self.log({"event": "soak", **args, "slices": [
+            self.log({"event": "soak", **args, **({"conf": self.conf} if self.conf else {}), "slices": [
                 {"index": s.index, "start": s.start, "end": s.end, "concurrency": s.concurrency,
                  "faults": [{"id": f.id, "kind": f.kind, "epoch": f.epoch, "params": f.params} for f in s.faults]}
                 for s in self.slices]})
@@ -173,6 +175,9 @@ class Supervisor:
         if {k: header.get(k) for k in args} != args:
             raise SystemExit(f"{self.log.path} holds another soak ({ {k: header.get(k) for k in args} }); "
                              "use another --work directory")
+        if header.get("conf", {}) != self.conf:
+            raise SystemExit(f"{self.log.path} was started with --conf {header.get('conf', {})}, not {self.conf}; "
+                             "resume it with the same settings, or use another --work directory")
         self.log({"event": "resume"})
         self.slices = [Slice(s["index"], s["start"], s["end"],
                              tuple(Fault(f["id"], f["kind"], f["epoch"], f["params"]) for f in s["faults"]),
@@ -296,6 +301,7 @@ class Supervisor:
             "gc_kills": {str(f.epoch): f.params["deletes"] for f in pending if f.kind == "kill-gc"},
             "publish_kills": [[f.params["step"], f.epoch] for f in pending if f.kind == "kill-publish"],
             "live_heap": self.live_heap,
+            "conf": {**spec.get("conf", {}), **self.conf},
         })
         index = self.drivers
         self.drivers += 1

@@ -191,6 +191,25 @@ def test_a_resumed_log_drops_what_followed_the_last_finished_slice(tmp_path: Pat
     assert len((tmp_path / "events.jsonl").read_text().splitlines()) == 6
 
 
+def test_spark_settings_are_logged_and_a_resume_must_give_the_same(tmp_path: Path) -> None:
+    """``--conf`` (e.g. the driver's heap for a memory run) is in the log's header; resuming the log with other
+    settings would mix two configurations in one report, and is refused."""
+    env = type("E", (), {"name": "local", "snapshots": True, "fs": None, "base": ""})()
+    slices = [Slice(0, 0, 9, (), 1)]
+
+    def sup(conf: dict[str, str]) -> supervisor_module.Supervisor:
+        return supervisor_module.Supervisor(env, 10, 0, tmp_path, slices=slices, say=lambda *_: None,  # type: ignore[arg-type]
+                                            bar=False, conf=conf)
+
+    sup({"spark.driver.memory": "512m"})._resume()
+    assert EventLog(tmp_path / "events.jsonl").header()["conf"] == {"spark.driver.memory": "512m"}
+    with pytest.raises(SystemExit, match="was started with --conf"):
+        sup({})._resume()
+    sup({"spark.driver.memory": "512m"})._resume()  # the same settings: resumed
+    lines = [json.loads(line)["event"] for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert lines == ["soak", "resume"]  # the refused resume logged nothing
+
+
 class _Proc:
     def __init__(self, rc: int) -> None:
         self.returncode = rc
