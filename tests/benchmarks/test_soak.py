@@ -210,6 +210,39 @@ def test_spark_settings_are_logged_and_a_resume_must_give_the_same(tmp_path: Pat
     assert lines == ["soak", "resume"]  # the refused resume logged nothing
 
 
+def test_decompose_splits_restart_time_into_its_phases(tmp_path: Path) -> None:
+    """Drivers whose restart check grows by 0.5 s per 1,000 epochs of history and whose session start is as
+    fast at every epoch: the check's slope is found, the session's and the rest's are zero; a driver's JVM
+    that grows with its age only has no slope at a given age."""
+    from benchmarks.soak.decompose import decompose
+
+    rng = np.random.default_rng(3)
+    (tmp_path / "drivers").mkdir()
+    log = EventLog(tmp_path / "events.jsonl")
+    log({"event": "soak"})
+    for d, at in enumerate(range(0, 2000, 20)):
+        t0 = 1000.0 * d
+        session, build, check, first = 10 + rng.normal(0, 0.1), 0.3, 0.1 + 0.0005 * at, 11 + rng.normal(0, 0.2)
+        marks = [("start", t0), ("session", t0 + session), ("recovery", t0 + session + build),
+                 ("outputs-checked", t0 + session + build + check)]
+        lines = [f"SOAK {json.dumps({'event': k, 't': t})}" for k, t in marks]
+        lines.append("SOAK " + json.dumps({"event": "epoch", "t": marks[-1][1] + first, "epoch": at, "cpu": 30.0}))
+        (tmp_path / "drivers" / f"{d}.log").write_text("\n".join([*lines, "not an event", "SOAK {cut"]) + "\n")
+        for age in range(1, 6):
+            log({"event": "epoch", "t": marks[-1][1] + first + age, "driver": d, "epoch": at + age - 1, "age": age,
+                 "load": 3.0, "rss_jvm": (500 + 60 * age + rng.normal(0, 5)) * 1e6})
+    got = decompose(tmp_path)
+    assert got["restarts"] == 100 and got["segments"] == 1
+    check = got["restart"]["check"]["plain"]
+    assert check["slope"] == pytest.approx(0.5, abs=0.01) and check["lo"] <= 0.5 <= check["hi"]
+    for k in ("session", "first"):
+        fit = got["restart"][k]["plain"]
+        assert fit["lo"] < 0 < fit["hi"], (k, fit)
+    assert got["rss_jvm"]["plain"]["slope"] == pytest.approx(0, abs=2)  # every driver the same shape
+    at_age = got["rss_jvm"]["given_age"]
+    assert at_age["lo"] < 0 < at_age["hi"] and got["rss_jvm"]["mean_by_age"][5] > got["rss_jvm"]["mean_by_age"][1]
+
+
 class _Proc:
     def __init__(self, rc: int) -> None:
         self.returncode = rc
