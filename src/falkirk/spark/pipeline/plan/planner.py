@@ -295,9 +295,12 @@ class Planner:
             ):
                 raise  # a monitor refusing on its own grounds (a malformed graph…) is not the storage's failure
             where = f"root {self.root}" if self.root is not None else f"{self.path}"
-            cause = (
-                f"{type(exc).__name__}: {exc}" if isinstance(exc, (sqlite3.Error, MonitorError)) else str(exc)
-            )
+            if isinstance(exc, sqlite3.Error):  # SQLite's words name neither the file nor a full disk
+                from falkirk.solver.monitor.store import sqlite_cause
+
+                cause = f"{type(exc).__name__}: {sqlite_cause(str(self.path), exc)}"
+            else:
+                cause = f"{type(exc).__name__}: {exc}" if isinstance(exc, MonitorError) else str(exc)
             raise StorageError(
                 f"{where}: {what} ({self.path}, the planner's cache of the manifests) failed: {cause}; nothing under "
                 "the root was changed by it. A run writes under its root: make it writable (or free space) and "

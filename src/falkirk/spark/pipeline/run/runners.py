@@ -443,20 +443,22 @@ class DatabaseRunner(StepRunner):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # a concurrent run executes its epochs on pool threads (one at a time) and resets it on the run's
             # thread
-            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            db: sqlite3.Connection | None = None
             try:
                 with database_errors(self.name, self.path, "opening it"):
+                    db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
                     db.execute("PRAGMA journal_mode=WAL")
                     db.execute(f"PRAGMA synchronous={'FULL' if self.ctx.fsync else 'NORMAL'}")
                     db.execute(
                         f"CREATE TABLE IF NOT EXISTS {self.COMMITS} (step TEXT NOT NULL, epoch INTEGER NOT NULL, "
                         "rows INTEGER NOT NULL, PRIMARY KEY (step, epoch))"
                     )
+                    self.guard = WriteGuard(db, self.name, self.tables, own=(self.COMMITS,))
             except BaseException:
-                db.close()
+                if db is not None:
+                    db.close()
                 raise
             self.db = db
-            self.guard = WriteGuard(self.db, self.name, self.tables, own=(self.COMMITS,))
         return self.db
 
     def _existing(self, db: sqlite3.Connection) -> dict[str, str]:
@@ -467,9 +469,9 @@ class DatabaseRunner(StepRunner):
         db = self.connect()
         guard = self.guard
         assert guard is not None
-        guard.install()  # refuses writes a rollback could not undo (falkirk.spark.pipeline.run.guard)
         users = False  # the step's own code runs: its SQLite errors are its own, unless storage failed
         try:
+            guard.install()  # refuses writes a rollback could not undo (falkirk.spark.pipeline.run.guard)
             db.execute("BEGIN IMMEDIATE")
             for t, col in self._existing(db).items():
                 db.execute(f'DELETE FROM "{t}" WHERE "{col}" = ?', (epoch,))
@@ -488,8 +490,13 @@ class DatabaseRunner(StepRunner):
             db.execute("COMMIT")
         except BaseException as exc:
             self._rollback()
-            if isinstance(exc, sqlite3.Error) and (not users or is_storage_failure(exc)):
-                raise storage_error(self.name, self.path, f"committing epoch {epoch}", exc) from exc
+            if isinstance(exc, sqlite3.Error) and is_storage_failure(exc):
+                what = (
+                    f"a statement of the step's own at epoch {epoch}"
+                    if users
+                    else f"committing epoch {epoch}"
+                )
+                raise storage_error(self.name, self.path, what, exc) from exc
             raise
         out = None
         if result is not None:

@@ -80,21 +80,25 @@ def committed_epochs(path: Path, step: str) -> set[int]:
 
 
 def is_storage_failure(exc: sqlite3.Error) -> bool:
-    """Whether SQLite failed for want of storage (a full disk or database, an I/O error), whoever issued the
-    statement: the database's file system, not the statement, is at fault."""
+    """Whether SQLite failed for want of storage (a full disk or database, an I/O error, a file it cannot
+    open), whoever issued the statement: the database's file system, not the statement, is at fault."""
     name = getattr(exc, "sqlite_errorname", "")
-    return name.startswith(("SQLITE_FULL", "SQLITE_IOERR")) or "disk is full" in str(exc)
+    return name.startswith(("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_CANTOPEN")) or any(
+        m in str(exc) for m in ("disk is full", "disk I/O error", "unable to open database file")
+    )
 
 
 @contextlib.contextmanager
 def database_errors(step: str, path: Path, what: str) -> Iterator[None]:
-    """Turn an SQLite error raised while falkirk ``what`` (commits an epoch, resets the step…) into a
-    :class:`~falkirk.spark.errors.StorageError` naming the step, the database file and the cause.
+    """Turn a storage failure SQLite meets while falkirk ``what`` (commits an epoch, resets the step…) into a
+    :class:`~falkirk.spark.errors.StorageError` naming the step, the database file and the cause
+    (:func:`is_storage_failure`); any other SQLite error passes unchanged (a database that is not one, a
+    constraint: :func:`~falkirk.spark.pipeline.run.causes.is_deterministic` classifies those as before).
 
-    SQLite's own message names neither: a full file system comes back as ``database or disk is full`` (or
-    ``disk I/O error``), which :func:`~falkirk.solver.monitor.store.sqlite_cause` completes with the free
-    space it finds. What SQLite refused is rolled back by SQLite itself: the database keeps the epochs it
-    committed before.
+    SQLite's own message names neither the file nor the disk: a full file system comes back as ``database or
+    disk is full`` (or ``disk I/O error``), which :func:`~falkirk.solver.monitor.store.sqlite_cause`
+    completes with the free space it finds. A transaction SQLite refused is rolled back: the database keeps
+    the epochs it committed before.
 
     >>> import tempfile
     >>> path = Path(tempfile.mkdtemp()) / "eager.sqlite"
@@ -103,17 +107,25 @@ def database_errors(step: str, path: Path, what: str) -> Iterator[None]:
     Traceback (most recent call last):
     ...
     falkirk.spark.errors.StorageError: step 'sink': resetting it failed in its database ...: database or disk is full; ...
+    >>> with database_errors("sink", path, "resetting it"):
+    ...     raise sqlite3.DatabaseError("file is not a database")
+    Traceback (most recent call last):
+    ...
+    sqlite3.DatabaseError: file is not a database
     """
     try:
         yield
     except sqlite3.Error as exc:
-        raise storage_error(step, path, what, exc) from exc
+        if is_storage_failure(exc):
+            raise storage_error(step, path, what, exc) from exc
+        raise
 
 
 def storage_error(step: str, path: Path, what: str, exc: sqlite3.Error) -> StorageError:
-    """The :class:`~falkirk.spark.errors.StorageError` for ``exc`` (see :func:`database_errors`)."""
+    """The :class:`~falkirk.spark.errors.StorageError` for a storage failure ``exc`` (see
+    :func:`database_errors`)."""
     return StorageError(
-        f"step {step!r}: {what} failed in its database {str(path)!r}: {sqlite_cause(str(path), exc)}; "
-        "SQLite rolled back what it refused (the epochs committed before are kept). Free space on (or "
-        "repair) the database's file system and start again"
+        f"step {step!r}: {what} failed in its database {str(path)!r}: {sqlite_cause(str(path), exc)}; the "
+        "epochs it committed before are kept. Free space on (or repair) the database's file system and start "
+        "again"
     )
