@@ -250,6 +250,26 @@ def unreadable_input(cause: str, root_uri: str, inputs: Iterable[str]) -> str | 
     return None
 
 
+#: an executor's "not found" for a file, which the driver can check with its own client
+_NOT_FOUND = re.compile(r"FILE_NOT_EXIST|PATH_NOT_FOUND|FileNotFoundException")
+
+
+def missing_input_file(cause: str, name: str) -> str | None:
+    """The file of input ``name`` (its path under the root) that ``cause`` (a :func:`root_cause`) says does
+    not exist, if it says so.
+
+    >>> missing_input_file("[FAILED_READ_FILE.FILE_NOT_EXIST] Encountered error while reading file "
+    ...     "s3a://b/soak/input/events/part-1/000000001587@epoch-146.fccea8d1-0.parquet. File does not exist.", "events")
+    'input/events/part-1/000000001587@epoch-146.fccea8d1-0.parquet'
+    >>> missing_input_file("[MALFORMED_RECORD] s3a://b/soak/input/events/part-1/x.parquet", "events") is None
+    True
+    """
+    if not _NOT_FOUND.search(cause):
+        return None
+    m = re.search(rf"/(input/{re.escape(name)}/[^\s'\"`,;]+?)\.?(?=[\s'\"`,;]|$)", cause)
+    return m.group(1) if m else None
+
+
 def unreadable_item(cause: str, steps: Iterable[str]) -> tuple[str, str, int, str] | None:
     """``(step, kind, epoch, path under the root)`` of the stored item (a log, checkpoint or complete epoch of
     one of ``steps``) whose data file ``cause`` (a :func:`root_cause`) could not read, if it is one. Matched

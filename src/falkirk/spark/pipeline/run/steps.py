@@ -34,8 +34,14 @@ from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from falkirk.spark.errors import CorruptDataError, PipelineError, RecordError, StepFailure
-from falkirk.spark.pipeline.run.causes import is_deterministic, root_cause, unreadable_input, unreadable_item
+from falkirk.spark.errors import CorruptDataError, PipelineError, RecordError, StepFailure, StorageError
+from falkirk.spark.pipeline.run.causes import (
+    is_deterministic,
+    missing_input_file,
+    root_cause,
+    unreadable_input,
+    unreadable_item,
+)
 from falkirk.spark.pipeline.run.latency import upstream_inputs
 from falkirk.spark.pipeline.run.session import all_failed_tasks, failed_tasks, job_group
 from falkirk.spark.pipeline.run.state import Task
@@ -163,6 +169,26 @@ class Steps:
         self.frames.hold(task.inputs.values())  # not unpersisted under a job that reads them
         return task
 
+    def _still_there(self, cause: str, source: str) -> str | None:
+        """When an executor found a file of input ``source`` missing: what the driver's own look at it says,
+        if that contradicts the executor (the file is there, or the storage did not answer: the S3 soak at
+        seed 58 lost a driver on an input segment its executors' FUSE mount could not see just after the
+        server came back); ``None`` when the driver finds it missing too, or the cause names no such file."""
+        rel = missing_input_file(cause, source)
+        if rel is None:
+            return None
+        root = self.pipeline.location
+        try:
+            info = root.info(rel)
+        except FileNotFoundError:
+            return None
+        except StorageError as err:
+            return f"the driver could not look at {root.describe(rel)} either: {err}"
+        return (
+            f"the driver sees {root.describe(rel)} ({info.get('size', '?')} bytes): the executors' read of it "
+            "failed, not the input"
+        )
+
     def _failure(
         self, name: str, epoch: int, exc: Exception, inputs: dict[str, DataFrame], doing: str = ""
     ) -> StepFailure | CorruptDataError:
@@ -171,7 +197,11 @@ class Steps:
         fused input computed inside its job — naming a damaged item it could not read, if any."""
         cause = root_cause(exc)
         source = unreadable_input(cause, self.pipeline.location.uri, self.pipeline.inputs)
-        if source is not None:  # the input's fault, not the step's: no recovery reads it back
+        if source is not None:
+            seen = self._still_there(cause, source)
+            if seen is not None:  # the executors' view of the storage failed, not the input: tried again
+                return StepFailure(name, epoch, f"{type(exc).__name__}: {cause} ({seen})")
+            # the input's fault, not the step's: no recovery reads it back
             return CorruptDataError(source, "input", epoch, f"unreadable while {name} read it: {cause}")
         culprit = self.fused.culprit(inputs)
         item = unreadable_item(cause, self.pipeline.steps)

@@ -230,6 +230,50 @@ class Root:
                 out[rel] = value
         return out
 
+    #: bytes of a Parquet file's tail read to find its footer (a larger footer takes a second read)
+    TAIL = 64 * 1024
+
+    def parquet_rows(self, files: Mapping[str, int]) -> dict[str, int | str]:
+        """The rows each Parquet file of ``files`` (relative path → size) holds, from its footer alone: one
+        ranged read of its tail (an object store's concurrently). A file that is gone or is not a whole
+        Parquet file maps to what is wrong with it (a sentence), not to a number."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        rels = list(files)
+        out: dict[str, int | str] = {}
+        for i in range(0, len(rels), self.READ_BATCH):
+            chunk = rels[i : i + self.READ_BATCH]
+            starts = [max(0, files[r] - self.TAIL) for r in chunk]
+            got = self._calls(
+                "read",
+                chunk[0],
+                "cat_ranges",
+                [self.full(r) for r in chunk],
+                starts,
+                [files[r] for r in chunk],
+                on_error="return",
+            )
+            for rel, start, tail in zip(chunk, starts, got, strict=True):
+                if isinstance(tail, FileNotFoundError):
+                    out[rel] = "is gone"
+                    continue
+                if isinstance(tail, Exception):
+                    raise self._calls.failure("read", rel, tail) from tail
+                if len(tail) < 12 or tail[-4:] != b"PAR1" or len(tail) != files[rel] - start:
+                    out[rel] = (
+                        f"is not a whole Parquet file ({files[rel]} bytes listed, no footer at its end)"
+                    )
+                    continue
+                need = int.from_bytes(tail[-8:-4], "little") + 8
+                if need > len(tail) and need <= files[rel]:
+                    tail = self._calls("read", rel, "cat_file", self.full(rel), files[rel] - need, files[rel])
+                try:
+                    out[rel] = pq.read_metadata(pa.BufferReader(tail)).num_rows
+                except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+                    out[rel] = f"has an unreadable footer ({exc})"
+        return out
+
     def read_bytes(self, rel: str) -> bytes:
         """The contents of file ``rel`` (``FileNotFoundError`` if absent)."""
         data: bytes = self._calls("read", rel, "cat_file", self.full(rel))
