@@ -32,6 +32,7 @@ says which of the pipeline's input logs an unreadable-file error points at,
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Iterable
 
 __all__ = [
@@ -261,13 +262,16 @@ def missing_input_file(cause: str, name: str) -> str | None:
     >>> missing_input_file("[FAILED_READ_FILE.FILE_NOT_EXIST] Encountered error while reading file "
     ...     "s3a://b/soak/input/events/part-1/000000001587@epoch-146.fccea8d1-0.parquet. File does not exist.", "events")
     'input/events/part-1/000000001587@epoch-146.fccea8d1-0.parquet'
+    >>> missing_input_file("java.io.FileNotFoundException: No such file or directory: "
+    ...     "s3a://b/r/input/events/part-0/k%3D1/x.parquet: getFileStatus", "events")
+    'input/events/part-0/k=1/x.parquet'
     >>> missing_input_file("[MALFORMED_RECORD] s3a://b/soak/input/events/part-1/x.parquet", "events") is None
     True
     """
     if not _NOT_FOUND.search(cause):
         return None
-    m = re.search(rf"/(input/{re.escape(name)}/[^\s'\"`,;]+?)\.?(?=[\s'\"`,;]|$)", cause)
-    return m.group(1) if m else None
+    m = re.search(rf"/(input/{re.escape(name)}/[^\s'\"`,;:()\[\]]+?)\.?(?=[\s'\"`,;:()\[\]]|$)", cause)
+    return urllib.parse.unquote(m.group(1)) if m else None
 
 
 def unreadable_item(cause: str, steps: Iterable[str]) -> tuple[str, str, int, str] | None:

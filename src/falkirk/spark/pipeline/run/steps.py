@@ -198,9 +198,15 @@ class Steps:
         cause = root_cause(exc)
         source = unreadable_input(cause, self.pipeline.location.uri, self.pipeline.inputs)
         if source is not None:
-            seen = self._still_there(cause, source)
+            seen = self._still_there(f"{cause}\n{exc}", source)  # the cause may be cut short
             if seen is not None:  # the executors' view of the storage failed, not the input: tried again
-                return StepFailure(name, epoch, f"{type(exc).__name__}: {cause} ({seen})")
+                culprit = self.fused.culprit(inputs)
+                return StepFailure(
+                    culprit or name,
+                    epoch,
+                    f"{type(exc).__name__}: {cause} ({seen})"
+                    + (f" (computed inside {name}'s job)" if culprit else ""),
+                )
             # the input's fault, not the step's: no recovery reads it back
             return CorruptDataError(source, "input", epoch, f"unreadable while {name} read it: {cause}")
         culprit = self.fused.culprit(inputs)

@@ -233,15 +233,16 @@ class Root:
     #: bytes of a Parquet file's tail read to find its footer (a larger footer takes a second read)
     TAIL = 64 * 1024
 
-    def parquet_rows(self, files: Mapping[str, int]) -> dict[str, int | str]:
+    def parquet_rows(self, files: Mapping[str, int]) -> dict[str, int | str | None]:
         """The rows each Parquet file of ``files`` (relative path → size) holds, from its footer alone: one
-        ranged read of its tail (an object store's concurrently). A file that is gone or is not a whole
-        Parquet file maps to what is wrong with it (a sentence), not to a number."""
+        ranged read of its tail (an object store's concurrently), a second one for a footer larger than
+        :attr:`TAIL`. A file that is gone or is not a whole Parquet file maps to what is wrong with it (a
+        sentence); one whose footer is encrypted (``PARE``) to ``None``: its rows cannot be read here."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         rels = list(files)
-        out: dict[str, int | str] = {}
+        out: dict[str, int | str | None] = {}
         for i in range(0, len(rels), self.READ_BATCH):
             chunk = rels[i : i + self.READ_BATCH]
             starts = [max(0, files[r] - self.TAIL) for r in chunk]
@@ -255,23 +256,34 @@ class Root:
                 on_error="return",
             )
             for rel, start, tail in zip(chunk, starts, got, strict=True):
+                size = files[rel]
                 if isinstance(tail, FileNotFoundError):
                     out[rel] = "is gone"
                     continue
                 if isinstance(tail, Exception):
                     raise self._calls.failure("read", rel, tail) from tail
-                if len(tail) < 12 or tail[-4:] != b"PAR1" or len(tail) != files[rel] - start:
-                    out[rel] = (
-                        f"is not a whole Parquet file ({files[rel]} bytes listed, no footer at its end)"
-                    )
+                if len(tail) >= 12 and tail[-4:] == b"PARE" and len(tail) == size - start:
+                    out[rel] = None
+                    continue
+                if len(tail) < 12 or tail[-4:] != b"PAR1" or len(tail) != size - start:
+                    out[rel] = f"is not a whole Parquet file ({size} bytes listed, no footer at its end)"
                     continue
                 need = int.from_bytes(tail[-8:-4], "little") + 8
-                if need > len(tail) and need <= files[rel]:
-                    tail = self._calls("read", rel, "cat_file", self.full(rel), files[rel] - need, files[rel])
+                if need > size:
+                    out[rel] = f"has a footer longer than the file ({need} bytes of {size})"
+                    continue
                 try:
+                    if need > len(tail):
+                        tail = self._calls(
+                            "read", rel, "cat_file", self.full(rel), start=size - need, end=size
+                        )
                     out[rel] = pq.read_metadata(pa.BufferReader(tail)).num_rows
-                except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
-                    out[rel] = f"has an unreadable footer ({exc})"
+                except FileNotFoundError:
+                    out[rel] = "is gone"
+                except (OSError, ValueError, pa.ArrowException) as exc:  # ArrowInvalid is a ValueError
+                    if isinstance(exc, StorageError):
+                        raise
+                    out[rel] = f"has an unreadable footer ({type(exc).__name__}: {exc})"
         return out
 
     def read_bytes(self, rel: str) -> bytes:
