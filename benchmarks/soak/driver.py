@@ -179,6 +179,15 @@ def _hooks(spec: dict[str, Any], meter: CpuMeter) -> None:
         return found
 
     recovery.Rollback._damaged_outputs = checking_outputs  # type: ignore[method-assign]
+    sweep_orphans = storage.Storage.sweep_orphans
+
+    def sweeping(self: Any, *args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        removed = sweep_orphans(self, *args, **kwargs)
+        emit("swept", seconds=round(time.perf_counter() - t0, 3), removed=removed)  # a restart's sweep of orphans
+        return removed
+
+    storage.Storage.sweep_orphans = sweeping  # type: ignore[method-assign]
 
 
 def live_heap(spark: Any) -> dict[str, int]:

@@ -9,6 +9,7 @@ or a second program would — run on a local directory and on S3 (``place``).
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -266,6 +267,7 @@ def test_a_store_that_does_not_answer_is_not_a_corrupt_item(tmp_path: Path, monk
         raise StorageError(f"root {s.root}: read {rel} failed: ConnectTimeoutError: no answer")
 
     monkeypatch.setattr(s.fs, "read_bytes", unreachable)
+    monkeypatch.setattr(s.fs, "read_many", lambda rels: unreachable(rels[0]))
     with pytest.raises(StorageError, match="ConnectTimeoutError") as err:
         s.get("cc", "checkpoint", 1)
     assert not isinstance(err.value, CorruptDataError)
@@ -293,7 +295,14 @@ def test_remove_and_sweep(storage: Storage) -> None:
     s.put(gone)
     s.remove("cc", "checkpoint", 2)
     assert list(s.fs.walk_files(gone.location or "")) == []
+    for e in range(40):  # an output's manifests, kept for ever: read together, not one request each
+        s.fs.publish(f"manifests/out/output/{e:08d}.json", json.dumps({"location": f"output/out/epoch={e}"}).encode())
+    s.fs.publish("manifests/out/output/garbled.json", b"\xff{not json")
+    reads: list[str] = []
+    read_bytes = s.fs.read_bytes
+    s.fs.read_bytes = lambda rel: reads.append(rel) or read_bytes(rel)  # type: ignore[method-assign]
     assert s.sweep_orphans() == 1
+    assert reads == []
     assert list(s.fs.walk_files(orphan.location or "")) == []
     assert [n for n, _ in s.fs.walk_files(kept.location or "")] == ["part-0.parquet"]
 

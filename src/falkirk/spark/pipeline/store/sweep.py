@@ -25,17 +25,29 @@ __all__ = ["referenced", "sweep_orphans"]
 
 
 def referenced(storage: Storage) -> set[str]:
-    """Data directories named by a manifest."""
+    """Data directories named by a manifest.
+
+    The manifests are read together (:meth:`Root.read_many
+    <falkirk.spark.pipeline.store.rootfs.Root.read_many>`: concurrently on an object store). An output's
+    manifests are never collected, so there are two more per epoch of a run with two outputs: read one
+    request after another, they made the S3 soak's restarts grow by ~0.07 s per epoch of history (~28 s of
+    a restart at epoch 231)."""
+    names = [
+        f"manifests/{step}/{kind}/{name}"
+        for step in storage.fs.listdir("manifests")
+        for kind in storage.fs.listdir(f"manifests/{step}")
+        for name in storage.fs.listdir(f"manifests/{step}/{kind}")
+    ]
     refs = set()
-    for step in storage.fs.listdir("manifests"):
-        for kind in storage.fs.listdir(f"manifests/{step}"):
-            for name in storage.fs.listdir(f"manifests/{step}/{kind}"):
-                try:
-                    loc = json.loads(storage.fs.read_bytes(f"manifests/{step}/{kind}/{name}")).get("location")
-                except (FileNotFoundError, ValueError, AttributeError):  # removed meanwhile, or unreadable
-                    continue
-                if loc:
-                    refs.add(loc)
+    for raw in storage.fs.read_many(names).values():
+        if isinstance(raw, FileNotFoundError):  # removed meanwhile
+            continue
+        try:
+            loc = json.loads(raw).get("location")
+        except (ValueError, AttributeError):  # unreadable: names nothing
+            continue
+        if loc:
+            refs.add(loc)
     return refs
 
 
