@@ -38,15 +38,20 @@ HERE = Path(__file__).resolve().parent
 
 def build(root: Path, n: int) -> None:
     """One output ``report`` with ``n`` committed epochs (a data file and a manifest each)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     from falkirk.spark.pipeline.store.manifest import Manifest
     from falkirk.spark.pipeline.store.storage import Storage
 
     storage = Storage(root, fsync=False)
-    payload = os.urandom(2600)
+    payload = os.urandom(1300).hex()
     for e in range(n):
         where = f"output/report/epoch={e}"
         (root / where).mkdir(parents=True)
-        (root / where / "part-00000.parquet").write_bytes(payload[: 2000 + e % 600])
+        # 10 rows in ~2.6 kB of Parquet (a manifest's rows must be its files' rows: Storage.put reads footers)
+        rows = [payload[i * 200 : i * 200 + 180 + e % 20] for i in range(10)]
+        pq.write_table(pa.table({"v": rows}), root / where / "part-00000.parquet", compression="none")
         storage.put(Manifest("report", "output", e, 10, where, storage.describe_files(where), "{}"))
 
 

@@ -388,6 +388,9 @@ def test_an_old_output_epoch_no_restart_drew_is_named_by_verify_and_restored(tmp
     (``Rollback.SCRUB``), so a driver may run past a damaged one. The supervisor then does what the user's
     scheduled ``falkirk pipeline verify`` does: the damaged epoch's check names the file, and it is restored
     ("human"); an intact or rewritten epoch is "recovered"."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     from falkirk.spark.pipeline.store.manifest import Manifest
     from falkirk.spark.pipeline.store.storage import Storage
 
@@ -396,7 +399,7 @@ def test_an_old_output_epoch_no_restart_drew_is_named_by_verify_and_restored(tmp
     for e in (0, 1):
         where = f"output/report/epoch={e}"
         (root / where).mkdir(parents=True)
-        (root / where / "part-00000.parquet").write_bytes(b"rows of epoch %d" % e)
+        pq.write_table(pa.table({"epoch": [e]}), root / where / "part-00000.parquet")  # one row
         storage.put(Manifest("report", "output", e, 1, where, storage.describe_files(where), "{}"))
     victim = "output/report/epoch=0/part-00000.parquet"
 
