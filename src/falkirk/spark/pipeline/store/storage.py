@@ -149,9 +149,11 @@ class Storage:
         """Publish ``manifest`` write-once, after checking that it proves its data.
 
         Refused with :class:`~falkirk.spark.errors.StorageError` when it
-        claims rows but lists no data file, or when a file it lists is not
-        visible with its size. Publishing the same document twice is a
-        no-op; a different document for the same item is refused.
+        claims rows but lists no data file, when a file it lists is not
+        visible with its size, or (an output or a log) when its Parquet
+        files' footers do not hold the rows it claims. Publishing the same
+        document twice is a no-op; a different document for the same item
+        is refused.
         """
         m = manifest
         if m.location is not None and m.rows > 0 and not m.files:
