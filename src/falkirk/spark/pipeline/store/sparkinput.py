@@ -33,7 +33,7 @@ import uuid
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
-from falkirk.spark.errors import RecordError
+from falkirk.spark.errors import RecordError, StorageError
 from falkirk.spark.pipeline.store import ingest
 from falkirk.spark.pipeline.store import segments as seg
 from falkirk.spark.pipeline.store.manifest import FileEntry
@@ -264,23 +264,23 @@ def append_frame(
 def _files(log: InputLog, location: str) -> dict[int, list[tuple[str, int, int]]]:
     """The Parquet files Spark wrote, by segment: ``(name relative to the log, size, rows)`` from their
     footers."""
-    import pyarrow.parquet as pq
-
     out: dict[int, list[tuple[str, int, int]]] = {}
     listed = list(log.fs.walk_files(location))
     if log.fsync:  # what the executors wrote: each file, then the directories whose entries they are
         for name, _ in listed:
             log.fs.sync_file(f"{location}/{name}", checksum=False, fsync=True)
         log.fs.sync_dir(location, {posixpath.dirname(name) for name, _ in listed}, created=True)
-    for name, size in listed:
-        directory, base = posixpath.split(name)
-        if not (directory.startswith("_segment=") and base.startswith("part-")):
-            continue
-        rel = f"{location}/{name}"
-        with log.fs.fs.open(log.fs.full(rel), "rb") as fh:
-            rows = pq.ParquetFile(fh).metadata.num_rows
+    parts = {
+        f"{location}/{name}": size
+        for name, size in listed
+        if posixpath.dirname(name).startswith("_segment=") and posixpath.basename(name).startswith("part-")
+    }
+    for rel, rows in log.fs.parquet_rows(parts).items():  # the footers, read together
+        if not isinstance(rows, int):
+            raise StorageError(f"{log.fs.describe(rel)}, written by Spark for input {log.name}: {rows}")
         if rows:
-            out.setdefault(int(directory.split("=", 1)[1]), []).append((rel[len(log.dir) + 1 :], size, rows))
+            segment = int(posixpath.basename(posixpath.dirname(rel)).split("=", 1)[1])
+            out.setdefault(segment, []).append((rel[len(log.dir) + 1 :], parts[rel], rows))
     return out
 
 
