@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
             storage = Storage(f"s3a://{objectstore.BUCKET}/sweep-{n}-{uuid.uuid4().hex[:8]}", fsync=False,
                               storage_options=server.options())
             build(storage, n)
-            assert serial_referenced(storage) == referenced(storage)  # the same answer, read differently
+            # the same data directories named, read differently
+            assert {r for r in serial_referenced(storage) if r.startswith("data/")} == referenced(storage)
             times: dict[str, list[float]] = {"serial": [], "sweep": []}
             for _ in range(args.repeats):
                 for name, call in (("serial", lambda s=storage: serial_referenced(s)),

@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from objectstore import BUCKET
 from places import Place
@@ -70,6 +71,19 @@ def test_manifest_without_its_data_is_refused(storage: Storage) -> None:
     with pytest.raises(StorageError, match="refusing to publish log at epoch 8: data file .*part-0 is missing"):
         storage.put(ghost)
     assert storage.epochs("cc", "checkpoint") == [] and storage.epochs("cc", "log") == []
+
+
+def test_a_manifest_naming_data_of_another_step_or_kind_is_refused(storage: Storage) -> None:
+    """A manifest names data under its own ``data/<step>/<kind>/`` (the start-up sweep reads only those
+    kinds' manifests); another data location is refused, naming the step and both places."""
+    item = _fake_item(storage, "cc", 5, b"x")
+    for step, kind in (("other", "checkpoint"), ("cc", "log")):
+        refused = f"step {step}: refusing to publish {kind} at epoch 5: .* not under data/{step}/{kind}/"
+        with pytest.raises(StorageError, match=refused):
+            storage.put(attrs.evolve(item, step=step, kind=kind))
+        assert storage.epochs(step, kind) == []
+    storage.put(item)
+    assert storage.get("cc", "checkpoint", 5) == item
 
 
 @pytest.mark.parametrize("damage", ["delete", "truncate", "flip"])
@@ -299,10 +313,14 @@ def test_remove_and_sweep(storage: Storage) -> None:
         s.fs.publish(f"manifests/out/output/{e:08d}.json", json.dumps({"location": f"output/out/epoch={e}"}).encode())
     s.fs.publish("manifests/out/output/garbled.json", b"\xff{not json")
     reads: list[str] = []
-    read_bytes = s.fs.read_bytes
+    read_bytes, read_many = s.fs.read_bytes, s.fs.read_many
     s.fs.read_bytes = lambda rel: reads.append(rel) or read_bytes(rel)  # type: ignore[method-assign]
+    together: list[str] = []
+    s.fs.read_many = lambda rels: together.extend(rels) or read_many(rels)  # type: ignore[method-assign]
     assert s.sweep_orphans() == 1
     assert reads == []
+    # only the kinds that have a data directory are read: the output's manifests name output/..., not data/
+    assert together == ["manifests/cc/checkpoint/00000001.json"]
     assert list(s.fs.walk_files(orphan.location or "")) == []
     assert [n for n, _ in s.fs.walk_files(kept.location or "")] == ["part-0.parquet"]
 

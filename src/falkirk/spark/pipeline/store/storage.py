@@ -156,6 +156,12 @@ class Storage:
         is refused.
         """
         m = manifest
+        own = f"data/{m.step}/{m.kind}/"
+        if m.location is not None and m.location.startswith("data/") and not m.location.startswith(own):
+            raise StorageError(
+                f"step {m.step}: refusing to publish {m.kind} at epoch {m.epoch}: its data {m.location!r} is not "
+                f"under {own} (a manifest names data of its own step and kind; the start-up sweep relies on it)"
+            )
         if m.location is not None and m.rows > 0 and not m.files:
             raise StorageError(
                 f"step {m.step}: refusing to publish {m.kind} at epoch {m.epoch}: it claims {m.rows} rows but no "

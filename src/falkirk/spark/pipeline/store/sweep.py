@@ -32,10 +32,16 @@ def referenced(storage: Storage) -> set[str]:
     manifests are never collected, so there are two more per epoch of a run with two outputs: read one
     request after another, they made the S3 soak's restarts grow by ~0.07 s per epoch of history (~28 s of
     a restart at epoch 231)."""
+    # a manifest's data is under data/<its step>/<its kind>/ (Storage.put refuses any other data/ location), so
+    # only the kinds that have such a directory can name one: an output's manifests (output/...) are not read
+    have = {
+        (step, kind) for step in storage.fs.listdir("data") for kind in storage.fs.listdir(f"data/{step}")
+    }
     names = [
         f"manifests/{step}/{kind}/{name}"
         for step in storage.fs.listdir("manifests")
         for kind in storage.fs.listdir(f"manifests/{step}")
+        if (step, kind) in have
         for name in storage.fs.listdir(f"manifests/{step}/{kind}")
     ]
     refs = set()
