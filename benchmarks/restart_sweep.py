@@ -16,7 +16,9 @@ items with data) under a fresh prefix of the suite's SeaweedFS server
 then times, alternately in one process:
 
 * ``serial``: the manifests read one after another (the sweep before 01de336);
-* ``sweep``: :meth:`Storage.sweep_orphans` as it is now (read together, concurrently).
+* ``together``: every manifest read together, concurrently (01de336 to 55ae327);
+* ``sweep``: :meth:`Storage.sweep_orphans` as it is now: only the manifests of kinds that
+  have a ``data/<step>/<kind>`` directory (an output's name ``output/...``), read together.
 
 It writes ``results/restart_sweep.json`` with the load average before and after.
 """
@@ -27,6 +29,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -46,6 +49,15 @@ def serial_referenced(storage: Any) -> set[str]:
                 if loc:
                     refs.add(loc)
     return refs
+
+
+def together_referenced(storage: Any) -> set[str]:
+    """The sweep's reading from 01de336 to 55ae327: every manifest, read together (``Root.read_many``)."""
+    names = [f"manifests/{step}/{kind}/{name}"
+             for step in storage.fs.listdir("manifests")
+             for kind in storage.fs.listdir(f"manifests/{step}")
+             for name in storage.fs.listdir(f"manifests/{step}/{kind}")]
+    return {loc for raw in storage.fs.read_many(names).values() if (loc := json.loads(raw).get("location"))}
 
 
 def build(storage: Any, n: int) -> None:
@@ -85,10 +97,12 @@ def main(argv: list[str] | None = None) -> int:
                               storage_options=server.options())
             build(storage, n)
             # the same data directories named, read differently
+            assert serial_referenced(storage) == together_referenced(storage)
             assert {r for r in serial_referenced(storage) if r.startswith("data/")} == referenced(storage)
-            times: dict[str, list[float]] = {"serial": [], "sweep": []}
+            times: dict[str, list[float]] = {"serial": [], "together": [], "sweep": []}
             for _ in range(args.repeats):
                 for name, call in (("serial", lambda s=storage: serial_referenced(s)),
+                                   ("together", lambda s=storage: together_referenced(s)),
                                    ("sweep", lambda s=storage: s.sweep_orphans())):
                     t0 = time.perf_counter()
                     call()
@@ -97,13 +111,16 @@ def main(argv: list[str] | None = None) -> int:
                    "all": {k: [round(x, 4) for x in v] for k, v in times.items()}}
             row["ratio"] = round(row["serial"] / row["sweep"], 2)
             rows.append(row)
-            print(f"{n:>6} output epochs: serial {row['serial']:.3f} s, sweep now {row['sweep']:.3f} s "
+            print(f"{n:>6} output epochs: serial {row['serial']:.3f} s, together {row['together']:.3f} s, "
+                  f"sweep now {row['sweep']:.3f} s "
                   f"({row['ratio']}x)", flush=True)
     finally:
         server.stop()
     result = {"command": "python -m benchmarks.restart_sweep " + " ".join(sys.argv[1:] if argv is None else argv),
               "load_before": load_before, "load_after": os.getloadavg(), "rows": rows,
-              "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+              "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
+                                       text=True).stdout.strip()}
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.out}")
     return 0
