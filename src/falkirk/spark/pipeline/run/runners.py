@@ -343,7 +343,7 @@ class StepRunner(Runner):
         if deferred is None:
             return
         try:
-            if deferred.state is not self.state:
+            if self.state is None or deferred.state is not self.state:
                 return
             state = detach(deferred.state, eager=False, replicas=self.replicas)
             rows = state.count()

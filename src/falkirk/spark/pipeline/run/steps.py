@@ -369,7 +369,10 @@ class Steps:
 
     def _write_checkpoint(self, name: str) -> None:
         state, runner = self.state, self.state.runners[name]
-        epoch, what = runner.deferred.epoch, "checkpoint" if runner.deferred.checkpoint else "state"
+        deferred = runner.deferred
+        if deferred is None:  # nothing left to the end of its epoch
+            return
+        epoch, what = deferred.epoch, "checkpoint" if deferred.checkpoint else "state"
         t0, c0 = time.perf_counter(), self.cpu.read() if self.cpu is not None else None
         group = state.group = f"falkirk-{self.run_id}:{name}@{epoch}:{what}"
         state.groups.add(group)  # cancelled by an interrupt, as a step's jobs are
