@@ -4,11 +4,12 @@
 
 At every start a driver deletes data directories no manifest names
 (:func:`falkirk.spark.pipeline.store.sweep.sweep_orphans`), and to know which are
-named it reads every manifest under the root. An output's manifests are never
-collected, so that is two more per epoch for a pipeline with two outputs. The S3
-soak (seed 58) saw its restarts grow by ~0.07 s per epoch of history outside the
-redone steps; a read of the restart path pointed at the sweep reading the
-manifests one GET after another.
+named it read, until 55ae327, every manifest under the root. An output's manifests
+are never collected, so that is two more per epoch for a pipeline with two outputs.
+The S3 soak (seed 58) saw its restarts grow by ~0.07 s per epoch of history outside
+the redone steps; a read of the restart path pointed at the sweep reading the
+manifests one GET after another. Now it reads only the manifests of kinds that
+have data (an output's name ``output/...``).
 
 For each history size N this puts N output manifests (and a few checkpoint
 items with data) under a fresh prefix of the suite's SeaweedFS server
@@ -17,8 +18,10 @@ then times, alternately in one process:
 
 * ``serial``: the manifests read one after another (the sweep before 01de336);
 * ``together``: every manifest read together, concurrently (01de336 to 55ae327);
-* ``sweep``: :meth:`Storage.sweep_orphans` as it is now: only the manifests of kinds that
-  have a ``data/<step>/<kind>`` directory (an output's name ``output/...``), read together.
+* ``sweep``: the whole of :meth:`Storage.sweep_orphans` as it is now (listing ``data/``,
+  reading the manifests of kinds that have a ``data/<step>/<kind>`` directory, together,
+  and deleting the orphan in its first repeat): more work than the two columns before,
+  which only read.
 
 It writes ``results/restart_sweep.json`` with the load average before and after.
 """

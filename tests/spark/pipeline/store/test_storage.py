@@ -10,6 +10,7 @@ or a second program would — run on a local directory and on S3 (``place``).
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -77,10 +78,13 @@ def test_a_manifest_naming_data_of_another_step_or_kind_is_refused(storage: Stor
     """A manifest names data under its own ``data/<step>/<kind>/`` (the start-up sweep reads only those
     kinds' manifests); another data location is refused, naming the step and both places."""
     item = _fake_item(storage, "cc", 5, b"x")
-    for step, kind in (("other", "checkpoint"), ("cc", "log")):
-        refused = f"step {step}: refusing to publish {kind} at epoch 5: .* not under data/{step}/{kind}/"
+    loc = item.location or ""
+    elsewhere = [("other", "checkpoint", loc), ("cc", "log", loc), ("cc", "checkpoint", f"{loc}/deeper"),
+                 ("cc", "checkpoint", "data/cc/checkpoint/../log/x"), ("cc", "checkpoint", "data/cc/checkpoint/")]
+    for step, kind, where in elsewhere:
+        refused = f"step {step}: refusing to publish {kind} at epoch 5: its data {re.escape(repr(where))} is not a directory directly under data/{step}/{kind}/"
         with pytest.raises(StorageError, match=refused):
-            storage.put(attrs.evolve(item, step=step, kind=kind))
+            storage.put(attrs.evolve(item, step=step, kind=kind, location=where))
         assert storage.epochs(step, kind) == []
     storage.put(item)
     assert storage.get("cc", "checkpoint", 5) == item
@@ -309,9 +313,10 @@ def test_remove_and_sweep(storage: Storage) -> None:
     s.put(gone)
     s.remove("cc", "checkpoint", 2)
     assert list(s.fs.walk_files(gone.location or "")) == []
-    for e in range(40):  # an output's manifests, kept for ever: read together, not one request each
+    for e in range(40):  # an output's manifests, kept for ever: they cannot name data/..., so they are not read
         s.fs.publish(f"manifests/out/output/{e:08d}.json", json.dumps({"location": f"output/out/epoch={e}"}).encode())
-    s.fs.publish("manifests/out/output/garbled.json", b"\xff{not json")
+    s.put(Manifest("cc", "complete", 1))  # a kind without data: not read either
+    s.fs.publish("manifests/cc/checkpoint/garbled.json", b"\xff{not json")  # read, names nothing
     reads: list[str] = []
     read_bytes, read_many = s.fs.read_bytes, s.fs.read_many
     s.fs.read_bytes = lambda rel: reads.append(rel) or read_bytes(rel)  # type: ignore[method-assign]
@@ -319,8 +324,8 @@ def test_remove_and_sweep(storage: Storage) -> None:
     s.fs.read_many = lambda rels: together.extend(rels) or read_many(rels)  # type: ignore[method-assign]
     assert s.sweep_orphans() == 1
     assert reads == []
-    # only the kinds that have a data directory are read: the output's manifests name output/..., not data/
-    assert together == ["manifests/cc/checkpoint/00000001.json"]
+    # only the kinds that have a data directory are read, together (one request each would grow with history)
+    assert sorted(together) == ["manifests/cc/checkpoint/00000001.json", "manifests/cc/checkpoint/garbled.json"]
     assert list(s.fs.walk_files(orphan.location or "")) == []
     assert [n for n, _ in s.fs.walk_files(kept.location or "")] == ["part-0.parquet"]
 

@@ -156,11 +156,17 @@ class Storage:
         is refused.
         """
         m = manifest
-        own = f"data/{m.step}/{m.kind}/"
-        if m.location is not None and m.location.startswith("data/") and not m.location.startswith(own):
+        own = f"data/{m.step}/{m.kind}"
+        loc = m.location
+        if (
+            loc is not None
+            and loc.startswith("data/")
+            and (posixpath.dirname(loc) != own or posixpath.normpath(loc) != loc)
+        ):
             raise StorageError(
-                f"step {m.step}: refusing to publish {m.kind} at epoch {m.epoch}: its data {m.location!r} is not "
-                f"under {own} (a manifest names data of its own step and kind; the start-up sweep relies on it)"
+                f"step {m.step}: refusing to publish {m.kind} at epoch {m.epoch}: its data {loc!r} is not a "
+                f"directory directly under {own}/ (a manifest names data of its own step and kind; the start-up "
+                "sweep relies on it)"
             )
         if m.location is not None and m.rows > 0 and not m.files:
             raise StorageError(
@@ -442,7 +448,7 @@ class Storage:
         self._unpublished.clear()
         return len(gone)
 
-    # data no manifest names, found by reading every manifest (defined in falkirk.spark.pipeline.store.sweep)
+    # data no manifest names, found by reading the manifests that can name it (falkirk.spark.pipeline.store.sweep)
     referenced = sweep.referenced
     sweep_orphans = sweep.sweep_orphans
 

@@ -3,8 +3,11 @@
 A data directory (``data/<step>/<kind>/<epoch>-<id>/``) is written before
 its manifest is published (:mod:`~falkirk.spark.pipeline.store.storage`);
 a driver that crashed in between, or a step that wrote an item again,
-leaves one that no manifest names. :func:`sweep_orphans` reads every
-manifest (:func:`referenced`) and deletes the others: run it at start-up.
+leaves one that no manifest names. :func:`sweep_orphans` lists the data
+directories, reads the manifests that can name one (:func:`referenced`:
+those of the same step and kind, the only place :meth:`Storage.put
+<falkirk.spark.pipeline.store.storage.Storage.put>` accepts) and deletes
+the others: run it at start-up.
 During a run, :meth:`Storage.sweep_unpublished
 <falkirk.spark.pipeline.store.storage.Storage.sweep_unpublished>` deletes
 what this driver wrote and did not publish, without reading any manifest.
@@ -15,7 +18,7 @@ functions as methods (``storage.sweep_orphans()``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -24,24 +27,31 @@ if TYPE_CHECKING:
 __all__ = ["referenced", "sweep_orphans"]
 
 
-def referenced(storage: Storage) -> set[str]:
-    """Data directories named by a manifest.
-
-    The manifests are read together (:meth:`Root.read_many
-    <falkirk.spark.pipeline.store.rootfs.Root.read_many>`: concurrently on an object store). An output's
-    manifests are never collected, so there are two more per epoch of a run with two outputs: read one
-    request after another, they made the S3 soak's restarts grow by ~0.07 s per epoch of history (~28 s of
-    a restart at epoch 231)."""
-    # a manifest's data is under data/<its step>/<its kind>/ (Storage.put refuses any other data/ location), so
-    # only the kinds that have such a directory can name one: an output's manifests (output/...) are not read
-    have = {
-        (step, kind) for step in storage.fs.listdir("data") for kind in storage.fs.listdir(f"data/{step}")
+def _data(storage: Storage, steps: Iterable[str] | None = None) -> dict[tuple[str, str], list[str]]:
+    """The data directories under the root (of ``steps``, or all), by (step, kind): one listing."""
+    names = list(steps) if steps is not None else storage.fs.listdir("data")
+    return {
+        (step, kind): storage.fs.listdir(f"data/{step}/{kind}")
+        for step in names
+        for kind in storage.fs.listdir(f"data/{step}")
     }
+
+
+def referenced(storage: Storage, kinds: Collection[tuple[str, str]] | None = None) -> set[str]:
+    """Data directories named by the manifests of ``kinds`` — (step, kind) pairs; by default those that have
+    a ``data/<step>/<kind>`` directory.
+
+    A manifest's data is under its own step and kind (:meth:`Storage.put
+    <falkirk.spark.pipeline.store.storage.Storage.put>` refuses any other ``data/`` location), so the
+    manifests of other kinds cannot name one and are not read: an output's, kept for ever and naming
+    ``output/...``, made the S3 soak's restarts grow with the outputs' history when every manifest was read.
+    Those read are read together (:meth:`Root.read_many
+    <falkirk.spark.pipeline.store.rootfs.Root.read_many>`: concurrently on an object store)."""
+    if kinds is None:
+        kinds = set(_data(storage))
     names = [
         f"manifests/{step}/{kind}/{name}"
-        for step in storage.fs.listdir("manifests")
-        for kind in storage.fs.listdir(f"manifests/{step}")
-        if (step, kind) in have
+        for step, kind in sorted(kinds)
         for name in storage.fs.listdir(f"manifests/{step}/{kind}")
     ]
     refs = set()
@@ -64,21 +74,23 @@ def sweep_orphans(storage: Storage, steps: Iterable[str] | None = None) -> int:
     directory is only a name prefix, which some servers keep listing for
     a moment after its last object went.
 
-    Reads every manifest under the root: run it at start-up (a crashed driver's leftovers); during a run,
+    Reads the manifests of every (step, kind) that has data: run it at start-up (a crashed driver's
+    leftovers); during a run,
     :meth:`~falkirk.spark.pipeline.store.storage.Storage.sweep_unpublished` finds the same directories without
     reading anything.
     """
-    refs = referenced(storage)
+    # the data directories are listed before the manifests are: a directory listed here whose manifest was
+    # published before the manifests are listed is seen as named (a concurrent driver's newer ones are not)
+    found = _data(storage, steps)
+    refs = referenced(storage, found)
     removed = 0
-    names = list(steps) if steps is not None else storage.fs.listdir("data")
-    for step in names:
-        for kind in storage.fs.listdir(f"data/{step}"):
-            for item in storage.fs.listdir(f"data/{step}/{kind}"):
-                rel = f"data/{step}/{kind}/{item}"
-                if rel in refs:
-                    continue
-                held = next(iter(storage.fs.walk_files(rel)), None) is not None
-                if held or storage.fs.isdir(rel):
-                    storage.fs.delete(rel, recursive=True)
-                    removed += held
+    for (step, kind), items in found.items():
+        for item in items:
+            rel = f"data/{step}/{kind}/{item}"
+            if rel in refs:
+                continue
+            held = next(iter(storage.fs.walk_files(rel)), None) is not None
+            if held or storage.fs.isdir(rel):
+                storage.fs.delete(rel, recursive=True)
+                removed += held
     return removed
