@@ -11,7 +11,9 @@ flags the restart time or the JVM's RSS as growing, this splits them:
   start of the restart's recovery: the pipeline and its planner built from the
   root), ``check`` (the recovery's check of committed outputs, to its
   ``outputs-checked`` event), ``first`` (the rest of the recovery and the first
-  epoch) and the ``total``. Each phase's slope over the epoch the driver
+  epoch) and the ``total``; ``sweep``, inside ``first``, is the start-up sweep
+  of orphaned data (its ``swept`` event's own time; 0 in logs before it was
+  reported). Each phase's slope over the epoch the driver
   resumed at, per 1,000 epochs: plain; with the load and the run's segment
   held fixed (a segment is the part of the run between two ``resume`` events:
   another session, maybe another machine state); and with the driver's own
@@ -42,7 +44,7 @@ from benchmarks.soak.log import EventLog
 
 __all__ = ["restart_phases", "decompose", "main"]
 
-PHASES = ("session", "build", "check", "first", "total")
+PHASES = ("session", "build", "check", "first", "sweep", "total")
 #: drivers older than this are pooled in one age level
 MAX_AGE = 40
 
@@ -64,6 +66,7 @@ def restart_phases(log: Path) -> dict[str, float] | None:
     checked = first.get("outputs-checked", first["recovery"])["t"]
     return {"at": first["epoch"]["epoch"], "session": session - start, "build": recovery - session,
             "check": checked - recovery, "first": epoch - checked, "total": epoch - start,
+            "sweep": float(first.get("swept", {}).get("seconds", 0.0)),
             "cpu": first["epoch"].get("cpu", float("nan"))}
 
 

@@ -211,8 +211,8 @@ def test_spark_settings_are_logged_and_a_resume_must_give_the_same(tmp_path: Pat
 
 
 def test_decompose_splits_restart_time_into_its_phases(tmp_path: Path) -> None:
-    """Drivers whose restart check grows by 0.5 s per 1,000 epochs of history and whose session start is as
-    fast at every epoch: the check's slope is found, the session's and the rest's are noise; a driver's JVM
+    """Drivers whose restart check grows by 0.5 s per 1,000 epochs of history (their sweep by 0.2 s) and whose
+    session start is as fast at every epoch: the check's and the sweep's slopes are found, the session's and the rest's are noise; a driver's JVM
     that grows with its age only has no slope at a given age."""
     from benchmarks.soak.decompose import decompose
 
@@ -226,6 +226,7 @@ def test_decompose_splits_restart_time_into_its_phases(tmp_path: Path) -> None:
         marks = [("start", t0), ("session", t0 + session), ("recovery", t0 + session + build),
                  ("outputs-checked", t0 + session + build + check)]
         lines = [f"SOAK {json.dumps({'event': k, 't': t})}" for k, t in marks]
+        lines.append("SOAK " + json.dumps({"event": "swept", "t": marks[-1][1] + 1, "seconds": 0.05 + 0.0002 * at}))
         lines.append("SOAK " + json.dumps({"event": "epoch", "t": marks[-1][1] + first, "epoch": at, "cpu": 30.0}))
         (tmp_path / "drivers" / f"{d}.log").write_text("\n".join([*lines, "not an event", "SOAK {cut"]) + "\n")
         for age in range(1, 6):
@@ -235,6 +236,7 @@ def test_decompose_splits_restart_time_into_its_phases(tmp_path: Path) -> None:
     assert got["restarts"] == 100 and got["segments"] == 1
     check = got["restart"]["check"]["plain"]
     assert check["slope"] == pytest.approx(0.5, abs=0.01) and check["lo"] <= 0.5 <= check["hi"]
+    assert got["restart"]["sweep"]["plain"]["slope"] == pytest.approx(0.2, abs=0.01)  # the swept event's own time
     for k in ("session", "first"):  # noise only: well under the check's slope
         fit = got["restart"][k]["plain"]
         assert abs(fit["slope"]) < 0.15 and fit["hi"] - fit["lo"] > 0, (k, fit)
