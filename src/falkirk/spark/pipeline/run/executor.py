@@ -159,8 +159,10 @@ class Executor:
         # what earlier drivers completed (Lazy steps: after their checkpoint)
         recorded = journal.load(pipeline.order)
         state.done = {n: -1 for n in pipeline.order}
-        state.high = {n: max(r.progress(), recorded[n]) for n, r in runners.items()}  # highest ever completed
+        # listed once (an output's manifests are kept for ever: a listing grows with the history)
         available = {n: r.available() for n, r in runners.items()}
+        # highest ever completed (a runner's progress() is the highest of its available())
+        state.high = {n: max(max(available[n], default=-1), recorded[n]) for n in runners}
         # cut ahead is not read: an input has read what its records and consumers say
         for n in pipeline.inputs:
             state.high[n] = self._inputs_read(n, recorded[n])
