@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import uuid
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from places import Place
 
 from falkirk.spark import CorruptDataError, Manifest, Storage
 from falkirk.spark.errors import StorageError
-from falkirk.spark.pipeline.store.manifest import FileEntry
+from falkirk.spark.pipeline.store.manifest import FileEntry, manifest_path
 from falkirk.spark.pipeline.store.rootfs import Root
 
 
@@ -330,6 +331,34 @@ def test_remove_and_sweep(storage: Storage) -> None:
     assert [n for n, _ in s.fs.walk_files(kept.location or "")] == ["part-0.parquet"]
 
 
+def test_the_sweep_lists_once_and_leaves_names_that_hold_nothing(storage: Storage) -> None:
+    """The sweep finds which data directories hold files from one listing, never by looking into each: on
+    an object store a garbage-collected item can leave its name behind (SeaweedFS keeps it for ever), and
+    such names are left alone; on a local root an empty directory is deleted. The orphan is deleted, the
+    published item kept."""
+    s = storage
+    for e in range(30):  # garbage-collected items
+        s.put(_fake_item(s, "cc", e, b"x"))
+        s.remove("cc", "checkpoint", e)
+    orphan, kept = _fake_item(s, "cc", 99, b"o"), _fake_item(s, "cc", 100, b"k")
+    s.put(kept)
+    empty = "data/cc/checkpoint/00000200-000000000000"
+    if s.fs.local:
+        (s.fs.local_path(empty) or Path()).mkdir(parents=True)
+    looked: list[str] = []
+    for name in ("walk_files", "isdir", "info", "exists"):
+        call = getattr(s.fs, name)
+        setattr(s.fs, name, lambda *a, _c=call, _n=name, **k: looked.append(_n) or _c(*a, **k))
+    deleted: list[str] = []
+    delete = s.fs.delete
+    s.fs.delete = lambda rel, **k: deleted.append(rel) or delete(rel, **k)  # type: ignore[method-assign]
+    assert s.sweep_orphans() == 1
+    assert deleted == ([orphan.location, empty] if s.fs.local else [orphan.location])
+    assert looked == (["isdir"] if s.fs.local else [])
+    assert [n for n, _ in s.fs.walk_files(kept.location or "")] == ["part-0.parquet"]
+    assert list(s.fs.walk_files(orphan.location or "")) == []
+
+
 @pytest.mark.parametrize("root, needs", [("s3a://bucket/p", "s3fs"), ("abfss://c@acct.dfs.core.windows.net/p", "adlfs"),
                                          ("gs://bucket/p", "gcsfs")])
 def test_missing_connector_is_named(root: str, needs: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -489,3 +518,65 @@ def test_read_tagged_reads_several_items_in_one_scan_and_tags_each_row_with_its_
     none = s.read_tagged(spark, [items[1]], "tag")
     assert none.count() == 0 and "tag" in none.columns
     assert s.read_tagged(spark, items[:1], "tag").where(F.col("tag") != 0).count() == 0
+
+
+def test_a_restart_reads_only_the_manifests_it_has_not_read_before(
+    place: Place, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On an object store, a driver keeps the manifests it read by their content's MD5 (from the listing's
+    ETag): the next driver's check of the committed outputs reads only new or changed ones, and finds the
+    same. A manifest damaged in place is read again and named; restored from a backup, it is the kept one
+    again. Without the cache file, or with a broken one, every manifest is read and the answer is the same.
+    A damaged entry of the cache is a miss; a cache that cannot be made is left aside. On a local root
+    nothing is kept: each check reads every manifest, as before."""
+    monkeypatch.setenv("FALKIRK_CACHE", str(tmp_path / "cache"))
+    s = place.storage()
+    for e in range(6):
+        loc = f"output/report/epoch={e}"
+        _parquet(place, f"{loc}/part-00000.parquet", [e, e + 1])
+        s.put(Manifest("report", "output", e, 2, loc, s.describe_files(loc), "{}"))
+
+    def check() -> tuple[list[str], int, list[str]]:
+        driver = place.storage()  # a new driver process: nothing in memory
+        read: list[str] = []
+        read_many = driver.fs.read_many
+        driver.fs.read_many = lambda rels: read.extend(rels) or read_many(rels)  # type: ignore[method-assign]
+        n, problems = driver.verify_all("report", "output")
+        return sorted(read), n, [p.path or "" for p in problems]
+
+    every = [manifest_path("report", "output", e) for e in range(6)]
+    assert check() == (every, 6, [])
+    kept = [] if place.kind == "s3" else every  # what a second driver reads
+    assert check() == (kept, 6, [])
+    three = manifest_path("report", "output", 3)
+    good = s.fs.read_bytes(three)
+    # damaged in place, then restored from a backup, each by one PUT (pyarrow's writer, a multipart upload,
+    # gives an ETag that is not an MD5: such a manifest is read every time, as before)
+    s.fs.replace(three, good.replace(b'"rows"', b'"rows!"'))  # another MD5
+    assert check() == ([three] if place.kind == "s3" else every, 6, [three])
+    s.fs.replace(three, good)
+    assert check() == (kept, 6, [])
+    place.write(three, good)  # another client's write
+    assert check()[1:] == (6, [])
+    s.fs.replace(three, good)
+    assert check()[1:] == (6, [])
+    if place.kind == "s3":
+        cache = tmp_path / "cache"
+        (db,) = cache.rglob("manifests.sqlite")
+        with sqlite3.connect(db) as con:  # the driver's disk damaged one entry: a miss, not a damaged manifest
+            con.execute("UPDATE manifest SET raw = ? WHERE rel = ?", (b"{}", three))
+        assert check() == ([three], 6, [])
+        db.unlink()
+        assert check() == (every, 6, [])
+        db.write_bytes(b"not a database" * 100)
+        with caplog.at_level("WARNING"):
+            assert check() == (every, 6, [])  # made again, empty
+        assert "is unusable" in caplog.text and "made again" in caplog.text
+        assert check() == ([], 6, [])
+        monkeypatch.setenv("FALKIRK_CACHE", str(db))  # a file where the cache's directory would be made
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            assert check() == (every, 6, [])
+        assert "left aside" in caplog.text
+    else:
+        assert not (tmp_path / "cache").exists()

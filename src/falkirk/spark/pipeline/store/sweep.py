@@ -70,9 +70,15 @@ def referenced(storage: Storage, kinds: Collection[tuple[str, str]] | None = Non
 def sweep_orphans(storage: Storage, steps: Iterable[str] | None = None) -> int:
     """Delete data directories no manifest names (left by a crash or replaced); how many held files.
 
-    Empty ones are deleted without being counted: on an object store a
-    directory is only a name prefix, which some servers keep listing for
-    a moment after its last object went.
+    Which directories hold files comes from one listing of every file under
+    each step's data (a request per 1,000 files on an object store), not a
+    look into each directory. On a local root an empty one is deleted
+    without being counted. On an object store a directory is only a name
+    prefix, and one that holds nothing is left alone: some servers keep
+    listing such a name after its last object went (SeaweedFS, for ever:
+    every item garbage-collected leaves one), and looking into and deleting
+    each of them at every start made the S3 soak's restarts grow by ~0.06 s
+    per epoch of history.
 
     Reads the manifests of every (step, kind) that has data: run it at start-up (a crashed driver's
     leftovers); during a run,
@@ -82,6 +88,11 @@ def sweep_orphans(storage: Storage, steps: Iterable[str] | None = None) -> int:
     # the data directories are listed before the manifests are: a directory listed here whose manifest was
     # published before the manifests are listed is seen as named (a concurrent driver's newer ones are not)
     found = _data(storage, steps)
+    held = {
+        "/".join(rel.split("/")[:4])
+        for step in sorted({step for step, _ in found})
+        for rel in storage.fs.files(f"data/{step}")
+    }
     refs = referenced(storage, found)
     removed = 0
     for (step, kind), items in found.items():
@@ -89,8 +100,9 @@ def sweep_orphans(storage: Storage, steps: Iterable[str] | None = None) -> int:
             rel = f"data/{step}/{kind}/{item}"
             if rel in refs:
                 continue
-            held = next(iter(storage.fs.walk_files(rel)), None) is not None
-            if held or storage.fs.isdir(rel):
+            if rel in held:
                 storage.fs.delete(rel, recursive=True)
-                removed += held
+                removed += 1
+            elif storage.fs.local and storage.fs.isdir(rel):
+                storage.fs.delete(rel, recursive=True)
     return removed
