@@ -22,7 +22,9 @@ root may be a path or a URI (``file://``, ``s3a://``, ``gs://``, ``abfss://``…
 beside it: :mod:`~falkirk.spark.pipeline.store.manifest` (the document:
 :class:`Manifest`, :class:`FileEntry`, where it is published),
 :mod:`~falkirk.spark.pipeline.store.frames` (reading items back with Spark),
-:mod:`~falkirk.spark.pipeline.store.sweep` (data no manifest names) and
+:mod:`~falkirk.spark.pipeline.store.sweep` (data no manifest names),
+:mod:`~falkirk.spark.pipeline.store.manifestcache` (manifests an object
+store's check need not read again) and
 :mod:`~falkirk.spark.pipeline.store.eagerdb` (an Eager step's SQLite
 database). The names they define are importable from here as before.
 
@@ -34,6 +36,11 @@ Layout::
     root/manifests/<step>/<kind>/<epoch>.json
     root/data/<step>/<kind>/<epoch>-<id>/part-*.parquet
     root/output/<step>/epoch=<e>/   external output (overwritten per epoch)
+
+On an object store the monitor's ``meta.sqlite`` and ``manifests.sqlite``
+(:mod:`~falkirk.spark.pipeline.store.manifestcache`: manifests already read,
+by MD5) live on the driver's disk, under ``$FALKIRK_CACHE``: caches, never
+the truth.
 
 >>> s = Storage("memory://falkirk-doc/storage")
 >>> s.put(Manifest("cc", "checkpoint", 5, rows=0))
@@ -63,7 +70,8 @@ from falkirk.spark.pipeline.store import frames, sweep
 from falkirk.spark.pipeline.store.eagerdb import DATABASE_COMMITS, committed_epochs, database_path
 from falkirk.spark.pipeline.store.fscalls import DEFAULT_TIMEOUT
 from falkirk.spark.pipeline.store.manifest import KINDS, FileEntry, Manifest, manifest_path
-from falkirk.spark.pipeline.store.rootfs import Root
+from falkirk.spark.pipeline.store.manifestcache import ManifestCache, content_md5
+from falkirk.spark.pipeline.store.rootfs import Root, metadata_cache
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -130,6 +138,8 @@ class Storage:
         self.fs = as_root(root, fsync=fsync, storage_options=storage_options, timeout=timeout)
         self.fsync = fsync
         self.checksums = checksums
+        #: manifests read from an object store, by MD5 (made on first use: :meth:`verify_all`)
+        self._manifests: ManifestCache | None = None
         #: data directories this Storage wrote whose manifest was not published (yet): swept by
         #: sweep_unpublished
         self._unpublished: dict[str, None] = {}
@@ -252,12 +262,19 @@ class Storage:
         step's whole data, so the cost follows the epochs checked, not the history (on an object store one
         listing of 1,000 files is one request: cheaper than a request per epoch).
         """
-        every = self.epochs(step, kind)
+        folder = posixpath.dirname(manifest_path(step, kind, 0))
+        # an object store's listing gives each manifest's checksum: those kept from an earlier read are not read
+        listing = None if self.fs.local else self.fs.files(folder)
+        if listing is None:
+            every = self.epochs(step, kind)
+        else:
+            names = (posixpath.basename(rel) for rel in listing if posixpath.dirname(rel) == folder)
+            every = sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
         epochs = every
         if select is not None:
             wanted = set(select(list(every)))
             epochs = [e for e in every if e in wanted]
-        raws = self.fs.read_many([manifest_path(step, kind, e) for e in epochs])
+        raws = self._read_manifests(folder, [manifest_path(step, kind, e) for e in epochs], listing)
         manifests: dict[int, Manifest] = {}
         problems: list[CorruptDataError] = []
         for e in epochs:
@@ -285,6 +302,28 @@ class Storage:
             except CorruptDataError as err:
                 problems.append(err)
         return len(epochs), sorted(problems, key=lambda p: p.epoch)
+
+    def _read_manifests(
+        self, folder: str, rels: list[str], listing: Mapping[str, Mapping[str, Any]] | None
+    ) -> dict[str, bytes | FileNotFoundError]:
+        """Manifests ``rels`` of ``folder``: those whose MD5 ``listing`` gives and the driver's
+        :class:`~falkirk.spark.pipeline.store.manifestcache.ManifestCache` holds from there, the others
+        read together (and kept)."""
+        md5s = {}
+        if listing is not None:
+            for rel in rels:
+                md5 = content_md5(listing.get(rel) or {})
+                if md5 is not None:
+                    md5s[rel] = md5
+        if not md5s or listing is None:
+            return self.fs.read_many(rels)
+        if self._manifests is None:
+            self._manifests = ManifestCache(lambda: metadata_cache(self.fs).with_name("manifests.sqlite"))
+        kept = self._manifests.get(md5s)
+        read = self.fs.read_many([rel for rel in rels if rel not in kept])
+        self._manifests.keep({rel: raw for rel, raw in read.items() if isinstance(raw, bytes)}, md5s)
+        self._manifests.forget_others(folder, listing)
+        return {**read, **kept}
 
     def remove(self, step: str, kind: str, epoch: int) -> None:
         """Delete a manifest (first: the item stops existing) and then its data directory."""
