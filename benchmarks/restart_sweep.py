@@ -11,8 +11,8 @@ the redone steps; a read of the restart path pointed at the sweep reading the
 manifests one GET after another. Now it reads only the manifests of kinds that
 have data (an output's name ``output/...``).
 
-For each history size N this puts N output manifests (and a few checkpoint
-items with data) under a fresh prefix of the suite's SeaweedFS server
+For each history size N this puts N output manifests, a few checkpoint
+items with data and N/2 garbage-collected ones (the names SeaweedFS keeps) under a fresh prefix of the suite's SeaweedFS server
 (``tests/spark/objectstore.py``, started and stopped here; the build is not timed),
 then times, alternately in one process:
 
@@ -64,7 +64,13 @@ def together_referenced(storage: Any) -> set[str]:
 
 
 def build(storage: Any, n: int) -> None:
-    """``n`` epochs of an output's manifests and three checkpoint items with data (one of them orphaned)."""
+    """``n`` epochs of an output's manifests, three checkpoint items with data (one of them orphaned), and
+    ``n // 2`` checkpoint items garbage-collected (their data deleted: SeaweedFS keeps each one's directory
+    name for ever, as the soak's root kept them)."""
+    for e in range(n // 2):
+        loc = f"data/totals/checkpoint/{10**6 + e:08d}-{uuid.uuid4().hex[:12]}"
+        storage.fs.replace(f"{loc}/part-0.parquet", b"x" * 100)
+        storage.fs.delete(loc, recursive=True)
     for e in range(n):
         doc = {"step": "report", "kind": "output", "epoch": e, "location": f"output/report/epoch={e}"}
         storage.fs.publish(f"manifests/report/output/{e:08d}.json", json.dumps(doc).encode())
