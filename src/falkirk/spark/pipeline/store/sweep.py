@@ -75,10 +75,10 @@ def sweep_orphans(storage: Storage, steps: Iterable[str] | None = None) -> int:
     look into each directory. On a local root an empty one is deleted
     without being counted. On an object store a directory is only a name
     prefix, and one that holds nothing is left alone: some servers keep
-    listing such a name after its last object went (SeaweedFS, for ever:
-    every item garbage-collected leaves one), and looking into and deleting
-    each of them at every start made the S3 soak's restarts grow by ~0.06 s
-    per epoch of history.
+    listing such a name after its last object went (SeaweedFS does, for
+    every item garbage-collected), and looking into and deleting each of
+    them at every start made the S3 soak's restarts grow by ~0.06 s per
+    epoch of history.
 
     Reads the manifests of every (step, kind) that has data: run it at start-up (a crashed driver's
     leftovers); during a run,
