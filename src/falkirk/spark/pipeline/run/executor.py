@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from attrs import define, field
@@ -165,7 +165,7 @@ class Executor:
         state.high = {n: max(max(available[n], default=-1), recorded[n]) for n in runners}
         # cut ahead is not read: an input has read what its records and consumers say
         for n in pipeline.inputs:
-            state.high[n] = self._inputs_read(n, recorded[n])
+            state.high[n] = self._inputs_read(n, recorded[n], available)
             available[n] = [e for e in available[n] if e <= state.high[n]]
         planner.know(available)
         # output epochs no recovery that can be carried out would choose: not rebuilt into meta.sqlite
@@ -196,12 +196,12 @@ class Executor:
         self.state.journal.note(text)
         self.say(f"  {text}")
 
-    def _inputs_read(self, name: str, recorded: int) -> int:
+    def _inputs_read(self, name: str, recorded: int, available: Mapping[str, list[int]]) -> int:
         """The last epoch input ``name`` is known to have read: its execution records, its consumers' durable
-        progress and its log's acknowledgement, within the epochs cut (a producer may cut epochs ahead)."""
-        runners = self.state.runners
-        cut = runners[name].progress()
-        consumers = [runners[c].progress() for c in self.pipeline.consumers(name)]
+        progress and its log's acknowledgement, within the epochs cut (a producer may cut epochs ahead);
+        ``available``: every node's persisted frontiers, as listed at the start."""
+        cut = max(available[name], default=-1)
+        consumers = [max(available[c], default=-1) for c in self.pipeline.consumers(name)]
         return min(cut, max([recorded, self.pipeline.inputs[name].log.acknowledged(), *consumers]))
 
     # -- the run loop ---------------------------------------------------------------------------
