@@ -72,8 +72,9 @@ def sweep_orphans(storage: Storage, steps: Iterable[str] | None = None) -> int:
 
     Which directories hold files comes from one listing of every file under
     each step's data (a request per 1,000 files on an object store), not a
-    look into each directory. On a local root an empty one is deleted
-    without being counted. On an object store a directory is only a name
+    look into each directory. On a filesystem with directories (local,
+    HDFS) an empty one is deleted without being counted. On an object
+    store a directory is only a name
     prefix, and one that holds nothing is left alone: some servers keep
     listing such a name after its last object went (SeaweedFS does, for
     every item garbage-collected), and looking into and deleting each of
@@ -103,6 +104,6 @@ def sweep_orphans(storage: Storage, steps: Iterable[str] | None = None) -> int:
             if rel in held:
                 storage.fs.delete(rel, recursive=True)
                 removed += 1
-            elif storage.fs.local and storage.fs.isdir(rel):
+            elif not storage.fs.object_store and storage.fs.isdir(rel):
                 storage.fs.delete(rel, recursive=True)
     return removed
