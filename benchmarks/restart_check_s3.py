@@ -27,36 +27,24 @@ with the load average and the commit.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from benchmarks.restart_sweep import s3_benchmark, write_result
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="100,500,2000")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=HERE / "results" / "restart_check_s3.json")
-    args = ap.parse_args(argv)
-    sys.path.insert(0, str(HERE.parent / "tests" / "spark"))
-    import objectstore
+    args, objectstore = s3_benchmark(__doc__ or "", "restart_check_s3", argv)
 
     from falkirk.spark.pipeline.store.manifest import Manifest, manifest_path
     from falkirk.spark.pipeline.store.storage import Storage
 
-    reason = objectstore.why_unavailable()
-    if reason:
-        raise SystemExit(f"no S3 server: {reason}")
     cache = Path(tempfile.mkdtemp(prefix="falkirk-check-cache-"))
     os.environ["FALKIRK_CACHE"] = str(cache)
     load_before = os.getloadavg()
@@ -95,13 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.stop()
         shutil.rmtree(cache, ignore_errors=True)
-    result = {"command": "python -m benchmarks.restart_check_s3 " + " ".join(sys.argv[1:] if argv is None else argv),
-              "load_before": load_before, "load_after": os.getloadavg(), "rows": rows,
-              "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "commit": subprocess.run(["git", "describe", "--always", "--dirty"], cwd=HERE, capture_output=True,
-                                       text=True).stdout.strip()}
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_result(args, "restart_check_s3", argv, load_before, rows)
     return 0
 
 

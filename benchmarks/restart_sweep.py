@@ -82,21 +82,40 @@ def build(storage: Any, n: int) -> None:
             storage.fs.publish(f"manifests/totals/checkpoint/{e:08d}.json", json.dumps(doc).encode())
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def s3_benchmark(doc: str, name: str, argv: list[str] | None) -> tuple[argparse.Namespace, Any]:
+    """The arguments of an S3 restart benchmark (``--sizes``, ``--repeats``, ``--out``) and the suite's
+    ``objectstore`` module (exits when no S3 server can run here)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--sizes", default="100,500,2000")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=HERE / "results" / "restart_sweep.json")
+    ap.add_argument("--out", type=Path, default=HERE / "results" / f"{name}.json")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(HERE.parent / "tests" / "spark"))
     import objectstore
 
-    from falkirk.spark.pipeline.store.storage import Storage
-    from falkirk.spark.pipeline.store.sweep import referenced
-
     reason = objectstore.why_unavailable()
     if reason:
         raise SystemExit(f"no S3 server: {reason}")
+    return args, objectstore
+
+
+def write_result(args: argparse.Namespace, name: str, argv: list[str] | None, load_before: Any, rows: list) -> None:
+    """``args.out``: the rows with the command, the load average before and after, the time and the commit."""
+    result = {"command": f"python -m benchmarks.{name} " + " ".join(sys.argv[1:] if argv is None else argv),
+              "load_before": load_before, "load_after": os.getloadavg(), "rows": rows,
+              "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "commit": subprocess.run(["git", "describe", "--always", "--dirty"], cwd=HERE, capture_output=True,
+                                       text=True).stdout.strip()}
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {args.out}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, objectstore = s3_benchmark(__doc__, "restart_sweep", argv)
+
+    from falkirk.spark.pipeline.store.storage import Storage
+    from falkirk.spark.pipeline.store.sweep import referenced
+
     load_before = os.getloadavg()
     server = objectstore.SeaweedS3().start()
     rows = []
@@ -125,13 +144,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"({row['ratio']}x)", flush=True)
     finally:
         server.stop()
-    result = {"command": "python -m benchmarks.restart_sweep " + " ".join(sys.argv[1:] if argv is None else argv),
-              "load_before": load_before, "load_after": os.getloadavg(), "rows": rows,
-              "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
-                                       text=True).stdout.strip()}
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_result(args, "restart_sweep", argv, load_before, rows)
     return 0
 
 
