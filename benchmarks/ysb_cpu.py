@@ -18,9 +18,12 @@ execution thread, the DAG scheduler, listeners); the py4j calls the driver made;
 generated and compiled (``CodegenMetrics``). Each run's outputs are compared, epoch by epoch as multisets,
 with a pure-Python count of the generator's events; a difference makes the benchmark exit 1.
 
-Results: per system and window of epochs, medians over the epochs of every driver; the ratio falkirk ÷
-stream per window; a picture of CPU per epoch over epochs (``.png`` beside ``--out``). The load average is
-recorded before and after.
+Results: per system and window of epochs, the median and the mean over the epochs of every driver, and each
+driver's mean CPU per epoch; the ratios falkirk ÷ stream per window and per driver of the same round; a picture
+of CPU per epoch over epochs (``.png`` beside ``--out``). The load average is recorded before and after. An
+epoch ends at a different point of each system's work — the stream's when ``foreachBatch`` has written (its
+state store and offsets commit after it), falkirk's at its progress line — so single epochs are shifted
+against each other; the windows' figures are not.
 """
 
 from __future__ import annotations
@@ -43,10 +46,15 @@ HERE = Path(__file__).resolve().parent
 SYSTEMS = ("falkirk", "streaming")
 #: windows of epochs the medians are taken over (the last runs to the end)
 WINDOWS = ((3, 20), (20, 40), (40, None))
-KINDS = ("jit", "tasks", "gc", "jvm_rest", "python")
+#: what an epoch's CPU is split into: the JVM's threads by kind, and ``rest``, the rest of the process tree (the
+#: Python driver, Python workers, and JVM threads that ended during the epoch)
+KINDS = ("jit", "tasks", "gc", "jvm_rest", "rest")
+FIGURES = ("wall", "cpu", "cpu_nojit", *KINDS, "py4j", "compiled")
 
 
-def _kind(comm: str) -> str:
+def thread_kind(comm: str) -> str:
+    """The kind of a JVM thread from its name (``/proc/.../comm``; a numbered suffix such as ``#3`` ignored)."""
+    comm = re.sub(r"[-#\s]*\d+$", "", comm)
     if "CompilerThre" in comm:
         return "jit"
     if comm.startswith("Executor task"):
@@ -57,7 +65,7 @@ def _kind(comm: str) -> str:
 
 
 class JvmThreads:
-    """CPU seconds of one JVM's live threads, summed by :func:`_kind` (a thread that ended keeps none: the
+    """CPU seconds of one JVM's live threads, summed by :func:`thread_kind` (a thread that ended keeps none: the
     tree's total, read beside it, still counts it)."""
 
     def __init__(self, pid: int) -> None:
@@ -74,7 +82,7 @@ class JvmThreads:
                     fields = f.read().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            out[_kind(re.sub(r"[-#\s]*\d+$", "", comm))] += (int(fields[11]) + int(fields[12])) / self.tick
+            out[thread_kind(comm)] += (int(fields[11]) + int(fields[12])) / self.tick
         return dict(out)
 
 
@@ -169,22 +177,46 @@ def per_epoch(records: list[dict[str, Any]]) -> list[dict[str, float]]:
         jvm = {k: b["jvm"].get(k, 0.0) - a["jvm"].get(k, 0.0) for k in ("jit", "tasks", "gc", "jvm_rest")}
         cpu = b["tree"] - a["tree"]
         out.append({"wall": b["t"] - a["t"], "cpu": cpu, "cpu_nojit": cpu - (b["jit_tree"] - a["jit_tree"]), **jvm,
-                    "python": cpu - sum(jvm.values()), "py4j": b["py4j"] - a["py4j"],
-                    "compiled": (b["compiled"] - a["compiled"]) if b["compiled"] is not None else None})
+                    "rest": cpu - sum(jvm.values()), "py4j": b["py4j"] - a["py4j"],
+                    "compiled": None if None in (a["compiled"], b["compiled"]) else b["compiled"] - a["compiled"]})
     return out
 
 
+def windows(epochs: list[list[dict[str, float]]]) -> list[tuple[str, int, int]]:
+    """``(label, first, end)`` of each window every driver reached (the last ends with the shortest driver)."""
+    n = min(len(d) for d in epochs)
+    return [(f"{lo}-{min(hi or n, n)}", lo, min(hi or n, n)) for lo, hi in WINDOWS if lo < n]
+
+
 def summarise(epochs: list[list[dict[str, float]]]) -> dict[str, Any]:
-    """Medians per window over every driver's epochs in it."""
+    """Per window, over every driver's epochs in it: the median and the mean of each figure (where known), and
+    each driver's own mean CPU per epoch."""
     out = {}
-    for lo, hi in WINDOWS:
+    for label, lo, hi in windows(epochs):
         rows = [e for drv in epochs for e in drv[lo:hi]]
-        if not rows:
+        got: dict[str, Any] = {}
+        for k in FIGURES:
+            known = [r[k] for r in rows if r[k] is not None]
+            if known:
+                got[k], got[f"{k}_mean"] = statistics.median(known), statistics.fmean(known)
+        got["cpu_mean_per_driver"] = [statistics.fmean(e["cpu"] for e in drv[lo:hi]) for drv in epochs]
+        out[label] = got
+    return out
+
+
+def ratios(falkirk: dict[str, Any], stream: dict[str, Any]) -> dict[str, Any]:
+    """falkirk ÷ stream per window and figure (``None`` where the stream's is 0), and per driver of the same
+    round (falkirk's driver d against the stream's driver d) for the mean CPU."""
+    out = {}
+    for w in falkirk:
+        if w not in stream:
             continue
-        out[f"{lo}-{hi if hi is not None else len(epochs[0])}"] = {
-            k: statistics.median(r[k] for r in rows if r[k] is not None)
-            for k in ("wall", "cpu", "cpu_nojit", *KINDS, "py4j", "compiled")
-            if any(r[k] is not None for r in rows)}
+        f, s = falkirk[w], stream[w]
+        out[w] = {k: f[k] / s[k] if s.get(k) else None
+                  for k in ("cpu", "cpu_mean", "cpu_nojit", "cpu_nojit_mean", "jit", "tasks", "jvm_rest", "rest")
+                  if k in f}
+        out[w]["cpu_mean_per_driver"] = [a / b if b else None for a, b in
+                                         zip(f["cpu_mean_per_driver"], s["cpu_mean_per_driver"], strict=True)]
     return out
 
 
@@ -238,19 +270,17 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{system} driver {d + 1}: {len(series[system][-1])} epochs, "
                       f"{'identical to the oracle' if not got['differences'] else got['differences']}", flush=True)
     summary = {s: summarise(series[s]) for s in SYSTEMS}
-    ratios = {w: {k: (summary["falkirk"][w][k] / summary["streaming"][w][k]) if summary["streaming"][w].get(k) else None
-                  for k in ("cpu", "cpu_nojit", "jit", "tasks", "jvm_rest", "python")}
-              for w in summary["falkirk"]}
-    for w, r in ratios.items():
+    ratio = ratios(summary["falkirk"], summary["streaming"])
+    for w, r in ratio.items():
         f, s = summary["falkirk"][w], summary["streaming"][w]
         print(f"epochs {w}: CPU-s per epoch falkirk {f['cpu']:.2f} (without the JIT {f['cpu_nojit']:.2f}), "
-              f"stream {s['cpu']:.2f} ({s['cpu_nojit']:.2f}): {r['cpu']:.2f}x ({r['cpu_nojit']:.2f}x without the JIT)")
+              f"stream {s['cpu']:.2f} ({s['cpu_nojit']:.2f}): {r['cpu']:.2f}x ({r['cpu_nojit']:.2f}x without the JIT; means {r['cpu_mean']:.2f}x)")
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=HERE, capture_output=True,
                             text=True).stdout.strip()
     args.out.write_text(json.dumps({
         "command": "python -m benchmarks.ysb_cpu " + " ".join(sys.argv[1:] if argv is None else argv),
         "commit": commit, "started": started, "load_before": load_before, "load_after": os.getloadavg(),
-        "size": size, "windows": [list(w) for w in WINDOWS], "summary": summary, "ratio_falkirk_over_stream": ratios,
+        "size": size, "windows": [list(w) for w in WINDOWS], "summary": summary, "ratio_falkirk_over_stream": ratio,
         "differences": differences, "per_epoch": series}, indent=1) + "\n")
     draw(args.out.with_suffix(".png"), series)
     print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
