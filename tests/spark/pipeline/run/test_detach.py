@@ -2,8 +2,9 @@
 
 A state joined with each epoch's changes and detached again every epoch must keep the rows a pure-Python fold
 computes (multisets), stay at Spark's default size estimate however many joins made it (the estimate of a join is
-the product of its sides': carried over, its digits would double each epoch), and be one local checkpoint — its
-blocks found by ``missing_blocks``, its materialisation seen by ``materialised``.
+the product of its sides': carried over, it grows with every join — a plain local checkpoint in its place is the
+check's negative control), and be one local checkpoint — its blocks found by ``missing_blocks``, its
+materialisation seen by ``materialised``.
 """
 
 from __future__ import annotations
@@ -59,15 +60,19 @@ def test_a_state_detached_every_epoch_keeps_its_rows_and_no_estimate(spark: Any)
     state = looped(spark, lambda df: S.detach(df, eager=False))
     assert Counter(tuple(r) for r in state.collect()) == folded(EPOCHS)
     # Spark's default estimate, where it knows nothing of the plan's size
-    assert estimate(state) == int(spark._jsparkSession.sessionState().conf().defaultSizeInBytes())
+    default = int(spark._jsparkSession.sessionState().conf().defaultSizeInBytes())
+    assert estimate(state) == default
+    # the control: a plain local checkpoint carries the joins' estimate (else the check above proves nothing)
+    plain = looped(spark, lambda df: df.localCheckpoint(eager=False))
+    assert Counter(tuple(r) for r in plain.collect()) == folded(EPOCHS) and estimate(plain) != default
     # one local checkpoint, materialised by the count: its blocks are where the application says
     assert S.materialised(state)
     assert S.missing_blocks(state) == []
 
 
 def test_detach_is_a_local_checkpoint_made_by_its_first_use(spark: Any) -> None:
-    """Lazy: no job until its first use, which materialises it; the plan is a bare local checkpoint, the join
-    under it gone (what ``materialised`` and ``missing_blocks`` read)."""
+    """Lazy: not materialised until its first use, which materialises it; the plan is a bare local checkpoint, the
+    join under it gone (what ``materialised`` and ``missing_blocks`` read)."""
     from pyspark.sql import functions as F
 
     left = spark.range(100).select(F.col("id").alias("k"), (F.col("id") * 2).alias("a"))
