@@ -35,6 +35,9 @@ def run_phase(phase: str, spec_path: Path) -> None:
 
 def finish(doc: dict[str, Any], out: Path) -> None:
     """Fits, targets, pictures and the JSON, from the points measured so far."""
+    from .points import backfill_means
+
+    backfill_means(doc)
     doc["fits"] = fits(doc["points"])
     doc["targets"] = targets(doc)
     out.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 #: the figures fitted, per configuration
-METRICS = ("cpu_median_s", "wall_median_s", "driver_cpu_median_s", "bytes_per_epoch", "state_bytes_per_epoch",
+METRICS = ("cpu_median_s", "cpu_mean_s", "wall_median_s", "driver_cpu_median_s", "bytes_per_epoch", "state_bytes_per_epoch",
            "kill_recovery_cpu_s", "kill_recovery_s", "fail_recovery_cpu_s", "fail_recovery_s", "peak_rss",
            "peak_rss_jvm")
 
