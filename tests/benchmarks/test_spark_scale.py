@@ -16,7 +16,7 @@ import pytest
 from benchmarks.spark_scale.fit import fit, fits
 from benchmarks.spark_scale.phases import adapter, compared, phase_fail, run_falkirk, run_stream
 from benchmarks.spark_scale.plan import configurations, point, points
-from benchmarks.spark_scale.points import summarise, verdict
+from benchmarks.spark_scale.points import backfill_means, summarise, verdict
 from benchmarks.spark_scale.report import markdown, targets
 
 pytestmark = pytest.mark.spark
@@ -90,3 +90,30 @@ def test_summaries_verdicts_fits_and_targets() -> None:
     assert t["fail_recovery_wall_at_largest"]["W2-c0.01"]["ratio"] == pytest.approx(2.0 / 6.0)
     assert t["at_largest_keys_1pct"]["W2"]["cpu_median_s"]["ratio"] == pytest.approx(0.75)
     assert "| `W2 n=1e+04 c=0.01` | falkirk |" in markdown({"points": pts})
+
+
+def test_the_mean_counts_the_checkpointing_epochs_the_median_leaves_out() -> None:
+    """A step checkpointing every third epoch: its median per epoch is below the stream's and its mean above it,
+    so the frontier by the median holds it and the frontier by the mean does not; points kept before the mean
+    was measured get their first driver's mean, marked."""
+    rec = {"recovery_s": 4.0, "recovery_cpu_s": 8.0, "identical": True}
+    base = {"walls": [1.0] * 6, "jits": [0.0] * 6, "driver_cpus": [0.1] * 6, "bytes": {"state": 6}, "peak_rss": 1}
+    stream = summarise({**base, "cpus": [9.0, 2.0, 2.0, 2.0, 2.0, 2.0]}, rec, rec, 6, 2)
+    # a checkpoint at epoch 2 (of the window 2..5), dearer; the recovery after a kill dearer than the stream's
+    falkirk = summarise({**base, "cpus": [9.0, 3.0, 4.0, 1.5, 1.5, 1.5]}, {**rec, "recovery_cpu_s": 8.5}, rec, 6, 2)
+    assert falkirk["cpu_median_s"] == 1.5 and falkirk["cpu_mean_s"] == pytest.approx(2.125)
+    summary = {"streaming": {**stream, "system": "streaming"}, "falkirk": {**falkirk, "system": "falkirk"}}
+    by_median, by_mean = verdict(summary), verdict(summary, "cpu_mean_s")
+    assert by_median["kill"]["frontier"] == ["falkirk", "streaming"] and by_median["fail"]["frontier"] == ["falkirk"]
+    assert by_mean["kill"]["frontier"] == ["streaming"] and by_mean["fail"]["falkirk_on_frontier"] == []
+    # a point measured before cpu_mean_s: its pooled figures and the first driver's per-epoch list
+    old = {k: v for k, v in summary["falkirk"].items() if k != "cpu_mean_s"}
+    doc = {"runs": [{"warmup": 2}], "points": [{"run": 0, "summary": {"falkirk": old,
+                                                                        "streaming": dict(summary["streaming"])}}]}
+    backfill_means(doc)
+    got = doc["points"][0]["summary"]
+    assert got["falkirk"]["cpu_mean_s"] == pytest.approx(2.125) and got["falkirk"]["cpu_mean_of"] == "first driver"
+    assert got["streaming"]["cpu_mean_of"] == "drivers"
+    assert doc["points"][0]["verdict_mean"]["fail"]["frontier"] == ["streaming"]
+    assert "2.12¹" in markdown({"points": [{"workload": "W2", "n": 10, "churn": 0.01, **doc["points"][0],
+                                            "verdict": verdict(got)}]})
