@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from typing import Any
 
 #: the figures fitted, per configuration
-METRICS = ("cpu_median_s", "cpu_mean_s", "wall_median_s", "driver_cpu_median_s", "bytes_per_epoch", "state_bytes_per_epoch",
-           "kill_recovery_cpu_s", "kill_recovery_s", "fail_recovery_cpu_s", "fail_recovery_s", "peak_rss",
-           "peak_rss_jvm")
+METRICS = ("cpu_median_s", "cpu_mean_s", "wall_median_s", "driver_cpu_median_s", "bytes_per_epoch",
+           "state_bytes_per_epoch", "kill_recovery_cpu_s", "kill_recovery_s", "fail_recovery_cpu_s",
+           "fail_recovery_s", "peak_rss", "peak_rss_jvm")
 
 
 def fit(ns: Sequence[float], ys: Sequence[float]) -> dict[str, Any]:

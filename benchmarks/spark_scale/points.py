@@ -22,6 +22,11 @@ MODULE = __package__
 FIGURES = ("recovery_s", "recovery_cpu_s", "records_recomputed", "source_rows", "log_rows")
 
 
+def window(values: list[float], warmup: int) -> list[float]:
+    """The epochs a per-epoch figure is taken over: from ``warmup`` on (the last one at least)."""
+    return values[min(warmup, len(values) - 1):]
+
+
 def summarise(run: dict[str, Any], kill: dict[str, Any] | None, fail: dict[str, Any] | None, epochs: int,
               warmup: int) -> dict[str, Any]:
     """One driver's figures: medians over epochs ``warmup``.. of the failure-free run, and the CPU's mean over
@@ -40,12 +45,13 @@ def summarise(run: dict[str, Any], kill: dict[str, Any] | None, fail: dict[str, 
     >>> s["cpu_median_s"], s["cpu_mean_s"], s["state_bytes_per_epoch"], s["kill_recovery_s"], s["identical"]
     (2, 3.0, 10.0, 4, False)
     """
-    w = min(warmup, len(run["cpus"]) - 1)
     out: dict[str, Any] = {k: v for k, v in run.items()}
-    out.update(wall_median_s=statistics.median(run["walls"][w:]), cpu_median_s=statistics.median(run["cpus"][w:]),
-               cpu_mean_s=statistics.fmean(run["cpus"][w:]),
-               cpu_nojit_median_s=statistics.median([c - j for c, j in zip(run["cpus"], run["jits"], strict=True)][w:]),
-               driver_cpu_median_s=statistics.median(run["driver_cpus"][w:]),
+    nojit = [c - j for c, j in zip(run["cpus"], run["jits"], strict=True)]
+    out.update(wall_median_s=statistics.median(window(run["walls"], warmup)),
+               cpu_median_s=statistics.median(window(run["cpus"], warmup)),
+               cpu_mean_s=statistics.fmean(window(run["cpus"], warmup)),
+               cpu_nojit_median_s=statistics.median(window(nojit, warmup)),
+               driver_cpu_median_s=statistics.median(window(run["driver_cpus"], warmup)),
                bytes_per_epoch=sum(run["bytes"].values()) / epochs,
                **{f"{k}_bytes_per_epoch": run["bytes"].get(k, 0) / epochs for k in ("state", "log", "metadata")})
     ok = True
@@ -148,8 +154,7 @@ def backfill_means(doc: dict[str, Any]) -> None:
                 if s.get("cpu_mean_s") is not None:
                     s["cpu_mean_of"] = "drivers"
                 elif s.get("cpus"):
-                    w = min(warmup, len(s["cpus"]) - 1)
-                    s["cpu_mean_s"] = statistics.fmean(s["cpus"][w:])
+                    s["cpu_mean_s"] = statistics.fmean(window(s["cpus"], warmup))
                     s["cpu_mean_of"] = "first driver"
         p["verdict_mean"] = verdict(p["summary"], "cpu_mean_s")
 
@@ -158,7 +163,8 @@ def said(p: Point, name: str, res: dict[str, Any], d: int, drivers: int) -> str:
     rec = "" if "kill_recovery_s" not in res else (
         f", recovery (a) {res['kill_recovery_s']:.1f} s / {res['kill_recovery_cpu_s']:.1f} CPU-s, "
         f"(b) {res['fail_recovery_s']:.1f} s / {res['fail_recovery_cpu_s']:.1f} CPU-s")
-    return (f"{p.id:18} {name:18} cpu {res['cpu_median_s']:.2f} s/epoch (mean {res['cpu_mean_s']:.2f}, driver {res['driver_cpu_median_s']:.3f}), "
+    return (f"{p.id:18} {name:18} cpu {res['cpu_median_s']:.2f} s/epoch (mean {res['cpu_mean_s']:.2f}, "
+            f"driver {res['driver_cpu_median_s']:.3f}), "
             f"wall {res['wall_median_s']:.2f} s, {res['bytes_per_epoch'] / 1e6:.2f} MB/epoch{rec}, "
             f"identical {res['identical']} ({res['benchmark_s']:.0f} s, driver {d + 1} of {drivers}, "
             f"load {os.getloadavg()[0]:.1f})")

@@ -8,9 +8,10 @@ from typing import Any
 
 from ..spark_vs_streaming import as_markdown
 
-PANELS = (("cpu_mean_s", "CPU s per epoch (mean over the window)"), ("kill_recovery_cpu_s", "recovery CPU s: (a) driver killed"),
-          ("fail_recovery_cpu_s", "recovery CPU s: (b) failure in one step"), ("state_bytes_per_epoch",
-                                                                               "state bytes per epoch"))
+PANELS = (("cpu_mean_s", "CPU s per epoch (mean over the window)"),
+          ("kill_recovery_cpu_s", "recovery CPU s: (a) driver killed"),
+          ("fail_recovery_cpu_s", "recovery CPU s: (b) failure in one step"),
+          ("state_bytes_per_epoch", "state bytes per epoch"))
 
 
 def groups(points: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -62,10 +63,9 @@ def plot(key: str, points: list[dict[str, Any]], fits: dict[str, Any], path: Pat
 
 def rows_of(points: list[dict[str, Any]]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = [("point", "configuration", "CPU / epoch", "mean", "driver CPU / epoch",
-                                    "wall / epoch",
-                                    "state MB / epoch", "all MB / epoch", "(a) recovery CPU", "(a) wall",
-                                    "(b) recovery CPU", "(b) wall", "(b) recomputed", "peak JVM MB", "identical",
-                                    "frontier (a/b)", "by the mean")]
+                                    "wall / epoch", "state MB / epoch", "all MB / epoch", "(a) recovery CPU",
+                                    "(a) wall", "(b) recovery CPU", "(b) wall", "(b) recomputed", "peak JVM MB",
+                                    "identical", "frontier (a/b)", "by the mean")]
 
     def num(v: Any, fmt: str) -> str:
         return "-" if v is None else format(v, fmt)
@@ -75,7 +75,8 @@ def rows_of(points: list[dict[str, Any]]) -> list[tuple[str, ...]]:
         v, vm = p["verdict"], p.get("verdict_mean")
         for n, s in p["summary"].items():
             front = "/".join("yes" if n in v[k]["frontier"] else "no" for k in ("kill", "fail"))
-            front_mean = "-" if not vm else "/".join("yes" if n in vm[k]["frontier"] else "no" for k in ("kill", "fail"))
+            front_mean = "-" if not vm else "/".join("yes" if n in vm[k]["frontier"] else "no"
+                                                     for k in ("kill", "fail"))
             mean = num(s.get("cpu_mean_s"), ".2f") + ("¹" if s.get("cpu_mean_of") == "first driver" else "")
             rows.append((pid, n, f"{s['cpu_median_s']:.2f}", mean, f"{s['driver_cpu_median_s']:.3f}",
                          f"{s['wall_median_s']:.2f}", f"{s['state_bytes_per_epoch'] / 1e6:.2f}",
