@@ -51,13 +51,18 @@ def test_each_injection_restores_the_epoch_before_it_and_the_output_is_identical
 ) -> None:
     """Before, mid, task, job and after injections in one run of ``Lazy(every=3, incremental=True)``: each recovery
     restores ``totals`` to the epoch before the failure (a delta or a snapshot: every epoch is a restore point),
-    Spark absorbs the task failure, and the output equals the reference."""
-    fail = ["totals@2:before", "totals@3:mid", "totals@4:task", "totals@5:job", "totals@6:after"]
+    Spark absorbs the task failure, the first failed job is retried in place (nothing restored) and the second
+    at the same epoch restores, and the output equals the reference."""
+    fail = ["totals@2:before", "totals@3:mid", "totals@4:task", "totals@5:job", "totals@5:job", "totals@6:after"]
     result = keyed_pipeline(tmp_path, spark, incremental=True, gc=False).run(EPOCHS, fail=fail)
     assert sorted(map(str, result.fired)) == sorted(f if ":" in f else f"{f}:mid" for f in fail)
-    restored = [epoch_of(r.plan.frontiers["totals"]) for r in result.journal.recoveries]
-    assert restored == [1, 2, 4, 6]  # before@2, mid@3, job@5, after@6; the task failure never reached falkirk
-    assert all(r.plan.actions["totals"] == "restore" for r in result.journal.recoveries)
+    recoveries = result.journal.recoveries
+    assert [r.in_place for r in recoveries] == [None, None, ("totals", 5), None, None]
+    assert recoveries[2].failed == () and all(f.is_top for f in recoveries[2].plan.frontiers.values())
+    rolled = [r for r in recoveries if r.in_place is None]
+    restored = [epoch_of(r.plan.frontiers["totals"]) for r in rolled]
+    assert restored == [1, 2, 4, 6]  # before@2, mid@3, job@5 (again), after@6; the task failure never reached falkirk
+    assert all(r.plan.actions["totals"] == "restore" for r in rolled)
     assert any("totals@4: Spark retried" in n for n in result.journal.notes)
     cks = _checkpoints(tmp_path)
     assert sorted(cks) == list(range(EPOCHS))

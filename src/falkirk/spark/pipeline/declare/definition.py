@@ -122,6 +122,11 @@ class Definition:
     runs one after another; more run different steps on different epochs at
     once, each in epoch order, at most ``window`` epochs ahead of their
     consumers (:mod:`~falkirk.spark.pipeline.run.concurrent`).
+    ``retry_in_place``: a step whose Spark job fails for a transient cause,
+    having lost nothing (no executor, no state, nothing published), runs the
+    epoch again at once instead of being rolled back; a second failure at
+    that epoch is recovered from by the plan (``False``: every failure is,
+    :meth:`Executor._in_place <falkirk.spark.pipeline.run.executor.Executor._in_place>`).
     ``regimes``: regimes that replace the ones the steps declare (e.g. what
     :meth:`~falkirk.spark.Pipeline.advise` advised), by step name; checked
     like a declared regime, and like any change against the root's
@@ -147,6 +152,7 @@ class Definition:
         regimes: Mapping[str, Regime] | None = None,
         concurrency: int = 1,
         window: int = 2,
+        retry_in_place: bool = True,
     ) -> None:
         from falkirk.spark.pipeline.store.storage import as_root
 
@@ -158,6 +164,10 @@ class Definition:
         self.concurrency = concurrency
         #: how many epochs a node may run ahead of its consumers in a concurrent run
         self.window = window
+        if not isinstance(retry_in_place, bool):
+            raise PipelineError(f"retry_in_place={retry_in_place!r}: expected True or False")
+        #: a transient failure of a step's Spark job that lost nothing runs the epoch again at once
+        self.retry_in_place = retry_in_place
 
         if isinstance(retain, bool) or not isinstance(retain, int) or retain < 1:
             raise PipelineError(

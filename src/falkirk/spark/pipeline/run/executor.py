@@ -331,9 +331,45 @@ class Executor:
                     f"step {k[0]} failed {attempts[k]} times at epoch {k[1]}; giving up: {failure}"
                 ) from failure
         cause = str(first) if not lost or why in str(first) else f"{first} ({why})"
+        together = [(key, first), *others]
+        if (
+            not lost
+            and failed == {k[0] for k, _ in together}
+            and all(self._in_place(k, failure, attempts[k]) for k, failure in together)
+        ):
+            for k, failure in together:  # each its own (a concurrent run's executions in flight fail apart)
+                self.rollback.recover(set(), str(failure), in_place=k)
+            return
         # a stored item unreadable on a second attempt (not one transient error): lost, its step recomputes it
         again = first.unreadable if isinstance(first, StepFailure) and attempts[key] > 1 else None
         self.rollback.recover(failed, cause, lost=first if isinstance(first, CorruptDataError) else again)
+
+    def _in_place(self, key: tuple[str, int], failure: StepFailure | CorruptDataError, attempt: int) -> bool:
+        """Whether step ``key[0]``'s first ``failure`` at epoch ``key[1]`` is retried in place: the epoch run
+        again at once, nothing rolled back.
+
+        Its Spark job failed (a transient cause, not an injected loss of the
+        step, not a damaged item) and it lost nothing: no executor went, its
+        state in memory is the one it started the epoch from and the
+        execution published nothing (:meth:`Runner.intact
+        <falkirk.spark.pipeline.run.runners.Runner.intact>`), and what it
+        took off its queues is queued again (:meth:`Steps.abandon
+        <falkirk.spark.pipeline.run.steps.Steps.abandon>`). So the step has not
+        failed in SPEC §3's sense: it keeps ``⊤``, the epoch's input counts as
+        queued, and the plan for "nothing failed" rolls nothing back
+        (``Pipeline(retry_in_place=False)``: a rollback as for any failure).
+        A second failure at the same epoch is recovered from by the plan.
+        """
+        return (
+            self.pipeline.retry_in_place
+            and attempt == 1
+            and isinstance(failure, StepFailure)
+            and failure.step == key[0]
+            and not failure.injected
+            and not failure.deterministic
+            and failure.unreadable is None
+            and self.state.runners[key[0]].intact(key[1])
+        )
 
     def end_of_epoch(self, epoch: int, *, busy: Collection[str] = ()) -> None:
         """Every node completed ``epoch``: garbage collection (of the nodes not ``busy`` executing on another

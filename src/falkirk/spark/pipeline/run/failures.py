@@ -8,8 +8,9 @@ mid       it fails after computing and writing its data, before it publishes
           its manifest and reports to the monitor (the default)
 task      one Spark task of its output fails on its first attempt; Spark
           retries it (``local[N,M]``, ``M > 1``): survivable by Spark alone
-job       every attempt of one task fails: the Spark job fails, falkirk
-          recovers the step
+job       every attempt of one task fails: the Spark job fails; the step
+          lost nothing, so it runs the epoch again in place (a second
+          failure there, or ``retry_in_place=False``: falkirk recovers it)
 kill      the driver process is killed with SIGKILL before the step starts
 kill-mid  … or at the mid point
 executor  the executor JVM holding the most cached blocks (else the one
@@ -21,7 +22,9 @@ after     the step fails between epochs, once every step has completed
 ========  ===================================================================
 
 A failed step loses its memory (state, queued input); falkirk plans the
-rollback and the executor applies it.
+rollback and the executor applies it. A failed job that lost nothing is
+retried in place first (:meth:`Executor._in_place
+<falkirk.spark.pipeline.run.executor.Executor._in_place>`).
 
 >>> Injection.parse("cc@7")
 Injection(step='cc', epoch=7, where='mid')

@@ -165,6 +165,9 @@ class Recovery:
     #: a restart: output -> the epoch below which its committed epochs were only sampled
     #: (:attr:`Rollback.SCRUB <falkirk.spark.pipeline.run.recovery.Rollback.SCRUB>` of them checked)
     sampled: dict[str, int] = field(factory=dict)
+    #: a retry in place: the (step, epoch) whose Spark job failed and that ran the epoch again at once, nothing
+    #: rolled back (:meth:`Executor._in_place <falkirk.spark.pipeline.run.executor.Executor._in_place>`)
+    in_place: tuple[str, int] | None = None
 
     @property
     def cpu_less_jit(self) -> float | None:

@@ -72,6 +72,12 @@ class Queues:
         self.frames.unpin(item.df)
         return item
 
+    def put_back(self, edge: str, item: Item) -> None:
+        """A receiver's execution that took ``item`` off ``edge`` failed: it is queued again (the receiver keeps
+        its queues until a recovery says it failed, SPEC §3)."""
+        self.on[edge][item.epoch] = item
+        self.frames.pin(item.df)
+
     def drop_inputs(self, name: str) -> None:
         """``name`` failed: its input queues are lost."""
         for link in self.links:

@@ -97,6 +97,7 @@ class Rollback:
         restart: bool = False,
         limits: Mapping[str, int] | None = None,
         startup: Startup | None = None,
+        in_place: tuple[str, int] | None = None,
     ) -> None:
         """Recover from the failure of ``failed`` (see the module docstring).
 
@@ -108,7 +109,9 @@ class Rollback:
         before (counted in the recovery's phases). Nothing under the root
         changes until the plan is known to be executable; otherwise
         :class:`RecoveryError` names the damaged or missing file and what it
-        made impossible.
+        made impossible. ``in_place``: the step whose job failed at that epoch
+        runs it again at once (``failed`` is empty: the plan rolls nothing
+        back, and says so in the journal).
         """
         done_before = dict(self.state.done) if not restart else dict(self.state.high)
         rec = Recovery(
@@ -118,6 +121,7 @@ class Rollback:
             done_before,
             {n: list(v) for n, v in self.state.planner.available.items()},
             restart=restart,
+            in_place=in_place,
             planner="falkirk.solver.Monitor (meta.sqlite)"
             if self.pipeline.monitor
             else "falkirk.solver.solve_frontiers",
@@ -198,15 +202,16 @@ class Rollback:
             for n, f in plan.frontiers.items()
             if epoch_of(f) < done_before[n]
         }
-        self.progress.line(
-            f"recovery {rec.index}: plan in {rec.plan_seconds * 1000:.0f} ms; "
-            + (
-                ", ".join(
-                    self._move(n, plan.actions[n], f, rec.discarded.get(n, []))
-                    for n, (f, _) in lost_work.items()
-                )
-                or "nothing to redo"
+        moves = ", ".join(
+            self._move(n, plan.actions[n], f, rec.discarded.get(n, [])) for n, (f, _) in lost_work.items()
+        )
+        if in_place is not None:  # nothing rolled back (the plan for "nothing failed")
+            moves = (
+                f"nothing rolled back: {in_place[0]} runs epoch {in_place[1]} again in place (its state in memory "
+                "and its queued input are intact)"
             )
+        self.progress.line(
+            f"recovery {rec.index}: plan in {rec.plan_seconds * 1000:.0f} ms; {moves or 'nothing to redo'}"
         )
         if all(self.state.done[n] >= d for n, d in done_before.items()):
             rec.finished = time.perf_counter()

@@ -97,6 +97,9 @@ class Runner:
         self.defer_checkpoints = False
         #: the state left to the end of the epoch (:class:`Deferred`)
         self.deferred: Deferred | None = None
+        #: the last execution published something (a manifest) before it ended: it cannot be run again as if
+        #: it never had (:meth:`intact`)
+        self.published = False
 
     def available(self) -> list[int]:
         """Epochs of the frontiers persisted for this node (what the planner starts from)."""
@@ -109,6 +112,13 @@ class Runner:
     def execute(self, epoch: int, inputs: dict[str, DataFrame]) -> tuple[DataFrame | None, int]:
         """Run ``epoch`` on ``inputs``, persist according to the regime; ``(output, rows)``."""
         raise NotImplementedError
+
+    def intact(self, epoch: int) -> bool:
+        """After its execution of ``epoch`` raised: whether the node is as it was before that execution — its
+        state in memory untouched, nothing published — so that it can run ``epoch`` again at once (a retry in
+        place, :meth:`Executor.handle <falkirk.spark.pipeline.run.executor.Executor.handle>`). An input never
+        is: its cut is durable."""
+        return False
 
     def lose(self) -> None:
         """The node failed: drop everything held in memory."""
@@ -188,6 +198,8 @@ class StepRunner(Runner):
         self.replicas = 1 if is_local_master(ctx.spark) else getattr(self.regime, "replicas", 1)
         #: how the state is checkpointed and read back (plain, keyed, or keyed snapshots and deltas)
         self.checkpoints = StateCheckpoints(ctx, step.name, step.regime)
+        #: the last execution's epoch, and the state and checkpoint chain it started from (:meth:`intact`)
+        self._before: tuple[int, Any, tuple[int, ...] | None] | None = None
 
     # -- what exists ------------------------------------------------------------------
     @property
@@ -210,6 +222,7 @@ class StepRunner(Runner):
 
     def execute(self, epoch: int, inputs: dict[str, DataFrame]) -> tuple[DataFrame | None, int]:
         ctx, storage, regime = self.ctx, self.storage, self.regime
+        self.published, self._before = False, None
         self.discarded = epoch in self.committed
         if self.discarded:  # committed before a rollback: final, what was sent again is dropped unread
             self.committed.discard(epoch)
@@ -219,6 +232,7 @@ class StepRunner(Runner):
         if self.deferred is not None and self.deferred.state is self.state:
             self.write_deferred()  # not reached in a sequential run (its epoch ended first): never left unmade
         self._drop_deferred()  # what an execution that failed left
+        self._before = (epoch, self.state, self.checkpoints.chain)
         result = self.call(epoch, inputs)
         new_state = None
         defer = False
@@ -314,6 +328,7 @@ class StepRunner(Runner):
             write("output", f"output/{self.name}/epoch={epoch}")
         ctx.injector.at(self.name, epoch, "mid")
         if durable:
+            self.published = bool(pending) or regime.stateless
             for m in pending:
                 # when readers could first see it: an output's response latency ends here
                 if m.kind == "output":
@@ -331,6 +346,7 @@ class StepRunner(Runner):
         if regime.takes_state:
             ctx.frames.release(self.state)
             self.state = new_state
+        self._before = None  # it succeeded
         return out, rows
 
     def write_deferred(self) -> None:
@@ -361,6 +377,16 @@ class StepRunner(Runner):
             self.ctx.frames.unhold(deferred.inputs)
 
     # -- failures and rollback ----------------------------------------------------------------
+    def intact(self, epoch: int) -> bool:
+        """See :meth:`Runner.intact`; a state the failed execution left to the end of its epoch is dropped and a
+        checkpoint it wrote but did not publish forgotten (the next one is written as if it had not been)."""
+        before = self._before
+        if self.published or before is None or before[0] != epoch or before[1] is not self.state:
+            return False
+        self._drop_deferred()
+        self.checkpoints.chain = before[2]
+        return True
+
     def lose(self) -> None:
         self.ctx.frames.release(self.state)
         self.state = None
@@ -466,6 +492,9 @@ class DatabaseRunner(StepRunner):
         return {t: c for t, c in self.tables.items() if t in have}
 
     def execute(self, epoch: int, inputs: dict[str, DataFrame]) -> tuple[DataFrame | None, int]:
+        # an execution run again at once deletes the epoch's rows first (as a redo does): only a published
+        # manifest makes it not intact
+        self.published, self._before = False, (epoch, None, None)
         db = self.connect()
         guard = self.guard
         assert guard is not None
@@ -503,11 +532,17 @@ class DatabaseRunner(StepRunner):
             out, _ = self.ctx.frames.materialise(result)
         self.ctx.injector.at(self.name, epoch, "mid")
         if self.ctx.durable:
+            self.published = True
             self.storage.put(
                 Manifest(self.name, "checkpoint", epoch, rows, extra={"database": str(self.path)})
             )
         self.ctx.record(self.name, epoch)
+        self._before = None  # it succeeded
         return out, rows
+
+    def intact(self, epoch: int) -> bool:
+        before = self._before
+        return not self.published and before is not None and before[0] == epoch and self.db is not None
 
     def lose(self) -> None:
         if self.db is not None:

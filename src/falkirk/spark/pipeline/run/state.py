@@ -57,6 +57,9 @@ class Task:
     #: the process tree's CPU and its JIT compilers' when it began (``None``: not measured)
     cpu0: tuple[float, float] | None
     inputs: dict[str, Any] = field(factory=dict)
+    #: what it took off its input queues, by edge (put back if it fails: :meth:`Steps.abandon
+    #: <falkirk.spark.pipeline.run.steps.Steps.abandon>`)
+    taken: dict[str, Any] = field(factory=dict)
     out: Any = None
     rows: int = -1
     jobs: int = 0

@@ -163,9 +163,12 @@ class Steps:
         task = Task(
             name, epoch, group, time.perf_counter(), self.cpu.read() if self.cpu is not None else None
         )
-        task.inputs = {
-            link.src: self._take(link.name, epoch) for link in self.pipeline.edges if link.dst == name
-        }
+        for link in self.pipeline.edges:
+            if link.dst == name:
+                item = task.taken[link.name] = self.state.queues.take(link.name, epoch)
+                # ``None``: read it from the sender's log (what a replay queues)
+                df = item.df if item.df is not None else self.state.runners[item.src].replay(epoch)
+                task.inputs[link.src] = df
         self.frames.hold(task.inputs.values())  # not unpersisted under a job that reads them
         return task
 
@@ -262,8 +265,12 @@ class Steps:
                     ) from exc
 
     def abandon(self, task: Task) -> None:
-        """The task failed (run's thread): what fused steps it was to compute went uncounted; its inputs let
-        go."""
+        """The task failed (run's thread): what fused steps it was to compute went uncounted; what it took off
+        its input queues is queued again, before its inputs are let go (a step that has not lost its memory
+        keeps its queues, SPEC §3: a recovery that says it failed drops them, a retry in place reads them
+        again)."""
+        for edge, item in task.taken.items():
+            self.state.queues.put_back(edge, item)
         self.state.groups.discard(task.group)
         self.records.drain(task.thread)
         self.fused.finish(task.inputs, task.epoch, count=False, cache=False)
@@ -407,9 +414,3 @@ class Steps:
             state.latency.setdefault(output, {})[epoch] = max(
                 0.0, committed - max(t for t in times if t is not None)
             )
-
-    def _take(self, edge: str, epoch: int) -> DataFrame:
-        item = self.state.queues.take(edge, epoch)
-        if item.df is not None:
-            return item.df
-        return self.state.runners[item.src].replay(epoch)

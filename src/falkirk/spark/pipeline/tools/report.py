@@ -213,6 +213,9 @@ def format_recovery(journal: Journal, rec: Recovery, *, inputs: set[str], statef
         f"resumed: all {len(rec.failed)} steps (a new driver holds nothing in memory)"
         if rec.restart
         else f"failed: {', '.join(rec.failed)}"
+        if rec.in_place is None
+        else f"failed: the Spark job of {rec.in_place[0]} at epoch {rec.in_place[1]}, retried in place (no step lost "
+        "its state: nothing rolled back)"
     )
     out.append(
         f"  {who}; planned by {rec.planner} in {rec.plan_seconds * 1000:.1f} ms; "
