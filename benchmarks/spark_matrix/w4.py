@@ -292,7 +292,7 @@ def phase_w4(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
                    steady_after_failure_cpu_s=steady_after, steady_after_failure_nojit_cpu_s=steady_nojit,
                    journal_steady_cpu_s=journal_steady(ref_run["result"], epochs),
                    records_recomputed=mine.recomputed, source_rows=mine.source_rows, log_rows=mine.log_rows,
-                   phases=rec.phases(), actions=dict(rec.plan.actions),
+                   phases=rec.phases(), actions=dict(rec.plan.actions), in_place=rec.in_place,
                    redone=[(x.step, x.epoch, x.rows) for x in journal.executions if x.redo])
     out.update(walls=walls, cpus=cpus)
     out.update(compare(outputs_of(spark, base / "run"), outputs_of(spark, base / "reference"), epochs))

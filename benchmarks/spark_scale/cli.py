@@ -68,6 +68,9 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--resume", action="store_true", help="keep the points already in the results; measure the rest")
     ap.add_argument("--report", action="store_true", help="fit, draw and print from the results JSON, and stop")
+    ap.add_argument("--remeasure-fail", action="store_true",
+                    help="measure recovery (b), a failure inside one step, again at the points already in the "
+                         "results (both systems, round-robin), keeping what it was")
     ap.add_argument("--phase", help=argparse.SUPPRESS)
     ap.add_argument("--spec", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -106,6 +109,20 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="spark-scale-"))
     spacings = [int(k) for k in args.spacings.split(",") if k]
     try:
+        if args.remeasure_fail:
+            from .points import remeasure_fail
+
+            chosen = {(p.workload, p.n, p.churn) for p in todo}
+            for block in doc["points"]:
+                if (block["workload"], block["n"], block.get("churn")) not in chosen:
+                    continue
+                load0 = os.getloadavg()
+                remeasure_fail(block, work, drivers=args.drivers, only=pick, run=len(doc["runs"]) - 1)
+                block["fail_remeasured"] = {"run": len(doc["runs"]) - 1, "load_average_start": load0,
+                                            "load_average_end": os.getloadavg(),
+                                            "provisional": max(load0[0], os.getloadavg()[0]) > 2.5}
+                finish(doc, args.out)
+            todo = []
         for p in todo:
             if (p.workload, p.n, p.churn) in done:
                 print(f"{p.id}: kept from the earlier run", flush=True)

@@ -11,9 +11,9 @@ compared. The phases, each a driver process of its own (``python -m benchmarks.s
 * ``restart`` — a new driver on the killed run's directories: recovery (a) measured from its session being
   up to the crash epoch's outputs committed, outputs compared with the reference;
 * ``fail`` — a fresh root where the failing step fails inside its Spark job at the crash epoch (falkirk
-  ``STEP@C:job``: every attempt of a task fails, the job is abandoned, falkirk recovers the step in the same
-  driver; the stream: every attempt of the stateful operator's task fails, the query stops and is restarted
-  in the same session): recovery (b) measured from the failure reaching the driver to the crash epoch's
+  ``STEP@C:job``: every attempt of a task fails, the job is abandoned; the step lost nothing, so falkirk
+  retries the epoch in place in the same driver, ``in_place`` in the figures; the stream: every attempt of
+  the stateful operator's task fails, the query stops and is restarted in the same session): recovery (b) measured from the failure reaching the driver to the crash epoch's
   outputs committed, outputs compared with the reference;
 * ``advise`` — ``falkirk-advised``'s profile and advice, once per point, outside the figures;
 * ``off`` — ``falkirk-off``: the shipped pipeline with falkirk off (``durable=False``), failure-free: the
@@ -149,7 +149,7 @@ def _falkirk_recovery(r: dict[str, Any], restart: bool) -> dict[str, Any]:
     rec = next(x for x in journal.recoveries if x.restart == restart)
     mine = costs(journal, rec, inputs=set(pipe.inputs), stateful=[n for n in pipe.steps if not pipe.stateless(n)])[0]
     return {"records_recomputed": mine.recomputed, "source_rows": mine.source_rows, "log_rows": mine.log_rows,
-            "phases": rec.phases(), "actions": dict(rec.plan.actions)}
+            "phases": rec.phases(), "actions": dict(rec.plan.actions), "in_place": rec.in_place}
 
 
 def phase_restart(spec: dict[str, Any], spark: Any) -> dict[str, Any]:

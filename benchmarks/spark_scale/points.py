@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..spark_matrix.measure import child
-from ..spark_matrix.pooling import round_robin
+from ..spark_matrix.pooling import pooled, round_robin
 from ..spark_vs_streaming import frontier
 from .phases import adapter
 from .plan import Point, configurations, spark_conf
@@ -122,6 +122,70 @@ def measure_point(p: Point, work: Path, *, drivers: int, warmup: int, spacings: 
     return {"workload": p.workload, "n": p.n, "churn": p.churn, "epochs": p.epochs, "crash": p.crash,
             "memory": spark_conf(p, {}), "stream_form": form, "stream_module": stream_module(p.workload),
             "input_prepared_s": prepared_s, "notes": notes, "summary": summary, "verdict": verdict(summary)}
+
+
+def remeasure_fail(block: dict[str, Any], work: Path, *, drivers: int, only: set[str], run: int) -> None:
+    """Recovery (b) alone — a failure inside one step — measured again for every configuration of the point
+    ``block`` (not ``falkirk-off``), round-robin over ``drivers`` rounds, pooled as a point's figures are: each
+    configuration's ``fail_*`` figures replaced (each driver's too), what they were kept under ``fail_earlier``
+    with the run that measured them, ``fail_run`` the run measuring them now; the verdicts recomputed. For a
+    change that moves only that recovery (a retry in place): both systems' figures again in one run."""
+    p = Point(block["workload"], block["n"], block["churn"], block["epochs"], block["crash"])
+    wl = adapter({"workload": p.workload})
+    names = [n for n in block["summary"] if n != "falkirk-off" and (not only or n in only)]
+    opts = configurations(p.workload, [int(n.removeprefix("streaming-snap")) for n in block["summary"]
+                                       if n.startswith("streaming-snap")])
+    input_dir = work / f"{p.id}-input"
+    wl.write_input(input_dir, p.size)
+    runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    for d in range(drivers):
+        for name in names:
+            opt = opts[name]
+            spec = {"workload": p.workload, "system": "streaming" if opt.get("stream") else "falkirk",
+                    "size": p.size, "base": str(work / f"{p.id}-{name}"), "input": str(input_dir),
+                    "conf": spark_conf(p, opt), "form": block["stream_form"], "regimes": opt.get("regimes"),
+                    "off": False}
+            if opt.get("advise"):  # the point's advice, as its drivers ran it
+                spec["advice"] = block["summary"][name]["advice"]
+            t = time.perf_counter()
+            got = child(spec, work, f"{p.id}-{name}" + (f"-d{d + 1}" if d else "") + "-fail", "fail", module=MODULE)
+            shutil.rmtree(spec["base"], ignore_errors=True)
+            res = {f"fail_{k}": got[k] for k in FIGURES if k in got}
+            res.update(fail={k: v for k, v in got.items() if k not in FIGURES}, identical=bool(got["identical"]))
+            runs[name].append(res)
+            print(f"{p.id:18} {name:18} recovery (b) {res['fail_recovery_s']:.2f} s / "
+                  f"{res['fail_recovery_cpu_s']:.2f} CPU-s, identical {res['identical']} "
+                  f"({time.perf_counter() - t:.0f} s, driver {d + 1} of {drivers}, load {os.getloadavg()[0]:.1f})",
+                  flush=True)
+    shutil.rmtree(input_dir, ignore_errors=True)
+    merge_fail(block, runs, run)
+
+
+def merge_fail(block: dict[str, Any], runs: dict[str, list[dict[str, Any]]], run: int) -> None:
+    """Each configuration's recovery (b) measured again (``runs``: its drivers' figures) into the point ``block``
+    (see :func:`remeasure_fail`).
+
+    >>> block = {"run": 0, "summary": {"falkirk": {"system": "falkirk", "identical": True, "fail_recovery_s": 6.0,
+    ...          "fail_recovery_cpu_s": 9.0, "fail": {"rows": 1}, "drivers": [{"fail_recovery_s": 6.0}] * 2}}}
+    >>> merge_fail(block, {"falkirk": [{"fail_recovery_s": s, "fail_recovery_cpu_s": 2 * s, "fail": {"rows": 2},
+    ...                                 "identical": True} for s in (1.0, 3.0)]}, run=4)
+    >>> s = block["summary"]["falkirk"]
+    >>> s["fail_recovery_s"], s["fail_run"], s["fail_earlier"]["fail_recovery_s"], s["fail_earlier"]["run"]
+    (2.0, 4, 6.0, 0)
+    >>> [d["fail_recovery_s"] for d in s["drivers"]], s["identical"]
+    ([1.0, 3.0], True)
+    """
+    for name, rs in runs.items():
+        new = pooled(rs) if len(rs) > 1 else {**rs[0], "drivers": [rs[0]]}
+        s = block["summary"][name]
+        keys = [k for k in s if k.startswith("fail_") and k not in ("fail_earlier", "fail_run")]
+        s["fail_earlier"] = {**{k: s[k] for k in keys}, "fail": s.get("fail"),
+                             "run": s.get("fail_run", block.get("run"))}
+        s.update({k: new[k] for k in new if k.startswith("fail_")}, fail=new["fail"], fail_run=run)
+        s["identical"] = bool(s["identical"] and new["identical"])
+        s["drivers"] = [{**old, **{k: v for k, v in fresh.items() if k.startswith("fail_")}}
+                        for old, fresh in zip(s.get("drivers", []), new["drivers"], strict=False)]
+    block["verdict"] = verdict(block["summary"])
 
 
 def stream_module(workload: str) -> str:

@@ -126,6 +126,7 @@ class StepFailure(FalkirkError, RuntimeError):
         injected: bool = False,
         deterministic: bool = False,
         unreadable: CorruptDataError | None = None,
+        lost: bool = False,
     ) -> None:
         super().__init__(f"step {step} failed at epoch {epoch}: {cause}")
         self.step = step
@@ -137,6 +138,8 @@ class StepFailure(FalkirkError, RuntimeError):
         #: the stored item (another step's log, checkpoint…) whose data file could not be read, when that was
         #: the failure: the item is taken as lost, and recomputed, if the same read fails again
         self.unreadable = unreadable
+        #: the step's state in executor memory was lost with an executor (never retried in place)
+        self.lost = lost
 
 
 class RecoveryError(FalkirkError, RuntimeError):

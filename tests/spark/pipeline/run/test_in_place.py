@@ -21,6 +21,7 @@ from falkirk.solver import check_consistent
 from falkirk.spark import Injection, PipelineError
 from falkirk.spark.pipeline.declare.definition import Definition
 from falkirk.spark.pipeline.plan.planner import epoch_of
+from falkirk.spark.pipeline.run.executor import MAX_ATTEMPTS
 from falkirk.spark.pipeline.store.storage import Storage
 
 pytestmark = pytest.mark.spark
@@ -62,15 +63,16 @@ def test_a_failed_job_is_retried_in_place_and_nothing_is_computed_again(
     assert_identical(spark, tmp_path, reference)
 
 
-def test_a_second_failure_at_the_same_epoch_rolls_back(spark: Any, reference: Path, tmp_path: Path) -> None:
-    """cc's job fails twice at epoch 2: retried in place, then restored from its checkpoint as for any failure."""
-    fails = [Injection("cc", 2, "job"), Injection("cc", 2, "job")]
+def test_later_failures_at_the_same_epoch_roll_back(spark: Any, reference: Path, tmp_path: Path) -> None:
+    """cc's job fails four times at epoch 2: retried in place, then restored from its checkpoint as for any failure,
+    three times (the retry in place is not one of the MAX_ATTEMPTS recoveries)."""
+    fails = [Injection("cc", 2, "job")] * (1 + MAX_ATTEMPTS)
     result = flagship(tmp_path, spark).run(EPOCHS, fail=fails)
-    assert len(result.fired) == 2
-    first, second = result.journal.recoveries
-    assert first.in_place == ("cc", 2) and second.in_place is None
-    assert "cc" in second.failed and not second.plan.frontiers["cc"].is_top
-    assert epoch_of(second.plan.frontiers["cc"]) < 2
+    assert len(result.fired) == 1 + MAX_ATTEMPTS
+    first, *later = result.journal.recoveries
+    assert first.in_place == ("cc", 2) and len(later) == MAX_ATTEMPTS
+    for rec in later:
+        assert rec.in_place is None and "cc" in rec.failed and epoch_of(rec.plan.frontiers["cc"]) < 2
     _consistent(result)
     assert_identical(spark, tmp_path, reference)
 

@@ -190,7 +190,7 @@ class Concurrent:
                 self.stop = error
         lost, why = ex.lost.lost_state(state.runners, *self.last)  # executors lost since the last look
         for name in lost:  # their steps' in-memory state is gone: recovered once nothing is in flight
-            self.failures.append((name, self.last[1], StepFailure(name, self.last[1], why)))
+            self.failures.append((name, self.last[1], StepFailure(name, self.last[1], why, lost=True)))
 
     def _lagging(self, task: Task) -> list[str]:
         """The edges out of ``task``'s node whose consumer is more than the window behind (they read the

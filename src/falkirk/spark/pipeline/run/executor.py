@@ -177,6 +177,8 @@ class Executor:
         #: unique per executor: its Spark job groups (tags) never collide with another pipeline's in one
         #: session
         self.run_id = uuid.uuid4().hex[:12]
+        #: (step, epoch) retried in place (:meth:`_in_place`)
+        self.retried: set[tuple[str, int]] = set()
         #: what this driver spent before its first plan (a restart's first phases)
         self.startup = Startup(t0, session_seconds, probe)
         self.steps = Steps(
@@ -313,7 +315,7 @@ class Executor:
         if lost:
             failed |= set(lost)
             if first is None:
-                first = StepFailure(lost[0], key[1], why)
+                first = StepFailure(lost[0], key[1], why, lost=True)
         if first is None:
             return
         if not self.pipeline.durable:
@@ -324,9 +326,11 @@ class Executor:
         # the same epoch's end), the first one's decides the recovery's cause
         for k, failure in [(key, first), *others]:
             attempts[k] = attempts.get(k, 0) + 1
-            if getattr(failure, "deterministic", False) and attempts[k] > MAX_DETERMINISTIC:
+            # a retry in place is not one of the recoveries counted (it restored nothing)
+            spent = attempts[k] - (k in self.retried)
+            if getattr(failure, "deterministic", False) and spent > MAX_DETERMINISTIC:
                 raise StepError(failure, attempts[k]) from failure  # type: ignore[arg-type]
-            if attempts[k] > MAX_ATTEMPTS:
+            if spent > MAX_ATTEMPTS:
                 raise RecoveryError(
                     f"step {k[0]} failed {attempts[k]} times at epoch {k[1]}; giving up: {failure}"
                 ) from failure
@@ -334,10 +338,13 @@ class Executor:
         together = [(key, first), *others]
         if (
             not lost
+            # an executor lost with a step's state (a concurrent run's look, merged into that step's failure)
+            and not any(getattr(f, "lost", False) for _, _, f in failures)
             and failed == {k[0] for k, _ in together}
             and all(self._in_place(k, failure, attempts[k]) for k, failure in together)
         ):
             for k, failure in together:  # each its own (a concurrent run's executions in flight fail apart)
+                self.retried.add(k)
                 self.rollback.recover(set(), str(failure), in_place=k)
             return
         # a stored item unreadable on a second attempt (not one transient error): lost, its step recomputes it

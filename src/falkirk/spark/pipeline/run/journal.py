@@ -182,8 +182,15 @@ class Recovery:
     @property
     def in_flight(self) -> int:
         """The furthest epoch any step had completed at the failure (its catch-up ends when every step
-        has)."""
-        return max(self.done_at_failure.values(), default=-1)
+        has); a retry in place: at least its epoch."""
+        return max([*self.done_at_failure.values(), *(self.in_place[1:] if self.in_place else ())], default=-1)
+
+    def back(self, done: Mapping[str, int]) -> bool:
+        """Whether, with each step's last completed epoch ``done``, every step is back where it was at the
+        failure (a retry in place: and its step completed the epoch it retried)."""
+        if self.in_place is not None and done[self.in_place[0]] < self.in_place[1]:
+            return False
+        return all(done[n] >= d for n, d in self.done_at_failure.items())
 
     def phases(self) -> dict[str, float | None]:
         """The recovery's wall time by phase (:data:`PHASES`, see the module docstring); ``None``: not
@@ -481,7 +488,7 @@ class Journal:
         now = time.perf_counter()
         finished = []
         for r in self.open_recoveries():
-            if all(done[n] >= d for n, d in r.done_at_failure.items()):
+            if r.back(done):
                 r.finished = now
                 if r.cpu_started is not None and cpu is not None:
                     r.cpu_seconds = max(0.0, cpu[0] - r.cpu_started)

@@ -213,7 +213,7 @@ class Rollback:
         self.progress.line(
             f"recovery {rec.index}: plan in {rec.plan_seconds * 1000:.0f} ms; {moves or 'nothing to redo'}"
         )
-        if all(self.state.done[n] >= d for n, d in done_before.items()):
+        if rec.back(self.state.done):
             rec.finished = time.perf_counter()
             now = self.cpu.read() if self.cpu is not None else None
             if rec.cpu_started is not None and now is not None:

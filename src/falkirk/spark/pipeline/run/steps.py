@@ -265,15 +265,16 @@ class Steps:
                     ) from exc
 
     def abandon(self, task: Task) -> None:
-        """The task failed (run's thread): what fused steps it was to compute went uncounted; what it took off
-        its input queues is queued again, before its inputs are let go (a step that has not lost its memory
-        keeps its queues, SPEC §3: a recovery that says it failed drops them, a retry in place reads them
-        again)."""
+        """The task failed (run's thread): what it took off its input queues is queued again, before its inputs
+        are let go (a step that has not lost its memory keeps its queues, SPEC §3: a recovery that says it
+        failed drops them, a retry in place reads them again). The fused steps it was to compute stay waiting,
+        with what they read held in memory, for the next execution of this step that succeeds (the retry in
+        place reads them as this one would have; after a rollback their records are superseded:
+        :meth:`FusedRecords.finish <falkirk.spark.pipeline.run.fusion.FusedRecords.finish>`)."""
         for edge, item in task.taken.items():
             self.state.queues.put_back(edge, item)
         self.state.groups.discard(task.group)
         self.records.drain(task.thread)
-        self.fused.finish(task.inputs, task.epoch, count=False, cache=False)
         self.frames.unhold(task.inputs.values())
 
     def complete(self, task: Task, *, lagging: Iterable[str] = ()) -> None:
