@@ -16,6 +16,7 @@ compared. The phases, each a driver process of its own (``python -m benchmarks.s
   the stateful operator's task fails, the query stops and is restarted in the same session): recovery (b) measured from the failure reaching the driver to the crash epoch's
   outputs committed, outputs compared with the reference;
 * ``advise`` — ``falkirk-advised``'s profile and advice, once per point, outside the figures;
+* ``reference`` — the failure-free run alone (``--remeasure-fail``: what the ``fail`` phases compare with);
 * ``off`` — ``falkirk-off``: the shipped pipeline with falkirk off (``durable=False``), failure-free: the
   driver CPU a pipeline costs without falkirk's bookkeeping.
 """
@@ -207,4 +208,15 @@ def phase_advise(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
     return doc
 
 
-PHASES = {"run": phase_run, "restart": phase_restart, "fail": phase_fail, "advise": phase_advise}
+def phase_reference(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
+    """The failure-free run alone, the reference later ``fail`` phases compare with (``--remeasure-fail``)."""
+    wl, base = adapter(spec), Path(spec["base"])
+    if spec["system"] == "streaming":
+        meter, _ = run_stream(wl, spark, base / "reference", spec)
+    else:
+        meter = run_falkirk(wl, spark, base / "reference", spec, [])["meter"]
+    return {**meter.figures()}
+
+
+PHASES = {"run": phase_run, "restart": phase_restart, "fail": phase_fail, "advise": phase_advise,
+          "reference": phase_reference}

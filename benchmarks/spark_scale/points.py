@@ -126,7 +126,8 @@ def measure_point(p: Point, work: Path, *, drivers: int, warmup: int, spacings: 
 
 def remeasure_fail(block: dict[str, Any], work: Path, *, drivers: int, only: set[str], run: int) -> None:
     """Recovery (b) alone — a failure inside one step — measured again for every configuration of the point
-    ``block`` (not ``falkirk-off``), round-robin over ``drivers`` rounds, pooled as a point's figures are: each
+    ``block`` (not ``falkirk-off``; each first runs its failure-free reference, untimed), round-robin over
+    ``drivers`` rounds, pooled as a point's figures are: each
     configuration's ``fail_*`` figures replaced (each driver's too), what they were kept under ``fail_earlier``
     with the run that measured them, ``fail_run`` the run measuring them now; the verdicts recomputed. For a
     change that moves only that recovery (a retry in place): both systems' figures again in one run."""
@@ -147,17 +148,20 @@ def remeasure_fail(block: dict[str, Any], work: Path, *, drivers: int, only: set
                     "off": False}
             if opt.get("advise"):  # the point's advice, as its drivers ran it
                 spec["advice"] = block["summary"][name]["advice"]
+            if d == 0:  # the failure-free reference its failing runs are compared with, kept over the rounds
+                child(spec, work, f"{p.id}-{name}-reference", "reference", module=MODULE)
             t = time.perf_counter()
             got = child(spec, work, f"{p.id}-{name}" + (f"-d{d + 1}" if d else "") + "-fail", "fail", module=MODULE)
-            shutil.rmtree(spec["base"], ignore_errors=True)
             res = {f"fail_{k}": got[k] for k in FIGURES if k in got}
             res.update(fail={k: v for k, v in got.items() if k not in FIGURES}, identical=bool(got["identical"]))
             runs[name].append(res)
             print(f"{p.id:18} {name:18} recovery (b) {res['fail_recovery_s']:.2f} s / "
                   f"{res['fail_recovery_cpu_s']:.2f} CPU-s, identical {res['identical']} "
-                  f"({time.perf_counter() - t:.0f} s, driver {d + 1} of {drivers}, load {os.getloadavg()[0]:.1f})",
-                  flush=True)
+                  f"({time.perf_counter() - t:.0f} s, driver {d + 1} of {drivers}, load {os.getloadavg()[0]:.1f})"
+                  + ("" if res["identical"] else f"; differences: {got.get('differences')}"), flush=True)
     shutil.rmtree(input_dir, ignore_errors=True)
+    for name in names:
+        shutil.rmtree(work / f"{p.id}-{name}", ignore_errors=True)
     merge_fail(block, runs, run)
 
 
