@@ -217,3 +217,15 @@ def test_check_consistent_rejects_discards_between_records() -> None:
     above = {"p0": "empty", "p1": 0}
     assert not is_consistent(df, {p: coerce(df.domains[p], v, p) for p, v in above.items()}, ["p0"])
     assert [v.constraint for v in check_consistent(df, above, failed=["p0"])] == ["C2"]
+
+
+@PROPERTY
+@given(dataflows(**SMALL))
+def test_with_nothing_failed_every_processor_keeps_top(df: Dataflow) -> None:
+    """(h) No processor failed (what a step whose job failed without losing anything is: the Spark executor's retry
+    in place): every frontier stays ⊤ and every action is keep — the brute force's unique maximal assignment."""
+    _note(df, frozenset())
+    plan = solve_frontiers(df, [])
+    assert all(f.is_top for f in plan.frontiers.values()), _show(plan.frontiers)
+    assert set(plan.actions.values()) <= {"keep"}
+    assert brute_force_solve(df, frozenset(), maximal=True) == [plan.frontiers]
