@@ -183,9 +183,8 @@ class Recovery:
     def in_flight(self) -> int:
         """The furthest epoch any step had completed at the failure (its catch-up ends when every step
         has); a retry in place: at least its epoch."""
-        return max(
-            [*self.done_at_failure.values(), *(self.in_place[1:] if self.in_place else ())], default=-1
-        )
+        retried = [self.in_place[1]] if self.in_place is not None else []
+        return max([*self.done_at_failure.values(), *retried], default=-1)
 
     def back(self, done: Mapping[str, int]) -> bool:
         """Whether, with each step's last completed epoch ``done``, every step is back where it was at the

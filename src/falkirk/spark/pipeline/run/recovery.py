@@ -202,13 +202,14 @@ class Rollback:
             for n, f in plan.frontiers.items()
             if epoch_of(f) < done_before[n]
         }
-        moves = ", ".join(
-            self._move(n, plan.actions[n], f, rec.discarded.get(n, [])) for n, (f, _) in lost_work.items()
-        )
         if in_place is not None:  # nothing rolled back (the plan for "nothing failed")
             moves = (
                 f"nothing rolled back: {in_place[0]} runs epoch {in_place[1]} again in place (its state in memory "
                 "and its queued input are intact)"
+            )
+        else:
+            moves = ", ".join(
+                self._move(n, plan.actions[n], f, rec.discarded.get(n, [])) for n, (f, _) in lost_work.items()
             )
         self.progress.line(
             f"recovery {rec.index}: plan in {rec.plan_seconds * 1000:.0f} ms; {moves or 'nothing to redo'}"

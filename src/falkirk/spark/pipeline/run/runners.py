@@ -97,9 +97,6 @@ class Runner:
         self.defer_checkpoints = False
         #: the state left to the end of the epoch (:class:`Deferred`)
         self.deferred: Deferred | None = None
-        #: the last execution published something (a manifest) before it ended: it cannot be run again as if
-        #: it never had (:meth:`intact`)
-        self.published = False
 
     def available(self) -> list[int]:
         """Epochs of the frontiers persisted for this node (what the planner starts from)."""
@@ -198,7 +195,8 @@ class StepRunner(Runner):
         self.replicas = 1 if is_local_master(ctx.spark) else getattr(self.regime, "replicas", 1)
         #: how the state is checkpointed and read back (plain, keyed, or keyed snapshots and deltas)
         self.checkpoints = StateCheckpoints(ctx, step.name, step.regime)
-        #: the last execution's epoch, and the state and checkpoint chain it started from (:meth:`intact`)
+        #: an execution under way or failed: its epoch, and the state and checkpoint chain it started from
+        #: (``None`` once it succeeded or published anything: :meth:`intact`)
         self._before: tuple[int, Any, tuple[int, ...] | None] | None = None
 
     # -- what exists ------------------------------------------------------------------
@@ -222,7 +220,7 @@ class StepRunner(Runner):
 
     def execute(self, epoch: int, inputs: dict[str, DataFrame]) -> tuple[DataFrame | None, int]:
         ctx, storage, regime = self.ctx, self.storage, self.regime
-        self.published, self._before = False, None
+        failed, self._before = self._before, None
         self.discarded = epoch in self.committed
         if self.discarded:  # committed before a rollback: final, what was sent again is dropped unread
             self.committed.discard(epoch)
@@ -232,6 +230,8 @@ class StepRunner(Runner):
         if self.deferred is not None and self.deferred.state is self.state:
             self.write_deferred()  # not reached in a sequential run (its epoch ended first): never left unmade
         self._drop_deferred()  # what an execution that failed left
+        if failed is not None and failed[1] is self.state:  # and the checkpoint it wrote but did not publish
+            self.checkpoints.chain = failed[2]
         self._before = (epoch, self.state, self.checkpoints.chain)
         result = self.call(epoch, inputs)
         new_state = None
@@ -328,7 +328,8 @@ class StepRunner(Runner):
             write("output", f"output/{self.name}/epoch={epoch}")
         ctx.injector.at(self.name, epoch, "mid")
         if durable:
-            self.published = bool(pending) or regime.stateless
+            if pending or regime.stateless:  # published: never run again as if it had not been
+                self._before = None
             for m in pending:
                 # when readers could first see it: an output's response latency ends here
                 if m.kind == "output":
@@ -378,16 +379,13 @@ class StepRunner(Runner):
 
     # -- failures and rollback ----------------------------------------------------------------
     def intact(self, epoch: int) -> bool:
-        """See :meth:`Runner.intact`; a state the failed execution left to the end of its epoch is dropped and a
-        checkpoint it wrote but did not publish forgotten (the next one is written as if it had not been)."""
+        """See :meth:`Runner.intact` (what the failed execution left — a state left to the end of its epoch, a
+        checkpoint written but not published — the next one drops)."""
         before = self._before
-        if self.published or before is None or before[0] != epoch or before[1] is not self.state:
-            return False
-        self._drop_deferred()
-        self.checkpoints.chain = before[2]
-        return True
+        return before is not None and before[0] == epoch and before[1] is self.state
 
     def lose(self) -> None:
+        self._before = None
         self.ctx.frames.release(self.state)
         self.state = None
         self._drop_deferred()
@@ -400,7 +398,7 @@ class StepRunner(Runner):
         again."""
         storage = self.storage
         keep = {e for e in committed or () if e > frontier} if isinstance(self.regime, Output) else set()
-        self.committed = keep
+        self.committed, self._before = keep, None
         self._drop_deferred()
         if self.regime.takes_state:
             self.ctx.frames.release(self.state)
@@ -494,7 +492,7 @@ class DatabaseRunner(StepRunner):
     def execute(self, epoch: int, inputs: dict[str, DataFrame]) -> tuple[DataFrame | None, int]:
         # an execution run again at once deletes the epoch's rows first (as a redo does): only a published
         # manifest makes it not intact
-        self.published, self._before = False, (epoch, None, None)
+        self._before = (epoch, None, None)
         db = self.connect()
         guard = self.guard
         assert guard is not None
@@ -532,7 +530,7 @@ class DatabaseRunner(StepRunner):
             out, _ = self.ctx.frames.materialise(result)
         self.ctx.injector.at(self.name, epoch, "mid")
         if self.ctx.durable:
-            self.published = True
+            self._before = None  # published
             self.storage.put(
                 Manifest(self.name, "checkpoint", epoch, rows, extra={"database": str(self.path)})
             )
@@ -542,7 +540,7 @@ class DatabaseRunner(StepRunner):
 
     def intact(self, epoch: int) -> bool:
         before = self._before
-        return not self.published and before is not None and before[0] == epoch and self.db is not None
+        return before is not None and before[0] == epoch and self.db is not None
 
     def lose(self) -> None:
         if self.db is not None:
