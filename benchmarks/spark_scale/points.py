@@ -27,6 +27,22 @@ def window(values: list[float], warmup: int) -> list[float]:
     return values[min(warmup, len(values) - 1):]
 
 
+def driver_spec(p: Point, name: str, opt: dict[str, Any], work: Path, input_dir: Path,
+                form: Any) -> dict[str, Any]:
+    """The spec of a driver process measuring configuration ``name`` (options ``opt``) at point ``p``."""
+    system = "streaming" if opt.get("stream") else "falkirk"
+    return {"workload": p.workload, "system": system, "size": p.size, "base": str(work / f"{p.id}-{name}"),
+            "input": str(input_dir), "conf": spark_conf(p, opt), "form": form,
+            "regimes": opt.get("regimes"), "off": bool(opt.get("off"))}
+
+
+def recovery_figures(prefix: str, got: dict[str, Any]) -> dict[str, Any]:
+    """A recovery phase's result as a driver's figures: ``PREFIX_<figure>`` for :data:`FIGURES`, the rest under
+    ``PREFIX``."""
+    return {**{f"{prefix}_{k}": got[k] for k in FIGURES if k in got},
+            prefix: {k: v for k, v in got.items() if k not in FIGURES}}
+
+
 def summarise(run: dict[str, Any], kill: dict[str, Any] | None, fail: dict[str, Any] | None, epochs: int,
               warmup: int) -> dict[str, Any]:
     """One driver's figures: medians over epochs ``warmup``.. of the failure-free run, and the CPU's mean over
@@ -58,8 +74,7 @@ def summarise(run: dict[str, Any], kill: dict[str, Any] | None, fail: dict[str, 
     for prefix, got in (("kill", kill), ("fail", fail)):
         if got is None:
             continue
-        out.update({f"{prefix}_{k}": got[k] for k in FIGURES if k in got})
-        out[prefix] = {k: v for k, v in got.items() if k not in FIGURES}
+        out.update(recovery_figures(prefix, got))
         ok = ok and bool(got["identical"])
     out["identical"] = ok
     if kill is not None:  # the matrix's recovery axis (its pooling's per-driver ratios read it)
@@ -85,16 +100,10 @@ def measure_point(p: Point, work: Path, *, drivers: int, warmup: int, spacings: 
     prepared_s = time.perf_counter() - t0
     advice: dict[str, Any] | None = None
 
-    def spec_of(name: str, opt: dict[str, Any]) -> dict[str, Any]:
-        system = "streaming" if opt.get("stream") else "falkirk"
-        return {"workload": p.workload, "system": system, "size": size, "base": str(work / f"{p.id}-{name}"),
-                "input": str(input_dir), "conf": spark_conf(p, opt), "form": form,
-                "regimes": opt.get("regimes"), "off": bool(opt.get("off"))}
-
     def one(name: str, d: int) -> dict[str, Any]:
         nonlocal advice
         opt = configs[name]
-        spec = spec_of(name, opt)
+        spec = driver_spec(p, name, opt, work, input_dir, form)
         tag = f"{p.id}-{name}" + (f"-d{d + 1}" if d else "")
         if opt.get("advise"):
             if advice is None:  # profiled and advised once per point, by a driver of its own
@@ -142,18 +151,14 @@ def remeasure_fail(block: dict[str, Any], work: Path, *, drivers: int, only: set
     for d in range(drivers):
         for name in names:
             opt = opts[name]
-            spec = {"workload": p.workload, "system": "streaming" if opt.get("stream") else "falkirk",
-                    "size": p.size, "base": str(work / f"{p.id}-{name}"), "input": str(input_dir),
-                    "conf": spark_conf(p, opt), "form": block["stream_form"], "regimes": opt.get("regimes"),
-                    "off": False}
+            spec = driver_spec(p, name, opt, work, input_dir, block["stream_form"])
             if opt.get("advise"):  # the point's advice, as its drivers ran it
                 spec["advice"] = block["summary"][name]["advice"]
             if d == 0:  # the failure-free reference its failing runs are compared with, kept over the rounds
                 child(spec, work, f"{p.id}-{name}-reference", "reference", module=MODULE)
             t = time.perf_counter()
             got = child(spec, work, f"{p.id}-{name}" + (f"-d{d + 1}" if d else "") + "-fail", "fail", module=MODULE)
-            res = {f"fail_{k}": got[k] for k in FIGURES if k in got}
-            res.update(fail={k: v for k, v in got.items() if k not in FIGURES}, identical=bool(got["identical"]))
+            res = {**recovery_figures("fail", got), "identical": bool(got["identical"])}
             runs[name].append(res)
             print(f"{p.id:18} {name:18} recovery (b) {res['fail_recovery_s']:.2f} s / "
                   f"{res['fail_recovery_cpu_s']:.2f} CPU-s, identical {res['identical']} "
