@@ -42,7 +42,8 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
            "falkirk-inc": {"regime": "eager-inc"}, "falkirk-lazy3-r1": {"regime": "lazy3-r1"}},
     "YSB": {"streaming": {}, "streaming-rtm": {"rtm": True}, "falkirk": {}, "falkirk-concurrent": {"concurrency": 3}},
     "MIXED": {"streaming-two-queries": {}, "falkirk": {}, "falkirk-logged": {"log_views": True},
-              "falkirk-logged-concurrent": {"log_views": True, "concurrency": 3}},
+              "falkirk-logged-concurrent": {"log_views": True, "concurrency": 3},
+              "falkirk-logged-concurrent-rollback": {"log_views": True, "concurrency": 3, "retry_in_place": False}},
 }
 #: YSB's shape at every size: 100 campaigns × 10 ads, 10-second windows, an epoch every 5 seconds (the issue's)
 #: ``warm``: epochs of an unmeasured paced run first in each driver; ``warmup``: steady figures from this epoch

@@ -24,6 +24,10 @@ Configurations
   back; sequential (the counts still wait for the heavy redo: one execution at a time).
 * ``falkirk-logged-concurrent`` — the same with ``concurrency=3``: ``counts`` and its output go on while the
   heavy branch recovers.
+* ``falkirk-logged-concurrent-rollback`` — the same with ``retry_in_place=False``. The heavy branch's
+  ``ConnectionError`` is transient and loses nothing, so the other falkirk configurations run its epoch again
+  in place; this one rolls the branch back and replays ``views``' log, the path of a failure that lost the
+  step's memory.
 * ``streaming-two-queries`` — Structured Streaming as a Spark user splits it (one query per stateful part,
   SPARK-28074): query 1 is YSB's (:class:`.ysb_streaming.StreamingYSB`); query 2 reads the same files, keeps
   ``views`` per batch as a Parquet table (``history/batch=N``, overwritten: idempotent) and at its computing

@@ -182,6 +182,7 @@ def paced(spark: Any, base: Path, spec: dict[str, Any], kind: str, *, failure: F
         if spec["system"] == "falkirk":
             pipe = (build or ysb_pipeline)(d, spark, size, concurrency=spec.get("concurrency", 1),
                                             log_views=spec.get("log_views", False), failure=failure)
+            pipe.retry_in_place = spec.get("retry_in_place", True)  # False: a failed step is rolled back
             result = pipe.run(n, fail=fail or [], progress=lambda line: line.startswith("epoch") and written.scan())
             out.update(result=result, pipe=pipe, commits=falkirk_commits(d, pipe, n))
         else:
