@@ -149,3 +149,20 @@ def test_memory_stays_flat_over_a_long_run() -> None:
     every = sum(e % 97 for e in range(10_000))  # one step's rows over the whole run
     assert (start.recomputed, start.source_rows) == (2 * every, every)  # a and b; src is the input
     assert start.seconds == 0.25 * 10_000 * 2 and start.pairs == 2 * 10_000
+
+
+def test_work_left_to_the_epochs_end_is_added_and_kept_apart() -> None:
+    """A step's state made at the epoch's end (``add_cost``) counts in its execution's cost, JIT share
+    included, and is kept apart as ``later_*`` (a benchmark's window after a later step's failure holds it)."""
+    journal = Journal(None)
+    journal.executed("a", 3, rows=10, seconds=0.5, redo=False, cpu=1.0, jit=0.125)
+    journal.add_cost("a", 3, 0.25, 0.5, 0.0625)
+    journal.add_cost("a", 3, 0.125, 0.25, 0.0)
+    ex = journal.executions[-1]
+    assert (ex.seconds, ex.cpu, ex.jit) == (0.875, 1.75, 0.1875)
+    assert (ex.later_seconds, ex.later_cpu, ex.later_jit) == (0.375, 0.75, 0.0625)
+    assert journal.cpu("a", 3) == 1.75
+    journal.executed("b", 3, rows=1, seconds=0.5, redo=False)  # CPU not measured: none is made up
+    journal.add_cost("b", 3, 0.25, None, None)
+    ex = journal.executions[-1]
+    assert (ex.seconds, ex.cpu, ex.jit, ex.later_seconds, ex.later_cpu) == (0.75, None, None, 0.25, None)

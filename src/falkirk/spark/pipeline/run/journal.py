@@ -90,6 +90,11 @@ class Execution:
     #: when it began (``time.perf_counter``; with ``seconds``, its interval: executions of a concurrent run
     #: overlap)
     started: float | None = None
+    #: of ``seconds``, ``cpu`` and ``jit``: what the work it left to the epoch's end cost (its new state made,
+    #: and checkpointed, :meth:`Journal.add_cost`), done after the step's execution ended
+    later_seconds: float = 0.0
+    later_cpu: float | None = None
+    later_jit: float | None = None
 
     @property
     def cpu_less_jit(self) -> float | None:
@@ -284,11 +289,14 @@ class Journal:
             self._first[(step, epoch)] = ex
         self._write(ex)
 
-    def add_cost(self, step: str, epoch: int, seconds: float, cpu: float | None) -> None:
+    def add_cost(
+        self, step: str, epoch: int, seconds: float, cpu: float | None, jit: float | None = None
+    ) -> None:
         """Add to the newest execution of ``step`` at ``epoch`` the cost of work it left to later (its new
         state made, and checkpointed, at the end of the epoch, :meth:`Steps.write_checkpoints
-        <falkirk.spark.pipeline.run.steps.Steps.write_checkpoints>`): its seconds, and its CPU where both
-        are measured."""
+        <falkirk.spark.pipeline.run.steps.Steps.write_checkpoints>`): its seconds, its CPU where both are
+        measured and the JIT's share of it; the same kept apart as ``later_*`` (that work is done after the
+        execution, e.g. after a later step failed)."""
         at = self._at.get(epoch, [])
         for i in range(len(at) - 1, -1, -1):
             ex = at[i]
@@ -296,8 +304,18 @@ class Journal:
                 break
         else:
             return
+
+        def plus(a: float | None, b: float | None) -> float | None:
+            return None if a is None or b is None else a + b
+
         more = evolve(
-            ex, seconds=ex.seconds + seconds, cpu=None if ex.cpu is None or cpu is None else ex.cpu + cpu
+            ex,
+            seconds=ex.seconds + seconds,
+            cpu=plus(ex.cpu, cpu),
+            jit=ex.jit if ex.jit is None or jit is None else ex.jit + jit,
+            later_seconds=ex.later_seconds + seconds,
+            later_cpu=cpu if ex.later_cpu is None else plus(ex.later_cpu, cpu),
+            later_jit=jit if ex.later_jit is None else plus(ex.later_jit, jit),
         )
         at[i] = more
         for i in range(len(self.executions) - 1, -1, -1):  # it is among the newest

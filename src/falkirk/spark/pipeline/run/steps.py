@@ -399,7 +399,8 @@ class Steps:
             self.records.drain(threading.get_ident())
             c1 = self.cpu.read() if self.cpu is not None else None
             cpu = None if c0 is None or c1 is None else max(0.0, c1[0] - c0[0])
-            state.journal.add_cost(name, epoch, time.perf_counter() - t0, cpu)
+            jit = None if c0 is None or c1 is None else max(0.0, c1[1] - c0[1])
+            state.journal.add_cost(name, epoch, time.perf_counter() - t0, cpu, jit)
 
     def _latency(self, output: str, epoch: int, committed: float) -> None:
         """The response latency of ``output`` at ``epoch``: its commit time less the latest cut time of the
