@@ -133,3 +133,59 @@ def test_a_failed_job_is_retried_in_place_in_a_concurrent_run(
 def test_retry_in_place_is_checked_where_declared(tmp_path: Path) -> None:
     with pytest.raises(PipelineError, match="retry_in_place="):
         Definition(tmp_path, None, retry_in_place="yes")  # type: ignore[arg-type]
+
+
+def _waiting_input_pipeline(root: Path, spark: Any, *, fail: bool) -> tuple[Any, dict[str, Any]]:
+    """``src → p → out``, three executions at a time. With ``fail``: ``p`` raises a ``ConnectionError`` at epoch 1
+    once ``src``'s epoch 2 has begun, and ``src``'s epoch 2 waits for its data — released by ``p``'s next execution
+    of epoch 1 (or, after 30 s, by itself)."""
+    import threading
+
+    from falkirk.spark import Ephemeral, Pipeline
+
+    seen: dict[str, Any] = {"src2": threading.Event(), "retried": threading.Event(), "overlapped": None,
+                            "timed_out": False, "calls": []}
+
+    def source(epoch: int) -> list[dict[str, int]]:
+        if fail and epoch == 2:
+            seen["src2"].set()
+            seen["timed_out"] = not seen["retried"].wait(30)
+        return [{"k": i, "e": epoch} for i in range(20)]
+
+    def p(src: Any, *, epoch: int) -> Any:
+        seen["calls"].append(epoch)
+        if fail and epoch == 1:
+            if seen["calls"].count(1) == 1:
+                seen["overlapped"] = seen["src2"].wait(30)
+                raise ConnectionError("connection reset by peer (p, epoch 1)")
+            seen["retried"].set()
+        return src.where("k % 3 != 0")
+
+    pipe = Pipeline(root, spark, fsync=False, concurrency=3)
+    pipe.input("src", "k BIGINT, e BIGINT", partitions=2, source=source)
+    pipe.step(p, inputs=["src"], regime=Ephemeral())
+    pipe.output("out", inputs=["p"])
+    return pipe, seen
+
+
+def test_a_concurrent_run_retries_in_place_without_waiting_for_the_executions_in_flight(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A retry in place rolls nothing back, so a concurrent run does not wait for its other executions first: here
+    the input's next epoch, waiting for its data, is released by ``p``'s retry, not by its own time-out (before,
+    the run waited for it). The output equals the failure-free run's, row for row."""
+    pipe, seen = _waiting_input_pipeline(tmp_path / "run", spark, fail=True)
+    result = pipe.run(4)
+    assert seen["overlapped"] is True  # src@2 was in flight when p@1 failed
+    assert seen["timed_out"] is False  # ... and p@1 ran again before it ended
+    assert seen["calls"].count(1) == 2
+    (rec,) = result.journal.recoveries
+    assert rec.in_place == ("p", 1) and rec.failed == () and _redone(result, rec) == set()
+    ref, _ = _waiting_input_pipeline(tmp_path / "reference", spark, fail=False)
+    ref.run(4)
+
+    def rows(root: Path) -> list[Any]:
+        return sorted(spark.read.parquet(str(root / "output" / "out")).collect())
+
+    assert rows(tmp_path / "run") == rows(tmp_path / "reference")
+    assert len(rows(tmp_path / "run")) == 4 * 13

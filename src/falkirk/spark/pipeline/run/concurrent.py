@@ -20,7 +20,9 @@ not queued behind a large one):
   a sequential run — same solver, same plan, on the same quiescent state.
   Then executions start again: the nodes the plan keeps at ``⊤`` go on with
   new epochs while the rolled-back ones catch up (a logged edge never makes
-  the fast branch wait for the slow one).
+  the fast branch wait for the slow one). A failure retried in place (a
+  transient one that lost nothing: the plan rolls nothing back) is
+  recovered from at once, without waiting for the executions in flight.
 * **Per epoch.** When every node has completed an epoch, garbage collection
   runs as in a sequential run, except the sweep of unpublished data, which
   waits for a moment with nothing in flight (or a recovery).
@@ -101,6 +103,8 @@ class Concurrent:
                     due = ex.injector.after(finished)
                     if due:
                         self.after.append((due, finished))
+                if self.inflight and self._retry_now():
+                    continue
                 if not self._failing():
                     self._dispatch(epochs, pool)
                 if not self.inflight:
@@ -203,6 +207,17 @@ class Concurrent:
             for link in pipeline.edges
             if link.src == task.name and task.epoch - state.done[link.dst] > self.window
         ]
+
+    def _retry_now(self) -> bool:
+        """Failures all retried in place (:meth:`Executor.retries_in_place
+        <falkirk.spark.pipeline.run.executor.Executor.retries_in_place>`) are recovered from at once: nothing
+        rolls back, so the executions in flight need not end first (one may be an input waiting for its
+        data). What they leave unpublished is swept at a later epoch's end with nothing in flight."""
+        if self.after or self.stop is not None or not self.ex.retries_in_place(self.failures, self.attempts):
+            return False
+        failures, self.failures = self.failures, []
+        self.ex.handle(failures, *self.last, self.attempts, look=False)
+        return True
 
     def _recover(self) -> None:
         """Nothing in flight: recover from what failed meanwhile (as a sequential run would), then sweep."""

@@ -351,6 +351,25 @@ class Executor:
         again = first.unreadable if isinstance(first, StepFailure) and attempts[key] > 1 else None
         self.rollback.recover(failed, cause, lost=first if isinstance(first, CorruptDataError) else again)
 
+    def retries_in_place(
+        self,
+        failures: list[tuple[str, int, StepFailure | CorruptDataError]],
+        attempts: Mapping[tuple[str, int], int],
+    ) -> bool:
+        """Whether :meth:`handle` would retry every one of ``failures`` in place (no executor lost, no fused
+        input's computation to blame, each its step's first failure at that epoch, :meth:`_in_place`).
+        Nothing rolls back then, so a concurrent run recovers at once, its other executions going on
+        (:mod:`~falkirk.spark.pipeline.run.concurrent`). Changes nothing."""
+        return (
+            bool(failures)
+            and self.pipeline.durable
+            and all(
+                not (isinstance(f, StepFailure) and (f.step != step or f.lost))
+                and self._in_place((step, e), f, attempts.get((step, e), 0) + 1)
+                for step, e, f in failures
+            )
+        )
+
     def _in_place(self, key: tuple[str, int], failure: StepFailure | CorruptDataError, attempt: int) -> bool:
         """Whether step ``key[0]``'s first ``failure`` at epoch ``key[1]`` is retried in place: the epoch run
         again at once, nothing rolled back.
