@@ -25,7 +25,8 @@ not queued behind a large one):
   recovered from at once, without waiting for the executions in flight.
 * **Per epoch.** When every node has completed an epoch, garbage collection
   runs as in a sequential run, except the sweep of unpublished data, which
-  waits for a moment with nothing in flight (or a recovery).
+  waits for a moment with nothing in flight (or a recovery other than a
+  retry in place).
 
 Everything else — the queues, the planner, the journal — is touched only by the run's own thread; the pool's
 threads run :meth:`Steps.work <falkirk.spark.pipeline.run.steps.Steps.work>` (the runner's ``execute``, Spark

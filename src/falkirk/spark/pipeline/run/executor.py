@@ -360,9 +360,11 @@ class Executor:
         input's computation to blame, each its step's first failure at that epoch, :meth:`_in_place`).
         Nothing rolls back then, so a concurrent run recovers at once, its other executions going on
         (:mod:`~falkirk.spark.pipeline.run.concurrent`). Changes nothing."""
+        keys = [(step, e) for step, e, _ in failures]
         return (
             bool(failures)
             and self.pipeline.durable
+            and len(set(keys)) == len(keys)  # a key twice: handle counts two attempts, and rolls back
             and all(
                 not (isinstance(f, StepFailure) and (f.step != step or f.lost))
                 and self._in_place((step, e), f, attempts.get((step, e), 0) + 1)

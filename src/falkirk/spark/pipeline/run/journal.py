@@ -314,8 +314,9 @@ class Journal:
             cpu=plus(ex.cpu, cpu),
             jit=ex.jit if ex.jit is None or jit is None else ex.jit + jit,
             later_seconds=ex.later_seconds + seconds,
-            later_cpu=cpu if ex.later_cpu is None else plus(ex.later_cpu, cpu),
-            later_jit=jit if ex.later_jit is None else plus(ex.later_jit, jit),
+            # the first work left to later: its measurement; then both or nothing (None: not measured)
+            later_cpu=cpu if ex.later_seconds == 0 else plus(ex.later_cpu, cpu),
+            later_jit=jit if ex.later_seconds == 0 else plus(ex.later_jit, jit),
         )
         at[i] = more
         for i in range(len(self.executions) - 1, -1, -1):  # it is among the newest
