@@ -37,6 +37,11 @@
       (SPEC §6); then dispatching resumes, and the processors the plan
       keeps (``f = ⊤``) go on with new epochs while the rolled-back ones
       catch up, as far as their windows allow.
+    * **Apart**: when the plan, solved at detection, moves no processor in
+      flight off ``⊤`` and rebuilds none of their input queues (no processor
+      it touches sends to one in flight), it is applied at once and the
+      executions in flight finish after it (``stats["apart"]``), as the
+      Spark executor does.
 
     Sequence-domain processors have no epochs: an execution there delivers
     whatever is queued. A cycle through two or more processors cannot run
@@ -67,6 +72,7 @@ from typing import TYPE_CHECKING, Any
 from falkirk.domains import Frontier
 from falkirk.errors import ValidationError
 from falkirk.sim.external import SimulationError
+from falkirk.sim.persistence import live_metadata
 from falkirk.sim.progress import inputs_complete
 from falkirk.sim.recovery import fail_and_recover, lose_volatile_state
 
@@ -111,6 +117,7 @@ class Pipelined:
     (finished after a failure was detected), ``joined`` (failures detected
     while a drain was under way), ``overtook`` (executions started by a
     processor the plan kept while a rolled-back one had not caught up),
+    ``apart`` (plans applied with executions in flight),
     and the largest lag seen at a start, in epochs, on edges not logged
     (never above ``window``) and logged.
     """
@@ -140,6 +147,7 @@ class Pipelined:
             "drained": 0,
             "joined": 0,
             "overtook": 0,
+            "apart": 0,
             "max lag, not logged": 0,
             "max lag, logged": 0,
         }
@@ -248,6 +256,26 @@ class Pipelined:
             self.flight.pop(n, None)
         if not self.flight:
             self._recover()
+        elif self._apart():
+            self.stats["apart"] += 1
+            self._recover()
+
+    def _apart(self) -> bool:
+        """The plan for the failures detected (solved now, nothing applied) touches no processor in flight:
+        rolls none back and rebuilds none of their input queues — no processor it moves off ``⊤`` (or that
+        failed) is in flight or sends to one in flight. Then it is applied at once, as the Spark executor
+        does; the executions in flight finish after it."""
+        sim = self.sim
+        failed = set(sim.failing)
+        live = {
+            n: live_metadata(sim, n)
+            for n in sim.procs
+            if n not in failed and not sim.graph.nodes[n].policy.stateless
+        }
+        plan = sim.planner.plan_rollback(failed, live)
+        touched = failed | {n for n, f in plan.frontiers.items() if not f.is_top}
+        fed = {link.dst for link in sim.graph.links.values() if link.src in touched}
+        return not (touched | fed) & set(self.flight)
 
     def _recover(self) -> None:
         """Nothing is in flight: plan for every failure detected, and apply the plan."""

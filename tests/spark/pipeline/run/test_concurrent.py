@@ -6,6 +6,9 @@
 * Seeded random failure schedules at several concurrencies and windows: identical output each time.
 * Two branches from a logged input, the slow one failing: while it catches up from its checkpoint, the fast
   branch's output goes on committing new epochs (it does not wait for the recovery).
+* A failure retried in place, or rolled back by a plan that touches no step in flight, is recovered from without
+  waiting for the executions in flight: an input waiting for its data is released by the failed step's next
+  execution.
 """
 
 from __future__ import annotations
@@ -132,3 +135,81 @@ def test_the_fast_branch_commits_new_epochs_while_the_slow_one_recovers(spark: A
         cmp = compare_runs(spark, pipe, pipe.location, fresh)
         assert cmp.identical and cmp.rows_compared > 0, [d.describe() for d in cmp.differences]
     assert set(c.latency) == {"quick", "totals"} and len(c.latency["quick"].epochs) == EVENTS
+
+
+def _waiting_input_pipeline(
+    root: Path, spark: Any, *, fail: bool, retry_in_place: bool = True
+) -> tuple[Any, dict[str, Any]]:
+    """``src → p → out``, three executions at a time. With ``fail``: ``p`` raises a ``ConnectionError`` at epoch 1
+    once ``src``'s epoch 2 has begun, and ``src``'s epoch 2 waits for its data — released by ``p``'s next execution
+    of epoch 1 (or, after 30 s, by itself)."""
+    import threading
+
+    seen: dict[str, Any] = {"src2": threading.Event(), "retried": threading.Event(), "overlapped": None,
+                            "timed_out": False, "calls": []}
+
+    def source(epoch: int) -> list[dict[str, int]]:
+        if fail and epoch == 2:
+            seen["src2"].set()
+            seen["timed_out"] = not seen["retried"].wait(30)
+        return [{"k": i, "e": epoch} for i in range(20)]
+
+    def p(src: Any, *, epoch: int) -> Any:
+        seen["calls"].append(epoch)
+        if fail and epoch == 1:
+            if seen["calls"].count(1) == 1:
+                seen["overlapped"] = seen["src2"].wait(30)
+                raise ConnectionError("connection reset by peer (p, epoch 1)")
+            seen["retried"].set()
+        return src.where("k % 3 != 0")
+
+    pipe = Pipeline(root, spark, fsync=False, concurrency=3, retry_in_place=retry_in_place)
+    pipe.input("src", "k BIGINT, e BIGINT", partitions=2, source=source)
+    pipe.step(p, inputs=["src"], regime=Ephemeral())
+    pipe.output("out", inputs=["p"])
+    return pipe, seen
+
+
+def test_a_concurrent_run_retries_in_place_without_waiting_for_the_executions_in_flight(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A retry in place rolls nothing back, so a concurrent run does not wait for its other executions first: here
+    the input's next epoch, waiting for its data, is released by ``p``'s retry, not by its own time-out (before,
+    the run waited for it). The output equals the failure-free run's, row for row."""
+    pipe, seen = _waiting_input_pipeline(tmp_path / "run", spark, fail=True)
+    result = pipe.run(4)
+    assert seen["overlapped"] is True  # src@2 was in flight when p@1 failed
+    assert seen["timed_out"] is False  # ... and p@1 ran again before it ended
+    assert seen["calls"].count(1) == 2
+    (rec,) = result.journal.recoveries
+    assert rec.in_place == ("p", 1) and rec.failed == ()
+    assert not [x for x in result.journal.executions if x.recovery == rec.index]  # nothing computed again
+    _same_as_failure_free(spark, tmp_path)
+
+
+def _same_as_failure_free(spark: Any, tmp_path: Path) -> None:
+    """The output under ``tmp_path / "run"`` equals the failure-free run's, row for row (made here)."""
+    ref, _ = _waiting_input_pipeline(tmp_path / "reference", spark, fail=False)
+    ref.run(4)
+
+    def rows(root: Path) -> list[Any]:
+        return sorted(spark.read.parquet(str(root / "output" / "out")).collect())
+
+    assert rows(tmp_path / "run") == rows(tmp_path / "reference")
+    assert len(rows(tmp_path / "run")) == 4 * 13
+
+
+def test_a_concurrent_rollback_that_touches_nothing_in_flight_does_not_wait_for_it(
+    spark: Any, tmp_path: Path
+) -> None:
+    """With ``retry_in_place=False`` p's failure is rolled back; its plan touches only p and the output (the input
+    logs, so it keeps ⊤), not the input's epoch in flight, so the recovery does not wait for it either: the
+    input is released by p's next execution. The output equals the failure-free run's, row for row."""
+    pipe, seen = _waiting_input_pipeline(tmp_path / "run", spark, fail=True, retry_in_place=False)
+    result = pipe.run(4)
+    assert seen["overlapped"] is True and seen["timed_out"] is False
+    (rec,) = result.journal.recoveries
+    assert rec.in_place is None and rec.failed == ("p",), rec.cause
+    assert rec.plan.frontiers["src"].is_top and not rec.plan.frontiers["p"].is_top
+    _consistent(result)
+    _same_as_failure_free(spark, tmp_path)

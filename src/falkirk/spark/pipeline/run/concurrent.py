@@ -20,13 +20,18 @@ not queued behind a large one):
   a sequential run — same solver, same plan, on the same quiescent state.
   Then executions start again: the nodes the plan keeps at ``⊤`` go on with
   new epochs while the rolled-back ones catch up (a logged edge never makes
-  the fast branch wait for the slow one). A failure retried in place (a
-  transient one that lost nothing: the plan rolls nothing back) is
-  recovered from at once, without waiting for the executions in flight.
+  the fast branch wait for the slow one). Two kinds of failure are
+  recovered from at once, without waiting for the executions in flight: one
+  retried in place (a transient one that lost nothing: the plan rolls
+  nothing back), and one whose plan touches no step in flight — rolls none
+  back and resets none of their input edges (the executions in flight are
+  then of steps the plan keeps at ``⊤``, fed by steps it keeps: what they
+  took and will send is what a quiescent state would have had them take
+  and send). ``falkirk.sim``'s pipelined schedule does the same.
 * **Per epoch.** When every node has completed an epoch, garbage collection
   runs as in a sequential run, except the sweep of unpublished data, which
-  waits for a moment with nothing in flight (or a recovery other than a
-  retry in place).
+  waits for a moment with nothing in flight (or a recovery that waited
+  for the executions in flight).
 
 Everything else — the queues, the planner, the journal — is touched only by the run's own thread; the pool's
 threads run :meth:`Steps.work <falkirk.spark.pipeline.run.steps.Steps.work>` (the runner's ``execute``, Spark
@@ -104,7 +109,7 @@ class Concurrent:
                     due = ex.injector.after(finished)
                     if due:
                         self.after.append((due, finished))
-                if self.inflight and self._retry_now():
+                if self.inflight and self._recover_now():
                     continue
                 if not self._failing():
                     self._dispatch(epochs, pool)
@@ -209,12 +214,20 @@ class Concurrent:
             if link.src == task.name and task.epoch - state.done[link.dst] > self.window
         ]
 
-    def _retry_now(self) -> bool:
-        """Failures all retried in place (:meth:`Executor.retries_in_place
-        <falkirk.spark.pipeline.run.executor.Executor.retries_in_place>`) are recovered from at once: nothing
-        rolls back, so the executions in flight need not end first (one may be an input waiting for its
-        data). What they leave unpublished is swept at a later epoch's end with nothing in flight."""
-        if self.after or self.stop is not None or not self.ex.retries_in_place(self.failures, self.attempts):
+    def _recover_now(self) -> bool:
+        """Failures recovered from at once, the executions in flight going on (one may be an input waiting
+        for its data): those all retried in place (:meth:`Executor.retries_in_place
+        <falkirk.spark.pipeline.run.executor.Executor.retries_in_place>`: nothing rolls back), and those whose
+        plan touches no step in flight (:meth:`Executor.recovers_apart
+        <falkirk.spark.pipeline.run.executor.Executor.recovers_apart>`: none rolled back, no input edge of
+        one reset). What they leave unpublished is swept at a later epoch's end with nothing in flight."""
+        if not self.failures or self.after or self.stop is not None:
+            return False
+        busy = {t.name for t in self.inflight.values()}
+        if not (
+            self.ex.retries_in_place(self.failures, self.attempts)
+            or self.ex.recovers_apart(self.failures, self.attempts, busy)
+        ):
             return False
         failures, self.failures = self.failures, []
         self.ex.handle(failures, *self.last, self.attempts, look=False)

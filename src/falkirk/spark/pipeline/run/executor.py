@@ -298,19 +298,8 @@ class Executor:
         epoch, error)`` — and (``look``) from executors lost since the last look, or stop when a step keeps
         failing."""
         state = self.state
-        failed: set[str] = set()
-        first: StepFailure | CorruptDataError | None = None
-        key = (last, epoch)
-        others: list[tuple[tuple[str, int], StepFailure | CorruptDataError]] = []
-        for step, e, failure in failures:
-            failed.add(step)
-            if isinstance(failure, StepFailure) and failure.step != step and failure.step in state.runners:
-                failed.add(failure.step)  # a fused input's own computation failed inside this step's job
-                step = failure.step
-            if first is None:
-                first, key = failure, (step, e)
-            elif (step, e) != key:
-                others.append(((step, e), failure))
+        failed, first, key, others = self._grouped(failures)
+        key = key or (last, epoch)
         lost, why = self.lost.lost_state(state.runners, key[0], key[1]) if look else ([], "")
         if lost:
             failed |= set(lost)
@@ -350,6 +339,65 @@ class Executor:
         # a stored item unreadable on a second attempt (not one transient error): lost, its step recomputes it
         again = first.unreadable if isinstance(first, StepFailure) and attempts[key] > 1 else None
         self.rollback.recover(failed, cause, lost=first if isinstance(first, CorruptDataError) else again)
+
+    def _grouped(
+        self, failures: list[tuple[str, int, StepFailure | CorruptDataError]]
+    ) -> tuple[
+        set[str],
+        StepFailure | CorruptDataError | None,
+        tuple[str, int] | None,
+        list[tuple[tuple[str, int], StepFailure | CorruptDataError]],
+    ]:
+        """:meth:`handle`'s view of ``failures``: the steps that failed (with a fused input whose own
+        computation failed inside its consumer's job), the first failure and its (step, epoch), and the others
+        at another (step, epoch)."""
+        failed: set[str] = set()
+        first: StepFailure | CorruptDataError | None = None
+        key: tuple[str, int] | None = None
+        others: list[tuple[tuple[str, int], StepFailure | CorruptDataError]] = []
+        for step, e, failure in failures:
+            failed.add(step)
+            if (
+                isinstance(failure, StepFailure)
+                and failure.step != step
+                and failure.step in self.state.runners
+            ):
+                failed.add(failure.step)  # a fused input's own computation failed inside this step's job
+                step = failure.step
+            if first is None:
+                first, key = failure, (step, e)
+            elif (step, e) != key:
+                others.append(((step, e), failure))
+        return failed, first, key, others
+
+    def recovers_apart(
+        self,
+        failures: list[tuple[str, int, StepFailure | CorruptDataError]],
+        attempts: Mapping[tuple[str, int], int],
+        busy: Collection[str],
+    ) -> bool:
+        """Whether :meth:`handle` may recover from ``failures`` while ``busy`` steps are executing: its plan
+        (solved now on a copy, as :meth:`Rollback.touched
+        <falkirk.spark.pipeline.run.recovery.Rollback.touched>` says) rolls none of them back and resets
+        none of their input edges — no step it touches is busy or feeds a busy one. Only plain step failures
+        (no executor lost, no damaged item, no attempt limit reached: those wait for the executions in flight,
+        as before). Changes nothing."""
+        if not failures or not busy or not self.pipeline.durable:
+            return False
+        failed, first, key, others = self._grouped(failures)
+        if len({(s, e) for s, e, _ in failures}) != len(failures):
+            return False
+        for k, f in [(key, first), *others]:
+            if not isinstance(f, StepFailure) or f.lost or f.unreadable is not None or k is None:
+                return False
+            spent = attempts.get(k, 0) + 1 - (k in self.retried)
+            if spent > MAX_ATTEMPTS or (f.deterministic and spent > MAX_DETERMINISTIC):
+                return False  # handle gives up: the run ends once the others did
+        touched = self.rollback.touched(failed)
+        if touched is None:
+            return False
+        fed = {c for n in touched for c in self.pipeline.consumers(n)}
+        return not (touched | fed) & set(busy)
 
     def retries_in_place(
         self,

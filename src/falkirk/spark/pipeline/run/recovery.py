@@ -238,6 +238,20 @@ class Rollback:
             trial.truncate(n, e)  # held to E: what it did after E was done by the old code
         return trial, executable_plan(self.pipeline, trial, failed, self.state.live_all, check, lost=known)
 
+    def touched(self, failed: set[str]) -> set[str] | None:
+        """The steps a recovery of ``failed`` would roll back or restart now (``failed`` and every step its
+        executable plan moves off ``⊤``), solved on a copy of the planner with the same checks; ``None``: no
+        executable plan. Nothing changes."""
+        done_before = dict(self.state.done)
+
+        def check(plan: Any, _: Any) -> CorruptDataError | None:
+            return check_plan(self.pipeline, self.context.storage, plan, done_before)
+
+        _, outcome = self._outcome(failed, None, [], check)
+        if not outcome.executable:
+            return None
+        return set(outcome.failed) | {n for n, f in outcome.plan.frontiers.items() if epoch_of(f) != TOP}
+
     def earliest_limits(self, failed: set[str], limits: Mapping[str, int]) -> dict[str, int]:
         """For each step of ``limits`` (``code_changes`` epochs a restart could not honour): the earliest
         epoch, at or after the one asked, from which the data to redo it is all there (the others held as
