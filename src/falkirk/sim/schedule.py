@@ -70,7 +70,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from falkirk.domains import Frontier
-from falkirk.errors import ValidationError
+from falkirk.errors import MonitorError, ValidationError
 from falkirk.sim.external import SimulationError
 from falkirk.sim.persistence import live_metadata
 from falkirk.sim.progress import inputs_complete
@@ -200,6 +200,9 @@ class Pipelined:
             self.stats["drained"] += 1
             if not self.flight:
                 self._recover()
+            elif self._apart():  # asked again as each execution ends, as the Spark executor does
+                self.stats["apart"] += 1
+                self._recover()
         if self.behind and all(f <= self.sim.settled[q] for q, f in self.behind.items()):
             self.behind = {}
 
@@ -272,7 +275,10 @@ class Pipelined:
             for n in sim.procs
             if n not in failed and not sim.graph.nodes[n].policy.stateless
         }
-        plan = sim.planner.plan_rollback(failed, live)
+        try:
+            plan = sim.planner.plan_rollback(failed, live)
+        except MonitorError:  # refused now: drained first, the plan after decides
+            return False
         touched = failed | {n for n, f in plan.frontiers.items() if not f.is_top}
         fed = {link.dst for link in sim.graph.links.values() if link.src in touched}
         return not (touched | fed) & set(self.flight)

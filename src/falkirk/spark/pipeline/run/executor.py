@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from attrs import define, field
 
+from falkirk.errors import FalkirkError
 from falkirk.spark.errors import CorruptDataError, RecoveryError, StepError, StepFailure
 from falkirk.spark.pipeline.plan.planner import Planner
 from falkirk.spark.pipeline.plan.shape import fanout_notes
@@ -393,7 +394,10 @@ class Executor:
             spent = attempts.get(k, 0) + 1 - (k in self.retried)
             if spent > MAX_ATTEMPTS or (f.deterministic and spent > MAX_DETERMINISTIC):
                 return False  # handle gives up: the run ends once the others did
-        touched = self.rollback.touched(failed)
+        try:
+            touched = self.rollback.touched(failed)
+        except FalkirkError:
+            return False  # the dry run failed (a storage error, a refused plan): the recovery waits, then decides
         if touched is None:
             return False
         fed = {c for n in touched for c in self.pipeline.consumers(n)}
