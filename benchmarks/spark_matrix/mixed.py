@@ -19,9 +19,11 @@ Configurations
   ``heavy`` ``Lazy(every=heavy_every, key="campaign_id")`` (its history checkpointed at its computing
   epochs), two outputs; sequential. An unlogged shared step makes the heavy branch's rollback spread to
   ``views`` and from there to ``counts`` (C1–C4: ``counts`` consumed ``views``' epochs that would be sent
-  again).
+  again). The failure here is transient and loses nothing, so it is retried in place (since 2026-12-01): no
+  step rolls back, and the domino is that of a failure that loses ``heavy``'s memory.
 * ``falkirk-logged`` — ``views`` ``Ephemeral(log=True)``: the heavy branch replays ``views``' log, only it rolls
-  back; sequential (the counts still wait for the heavy redo: one execution at a time).
+  back; sequential (the counts still wait for the heavy redo: one execution at a time). Retried in place
+  here too.
 * ``falkirk-logged-concurrent`` — the same with ``concurrency=3``: ``counts`` and its output go on while the
   heavy branch recovers.
 * ``falkirk-logged-concurrent-rollback`` — the same with ``retry_in_place=False``. The heavy branch's
