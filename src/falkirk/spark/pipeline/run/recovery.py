@@ -238,16 +238,19 @@ class Rollback:
             trial.truncate(n, e)  # held to E: what it did after E was done by the old code
         return trial, executable_plan(self.pipeline, trial, failed, self.state.live_all, check, lost=known)
 
-    def touched(self, failed: set[str]) -> set[str] | None:
-        """The steps a recovery of ``failed`` would roll back or restart now (``failed`` and every step its
-        executable plan moves off ``⊤``), solved on a copy of the planner with the same checks; ``None``: no
-        executable plan. Nothing changes."""
-        done_before = dict(self.state.done)
+    def _checker(self, done_before: dict[str, int]) -> Any:
+        """The storage check of a trial plan (:func:`check_plan`) against what each step had done."""
 
         def check(plan: Any, _: Any) -> CorruptDataError | None:
             return check_plan(self.pipeline, self.context.storage, plan, done_before)
 
-        _, outcome = self._outcome(failed, None, [], check)
+        return check
+
+    def touched(self, failed: set[str]) -> set[str] | None:
+        """The steps a recovery of ``failed`` would roll back or restart now (``failed`` and every step its
+        executable plan moves off ``⊤``), solved on a copy of the planner with the same checks; ``None``: no
+        executable plan. Nothing changes."""
+        _, outcome = self._outcome(failed, None, [], self._checker(dict(self.state.done)))
         if not outcome.executable:
             return None
         return set(outcome.failed) | {n for n, f in outcome.plan.frontiers.items() if epoch_of(f) != TOP}
@@ -257,11 +260,7 @@ class Rollback:
         epoch, at or after the one asked, from which the data to redo it is all there (the others held as
         asked); a step none works for is left out. Nothing changes: each trial is planned and checked on a
         copy."""
-        done_before = dict(self.state.high)
-
-        def check(plan: Any, _: Any) -> CorruptDataError | None:
-            return check_plan(self.pipeline, self.context.storage, plan, done_before)
-
+        check = self._checker(dict(self.state.high))
         found: dict[str, int] = {}
         for n, e in limits.items():
             for later in range(e + 1, self.state.high.get(n, e) + 1):
