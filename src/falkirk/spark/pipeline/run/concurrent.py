@@ -123,7 +123,7 @@ class Concurrent:
                         break
                     raise RecoveryError(
                         f"internal error: nothing can run and nothing runs (done: {dict(state.done)}, "
-                        f"queued: {state.queues.on})"
+                        f"queued: {state.queues.on}, taken: {state.queues.taken})"
                     )
                 self._collect()
         except BaseException as exc:

@@ -163,12 +163,18 @@ class Steps:
         task = Task(
             name, epoch, group, time.perf_counter(), self.cpu.read() if self.cpu is not None else None
         )
-        for link in self.pipeline.edges:
-            if link.dst == name:
-                item = task.taken[link.name] = self.state.queues.take(link.name, epoch)
-                # ``None``: read it from the sender's log (what a replay queues)
-                df = item.df if item.df is not None else self.state.runners[item.src].replay(epoch)
-                task.inputs[link.src] = df
+        try:
+            for link in self.pipeline.edges:
+                if link.dst == name:
+                    item = task.taken[link.name] = self.state.queues.take(link.name, epoch)
+                    # ``None``: read it from the sender's log (what a replay queues)
+                    df = item.df if item.df is not None else self.state.runners[item.src].replay(epoch)
+                    task.inputs[link.src] = df
+        except BaseException:  # nothing began: what was taken is still queued (SPEC §3)
+            for edge, item in task.taken.items():
+                self.state.queues.put_back(edge, item)
+            state.groups.discard(group)
+            raise
         self.frames.hold(task.inputs.values())  # not unpersisted under a job that reads them
         return task
 
@@ -297,6 +303,8 @@ class Steps:
                 "needed)"
             )
         redo = state.completed(name, epoch)
+        for edge in task.taken:
+            state.queues.finished(edge, epoch)
         if name in self.pipeline.inputs:
             state.cut_at[(name, epoch)] = task.cut_at
         elif task.committed_at is not None:
