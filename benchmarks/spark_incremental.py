@@ -28,7 +28,8 @@ Measured:
 
 Writes ``benchmarks/results/spark_incremental.json`` with the load average.
 
-Usage: ``.venv/bin/python benchmarks/spark_incremental.py [--rows 1000000] [--churn 0.01] [--epochs 12] [--reps 3] [--warmup 1]``
+Usage: ``.venv/bin/python benchmarks/spark_incremental.py [--rows 1000000] [--churn 0.01] [--epochs 12] [--reps 3] [--warmup 1]
+[--memory 2g] [--out PATH]``
 """
 
 from __future__ import annotations
@@ -98,7 +99,9 @@ def run(spark: Any, root: Path, regime: Any, args: argparse.Namespace) -> dict[s
 
     def progress(line: str) -> None:
         if line.startswith("epoch"):
-            stamps[int(line.split()[1])] = (time.perf_counter(), tree_cpu(os.getpid()))
+            e = int(line.split()[1])
+            stamps[e] = (time.perf_counter(), tree_cpu(os.getpid()))
+            print(f"  {root.name} epoch {e}: {stamps[e][0] - t0[0]:.0f} s", flush=True)  # progress on long runs
 
     build(root, spark, regime, args.rows, args.churn).run(args.epochs, progress=progress)
     starts = [t0] + [stamps[e] for e in range(args.epochs - 1)]
@@ -131,9 +134,10 @@ def main() -> None:
     ap.add_argument("--snapshot-every", type=int, default=10)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1, help="untimed restores of each configuration first")
+    ap.add_argument("--memory", default="2g", help="spark.driver.memory (10^7 rows: 8g)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
-    spark = local_session(conf={"spark.driver.memory": "2g"})
+    spark = local_session(conf={"spark.driver.memory": args.memory})
     load_before = os.getloadavg()
     regimes = {"incremental": Lazy(key="k", incremental=True, snapshot_every=args.snapshot_every),
                "full": Eager(key="k")}
