@@ -44,7 +44,7 @@ def _run(spark: Any, sc: dict[str, Any], small: dict[str, Any]) -> dict[str, Any
 
         pipe = keyed_pipeline(sc["root"], spark, **sc.get("options", {}))
     else:
-        pipe = build(sc["root"], spark, **small)
+        pipe = build(sc["root"], spark, **{**small, **sc.get("options", {})})  # options: Pipeline(...) too
     t0 = time.perf_counter()
     result = pipe.run(sc["epochs"], fail=sc.get("fail", []), progress=lambda line: print(line, flush=True))
     return {

@@ -28,8 +28,8 @@ INJECTED = ["heavy@1:task", "cc@1:mid", "answer@2:job", "cc@2:executor", "parse_
 @pytest.fixture(scope="module")
 def storage_runs(cluster: StandaloneCluster, drive: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """One driver: a root on the driver's own disk, an unreachable hdfs://, a publish from the workers'
-    disks, a run at a plain path with the library's injections (an executor JVM killed among them) and a run at
-    a ``file://`` root during which a Worker is killed."""
+    disks, a run at a plain path with the library's injections (an executor JVM killed among them), the same
+    with three executions at a time, and a run at a ``file://`` root during which a Worker is killed."""
     private = tmp_path_factory.mktemp("driver-disk")  # under the driver's /tmp: the workers cannot see it
     shared = cluster.shared / "storage"
     killed: list[int] = []
@@ -51,6 +51,8 @@ def storage_runs(cluster: StandaloneCluster, drive: Any, tmp_path_factory: pytes
         {"name": "publish", "kind": "publish", "root": str(private / "publish")},
         {"name": "injected", "kind": "run", "root": str(shared / "injected"), "epochs": EPOCHS,
          "fail": INJECTED},
+        {"name": "concurrent", "kind": "run", "root": str(shared / "concurrent"), "epochs": EPOCHS,
+         "fail": INJECTED, "options": {"concurrency": 3}},
         {"name": "worker", "kind": "run", "root": (shared / "worker").as_uri(), "epochs": EPOCHS},
         {"name": "restart", "kind": "run", "root": str(shared / "driver"), "epochs": EPOCHS},
         {"name": "stopped", "kind": "stopped", "root": str(shared / "stopped"), "epochs": EPOCHS},
@@ -119,6 +121,24 @@ def test_library_injections_and_an_executor_kill_at_a_plain_path_root(storage_ru
     assert all("in-memory state of" in n for n in lost), out["notes"]
     assert any("heavy@1: Spark retried" in n for n in out["notes"])  # the task failure never reached falkirk
     assert_identical(spark, shared / "injected", reference)
+
+
+def test_the_same_injections_and_executor_kill_with_three_executions_at_a_time(
+    storage_runs: Any, spark: Any, reference: Path,
+) -> None:
+    """The injections above in a concurrent run (``concurrency=3``) on the cluster: the executor JVM killed while
+    other steps' executions are in flight (a loss the driver sees is recovered once they have ended, merged with
+    any failure meanwhile); identical output."""
+    run, _, shared = storage_runs
+    out = run["concurrent"]
+    assert out["ok"], out
+    assert sorted(out["fired"]) == sorted(INJECTED)
+    causes = " | ".join(r["cause"] for r in out["recoveries"])
+    assert "injected failure (mid)" in causes and "injected failure (before)" in causes
+    lost = [n for n in out["notes"] if " lost during " in n]
+    assert all("in-memory state of" in n for n in lost), out["notes"]
+    print(f"concurrent: {out['wall']} s; recoveries {[r['cause'] for r in out['recoveries']]}; lost {lost}")
+    assert_identical(spark, shared / "concurrent", reference)
 
 
 def test_worker_killed_mid_run_at_a_file_uri_root(storage_runs: Any, spark: Any, reference: Path) -> None:
