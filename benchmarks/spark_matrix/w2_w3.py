@@ -143,9 +143,15 @@ def compared(spark: Any, base: Path, spec: dict[str, Any]) -> dict[str, Any]:
     return {"identical": not diffs, "differences": diffs, "rows_compared": sum(sum(v.values()) for v in ref.values())}
 
 
-def falkirk_keyed(root: Path, spark: Any, workload: str, size: dict[str, Any], regime: str) -> Any:
+def falkirk_keyed(root: Path, spark: Any, workload: str, size: dict[str, Any], regime: str,
+                  form: str = "join") -> Any:
     """``updates`` → ``agg`` (keyed state: W2 running sum and count; W3 decayed score ``score * 9 div 10 + v``)
-    → output ``changes`` (W2: the updated keys; W3: the top keys by score)."""
+    → output ``changes`` (W2: the updated keys; W3: the top keys by score).
+
+    ``form`` (W2 only): ``"join"`` — the new state is a full outer join of the whole state with the epoch's
+    updates (Spark shuffles and sorts the state every epoch); ``"broadcast"`` — the updates are broadcast and
+    the state is only scanned: the updated keys' old rows picked by a broadcast semi-join, the other keys' rows
+    kept by a broadcast anti-join, no shuffle of the state (its rows are still copied into the new state)."""
     from pyspark.sql import functions as F
 
     from falkirk.spark import Eager, Lazy, Pipeline
@@ -165,6 +171,18 @@ def falkirk_keyed(root: Path, spark: Any, workload: str, size: dict[str, Any], r
                 (F.coalesce("n", F.lit(0)) + F.when(F.col("s").isNotNull(), 1).otherwise(0)).cast("bigint").alias("n"))
         return new.join(upd.select("key"), "key"), new
 
+    def running_broadcast(updates: Any, *, state: Any, epoch: int) -> Any:
+        upd = updates.select("key", F.col("v").alias("s"))
+        if state is None:
+            new = upd.select("key", F.col("s").alias("total"), F.lit(1).cast("bigint").alias("n"))
+            return new, new
+        keys = F.broadcast(upd.select("key"))
+        old = state.join(keys, "key", "left_semi")  # the updated keys' rows: a scan of the state, no shuffle
+        changed = upd.join(old, "key", "left").select(
+            "key", (F.coalesce("total", F.lit(0)) + F.col("s")).alias("total"),
+            (F.coalesce("n", F.lit(0)) + 1).cast("bigint").alias("n"))
+        return changed, state.join(keys, "key", "left_anti").unionByName(changed)
+
     def decayed(updates: Any, *, state: Any, epoch: int) -> Any:
         upd = updates.select("key", F.col("v").alias("x"))
         if state is None:
@@ -177,7 +195,10 @@ def falkirk_keyed(root: Path, spark: Any, workload: str, size: dict[str, Any], r
     regimes = {"eager-inc": Eager(key="key", incremental=True), "lazy3": Lazy(every=3, key="key"),
                "lazy3-r1": Lazy(every=3, key="key", replicas=1),
                "lazy3-inc": Lazy(every=3, key="key", incremental=True), "eager": Eager(key="key")}
-    pipe.step(running if workload in ("W2", "W5") else decayed, name="agg", inputs=["updates"], regime=regimes[regime])
+    if form not in ("join", "broadcast") or (form == "broadcast" and workload != "W2"):
+        raise ValueError(f"form={form!r}: 'join', or 'broadcast' for W2")
+    fn = (running_broadcast if form == "broadcast" else running) if workload in ("W2", "W5") else decayed
+    pipe.step(fn, name="agg", inputs=["updates"], regime=regimes[regime])
     pipe.output("changes", inputs=["agg"])
     return pipe
 

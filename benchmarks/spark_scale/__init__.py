@@ -12,9 +12,10 @@ checkpointing, at Spark's default snapshot spacing (``streaming``) and at each `
 (``streaming-snapK``), in the strongest formulation the matrix has for the workload (:mod:`.streams`:
 taken from the matrix's modules, never copied); falkirk with its shipped regimes (``falkirk``), with the
 stateful step's keyed state ``incremental=True`` (``falkirk-inc``), with the regimes the advisor chose
-from a profile taken by a driver of its own (``falkirk-advised``), and, failure-free only, the shipped
-pipeline with falkirk off (``falkirk-off``: ``durable=False``; what a pipeline costs the driver without
-falkirk's bookkeeping).
+from a profile taken by a driver of its own (``falkirk-advised``), on W2 the shipped regimes with the step
+written to broadcast the epoch's updates instead of joining the whole state with them (``falkirk-bcast``: the
+state scanned, not shuffled; :mod:`.keyed`), and, failure-free only, the shipped pipeline with falkirk off
+(``falkirk-off``: ``durable=False``; what a pipeline costs the driver without falkirk's bookkeeping).
 
 The numbers (per point and configuration; each the median over ``--drivers`` driver processes, taken
 round-robin over the configurations; :mod:`.points`, :mod:`.phases`, :mod:`.meters`):

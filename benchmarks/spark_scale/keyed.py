@@ -7,7 +7,9 @@ top 100 keys (the whole state changes every epoch whatever the churn).
 
 falkirk runs the matrix's pipeline (``agg`` keyed state): ``falkirk`` with ``Lazy(every=3, key="key")``,
 ``falkirk-inc`` with ``Eager(key="key", incremental=True)`` (a delta of the changed keys every epoch, a
-snapshot every 10), ``falkirk-advised`` with what the advisor chose. The stream runs the matrix's
+snapshot every 10), ``falkirk-advised`` with what the advisor chose; W2 also ``falkirk-bcast``, the shipped
+regimes with the step written to broadcast the epoch's updates instead of joining the whole state with them
+(``form="broadcast"``: the state scanned, not shuffled). The stream runs the matrix's
 ``StreamingKeyed`` in the strongest formulation this checkout has for the point (:mod:`.streams`).
 """
 
@@ -19,7 +21,9 @@ from typing import Any
 from ..spark_matrix import w2_w3
 from . import streams
 
-REGIMES = {"shipped": "lazy3", "incremental": "eager-inc"}
+#: falkirk's configurations: (the regime by name in :func:`~benchmarks.spark_matrix.w2_w3.falkirk_keyed`, the form
+#: of W2's step)
+REGIMES = {"shipped": ("lazy3", "join"), "incremental": ("eager-inc", "join"), "broadcast": ("lazy3", "broadcast")}
 
 
 class Keyed:
@@ -37,7 +41,8 @@ class Keyed:
         w2_w3.write_keyed_input(directory, size, size["epochs"])
 
     def falkirk(self, root: Path, spark: Any, size: dict[str, Any], regimes: str) -> Any:
-        return w2_w3.falkirk_keyed(root, spark, self.workload, size, REGIMES[regimes])
+        regime, form = REGIMES[regimes]
+        return w2_w3.falkirk_keyed(root, spark, self.workload, size, regime, form)
 
     def stream_form(self, size: dict[str, Any], override: str | None = None) -> str | None:
         return streams.strongest(self.workload, size["churn"], override)

@@ -59,6 +59,35 @@ def test_each_scale_workload_recovers_identically_on_both_systems(
     assert compared(spark, wl, refs["falkirk"], refs["streaming"], p.epochs)["identical"]
 
 
+def test_w2s_broadcast_form_gives_the_join_forms_output_and_recovers(spark: Any, tmp_path: Path) -> None:
+    """``falkirk-bcast`` (W2's step broadcasting the updates): its failure-free output equals the shipped form's
+    and the NumPy computation of W2, and its in-step failure recovers to it; other workloads refuse the form."""
+    from benchmarks.spark_matrix.w2_w3 import expected_changes
+
+    from falkirk.spark.pipeline.store.rootfs import Root
+    from falkirk.spark.pipeline.tools.verify import output_differences, output_rows
+
+    p = point("W2", 300, 0.2, epochs=4, crash=2)
+    wl = adapter({"workload": "W2"})
+    wl.write_input(tmp_path / "input", p.size)
+    refs = {}
+    for regimes in ("shipped", "broadcast"):
+        base = tmp_path / regimes
+        spec = {"workload": "W2", "system": "falkirk", "size": p.size, "base": str(base),
+                "input": str(tmp_path / "input"), "form": None, "regimes": regimes}
+        run_falkirk(wl, spark, base / "reference", spec, [])
+        out = phase_fail(spec, spark)
+        assert out["identical"], (regimes, out["differences"])
+        refs[regimes] = base / "reference"
+    rows, differ = output_differences(spark, refs["shipped"], refs["broadcast"], "changes")
+    assert rows > 0 and not differ, differ
+    assert output_rows(spark, Root(str(refs["broadcast"])), "changes") == expected_changes("W2", p.size, p.epochs)
+    with pytest.raises(ValueError, match="'broadcast' for W2"):
+        from benchmarks.spark_matrix.w2_w3 import falkirk_keyed
+
+        falkirk_keyed(tmp_path / "w3", spark, "W3", p.size, "lazy3", "broadcast")
+
+
 def test_plan_points_configurations_and_memory() -> None:
     """Every plan spans the sizes it names, smallest first; the stream is measured at Spark's default snapshot
     spacing and the ones asked for; falkirk with its shipped regimes, incremental state and the advisor's."""
@@ -66,7 +95,8 @@ def test_plan_points_configurations_and_memory() -> None:
     assert [p.n for p in full][:2] == [10**4, 10**4] and max(p.n for p in full) == 10**7
     assert {p.churn for p in full if p.workload == "W2"} == {0.01, 0.2}
     assert list(configurations("W2", [2, 5])) == ["streaming", "streaming-snap2", "streaming-snap5", "falkirk",
-                                                  "falkirk-inc", "falkirk-advised"]
+                                                  "falkirk-inc", "falkirk-advised", "falkirk-bcast"]
+    assert "falkirk-bcast" not in configurations("W3")
 
 
 def test_summaries_verdicts_fits_and_targets() -> None:
