@@ -161,10 +161,13 @@ def falkirk_keyed(root: Path, spark: Any, workload: str, size: dict[str, Any], r
     pipe.input("updates", KEYED_SCHEMA, partitions=2, key="key", source=lambda e: keyed_table(e, size))
     top = TOP
 
+    def loaded(upd: Any) -> Any:  # W2's state after the first epoch: each key's value, counted once
+        return upd.select("key", F.col("s").alias("total"), F.lit(1).cast("bigint").alias("n"))
+
     def running(updates: Any, *, state: Any, epoch: int) -> Any:
         upd = updates.select("key", F.col("v").alias("s"))
         if state is None:
-            new = upd.select("key", F.col("s").alias("total"), F.lit(1).cast("bigint").alias("n"))
+            new = loaded(upd)
         else:
             new = state.join(upd, "key", "full_outer").select(
                 "key", (F.coalesce("total", F.lit(0)) + F.coalesce("s", F.lit(0))).alias("total"),
@@ -174,7 +177,7 @@ def falkirk_keyed(root: Path, spark: Any, workload: str, size: dict[str, Any], r
     def running_broadcast(updates: Any, *, state: Any, epoch: int) -> Any:
         upd = updates.select("key", F.col("v").alias("s"))
         if state is None:
-            new = upd.select("key", F.col("s").alias("total"), F.lit(1).cast("bigint").alias("n"))
+            new = loaded(upd)
             return new, new
         keys = F.broadcast(upd.select("key"))
         old = state.join(keys, "key", "left_semi")  # the updated keys' rows: a scan of the state, no shuffle

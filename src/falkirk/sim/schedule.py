@@ -198,11 +198,7 @@ class Pipelined:
         self.stats["executions"] += 1
         if self.sim.failing:
             self.stats["drained"] += 1
-            if not self.flight:
-                self._recover()
-            elif self._apart():  # asked again as each execution ends, as the Spark executor does
-                self.stats["apart"] += 1
-                self._recover()
+            self._recover_when_possible()  # asked again as each execution ends, as the Spark executor does
         if self.behind and all(f <= self.sim.settled[q] for q, f in self.behind.items()):
             self.behind = {}
 
@@ -257,6 +253,10 @@ class Pipelined:
         lose_volatile_state(sim, names)
         for n in names:
             self.flight.pop(n, None)
+        self._recover_when_possible()
+
+    def _recover_when_possible(self) -> None:
+        """Recover now if nothing is in flight, or if the plan touches nothing in flight (:meth:`_apart`)."""
         if not self.flight:
             self._recover()
         elif self._apart():
