@@ -96,6 +96,8 @@ class Pipeline(Definition):
                 (ex.progress.line if ex is not None else Progress().line)(message, level=logging.WARNING)
                 interrupted = RunInterrupted(message, self.location.uri)
             finally:
+                if ex is not None:
+                    ex.asks.close()  # what other threads asked meanwhile is answered
                 self._executor = None
                 try:
                     if ex is not None:
@@ -109,7 +111,10 @@ class Pipeline(Definition):
         """The rollback plan falkirk would execute if ``steps`` failed now — nothing is run or changed.
 
         During a run (e.g. from the ``progress`` callback) the plan comes
-        from the running executor's state; otherwise from the manifests under
+        from the running executor's state — asked from another thread, it is
+        made on the run's thread at its next safe point (after the execution
+        in flight, in a sequential run) and this call waits for it
+        (:mod:`~falkirk.spark.pipeline.run.asks`); otherwise from the manifests under
         the root alone (no Spark), as for a driver that resumed and caught up
         to the last epoch every step completed, or to epoch ``at``. The
         :class:`~falkirk.spark.pipeline.plan.whatif.WhatIf` has each step's
@@ -119,7 +124,10 @@ class Pipeline(Definition):
         names = check_steps(self, steps)
         ex = self._executor
         if ex is not None and at is None:
-            return ex.state.what_if(names, ex.storage)
+            # the run's state is its thread's: another thread's question waits for a safe point there
+            plan = ex.asks.call(lambda: ex.state.what_if(names, ex.storage))
+            if plan is not None:
+                return plan
         return from_root(self, names, at=at)
 
     def check(self) -> list[Note]:

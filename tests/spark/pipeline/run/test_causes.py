@@ -201,3 +201,56 @@ def test_a_logged_epoch_that_cannot_be_read_again_is_recomputed(spark: Any, tmp_
         got, want = (Counter(map(tuple, spark.read.parquet(str(root / "output" / "out" / f"epoch={epoch}")).collect()))
                      for root in (tmp_path / "a", tmp_path / "b"))
         assert got == want and got, epoch
+
+
+def test_a_logged_epoch_gone_before_its_replay_is_recomputed(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A logged epoch's file deleted after the recovery queued its replay and before the reading step started:
+    Spark fails as it plans the read, before any job. That is the reading step's failure naming the item, as
+    inside its job, and the logging step recomputes the epoch (it stopped the run with a raw AnalysisException
+    raised out of ``Steps.start``)."""
+    from collections import Counter
+
+    from pyspark.sql import functions as F
+
+    from falkirk.spark.pipeline.run.runners import StepRunner
+
+    deleted: list[Path] = []
+    replay = StepRunner.replay
+
+    def losing(self: StepRunner, epoch: int) -> Any:
+        if self.name == "up" and epoch == 1 and not deleted:
+            for f in (tmp_path / "a" / "data" / "up" / "log").glob("00000001-*/*.parquet"):
+                f.unlink()
+                deleted.append(f)
+        return replay(self, epoch)
+
+    monkeypatch.setattr(StepRunner, "replay", losing)
+
+    def up(clicks: Any) -> Any:
+        return clicks.select("user", (F.col("n") * 2).alias("n"))
+
+    def down(up: Any, *, epoch: int) -> Any:
+        return up.groupBy("user").agg(F.sum("n").alias("n"))
+
+    def build(root: Path) -> Pipeline:
+        p = Pipeline(root, spark, fsync=False)
+        p.input("clicks", "user STRING, n BIGINT", source=_records)
+        p.step(up, regime=Ephemeral(log=True))
+        p.step(down, regime=Ephemeral())
+        p.output("out", inputs=["down"])
+        return p
+
+    result = build(tmp_path / "a").run(3, fail="down@1:mid")
+    assert deleted, "up's log of epoch 1 was never replayed"
+    causes = [r.cause for r in result.journal.recoveries]
+    assert len(causes) == 2 and "injected failure" in causes[0], causes
+    assert "step down failed at epoch 1" in causes[1] and "reading up's logged epoch 1" in causes[1], causes
+    assert "up" in result.journal.recoveries[1].failed  # the item was taken as lost: up recomputed epoch 1
+    monkeypatch.setattr(StepRunner, "replay", replay)
+    build(tmp_path / "b").run(3)
+    for epoch in range(3):
+        got, want = (Counter(map(tuple, spark.read.parquet(str(root / "output" / "out" / f"epoch={epoch}")).collect()))
+                     for root in (tmp_path / "a", tmp_path / "b"))
+        assert got == want and got, epoch

@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Concurrent"]
 
+#: seconds between looks for questions from other threads while executions run (``Pipeline.plan_failure``)
+ASK_WAIT = 0.2
 #: seconds an interrupted or failed run waits for the executions in flight before it closes
 INTERRUPT_WAIT = 60.0
 
@@ -102,6 +104,7 @@ class Concurrent:
         finished = state.lowest()
         try:
             while True:
+                ex.asks.serve()
                 lo = state.lowest() + 1
                 while finished < lo - 1 and not self._failing():
                     finished += 1
@@ -183,7 +186,11 @@ class Concurrent:
     def _collect(self) -> None:
         """Wait for an execution to end; complete or abandon each that did, then look for lost executors."""
         ex, state = self.ex, self.ex.state
-        done, _ = wait(list(self.inflight), return_when=FIRST_COMPLETED)
+        while True:  # questions from other threads answered meanwhile
+            done, _ = wait(list(self.inflight), timeout=ASK_WAIT, return_when=FIRST_COMPLETED)
+            if done:
+                break
+            ex.asks.serve()
         ended = sorted(done, key=lambda f: (self.inflight[f].epoch, state.order.index(self.inflight[f].name)))
         for fut in ended:
             task = self.inflight.pop(fut)

@@ -38,6 +38,7 @@ from falkirk.errors import FalkirkError
 from falkirk.spark.errors import CorruptDataError, RecoveryError, StepError, StepFailure
 from falkirk.spark.pipeline.plan.planner import Planner
 from falkirk.spark.pipeline.plan.shape import fanout_notes
+from falkirk.spark.pipeline.run.asks import RunThread
 from falkirk.spark.pipeline.run.concurrent import Concurrent
 from falkirk.spark.pipeline.run.context import RunContext
 from falkirk.spark.pipeline.run.cpu import meter
@@ -182,6 +183,8 @@ class Executor:
         self.retried: set[tuple[str, int]] = set()
         #: what this driver spent before its first plan (a restart's first phases)
         self.startup = Startup(t0, session_seconds, probe)
+        #: questions other threads ask during the run (``Pipeline.plan_failure``), answered on this one
+        self.asks = RunThread()
         self.steps = Steps(
             pipeline,
             self.spark,
@@ -251,6 +254,7 @@ class Executor:
         attempts: dict[tuple[str, int], int] = {}
         finished = self.steps.ended = state.lowest()
         while True:
+            self.asks.serve()
             lo = state.lowest() + 1
             failed_between = False
             while finished < lo - 1:

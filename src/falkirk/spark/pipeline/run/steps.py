@@ -168,7 +168,7 @@ class Steps:
                 if link.dst == name:
                     item = task.taken[link.name] = self.state.queues.take(link.name, epoch)
                     # ``None``: read it from the sender's log (what a replay queues)
-                    df = item.df if item.df is not None else self.state.runners[item.src].replay(epoch)
+                    df = item.df if item.df is not None else self._replayed(name, item.src, epoch)
                     task.inputs[link.src] = df
         except BaseException:  # nothing began: what was taken is still queued (SPEC §3)
             for edge, item in task.taken.items():
@@ -177,6 +177,18 @@ class Steps:
             raise
         self.frames.hold(task.inputs.values())  # not unpersisted under a job that reads them
         return task
+
+    def _replayed(self, name: str, src: str, epoch: int) -> DataFrame:
+        """``src``'s logged epoch, read for ``name``. Spark looks at the files as it plans the read, so a file
+        gone since the recovery checked the item fails here, before any job. It is classified as the same
+        failure inside ``name``'s job would be (:meth:`_failure`: the item named as unreadable, so that the
+        recovery recomputes it), not raised raw out of the run."""
+        try:
+            return self.state.runners[src].replay(epoch)
+        except (StepFailure, CorruptDataError, RecordError, PipelineError):
+            raise
+        except Exception as exc:
+            raise self._failure(name, epoch, exc, {}, f"reading {src}'s logged epoch {epoch}") from exc
 
     def _still_there(self, cause: str, source: str) -> str | None:
         """When an executor found a file of input ``source`` missing: what the driver's own look at it says,
