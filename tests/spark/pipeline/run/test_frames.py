@@ -205,3 +205,33 @@ def test_a_step_read_by_several_is_computed_by_the_first_consumers_job(spark: An
             rows = spark.read.parquet(str(tmp_path / storage.get(out, "output", epoch).location)).select("k").collect()
             assert sorted(tuple(r) for r in rows) == want
         assert ex["p"].jobs == 0 and ex["p"].rows == len(want), ex["p"]
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_an_input_is_persisted_only_when_it_asks(spark: Any, tmp_path: Path, cache: bool) -> None:
+    """An input's epoch frame is read from the log by each job that uses it (no cache to fill), unless it was
+    declared with ``cache=True``; the output is the same either way."""
+    from collections import Counter
+
+    from falkirk.spark import Pipeline, PipelineError
+
+    seen: list[bool] = []
+
+    def records(epoch: int) -> list[dict[str, Any]]:
+        return [{"user": f"u{i % 5}", "n": i * (epoch + 1)} for i in range(40)]
+
+    def doubled(clicks: Any) -> Any:
+        seen.append(clicks.is_cached)
+        return clicks.selectExpr("user", "n * 2 AS n")
+
+    pipe = Pipeline(tmp_path / "root", spark, fsync=False)
+    pipe.input("clicks", "user STRING, n BIGINT", source=records, cache=cache)
+    pipe.step(doubled)
+    pipe.output("out", inputs=["doubled"])
+    pipe.run(3)
+    assert seen == [cache] * 3
+    for e in range(3):
+        got = Counter(map(tuple, spark.read.parquet(str(tmp_path / "root" / "output" / "out" / f"epoch={e}")).collect()))
+        assert got == Counter((r["user"], r["n"] * 2) for r in records(e))
+    with pytest.raises(PipelineError, match="input 'other': cache must be True or False"):
+        pipe.input("other", "x BIGINT", cache=1)  # type: ignore[arg-type]

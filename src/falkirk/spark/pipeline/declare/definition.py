@@ -70,6 +70,8 @@ class Input:
     name: str
     log: InputLog
     source: Callable[[int], Any] | None = None
+    #: each epoch's frame persisted in executor memory by its first consumer's job (``Pipeline.input(cache=)``)
+    cache: bool = False
 
 
 @frozen
@@ -224,6 +226,7 @@ class Definition:
         key: str | None = None,
         source: Callable[[int], Any] | None = None,
         dead_letter: bool = False,
+        cache: bool = False,
     ) -> InputLog:
         """Declare input ``name``: a log of records with Spark DDL ``schema``; returns the log.
 
@@ -235,7 +238,16 @@ class Definition:
         the run with :class:`~falkirk.spark.errors.RecordError`, or with
         ``dead_letter=True`` it goes to the input's dead-letter log
         (``root/input/<name>/dead-letter/``) and the run's notes count it.
+
+        Each epoch's frame is read from the log by every job that uses it:
+        scanning Parquet costs less CPU than filling Spark's in-memory cache
+        (YSB at 10^6 events per epoch: a third of falkirk's CPU per epoch; the
+        flagship, whose input has two consumers: a quarter; benchmarks/README.md).
+        ``cache=True`` persists it instead, filled by its first consumer's job:
+        for an input that many steps read from slow storage.
         """
+        if not isinstance(cache, bool):
+            raise PipelineError(f"input {name!r}: cache must be True or False, got {cache!r}")
         self._check_new(name)
         log = InputLog(
             self.location,
@@ -248,7 +260,7 @@ class Definition:
             checksums=self.checksums,
             spark=self.spark,
         )
-        self.inputs[name] = Input(name, log, source)
+        self.inputs[name] = Input(name, log, source, cache)
         self.order.append(name)
         return log
 

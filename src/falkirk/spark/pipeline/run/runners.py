@@ -163,7 +163,8 @@ class InputRunner(Runner):
         cut = self.log.cut(epoch)
         self.cut_at = cut.at
         df = self.ctx.injector.wrap(self.name, epoch, self.log.read(self.ctx.spark, epoch))
-        out, rows = self.ctx.frames.materialise(df, rows=cut.records)  # cached lazily by its first consumer
+        # read again by each job that uses it, unless the input asks to be cached (by its first consumer's job)
+        out, rows = self.ctx.frames.materialise(df, rows=cut.records, cached=not self.input.cache)
         self.ctx.injector.at(self.name, epoch, "mid")
         self.ctx.record(self.name, epoch)
         return out, rows
