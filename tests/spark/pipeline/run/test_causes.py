@@ -163,40 +163,53 @@ def test_a_logged_epoch_that_cannot_be_read_again_is_recomputed(spark: Any, tmp_
     (its Hadoop checksum sidecar garbled: what the S3 soak's FUSE mount did to one file) — the reading step fails,
     and when it fails so again the item is taken as lost: the logging step recomputes that epoch to a new place
     and the output equals the failure-free run's (it was a RecoveryError after four identical failures)."""
-    from collections import Counter
-
-    from pyspark.sql import functions as F
-
     calls: list[int] = []
     damaged: list[Path] = []
 
-    def up(clicks: Any) -> Any:
-        return clicks.select("user", (F.col("n") * 2).alias("n"))
-
-    def down(up: Any, *, epoch: int) -> Any:
+    def garbling(epoch: int) -> None:
         calls.append(epoch)
         if epoch == 1 and calls.count(1) == 2:  # after its injected failure down reads up's log of epoch 1
             for crc in (tmp_path / "a" / "data" / "up" / "log").glob("00000001-*/.*.parquet.crc"):
                 crc.write_bytes(crc.read_bytes()[:8] + bytes(b ^ 0xFF for b in crc.read_bytes()[8:]))
                 damaged.append(crc)
-        return up.groupBy("user").agg(F.sum("n").alias("n"))
 
-    def build(root: Path) -> Pipeline:
-        p = Pipeline(root, spark, fsync=False)
-        p.input("clicks", "user STRING, n BIGINT", source=_records)
-        p.step(up, regime=Ephemeral(log=True))
-        p.step(down, regime=Ephemeral())
-        p.output("out", inputs=["down"])
-        return p
-
-    result = build(tmp_path / "a").run(3, fail="down@1:mid")
+    result = _logged_pair(tmp_path / "a", spark, garbling).run(3, fail="down@1:mid")
     assert damaged, "up's log of epoch 1 has no checksum sidecar to garble"
     causes = [r.cause for r in result.journal.recoveries]
     assert len(causes) == 2 and "injected failure" in causes[0], causes
     assert "data/up/log/00000001-" in causes[1] and "step down failed at epoch 1" in causes[1], causes
     assert "up" in result.journal.recoveries[1].failed  # the item was taken as lost: up recomputed epoch 1
     assert not any(c.exists() for c in damaged)  # its rolled-back epoch is gone, written anew elsewhere
-    build(tmp_path / "b").run(3)
+    _same_outputs(spark, tmp_path)
+
+
+def _logged_pair(root: Path, spark: Any, seen: Any = None) -> Pipeline:
+    """``clicks`` → ``up`` (``Ephemeral(log=True)``) → ``down`` → output ``out``; ``seen(epoch)`` is called by
+    each execution of ``down``."""
+    from pyspark.sql import functions as F
+
+    def up(clicks: Any) -> Any:
+        return clicks.select("user", (F.col("n") * 2).alias("n"))
+
+    def down(up: Any, *, epoch: int) -> Any:
+        if seen is not None:
+            seen(epoch)
+        return up.groupBy("user").agg(F.sum("n").alias("n"))
+
+    p = Pipeline(root, spark, fsync=False)
+    p.input("clicks", "user STRING, n BIGINT", source=_records)
+    p.step(up, regime=Ephemeral(log=True))
+    p.step(down, regime=Ephemeral())
+    p.output("out", inputs=["down"])
+    return p
+
+
+def _same_outputs(spark: Any, tmp_path: Path) -> None:
+    """``tmp_path/a``'s output (the run with failures) equals that of a failure-free run at ``tmp_path/b``, epoch by
+    epoch, as multisets."""
+    from collections import Counter
+
+    _logged_pair(tmp_path / "b", spark).run(3)
     for epoch in range(3):
         got, want = (Counter(map(tuple, spark.read.parquet(str(root / "output" / "out" / f"epoch={epoch}")).collect()))
                      for root in (tmp_path / "a", tmp_path / "b"))
@@ -210,10 +223,6 @@ def test_a_logged_epoch_gone_before_its_replay_is_recomputed(
     Spark fails as it plans the read, before any job. That is the reading step's failure naming the item, as
     inside its job, and the logging step recomputes the epoch (it stopped the run with a raw AnalysisException
     raised out of ``Steps.start``)."""
-    from collections import Counter
-
-    from pyspark.sql import functions as F
-
     from falkirk.spark.pipeline.run.runners import StepRunner
 
     deleted: list[Path] = []
@@ -227,30 +236,11 @@ def test_a_logged_epoch_gone_before_its_replay_is_recomputed(
         return replay(self, epoch)
 
     monkeypatch.setattr(StepRunner, "replay", losing)
-
-    def up(clicks: Any) -> Any:
-        return clicks.select("user", (F.col("n") * 2).alias("n"))
-
-    def down(up: Any, *, epoch: int) -> Any:
-        return up.groupBy("user").agg(F.sum("n").alias("n"))
-
-    def build(root: Path) -> Pipeline:
-        p = Pipeline(root, spark, fsync=False)
-        p.input("clicks", "user STRING, n BIGINT", source=_records)
-        p.step(up, regime=Ephemeral(log=True))
-        p.step(down, regime=Ephemeral())
-        p.output("out", inputs=["down"])
-        return p
-
-    result = build(tmp_path / "a").run(3, fail="down@1:mid")
+    result = _logged_pair(tmp_path / "a", spark).run(3, fail="down@1:mid")
     assert deleted, "up's log of epoch 1 was never replayed"
     causes = [r.cause for r in result.journal.recoveries]
     assert len(causes) == 2 and "injected failure" in causes[0], causes
     assert "step down failed at epoch 1" in causes[1] and "reading up's logged epoch 1" in causes[1], causes
     assert "up" in result.journal.recoveries[1].failed  # the item was taken as lost: up recomputed epoch 1
     monkeypatch.setattr(StepRunner, "replay", replay)
-    build(tmp_path / "b").run(3)
-    for epoch in range(3):
-        got, want = (Counter(map(tuple, spark.read.parquet(str(root / "output" / "out" / f"epoch={epoch}")).collect()))
-                     for root in (tmp_path / "a", tmp_path / "b"))
-        assert got == want and got, epoch
+    _same_outputs(spark, tmp_path)

@@ -241,8 +241,8 @@ class Definition:
 
         Each epoch's frame is read from the log by every job that uses it:
         scanning Parquet costs less CPU than filling Spark's in-memory cache
-        (YSB at 10^6 events per epoch: a third of falkirk's CPU per epoch; the
-        flagship, whose input has two consumers: a quarter; benchmarks/README.md).
+        (at 10^6 events per epoch, 44 % of YSB's CPU per epoch and 22 % of the
+        flagship's, whose input has two consumers: ``benchmarks/input_cache.py``).
         ``cache=True`` persists it instead, filled by its first consumer's job:
         for an input that many steps read from slow storage.
         """
