@@ -240,9 +240,10 @@ class Definition:
         (``root/input/<name>/dead-letter/``) and the run's notes count it.
 
         Each epoch's frame is read from the log by every job that uses it:
-        scanning Parquet costs less CPU than filling Spark's in-memory cache
-        (at 10^6 events per epoch, 44 % of YSB's CPU per epoch and 22 % of the
-        flagship's, whose input has two consumers: ``benchmarks/input_cache.py``).
+        on local disk at 10^6 events per epoch, scanning Parquet cost less CPU
+        than filling Spark's in-memory cache (44 % of YSB's CPU per epoch and
+        22 % of the flagship's, whose input has two consumers:
+        ``benchmarks/input_cache.py``).
         ``cache=True`` persists it instead, filled by its first consumer's job:
         for an input that many steps read from slow storage.
         """

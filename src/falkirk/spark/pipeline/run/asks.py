@@ -2,7 +2,7 @@
 
 The run's state (queues, planner, progress) is touched only by the thread that runs the pipeline
 (:mod:`~falkirk.spark.pipeline.run.concurrent`), so a question about it from another thread — a monitoring
-thread calling :meth:`Pipeline.plan_failure <falkirk.spark.pipeline.api.PipelineAPI.plan_failure>` while the
+thread calling :meth:`Pipeline.plan_failure <falkirk.spark.pipeline.api.Pipeline.plan_failure>` while the
 run goes on — is queued, and the run's thread answers it at its next safe point: between two executions of a
 sequential run (so after the one in flight: seconds, for a large step), within a fraction of a second in a
 concurrent run, and at the latest when the run ends. The asking thread waits for the answer.
