@@ -235,3 +235,31 @@ def test_an_input_is_persisted_only_when_it_asks(spark: Any, tmp_path: Path, cac
         assert got == Counter((r["user"], r["n"] * 2) for r in records(e))
     with pytest.raises(PipelineError, match="input 'other': cache must be True or False"):
         pipe.input("other", "x BIGINT", cache=1)  # type: ignore[arg-type]
+
+
+def test_an_injected_task_failure_in_an_uncached_input_fires_once(spark: Any, tmp_path: Path) -> None:
+    """``clicks@1:task`` in an input read by two consumers' jobs (not cached): Spark sees one failed attempt in
+    the whole run, not one per job that reads the epoch, and the outputs are the failure-free run's."""
+    from collections import Counter
+
+    from falkirk.spark import Pipeline
+    from falkirk.spark.pipeline.run.session import all_failed_tasks
+
+    def records(epoch: int) -> list[dict[str, Any]]:
+        return [{"user": f"u{i % 5}", "n": i * (epoch + 1)} for i in range(40)]
+
+    pipe = Pipeline(tmp_path / "root", spark, fsync=False)
+    pipe.input("clicks", "user STRING, n BIGINT", partitions=2, source=records)
+    pipe.step(lambda clicks: clicks.selectExpr("user", "n * 2 AS n"), name="doubled", inputs=["clicks"])
+    pipe.step(lambda clicks: clicks.selectExpr("user", "n + 1 AS n"), name="shifted", inputs=["clicks"])
+    pipe.output("out_doubled", inputs=["doubled"])
+    pipe.output("out_shifted", inputs=["shifted"])
+    before = all_failed_tasks(spark)
+    result = pipe.run(3, fail="clicks@1:task")
+    after = all_failed_tasks(spark)
+    assert [str(i) for i in result.fired] == ["clicks@1:task"]
+    assert before is not None and after is not None and after - before == 1
+    for out, f in (("out_doubled", lambda n: n * 2), ("out_shifted", lambda n: n + 1)):
+        for e in range(3):
+            rows = spark.read.parquet(str(tmp_path / "root" / "output" / out / f"epoch={e}")).collect()
+            assert Counter(map(tuple, rows)) == Counter((r["user"], f(r["n"])) for r in records(e))

@@ -68,9 +68,10 @@ class Frames:
         self._holds: dict[int, list[Any]] = {}
 
     def materialise(
-        self, df: DataFrame, *, cached: bool = False, rows: int | None = None
+        self, df: DataFrame, *, persist: bool = True, rows: int | None = None
     ) -> tuple[DataFrame, int]:
-        """Persist ``df`` (unless ``cached``) and count it (one Spark job); ``(df, rows)``.
+        """Persist ``df`` (if ``persist``: ``False`` for a frame already cached, or cheaper to read again than
+        to keep) and count it (one Spark job); ``(df, rows)``.
 
         A DataFrame whose row count is already known (``rows``, or one this
         run materialised or replayed) is not counted again.
@@ -80,7 +81,7 @@ class Frames:
         known = self._counts.get(id(df))
         if known is not None and known[0]() is df:
             return df, known[1]
-        if not cached:
+        if persist:
             df = df.persist(StorageLevel.MEMORY_AND_DISK)
         n = df.count() if rows is None else rows
         return self.known_rows(df, n), n

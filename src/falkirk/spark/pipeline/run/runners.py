@@ -162,9 +162,12 @@ class InputRunner(Runner):
                 )
         cut = self.log.cut(epoch)
         self.cut_at = cut.at
-        df = self.ctx.injector.wrap(self.name, epoch, self.log.read(self.ctx.spark, epoch))
-        # read again by each job that uses it, unless the input asks to be cached (by its first consumer's job)
-        out, rows = self.ctx.frames.materialise(df, rows=cut.records, cached=not self.input.cache)
+        read = self.log.read(self.ctx.spark, epoch)
+        df = self.ctx.injector.wrap(self.name, epoch, read)
+        # read again by each job that uses it, unless the input asks to be cached (by its first consumer's
+        # job); an epoch with an injected failure is cached, so that the failure fires once, not in every job
+        # that reads it
+        out, rows = self.ctx.frames.materialise(df, rows=cut.records, persist=self.input.cache or df is not read)
         self.ctx.injector.at(self.name, epoch, "mid")
         self.ctx.record(self.name, epoch)
         return out, rows
@@ -294,7 +297,7 @@ class StepRunner(Runner):
             out, observed, count = observing
             rows = -1  # known after the first write
         else:
-            out, rows = ctx.frames.materialise(wrapped, cached=wrapped is new_state)
+            out, rows = ctx.frames.materialise(wrapped, persist=wrapped is not new_state)
         pending: list[Manifest] = []
 
         def write(kind: str, location: str | None = None) -> None:
