@@ -56,7 +56,8 @@ class Deferred:
     state: Any
     #: whether ``epoch`` is a checkpoint epoch of the step (the state is then also written)
     checkpoint: bool
-    #: the epoch's inputs, kept persisted until the state is computed from them
+    #: the epoch's inputs, held until the state is computed from them (a cached frame stays cached; an input's
+    #: epoch, not cached, is read from the log again: the step's low-watermark keeps that epoch until then)
     inputs: tuple[Any, ...]
     #: the state before (a local checkpoint, or ``None``): what of its lineage lives in executor memory only
     before: Any
@@ -312,9 +313,10 @@ class StepRunner(Runner):
         if regime.logs and durable:
             write("log")
         if defer:
-            # off the epoch's critical path: its outputs commit first. The epoch's inputs stay persisted until
-            # then (unpersisted, they would be computed again; the state before is a local checkpoint its
-            # lineage refers to)
+            # off the epoch's critical path: its outputs commit first. The epoch's inputs are held until then
+            # (a cached step output stays cached: unpersisted, it would be computed again; an input's epoch is
+            # read from its log again, kept while this step's low-watermark is below it); the state before is a
+            # local checkpoint its lineage refers to
             new_state = returned
             checkpoint = durable and regime.checkpoints_at(epoch)
             self.deferred = Deferred(epoch, returned, checkpoint, tuple(inputs.values()), self.state)
