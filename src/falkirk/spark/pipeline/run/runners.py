@@ -168,7 +168,9 @@ class InputRunner(Runner):
         # read again by each job that uses it, unless the input asks to be cached (by its first consumer's
         # job); an epoch with an injected failure is cached, so that the failure fires once, not in every job
         # that reads it
-        out, rows = self.ctx.frames.materialise(df, rows=cut.records, persist=self.input.cache or df is not read)
+        out, rows = self.ctx.frames.materialise(
+            df, rows=cut.records, persist=self.input.cache or df is not read
+        )
         self.ctx.injector.at(self.name, epoch, "mid")
         self.ctx.record(self.name, epoch)
         return out, rows
