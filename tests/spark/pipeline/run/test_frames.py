@@ -207,6 +207,11 @@ def test_a_step_read_by_several_is_computed_by_the_first_consumers_job(spark: An
         assert ex["p"].jobs == 0 and ex["p"].rows == len(want), ex["p"]
 
 
+def _clicks(epoch: int) -> list[dict[str, Any]]:
+    """The ``clicks`` input of the cache tests: 40 records per epoch."""
+    return [{"user": f"u{i % 5}", "n": i * (epoch + 1)} for i in range(40)]
+
+
 @pytest.mark.parametrize("cache", [False, True])
 def test_an_input_is_persisted_only_when_it_asks(spark: Any, tmp_path: Path, cache: bool) -> None:
     """An input's epoch frame is read from the log by each job that uses it (no cache to fill), unless it was
@@ -217,22 +222,19 @@ def test_an_input_is_persisted_only_when_it_asks(spark: Any, tmp_path: Path, cac
 
     seen: list[bool] = []
 
-    def records(epoch: int) -> list[dict[str, Any]]:
-        return [{"user": f"u{i % 5}", "n": i * (epoch + 1)} for i in range(40)]
-
     def doubled(clicks: Any) -> Any:
         seen.append(clicks.is_cached)
         return clicks.selectExpr("user", "n * 2 AS n")
 
     pipe = Pipeline(tmp_path / "root", spark, fsync=False)
-    pipe.input("clicks", "user STRING, n BIGINT", source=records, cache=cache)
+    pipe.input("clicks", "user STRING, n BIGINT", source=_clicks, cache=cache)
     pipe.step(doubled)
     pipe.output("out", inputs=["doubled"])
     pipe.run(3)
     assert seen == [cache] * 3
     for e in range(3):
         got = Counter(map(tuple, spark.read.parquet(str(tmp_path / "root" / "output" / "out" / f"epoch={e}")).collect()))
-        assert got == Counter((r["user"], r["n"] * 2) for r in records(e))
+        assert got == Counter((r["user"], r["n"] * 2) for r in _clicks(e))
     with pytest.raises(PipelineError, match="input 'other': cache must be True or False"):
         pipe.input("other", "x BIGINT", cache=1)  # type: ignore[arg-type]
 
@@ -245,11 +247,8 @@ def test_an_injected_task_failure_in_an_uncached_input_fires_once(spark: Any, tm
     from falkirk.spark import Pipeline
     from falkirk.spark.pipeline.run.session import all_failed_tasks
 
-    def records(epoch: int) -> list[dict[str, Any]]:
-        return [{"user": f"u{i % 5}", "n": i * (epoch + 1)} for i in range(40)]
-
     pipe = Pipeline(tmp_path / "root", spark, fsync=False)
-    pipe.input("clicks", "user STRING, n BIGINT", partitions=2, source=records)
+    pipe.input("clicks", "user STRING, n BIGINT", partitions=2, source=_clicks)
     pipe.step(lambda clicks: clicks.selectExpr("user", "n * 2 AS n"), name="doubled", inputs=["clicks"])
     pipe.step(lambda clicks: clicks.selectExpr("user", "n + 1 AS n"), name="shifted", inputs=["clicks"])
     pipe.output("out_doubled", inputs=["doubled"])
@@ -262,4 +261,4 @@ def test_an_injected_task_failure_in_an_uncached_input_fires_once(spark: Any, tm
     for out, f in (("out_doubled", lambda n: n * 2), ("out_shifted", lambda n: n + 1)):
         for e in range(3):
             rows = spark.read.parquet(str(tmp_path / "root" / "output" / out / f"epoch={e}")).collect()
-            assert Counter(map(tuple, rows)) == Counter((r["user"], f(r["n"])) for r in records(e))
+            assert Counter(map(tuple, rows)) == Counter((r["user"], f(r["n"])) for r in _clicks(e))
