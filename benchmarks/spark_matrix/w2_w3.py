@@ -151,7 +151,9 @@ def falkirk_keyed(root: Path, spark: Any, workload: str, size: dict[str, Any], r
     ``form`` (W2 only): ``"join"`` — the new state is a full outer join of the whole state with the epoch's
     updates (Spark shuffles and sorts the state every epoch); ``"broadcast"`` — the updates are broadcast and
     the state is only scanned: the updated keys' old rows picked by a broadcast semi-join, the other keys' rows
-    kept by a broadcast anti-join, no shuffle of the state (its rows are still copied into the new state)."""
+    kept by a broadcast anti-join, no shuffle of the state (its rows are still copied into the new state);
+    ``"changes"`` (with a ``changes=True`` regime) — the old rows picked as in ``"broadcast"``, and only the
+    updated keys' new rows returned, which falkirk applies to the state in place."""
     from pyspark.sql import functions as F
 
     from falkirk.spark import Eager, Lazy, Pipeline
@@ -186,6 +188,18 @@ def falkirk_keyed(root: Path, spark: Any, workload: str, size: dict[str, Any], r
             (F.coalesce("n", F.lit(0)) + 1).cast("bigint").alias("n"))
         return changed, state.join(keys, "key", "left_anti").unionByName(changed)
 
+    def running_changes(updates: Any, *, state: Any, epoch: int) -> Any:
+        # changes=True: the updated keys' rows are the new state's changes (falkirk applies them in place)
+        upd = updates.select("key", F.col("v").alias("s"))
+        if state is None:
+            new = loaded(upd)
+            return new, new
+        old = state.join(F.broadcast(upd.select("key")), "key", "left_semi")  # a scan of the state, no shuffle
+        changed = upd.join(old, "key", "left").select(
+            "key", (F.coalesce("total", F.lit(0)) + F.col("s")).alias("total"),
+            (F.coalesce("n", F.lit(0)) + 1).cast("bigint").alias("n"))
+        return changed, changed
+
     def decayed(updates: Any, *, state: Any, epoch: int) -> Any:
         upd = updates.select("key", F.col("v").alias("x"))
         if state is None:
@@ -197,10 +211,14 @@ def falkirk_keyed(root: Path, spark: Any, workload: str, size: dict[str, Any], r
 
     regimes = {"eager-inc": Eager(key="key", incremental=True), "lazy3": Lazy(every=3, key="key"),
                "lazy3-r1": Lazy(every=3, key="key", replicas=1),
-               "lazy3-inc": Lazy(every=3, key="key", incremental=True), "eager": Eager(key="key")}
-    if form not in ("join", "broadcast") or (form == "broadcast" and workload != "W2"):
-        raise ValueError(f"form={form!r}: 'join', or 'broadcast' for W2")
-    fn = (running_broadcast if form == "broadcast" else running) if workload in ("W2", "W5") else decayed
+               "lazy3-inc": Lazy(every=3, key="key", incremental=True), "eager": Eager(key="key"),
+               "lazy3-inc-changes": Lazy(every=3, key="key", incremental=True, changes=True)}
+    if form not in ("join", "broadcast", "changes") or (form != "join" and workload != "W2"):
+        raise ValueError(f"form={form!r}: 'join', or 'broadcast' or 'changes' for W2")
+    if (form == "changes") != regime.endswith("-changes"):
+        raise ValueError(f"form={form!r} with regime {regime!r}: the changes form needs a changes=True regime")
+    steps = {"join": running, "broadcast": running_broadcast, "changes": running_changes}
+    fn = steps[form] if workload in ("W2", "W5") else decayed
     pipe.step(fn, name="agg", inputs=["updates"], regime=regimes[regime])
     pipe.output("changes", inputs=["agg"])
     return pipe

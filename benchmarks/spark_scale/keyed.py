@@ -9,7 +9,9 @@ falkirk runs the matrix's pipeline (``agg`` keyed state): ``falkirk`` with ``Laz
 ``falkirk-inc`` with ``Eager(key="key", incremental=True)`` (a delta of the changed keys every epoch, a
 snapshot every 10), ``falkirk-advised`` with what the advisor chose; W2 also ``falkirk-bcast``, the shipped
 regimes with the step written to broadcast the epoch's updates instead of joining the whole state with them
-(``form="broadcast"``: the state scanned, not shuffled). The stream runs the matrix's
+(``form="broadcast"``: the state scanned, not shuffled), and ``falkirk-changes``, the step returning only the
+updated keys' rows under ``Lazy(every=3, key="key", incremental=True, changes=True)`` (the state updated in
+place: a delta per epoch is what the step returned, a snapshot every 10). The stream runs the matrix's
 ``StreamingKeyed`` in the strongest formulation this checkout has for the point (:mod:`.streams`).
 """
 
@@ -23,7 +25,8 @@ from . import streams
 
 #: falkirk's configurations: (the regime by name in :func:`~benchmarks.spark_matrix.w2_w3.falkirk_keyed`, the form
 #: of W2's step)
-REGIMES = {"shipped": ("lazy3", "join"), "incremental": ("eager-inc", "join"), "broadcast": ("lazy3", "broadcast")}
+REGIMES = {"shipped": ("lazy3", "join"), "incremental": ("eager-inc", "join"), "broadcast": ("lazy3", "broadcast"),
+           "changes": ("lazy3-inc-changes", "changes")}
 
 
 class Keyed:

@@ -103,6 +103,7 @@ def configurations(workload: str, spacings: Iterable[int] = (2,)) -> dict[str, d
     out["falkirk-advised"] = {"regimes": "shipped", "advise": True}
     if workload == "W2":  # the same regimes, the step written to broadcast the updates (keyed.REGIMES)
         out["falkirk-bcast"] = {"regimes": "broadcast"}
+        out["falkirk-changes"] = {"regimes": "changes"}
     return out
 
 

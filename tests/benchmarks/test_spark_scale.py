@@ -59,9 +59,10 @@ def test_each_scale_workload_recovers_identically_on_both_systems(
     assert compared(spark, wl, refs["falkirk"], refs["streaming"], p.epochs)["identical"]
 
 
-def test_w2s_broadcast_form_gives_the_join_forms_output_and_recovers(spark: Any, tmp_path: Path) -> None:
-    """``falkirk-bcast`` (W2's step broadcasting the updates): its failure-free output equals the shipped form's
-    and the NumPy computation of W2, and its in-step failure recovers to it; other workloads refuse the form."""
+def test_w2s_broadcast_and_changes_forms_give_the_join_forms_output_and_recover(spark: Any, tmp_path: Path) -> None:
+    """``falkirk-bcast`` (W2's step broadcasting the updates) and ``falkirk-changes`` (the step returning only the
+    updated keys, ``changes=True``): each one's failure-free output equals the shipped form's and the NumPy
+    computation of W2, and its in-step failure recovers to it; other workloads refuse the forms."""
     from benchmarks.spark_matrix.w2_w3 import expected_changes
 
     from falkirk.spark.pipeline.store.rootfs import Root
@@ -71,7 +72,7 @@ def test_w2s_broadcast_form_gives_the_join_forms_output_and_recovers(spark: Any,
     wl = adapter({"workload": "W2"})
     wl.write_input(tmp_path / "input", p.size)
     refs = {}
-    for regimes in ("shipped", "broadcast"):
+    for regimes in ("shipped", "broadcast", "changes"):
         base = tmp_path / regimes
         spec = {"workload": "W2", "system": "falkirk", "size": p.size, "base": str(base),
                 "input": str(tmp_path / "input"), "form": None, "regimes": regimes}
@@ -79,13 +80,17 @@ def test_w2s_broadcast_form_gives_the_join_forms_output_and_recovers(spark: Any,
         out = phase_fail(spec, spark)
         assert out["identical"], (regimes, out["differences"])
         refs[regimes] = base / "reference"
-    rows, differ = output_differences(spark, refs["shipped"], refs["broadcast"], "changes")
-    assert rows > 0 and not differ, differ
-    assert output_rows(spark, Root(str(refs["broadcast"])), "changes") == expected_changes("W2", p.size, p.epochs)
-    with pytest.raises(ValueError, match="'broadcast' for W2"):
-        from benchmarks.spark_matrix.w2_w3 import falkirk_keyed
+    expected = expected_changes("W2", p.size, p.epochs)
+    for form in ("broadcast", "changes"):
+        rows, differ = output_differences(spark, refs["shipped"], refs[form], "changes")
+        assert rows > 0 and not differ, (form, differ)
+        assert output_rows(spark, Root(str(refs[form])), "changes") == expected, form
+    from benchmarks.spark_matrix.w2_w3 import falkirk_keyed
 
+    with pytest.raises(ValueError, match="'changes' for W2"):
         falkirk_keyed(tmp_path / "w3", spark, "W3", p.size, "lazy3", "broadcast")
+    with pytest.raises(ValueError, match="needs a changes=True regime"):
+        falkirk_keyed(tmp_path / "w2", spark, "W2", p.size, "lazy3", "changes")
 
 
 def test_plan_points_configurations_and_memory() -> None:
@@ -95,8 +100,9 @@ def test_plan_points_configurations_and_memory() -> None:
     assert [p.n for p in full][:2] == [10**4, 10**4] and max(p.n for p in full) == 10**7
     assert {p.churn for p in full if p.workload == "W2"} == {0.01, 0.2}
     assert list(configurations("W2", [2, 5])) == ["streaming", "streaming-snap2", "streaming-snap5", "falkirk",
-                                                  "falkirk-inc", "falkirk-advised", "falkirk-bcast"]
-    assert "falkirk-bcast" not in configurations("W3")
+                                                  "falkirk-inc", "falkirk-advised", "falkirk-bcast",
+                                                  "falkirk-changes"]
+    assert "falkirk-bcast" not in configurations("W3") and "falkirk-changes" not in configurations("W3")
 
 
 def test_summaries_verdicts_fits_and_targets() -> None:

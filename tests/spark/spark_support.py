@@ -172,26 +172,49 @@ def churn(epoch: int) -> list[dict[str, Any]]:
 
 def keyed_pipeline(
     root: Path, spark: Any, *, incremental: bool = False, every: int = 3, partitions: int = 2, snapshot_every: int = 3,
-    replicas: int = 2, **options: Any,
+    replicas: int = 2, changes: bool = False, **options: Any,
 ) -> Any:
     """Keyed state with churn: input ``events`` → ``Lazy(every=3, key=user)`` ``totals`` (per user: amount, visits;
     a user whose amount passes 60 is settled and leaves the state: a deleted key) → output ``report`` (the state
-    each epoch). ``incremental`` writes a delta every epoch and a snapshot every ``snapshot_every`` (3)."""
+    each epoch). ``incremental`` writes a delta every epoch and a snapshot every ``snapshot_every`` (3).
+    ``changes``: ``totals`` declares ``changes=True`` and returns, as its new state, the epoch's users only (a
+    settled one as a tombstone, ``_deleted`` true); its output is still the whole state."""
     from pyspark.sql import functions as F
 
     from falkirk.spark import Lazy, Pipeline
 
     pipe = Pipeline(root, spark, **{"fsync": False, **options})
     pipe.input("events", "user BIGINT, amount BIGINT", partitions=2, key="user", source=churn)
-    extra = {"incremental": True, "snapshot_every": snapshot_every} if incremental else {}
+    extra: dict[str, Any] = {"incremental": True, "snapshot_every": snapshot_every} if incremental else {}
+    if changes:
+        extra["changes"] = True
 
-    @pipe.step(regime=Lazy(every=every, key="user", partitions=partitions, replicas=replicas, **extra))
     def totals(events: Any, *, state: Any) -> Any:
         now = events.groupBy("user").agg(F.sum("amount").alias("amount"), F.count("*").alias("visits"))
         both = now if state is None else state.unionByName(now)
         new = both.groupBy("user").agg(F.sum("amount").alias("amount"), F.sum("visits").alias("visits"))
         new = new.where("amount <= 60")
         return new, new
+
+    def totals_changes(events: Any, *, state: Any) -> Any:
+        now = events.groupBy("user").agg(F.sum("amount").alias("amount"), F.count("*").alias("visits"))
+        users = now.select("user")
+        both = now if state is None else state.join(users, "user", "left_semi").unionByName(now)
+        upd = both.groupBy("user").agg(F.sum("amount").alias("amount"), F.sum("visits").alias("visits"))
+        settled = F.col("amount") > 60
+        changed = upd.select(
+            "user",
+            *[F.when(settled, None).otherwise(F.col(c)).alias(c) for c in ("amount", "visits")],
+            settled.alias("_deleted"),
+        )
+        kept = upd.where(~settled)
+        whole = kept if state is None else state.join(users, "user", "left_anti").unionByName(kept)
+        return whole, changed
+
+    fn = totals_changes if changes else totals
+    fn.__name__ = "totals"
+    pipe.step(fn, name="totals", inputs=["events"],
+              regime=Lazy(every=every, key="user", partitions=partitions, replicas=replicas, **extra))
 
     pipe.output("report", inputs=["totals"])
     return pipe

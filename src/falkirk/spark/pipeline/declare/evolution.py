@@ -27,7 +27,8 @@ of the user's code it reaches                   (keep its state and outputs) or 
 fingerprint` says what is followed)             ``E``: epochs after ``E`` are recomputed)
 anything else (another removed step, other      refused, naming the step or input and the change
 inputs,
-a regime's kind, key, ``log=False→True``, …)
+a regime's kind, key, ``changes``,
+``log=False→True``, …)
 ==============================================  ==============================================
 
 ``pipeline.json`` is rewritten only after the restart's recovery succeeded,
@@ -196,6 +197,13 @@ def changes(
                     raise refuse(
                         f"step {name!r}: log False → True would make earlier epochs replayable from a log "
                         "that was never written; declare it on a new root"
+                    )
+                elif key == "changes":
+                    raise refuse(
+                        f"step {name!r}: changes {bool(ra.get(key))} → {bool(rb.get(key))} would read what its "
+                        "function returns as "
+                        + ("only the keys it changed" if rb.get(key) else "the whole state")
+                        + "; declare it on a new root"
                     )
                 elif key in ("key", "max_parallelism") and persisted is not None and not persisted(name):
                     accepted.append(

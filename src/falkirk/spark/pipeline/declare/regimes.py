@@ -153,6 +153,16 @@ class Keyed(Regime):
     and a full **snapshot** every ``snapshot_every`` (default 10) epochs; a
     restore reads the last snapshot and its deltas in order.
 
+    ``changes=True`` (keyed state only): the step returns, as its new state,
+    only the **changes** — for every key it adds or changes, every row the key
+    has now; for a key it removes, one row with the key and a boolean column
+    ``_deleted`` true — and keys it does not name keep their rows. The
+    ``state`` it is given is still the whole state. falkirk keeps the state
+    as a base and the changes since (compacted into the base once they pass a
+    tenth of it), so an epoch costs the changes, not the state; with
+    ``incremental=True`` each delta is the changes as returned (no comparison
+    of two states). It pays when few keys change per epoch.
+
     ``replicas`` (default 2): copies of the state's blocks kept on different
     executors between checkpoints (on a cluster; one on a ``local`` master),
     so that the state survives a lost executor without a rollback, at
@@ -166,6 +176,7 @@ class Keyed(Regime):
     incremental: bool = field(default=False, validator=_flag, kw_only=True)
     snapshot_every: int | None = field(default=None, validator=_optional_positive, kw_only=True)
     replicas: int = field(default=2, validator=_positive, kw_only=True)
+    changes: bool = field(default=False, validator=_flag, kw_only=True)
 
     #: snapshot spacing of incremental state when ``snapshot_every`` is not given
     SNAPSHOT_EVERY: ClassVar[int] = 10
@@ -181,6 +192,11 @@ class Keyed(Regime):
             raise PipelineError(
                 f"{type(self).__name__}: incremental=True needs key= (deltas are the rows of the "
                 "keys that changed)"
+            )
+        if self.changes and self.key is None:
+            raise PipelineError(
+                f"{type(self).__name__}: changes=True needs key= (the changes a step returns replace the rows of "
+                "the keys they name)"
             )
         if self.snapshot_every is not None and not self.incremental:
             raise PipelineError(
@@ -201,6 +217,8 @@ class Keyed(Regime):
         keyed = {"key": self.key, "max_parallelism": self.max_parallelism} if self.key else {}
         if self.incremental:
             keyed.update(incremental=True, snapshot_every=self.snapshot_spacing)
+        if self.changes:
+            keyed.update(changes=True)
         return {**super().describe(), **keyed}
 
 
@@ -289,7 +307,7 @@ def from_description(step: str, d: Mapping[str, Any]) -> Regime:
     """The regime :meth:`Regime.describe` described (as stored in ``pipeline.json``).
 
     >>> from_description("cc", Lazy(every=2, key="user").describe())
-    Lazy(log=False, key='user', partitions=None, max_parallelism=16, incremental=False, snapshot_every=None, replicas=2, every=2)
+    Lazy(log=False, key='user', partitions=None, max_parallelism=16, incremental=False, snapshot_every=None, replicas=2, changes=False, every=2)
     >>> from_description("cc", Lazy(key="user", incremental=True).describe()).snapshot_spacing
     10
     """

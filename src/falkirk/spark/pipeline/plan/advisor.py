@@ -530,6 +530,7 @@ class Model:
                         partitions=r.partitions,
                         max_parallelism=r.max_parallelism,
                         replicas=r.replicas,
+                        changes=r.changes,
                     )
                     if isinstance(r, Eager)
                     else evolve(plain, log=x)

@@ -116,6 +116,25 @@ class Frames:
 
         return persisted, observed, rows
 
+    def counting(self, df: DataFrame) -> tuple[DataFrame, Callable[[], int]] | None:
+        """``df`` with a row count attached as a Spark observation, not persisted: ``(observed, rows)``, for a
+        write that reads ``df`` once (a state written whole from its layers). ``rows()``, after the write,
+        returns the count (where the observation did not arrive it counts ``df`` again). ``None`` through
+        Spark Connect."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        if is_connect(df.sparkSession):
+            return None
+        observation = Observation(f"falkirk_rows_{next(_OBSERVATIONS)}")
+        observed = df.observe(observation, F.count(F.lit(1)).alias("rows"))
+
+        def rows() -> int:
+            n = _observed_rows(observation)
+            return df.count() if n is None else n
+
+        return observed, rows
+
     def fused(self, df: DataFrame) -> tuple[DataFrame, Callable[[bool, bool], int | None]] | None:
         """``df`` persisted with no job, for its consumer's job to compute: ``(persisted, rows)``.
 

@@ -58,13 +58,27 @@ class StateCheckpoints:
         self.rescaled: tuple[int, int, dict[int, list[int]]] | None = None
 
     # -- writing --------------------------------------------------------------------------------
-    def write(self, state: DataFrame, previous: DataFrame | None, epoch: int, rows: int | None) -> Manifest:
+    def write(
+        self,
+        state: DataFrame,
+        previous: DataFrame | None,
+        epoch: int,
+        rows: int | None,
+        *,
+        changes: DataFrame | None = None,
+    ) -> Manifest:
         """Write the checkpoint of ``state`` after ``epoch`` (``previous``: the state after ``epoch - 1``).
 
         ``rows``: the state's rows when known (else a full checkpoint counts
         them, which also materialises the state; a delta's own job does).
+        ``changes`` (a ``changes=True`` step): what the step returned, with
+        ``_deleted`` — the delta as it is, no comparison of two states; the
+        state's rows are not counted (a full checkpoint counts them while it
+        writes).
         The manifest is not published (the runner does, after its ``mid`` point).
         """
+        from pyspark.sql import functions as F
+
         storage, key = self.ctx.storage, self.key
         if key is None:
             self.chain = None
@@ -82,12 +96,25 @@ class StateCheckpoints:
             and before[-1] == epoch - 1
             and len(before) < self.regime.snapshot_spacing  # type: ignore[attr-defined]
         ):
-            delta.check_columns(state, self.name)
-            # the manifest records the state's size (materialised)
-            rows = state.count() if rows is None else rows
-            # one shuffle into the checkpoint's layout, compared there; the write's job counts the rows
-            changes = delta.diff(state, previous, key, place=lambda both: keyed.placed(both, key, n, groups))
-            laid_out = changes.drop(keyed.SALT)
+            if changes is not None:  # the step's own changes: one shuffle into the checkpoint's layout
+                cols = [c for c in changes.columns if c != delta.DELETED]
+                gone = F.coalesce(F.col(delta.DELETED), F.lit(False))
+                laid = keyed.placed(changes, key, n, groups)[0].select(
+                    *[c if c == key else F.when(gone, None).otherwise(F.col(c)).alias(c) for c in cols],
+                    keyed.KG,
+                    keyed.SUBTASK,
+                    gone.alias(delta.DELETED),
+                )
+                laid_out = laid
+            else:
+                delta.check_columns(state, self.name)
+                # the manifest records the state's size (materialised)
+                rows = state.count() if rows is None else rows
+                # one shuffle into the checkpoint's layout, compared there; the write's job counts the rows
+                diffs = delta.diff(
+                    state, previous, key, place=lambda both: keyed.placed(both, key, n, groups)
+                )
+                laid_out = diffs.drop(keyed.SALT)
             observing = self.ctx.frames.observing(laid_out)
             if observing is None:  # through Spark Connect: counted first, from memory
                 persisted, written, count = laid_out.persist(), laid_out, None
@@ -102,13 +129,29 @@ class StateCheckpoints:
                     0 if count is not None else persisted.count(),
                     partition_by=keyed.SUBTASK,
                     keyed=layout,
-                    delta={"chain": list(before), "state_rows": rows},
+                    delta={"chain": list(before), "state_rows": rows},  # None: not counted (changes=True)
                 )
                 if count is not None:
                     m = attrs.evolve(m, rows=count())
             finally:
                 persisted.unpersist()
             self.chain = (*before, epoch)
+        elif changes is not None and rows is None:  # a view of layers, read once: counted by the write's job
+            laid_out = keyed.layout(state, key, n, groups)
+            counting = self.ctx.frames.counting(laid_out)
+            written, count = (laid_out, None) if counting is None else counting
+            m = storage.write_frame(
+                written,
+                self.name,
+                "checkpoint",
+                epoch,
+                state.count() if count is None else 0,
+                partition_by=keyed.SUBTASK,
+                keyed=layout,
+            )
+            if count is not None:
+                m = attrs.evolve(m, rows=count())
+            self.chain = (epoch,)
         else:
             rows = state.count() if rows is None else rows
             m = storage.write_frame(

@@ -63,6 +63,76 @@ class Deferred:
     before: Any
 
 
+#: a ``changes=True`` step's changes since its base are compacted into a new base once their rows pass this
+#: fraction of the base's (each epoch's view joins the base with their keys, broadcast)
+COMPACT_AT = 0.1
+
+
+@attrs.frozen
+class Layers:
+    """A ``changes=True`` step's state: ``base`` with every change since applied (``overlay``)."""
+
+    #: what the step is given as its state: the base without the overlay's keys, and the overlay's live rows
+    view: Any
+    #: a local checkpoint of a whole state
+    base: Any
+    #: a local checkpoint of the changes since ``base`` (newest per key, ``_deleted`` marking tombstones);
+    #: ``None``: none
+    overlay: Any
+    #: the epoch's own changes, ``_deleted`` added (an incremental checkpoint's delta)
+    changes: Any
+    overlay_rows: int
+    base_rows: int
+
+
+def _marked(changes: DataFrame, step: str) -> DataFrame:
+    """``changes`` with its ``_deleted`` column (false where it has none), checked to be boolean."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType
+
+    from falkirk.spark.pipeline.store.delta import DELETED
+
+    if DELETED not in changes.columns:
+        return changes.withColumn(DELETED, F.lit(False))
+    kind = changes.schema[DELETED].dataType
+    if not isinstance(kind, BooleanType):
+        raise PipelineError(
+            f"step {step!r} (changes=True): its column {DELETED!r} is {kind.simpleString()}; it marks a removed "
+            "key and must be boolean"
+        )
+    return changes
+
+
+def _live(marked: DataFrame) -> DataFrame:
+    """The rows of ``marked`` that are not tombstones, without ``_deleted``."""
+    from pyspark.sql import functions as F
+
+    from falkirk.spark.pipeline.store.delta import DELETED
+
+    return marked.where(~F.coalesce(F.col(DELETED), F.lit(False))).drop(DELETED)
+
+
+def _view(base: DataFrame, overlay: DataFrame, key: str) -> DataFrame:
+    """``base`` with ``overlay`` applied: the base's rows of the keys the overlay does not name, and its live
+    rows (a scan of the base against the overlay's keys, broadcast; no shuffle)."""
+    from pyspark.sql import functions as F
+
+    return base.join(F.broadcast(overlay.select(key)), key, "left_anti").unionByName(_live(overlay))
+
+
+def _check_changes(marked: DataFrame, base: DataFrame, step: str) -> None:
+    """Refuse changes whose columns are not the state's."""
+    from falkirk.spark.pipeline.store.delta import DELETED
+
+    have = [(f.name, f.dataType.simpleString()) for f in marked.schema.fields if f.name != DELETED]
+    want = [(f.name, f.dataType.simpleString()) for f in base.schema.fields]
+    if sorted(have) != sorted(want):
+        raise PipelineError(
+            f"step {step!r} (changes=True): the changes it returned have columns "
+            f"{', '.join(f'{n} {t}' for n, t in have)}; its state has {', '.join(f'{n} {t}' for n, t in want)}"
+        )
+
+
 class Runner:
     """Common interface (see the module docstring); ``ctx`` is the run as the runner may see it."""
 
@@ -205,6 +275,8 @@ class StepRunner(Runner):
         #: an execution under way or failed: its epoch, and the state and checkpoint chain it started from
         #: (``None`` once it succeeded or published anything: :meth:`intact`)
         self._before: tuple[int, Any, tuple[int, ...] | None] | None = None
+        #: a ``changes=True`` step's state as layers (:class:`Layers`); its ``view`` is :attr:`state`
+        self.layers: Layers | None = None
 
     # -- what exists ------------------------------------------------------------------
     @property
@@ -243,6 +315,8 @@ class StepRunner(Runner):
         result = self.call(epoch, inputs)
         new_state = None
         defer = False
+        changes: DataFrame | None = None
+        layers: Layers | None = None
         if regime.takes_state:
             if not (isinstance(result, tuple) and len(result) == 2):
                 raise TypeError(f"step {self.name}: a {regime.kind} step must return (output, new_state)")
@@ -253,6 +327,12 @@ class StepRunner(Runner):
                     f"step {self.name!r}: key={key!r} is not a column of the state it returned "
                     f"(columns: {', '.join(returned.columns)}); fix the regime's key= or the state"
                 )
+            if returned is not None and getattr(regime, "changes", False):
+                # the step returned its changes: the new state is the old one with them applied (layers), made
+                # now, small
+                changes = detach(returned, eager=False, replicas=self.replicas)
+                result = changes if result is returned else result
+                returned, layers = self._apply(changes)
             # a state checkpointed every epoch (Eager, Lazy(every=1)) is so that no committed epoch is ever
             # computed again: it is made and published before its consumers run. Others are materialised, and
             # checkpointed, at the end of the epoch, after its outputs committed (write_deferred; a delta compares
@@ -263,9 +343,12 @@ class StepRunner(Runner):
                 and result is not returned
                 and getattr(regime, "every", 1) > 1
                 and not getattr(regime, "incremental", False)
+                and changes is None
             )
             # materialised by its first job below, which cuts the lineage to earlier epochs
-            if returned is not None and not defer:
+            if changes is not None:
+                new_state = returned  # the layers' view (their parts are local checkpoints, made)
+            elif returned is not None and not defer:
                 new_state = detach(returned, eager=False, replicas=self.replicas)
                 result = new_state if result is returned else result
         wrapped = ctx.injector.wrap(self.name, epoch, result)
@@ -328,8 +411,16 @@ class StepRunner(Runner):
                 pending.append(Manifest(self.name, "checkpoint", epoch, 0, extra={"empty": True}))
             else:
                 pending.append(
-                    self.checkpoints.write(new_state, self.state, epoch, rows if new_state is out else None)
+                    self.checkpoints.write(
+                        new_state,
+                        self.state,
+                        epoch,
+                        rows if new_state is out else None,
+                        changes=None if layers is None else layers.changes,
+                    )
                 )
+        elif changes is not None:
+            pass  # its layers are made (Layers)
         elif new_state is not None and new_state is not out and not materialised(new_state):
             new_state.count()  # held in executor memory from now on, not recomputed from the previous state
         if output:
@@ -354,9 +445,74 @@ class StepRunner(Runner):
             ctx.record(self.name, epoch)
         if regime.takes_state:
             ctx.frames.release(self.state)
+            if layers is not None:
+                self._release_layers(keep=layers)
+                self.layers = layers
+            else:
+                self._release_layers()
             self.state = new_state
         self._before = None  # it succeeded
         return out, rows
+
+    def _apply(self, changes: DataFrame) -> tuple[DataFrame, Layers]:
+        """The state after ``changes`` (a ``changes=True`` step's return), as layers: the base, and every
+        change since in one small local checkpoint (the previous one's rows of other keys, and ``changes``);
+        compacted into a new base once those pass :data:`COMPACT_AT` of the base. Nothing of the step's is
+        changed (done by :meth:`execute` once the epoch succeeded)."""
+        from pyspark.sql import functions as F
+
+        from falkirk.spark.pipeline.store.delta import DELETED
+
+        key = self.regime.key  # type: ignore[attr-defined]
+        marked = _marked(changes, self.name)
+        layers = self.layers if self.layers is not None and self.layers.view is self.state else None
+        replicas = self.replicas
+        if layers is None and self.state is None:  # the first state: the changes' rows
+            first = changes
+            if DELETED in changes.columns:
+                first = detach(_live(marked), eager=False, replicas=replicas)
+            return first, Layers(first, first, None, marked, 0, first.count())
+        base: DataFrame
+        overlay: DataFrame | None
+        if layers is None:  # restored (or made before changes=True): the base, no changes since
+            assert self.state is not None
+            base, overlay, base_rows = self.state, None, -1
+        else:
+            base, overlay, base_rows = layers.base, layers.overlay, layers.base_rows
+        _check_changes(marked, base, self.name)
+        merged = (
+            marked if overlay is None else overlay.join(F.broadcast(marked.select(key)), key, "left_anti")
+        )
+        if overlay is not None:
+            merged = merged.unionByName(marked)
+        if base_rows < 0:
+            base_rows = base.count()  # restored: materialised here (its first use reads it anyway)
+        new_overlay = detach(merged, eager=False, replicas=replicas)
+        n = new_overlay.count()  # one job: the step's changes computed, both cached
+        view = _view(base, new_overlay, key)
+        if n > COMPACT_AT * max(base_rows, 1):
+            compacted = detach(view, eager=False, replicas=replicas)
+            rows = compacted.count()
+            self.ctx.frames.release(new_overlay)
+            return compacted, Layers(compacted, compacted, None, marked, 0, rows)
+        return view, Layers(view, base, new_overlay, marked, n, base_rows)
+
+    def _release_layers(self, keep: Layers | None = None) -> None:
+        """Let go of the layers' parts that ``keep`` (the new layers) does not hold."""
+        old, self.layers = self.layers, None
+        if old is None:
+            return
+        held = {id(x) for x in (keep.base, keep.overlay)} if keep is not None else set()
+        for part in (old.base, old.overlay):
+            if part is not None and id(part) not in held:
+                self.ctx.frames.release(part)
+
+    def state_parts(self) -> list[Any]:
+        """The local checkpoints the state lives in (its layers' base and changes, or the state itself)."""
+        layers = self.layers
+        if layers is not None and layers.view is self.state:
+            return [p for p in (layers.base, layers.overlay) if p is not None]
+        return [self.state] if self.state is not None else []
 
     def write_deferred(self) -> None:
         """Materialise the state :meth:`execute` left to the end of its epoch, if any (one job: the state is
@@ -395,6 +551,7 @@ class StepRunner(Runner):
     def lose(self) -> None:
         self._before = None
         self.ctx.frames.release(self.state)
+        self._release_layers()
         self.state = None
         self._drop_deferred()
         self.checkpoints.lose()
@@ -410,6 +567,7 @@ class StepRunner(Runner):
         self._drop_deferred()
         if self.regime.takes_state:
             self.ctx.frames.release(self.state)
+            self._release_layers()
             self.state = None
             if frontier >= 0:
                 m = storage.get(self.name, "checkpoint", frontier)

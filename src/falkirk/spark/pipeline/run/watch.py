@@ -67,11 +67,14 @@ class ExecutorWatch:
             if deferred is not None and deferred.state is state:
                 # not made yet (left to the end of its epoch): its lineage's state before is what lives in
                 # executor memory only (its inputs are computed again from theirs)
-                state = deferred.before
-            if state is None:
+                parts = [] if deferred.before is None else [deferred.before]
+            else:  # a changes=True step's state lives in its layers' parts
+                parts = runner.state_parts() if hasattr(runner, "state_parts") else [state]
+            parts = [p for p in parts if p is not None]
+            if not parts:
                 continue
-            missing = missing_blocks(state)
-            (lost if missing is None or missing else kept).append(n)
+            missing = [missing_blocks(p) for p in parts]
+            (lost if any(m is None or m for m in missing) else kept).append(n)
         what = []
         if lost:
             what.append(

@@ -1,0 +1,140 @@
+"""Keyed state a step updates in place (``changes=True``): the step returns only the keys it changed.
+
+The pipeline is ``spark_support.keyed_pipeline(changes=True)``: ``totals``
+returns the epoch's users with their new totals and each settled user as a
+tombstone (``_deleted`` true), and its output is still the whole state, so
+every run is compared, row for row, with a failure-free run with falkirk off
+and a step that returns its whole state. Each test runs with the changes
+compacted into the base at every epoch and never (``COMPACT_AT``), so both
+the base alone and the base with changes on top are what the step reads.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_support import churn, keyed_pipeline
+
+from falkirk.spark import Eager, Lazy, Pipeline, PipelineError
+from falkirk.spark.pipeline.declare.evolution import changes as evolution_changes
+from falkirk.spark.pipeline.plan.planner import epoch_of
+from falkirk.spark.pipeline.run import runners
+
+pytestmark = [pytest.mark.spark]
+
+EPOCHS = 8
+
+
+@pytest.fixture(scope="module")
+def plain(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A failure-free run with falkirk off, the step returning its whole state (the reference)."""
+    root = tmp_path_factory.mktemp("changes-reference")
+    keyed_pipeline(root, spark, durable=False).run(EPOCHS)
+    return root
+
+
+@pytest.fixture(params=["compacted", "layered"])
+def compaction(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The changes compacted into the base every epoch, or never (the step reads the base with changes on top)."""
+    monkeypatch.setattr(runners, "COMPACT_AT", 0.0 if request.param == "compacted" else 1e9)
+    return str(request.param)
+
+
+def _identical(spark: Any, root: Path, reference: Path) -> None:
+    from falkirk.spark.pipeline.tools.verify import compare_runs
+
+    cmp = compare_runs(spark, keyed_pipeline(root, spark), root, reference)
+    assert not cmp.differences, [d.describe() for d in cmp.differences]
+    assert cmp.identical and cmp.rows_compared >= EPOCHS * 20
+
+
+def _checkpoints(root: Path) -> dict[int, dict[str, Any]]:
+    where = root / "manifests" / "totals" / "checkpoint"
+    return {int(p.stem): json.loads(p.read_text()) for p in sorted(where.glob("*.json"))}
+
+
+def test_injections_restore_and_each_delta_is_the_epochs_changes(
+    spark: Any, plain: Path, tmp_path: Path, compaction: str
+) -> None:
+    """``Lazy(every=3, incremental=True, changes=True)`` with before, mid, task, job and after injections: every
+    recovery restores the epoch before the failure, and each delta holds exactly one row per user of its epoch
+    (what the step returned, tombstones included: no comparison of two states); the output equals the
+    reference."""
+    fail = ["totals@2:before", "totals@3:mid", "totals@4:task", "totals@5:job", "totals@5:job", "totals@6:after"]
+    result = keyed_pipeline(tmp_path, spark, incremental=True, changes=True, gc=False).run(EPOCHS, fail=fail)
+    assert sorted(map(str, result.fired)) == sorted(fail)
+    rolled = [r for r in result.journal.recoveries if r.in_place is None]
+    assert [epoch_of(r.plan.frontiers["totals"]) for r in rolled] == [1, 2, 4, 6]
+    cks = _checkpoints(tmp_path)
+    assert sorted(cks) == list(range(EPOCHS))
+    for e, m in cks.items():
+        chain = m["extra"].get("delta", {}).get("chain")
+        assert (chain is None) == (e % 3 == 0), e  # snapshots at 0, 3, 6
+        if chain is not None:
+            users = {r["user"] for r in churn(e)}
+            rows = spark.read.parquet(str(tmp_path / m["location"])).select("user", "_deleted").collect()
+            assert sorted(r["user"] for r in rows) == sorted(users) == sorted({r["user"] for r in rows}), e
+            assert m["rows"] == len(users), e
+    _identical(spark, tmp_path, plain)
+
+
+def test_full_checkpoints_a_restart_and_a_failure(spark: Any, plain: Path, tmp_path: Path, compaction: str) -> None:
+    """``Lazy(every=3, changes=True)`` (whole checkpoints every third epoch, written from the layers): a run of 5
+    epochs, a restarted driver (restores 2, recomputes 3 and 4), a failure mid-epoch 6; the output equals the
+    reference and each checkpoint's rows are the state's (the reference's report at that epoch)."""
+    keyed_pipeline(tmp_path, spark, changes=True, gc=False).run(5)
+    result = keyed_pipeline(tmp_path, spark, changes=True, gc=False).run(EPOCHS, fail="totals@6:mid")
+    restart, failure = result.journal.recoveries
+    assert epoch_of(restart.plan.frontiers["totals"]) == 2 and epoch_of(failure.plan.frontiers["totals"]) == 5
+    reference = spark.read.parquet(str(plain / "output" / "report"))
+    for e, m in _checkpoints(tmp_path).items():
+        assert m["rows"] == reference.where(f"epoch = {e}").count() > 0, e
+    _identical(spark, tmp_path, plain)
+
+
+def test_changes_are_checked_when_the_step_returns_them(spark: Any, tmp_path: Path) -> None:
+    """Changes whose columns are not the state's, or whose ``_deleted`` is not boolean, stop the run naming the
+    step and the columns; ``changes=True`` without ``key=`` is refused at declaration."""
+    from pyspark.sql import functions as F
+
+    with pytest.raises(PipelineError, match="changes=True needs key="):
+        Lazy(changes=True)
+    with pytest.raises(PipelineError, match="changes=True needs key="):
+        Eager(changes=True)
+
+    def make(bad: str) -> Any:
+        pipe = Pipeline(tmp_path / bad, spark, fsync=False)
+        pipe.input("events", "user BIGINT, amount BIGINT", partitions=2, key="user", source=churn)
+
+        @pipe.step(regime=Lazy(key="user", changes=True))
+        def totals(events: Any, *, state: Any) -> Any:
+            now = events.groupBy("user").agg(F.sum("amount").alias("amount"))
+            if state is not None and bad == "columns":
+                now = now.withColumn("extra", F.lit(1))
+            if state is not None and bad == "deleted":
+                now = now.withColumn("_deleted", F.lit(1))
+            return now, now
+
+        pipe.output("report", inputs=["totals"])
+        return pipe
+
+    with pytest.raises(PipelineError, match=r"step 'totals' \(changes=True\): the changes it returned have columns "
+                       r"user bigint, amount bigint, extra int; its state has user bigint, amount bigint"):
+        make("columns").run(3)
+    with pytest.raises(PipelineError, match=r"step 'totals' \(changes=True\): its column '_deleted' is int"):
+        make("deleted").run(3)
+
+
+def test_turning_changes_on_or_off_on_a_restart_is_refused() -> None:
+    """What a ``changes=True`` step returns is not a state: a restart may not reinterpret it either way."""
+    regime = {"kind": "lazy", "log": False, "every": 3, "key": "user", "max_parallelism": 16}
+    old = {"inputs": {"ev": {"schema": "user BIGINT", "partitions": 1, "key": None}},
+           "steps": {"s": {"inputs": ["ev"], "regime": regime}}}
+    new = json.loads(json.dumps(old))
+    new["steps"]["s"]["regime"]["changes"] = True
+    for a, b, reads in ((old, new, "only the keys it changed"), (new, old, "the whole state")):
+        with pytest.raises(PipelineError, match=f"step 's': changes .* would read what its function returns as {reads}"):
+            evolution_changes(a, b)
