@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from falkirk.spark import Costs, Eager, Ephemeral, Lazy, NodeCosts, Pipeline, PipelineError
 from falkirk.spark.pipeline.plan.advising import advise
+from falkirk.spark.pipeline.declare.regimes import Keyed
 from falkirk.spark.pipeline.plan.advisor import Model, failure_kinds, regimes_of
 from falkirk.spark.pipeline.plan.closure import TOP, Graph, frontiers, reference_frontiers
 from falkirk.spark.pipeline.plan.prediction import MODEL_ERROR, show_regime
@@ -650,3 +651,19 @@ def _scaled_chain(costs: Costs, factor: float) -> Costs:
             for n, c in costs.nodes.items()
         },
     )
+
+
+def test_every_regime_considered_for_a_changes_step_keeps_changes() -> None:
+    """A ``changes=True`` step's function returns only the keys it changed: every regime the advisor weighs for it
+    (Lazy at every spacing, logged or not, incremental or not, from a Lazy or an Eager step) keeps
+    ``changes=True``, so no advice could make falkirk read those changes as a whole state."""
+    for declared in (Lazy(every=3, key="k", changes=True), Eager(key="k", incremental=True, changes=True)):
+        pipe = _pipe(("x", ["src"], declared))
+        costs = Costs(
+            {"src": NodeCosts(compute=0.05),
+             "x": NodeCosts(compute=1.0, state_write=0.5, state_read=0.4, log_write=0.3, delta_write=0.1)},
+            unit="cpu",
+        )
+        model = Model(pipe, costs, failure_kinds(pipe, "each-step"))
+        choices = model.choices("x", 0.1, accepted_only=False)
+        assert len(choices) > 3 and all(isinstance(c, Keyed) and c.changes for c in choices), choices
