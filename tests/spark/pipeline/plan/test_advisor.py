@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from falkirk.spark import Costs, Eager, Ephemeral, Lazy, NodeCosts, Pipeline, PipelineError
-from falkirk.spark.pipeline.plan.advising import advise
 from falkirk.spark.pipeline.declare.regimes import Keyed
+from falkirk.spark.pipeline.plan.advising import advise
 from falkirk.spark.pipeline.plan.advisor import Model, failure_kinds, regimes_of
 from falkirk.spark.pipeline.plan.closure import TOP, Graph, frontiers, reference_frontiers
 from falkirk.spark.pipeline.plan.prediction import MODEL_ERROR, show_regime
