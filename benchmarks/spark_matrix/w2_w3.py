@@ -152,11 +152,12 @@ def falkirk_keyed(root: Path, spark: Any, workload: str, size: dict[str, Any], r
     updates (Spark shuffles and sorts the state every epoch); ``"broadcast"`` — the updates are broadcast and
     the state is only scanned: the updated keys' old rows picked by a broadcast semi-join, the other keys' rows
     kept by a broadcast anti-join, no shuffle of the state (its rows are still copied into the new state);
-    ``"changes"`` (with a ``changes=True`` regime) — the old rows picked as in ``"broadcast"``, and only the
-    updated keys' new rows returned, which falkirk applies to the state in place."""
+    ``"changes"`` (with a ``changes=True`` regime) — the old rows read with ``falkirk.spark.lookup`` (the state
+    probed by the updated keys), and only the updated keys' new rows returned, which falkirk applies to the state
+    in place."""
     from pyspark.sql import functions as F
 
-    from falkirk.spark import Eager, Lazy, Pipeline
+    from falkirk.spark import Eager, Lazy, Pipeline, lookup
     from falkirk.spark.pipeline.run.session import SMALL_DATA
 
     pipe = Pipeline(root, spark, spark_conf=SMALL_DATA)
@@ -194,7 +195,7 @@ def falkirk_keyed(root: Path, spark: Any, workload: str, size: dict[str, Any], r
         if state is None:
             new = loaded(upd)
             return new, new
-        old = state.join(F.broadcast(upd.select("key")), "key", "left_semi")  # a scan of the state, no shuffle
+        old = lookup(state, upd.select("key"))  # the updated keys' rows: the state probed by them, no shuffle
         changed = upd.join(old, "key", "left").select(
             "key", (F.coalesce("total", F.lit(0)) + F.col("s")).alias("total"),
             (F.coalesce("n", F.lit(0)) + 1).cast("bigint").alias("n"))

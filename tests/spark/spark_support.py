@@ -177,11 +177,12 @@ def keyed_pipeline(
     """Keyed state with churn: input ``events`` → ``Lazy(every=3, key=user)`` ``totals`` (per user: amount, visits;
     a user whose amount passes 60 is settled and leaves the state: a deleted key) → output ``report`` (the state
     each epoch). ``incremental`` writes a delta every epoch and a snapshot every ``snapshot_every`` (3).
-    ``changes``: ``totals`` declares ``changes=True`` and returns, as its new state, the epoch's users only (a
-    settled one as a tombstone, ``_deleted`` true); its output is still the whole state."""
+    ``changes``: ``totals`` declares ``changes=True``, reads the epoch's users with ``lookup`` and returns, as its
+    new state, those users only (a settled one as a tombstone, ``_deleted`` true); its output is still the whole
+    state."""
     from pyspark.sql import functions as F
 
-    from falkirk.spark import Lazy, Pipeline
+    from falkirk.spark import Lazy, Pipeline, lookup
 
     pipe = Pipeline(root, spark, **{"fsync": False, **options})
     pipe.input("events", "user BIGINT, amount BIGINT", partitions=2, key="user", source=churn)
@@ -199,7 +200,7 @@ def keyed_pipeline(
     def totals_changes(events: Any, *, state: Any) -> Any:
         now = events.groupBy("user").agg(F.sum("amount").alias("amount"), F.count("*").alias("visits"))
         users = now.select("user")
-        both = now if state is None else state.join(users, "user", "left_semi").unionByName(now)
+        both = now if state is None else lookup(state, users).unionByName(now)
         upd = both.groupBy("user").agg(F.sum("amount").alias("amount"), F.sum("visits").alias("visits"))
         settled = F.col("amount") > 60
         changed = upd.select(

@@ -48,6 +48,7 @@ from falkirk.spark.pipeline.plan.planner import Planner
 from falkirk.spark.pipeline.plan.prediction import Prediction
 from falkirk.spark.pipeline.run.executor import Executor, RunResult
 from falkirk.spark.pipeline.run.failures import Injection
+from falkirk.spark.pipeline.run.layers import lookup
 from falkirk.spark.pipeline.run.session import local_session
 from falkirk.spark.pipeline.store.inputcuts import Cut
 from falkirk.spark.pipeline.store.inputlog import InputLog
@@ -121,4 +122,5 @@ __all__ = [
     "apply_plan",
     "LineageError",
     "SparkConnectError",
+    "lookup",
 ]

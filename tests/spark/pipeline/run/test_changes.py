@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from spark_support import churn, keyed_pipeline
 
-from falkirk.spark import Eager, Lazy, Pipeline, PipelineError
+from falkirk.spark import Eager, Lazy, Pipeline, PipelineError, lookup
 from falkirk.spark.pipeline.declare.evolution import changes as evolution_changes
 from falkirk.spark.pipeline.plan.planner import epoch_of
-from falkirk.spark.pipeline.run import runners
+from falkirk.spark.pipeline.run import layers
 
 pytestmark = [pytest.mark.spark]
 
@@ -39,7 +39,7 @@ def plain(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(params=["compacted", "layered"])
 def compaction(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """The changes compacted into the base every epoch, or never (the step reads the base with changes on top)."""
-    monkeypatch.setattr(runners, "COMPACT_AT", 0.0 if request.param == "compacted" else 1e9)
+    monkeypatch.setattr(layers, "COMPACT_AT", 0.0 if request.param == "compacted" else 1e9)
     return str(request.param)
 
 
@@ -138,3 +138,12 @@ def test_turning_changes_on_or_off_on_a_restart_is_refused() -> None:
     for a, b, reads in ((old, new, "only the keys it changed"), (new, old, "the whole state")):
         with pytest.raises(PipelineError, match=f"step 's': changes .* would read what its function returns as {reads}"):
             evolution_changes(a, b)
+
+
+def test_lookup_refuses_keys_that_are_not_one_column_of_the_state(spark: Any) -> None:
+    """``lookup``'s keys are one column named as a state column; anything else is refused naming both."""
+    state = spark.createDataFrame([(1, 10)], "user BIGINT, amount BIGINT")
+    assert lookup(state, spark.createDataFrame([(1,), (3,)], "user BIGINT")).collect() == [(1, 10)]
+    for keys in (spark.createDataFrame([(1, 2)], "user BIGINT, x BIGINT"), spark.createDataFrame([(1,)], "u BIGINT")):
+        with pytest.raises(PipelineError, match=r"lookup: keys must have one column.*the state \['user', 'amount'\]"):
+            lookup(state, keys)

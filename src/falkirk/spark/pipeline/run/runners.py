@@ -24,8 +24,10 @@ import attrs
 
 from falkirk.spark.errors import CorruptDataError, PipelineError
 from falkirk.spark.pipeline.declare.regimes import Output
+from falkirk.spark.pipeline.run import layers as _layers
 from falkirk.spark.pipeline.run.guard import WriteGuard
 from falkirk.spark.pipeline.run.incremental import StateCheckpoints
+from falkirk.spark.pipeline.run.layers import Layers
 from falkirk.spark.pipeline.run.probe import is_local_master
 from falkirk.spark.pipeline.run.session import detach, materialised
 from falkirk.spark.pipeline.store.eagerdb import (
@@ -61,76 +63,6 @@ class Deferred:
     inputs: tuple[Any, ...]
     #: the state before (a local checkpoint, or ``None``): what of its lineage lives in executor memory only
     before: Any
-
-
-#: a ``changes=True`` step's changes since its base are compacted into a new base once their rows pass this
-#: fraction of the base's (each epoch's view joins the base with their keys, broadcast)
-COMPACT_AT = 0.1
-
-
-@attrs.frozen
-class Layers:
-    """A ``changes=True`` step's state: ``base`` with every change since applied (``overlay``)."""
-
-    #: what the step is given as its state: the base without the overlay's keys, and the overlay's live rows
-    view: Any
-    #: a local checkpoint of a whole state
-    base: Any
-    #: a local checkpoint of the changes since ``base`` (newest per key, ``_deleted`` marking tombstones);
-    #: ``None``: none
-    overlay: Any
-    #: the epoch's own changes, ``_deleted`` added (an incremental checkpoint's delta)
-    changes: Any
-    overlay_rows: int
-    base_rows: int
-
-
-def _marked(changes: DataFrame, step: str) -> DataFrame:
-    """``changes`` with its ``_deleted`` column (false where it has none), checked to be boolean."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import BooleanType
-
-    from falkirk.spark.pipeline.store.delta import DELETED
-
-    if DELETED not in changes.columns:
-        return changes.withColumn(DELETED, F.lit(False))
-    kind = changes.schema[DELETED].dataType
-    if not isinstance(kind, BooleanType):
-        raise PipelineError(
-            f"step {step!r} (changes=True): its column {DELETED!r} is {kind.simpleString()}; it marks a removed "
-            "key and must be boolean"
-        )
-    return changes
-
-
-def _live(marked: DataFrame) -> DataFrame:
-    """The rows of ``marked`` that are not tombstones, without ``_deleted``."""
-    from pyspark.sql import functions as F
-
-    from falkirk.spark.pipeline.store.delta import DELETED
-
-    return marked.where(~F.coalesce(F.col(DELETED), F.lit(False))).drop(DELETED)
-
-
-def _view(base: DataFrame, overlay: DataFrame, key: str) -> DataFrame:
-    """``base`` with ``overlay`` applied: the base's rows of the keys the overlay does not name, and its live
-    rows (a scan of the base against the overlay's keys, broadcast; no shuffle)."""
-    from pyspark.sql import functions as F
-
-    return base.join(F.broadcast(overlay.select(key)), key, "left_anti").unionByName(_live(overlay))
-
-
-def _check_changes(marked: DataFrame, base: DataFrame, step: str) -> None:
-    """Refuse changes whose columns are not the state's."""
-    from falkirk.spark.pipeline.store.delta import DELETED
-
-    have = [(f.name, f.dataType.simpleString()) for f in marked.schema.fields if f.name != DELETED]
-    want = [(f.name, f.dataType.simpleString()) for f in base.schema.fields]
-    if sorted(have) != sorted(want):
-        raise PipelineError(
-            f"step {step!r} (changes=True): the changes it returned have columns "
-            f"{', '.join(f'{n} {t}' for n, t in have)}; its state has {', '.join(f'{n} {t}' for n, t in want)}"
-        )
 
 
 class Runner:
@@ -448,6 +380,7 @@ class StepRunner(Runner):
             if layers is not None:
                 self._release_layers(keep=layers)
                 self.layers = layers
+                _layers.register(layers)
             else:
                 self._release_layers()
             self.state = new_state
@@ -457,21 +390,22 @@ class StepRunner(Runner):
     def _apply(self, changes: DataFrame) -> tuple[DataFrame, Layers]:
         """The state after ``changes`` (a ``changes=True`` step's return), as layers: the base, and every
         change since in one small local checkpoint (the previous one's rows of other keys, and ``changes``);
-        compacted into a new base once those pass :data:`COMPACT_AT` of the base. Nothing of the step's is
+        compacted into a new base once those pass :data:`~falkirk.spark.pipeline.run.layers.COMPACT_AT` of the
+        base. Nothing of the step's is
         changed (done by :meth:`execute` once the epoch succeeded)."""
         from pyspark.sql import functions as F
 
         from falkirk.spark.pipeline.store.delta import DELETED
 
         key = self.regime.key  # type: ignore[attr-defined]
-        marked = _marked(changes, self.name)
+        marked = _layers.marked(changes, self.name)
         layers = self.layers if self.layers is not None and self.layers.view is self.state else None
         replicas = self.replicas
         if layers is None and self.state is None:  # the first state: the changes' rows
             first = changes
             if DELETED in changes.columns:
-                first = detach(_live(marked), eager=False, replicas=replicas)
-            return first, Layers(first, first, None, marked, 0, first.count())
+                first = detach(_layers.live(marked), eager=False, replicas=replicas)
+            return first, Layers(first, first, None, marked, 0, first.count(), key)
         base: DataFrame
         overlay: DataFrame | None
         if layers is None:  # restored (or made before changes=True): the base, no changes since
@@ -479,23 +413,23 @@ class StepRunner(Runner):
             base, overlay, base_rows = self.state, None, -1
         else:
             base, overlay, base_rows = layers.base, layers.overlay, layers.base_rows
-        _check_changes(marked, base, self.name)
+        _layers.check_changes(marked, base, self.name)
         merged = (
             marked if overlay is None else overlay.join(F.broadcast(marked.select(key)), key, "left_anti")
         )
-        if overlay is not None:
-            merged = merged.unionByName(marked)
+        if overlay is not None:  # kept in the state's partitions (a union adds its sides' partitions up)
+            merged = merged.unionByName(marked).coalesce(self.regime.parallelism)  # type: ignore[attr-defined]
         if base_rows < 0:
             base_rows = base.count()  # restored: materialised here (its first use reads it anyway)
         new_overlay = detach(merged, eager=False, replicas=replicas)
         n = new_overlay.count()  # one job: the step's changes computed, both cached
-        view = _view(base, new_overlay, key)
-        if n > COMPACT_AT * max(base_rows, 1):
+        view = _layers.view(base, new_overlay, key)
+        if n > _layers.COMPACT_AT * max(base_rows, 1):
             compacted = detach(view, eager=False, replicas=replicas)
             rows = compacted.count()
             self.ctx.frames.release(new_overlay)
-            return compacted, Layers(compacted, compacted, None, marked, 0, rows)
-        return view, Layers(view, base, new_overlay, marked, n, base_rows)
+            return compacted, Layers(compacted, compacted, None, marked, 0, rows, key)
+        return view, Layers(view, base, new_overlay, marked, n, base_rows, key)
 
     def _release_layers(self, keep: Layers | None = None) -> None:
         """Let go of the layers' parts that ``keep`` (the new layers) does not hold."""

@@ -1,0 +1,142 @@
+"""Keyed state updated in place: a ``changes=True`` step's state as a base and the changes since.
+
+A step declared ``Lazy(key=..., changes=True)`` (or ``Eager``) returns, as
+its new state, only its **changes** — every row of each key it adds or
+changes, a tombstone (``_deleted`` true) for each key it removes — in the
+format of an incremental delta (:mod:`~falkirk.spark.pipeline.store.delta`).
+Its runner (:class:`~falkirk.spark.pipeline.run.runners.StepRunner`) keeps
+the state as :class:`Layers`:
+
+* ``base`` — a local checkpoint of a whole state;
+* ``overlay`` — a local checkpoint of every change since, newest per key
+  (the previous overlay's rows of the keys the epoch did not name, and the
+  epoch's changes), compacted into a new base once its rows pass
+  :data:`COMPACT_AT` of the base's;
+* ``view`` — what the step is given as ``state``: the base's rows of the
+  keys the overlay does not name, and the overlay's live rows.
+
+An epoch then costs a scan of the base (the step's own reads of ``state``)
+and the changes, not a new DataFrame of every key. :func:`lookup` reads the
+rows of a few keys from the layers with the small set of keys probed first.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from falkirk.spark.errors import PipelineError
+from falkirk.spark.pipeline.store.delta import DELETED
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["COMPACT_AT", "Layers", "lookup", "marked", "live", "view", "check_changes", "register"]
+
+#: the changes since the base are compacted into a new base once their rows pass this fraction of the base's
+#: (each epoch's view joins the base with their keys, broadcast)
+COMPACT_AT = 0.1
+
+
+@attrs.frozen
+class Layers:
+    """A ``changes=True`` step's state: ``base`` with every change since applied (``overlay``)."""
+
+    #: what the step is given as its state: the base without the overlay's keys, and the overlay's live rows
+    view: Any
+    #: a local checkpoint of a whole state
+    base: Any
+    #: a local checkpoint of the changes since ``base`` (newest per key, ``_deleted`` marking tombstones);
+    #: ``None``: none
+    overlay: Any
+    #: the epoch's own changes, ``_deleted`` added (an incremental checkpoint's delta)
+    changes: Any
+    overlay_rows: int
+    base_rows: int
+    #: the state's key column
+    key: str
+
+
+#: the layers behind each view a runner handed out, by ``id`` of the view (for :func:`lookup`)
+_VIEWS: weakref.WeakValueDictionary[int, Layers] = weakref.WeakValueDictionary()
+
+
+def register(layers: Layers) -> None:
+    """``layers.view`` is a step's state from now on (:func:`lookup` reads it through its layers)."""
+    _VIEWS[id(layers.view)] = layers
+
+
+def marked(changes: DataFrame, step: str) -> DataFrame:
+    """``changes`` with its ``_deleted`` column (false where it has none), checked to be boolean."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType
+
+    if DELETED not in changes.columns:
+        return changes.withColumn(DELETED, F.lit(False))
+    kind = changes.schema[DELETED].dataType
+    if not isinstance(kind, BooleanType):
+        raise PipelineError(
+            f"step {step!r} (changes=True): its column {DELETED!r} is {kind.simpleString()}; it marks a removed "
+            "key and must be boolean"
+        )
+    return changes
+
+
+def live(rows: DataFrame) -> DataFrame:
+    """The rows of ``rows`` (with ``_deleted``) that are not tombstones, without ``_deleted``."""
+    from pyspark.sql import functions as F
+
+    return rows.where(~F.coalesce(F.col(DELETED), F.lit(False))).drop(DELETED)
+
+
+def view(base: DataFrame, overlay: DataFrame, key: str) -> DataFrame:
+    """``base`` with ``overlay`` applied: the base's rows of the keys the overlay does not name, and its live
+    rows (a scan of the base against the overlay's keys, broadcast; no shuffle)."""
+    from pyspark.sql import functions as F
+
+    return base.join(F.broadcast(overlay.select(key)), key, "left_anti").unionByName(live(overlay))
+
+
+def check_changes(rows: DataFrame, base: DataFrame, step: str) -> None:
+    """Refuse changes (``rows``, with ``_deleted``) whose columns are not the state's (``base``)."""
+    have = [(f.name, f.dataType.simpleString()) for f in rows.schema.fields if f.name != DELETED]
+    want = [(f.name, f.dataType.simpleString()) for f in base.schema.fields]
+    if sorted(have) != sorted(want):
+        raise PipelineError(
+            f"step {step!r} (changes=True): the changes it returned have columns "
+            f"{', '.join(f'{n} {t}' for n, t in have)}; its state has {', '.join(f'{n} {t}' for n, t in want)}"
+        )
+
+
+def lookup(state: DataFrame, keys: DataFrame) -> DataFrame:
+    """The rows of ``state`` whose key is among ``keys`` — the same rows as
+    ``state.join(keys, key, "left_semi")`` — where ``keys`` has one column, named as a column of ``state``
+    (its key).
+
+    For the state of a ``changes=True`` step (what the step is given as ``state``), read from its layers so
+    that the whole base is probed only by ``keys`` (broadcast) and the changes since are applied to the rows
+    found: a step touching 1 % of a large state then scans it once against a small hash table, instead of
+    against every key changed since the last compaction too. Any other DataFrame: the semi-join above, with
+    ``keys`` broadcast.
+    """
+    from pyspark.sql import functions as F
+
+    if len(keys.columns) != 1 or keys.columns[0] not in state.columns:
+        raise PipelineError(
+            f"lookup: keys must have one column, named as a column of the state (its key); it has "
+            f"{keys.columns}, the state {state.columns}"
+        )
+    key = keys.columns[0]
+    wanted = F.broadcast(keys)
+    layers = _VIEWS.get(id(state))
+    if layers is None or layers.view is not state or layers.key != key:
+        return state.join(wanted, key, "left_semi")
+    found = layers.base.join(wanted, key, "left_semi")
+    if layers.overlay is None:
+        return found
+    # the wanted keys the overlay names (few): their base rows are stale, their overlay rows current
+    named = layers.overlay.join(wanted, key, "left_semi")
+    stale = F.broadcast(named.select(key))
+    return found.join(stale, key, "left_anti").unionByName(live(named))
