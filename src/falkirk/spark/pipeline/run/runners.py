@@ -209,6 +209,8 @@ class StepRunner(Runner):
         self._before: tuple[int, Any, tuple[int, ...] | None] | None = None
         #: a ``changes=True`` step's state as layers (:class:`Layers`); its ``view`` is :attr:`state`
         self.layers: Layers | None = None
+        #: the layers an execution under way made (let go of if it fails: :meth:`_drop_unused_layers`)
+        self._made: Layers | None = None
 
     # -- what exists ------------------------------------------------------------------
     @property
@@ -241,6 +243,7 @@ class StepRunner(Runner):
         if self.deferred is not None and self.deferred.state is self.state:
             self.write_deferred()  # not reached in a sequential run (its epoch ended first): never left unmade
         self._drop_deferred()  # what an execution that failed left
+        self._drop_unused_layers()
         if failed is not None and failed[1] is self.state:  # and the checkpoint it wrote but did not publish
             self.checkpoints.chain = failed[2]
         self._before = (epoch, self.state, self.checkpoints.chain)
@@ -265,6 +268,7 @@ class StepRunner(Runner):
                 changes = detach(returned, eager=False, replicas=self.replicas)
                 result = changes if result is returned else result
                 returned, layers = self._apply(changes)
+                self._made = layers
             # a state checkpointed every epoch (Eager, Lazy(every=1)) is so that no committed epoch is ever
             # computed again: it is made and published before its consumers run. Others are materialised, and
             # checkpointed, at the end of the epoch, after its outputs committed (write_deferred; a delta compares
@@ -379,7 +383,7 @@ class StepRunner(Runner):
             ctx.frames.release(self.state)
             if layers is not None:
                 self._release_layers(keep=layers)
-                self.layers = layers
+                self.layers, self._made = layers, None
                 _layers.register(layers)
             else:
                 self._release_layers()
@@ -430,6 +434,17 @@ class StepRunner(Runner):
             self.ctx.frames.release(new_overlay)
             return compacted, Layers(compacted, compacted, None, marked, 0, rows, key)
         return view, Layers(view, base, new_overlay, marked, n, base_rows, key)
+
+    def _drop_unused_layers(self) -> None:
+        """Let go of the parts of layers a failed execution made that the state does not hold."""
+        made, self._made = self._made, None
+        if made is None or made is self.layers:
+            return
+        current = self.layers
+        held = {id(x) for x in (current.base, current.overlay)} if current is not None else set()
+        for part in (made.base, made.overlay):
+            if part is not None and id(part) not in held:
+                self.ctx.frames.release(part)
 
     def _release_layers(self, keep: Layers | None = None) -> None:
         """Let go of the layers' parts that ``keep`` (the new layers) does not hold."""
@@ -485,6 +500,7 @@ class StepRunner(Runner):
     def lose(self) -> None:
         self._before = None
         self.ctx.frames.release(self.state)
+        self._drop_unused_layers()
         self._release_layers()
         self.state = None
         self._drop_deferred()
@@ -501,6 +517,7 @@ class StepRunner(Runner):
         self._drop_deferred()
         if self.regime.takes_state:
             self.ctx.frames.release(self.state)
+            self._drop_unused_layers()
             self._release_layers()
             self.state = None
             if frontier >= 0:
