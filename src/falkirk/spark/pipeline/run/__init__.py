@@ -14,6 +14,9 @@
 * :mod:`~falkirk.spark.pipeline.run.runners` — how each regime runs, persists,
   restores and collects one node, seeing the run only through a
   :class:`~falkirk.spark.pipeline.run.context.RunContext`;
+  :mod:`~falkirk.spark.pipeline.run.incremental` — how a state is checkpointed (whole, keyed, snapshots and
+  deltas); :mod:`~falkirk.spark.pipeline.run.layers` — keyed state updated in place (``changes=True``: a
+  base and the changes since, and :func:`~falkirk.spark.pipeline.run.layers.lookup`);
 * :mod:`~falkirk.spark.pipeline.run.queues` and :mod:`~falkirk.spark.pipeline.run.frames`
   — what travels on the edges, and the lifetime of DataFrames in executor memory;
   :mod:`~falkirk.spark.pipeline.run.fusion` — steps computed by their consumer's job;

@@ -395,8 +395,7 @@ class StepRunner(Runner):
         """The state after ``changes`` (a ``changes=True`` step's return), as layers: the base, and every
         change since in one small local checkpoint (the previous one's rows of other keys, and ``changes``);
         compacted into a new base once those pass :data:`~falkirk.spark.pipeline.run.layers.COMPACT_AT` of the
-        base. Nothing of the step's is
-        changed (done by :meth:`execute` once the epoch succeeded)."""
+        base. Nothing of the step's is changed (done by :meth:`execute` once the epoch succeeded)."""
         from pyspark.sql import functions as F
 
         from falkirk.spark.pipeline.store.delta import DELETED
