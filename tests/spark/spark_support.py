@@ -170,6 +170,18 @@ def churn(epoch: int) -> list[dict[str, Any]]:
     return [{"user": rnd.randrange(40), "amount": rnd.randrange(1, 30)} for _ in range(12)]
 
 
+#: epochs of :func:`keyed_pipeline`'s reference run (``tests/spark/pipeline/run/conftest.py``)
+KEYED_EPOCHS = 8
+
+
+def state_checkpoints(root: Path, step: str = "totals") -> dict[int, dict[str, Any]]:
+    """The state checkpoint manifests of ``step`` under ``root``, by epoch."""
+    import json
+
+    where = root / "manifests" / step / "checkpoint"
+    return {int(p.stem): json.loads(p.read_text()) for p in sorted(where.glob("*.json"))}
+
+
 def keyed_pipeline(
     root: Path, spark: Any, *, incremental: bool = False, every: int = 3, partitions: int = 2, snapshot_every: int = 3,
     replicas: int = 2, changes: bool = False, **options: Any,

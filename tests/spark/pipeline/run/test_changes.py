@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_support import churn, keyed_pipeline
+from spark_support import KEYED_EPOCHS, churn, keyed_pipeline, state_checkpoints
 
 from falkirk.spark import Eager, Lazy, Pipeline, PipelineError, lookup
 from falkirk.spark.pipeline.declare.evolution import changes as evolution_changes
@@ -26,15 +26,7 @@ from falkirk.spark.pipeline.run import layers
 
 pytestmark = [pytest.mark.spark]
 
-EPOCHS = 8
-
-
-@pytest.fixture(scope="module")
-def plain(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A failure-free run with falkirk off, the step returning its whole state (the reference)."""
-    root = tmp_path_factory.mktemp("changes-reference")
-    keyed_pipeline(root, spark, durable=False).run(EPOCHS)
-    return root
+EPOCHS = KEYED_EPOCHS
 
 
 @pytest.fixture
@@ -52,11 +44,6 @@ def _identical(spark: Any, root: Path, reference: Path) -> None:
     assert cmp.identical and cmp.rows_compared >= EPOCHS * 20
 
 
-def _checkpoints(root: Path) -> dict[int, dict[str, Any]]:
-    where = root / "manifests" / "totals" / "checkpoint"
-    return {int(p.stem): json.loads(p.read_text()) for p in sorted(where.glob("*.json"))}
-
-
 @pytest.mark.parametrize("compaction", ["layered"], indirect=True)
 def test_injections_restore_and_each_delta_is_the_epochs_changes(
     spark: Any, plain: Path, tmp_path: Path, compaction: str
@@ -70,7 +57,7 @@ def test_injections_restore_and_each_delta_is_the_epochs_changes(
     assert sorted(map(str, result.fired)) == sorted(fail)
     rolled = [r for r in result.journal.recoveries if r.in_place is None]
     assert [epoch_of(r.plan.frontiers["totals"]) for r in rolled] == [1, 2, 4, 6]
-    cks = _checkpoints(tmp_path)
+    cks = state_checkpoints(tmp_path)
     assert sorted(cks) == list(range(EPOCHS))
     for e, m in cks.items():
         chain = m["extra"].get("delta", {}).get("chain")
@@ -93,7 +80,7 @@ def test_full_checkpoints_a_restart_and_a_failure(spark: Any, plain: Path, tmp_p
     restart, failure = result.journal.recoveries
     assert epoch_of(restart.plan.frontiers["totals"]) == 2 and epoch_of(failure.plan.frontiers["totals"]) == 5
     reference = spark.read.parquet(str(plain / "output" / "report"))
-    for e, m in _checkpoints(tmp_path).items():
+    for e, m in state_checkpoints(tmp_path).items():
         assert m["rows"] == reference.where(f"epoch = {e}").count() > 0, e
     _identical(spark, tmp_path, plain)
 

@@ -9,28 +9,19 @@ failure-free run with falkirk off and without ``incremental``.
 
 from __future__ import annotations
 
-import json
 import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_support import keyed_pipeline, run_driver
+from spark_support import KEYED_EPOCHS, keyed_pipeline, run_driver, state_checkpoints
 
 from falkirk.spark.pipeline.plan.planner import epoch_of
 from falkirk.spark.pipeline.store.keyed import subtask_of
 
 pytestmark = [pytest.mark.spark]
 
-EPOCHS = 8
-
-
-@pytest.fixture(scope="module")
-def plain(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A failure-free run with falkirk off, without ``incremental`` (the reference)."""
-    root = tmp_path_factory.mktemp("keyed-reference")
-    keyed_pipeline(root, spark, durable=False).run(EPOCHS)
-    return root
+EPOCHS = KEYED_EPOCHS
 
 
 def _identical(spark: Any, root: Path, reference: Path) -> None:
@@ -39,11 +30,6 @@ def _identical(spark: Any, root: Path, reference: Path) -> None:
     cmp = compare_runs(spark, keyed_pipeline(root, spark, incremental=True), root, reference)
     assert not cmp.differences, [d.describe() for d in cmp.differences]
     assert cmp.identical and cmp.rows_compared >= EPOCHS * 20
-
-
-def _checkpoints(root: Path) -> dict[int, dict[str, Any]]:
-    where = root / "manifests" / "totals" / "checkpoint"
-    return {int(p.stem): json.loads(p.read_text()) for p in sorted(where.glob("*.json"))}
 
 
 def test_each_injection_restores_the_epoch_before_it_and_the_output_is_identical(
@@ -64,7 +50,7 @@ def test_each_injection_restores_the_epoch_before_it_and_the_output_is_identical
     assert restored == [1, 2, 4, 6]  # before@2, mid@3, job@5 (again), after@6; the task failure never reached falkirk
     assert all(r.plan.actions["totals"] == "restore" for r in rolled)
     assert any("totals@4: Spark retried" in n for n in result.journal.notes)
-    cks = _checkpoints(tmp_path)
+    cks = state_checkpoints(tmp_path)
     assert sorted(cks) == list(range(EPOCHS))
     chains = {e: d["extra"].get("delta", {}).get("chain", []) for e, d in cks.items()}
     assert chains == {0: [], 1: [0], 2: [0, 1], 3: [], 4: [3], 5: [3, 4], 6: [], 7: [6]}
@@ -81,7 +67,7 @@ def test_a_corrupt_delta_falls_back_to_the_restore_point_before_it(spark: Any, p
     """A restarted driver finds the delta at 4 altered: the restore points at 5 and 4 (whose chains need it) are
     unusable, the plan restores the snapshot at 3, names the file, and the output is still identical."""
     keyed_pipeline(tmp_path, spark, incremental=True, gc=False).run(6)
-    cks = _checkpoints(tmp_path)
+    cks = state_checkpoints(tmp_path)
     assert cks[5]["extra"]["delta"]["chain"] == [3, 4]
     part = tmp_path / cks[4]["location"] / cks[4]["files"][0][0]
     part.write_bytes(b"X" + part.read_bytes()[1:])
@@ -100,12 +86,12 @@ def test_garbage_collection_keeps_the_chains_of_the_retained_restore_points(
     delta at 7 stay, nothing older; with ``retain=3`` the retained point 5 keeps its snapshot (3) and delta (4).
     Losing the newest (the delta at 7) then falls back to 6, and the output is identical."""
     keyed_pipeline(tmp_path, spark, incremental=True).run(EPOCHS)
-    assert sorted(_checkpoints(tmp_path)) == [6, 7]
+    assert sorted(state_checkpoints(tmp_path)) == [6, 7]
     wider = tmp_path / "retain3"
     keyed_pipeline(wider, spark, incremental=True, retain=3).run(EPOCHS)
-    assert sorted(_checkpoints(wider)) == [3, 4, 5, 6, 7]
+    assert sorted(state_checkpoints(wider)) == [3, 4, 5, 6, 7]
     for root in (tmp_path, wider):
-        cks = _checkpoints(root)
+        cks = state_checkpoints(root)
         assert all(set(d["extra"].get("delta", {}).get("chain", [])) <= set(cks) for d in cks.values())
         assert not [p for p in (root / "data" / "totals" / "checkpoint").iterdir()
                     if f"data/totals/checkpoint/{p.name}" not in {d["location"] for d in cks.values()}]
@@ -125,14 +111,14 @@ def test_rescaling_and_switching_incremental_on_and_off_on_restarts(spark: Any, 
     on = keyed_pipeline(tmp_path, spark, incremental=True, partitions=3, gc=False).run(4)
     assert any("incremental False → True" in n for n in on.journal.notes)
     assert on.journal.recoveries[0].rescaled == {"totals": (2, 3)}
-    assert _checkpoints(tmp_path)[3]["extra"]["delta"]["chain"] == [1, 2]  # the full checkpoint at 1 is the snapshot
+    assert state_checkpoints(tmp_path)[3]["extra"]["delta"]["chain"] == [1, 2]  # the full checkpoint at 1 is the snapshot
     down = keyed_pipeline(tmp_path, spark, incremental=True, partitions=2, gc=False).run(6, fail="totals@5:mid")
     restart, failure = down.journal.recoveries
     assert epoch_of(restart.plan.frontiers["totals"]) == 3 and restart.rescaled == {"totals": (3, 2)}
     assert epoch_of(failure.plan.frontiers["totals"]) == 4 and failure.rescaled == {}  # a snapshot written at 2
     off = keyed_pipeline(tmp_path, spark, every=2, gc=False).run(EPOCHS)
     assert any("incremental True → False" in n for n in off.journal.notes)
-    assert "delta" not in _checkpoints(tmp_path)[EPOCHS - 1]["extra"]
+    assert "delta" not in state_checkpoints(tmp_path)[EPOCHS - 1]["extra"]
     _identical(spark, tmp_path, plain)
 
 
@@ -152,9 +138,9 @@ def test_driver_killed_between_and_mid_epoch_with_incremental_state(spark: Any, 
         return run
 
     killed("totals@3:kill")
-    assert sorted(_checkpoints(root)) == [0, 1, 2]
+    assert sorted(state_checkpoints(root)) == [0, 1, 2]
     killed("totals@5:kill-mid")
-    assert sorted(_checkpoints(root)) == [0, 1, 2, 3, 4]
+    assert sorted(state_checkpoints(root)) == [0, 1, 2, 3, 4]
     result = keyed_pipeline(root, spark, **options).run(EPOCHS)
     (rec,) = result.journal.recoveries
     assert rec.restart and epoch_of(rec.plan.frontiers["totals"]) == 4 and rec.plan.actions["totals"] == "restore"
