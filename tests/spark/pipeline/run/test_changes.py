@@ -31,8 +31,11 @@ EPOCHS = KEYED_EPOCHS
 
 @pytest.fixture
 def compaction(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The changes compacted into the base every epoch, or never (the step reads the base with changes on top)."""
+    """The changes compacted into the base every epoch, or never (the step reads the base with changes on top;
+    the view then joins them with the base without a broadcast, which the scale smoke test's W2 does not)."""
     monkeypatch.setattr(layers, "COMPACT_AT", 0.0 if request.param == "compacted" else 1e9)
+    if request.param == "layered":
+        monkeypatch.setattr(layers, "BROADCAST_MAX", 0)
     return str(request.param)
 
 
@@ -86,8 +89,9 @@ def test_full_checkpoints_a_restart_and_a_failure(spark: Any, plain: Path, tmp_p
 
 
 def test_changes_are_checked_when_the_step_returns_them(spark: Any, tmp_path: Path) -> None:
-    """Changes whose columns are not the state's, or whose ``_deleted`` is not boolean, stop the run naming the
-    step and the columns; ``changes=True`` without ``key=`` is refused at declaration."""
+    """Changes whose columns are not the state's, whose ``_deleted`` is not boolean or whose key is null, and
+    ``None`` for changes, stop the run naming the step (and the columns); ``changes=True`` without ``key=`` is
+    refused at declaration."""
     from pyspark.sql import functions as F
 
     with pytest.raises(PipelineError, match="changes=True needs key="):
@@ -106,7 +110,9 @@ def test_changes_are_checked_when_the_step_returns_them(spark: Any, tmp_path: Pa
                 now = now.withColumn("extra", F.lit(1))
             if state is not None and bad == "deleted":
                 now = now.withColumn("_deleted", F.lit(1))
-            return now, now
+            if state is not None and bad == "null":
+                now = now.withColumn("user", F.when(F.col("user") % 2 == 0, None).otherwise(F.col("user")))
+            return now, (None if state is not None and bad == "none" else now)
 
         pipe.output("report", inputs=["totals"])
         return pipe
@@ -116,6 +122,11 @@ def test_changes_are_checked_when_the_step_returns_them(spark: Any, tmp_path: Pa
         make("columns").run(3)
     with pytest.raises(PipelineError, match=r"step 'totals' \(changes=True\): its column '_deleted' is int"):
         make("deleted").run(3)
+    with pytest.raises(PipelineError, match=r"step 'totals' \(changes=True\): \d+ row\(s\) of its state have a null "
+                       r"key 'user'"):
+        make("null").run(3)
+    with pytest.raises(PipelineError, match=r"step 'totals' \(changes=True\) returned None as its changes"):
+        make("none").run(3)
 
 
 def test_turning_changes_on_or_off_on_a_restart_is_refused() -> None:

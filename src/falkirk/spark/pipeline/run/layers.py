@@ -33,11 +33,27 @@ from falkirk.spark.pipeline.store.delta import DELETED
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["COMPACT_AT", "Layers", "lookup", "marked", "live", "view", "check_changes", "register"]
+__all__ = [
+    "BROADCAST_MAX",
+    "COMPACT_AT",
+    "Layers",
+    "check_changes",
+    "counted",
+    "layers_of",
+    "live",
+    "lookup",
+    "marked",
+    "register",
+    "view",
+]
 
 #: the changes since the base are compacted into a new base once their rows pass this fraction of the base's
 #: (each epoch's view joins the base with their keys, broadcast)
 COMPACT_AT = 0.1
+
+#: the most keys of the changes since the base that the view broadcasts (beyond: a join that shuffles the base;
+#: a broadcast is collected on the driver)
+BROADCAST_MAX = 2_000_000
 
 
 @attrs.frozen
@@ -91,12 +107,38 @@ def live(rows: DataFrame) -> DataFrame:
     return rows.where(~F.coalesce(F.col(DELETED), F.lit(False))).drop(DELETED)
 
 
-def view(base: DataFrame, overlay: DataFrame, key: str) -> DataFrame:
-    """``base`` with ``overlay`` applied: the base's rows of the keys the overlay does not name, and its live
-    rows (a scan of the base against the overlay's keys, broadcast; no shuffle)."""
+def view(base: DataFrame, overlay: DataFrame, key: str, rows: int) -> DataFrame:
+    """``base`` with ``overlay`` (``rows`` rows) applied: the base's rows of the keys the overlay does not name,
+    and its live rows (a scan of the base against the overlay's keys, broadcast up to :data:`BROADCAST_MAX`;
+    no shuffle)."""
     from pyspark.sql import functions as F
 
-    return base.join(F.broadcast(overlay.select(key)), key, "left_anti").unionByName(live(overlay))
+    keys = overlay.select(key)
+    return base.join(F.broadcast(keys) if rows <= BROADCAST_MAX else keys, key, "left_anti").unionByName(
+        live(overlay)
+    )
+
+
+def layers_of(state: Any) -> Layers | None:
+    """The layers whose view ``state`` is (``None``: ``state`` is no ``changes=True`` step's view)."""
+    layers = _VIEWS.get(id(state)) if state is not None else None
+    return layers if layers is not None and layers.view is state else None
+
+
+def counted(frame: DataFrame, key: str, step: str) -> int:
+    """Materialise ``frame`` (a :func:`~falkirk.spark.pipeline.run.session.detach`-ed state part) with one job,
+    its rows; refuse a null key (a join matches no null key, so it could be neither replaced nor removed in
+    memory, while a restore resolves null as one key)."""
+    from pyspark.sql import functions as F
+
+    row = frame.select(F.count(F.lit(1)).alias("n"), F.count_if(F.col(key).isNull()).alias("null")).first()
+    n, null = (int(row["n"]), int(row["null"])) if row is not None else (0, 0)
+    if null:
+        raise PipelineError(
+            f"step {step!r} (changes=True): {null} row(s) of its state have a null key {key!r}; the keys of "
+            "state updated in place must not be null (filter them out, or give them a value)"
+        )
+    return n
 
 
 def check_changes(rows: DataFrame, base: DataFrame, step: str) -> None:
@@ -130,8 +172,8 @@ def lookup(state: DataFrame, keys: DataFrame) -> DataFrame:
         )
     key = keys.columns[0]
     wanted = F.broadcast(keys)
-    layers = _VIEWS.get(id(state))
-    if layers is None or layers.view is not state or layers.key != key:
+    layers = layers_of(state)
+    if layers is None or layers.key != key:
         return state.join(wanted, key, "left_semi")
     found = layers.base.join(wanted, key, "left_semi")
     if layers.overlay is None:

@@ -262,6 +262,11 @@ class StepRunner(Runner):
                     f"step {self.name!r}: key={key!r} is not a column of the state it returned "
                     f"(columns: {', '.join(returned.columns)}); fix the regime's key= or the state"
                 )
+            if returned is None and self.state is not None and getattr(regime, "changes", False):
+                raise PipelineError(
+                    f"step {self.name!r} (changes=True) returned None as its changes: that would empty its "
+                    "state; return its changes (a DataFrame with the state's columns, empty for none)"
+                )
             if returned is not None and getattr(regime, "changes", False):
                 # the step returned its changes: the new state is the old one with them applied (layers), made
                 # now, small
@@ -382,12 +387,15 @@ class StepRunner(Runner):
         if regime.takes_state:
             ctx.frames.release(self.state)
             if layers is not None:
+                # registered before it is the state: the executor-loss check finds the parts of whichever view
+                # it sees (state_parts)
+                _layers.register(layers)
+                self.state = new_state
                 self._release_layers(keep=layers)
                 self.layers, self._made = layers, None
-                _layers.register(layers)
             else:
                 self._release_layers()
-            self.state = new_state
+                self.state = new_state
         self._before = None  # it succeeded
         return out, rows
 
@@ -408,7 +416,7 @@ class StepRunner(Runner):
             first = changes
             if DELETED in changes.columns:
                 first = detach(_layers.live(marked), eager=False, replicas=replicas)
-            return first, Layers(first, first, None, marked, 0, first.count(), key)
+            return first, Layers(first, first, None, marked, 0, _layers.counted(first, key, self.name), key)
         base: DataFrame
         overlay: DataFrame | None
         if layers is None:  # restored (or made before changes=True): the base, no changes since
@@ -422,14 +430,14 @@ class StepRunner(Runner):
         )
         if overlay is not None:  # kept in the state's partitions (a union adds its sides' partitions up)
             merged = merged.unionByName(marked).coalesce(self.regime.parallelism)  # type: ignore[attr-defined]
-        if base_rows < 0:
-            base_rows = base.count()  # restored: materialised here (its first use reads it anyway)
+        if base_rows < 0:  # restored: materialised here (its first use reads it anyway)
+            base_rows = _layers.counted(base, key, self.name)
         new_overlay = detach(merged, eager=False, replicas=replicas)
-        n = new_overlay.count()  # one job: the step's changes computed, both cached
-        view = _layers.view(base, new_overlay, key)
+        n = _layers.counted(new_overlay, key, self.name)  # one job: the step's changes computed, both cached
+        view = _layers.view(base, new_overlay, key, n)
         if n > _layers.COMPACT_AT * max(base_rows, 1):
             compacted = detach(view, eager=False, replicas=replicas)
-            rows = compacted.count()
+            rows = _layers.counted(compacted, key, self.name)
             self.ctx.frames.release(new_overlay)
             return compacted, Layers(compacted, compacted, None, marked, 0, rows, key)
         return view, Layers(view, base, new_overlay, marked, n, base_rows, key)
@@ -441,6 +449,7 @@ class StepRunner(Runner):
             return
         current = self.layers
         held = {id(x) for x in (current.base, current.overlay)} if current is not None else set()
+        held.add(id(self.state))  # a restored state is the base of the layers made from it
         for part in (made.base, made.overlay):
             if part is not None and id(part) not in held:
                 self.ctx.frames.release(part)
@@ -457,10 +466,11 @@ class StepRunner(Runner):
 
     def state_parts(self) -> list[Any]:
         """The local checkpoints the state lives in (its layers' base and changes, or the state itself)."""
-        layers = self.layers
-        if layers is not None and layers.view is self.state:
+        state = self.state
+        layers = _layers.layers_of(state)
+        if layers is not None:
             return [p for p in (layers.base, layers.overlay) if p is not None]
-        return [self.state] if self.state is not None else []
+        return [state] if state is not None else []
 
     def write_deferred(self) -> None:
         """Materialise the state :meth:`execute` left to the end of its epoch, if any (one job: the state is
