@@ -99,13 +99,12 @@ class StateCheckpoints:
             if changes is not None:  # the step's own changes: one shuffle into the checkpoint's layout
                 cols = [c for c in changes.columns if c != delta.DELETED]
                 gone = F.coalesce(F.col(delta.DELETED), F.lit(False))
-                laid = keyed.placed(changes, key, n, groups)[0].select(
+                laid_out = keyed.placed(changes, key, n, groups)[0].select(
                     *[c if c == key else F.when(gone, None).otherwise(F.col(c)).alias(c) for c in cols],
                     keyed.KG,
                     keyed.SUBTASK,
                     gone.alias(delta.DELETED),
                 )
-                laid_out = laid
             else:
                 delta.check_columns(state, self.name)
                 # the manifest records the state's size (materialised)

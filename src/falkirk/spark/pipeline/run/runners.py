@@ -445,23 +445,21 @@ class StepRunner(Runner):
     def _drop_unused_layers(self) -> None:
         """Let go of the parts of layers a failed execution made that the state does not hold."""
         made, self._made = self._made, None
-        if made is None or made is self.layers:
-            return
-        current = self.layers
-        held = {id(x) for x in (current.base, current.overlay)} if current is not None else set()
-        held.add(id(self.state))  # a restored state is the base of the layers made from it
-        for part in (made.base, made.overlay):
-            if part is not None and id(part) not in held:
-                self.ctx.frames.release(part)
+        if made is not None and made is not self.layers:
+            # a restored state is the base of the layers made from it
+            self._let_go(made, self.layers, self.state)
 
     def _release_layers(self, keep: Layers | None = None) -> None:
         """Let go of the layers' parts that ``keep`` (the new layers) does not hold."""
         old, self.layers = self.layers, None
-        if old is None:
-            return
-        held = {id(x) for x in (keep.base, keep.overlay)} if keep is not None else set()
-        for part in (old.base, old.overlay):
-            if part is not None and id(part) not in held:
+        if old is not None:
+            self._let_go(old, keep)
+
+    def _let_go(self, layers: Layers, keep: Layers | None, *held: Any) -> None:
+        """Release the parts of ``layers`` that are neither parts of ``keep`` nor among ``held``."""
+        kept = {id(x) for x in (*held, *((keep.base, keep.overlay) if keep is not None else ()))}
+        for part in (layers.base, layers.overlay):
+            if part is not None and id(part) not in kept:
                 self.ctx.frames.release(part)
 
     def state_parts(self) -> list[Any]:
