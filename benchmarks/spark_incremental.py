@@ -8,7 +8,11 @@ run the same epochs on fresh roots in one SparkSession:
 * ``incremental`` — ``Lazy(key="k", incremental=True, snapshot_every=10)``:
   a delta every epoch, a snapshot every 10;
 * ``full`` — ``Eager(key="k")``: the whole table every epoch (the keyed
-  snapshot layout, so both read the same kind of files).
+  snapshot layout, so both read the same kind of files);
+* ``changes`` — ``incremental`` with ``changes=True``: the step returns only
+  the changed keys, the state is kept as a base and the changes since
+  (:mod:`falkirk.spark.pipeline.run.layers`), and a restore reads the
+  snapshot as the base and resolves the deltas alone into the overlay.
 
 Measured:
 
@@ -21,8 +25,11 @@ Measured:
   the same epoch's full checkpoint; after ``--warmup`` untimed restores of
   each (the JVM compiles a plan's code on its first run), alternated ``--reps`` times, median wall
   time and CPU of the process tree (driver, JVM, workers; from ``/proc``)
-  (target ≤ 1.2×). Both restored tables are checked equal (row count and an
-  order-independent checksum).
+  (target ≤ 1.2×). All restored tables are checked equal (row count and an
+  order-independent checksum). Then, timed apart, the rows of the next
+  epoch's keys read from the restored table (``falkirk.spark.lookup``: what
+  the next epoch's step reads first), so that a restore that leaves work to
+  its first reader is seen.
 * per-epoch CPU of both configurations (informational: a delta costs a
   shuffle of the previous and the new state).
 
@@ -57,25 +64,32 @@ from falkirk.spark.pipeline.store.storage import Storage
 RESULTS = Path(__file__).resolve().parent / "results" / "spark_incremental.json"
 
 
+def changed(epoch: int, rows: int, churn: float) -> list[dict[str, int]]:
+    """The input of ``epoch``: new values for ``churn`` of the table's ``rows`` keys (seeded by the epoch)."""
+    rnd = random.Random(epoch)
+    return [{"k": k, "v": rnd.randrange(1 << 30)} for k in rnd.sample(range(rows), max(1, int(rows * churn)))]
+
+
 def build(root: Path, spark: Any, regime: Any, rows: int, churn: float) -> Pipeline:
     """``changes`` (the epoch's new values) → ``table`` (keyed state of ``rows`` rows)."""
     from pyspark.sql import functions as F
 
-    per_epoch = max(1, int(rows * churn))
-
     def source(epoch: int) -> list[dict[str, int]]:
-        rnd = random.Random(epoch)
-        return [{"k": k, "v": rnd.randrange(1 << 30)} for k in rnd.sample(range(rows), per_epoch)]
+        return changed(epoch, rows, churn)
 
     pipe = Pipeline(root, spark, spark_conf=SMALL_DATA, gc=False)  # every epoch stays restorable
     pipe.input("changes", "k BIGINT, v BIGINT", partitions=2, source=source)
 
+    first = spark.range(rows).select(F.col("id").alias("k"), (F.col("id") * 7919 % 1000003).alias("v"),
+                                     F.lit(-1).cast("bigint").alias("e"))
+
     @pipe.step(regime=regime)
     def table(changes: Any, *, state: Any, epoch: int) -> Any:
         if state is None:
-            state = spark.range(rows).select(F.col("id").alias("k"), (F.col("id") * 7919 % 1000003).alias("v"),
-                                             F.lit(-1).cast("bigint").alias("e"))
+            state = first
         upd = changes.select("k", "v", F.lit(epoch).cast("bigint").alias("e"))
+        if getattr(regime, "changes", False) and state is not first:  # only the changed keys, as the new state
+            return upd, upd
         new = state.join(upd.select("k"), "k", "left_anti").unionByName(upd)
         return upd, new
 
@@ -110,19 +124,45 @@ def run(spark: Any, root: Path, regime: Any, args: argparse.Namespace) -> dict[s
             "checkpoints": checkpoint_bytes(root)}
 
 
-def restore(spark: Any, root: Path, regime: Any, epoch: int) -> tuple[float, float, tuple[int, int, int]]:
-    """Restore ``table``'s checkpoint at ``epoch`` as a recovery does; (wall s, CPU s, checksum of the table)."""
+def restore(
+    spark: Any, root: Path, regime: Any, epoch: int, keys: Any
+) -> tuple[float, float, float, float, tuple[int, int, int]]:
+    """Restore ``table``'s checkpoint at ``epoch`` as a recovery does, then read the rows of ``keys`` from it
+    (what the next epoch's step reads, :func:`falkirk.spark.lookup`); (restore wall s, CPU s, lookup wall s,
+    CPU s, checksum of the table).
+
+    ``changes=True`` restores as its runner does: the snapshot (the base) and the deltas resolved into one
+    overlay, both materialised (the first job after a recovery does that), the whole table not rebuilt; the
+    others read the chain (or the full checkpoint) into one materialised table."""
     from pyspark.sql import functions as F
+
+    from falkirk.spark import lookup
+    from falkirk.spark.pipeline.run import layers
 
     storage = Storage(root)
     states = StateCheckpoints(SimpleNamespace(storage=storage, spark=spark), "table", regime)  # type: ignore[arg-type]
+    m = storage.get("table", "checkpoint", epoch)
     t0, c0 = time.perf_counter(), tree_cpu(os.getpid())
-    state = detach(states.read(storage.get("table", "checkpoint", epoch)), eager=True)
+    parts = []
+    if getattr(regime, "changes", False):
+        base, overlay, rows, n = states.read_layers(m)
+        parts = [detach(base, eager=True), detach(overlay, eager=True)]
+        held = layers.Layers(layers.view(parts[0], parts[1], "k", n), parts[0], parts[1], None, n, rows, "k")
+        layers.register(held)
+        state = held.view
+    else:
+        state = detach(states.read(m), eager=True)
+        parts = [state]
     wall, cpu = time.perf_counter() - t0, tree_cpu(os.getpid()) - c0
+    t1, c1 = time.perf_counter(), tree_cpu(os.getpid())
+    found = lookup(state, keys).count()
+    look_wall, look_cpu = time.perf_counter() - t1, tree_cpu(os.getpid()) - c1
+    assert found == keys.count(), (found, keys.count())  # every key changed next is in the table
     row = state.agg(F.count("*").alias("n"), F.sum("v").alias("v"),
                     F.sum(F.xxhash64("k", "v", "e") % 1000000007).alias("h")).collect()[0]
-    state.unpersist()
-    return wall, cpu, (int(row["n"]), int(row["v"]), int(row["h"]))
+    for part in parts:
+        part.unpersist()
+    return wall, cpu, look_wall, look_cpu, (int(row["n"]), int(row["v"]), int(row["h"]))
 
 
 def main() -> None:
@@ -140,7 +180,8 @@ def main() -> None:
     spark = local_session(conf={"spark.driver.memory": args.memory})
     load_before = os.getloadavg()
     regimes = {"incremental": Lazy(key="k", incremental=True, snapshot_every=args.snapshot_every),
-               "full": Eager(key="k")}
+               "full": Eager(key="k"),
+               "changes": Lazy(key="k", incremental=True, snapshot_every=args.snapshot_every, changes=True)}
     scratch = Path(tempfile.mkdtemp(prefix="falkirk-incremental-"))
     try:
         runs = {}
@@ -149,18 +190,23 @@ def main() -> None:
             print(f"{name:12} ran {args.epochs} epochs", flush=True)
         at = min(args.snapshot_every - 1, args.epochs - 1)
         timings: dict[str, list[tuple[float, float]]] = {name: [] for name in regimes}
+        lookups: dict[str, list[tuple[float, float]]] = {name: [] for name in regimes}
+        keys = spark.createDataFrame([(r["k"],) for r in changed(at + 1, args.rows, args.churn)], "k BIGINT")
+        keys = detach(keys, eager=True)  # prepared outside the timing
         sums = {}
         for _ in range(args.warmup):  # untimed: the JVM compiles each restore's code on its first run
             for name, regime in regimes.items():
-                restore(spark, scratch / name, regime, at)
+                restore(spark, scratch / name, regime, at, keys)
         for _ in range(args.reps):
             for name, regime in regimes.items():
-                wall, cpu, sums[name] = restore(spark, scratch / name, regime, at)
+                wall, cpu, look_wall, look_cpu, sums[name] = restore(spark, scratch / name, regime, at, keys)
                 timings[name].append((wall, cpu))
-                print(f"restore {name:12} epoch {at}: {wall:.2f} s wall, {cpu:.2f} s CPU", flush=True)
+                lookups[name].append((look_wall, look_cpu))
+                print(f"restore {name:12} epoch {at}: {wall:.2f} s wall, {cpu:.2f} s CPU; then the next epoch's "
+                      f"keys read: {look_wall:.2f} s wall, {look_cpu:.2f} s CPU", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    assert sums["incremental"] == sums["full"], sums  # the same table either way
+    assert sums["incremental"] == sums["full"] == sums["changes"], sums  # the same table every way
     cks = runs["incremental"]["checkpoints"]
     deltas = [c["bytes"] for c in cks.values() if c["delta"]]
     snapshots = [c["bytes"] for c in cks.values() if not c["delta"]]
@@ -174,6 +220,16 @@ def main() -> None:
         "restore_wall_s": restore_s, "restore_cpu_s": restore_cpu,
         "restore_wall_ratio": restore_s["incremental"] / restore_s["full"],
         "restore_cpu_ratio": restore_cpu["incremental"] / restore_cpu["full"],
+        "changes_restore_wall_ratio": restore_s["changes"] / restore_s["full"],
+        "changes_restore_cpu_ratio": restore_cpu["changes"] / restore_cpu["full"],
+        "lookup_wall_s": {n: statistics.median(w for w, _ in t) for n, t in lookups.items()},
+        "lookup_cpu_s": {n: statistics.median(c for _, c in t) for n, t in lookups.items()},
+        "restore_and_lookup_wall_s": {n: statistics.median(a[0] + b[0] for a, b in zip(timings[n], lookups[n],
+                                                                                          strict=True))
+                                      for n in regimes},
+        "restore_and_lookup_cpu_s": {n: statistics.median(a[1] + b[1] for a, b in zip(timings[n], lookups[n],
+                                                                                         strict=True))
+                                     for n in regimes},
         "epoch_cpu_median_s": {n: statistics.median(r["cpus"][2:]) for n, r in runs.items()},
         "epoch_wall_median_s": {n: statistics.median(r["walls"][2:]) for n, r in runs.items()},
         "rows_after": sums["full"][0],
@@ -185,12 +241,17 @@ def main() -> None:
     print(f"  restore epoch {at} (snapshot + {at % args.snapshot_every} deltas): {restore_s['incremental']:.2f} s "
           f"vs full {restore_s['full']:.2f} s = {summary['restore_wall_ratio']:.2f}x wall, "
           f"{summary['restore_cpu_ratio']:.2f}x CPU")
-    print(f"  CPU per epoch (median, epochs 2+): incremental {summary['epoch_cpu_median_s']['incremental']:.2f} s, "
+    print(f"  restore with changes=True (the snapshot and the deltas resolved apart): {restore_s['changes']:.2f} s = "
+          f"{summary['changes_restore_wall_ratio']:.2f}x wall, {summary['changes_restore_cpu_ratio']:.2f}x CPU")
+    both = summary["restore_and_lookup_wall_s"]
+    print(f"  restore + the next epoch's keys read, wall: incremental {both['incremental']:.2f} s, full "
+          f"{both['full']:.2f} s, changes {both['changes']:.2f} s")
+    print(f"  CPU per epoch (median, epochs 2+): changes {summary['epoch_cpu_median_s']['changes']:.2f} s, incremental {summary['epoch_cpu_median_s']['incremental']:.2f} s, "
           f"full {summary['epoch_cpu_median_s']['full']:.2f} s")
     doc = {"benchmark": "spark_incremental", "args": {k: str(v) for k, v in vars(args).items()},
            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                        "spark": spark.version, "load_average_before": load_before, "load_average": os.getloadavg()},
-           "summary": summary, "runs": runs, "restore_timings": timings}
+           "summary": summary, "runs": runs, "restore_timings": timings, "lookup_timings": lookups}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     print(f"\nwrote {args.out}")

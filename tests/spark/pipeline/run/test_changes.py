@@ -55,11 +55,13 @@ def test_injections_restore_and_each_delta_is_the_epochs_changes(
     recovery restores the epoch before the failure, and each delta holds exactly one row per user of its epoch
     (what the step returned, tombstones included: no comparison of two states); the output equals the
     reference."""
-    fail = ["totals@2:before", "totals@3:mid", "totals@4:task", "totals@5:job", "totals@5:job", "totals@6:after"]
+    # totals@6:mid restores epoch 5: a snapshot (3) and two deltas, the second with a tombstone (user 26 settled)
+    fail = ["totals@2:before", "totals@3:mid", "totals@4:task", "totals@5:job", "totals@5:job", "totals@6:mid",
+            "totals@6:after"]
     result = keyed_pipeline(tmp_path, spark, incremental=True, changes=True, gc=False).run(EPOCHS, fail=fail)
     assert sorted(map(str, result.fired)) == sorted(fail)
     rolled = [r for r in result.journal.recoveries if r.in_place is None]
-    assert [epoch_of(r.plan.frontiers["totals"]) for r in rolled] == [1, 2, 4, 6]
+    assert [epoch_of(r.plan.frontiers["totals"]) for r in rolled] == [1, 2, 4, 5, 6]
     cks = state_checkpoints(tmp_path)
     assert sorted(cks) == list(range(EPOCHS))
     for e, m in cks.items():

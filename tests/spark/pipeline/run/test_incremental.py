@@ -152,7 +152,10 @@ def test_a_chain_is_restored_in_one_scan_and_one_shuffle_and_equals_the_state_it
 ) -> None:
     """The restore of a snapshot and two deltas reads all their files in one scan and shuffles once (into the
     step's partitions, as a full checkpoint's restore does; the deltas are resolved per key inside those
-    partitions), and yields the state of a run without ``incremental`` at the same epoch, row for row."""
+    partitions), and yields the state of a run without ``incremental`` at the same epoch, row for row. Read as
+    layers (a ``changes=True`` step's restore, here into 3 partitions), the snapshot alone is the base, the
+    overlay holds one row per key the deltas name (a tombstone for a key they removed), and the view is that
+    state again."""
     from types import SimpleNamespace
 
     from pyspark.sql import functions as F
@@ -177,3 +180,26 @@ def test_a_chain_is_restored_in_one_scan_and_one_shuffle_and_equals_the_state_it
                                 Lazy(every=1, key="user", partitions=2)).read(reference.get("totals", "checkpoint", 5))
     assert sorted(map(tuple, state.collect())) == sorted(map(tuple, expected.collect()))
     assert state.agg(F.count("*")).first()[0] > 0
+
+    from falkirk.spark.pipeline.run import layers
+    from falkirk.spark.pipeline.store.delta import DELETED
+
+    three = Lazy(every=3, key="user", partitions=3, incremental=True, snapshot_every=3, changes=True)
+    states = StateCheckpoints(ctx, "totals", three)  # type: ignore[arg-type]
+    base, overlay, base_rows, bound = states.read_layers(m)
+    assert base_rows == storage.get("totals", "checkpoint", 3).rows == base.count()
+    assert states.chain == (3, 4, 5) and states.rescaled is not None and states.rescaled[:2] == (2, 3)
+    assert base.rdd.getNumPartitions() == 3
+    at_3 = StateCheckpoints(SimpleNamespace(storage=reference, spark=spark), "totals",  # type: ignore[arg-type]
+                            Lazy(every=1, key="user", partitions=2)).read(reference.get("totals", "checkpoint", 3))
+    assert sorted(map(tuple, base.collect())) == sorted(map(tuple, at_3.collect()))
+    named = {r["user"] for e in (4, 5) for r in spark.read.parquet(str(tmp_path / "inc" / storage.get(
+        "totals", "checkpoint", e).location)).collect()}
+    rows = overlay.collect()
+    assert sorted(r["user"] for r in rows) == sorted(named) and len(rows) <= bound
+    now = {tuple(r) for r in expected.collect()}
+    gone = named - {r["user"] for r in expected.collect()}  # settled in epoch 4 or 5: a tombstone each
+    assert {r["user"] for r in rows if r[DELETED]} == gone != set()
+    assert all(tuple(r)[:-1] in now for r in rows if not r[DELETED])  # the key's row now
+    view = layers.view(base, overlay, "user", len(rows))
+    assert sorted(map(tuple, view.collect())) == sorted(map(tuple, expected.collect()))

@@ -176,18 +176,56 @@ class StateCheckpoints:
         if layout is None:
             self.chain = None
             return storage.read_frame(spark, m, verify=False)
-        before = delta.chain(m)
-        items = [storage.get(self.name, "checkpoint", e) for e in before] + [m]
-        for item in items:
-            self._check_layout(item)
-        key = layout["key"]
+        items = self._chain_of(m)
+        key, new = layout["key"], self.regime.parallelism  # type: ignore[attr-defined]
         if len(items) == 1:
             rows = storage.read_frame(spark, m, verify=False).drop(keyed.SUBTASK)
-            within = None
+            return keyed.restore(rows, new, layout["max_parallelism"])
         # the snapshot and its deltas in one scan (tagged 0, 1, 2, ...), resolved per key after the shuffle
-        else:
-            rows = storage.read_tagged(spark, items, delta.SEQ, verify=False)
-            within = lambda d, by: delta.newest(d, key, [by])  # noqa: E731
+        rows = storage.read_tagged(spark, items, delta.SEQ, verify=False)
+        state = keyed.restore(
+            rows, new, layout["max_parallelism"], within=lambda d, by: delta.newest(d, key, [by])
+        )
+        return state.drop(delta.SEQ, delta.DELETED)
+
+    def read_layers(self, m: Manifest) -> tuple[DataFrame, DataFrame | None, int, int]:
+        """Keyed checkpoint ``m`` as a ``changes=True`` step keeps its state
+        (:class:`~falkirk.spark.pipeline.run.layers.Layers`): its chain's
+        snapshot redistributed into the step's partitions (the base: what a
+        full checkpoint's restore reads), and the deltas after it resolved
+        into the changes they make together — per key the rows of the
+        latest delta naming it, a removed key's tombstone kept, with
+        ``_deleted`` (the overlay; ``None`` for a snapshot alone). The
+        snapshot is neither tagged nor compared with the deltas: the view
+        of the layers applies them. Also the snapshot's rows and, at most,
+        the overlay's (the deltas' rows: a key named by several counts in
+        each), from the manifests (no job)."""
+        from pyspark.sql import functions as F
+
+        storage, spark = self.ctx.storage, self.ctx.spark
+        self.rescaled = None
+        layout = m.extra["keyed"]
+        items = self._chain_of(m)
+        key, groups = layout["key"], layout["max_parallelism"]
+        snapshot = storage.read_frame(spark, items[0], verify=False).drop(keyed.SUBTASK)
+        base = keyed.restore(snapshot, self.regime.parallelism, groups)  # type: ignore[attr-defined]
+        if len(items) == 1:
+            return base, None, m.rows, 0
+        rows = storage.read_tagged(spark, items[1:], delta.SEQ, tags=range(1, len(items)), verify=False)
+        overlay = delta.newest(rows, key, tombstones=True).select(
+            *base.columns, F.coalesce(F.col(delta.DELETED), F.lit(False)).alias(delta.DELETED)
+        )
+        bound = sum(item.rows for item in items[1:])
+        return base, overlay.coalesce(self.regime.parallelism), items[0].rows, bound  # type: ignore[attr-defined]
+
+    def _chain_of(self, m: Manifest) -> list[Manifest]:
+        """The manifests of keyed checkpoint ``m``'s chain (its snapshot first, ``m`` last), checked against
+        the step's layout; the chain in memory becomes it, and :attr:`rescaled` tells a change of
+        partitions."""
+        before = delta.chain(m)
+        items = [self.ctx.storage.get(self.name, "checkpoint", e) for e in before] + [m]
+        for item in items:
+            self._check_layout(item)
         self.chain = (*before, m.epoch)
         self.chains[m.epoch] = tuple(before)
         new = self.regime.parallelism  # type: ignore[attr-defined]
@@ -195,9 +233,12 @@ class StateCheckpoints:
             item.extra["keyed"]["parallelism"] for item in items if item.extra["keyed"]["parallelism"] != new
         ]
         if differ:  # reported as the newest layout that differs (a chain may span a change of partitions)
-            self.rescaled = (differ[-1], new, keyed.plan_rescale(differ[-1], new, layout["max_parallelism"]))
-        state = keyed.restore(rows, new, layout["max_parallelism"], within=within)
-        return state if within is None else state.drop(delta.SEQ, delta.DELETED)
+            self.rescaled = (
+                differ[-1],
+                new,
+                keyed.plan_rescale(differ[-1], new, m.extra["keyed"]["max_parallelism"]),
+            )
+        return items
 
     def _check_layout(self, m: Manifest) -> None:
         layout: dict[str, Any] = m.extra["keyed"]

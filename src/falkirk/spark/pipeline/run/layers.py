@@ -69,6 +69,7 @@ class Layers:
     overlay: Any
     #: the epoch's own changes, ``_deleted`` added (an incremental checkpoint's delta)
     changes: Any
+    #: the overlay's rows (restored from a checkpoint: at most that; the rows of its deltas)
     overlay_rows: int
     base_rows: int
     #: the state's key column

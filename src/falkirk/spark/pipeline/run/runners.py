@@ -419,7 +419,7 @@ class StepRunner(Runner):
             return first, Layers(first, first, None, marked, 0, _layers.counted(first, key, self.name), key)
         base: DataFrame
         overlay: DataFrame | None
-        if layers is None:  # restored (or made before changes=True): the base, no changes since
+        if layers is None:  # a state not held as layers (a restore makes layers): the base, no changes since
             assert self.state is not None
             base, overlay, base_rows = self.state, None, -1
         else:
@@ -430,7 +430,7 @@ class StepRunner(Runner):
         )
         if overlay is not None:  # kept in the state's partitions (a union adds its sides' partitions up)
             merged = merged.unionByName(marked).coalesce(self.regime.parallelism)  # type: ignore[attr-defined]
-        if base_rows < 0:  # restored: materialised here (its first use reads it anyway)
+        if base_rows < 0:  # not known: counted here (its first use reads it anyway)
             base_rows = _layers.counted(base, key, self.name)
         new_overlay = detach(merged, eager=False, replicas=replicas)
         n = _layers.counted(new_overlay, key, self.name)  # one job: the step's changes computed, both cached
@@ -441,6 +441,25 @@ class StepRunner(Runner):
             self.ctx.frames.release(new_overlay)
             return compacted, Layers(compacted, compacted, None, marked, 0, rows, key)
         return view, Layers(view, base, new_overlay, marked, n, base_rows, key)
+
+    def _restore_layers(self, m: Manifest) -> None:
+        """A ``changes=True`` step's state from its checkpoint ``m``, as layers: the chain's snapshot as the
+        base, as a full checkpoint's restore reads it, and its deltas resolved into one overlay; both read by
+        the step's next job (no job of their own). The whole state is not rebuilt from the chain: the view
+        applies the overlay where the step reads it (:func:`~falkirk.spark.pipeline.run.layers.lookup`: by
+        its keys)."""
+        base, overlay, base_rows, bound = self.checkpoints.read_layers(m)
+        key = self.regime.key  # type: ignore[attr-defined]
+        base = detach(base, eager=False, replicas=self.replicas)
+        if overlay is None:  # a snapshot alone
+            layers = Layers(base, base, None, None, 0, base_rows, key)
+        else:
+            overlay = detach(overlay, eager=False, replicas=self.replicas)
+            layers = Layers(
+                _layers.view(base, overlay, key, bound), base, overlay, None, bound, base_rows, key
+            )
+        _layers.register(layers)
+        self.layers, self.state = layers, layers.view
 
     def _drop_unused_layers(self) -> None:
         """Let go of the parts of layers a failed execution made that the state does not hold."""
@@ -529,7 +548,10 @@ class StepRunner(Runner):
             self.state = None
             if frontier >= 0:
                 m = storage.get(self.name, "checkpoint", frontier)
-                if not m.extra.get("empty"):  # read by the step's next job: no job of its own
+                if getattr(self.regime, "changes", False) and m.extra.get("keyed") is not None:
+                    self._restore_layers(m)
+                    self.rescaled, self.checkpoints.rescaled = self.checkpoints.rescaled, None
+                elif not m.extra.get("empty"):  # read by the step's next job: no job of its own
                     self.state = detach(self.checkpoints.read(m), eager=False, replicas=self.replicas)
                     self.rescaled, self.checkpoints.rescaled = self.checkpoints.rescaled, None
             else:

@@ -167,10 +167,11 @@ def apply(base: DataFrame, deltas: Sequence[DataFrame], key: str) -> DataFrame:
     return newest(rows, key).select(*cols)
 
 
-def newest(rows: DataFrame, key: str, by: Sequence[str] = ()) -> DataFrame:
+def newest(rows: DataFrame, key: str, by: Sequence[str] = (), *, tombstones: bool = False) -> DataFrame:
     """The rows of the state that a snapshot and its deltas restore, from all their rows tagged in ``SEQ``:
     the snapshot's 0, the deltas' 1, 2, ... in order (``_deleted`` null counts as false). Per key: the rows of
-    the latest delta naming it, else the snapshot's. Columns as ``rows``'s.
+    the latest delta naming it, else the snapshot's. Columns as ``rows``'s. ``tombstones``: a removed key
+    keeps its latest tombstone row (deltas resolved into the changes they make together).
 
     A per-key window partitioned by ``[key, *by]``: one shuffle, or none
     when ``rows`` is already hash-partitioned by ``by`` (columns that are
@@ -188,6 +189,7 @@ def newest(rows: DataFrame, key: str, by: Sequence[str] = ()) -> DataFrame:
     # key first: the sort before the window compares rows by a prefix of the first column (``by`` is constant
     # within a partition)
     out = rows.withColumn(_LATEST, F.max(SEQ).over(Window.partitionBy(key, *by)))
-    return out.where((F.col(SEQ) == F.col(_LATEST)) & ~F.coalesce(F.col(DELETED), F.lit(False))).select(
+    latest = F.col(SEQ) == F.col(_LATEST)
+    return out.where(latest if tombstones else latest & ~F.coalesce(F.col(DELETED), F.lit(False))).select(
         *rows.columns
     )
