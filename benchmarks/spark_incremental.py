@@ -132,8 +132,8 @@ def restore(
     CPU s, checksum of the table).
 
     ``changes=True`` restores as its runner does: the snapshot (the base) and the deltas resolved into one
-    overlay, both materialised (the first job after a recovery does that), the whole table not rebuilt; the
-    others read the chain (or the full checkpoint) into one materialised table."""
+    overlay, both materialised by one job (the first job after a recovery does that), the whole table not
+    rebuilt; the others read the chain (or the full checkpoint) into one materialised table."""
     from pyspark.sql import functions as F
 
     from falkirk.spark import lookup
@@ -146,7 +146,9 @@ def restore(
     parts = []
     if getattr(regime, "changes", False):
         base, overlay, rows, n = states.read_layers(m)
-        parts = [detach(base, eager=True), detach(overlay, eager=True)]
+        parts = [detach(base, eager=False), detach(overlay, eager=False)]
+        # both materialised by one job, as the first job after a recovery does (its step's reads of the state)
+        parts[0].select("k").unionByName(parts[1].select("k")).count()
         held = layers.Layers(layers.view(parts[0], parts[1], "k", n), parts[0], parts[1], None, n, rows, "k")
         layers.register(held)
         state = held.view
