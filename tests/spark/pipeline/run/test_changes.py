@@ -39,6 +39,24 @@ def compaction(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     return str(request.param)
 
 
+@pytest.fixture
+def restores(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bool]]:
+    """Each restore read as layers, in order: (its epoch, whether it has an overlay — deltas after its
+    snapshot)."""
+    from falkirk.spark.pipeline.run.incremental import StateCheckpoints
+
+    seen: list[tuple[int, bool]] = []
+    read_layers = StateCheckpoints.read_layers
+
+    def spy(self: Any, m: Any) -> Any:
+        parts = read_layers(self, m)
+        seen.append((m.epoch, parts[1] is not None))
+        return parts
+
+    monkeypatch.setattr(StateCheckpoints, "read_layers", spy)
+    return seen
+
+
 def _identical(spark: Any, root: Path, reference: Path) -> None:
     from falkirk.spark.pipeline.tools.verify import compare_runs
 
@@ -49,7 +67,7 @@ def _identical(spark: Any, root: Path, reference: Path) -> None:
 
 @pytest.mark.parametrize("compaction", ["layered"], indirect=True)
 def test_injections_restore_and_each_delta_is_the_epochs_changes(
-    spark: Any, plain: Path, tmp_path: Path, compaction: str
+    spark: Any, plain: Path, tmp_path: Path, compaction: str, restores: list[tuple[int, bool]]
 ) -> None:
     """``Lazy(every=3, incremental=True, changes=True)`` with before, mid, task, job and after injections: every
     recovery restores the epoch before the failure, and each delta holds exactly one row per user of its epoch
@@ -62,6 +80,8 @@ def test_injections_restore_and_each_delta_is_the_epochs_changes(
     assert sorted(map(str, result.fired)) == sorted(fail)
     rolled = [r for r in result.journal.recoveries if r.in_place is None]
     assert [epoch_of(r.plan.frontiers["totals"]) for r in rolled] == [1, 2, 4, 5, 6]
+    # each restored as layers: the snapshot (0, 3, 6) as the base, the deltas after it as the overlay
+    assert restores == [(1, True), (2, True), (4, True), (5, True), (6, False)]
     cks = state_checkpoints(tmp_path)
     assert sorted(cks) == list(range(EPOCHS))
     for e, m in cks.items():
@@ -76,10 +96,12 @@ def test_injections_restore_and_each_delta_is_the_epochs_changes(
 
 
 @pytest.mark.parametrize("compaction", ["layered"], indirect=True)
-def test_a_concurrent_run_recovers_identically(spark: Any, plain: Path, tmp_path: Path, compaction: str) -> None:
-    """The same injections with three executions at a time (``concurrency=3, window=3``: the output runs ahead
-    of ``totals``): every rollback restores the epoch before its failure — through layers, a tombstone in the
-    chain restored at 5 — and the output equals the reference."""
+def test_a_concurrent_run_recovers_identically(
+    spark: Any, plain: Path, tmp_path: Path, compaction: str, restores: list[tuple[int, bool]]
+) -> None:
+    """The same injections with three executions at a time (``concurrency=3, window=3``: the input runs ahead
+    of ``totals``): the rollbacks restore through layers, among them epoch 5 (a tombstone in its chain), and
+    the output equals the reference."""
     fail = ["totals@2:before", "totals@3:mid", "totals@4:task", "totals@5:job", "totals@5:job", "totals@6:mid",
             "totals@6:after"]
     pipe = keyed_pipeline(tmp_path, spark, incremental=True, changes=True, gc=False, concurrency=3, window=3)
@@ -87,7 +109,65 @@ def test_a_concurrent_run_recovers_identically(spark: Any, plain: Path, tmp_path
     assert sorted(map(str, result.fired)) == sorted(fail)
     rolled = [r for r in result.journal.recoveries if r.in_place is None]
     assert {epoch_of(r.plan.frontiers["totals"]) for r in rolled} >= {1, 2, 5}
+    assert {(1, True), (2, True), (5, True)} <= set(restores)
     _identical(spark, tmp_path, plain)
+
+
+def test_a_restore_as_layers_is_the_chain_resolved(spark: Any, tmp_path: Path) -> None:
+    """Checkpoints written from a ``changes=True`` step's changes (keys with several rows, a key removed then
+    added again, one added then removed, a tombstone for a key never there, rows changed in place), read back
+    at each epoch of the chain into 3 partitions (written in 2): the layers' view is the chain resolved whole
+    (``read``), and both are the state computed here."""
+    from types import SimpleNamespace
+
+    from falkirk.spark import Storage
+    from falkirk.spark.pipeline.run.frames import Frames
+    from falkirk.spark.pipeline.run.incremental import StateCheckpoints
+
+    schema = "k BIGINT, item STRING, n BIGINT"
+    snapshot = {1: [("a", 1), ("b", 2)], 2: [("c", 3)], 3: [("d", 4)], 4: [("e", 5), ("f", 6)]}
+    steps: list[dict[int, list[tuple[str, int]]]] = [  # per epoch: a key's rows now ([]: removed)
+        {2: [], 5: [("g", 7), ("h", 8)], 1: [("a", 9)]},
+        {2: [("c", 10)], 5: [], 6: [], 3: [("d", 4), ("d", 11)]},
+        {1: [("x", 1), ("y", 2), ("z", 3)], 4: [], 7: [("q", 1)]},
+    ]
+
+    def frame(table: dict[int, list[tuple[str, int]]]) -> Any:
+        return spark.createDataFrame([(k, i, n) for k, rows in table.items() for i, n in rows], schema)
+
+    storage = Storage(tmp_path, fsync=False)
+    ctx = SimpleNamespace(storage=storage, spark=spark, frames=Frames())
+    regime = Lazy(every=1, key="k", partitions=2, incremental=True, snapshot_every=10, changes=True)
+    writer = StateCheckpoints(ctx, "t", regime)  # type: ignore[arg-type]
+    tables = [snapshot]
+    storage.put(writer.write(frame(snapshot), None, 0, sum(map(len, snapshot.values()))))
+    for epoch, step in enumerate(steps, start=1):
+        tables.append({k: v for k, v in {**tables[-1], **step}.items() if v})
+        changes = spark.createDataFrame(
+            [(k, i, n, False) for k, rows in step.items() for i, n in rows]
+            + [(k, None, None, True) for k, rows in step.items() if not rows],
+            f"{schema}, _deleted BOOLEAN",
+        )
+        storage.put(writer.write(frame(tables[-1]), frame(tables[-2]), epoch, None, changes=changes))
+    rescaled = Lazy(every=1, key="k", partitions=3, incremental=True, snapshot_every=10, changes=True)
+    for epoch, table in enumerate(tables):
+        m = storage.get("t", "checkpoint", epoch)
+        assert m.extra.get("delta", {}).get("chain", []) == list(range(epoch)), epoch
+        want = sorted((k, i, n) for k, rows in table.items() for i, n in rows)
+        whole = StateCheckpoints(ctx, "t", rescaled).read(m)  # type: ignore[arg-type]
+        base, overlay, base_rows, bound = StateCheckpoints(ctx, "t", rescaled).read_layers(m)  # type: ignore[arg-type]
+        assert base_rows == 7 and base.rdd.getNumPartitions() == 3
+        assert sorted(map(tuple, base.collect())) == sorted((k, i, n) for k, r in snapshot.items() for i, n in r)
+        if epoch == 0:
+            assert overlay is None
+            view = base
+        else:
+            named = {k for step in steps[:epoch] for k in step}
+            got = overlay.collect()
+            assert {r["k"] for r in got} == named and len(got) <= bound, epoch
+            assert {r["k"] for r in got if r["_deleted"]} == named - set(table), epoch
+            view = layers.view(base, overlay, "k", bound)
+        assert sorted(map(tuple, view.collect())) == want == sorted(map(tuple, whole.collect())), epoch
 
 
 @pytest.mark.parametrize("compaction", ["compacted"], indirect=True)

@@ -447,7 +447,9 @@ class StepRunner(Runner):
         base, as a full checkpoint's restore reads it, and its deltas resolved into one overlay; both read by
         the step's next job (no job of their own). The whole state is not rebuilt from the chain: the view
         applies the overlay where the step reads it (:func:`~falkirk.spark.pipeline.run.layers.lookup`: by
-        its keys)."""
+        its keys). Its keys are not checked for nulls again: they were when the state was made (a
+        ``changes=True`` state refuses them; turning ``changes`` on over a checkpoint written without it is
+        refused on restart by the pipeline-evolution check)."""
         base, overlay, base_rows, bound = self.checkpoints.read_layers(m)
         key = self.regime.key  # type: ignore[attr-defined]
         base = detach(base, eager=False, replicas=self.replicas)
