@@ -177,14 +177,16 @@ class StateCheckpoints:
             self.chain = None
             return storage.read_frame(spark, m, verify=False)
         items = self._chain_of(m)
-        key, new = layout["key"], self.regime.parallelism  # type: ignore[attr-defined]
         if len(items) == 1:
-            rows = storage.read_frame(spark, m, verify=False).drop(keyed.SUBTASK)
-            return keyed.restore(rows, new, layout["max_parallelism"])
+            return self._snapshot(m)
         # the snapshot and its deltas in one scan (tagged 0, 1, 2, ...), resolved per key after the shuffle
+        key = layout["key"]
         rows = storage.read_tagged(spark, items, delta.SEQ, verify=False)
         state = keyed.restore(
-            rows, new, layout["max_parallelism"], within=lambda d, by: delta.newest(d, key, [by])
+            rows,
+            self.regime.parallelism,  # type: ignore[attr-defined]
+            layout["max_parallelism"],
+            within=lambda d, by: delta.newest(d, key, [by]),
         )
         return state.drop(delta.SEQ, delta.DELETED)
 
@@ -203,12 +205,9 @@ class StateCheckpoints:
         from pyspark.sql import functions as F
 
         storage, spark = self.ctx.storage, self.ctx.spark
-        self.rescaled = None
-        layout = m.extra["keyed"]
         items = self._chain_of(m)
-        key, groups = layout["key"], layout["max_parallelism"]
-        snapshot = storage.read_frame(spark, items[0], verify=False).drop(keyed.SUBTASK)
-        base = keyed.restore(snapshot, self.regime.parallelism, groups)  # type: ignore[attr-defined]
+        key = m.extra["keyed"]["key"]
+        base = self._snapshot(items[0])
         if len(items) == 1:
             return base, None, m.rows, 0
         rows = storage.read_tagged(spark, items[1:], delta.SEQ, tags=range(1, len(items)), verify=False)
@@ -218,10 +217,16 @@ class StateCheckpoints:
         bound = sum(item.rows for item in items[1:])
         return base, overlay.coalesce(self.regime.parallelism), items[0].rows, bound  # type: ignore[attr-defined]
 
+    def _snapshot(self, m: Manifest) -> DataFrame:
+        """The rows of keyed snapshot ``m`` redistributed by key group into the step's partitions."""
+        rows = self.ctx.storage.read_frame(self.ctx.spark, m, verify=False).drop(keyed.SUBTASK)
+        return keyed.restore(rows, self.regime.parallelism, m.extra["keyed"]["max_parallelism"])  # type: ignore[attr-defined]
+
     def _chain_of(self, m: Manifest) -> list[Manifest]:
         """The manifests of keyed checkpoint ``m``'s chain (its snapshot first, ``m`` last), checked against
         the step's layout; the chain in memory becomes it, and :attr:`rescaled` tells a change of
         partitions."""
+        self.rescaled = None
         before = delta.chain(m)
         items = [self.ctx.storage.get(self.name, "checkpoint", e) for e in before] + [m]
         for item in items:
