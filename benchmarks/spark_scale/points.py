@@ -124,9 +124,14 @@ def measure_point(p: Point, work: Path, *, drivers: int, warmup: int, spacings: 
         return res
 
     summary = round_robin(list(configs), drivers, one)
-    if off and (not only or "falkirk-off" in only):  # failure-free only: not in the rounds' per-driver ratios
-        configs["falkirk-off"] = {"regimes": "shipped", "off": True}
-        summary.update(round_robin(["falkirk-off"], drivers, one))
+    # failure-free only: not in the rounds' per-driver ratios. ``falkirk-changes-off`` (W2's changes form, off)
+    # only when named: the bookkeeping of a ``changes=True`` step is ``falkirk-changes`` less it
+    offs = {"falkirk-off": "shipped"} if off and (not only or "falkirk-off" in only) else {}
+    if off and only and "falkirk-changes-off" in only and p.workload == "W2":
+        offs["falkirk-changes-off"] = "changes"
+    for name, regimes in offs.items():
+        configs[name] = {"regimes": regimes, "off": True}
+        summary.update(round_robin([name], drivers, one))
     shutil.rmtree(input_dir, ignore_errors=True)
     return {"workload": p.workload, "n": p.n, "churn": p.churn, "epochs": p.epochs, "crash": p.crash,
             "memory": spark_conf(p, {}), "stream_form": form, "stream_module": stream_module(p.workload),
@@ -142,7 +147,7 @@ def remeasure_fail(block: dict[str, Any], work: Path, *, drivers: int, only: set
     change that moves only that recovery (a retry in place): both systems' figures again in one run."""
     p = Point(block["workload"], block["n"], block["churn"], block["epochs"], block["crash"])
     wl = adapter({"workload": p.workload})
-    names = [n for n in block["summary"] if n != "falkirk-off" and (not only or n in only)]
+    names = [n for n in block["summary"] if not n.endswith("-off") and (not only or n in only)]
     opts = configurations(p.workload, [int(n.removeprefix("streaming-snap")) for n in block["summary"]
                                        if n.startswith("streaming-snap")])
     input_dir = work / f"{p.id}-input"

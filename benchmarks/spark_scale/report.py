@@ -96,7 +96,7 @@ def markdown(doc: dict[str, Any]) -> str:
 
 def _best(summary: dict[str, Any], system: str, metric: str) -> tuple[str, float] | None:
     got = [(n, s[metric]) for n, s in summary.items() if s["system"] == system and s.get(metric) is not None
-           and n != "falkirk-off"]
+           and not n.endswith("-off")]
     return min(got, key=lambda x: x[1]) if got else None
 
 
@@ -135,8 +135,9 @@ def targets(doc: dict[str, Any]) -> dict[str, Any]:
     book = {}
     for p in pts:
         s = p["summary"]
-        if "falkirk-off" in s and "falkirk" in s:
-            book[f"{p['workload']}-n{p['n']}" + (f"-c{p['churn']:g}" if p.get("churn") is not None else "")] = (
-                s["falkirk"]["driver_cpu_median_s"] - s["falkirk-off"]["driver_cpu_median_s"])
+        point = f"{p['workload']}-n{p['n']}" + (f"-c{p['churn']:g}" if p.get("churn") is not None else "")
+        for on, suffix in (("falkirk", ""), ("falkirk-changes", "-changes")):
+            if f"{on}-off" in s and on in s:
+                book[point + suffix] = s[on]["driver_cpu_median_s"] - s[f"{on}-off"]["driver_cpu_median_s"]
     out["bookkeeping_driver_cpu_per_epoch"] = {"limit": 0.05, "falkirk_minus_off": book}
     return out
