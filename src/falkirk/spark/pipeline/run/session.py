@@ -40,6 +40,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from falkirk.spark.pipeline.store.jvm import once
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -319,7 +321,8 @@ def all_failed_tasks(spark: SparkSession) -> int | None:
     if is_connect(spark):
         return None
     try:
-        summaries = spark.sparkContext._jsc.sc().statusStore().executorList(False)
+        sc = spark.sparkContext
+        summaries = once(("statusStore",), lambda: sc._jsc.sc().statusStore(), owner=sc).executorList(False)
         total = sum(int(summaries.apply(i).failedTasks()) for i in range(summaries.size()))
     except Exception:  # noqa: BLE001 - a stopped context or another JVM: unknown, and the exact path is taken
         return None
@@ -334,8 +337,11 @@ def codegen_compilations(spark: SparkSession) -> int | None:
         return None
     try:
         jvm: Any = spark.sparkContext._jvm
-        metrics = jvm.org.apache.spark.metrics.source.CodegenMetrics
-        return int(metrics.METRIC_COMPILATION_TIME().getCount())
+        # a static histogram of the JVM's (its package path alone is six py4j calls to look up)
+        timer = once(
+            ("codegen",), lambda: jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+        )
+        return int(timer.getCount())
     except Exception:  # noqa: BLE001 - advisory: unknown
         return None
 
@@ -381,7 +387,10 @@ def failed_tasks(spark: SparkSession, group: str, *, quiet: bool = False) -> tup
     if is_connect(spark):
         return None
     if quiet:
-        return len(spark.sparkContext._jsc.statusTracker().getJobIdsForGroup(group)), 0
+        sc = spark.sparkContext
+        return len(
+            once(("statusTracker",), lambda: sc._jsc.statusTracker(), owner=sc).getJobIdsForGroup(group)
+        ), 0
     tracker = spark.sparkContext.statusTracker()
     jobs = tracker.getJobIdsForGroup(group)
     failed = 0

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from falkirk.spark.errors import PipelineError
+from falkirk.spark.pipeline.store.jvm import once
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -98,11 +99,24 @@ def _owner(group: Column, parallelism: int, max_parallelism: int) -> Column:
     return F.floor(group * parallelism / max_parallelism).cast("int")
 
 
-def key_group(key: str, max_parallelism: int) -> Column:
-    """The key group of column ``key``: ``pmod(xxhash64(key), max_parallelism)``."""
+def _owner_of_kg(parallelism: int, max_parallelism: int) -> Column:
+    """:func:`_owner` of the ``_kg`` column, made once per JVM (:func:`~.jvm.once`)."""
     from pyspark.sql import functions as F
 
-    return F.pmod(F.xxhash64(F.col(key)), F.lit(max_parallelism)).cast("int")
+    return once(
+        ("owner", parallelism, max_parallelism), lambda: _owner(F.col(KG), parallelism, max_parallelism)
+    )
+
+
+def key_group(key: str, max_parallelism: int) -> Column:
+    """The key group of column ``key``: ``pmod(xxhash64(key), max_parallelism)`` (made once per JVM: a keyed
+    step lays its state out with it at every checkpoint, :func:`~.jvm.once`)."""
+    from pyspark.sql import functions as F
+
+    return once(
+        ("key_group", key, max_parallelism),
+        lambda: F.pmod(F.xxhash64(F.col(key)), F.lit(max_parallelism)).cast("int"),
+    )
 
 
 def spark_hash(value: int) -> int:
@@ -163,9 +177,8 @@ def partition_exactly(df: DataFrame, subtask: Column, n: int, *, keep: bool = Fa
     """
     from pyspark.sql import functions as F
 
-    salts = _salt_values(n)
-    salt = F.element_at(F.array(*[F.lit(v).cast("bigint") for v in salts]), subtask + 1)
-    out = df.withColumn(SALT, salt).repartition(n, SALT)
+    salts = once(("salts", n), lambda: F.array(*[F.lit(v).cast("bigint") for v in _salt_values(n)]))
+    out = df.withColumn(SALT, F.element_at(salts, subtask + 1)).repartition(n, SALT)
     return out if keep else out.drop(SALT)
 
 
@@ -181,9 +194,10 @@ def placed(df: DataFrame, key: str, parallelism: int, max_parallelism: int) -> t
     from pyspark.sql import functions as F
 
     with_kg = df.withColumn(KG, key_group(key, max_parallelism))
-    owner = _owner(F.col(KG), parallelism, max_parallelism)
+    owner = _owner_of_kg(parallelism, max_parallelism)
+    subtask = once(("col", SUBTASK), lambda: F.col(SUBTASK))
     return (
-        partition_exactly(with_kg.withColumn(SUBTASK, owner), F.col(SUBTASK), parallelism, keep=True),
+        partition_exactly(with_kg.withColumn(SUBTASK, owner), subtask, parallelism, keep=True),
         [KG, SUBTASK, SALT],
     )
 
@@ -203,10 +217,9 @@ def restore(
     key group, so all rows of a key share a partition and an operator
     clustered by ``[by, key]`` (a per-key window) needs no further shuffle.
     """
-    from pyspark.sql import functions as F
 
     cols = [c for c in df.columns if c not in (KG, SUBTASK)]
-    owner = _owner(F.col(KG), parallelism, max_parallelism)
+    owner = _owner_of_kg(parallelism, max_parallelism)
     if within is None:
         return partition_exactly(df, owner, parallelism).select(*cols)
     return within(partition_exactly(df, owner, parallelism, keep=True), SALT).select(*cols)

@@ -1,0 +1,63 @@
+"""Objects made once per JVM, not every epoch: each saves py4j calls a run would otherwise repeat.
+
+A column expression such as a keyed state's key group (``pmod(xxhash64(key),
+n)``) costs a py4j call per function it applies, and a handle on Spark's
+status store three; rebuilt every epoch they are a good part of falkirk's
+own calls per epoch (``benchmarks/README.md``, issue 53). :func:`once`
+keeps each for as long as the objects it was made from live:
+
+* with no ``owner``, for the Py4J gateway, that is the driver's JVM: column
+  expressions (classic PySpark's ``Column`` wraps a JVM expression, which
+  no session owns);
+* with an ``owner`` (a ``SparkContext``), for that owner: a handle on its
+  status store or tracker is made again for the next context.
+
+Under Spark Connect there is no gateway; its columns are plain Python and
+are kept for the process.
+
+>>> once(("doc", 1), lambda: object()) is once(("doc", 1), lambda: object())
+True
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
+__all__ = ["once"]
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+#: the gateway the memo belongs to, and the memo: key -> (owner, value)
+_memo: tuple[Any, dict[Hashable, tuple[Any, Any]]] = (None, {})
+
+
+def _gateway() -> Any:
+    try:
+        from pyspark import SparkContext
+    except ImportError:  # pragma: no cover - falkirk.spark needs pyspark
+        return None
+    return SparkContext._gateway
+
+
+def once(key: Hashable, make: Callable[[], T], *, owner: Any = None) -> T:
+    """``make()``, made once for ``key`` as long as the JVM (the Py4J gateway) and ``owner`` stay the same.
+
+    ``owner`` is compared by identity; a value made for another owner is
+    made again. Two threads may both make a missing value; one is kept.
+    """
+    global _memo
+    gateway = _gateway()
+    with _lock:
+        if _memo[0] is not gateway:
+            _memo = (gateway, {})
+        memo = _memo[1]
+        got = memo.get(key)
+    if got is not None and got[0] is owner:
+        return got[1]
+    value = make()
+    with _lock:
+        memo[key] = (owner, value)
+    return value

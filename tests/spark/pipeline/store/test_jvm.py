@@ -1,0 +1,50 @@
+"""Objects made once per JVM (:func:`falkirk.spark.pipeline.store.jvm.once`): kept per gateway and owner, made
+again for another of either; keyed layouts built from the kept columns are the layouts of fresh ones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from falkirk.spark.pipeline.store import jvm, keyed
+
+
+def test_a_value_is_kept_per_key_and_owner_and_made_again_for_another(monkeypatch: pytest.MonkeyPatch) -> None:
+    gateways = [object()]
+    monkeypatch.setattr(jvm, "_gateway", lambda: gateways[0])
+    made: list[str] = []
+
+    def make(tag: str) -> Any:
+        made.append(tag)
+        return object()
+
+    a, b = object(), object()
+    first = jvm.once(("k",), lambda: make("1"), owner=a)
+    assert jvm.once(("k",), lambda: make("2"), owner=a) is first  # kept
+    other = jvm.once(("k",), lambda: make("3"), owner=b)  # another owner: made again, and kept for it
+    assert other is not first and jvm.once(("k",), lambda: make("4"), owner=b) is other
+    assert jvm.once(("j",), lambda: make("5")) is jvm.once(("j",), lambda: make("6"))  # no owner
+    gateways[0] = object()  # another JVM: nothing made for the old one is returned
+    assert jvm.once(("j",), lambda: make("7")) is not None and made == ["1", "3", "5", "7"]
+
+
+@pytest.mark.spark
+def test_layouts_from_kept_columns_are_those_of_fresh_ones(spark: Any) -> None:
+    """Two layouts of the same rows, the second built from the columns the first made, agree row for row with
+    the key-group arithmetic (``check_layout`` builds its owner column afresh)."""
+    from pyspark.sql import functions as F
+
+    df = spark.range(0, 500).select(F.col("id").alias("k"), (F.col("id") * 3).alias("v"))
+    kept = keyed.key_group("k", 16)
+    assert keyed.key_group("k", 16) is kept  # made once
+    for _ in range(2):
+        laid_out = keyed.layout(df, "k", 3, 16)
+        assert keyed.check_layout(laid_out, "k", 3, 16) == []
+        rows = laid_out.select("k", "v", keyed.KG, keyed.SUBTASK, F.spark_partition_id().alias("p")).collect()
+        assert sorted((r.k, r.v) for r in rows) == [(i, 3 * i) for i in range(500)]
+        assert all(r[keyed.SUBTASK] == keyed.subtask_of(r[keyed.KG], 3, 16) == r.p for r in rows)
+    restored = keyed.restore(laid_out.drop(keyed.SUBTASK), 2, 16)
+    parts = restored.select("k", F.spark_partition_id().alias("p")).collect()
+    assert sorted(r.k for r in parts) == list(range(500))
+    assert keyed.check_layout(restored, "k", 2, 16) == []
