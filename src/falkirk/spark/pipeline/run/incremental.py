@@ -98,7 +98,7 @@ class StateCheckpoints:
         ):
             if changes is not None:  # the step's own changes: one shuffle into the checkpoint's layout
                 cols = [c for c in changes.columns if c != delta.DELETED]
-                gone = F.coalesce(F.col(delta.DELETED), F.lit(False))
+                gone = delta.gone()
                 laid_out = keyed.placed(changes, key, n, groups)[0].select(
                     *[c if c == key else F.when(gone, None).otherwise(F.col(c)).alias(c) for c in cols],
                     keyed.KG,
@@ -202,7 +202,6 @@ class StateCheckpoints:
         of the layers applies them. Also the snapshot's rows and, at most,
         the overlay's (the deltas' rows: a key named by several counts in
         each), from the manifests (no job)."""
-        from pyspark.sql import functions as F
 
         storage, spark = self.ctx.storage, self.ctx.spark
         items = self._chain_of(m)
@@ -212,7 +211,7 @@ class StateCheckpoints:
             return base, None, m.rows, 0
         rows = storage.read_tagged(spark, items[1:], delta.SEQ, tags=range(1, len(items)), verify=False)
         overlay = delta.newest(rows, key, tombstones=True).select(
-            *base.columns, F.coalesce(F.col(delta.DELETED), F.lit(False)).alias(delta.DELETED)
+            *base.columns, delta.gone().alias(delta.DELETED)
         )
         bound = sum(item.rows for item in items[1:])
         return base, overlay.coalesce(self.regime.parallelism), items[0].rows, bound  # type: ignore[attr-defined]

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from falkirk.spark.errors import PipelineError
-from falkirk.spark.pipeline.store.delta import DELETED
+from falkirk.spark.pipeline.store.delta import DELETED, gone
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -103,9 +103,7 @@ def marked(changes: DataFrame, step: str) -> DataFrame:
 
 def live(rows: DataFrame) -> DataFrame:
     """The rows of ``rows`` (with ``_deleted``) that are not tombstones, without ``_deleted``."""
-    from pyspark.sql import functions as F
-
-    return rows.where(~F.coalesce(F.col(DELETED), F.lit(False))).drop(DELETED)
+    return rows.where(~gone()).drop(DELETED)
 
 
 def view(base: DataFrame, overlay: DataFrame, key: str, rows: int) -> DataFrame:

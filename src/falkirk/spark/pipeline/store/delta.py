@@ -47,13 +47,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from falkirk.spark.errors import PipelineError
+from falkirk.spark.pipeline.store.jvm import once
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
     from falkirk.spark.pipeline.store.manifest import Manifest
 
-__all__ = ["DELETED", "SEQ", "check_columns", "diff", "apply", "newest", "chain"]
+__all__ = ["DELETED", "SEQ", "check_columns", "diff", "apply", "newest", "chain", "gone"]
 
 #: column of a delta: ``True`` on a tombstone (the key has no rows any more)
 DELETED = "_deleted"
@@ -73,6 +74,14 @@ def chain(m: Manifest) -> list[int]:
     else the snapshot's epoch and the deltas' after it, in order."""
     d = m.extra.get("delta")
     return [int(e) for e in d["chain"]] if d else []
+
+
+def gone() -> Column:
+    """Whether a row is a tombstone: ``coalesce(_deleted, false)`` (a column made once per JVM, see
+    :func:`~falkirk.spark.pipeline.store.jvm.once`: a ``changes=True`` step reads it several times an epoch)."""
+    from pyspark.sql import functions as F
+
+    return once(("gone", DELETED), lambda: F.coalesce(F.col(DELETED), F.lit(False)))
 
 
 def _has_map(dtype: Any) -> bool:
@@ -190,6 +199,4 @@ def newest(rows: DataFrame, key: str, by: Sequence[str] = (), *, tombstones: boo
     # within a partition)
     out = rows.withColumn(_LATEST, F.max(SEQ).over(Window.partitionBy(key, *by)))
     latest = F.col(SEQ) == F.col(_LATEST)
-    return out.where(latest if tombstones else latest & ~F.coalesce(F.col(DELETED), F.lit(False))).select(
-        *rows.columns
-    )
+    return out.where(latest if tombstones else latest & ~gone()).select(*rows.columns)
