@@ -48,3 +48,19 @@ def test_layouts_from_kept_columns_are_those_of_fresh_ones(spark: Any) -> None:
     parts = restored.select("k", F.spark_partition_id().alias("p")).collect()
     assert sorted(r.k for r in parts) == list(range(500))
     assert keyed.check_layout(restored, "k", 2, 16) == []
+
+
+@pytest.mark.spark
+def test_a_kept_aliased_column_names_a_new_attribute_in_each_plan(spark: Any) -> None:
+    """What keeping columns across epochs rests on: a column (Spark 4's ``Column`` is a node, turned into an
+    expression at each use) used in two plans gives each its own attribute, so two epochs' frames built from one
+    kept column join and union as frames built from fresh columns do."""
+    from pyspark.sql import functions as F
+
+    kept = jvm.once(("test-alias",), lambda: F.when(F.col("x") > 1, None).otherwise(F.col("x")).alias("x"))
+    df = spark.range(5).withColumnRenamed("id", "x")
+    a, b = df.select(kept), df.select(kept)
+    ids = [str(f._jdf.queryExecution().analyzed().output().apply(0).exprId().id()) for f in (a, b)]
+    assert ids[0] != ids[1]
+    assert sorted(r.x for r in a.unionByName(b).collect() if r.x is not None) == [0, 0, 1, 1]
+    assert a.join(b, "x").count() == 2

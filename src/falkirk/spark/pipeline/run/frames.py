@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from falkirk.spark.pipeline.run.session import is_connect
+from falkirk.spark.pipeline.store.jvm import once
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -99,13 +100,12 @@ class Frames:
         """
         from pyspark import StorageLevel
         from pyspark.sql import Observation
-        from pyspark.sql import functions as F
 
         if not self.observable(df):
             return None
         persisted = df.persist(StorageLevel.MEMORY_AND_DISK)
         observation = Observation(f"falkirk_rows_{next(_OBSERVATIONS)}")
-        observed = persisted.observe(observation, F.count(F.lit(1)).alias("rows"))
+        observed = persisted.observe(observation, _rows_column())
 
         def rows() -> int:
             n = _observed_rows(observation)
@@ -122,12 +122,11 @@ class Frames:
         returns the count (where the observation did not arrive it counts ``df`` again). ``None`` through
         Spark Connect."""
         from pyspark.sql import Observation
-        from pyspark.sql import functions as F
 
         if is_connect(df.sparkSession):
             return None
         observation = Observation(f"falkirk_rows_{next(_OBSERVATIONS)}")
-        observed = df.observe(observation, F.count(F.lit(1)).alias("rows"))
+        observed = df.observe(observation, _rows_column())
 
         def rows() -> int:
             n = _observed_rows(observation)
@@ -254,6 +253,13 @@ def cached_rows(df: DataFrame) -> int | None:
         return int(str(count.get())) if count.isDefined() else None  # a Scala BigInt
     except Exception:  # noqa: BLE001 - a count the cache kept is an optimisation: counting is always correct
         return None
+
+
+def _rows_column() -> Any:
+    """``count(1) AS rows``, what an observation counts (made once per JVM, :func:`~.jvm.once`)."""
+    from pyspark.sql import functions as F
+
+    return once(("observed-rows",), lambda: F.count(F.lit(1)).alias("rows"))
 
 
 def _observed_rows(observation: Any) -> int | None:

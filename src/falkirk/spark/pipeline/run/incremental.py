@@ -30,9 +30,10 @@ import attrs
 
 from falkirk.spark.errors import CorruptDataError, PipelineError
 from falkirk.spark.pipeline.store import delta, keyed
+from falkirk.spark.pipeline.store.jvm import once
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
     from falkirk.spark.pipeline.declare.regimes import Regime
     from falkirk.spark.pipeline.run.context import RunContext
@@ -97,13 +98,17 @@ class StateCheckpoints:
             and len(before) < self.regime.snapshot_spacing  # type: ignore[attr-defined]
         ):
             if changes is not None:  # the step's own changes: one shuffle into the checkpoint's layout
-                cols = [c for c in changes.columns if c != delta.DELETED]
-                gone = delta.gone()
+                cols = tuple(c for c in changes.columns if c != delta.DELETED)
+
+                def delta_columns() -> list[Column | str]:  # a tombstone's values null
+                    gone = delta.gone()
+                    values = [
+                        c if c == key else F.when(gone, None).otherwise(F.col(c)).alias(c) for c in cols
+                    ]
+                    return [*values, keyed.KG, keyed.SUBTASK, gone.alias(delta.DELETED)]
+
                 laid_out = keyed.placed(changes, key, n, groups)[0].select(
-                    *[c if c == key else F.when(gone, None).otherwise(F.col(c)).alias(c) for c in cols],
-                    keyed.KG,
-                    keyed.SUBTASK,
-                    gone.alias(delta.DELETED),
+                    *once(("delta-columns", key, cols), delta_columns)
                 )
             else:
                 delta.check_columns(state, self.name)

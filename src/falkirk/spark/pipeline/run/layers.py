@@ -29,6 +29,7 @@ import attrs
 
 from falkirk.spark.errors import PipelineError
 from falkirk.spark.pipeline.store.delta import DELETED, gone
+from falkirk.spark.pipeline.store.jvm import once
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -103,7 +104,7 @@ def marked(changes: DataFrame, step: str) -> DataFrame:
 
 def live(rows: DataFrame) -> DataFrame:
     """The rows of ``rows`` (with ``_deleted``) that are not tombstones, without ``_deleted``."""
-    return rows.where(~gone()).drop(DELETED)
+    return rows.where(once(("live",), lambda: ~gone())).drop(DELETED)
 
 
 def view(base: DataFrame, overlay: DataFrame, key: str, rows: int) -> DataFrame:
@@ -130,7 +131,12 @@ def counted(frame: DataFrame, key: str, step: str) -> int:
     memory, while a restore resolves null as one key)."""
     from pyspark.sql import functions as F
 
-    row = frame.select(F.count(F.lit(1)).alias("n"), F.count_if(F.col(key).isNull()).alias("null")).first()
+    row = frame.select(
+        *once(
+            ("counted", key),
+            lambda: [F.count(F.lit(1)).alias("n"), F.count_if(F.col(key).isNull()).alias("null")],
+        )
+    ).first()
     n, null = (int(row["n"]), int(row["null"])) if row is not None else (0, 0)
     if null:
         raise PipelineError(

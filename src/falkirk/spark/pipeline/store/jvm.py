@@ -7,8 +7,10 @@ own calls per epoch (``benchmarks/README.md``, issue 53). :func:`once`
 keeps each for as long as the objects it was made from live:
 
 * with no ``owner``, for the Py4J gateway, that is the driver's JVM: column
-  expressions (classic PySpark's ``Column`` wraps a JVM expression, which
-  no session owns);
+  expressions (classic PySpark's ``Column`` wraps a JVM column, which no
+  session owns; in Spark 4 a column is a node turned into an expression at
+  each use, so a kept aliased column still names a new attribute in every
+  plan: ``tests/spark/pipeline/store/test_jvm.py``);
 * with an ``owner`` (a ``SparkContext``), for that owner: a handle on its
   status store or tracker is made again for the next context.
 
