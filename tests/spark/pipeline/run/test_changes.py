@@ -245,3 +245,74 @@ def test_lookup_refuses_keys_that_are_not_one_column_of_the_state(spark: Any) ->
     for keys in (spark.createDataFrame([(1, 2)], "user BIGINT, x BIGINT"), spark.createDataFrame([(1,)], "u BIGINT")):
         with pytest.raises(PipelineError, match=r"lookup: keys must have one column.*the state \['user', 'amount'\]"):
             lookup(state, keys)
+
+
+def _changes_by_epoch(epochs: int) -> dict[int, list[tuple[Any, ...]]]:
+    """What a step returning its changes returns each epoch, computed in Python from ``churn``: per user of the
+    epoch its new totals, or a tombstone once its amount passes 60 (it leaves the state)."""
+    state: dict[int, tuple[int, int]] = {}
+    out: dict[int, list[tuple[Any, ...]]] = {}
+    for e in range(epochs):
+        now: dict[int, tuple[int, int]] = {}
+        for r in churn(e):
+            a, v = now.get(r["user"], (0, 0))
+            now[r["user"]] = (a + r["amount"], v + 1)
+        rows = []
+        for user, (a, v) in now.items():
+            old = state.get(user, (0, 0))
+            amount, visits = old[0] + a, old[1] + v
+            if amount > 60:
+                state.pop(user, None)
+                rows.append((user, None, None, True))
+            else:
+                state[user] = (amount, visits)
+                rows.append((user, amount, visits, False))
+        out[e] = sorted(rows, key=lambda r: r[0])
+    return out
+
+
+def test_an_output_that_is_the_changes_is_counted_by_the_job_making_them(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``changes=True`` step whose output is its changes (tombstones included): the changes' rows are counted
+    by the job that applies them (``layers.counted_with``), not by a count job of the output's; each output
+    epoch holds exactly the rows computed in Python, its manifest their number (a wrong count is refused when
+    the output is published), across a failure in the middle of the step."""
+    from pyspark.sql import functions as F
+
+    pairs: list[tuple[int, int]] = []
+    real = layers.counted_with
+
+    def spy(frame: Any, also: Any, key: str, step: str) -> tuple[int, int]:
+        got = real(frame, also, key, step)
+        pairs.append(got)
+        return got
+
+    monkeypatch.setattr(layers, "counted_with", spy)
+    pipe = Pipeline(tmp_path, spark, fsync=False, gc=False)
+    pipe.input("events", "user BIGINT, amount BIGINT", partitions=2, key="user", source=churn)
+
+    def totals(events: Any, *, state: Any) -> Any:
+        now = events.groupBy("user").agg(F.sum("amount").alias("amount"), F.count("*").alias("visits"))
+        both = now if state is None else lookup(state, now.select("user")).unionByName(now)
+        upd = both.groupBy("user").agg(F.sum("amount").alias("amount"), F.sum("visits").alias("visits"))
+        settled = F.col("amount") > 60
+        changed = upd.select(
+            "user", *[F.when(settled, None).otherwise(F.col(c)).alias(c) for c in ("amount", "visits")],
+            settled.alias("_deleted"),
+        )
+        return changed, changed
+
+    pipe.step(totals, inputs=["events"], regime=Lazy(every=3, key="user", incremental=True, changes=True))
+    pipe.output("report", inputs=["totals"])
+    result = pipe.run(EPOCHS, fail=["totals@4:mid"])
+    assert [str(f) for f in result.fired] == ["totals@4:mid"]
+    expected = _changes_by_epoch(EPOCHS)
+    assert any(r[3] for rows in expected.values() for r in rows)  # tombstones among them
+    for e in range(EPOCHS):
+        m = json.loads((tmp_path / "manifests" / "report" / "output" / f"{e:08d}.json").read_text())
+        got = spark.read.parquet(str(tmp_path / m["location"])).select("user", "amount", "visits", "_deleted")
+        assert sorted((tuple(r) for r in got.collect()), key=lambda r: r[0]) == expected[e], e
+        assert m["rows"] == len(expected[e]), e
+    # every epoch after the first applied its changes with the count beside them (epoch 4 twice: the failure)
+    assert [rows for _, rows in pairs] == [len(expected[e]) for e in (1, 2, 3, 4, 4, 5, 6, 7)]

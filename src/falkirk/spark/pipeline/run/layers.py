@@ -40,6 +40,7 @@ __all__ = [
     "Layers",
     "check_changes",
     "counted",
+    "counted_with",
     "layers_of",
     "live",
     "lookup",
@@ -129,21 +130,46 @@ def counted(frame: DataFrame, key: str, step: str) -> int:
     """Materialise ``frame`` (a :func:`~falkirk.spark.pipeline.run.session.detach`-ed state part) with one job,
     its rows; refuse a null key (a join matches no null key, so it could be neither replaced nor removed in
     memory, while a restore resolves null as one key)."""
+    return _counted(frame, None, key, step)[0]
+
+
+def counted_with(frame: DataFrame, also: DataFrame, key: str, step: str) -> tuple[int, int]:
+    """:func:`counted`, and the rows of ``also`` counted by the same job: ``(rows of frame, rows of also)``
+    (the step's changes, which its output often is: that output then needs no count job of its own)."""
+    return _counted(frame, also, key, step)
+
+
+def _counted(frame: DataFrame, also: DataFrame | None, key: str, step: str) -> tuple[int, int]:
     from pyspark.sql import functions as F
 
-    row = frame.select(
+    def zero(name: str) -> Any:
+        return F.lit(0).cast("bigint").alias(name)
+
+    counts = frame.select(
         *once(
             ("counted", key),
-            lambda: [F.count(F.lit(1)).alias("n"), F.count_if(F.col(key).isNull()).alias("null")],
+            lambda: [
+                F.count(F.lit(1)).alias("n"),
+                F.count_if(F.col(key).isNull()).alias("null"),
+                zero("also"),
+            ],
         )
-    ).first()
-    n, null = (int(row["n"]), int(row["null"])) if row is not None else (0, 0)
+    )
+    if also is not None:  # one job: both counts, side by side, summed
+        other = also.select(
+            *once(("counted-also",), lambda: [zero("n"), zero("null"), F.count(F.lit(1)).alias("also")])
+        )
+        counts = counts.unionByName(other).select(
+            *once(("counted-sum",), lambda: [F.sum(c).alias(c) for c in ("n", "null", "also")])
+        )
+    row = counts.first()
+    n, null, rows = (int(row["n"]), int(row["null"]), int(row["also"])) if row is not None else (0, 0, 0)
     if null:
         raise PipelineError(
             f"step {step!r} (changes=True): {null} row(s) of its state have a null key {key!r}; the keys of "
             "state updated in place must not be null (filter them out, or give them a value)"
         )
-    return n
+    return n, rows
 
 
 def check_changes(rows: DataFrame, base: DataFrame, step: str) -> None:

@@ -416,7 +416,10 @@ class StepRunner(Runner):
             first = changes
             if DELETED in changes.columns:
                 first = detach(_layers.live(marked), eager=False, replicas=replicas)
-            return first, Layers(first, first, None, marked, 0, _layers.counted(first, key, self.name), key)
+            rows = _layers.counted(first, key, self.name)
+            if first is changes:
+                self.ctx.frames.known_rows(changes, rows)
+            return first, Layers(first, first, None, marked, 0, rows, key)
         base: DataFrame
         overlay: DataFrame | None
         if layers is None:  # a state not held as layers (a restore makes layers): the base, no changes since
@@ -433,7 +436,10 @@ class StepRunner(Runner):
         if base_rows < 0:  # not known: counted here (its first use reads it anyway)
             base_rows = _layers.counted(base, key, self.name)
         new_overlay = detach(merged, eager=False, replicas=replicas)
-        n = _layers.counted(new_overlay, key, self.name)  # one job: the step's changes computed, both cached
+        # one job: the step's changes computed, both cached; the changes' rows counted on the way (the step's
+        # output, when it is its changes, then needs no count job: Frames.materialise with the rows known)
+        n, rows = _layers.counted_with(new_overlay, changes, key, self.name)
+        self.ctx.frames.known_rows(changes, rows)
         view = _layers.view(base, new_overlay, key, n)
         if n > _layers.COMPACT_AT * max(base_rows, 1):
             compacted = detach(view, eager=False, replicas=replicas)
