@@ -27,6 +27,8 @@ def test_a_value_is_kept_per_key_and_owner_and_made_again_for_another(monkeypatc
     assert jvm.once(("j",), lambda: make("5")) is jvm.once(("j",), lambda: make("6"))  # no owner
     gateways[0] = object()  # another JVM: nothing made for the old one is returned
     assert jvm.once(("j",), lambda: make("7")) is not None and made == ["1", "3", "5", "7"]
+    monkeypatch.setattr(jvm, "_gateway", lambda: (gateways[0], True))  # the same JVM, the other kind of API
+    assert jvm.once(("j",), lambda: make("8")) is not None and made[-1] == "8"
 
 
 @pytest.mark.spark
@@ -38,11 +40,14 @@ def test_layouts_from_kept_columns_are_those_of_fresh_ones(spark: Any) -> None:
     df = spark.range(0, 500).select(F.col("id").alias("k"), (F.col("id") * 3).alias("v"))
     kept = keyed.key_group("k", 16)
     assert keyed.key_group("k", 16) is kept  # made once
+    # each key's group computed here, by an expression of the test's own
+    groups = {r.k: r.g for r in df.select("k", F.pmod(F.xxhash64("k"), F.lit(16)).alias("g")).collect()}
     for _ in range(2):
         laid_out = keyed.layout(df, "k", 3, 16)
         assert keyed.check_layout(laid_out, "k", 3, 16) == []
         rows = laid_out.select("k", "v", keyed.KG, keyed.SUBTASK, F.spark_partition_id().alias("p")).collect()
         assert sorted((r.k, r.v) for r in rows) == [(i, 3 * i) for i in range(500)]
+        assert all(r[keyed.KG] == groups[r.k] for r in rows)
         assert all(r[keyed.SUBTASK] == keyed.subtask_of(r[keyed.KG], 3, 16) == r.p for r in rows)
     restored = keyed.restore(laid_out.drop(keyed.SUBTASK), 2, 16)
     parts = restored.select("k", F.spark_partition_id().alias("p")).collect()

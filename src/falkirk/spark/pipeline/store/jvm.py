@@ -14,8 +14,10 @@ keeps each for as long as the objects it was made from live:
 * with an ``owner`` (a ``SparkContext``), for that owner: a handle on its
   status store or tracker is made again for the next context.
 
-Under Spark Connect there is no gateway; its columns are plain Python and
-are kept for the process.
+What ``pyspark.sql.functions`` builds depends on whether the process runs
+Spark Connect (its columns are plain Python) or classic Spark, and a
+process can hold a gateway either way (an in-process Connect server starts
+one): the memo is kept per gateway *and* per kind of API.
 
 >>> once(("doc", 1), lambda: object()) is once(("doc", 1), lambda: object())
 True
@@ -37,15 +39,18 @@ _memo: tuple[Any, dict[Hashable, tuple[Any, Any]]] = (None, {})
 
 
 def _gateway() -> Any:
+    """The JVM the memo belongs to, and the kind of API (Connect or classic) its columns were built with."""
     try:
         from pyspark import SparkContext
+        from pyspark.sql.utils import is_remote
     except ImportError:  # pragma: no cover - falkirk.spark needs pyspark
         return None
-    return SparkContext._gateway
+    return (SparkContext._gateway, is_remote())
 
 
 def once(key: Hashable, make: Callable[[], T], *, owner: Any = None) -> T:
-    """``make()``, made once for ``key`` as long as the JVM (the Py4J gateway) and ``owner`` stay the same.
+    """``make()``, made once for ``key`` as long as the JVM (the Py4J gateway), the kind of API and ``owner``
+    stay the same.
 
     ``owner`` is compared by identity; a value made for another owner is
     made again. Two threads may both make a missing value; one is kept.
@@ -53,7 +58,7 @@ def once(key: Hashable, make: Callable[[], T], *, owner: Any = None) -> T:
     global _memo
     gateway = _gateway()
     with _lock:
-        if _memo[0] is not gateway:
+        if _memo[0] != gateway:  # another JVM, or another kind of API
             _memo = (gateway, {})
         memo = _memo[1]
         got = memo.get(key)
