@@ -413,12 +413,13 @@ class StepRunner(Runner):
         layers = self.layers if self.layers is not None and self.layers.view is self.state else None
         replicas = self.replicas
         if layers is None and self.state is None:  # the first state: the changes' rows
-            first = changes
-            if DELETED in changes.columns:
+            if DELETED in changes.columns:  # its live rows, the changes counted beside them
                 first = detach(_layers.live(marked), eager=False, replicas=replicas)
-            rows = _layers.counted(first, key, self.name)
-            if first is changes:
-                self.ctx.frames.known_rows(changes, rows)
+                rows, returned_rows = _layers.counted_with(first, changes, key, self.name)
+            else:
+                first = changes
+                rows = returned_rows = _layers.counted(first, key, self.name)
+            self.ctx.frames.known_rows(changes, returned_rows)
             return first, Layers(first, first, None, marked, 0, rows, key)
         base: DataFrame
         overlay: DataFrame | None
