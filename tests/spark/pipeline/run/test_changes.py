@@ -271,6 +271,42 @@ def _changes_by_epoch(epochs: int) -> dict[int, list[tuple[Any, ...]]]:
     return out
 
 
+def _changes_output_pipeline(root: Path, spark: Any) -> Any:
+    """``churn`` → ``totals`` (``Lazy(every=3, key="user", incremental=True, changes=True)``, its output its
+    changes: per user of the epoch its new totals, or a tombstone once its amount passes 60) → output ``report``."""
+    from pyspark.sql import functions as F
+
+    pipe = Pipeline(root, spark, fsync=False, gc=False)
+    pipe.input("events", "user BIGINT, amount BIGINT", partitions=2, key="user", source=churn)
+
+    def totals(events: Any, *, state: Any) -> Any:
+        now = events.groupBy("user").agg(F.sum("amount").alias("amount"), F.count("*").alias("visits"))
+        both = now if state is None else lookup(state, now.select("user")).unionByName(now)
+        upd = both.groupBy("user").agg(F.sum("amount").alias("amount"), F.sum("visits").alias("visits"))
+        settled = F.col("amount") > 60
+        changed = upd.select(
+            "user", *[F.when(settled, None).otherwise(F.col(c)).alias(c) for c in ("amount", "visits")],
+            settled.alias("_deleted"),
+        )
+        return changed, changed
+
+    pipe.step(totals, inputs=["events"], regime=Lazy(every=3, key="user", incremental=True, changes=True))
+    pipe.output("report", inputs=["totals"])
+    return pipe
+
+
+def _outputs_are_the_changes(spark: Any, root: Path, epochs: int) -> dict[int, list[tuple[Any, ...]]]:
+    """Check that each output epoch of :func:`_changes_output_pipeline` under ``root`` holds exactly the changes
+    computed in Python (:func:`_changes_by_epoch`) and its manifest their number; those changes."""
+    expected = _changes_by_epoch(epochs)
+    for e in range(epochs):
+        m = json.loads((root / "manifests" / "report" / "output" / f"{e:08d}.json").read_text())
+        got = spark.read.parquet(str(root / m["location"])).select("user", "amount", "visits", "_deleted")
+        assert sorted((tuple(r) for r in got.collect()), key=lambda r: r[0]) == expected[e], e
+        assert m["rows"] == len(expected[e]), e
+    return expected
+
+
 def test_an_output_that_is_the_changes_is_counted_by_the_job_making_them(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -278,7 +314,6 @@ def test_an_output_that_is_the_changes_is_counted_by_the_job_making_them(
     by the job that applies them (``layers.counted_with``), not by a count job of the output's; each output
     epoch holds exactly the rows computed in Python, its manifest their number (a wrong count is refused when
     the output is published), across a failure in the middle of the step."""
-    from pyspark.sql import functions as F
 
     pairs: list[tuple[int, int]] = []
     real = layers.counted_with
@@ -300,33 +335,52 @@ def test_an_output_that_is_the_changes_is_counted_by_the_job_making_them(
         return real_materialise(self, df, persist=persist, rows=rows)
 
     monkeypatch.setattr(Frames, "materialise", materialise)
-    pipe = Pipeline(tmp_path, spark, fsync=False, gc=False)
-    pipe.input("events", "user BIGINT, amount BIGINT", partitions=2, key="user", source=churn)
-
-    def totals(events: Any, *, state: Any) -> Any:
-        now = events.groupBy("user").agg(F.sum("amount").alias("amount"), F.count("*").alias("visits"))
-        both = now if state is None else lookup(state, now.select("user")).unionByName(now)
-        upd = both.groupBy("user").agg(F.sum("amount").alias("amount"), F.sum("visits").alias("visits"))
-        settled = F.col("amount") > 60
-        changed = upd.select(
-            "user", *[F.when(settled, None).otherwise(F.col(c)).alias(c) for c in ("amount", "visits")],
-            settled.alias("_deleted"),
-        )
-        return changed, changed
-
-    pipe.step(totals, inputs=["events"], regime=Lazy(every=3, key="user", incremental=True, changes=True))
-    pipe.output("report", inputs=["totals"])
+    pipe = _changes_output_pipeline(tmp_path, spark)
     result = pipe.run(EPOCHS, fail=["totals@4:mid"])
     assert [str(f) for f in result.fired] == ["totals@4:mid"]
-    expected = _changes_by_epoch(EPOCHS)
+    expected = _outputs_are_the_changes(spark, tmp_path, EPOCHS)
     assert any(r[3] for rows in expected.values() for r in rows)  # tombstones among them
-    for e in range(EPOCHS):
-        m = json.loads((tmp_path / "manifests" / "report" / "output" / f"{e:08d}.json").read_text())
-        got = spark.read.parquet(str(tmp_path / m["location"])).select("user", "amount", "visits", "_deleted")
-        assert sorted((tuple(r) for r in got.collect()), key=lambda r: r[0]) == expected[e], e
-        assert m["rows"] == len(expected[e]), e
     # every epoch applied its changes with their count beside them (epoch 4 twice: the failure; the first
     # state, its changes having tombstones, too)
     assert [rows for _, rows in pairs] == [len(expected[e]) for e in (0, 1, 2, 3, 4, 4, 5, 6, 7)]
     # the output, the changes themselves, was never counted by a job of its own
     assert counts and not any(counts)
+
+
+def test_an_epochs_changes_are_counted_first_where_their_keys_might_be_too_many_to_broadcast(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An epoch's changes are merged into the changes since the base by broadcasting their keys, which collects
+    them on the driver: uncounted (no job of their own) only while the step's changes the epoch before had at
+    most ``BLIND_FRACTION`` of ``BROADCAST_MAX`` rows; else counted first, and broadcast only up to
+    ``BROADCAST_MAX`` (beyond, the join shuffles both sides). With a bound of 10 keys and the churn's 9-12
+    changed users per epoch all three ways are taken, the blind broadcast that turned out too many is noted in
+    the journal, and each output epoch is still the changes computed in Python."""
+    monkeypatch.setattr(layers, "BROADCAST_MAX", 10)
+    monkeypatch.setattr(layers, "BLIND_FRACTION", 1.0)
+    monkeypatch.setattr(layers, "COMPACT_AT", 1e9)  # never compacted: every epoch after the second merges
+    seen: list[tuple[int | None, bool]] = []  # per merge: the rows it was given, whether it broadcast the keys
+    real = layers.merge
+
+    def spy(overlay: Any, changes: Any, key: str, rows: int | None) -> Any:
+        got = real(overlay, changes, key, rows)
+        seen.append((rows, "strategy=broadcast" in got._jdf.queryExecution().optimizedPlan().toString()))
+        return got
+
+    monkeypatch.setattr(layers, "merge", spy)
+    epochs = 10
+    pipe = _changes_output_pipeline(tmp_path, spark)
+    result = pipe.run(epochs)
+    expected = _outputs_are_the_changes(spark, tmp_path, epochs)
+    # epoch 0 makes the first state and epoch 1 the first changes since it: the merges are epochs 2-9's, each
+    # decided by the rows of the epoch before
+    rows = [len(expected[e]) for e in range(epochs)]
+    want = [(None, True) if before <= 10 else (now, now <= 10) for before, now in zip(rows[1:], rows[2:], strict=False)]
+    assert seen == want
+    assert {"blind" if r is None else "broadcast" if b else "shuffled" for r, b in seen} == {
+        "blind", "broadcast", "shuffled"
+    }
+    spikes = [e for e in range(2, epochs) if rows[e - 1] <= 10 < rows[e]]
+    noted = [n for n in result.journal.notes if "were collected on the driver to merge them" in n]
+    assert spikes and len(noted) == len(spikes), (spikes, noted)
+    assert f"had {rows[spikes[0]]} rows, {rows[spikes[0] - 1]} the epoch before" in noted[0]

@@ -45,6 +45,8 @@ __all__ = [
     "live",
     "lookup",
     "marked",
+    "merge",
+    "merge_blind",
     "register",
     "view",
 ]
@@ -53,9 +55,14 @@ __all__ = [
 #: (each epoch's view joins the base with their keys, broadcast)
 COMPACT_AT = 0.1
 
-#: the most keys of the changes since the base that the view broadcasts (beyond: a join that shuffles the base;
-#: a broadcast is collected on the driver)
+#: the most keys a join of the layers broadcasts (a broadcast is collected on the driver): of the changes since
+#: the base, for the view (beyond: a join that shuffles the base), and of an epoch's changes, to merge them into
+#: those (beyond: a join that shuffles both)
 BROADCAST_MAX = 2_000_000
+
+#: an epoch's changes are merged by broadcasting their keys without counting them first (no job of its own)
+#: while the step's changes the epoch before had at most this fraction of :data:`BROADCAST_MAX` rows
+BLIND_FRACTION = 0.25
 
 
 @attrs.frozen
@@ -118,6 +125,29 @@ def view(base: DataFrame, overlay: DataFrame, key: str, rows: int) -> DataFrame:
     return base.join(F.broadcast(keys) if rows <= BROADCAST_MAX else keys, key, "left_anti").unionByName(
         live(overlay)
     )
+
+
+def merge_blind(last: int | None) -> bool:
+    """Whether an epoch's changes, ``last`` rows the epoch before (``None``: unknown), are merged by broadcasting
+    their keys uncounted: a step's changes may grow from one epoch to the next, so only while the last were far
+    under :data:`BROADCAST_MAX` (their keys are collected on the driver).
+
+    >>> merge_blind(10_000), merge_blind(None), merge_blind(BROADCAST_MAX)
+    (True, False, False)
+    """
+    return last is not None and last <= BLIND_FRACTION * BROADCAST_MAX
+
+
+def merge(overlay: DataFrame, changes: DataFrame, key: str, rows: int | None) -> DataFrame:
+    """The changes since the base once an epoch's ``changes`` (with ``_deleted``; ``rows`` rows, ``None``: not
+    counted, see :func:`merge_blind`) are applied to ``overlay`` (the changes since before): ``overlay``'s rows of
+    the keys ``changes`` does not name, and ``changes``. Their keys are broadcast when uncounted or up to
+    :data:`BROADCAST_MAX`; beyond, both sides are shuffled by key."""
+    from pyspark.sql import functions as F
+
+    keys = changes.select(key)
+    small = rows is None or rows <= BROADCAST_MAX
+    return overlay.join(F.broadcast(keys) if small else keys, key, "left_anti").unionByName(changes)
 
 
 def layers_of(state: Any) -> Layers | None:

@@ -211,6 +211,10 @@ class StepRunner(Runner):
         self.layers: Layers | None = None
         #: the layers an execution under way made (let go of if it fails: :meth:`_drop_unused_layers`)
         self._made: Layers | None = None
+        #: a ``changes=True`` step's changes at its last execution, their rows (``None``: none yet in this
+        #: driver): :meth:`_apply` broadcasts the next epoch's keys without counting them first only below
+        #: :func:`~falkirk.spark.pipeline.run.layers.merge_blind`'s bound
+        self._changes_rows: int | None = None
 
     # -- what exists ------------------------------------------------------------------
     @property
@@ -403,9 +407,8 @@ class StepRunner(Runner):
         """The state after ``changes`` (a ``changes=True`` step's return), as layers: the base, and every
         change since in one small local checkpoint (the previous one's rows of other keys, and ``changes``);
         compacted into a new base once those pass :data:`~falkirk.spark.pipeline.run.layers.COMPACT_AT` of the
-        base. Nothing of the step's is changed (done by :meth:`execute` once the epoch succeeded)."""
-        from pyspark.sql import functions as F
-
+        base. The changes are counted by the job that applies them, or first, by a job of their own, where their
+        keys might be too many to broadcast (:func:`~falkirk.spark.pipeline.run.layers.merge_blind`). Nothing of the step's is changed (done by :meth:`execute` once the epoch succeeded)."""
         from falkirk.spark.pipeline.store.delta import DELETED
 
         key = self.regime.key  # type: ignore[attr-defined]
@@ -429,17 +432,34 @@ class StepRunner(Runner):
         else:
             base, overlay, base_rows = layers.base, layers.overlay, layers.base_rows
         _layers.check_changes(marked, base, self.name)
-        merged = (
-            marked if overlay is None else overlay.join(F.broadcast(marked.select(key)), key, "left_anti")
-        )
-        if overlay is not None:  # kept in the state's partitions (a union adds its sides' partitions up)
-            merged = merged.unionByName(marked).coalesce(self.regime.parallelism)  # type: ignore[attr-defined]
+        known: int | None = None
+        if overlay is None:
+            merged = marked
+        else:
+            # the overlay's rows of keys the changes do not name: the changes' keys are broadcast (collected on
+            # the driver), so they are counted first unless the last epoch's were far under the bound
+            if not _layers.merge_blind(self._changes_rows):
+                known = _layers.counted(changes, key, self.name)
+            # kept in the state's partitions (a union adds its sides' partitions up)
+            parallelism = self.regime.parallelism  # type: ignore[attr-defined]
+            merged = _layers.merge(overlay, marked, key, known).coalesce(parallelism)
         if base_rows < 0:  # not known: counted here (its first use reads it anyway)
             base_rows = _layers.counted(base, key, self.name)
         new_overlay = detach(merged, eager=False, replicas=replicas)
-        # one job: the step's changes computed, both cached; the changes' rows counted on the way (the step's
-        # output, when it is its changes, then needs no count job: Frames.materialise with the rows known)
-        n, rows = _layers.counted_with(new_overlay, changes, key, self.name)
+        if known is None:
+            # one job: the step's changes computed, both cached; the changes' rows counted on the way (the
+            # step's output, when it is its changes, then needs no count job: Frames.materialise with the rows
+            # known)
+            n, rows = _layers.counted_with(new_overlay, changes, key, self.name)
+            if overlay is not None and rows > _layers.BROADCAST_MAX:
+                self.ctx.note(
+                    f"{self.name}: its changes had {rows} rows, {self._changes_rows} the epoch before; their keys "
+                    f"were collected on the driver to merge them (from now on they are counted first, and "
+                    f"broadcast only up to {_layers.BROADCAST_MAX})"
+                )
+        else:
+            n, rows = _layers.counted(new_overlay, key, self.name), known
+        self._changes_rows = rows
         self.ctx.frames.known_rows(changes, rows)
         view = _layers.view(base, new_overlay, key, n)
         if n > _layers.COMPACT_AT * max(base_rows, 1):
