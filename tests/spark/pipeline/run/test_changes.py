@@ -340,9 +340,10 @@ def test_an_output_that_is_the_changes_is_counted_by_the_job_making_them(
     assert [str(f) for f in result.fired] == ["totals@4:mid"]
     expected = _outputs_are_the_changes(spark, tmp_path, EPOCHS)
     assert any(r[3] for rows in expected.values() for r in rows)  # tombstones among them
-    # every epoch applied its changes with their count beside them (epoch 4 twice: the failure; the first
-    # state, its changes having tombstones, too)
-    assert [rows for _, rows in pairs] == [len(expected[e]) for e in (0, 1, 2, 3, 4, 4, 5, 6, 7)]
+    # every epoch applied its changes with their count beside them (the first state, its changes having
+    # tombstones, too), but the redo of epoch 4: restored after the failure, its changes were counted first (the
+    # first merge after a recovery, layers.merge_blind)
+    assert [rows for _, rows in pairs] == [len(expected[e]) for e in (0, 1, 2, 3, 4, 5, 6, 7)]
     # the output, the changes themselves, was never counted by a job of its own
     assert counts and not any(counts)
 
@@ -352,10 +353,11 @@ def test_an_epochs_changes_are_counted_first_where_their_keys_might_be_too_many_
 ) -> None:
     """An epoch's changes are merged into the changes since the base by broadcasting their keys, which collects
     them on the driver: uncounted (no job of their own) only while the step's changes the epoch before had at
-    most ``BLIND_FRACTION`` of ``BROADCAST_MAX`` rows; else counted first, and broadcast only up to
-    ``BROADCAST_MAX`` (beyond, the join shuffles both sides). With a bound of 10 keys and the churn's 9-12
-    changed users per epoch all three ways are taken, the blind broadcast that turned out too many is noted in
-    the journal, and each output epoch is still the changes computed in Python."""
+    most ``BLIND_FRACTION`` of ``BROADCAST_MAX`` rows; else — and on the first merge after a recovery — counted
+    first, and broadcast only up to ``BROADCAST_MAX`` (beyond, the join shuffles both sides). With a bound of 10
+    keys and the churn's 9-12 changed users per epoch all three ways are taken, the blind broadcast that turned
+    out too many is noted in the journal, a failure in the middle of that epoch makes its redo count first, and
+    each output epoch is still the changes computed in Python."""
     monkeypatch.setattr(layers, "BROADCAST_MAX", 10)
     monkeypatch.setattr(layers, "BLIND_FRACTION", 1.0)
     monkeypatch.setattr(layers, "COMPACT_AT", 1e9)  # never compacted: every epoch after the second merges
@@ -369,18 +371,21 @@ def test_an_epochs_changes_are_counted_first_where_their_keys_might_be_too_many_
 
     monkeypatch.setattr(layers, "merge", spy)
     epochs = 10
-    pipe = _changes_output_pipeline(tmp_path, spark)
-    result = pipe.run(epochs)
-    expected = _outputs_are_the_changes(spark, tmp_path, epochs)
+    rows = [len(r) for r in _changes_by_epoch(epochs).values()]
     # epoch 0 makes the first state and epoch 1 the first changes since it: the merges are epochs 2-9's, each
-    # decided by the rows of the epoch before
-    rows = [len(expected[e]) for e in range(epochs)]
+    # decided by the rows of the epoch before; a blind one whose changes pass the bound is noted
     want = [(None, True) if before <= 10 else (now, now <= 10) for before, now in zip(rows[1:], rows[2:], strict=False)]
-    assert seen == want
-    assert {"blind" if r is None else "broadcast" if b else "shuffled" for r, b in seen} == {
+    spikes = [e for e in range(2, epochs) if rows[e - 1] <= 10 < rows[e]]
+    assert spikes and {"blind" if r is None else "broadcast" if b else "shuffled" for r, b in want} == {
         "blind", "broadcast", "shuffled"
     }
-    spikes = [e for e in range(2, epochs) if rows[e - 1] <= 10 < rows[e]]
+    # the first spike fails in the middle of its epoch (after its merge): restored, its redo counts first
+    failed = spikes[0]
+    want.insert(failed - 1, (rows[failed], False))
+    result = _changes_output_pipeline(tmp_path, spark).run(epochs, fail=[f"totals@{failed}:mid"])
+    assert [str(f) for f in result.fired] == [f"totals@{failed}:mid"]
+    _outputs_are_the_changes(spark, tmp_path, epochs)
+    assert seen == want
     noted = [n for n in result.journal.notes if "were collected on the driver to merge them" in n]
-    assert spikes and len(noted) == len(spikes), (spikes, noted)
-    assert f"had {rows[spikes[0]]} rows, {rows[spikes[0] - 1]} the epoch before" in noted[0]
+    assert len(noted) == len(spikes), (spikes, noted)
+    assert f"had {rows[failed]} rows, {rows[failed - 1]} the epoch before" in noted[0]

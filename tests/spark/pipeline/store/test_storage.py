@@ -159,7 +159,7 @@ def test_an_output_whose_files_hold_fewer_rows_than_written_is_not_published(pla
     del s.fs.TAIL
     place.arrow.delete_file(place.arrow_path(f"{loc}/part-00000-a.c000.snappy.parquet"))
     listed = s.describe_files(loc)  # what the driver lists after the loss: one file, whose size is right
-    with pytest.raises(StorageError, match=r"output at epoch 104: its 1 data file\(s\) .* hold 1 rows, not the 3 written"):
+    with pytest.raises(StorageError, match=r"output at epoch 104: its 1 data file\(s\) .* hold 1 rows, not the 3 counted"):
         s.put(Manifest("report", "output", 104, 3, loc, listed, "{}"))
     cut = f"{loc}/part-00001-a.c000.snappy.parquet"
     place.write(cut, s.fs.read_bytes(cut)[:-20])  # its footer's end cut off

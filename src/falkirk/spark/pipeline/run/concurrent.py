@@ -33,7 +33,8 @@ not queued behind a large one):
   waits for a moment with nothing in flight (or a recovery that waited
   for the executions in flight).
 
-Everything else — the queues, the planner, the journal — is touched only by the run's own thread; the pool's
+Everything else — the queues, the planner, the journal — is touched only by the run's own thread (but for a
+runner's remarks appended to the journal's notes, ``RunContext.note``: one ``list.append``); the pool's
 threads run :meth:`Steps.work <falkirk.spark.pipeline.run.steps.Steps.work>` (the runner's ``execute``, Spark
 jobs, writes and manifests), and what they record for the planner waits for the task's completion. An
 execution's CPU is recorded only when nothing else ran meanwhile (the process tree's CPU cannot be split).

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 __all__ = [
+    "BLIND_FRACTION",
     "BROADCAST_MAX",
     "COMPACT_AT",
     "Layers",
@@ -134,6 +135,8 @@ def merge_blind(last: int | None) -> bool:
 
     >>> merge_blind(10_000), merge_blind(None), merge_blind(BROADCAST_MAX)
     (True, False, False)
+    >>> merge_blind(int(BLIND_FRACTION * BROADCAST_MAX)), merge_blind(int(BLIND_FRACTION * BROADCAST_MAX) + 1)
+    (True, False)
     """
     return last is not None and last <= BLIND_FRACTION * BROADCAST_MAX
 

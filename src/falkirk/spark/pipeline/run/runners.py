@@ -408,7 +408,9 @@ class StepRunner(Runner):
         change since in one small local checkpoint (the previous one's rows of other keys, and ``changes``);
         compacted into a new base once those pass :data:`~falkirk.spark.pipeline.run.layers.COMPACT_AT` of the
         base. The changes are counted by the job that applies them, or first, by a job of their own, where their
-        keys might be too many to broadcast (:func:`~falkirk.spark.pipeline.run.layers.merge_blind`). Nothing of the step's is changed (done by :meth:`execute` once the epoch succeeded)."""
+        keys might be too many to broadcast (:func:`~falkirk.spark.pipeline.run.layers.merge_blind`). Nothing of
+        the step's is changed (done by :meth:`execute` once the epoch succeeded) but :attr:`_changes_rows`, which
+        only guides the next merge."""
         from falkirk.spark.pipeline.store.delta import DELETED
 
         key = self.regime.key  # type: ignore[attr-defined]
@@ -437,8 +439,11 @@ class StepRunner(Runner):
             merged = marked
         else:
             # the overlay's rows of keys the changes do not name: the changes' keys are broadcast (collected on
-            # the driver), so they are counted first unless the last epoch's were far under the bound
-            if not _layers.merge_blind(self._changes_rows):
+            # the driver), so they are counted first unless the last epoch's were far under the bound (forgotten
+            # until this merge succeeds: an attempt that fails, a blind broadcast too big among the causes, is
+            # followed by one that counts first)
+            last, self._changes_rows = self._changes_rows, None
+            if not _layers.merge_blind(last):
                 known = _layers.counted(changes, key, self.name)
             # kept in the state's partitions (a union adds its sides' partitions up)
             parallelism = self.regime.parallelism  # type: ignore[attr-defined]
@@ -453,7 +458,7 @@ class StepRunner(Runner):
             n, rows = _layers.counted_with(new_overlay, changes, key, self.name)
             if overlay is not None and rows > _layers.BROADCAST_MAX:
                 self.ctx.note(
-                    f"{self.name}: its changes had {rows} rows, {self._changes_rows} the epoch before; their keys "
+                    f"{self.name}: its changes had {rows} rows, {last} the epoch before; their keys "
                     f"were collected on the driver to merge them (from now on they are counted first, and "
                     f"broadcast only up to {_layers.BROADCAST_MAX})"
                 )
@@ -561,6 +566,7 @@ class StepRunner(Runner):
         self._drop_deferred()
         self.checkpoints.lose()
         self.committed = set()
+        self._changes_rows = None
 
     def reset(self, frontier: int, *, committed: set[int] | None = None) -> None:
         """``committed`` (outputs): the acknowledged epochs above ``frontier`` to keep as they are — they are
@@ -570,6 +576,7 @@ class StepRunner(Runner):
         keep = {e for e in committed or () if e > frontier} if isinstance(self.regime, Output) else set()
         self.committed, self._before = keep, None
         self._drop_deferred()
+        self._changes_rows = None  # the epoch after the frontier is not the one last run
         if self.regime.takes_state:
             self.ctx.frames.release(self.state)
             self._drop_unused_layers()

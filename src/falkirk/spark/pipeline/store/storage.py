@@ -206,7 +206,9 @@ class Storage:
         claims, read from their footers: a file the storage lost or cut short between Spark's write and the
         driver's listing is not in the listing, so checking sizes alone would publish the rest as the whole
         (the S3 soak at seed 58: an output epoch of 30 rows published with the file of 12, the other lost by
-        the executors' FUSE mount while the server was down)."""
+        the executors' FUSE mount while the server was down). The rows claimed are those counted when the frame
+        was computed; the message names both causes, since a nondeterministic step computed a second time (a task
+        retried) can write other rows than were counted."""
         if m.location is None or m.rows < 0 or not all(f.name.endswith(".parquet") for f in m.files):
             return
         found = self.fs.parquet_rows({posixpath.join(m.location, f.name): f.size for f in m.files})
@@ -218,10 +220,11 @@ class Storage:
             said = "; ".join(f"{self.fs.describe(rel)} {what}" for rel, what in sorted(wrong.items()))
             raise StorageError(
                 f"step {m.step}: refusing to publish {m.kind} at epoch {m.epoch}: its {len(m.files)} data file(s) "
-                f"under {self.fs.describe(m.location)} hold {held} rows, not the {m.rows} written"
+                f"under {self.fs.describe(m.location)} hold {held} rows, not the {m.rows} counted"
                 + (f" ({said})" if said else "")
-                + ": the storage lost or cut a file between the write and the listing; nothing is published, and "
-                "the epoch is written again"
+                + ": a file lost or cut short by the storage between the write and the listing, or a count that "
+                "is not of these rows (a nondeterministic step computed again, e.g. by a retried task); nothing is "
+                "published, and the epoch is written again"
             )
 
     def get(self, step: str, kind: str, epoch: int) -> Manifest:
