@@ -3,7 +3,7 @@
 # Creates/refreshes .venv first (scripts/_env.sh). Extra arguments replace the
 # default targets and are passed straight to pytest, e.g.
 #   bash scripts/test.sh tests/test_packaging.py -q
-# Environment: FALKIRK_TEST_WORKERS (xdist workers, 3; 0 = one process),
+# Environment: FALKIRK_TEST_WORKERS (xdist workers, 2; 0 = one process),
 # HYPOTHESIS_PROFILE (ci for the whole suite, dev for a subset unless CI is set),
 # FALKIRK_PROPERTY_EXAMPLES / FALKIRK_SCHEME_CASES (cases per solver property /
 # per recovery scheme, 2,000 at CI strength), FALKIRK_EXHAUSTIVE=1 (adds a Spark
@@ -29,13 +29,11 @@ export HYPOTHESIS_PROFILE
 if (($# > 0)); then
     exec .venv/bin/python -m pytest "$@"
 fi
-# Three xdist workers, even on a two-core machine (FALKIRK_TEST_WORKERS=0 runs
-# in one process): each of the three Spark groups (tests/conftest.py) on a
-# worker of its own, the CPU-bound property tests filling in beside them. The
-# Spark tests spend much of their time waiting on their JVMs and driver
-# processes; a third worker fills that time (the whole suite took 1,297-1,401 s
-# on two workers in the runs of 2026-12-02).
-workers=${FALKIRK_TEST_WORKERS:-3}
+# Two xdist workers (FALKIRK_TEST_WORKERS=0 runs in one process): the tests
+# using the shared SparkSession stay on one worker, the tests of the standalone
+# cluster and the Connect server on the other (tests/conftest.py); the
+# CPU-bound property tests fill in beside them.
+workers=${FALKIRK_TEST_WORKERS:-2}
 parallel=()
 if [[ $workers != 0 ]]; then parallel=(-n "$workers" --dist loadgroup); fi
 exec .venv/bin/python -m pytest tests --doctest-modules src/falkirk \

@@ -52,19 +52,17 @@ PROCESS_FACILITIES = frozenset({"cluster", "connect_server"})
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
-    """Keep the Spark tests in groups, each on one xdist worker.
+    """Keep the Spark tests in two groups, each on one xdist worker.
 
-    ``scripts/test.sh`` runs the suite on three workers (``--dist loadgroup``).
+    ``scripts/test.sh`` runs the suite on two workers (``--dist loadgroup``).
     The tests that drive Spark processes of their own — the standalone
     cluster's and the Connect server's (:data:`PROCESS_FACILITIES`), which
     mostly wait for driver processes — are the group ``spark-procs``: one
     cluster and one Connect server per run, on one worker. The other Spark
     tests are two groups of about the same length, ``spark-run`` (the
     executor's and recovery's, ``tests/spark/pipeline/run``) and ``spark``
-    (everything else), so the workers running them each start one shared
-    SparkSession and neither waits for the other's Spark tests (with three
-    workers each of the three groups has one; with two, one worker runs two
-    of them); the tests that provoke a
+    (everything else), so the two workers each start one shared SparkSession
+    and neither waits for the other's Spark tests; the tests that provoke a
     fetch failure are ``spark-fetch-failure``. xdist hands groups out
     largest first, every group before any single test, so the fetch failure
     group is handed out after every other Spark group and, on whichever
