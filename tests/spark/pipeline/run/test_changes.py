@@ -389,3 +389,40 @@ def test_an_epochs_changes_are_counted_first_where_their_keys_might_be_too_many_
     noted = [n for n in result.journal.notes if "were collected on the driver to merge them" in n]
     assert len(noted) == len(spikes), (spikes, noted)
     assert f"had {rows[failed]} rows, {rows[failed - 1]} the epoch before" in noted[0]
+
+
+def test_a_job_failing_inside_the_merge_releases_what_it_was_caching(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Spark job failing while a step's changes are merged into its layers (the job counting the new changes
+    since the base, which caches them): the frame it was caching is released at once rather than kept while the
+    epoch runs again, the epoch is retried in place, and each output epoch is still the changes computed in
+    Python."""
+    from pyspark.sql import functions as F
+
+    from falkirk.spark.pipeline.run.frames import Frames
+
+    calls: list[Any] = []  # the frame each call of the merge's count was given
+    real = layers.counted_with
+
+    def failing(frame: Any, also: Any, key: str, step: str) -> tuple[int, int]:
+        calls.append(frame)
+        if len(calls) == 4:  # epoch 3's merge (0: the first state, 1: the first changes, then one per epoch)
+            real(frame, also, key, step)  # its blocks cached, then a job fails (a lost executor, say)
+            boom = F.raise_error(F.lit("falkirk injected: a job lost while merging the changes"))
+            frame.sparkSession.range(1).select(boom).collect()
+        return real(frame, also, key, step)
+
+    released: list[Any] = []
+    real_release = Frames.release
+
+    def release(self: Any, df: Any) -> None:
+        released.append(df)
+        real_release(self, df)
+
+    monkeypatch.setattr(layers, "counted_with", failing)
+    monkeypatch.setattr(Frames, "release", release)
+    result = _changes_output_pipeline(tmp_path, spark).run(EPOCHS)
+    assert len(calls) >= 4 and any(df is calls[3] for df in released)
+    assert [r.in_place for r in result.journal.recoveries] == [("totals", 3)]
+    _outputs_are_the_changes(spark, tmp_path, EPOCHS)

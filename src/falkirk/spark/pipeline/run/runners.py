@@ -410,16 +410,30 @@ class StepRunner(Runner):
         base. The changes are counted by the job that applies them, or first, by a job of their own, where their
         keys might be too many to broadcast (:func:`~falkirk.spark.pipeline.run.layers.merge_blind`). Nothing of
         the step's is changed (done by :meth:`execute` once the epoch succeeded) but :attr:`_changes_rows`, which
-        only guides the next merge."""
+        only guides the next merge. A frame it detached is released if it raises (a failed job's blocks are not
+        kept while the epoch runs again)."""
+        made: list[DataFrame] = []
+        try:
+            return self._applied(changes, made)
+        except BaseException:
+            for df in made:
+                self.ctx.frames.release(df)
+            raise
+
+    def _applied(self, changes: DataFrame, made: list[DataFrame]) -> tuple[DataFrame, Layers]:
+        """:meth:`_apply`, each frame it detaches added to ``made``."""
         from falkirk.spark.pipeline.store.delta import DELETED
+
+        def detached(df: DataFrame) -> DataFrame:
+            made.append(detach(df, eager=False, replicas=self.replicas))
+            return made[-1]
 
         key = self.regime.key  # type: ignore[attr-defined]
         marked = _layers.marked(changes, self.name)
         layers = self.layers if self.layers is not None and self.layers.view is self.state else None
-        replicas = self.replicas
         if layers is None and self.state is None:  # the first state: the changes' rows
             if DELETED in changes.columns:  # its live rows, the changes counted beside them
-                first = detach(_layers.live(marked), eager=False, replicas=replicas)
+                first = detached(_layers.live(marked))
                 rows, returned_rows = _layers.counted_with(first, changes, key, self.name)
             else:
                 first = changes
@@ -450,7 +464,7 @@ class StepRunner(Runner):
             merged = _layers.merge(overlay, marked, key, known).coalesce(parallelism)
         if base_rows < 0:  # not known: counted here (its first use reads it anyway)
             base_rows = _layers.counted(base, key, self.name)
-        new_overlay = detach(merged, eager=False, replicas=replicas)
+        new_overlay = detached(merged)
         if known is None:
             # one job: the step's changes computed, both cached; the changes' rows counted on the way (the
             # step's output, when it is its changes, then needs no count job: Frames.materialise with the rows
@@ -468,7 +482,7 @@ class StepRunner(Runner):
         self.ctx.frames.known_rows(changes, rows)
         view = _layers.view(base, new_overlay, key, n)
         if n > _layers.COMPACT_AT * max(base_rows, 1):
-            compacted = detach(view, eager=False, replicas=replicas)
+            compacted = detached(view)
             rows = _layers.counted(compacted, key, self.name)
             self.ctx.frames.release(new_overlay)
             return compacted, Layers(compacted, compacted, None, marked, 0, rows, key)
