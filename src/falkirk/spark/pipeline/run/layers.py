@@ -123,9 +123,21 @@ def view(base: DataFrame, overlay: DataFrame, key: str, rows: int) -> DataFrame:
     from pyspark.sql import functions as F
 
     keys = overlay.select(key)
-    return base.join(F.broadcast(keys) if rows <= BROADCAST_MAX else keys, key, "left_anti").unionByName(
+    return _joined(base, F.broadcast(keys) if rows <= BROADCAST_MAX else keys, key, "left_anti").unionByName(
         live(overlay)
     )
+
+
+def _joined(
+    rows: DataFrame, keys: DataFrame, key: str, how: str, columns: list[str] | None = None
+) -> DataFrame:
+    """The rows of ``rows`` whose key is (``how="left_semi"``) or is not (``"left_anti"``) among ``keys``, their
+    columns in ``rows``'s order (``columns``: that order, known) — a join on a named column puts that column
+    first; a state is given to its step as the step returned it, so that a ``union`` by position still lines its
+    columns up."""
+    order = rows.columns if columns is None else columns
+    out = rows.join(keys, key, how)
+    return out if order[0] == key else out.select(*order)
 
 
 def merge_blind(last: int | None) -> bool:
@@ -218,8 +230,8 @@ def check_changes(rows: DataFrame, base: DataFrame, step: str) -> None:
 
 def lookup(state: DataFrame, keys: DataFrame) -> DataFrame:
     """The rows of ``state`` whose key is among ``keys`` — the same rows as
-    ``state.join(keys, key, "left_semi")`` — where ``keys`` has one column, named as a column of ``state``
-    (its key).
+    ``state.join(keys, key, "left_semi")``, in ``state``'s column order — where ``keys`` has one column,
+    named as a column of ``state`` (its key).
 
     For the state of a ``changes=True`` step (what the step is given as ``state``), read from its layers so
     that the whole base is probed only by ``keys`` (broadcast) and the changes since are applied to the rows
@@ -238,11 +250,12 @@ def lookup(state: DataFrame, keys: DataFrame) -> DataFrame:
     wanted = F.broadcast(keys)
     layers = layers_of(state)
     if layers is None or layers.key != key:
-        return state.join(wanted, key, "left_semi")
-    found = layers.base.join(wanted, key, "left_semi")
+        return _joined(state, wanted, key, "left_semi")
+    order = layers.base.columns
+    found = _joined(layers.base, wanted, key, "left_semi", order)
     if layers.overlay is None:
         return found
     # the wanted keys the overlay names (few): their base rows are stale, their overlay rows current
     named = layers.overlay.join(wanted, key, "left_semi")
     stale = F.broadcast(named.select(key))
-    return found.join(stale, key, "left_anti").unionByName(live(named))
+    return _joined(found, stale, key, "left_anti", order).unionByName(live(named))
