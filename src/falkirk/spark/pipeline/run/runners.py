@@ -286,6 +286,7 @@ class StepRunner(Runner):
                 self.defer_checkpoints
                 and returned is not None
                 and result is not returned
+                and not callable(result)  # an output computed from the state: the state is made first
                 and getattr(regime, "every", 1) > 1
                 and not getattr(regime, "incremental", False)
                 and changes is None
@@ -296,6 +297,13 @@ class StepRunner(Runner):
             elif returned is not None and not defer:
                 new_state = detach(returned, eager=False, replicas=self.replicas)
                 result = new_state if result is returned else result
+            if callable(result):
+                result = self._output_of(result, new_state)
+        elif callable(result):
+            raise PipelineError(
+                f"step {self.name!r}: it returned its output as a function of its new state, but a "
+                f"{regime.kind} step has no state; return the output DataFrame itself"
+            )
         wrapped = ctx.injector.wrap(self.name, epoch, result)
         durable = ctx.durable
         output = isinstance(regime, Output)
@@ -402,6 +410,26 @@ class StepRunner(Runner):
                 self.state = new_state
         self._before = None  # it succeeded
         return out, rows
+
+    def _output_of(self, output: Any, state: DataFrame | None) -> DataFrame:
+        """The output a stateful step returned as a function of its new state (``(lambda made: ..., new)``),
+        computed from ``state``, the state as made (a local checkpoint materialised by the output's job, or the
+        layers' view): the work that made the state is done once, where an output built on the returned
+        DataFrame computes it again from its lineage, beside the job that makes the state."""
+        from pyspark.sql import DataFrame as AnyFrame  # classic and Spark Connect alike
+
+        if state is None:
+            raise PipelineError(
+                f"step {self.name!r}: it returned its output as a function of its new state, and None as that "
+                "state; return the output DataFrame itself"
+            )
+        out = output(state)
+        if not isinstance(out, AnyFrame):
+            raise PipelineError(
+                f"step {self.name!r}: the function it returned as its output gave {type(out).__name__}, not a "
+                "DataFrame"
+            )
+        return out
 
     def _apply(self, changes: DataFrame) -> tuple[DataFrame, Layers]:
         """The state after ``changes`` (a ``changes=True`` step's return), as layers: the base, and every
