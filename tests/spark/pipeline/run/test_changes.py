@@ -395,19 +395,21 @@ def test_a_job_failing_inside_the_merge_releases_what_it_was_caching(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A Spark job failing while a step's changes are merged into its layers (the job counting the new changes
-    since the base, which caches them): the frame it was caching is released at once rather than kept while the
-    epoch runs again, the epoch is retried in place, and each output epoch is still the changes computed in
-    Python."""
+    since the base and the epoch's changes, which caches both): both frames are released (no longer referenced
+    while the epoch runs again), the epoch is retried in place, and each output epoch is still the changes
+    computed in Python."""
     from pyspark.sql import functions as F
 
     from falkirk.spark.pipeline.run.frames import Frames
 
     calls: list[Any] = []  # the frame each call of the merge's count was given
+    also_seen: list[Any] = []  # and the changes counted beside it
     real = layers.counted_with
 
     def failing(frame: Any, also: Any, key: str, step: str) -> tuple[int, int]:
         calls.append(frame)
-        if len(calls) == 4:  # epoch 3's merge (0: the first state, 1: the first changes, then one per epoch)
+        also_seen.append(also)
+        if len(calls) == 4:  # epoch 3's merge (one call per epoch: epoch 0 makes the first state)
             real(frame, also, key, step)  # its blocks cached, then a job fails (a lost executor, say)
             boom = F.raise_error(F.lit("falkirk injected: a job lost while merging the changes"))
             frame.sparkSession.range(1).select(boom).collect()
@@ -424,6 +426,7 @@ def test_a_job_failing_inside_the_merge_releases_what_it_was_caching(
     monkeypatch.setattr(Frames, "release", release)
     result = _changes_output_pipeline(tmp_path, spark).run(EPOCHS)
     assert len(calls) >= 4 and any(df is calls[3] for df in released)
+    assert any(df is also_seen[3] for df in released)  # the epoch's changes too
     assert [r.in_place for r in result.journal.recoveries] == [("totals", 3)]
     _outputs_are_the_changes(spark, tmp_path, EPOCHS)
 

@@ -133,11 +133,16 @@ def _joined(
 ) -> DataFrame:
     """The rows of ``rows`` whose key is (``how="left_semi"``) or is not (``"left_anti"``) among ``keys``, their
     columns in ``rows``'s order (``columns``: that order, known) — a join on a named column puts that column
-    first; a state is given to its step as the step returned it, so that a ``union`` by position still lines its
-    columns up."""
+    first; a state is given to its step in the order the step first returned it, so that a ``union`` by position
+    still lines its columns up. Names are quoted (a dot is part of a name here); columns that share a name are
+    left as the join gives them."""
+    from pyspark.sql import functions as F
+
     order = rows.columns if columns is None else columns
     out = rows.join(keys, key, how)
-    return out if order[0] == key else out.select(*order)
+    if order[0] == key or len(set(order)) != len(order):
+        return out
+    return out.select(*[F.col("`" + c.replace("`", "``") + "`") for c in order])
 
 
 def merge_blind(last: int | None) -> bool:

@@ -438,9 +438,9 @@ class StepRunner(Runner):
         base. The changes are counted by the job that applies them, or first, by a job of their own, where their
         keys might be too many to broadcast (:func:`~falkirk.spark.pipeline.run.layers.merge_blind`). Nothing of
         the step's is changed (done by :meth:`execute` once the epoch succeeded) but :attr:`_changes_rows`, which
-        only guides the next merge. A frame it detached is released if it raises (a failed job's blocks are not
-        kept while the epoch runs again)."""
-        made: list[DataFrame] = []
+        only guides the next merge. If it raises, ``changes`` and every frame it detached are released: none of
+        them is kept referenced while the epoch runs again."""
+        made: list[DataFrame] = [changes]
         try:
             return self._applied(changes, made)
         except BaseException:
