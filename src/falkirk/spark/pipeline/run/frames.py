@@ -82,9 +82,16 @@ class Frames:
         known = self._counts.get(id(df))
         if known is not None and known[0]() is df:
             return df, known[1]
+        # persisted here (through Spark Connect not known without a round trip: left as before)
+        fresh = persist and not is_connect(df.sparkSession) and not df.is_cached
         if persist:
             df = df.persist(StorageLevel.MEMORY_AND_DISK)
-        n = df.count() if rows is None else rows
+        try:
+            n = df.count() if rows is None else rows
+        except BaseException:
+            if fresh:  # persisted here: not left registered in Spark's cache after a failed job
+                df.unpersist(blocking=False)
+            raise
         return self.known_rows(df, n), n
 
     def observing(self, df: DataFrame) -> tuple[DataFrame, DataFrame, Callable[[], int]] | None:

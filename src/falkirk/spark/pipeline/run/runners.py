@@ -301,8 +301,8 @@ class StepRunner(Runner):
                 result = self._output_of(result, new_state)
         elif callable(result):
             raise PipelineError(
-                f"step {self.name!r}: it returned its output as a function of its new state, but a "
-                f"{regime.kind} step has no state; return the output DataFrame itself"
+                f"step {self.name!r}: it returned its output as a function of its new state, but its regime "
+                f"({regime.kind}) keeps no state; return the output DataFrame itself"
             )
         wrapped = ctx.injector.wrap(self.name, epoch, result)
         durable = ctx.durable
@@ -413,9 +413,9 @@ class StepRunner(Runner):
 
     def _output_of(self, output: Any, state: DataFrame | None) -> DataFrame:
         """The output a stateful step returned as a function of its new state (``(lambda made: ..., new)``),
-        computed from ``state``, the state as made (a local checkpoint materialised by the output's job, or the
-        layers' view): the work that made the state is done once, where an output built on the returned
-        DataFrame computes it again from its lineage, beside the job that makes the state."""
+        computed from ``state``, the state to be made (a lazy local checkpoint, which the output's job fills as
+        it reads it, or the layers' view): the work that made the state is done once, where an output built on
+        the returned DataFrame computes it again from its lineage, beside the job that makes the state."""
         from pyspark.sql import DataFrame as AnyFrame  # classic and Spark Connect alike
 
         if state is None:
@@ -730,6 +730,11 @@ class DatabaseRunner(StepRunner):
             with guard.watch(epoch):
                 result = self.call(epoch, inputs, db=db)
             users = False
+            if callable(result):  # refused before the epoch's transaction commits
+                raise PipelineError(
+                    f"step {self.name!r}: it returned its output as a function of its new state, but its "
+                    "state is a database, not a DataFrame; return the output DataFrame itself"
+                )
             rows = sum(
                 db.execute(f'SELECT count(*) FROM "{t}" WHERE "{c}" = ?', (epoch,)).fetchone()[0]
                 for t, c in self._existing(db).items()
