@@ -40,7 +40,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from falkirk.spark.pipeline.run.session import is_connect
+from falkirk.spark.pipeline.run.session import free, is_connect
 from falkirk.spark.pipeline.store.jvm import once
 
 if TYPE_CHECKING:
@@ -67,6 +67,8 @@ class Frames:
         self._counts: dict[int, tuple[weakref.ref[Any], int]] = {}
         self._released: list[Any] = []
         self._holds: dict[int, list[Any]] = {}
+        #: released frames whose local checkpoint's blocks are freed with them (a state its step let go of)
+        self._blocks: dict[int, Any] = {}
 
     def materialise(
         self, df: DataFrame, *, persist: bool = True, rows: int | None = None
@@ -184,11 +186,30 @@ class Frames:
             self._counts[id(df)] = (weakref.ref(df), rows)
             return df
 
-    def release(self, df: Any) -> None:
-        """``df`` is no longer needed by its producer (unpersisted once nothing queued holds it)."""
+    def release(self, df: Any, *, blocks: bool = False) -> None:
+        """``df`` is no longer needed by its producer (unpersisted once nothing queued holds it).
+
+        ``blocks``: ``df`` is a local checkpoint (a state, a part of one) its
+        step let go of, whose blocks are freed then too (:func:`~.session.free`:
+        ``unpersist()`` leaves a local checkpoint's blocks cached until the
+        JVM collects its RDD). Only its step may say so: a frame read from
+        its lineage is materialised, or held (:meth:`hold`), before then.
+        """
         with self._lock:
-            if df is not None and id(df) not in self._pins:
+            if df is None:
+                return
+            if blocks:
+                self._blocks[id(df)] = df
+            if id(df) not in self._pins:
                 self._released.append(df)
+
+    def free_when_released(self, df: Any) -> None:
+        """Free ``df``'s blocks too once it is released and nothing holds it, as :meth:`release` with ``blocks``
+        would, when its producer releases it (a local checkpoint its step no longer holds, handed out as its
+        output: its consumers take it first)."""
+        with self._lock:
+            if df is not None:
+                self._blocks[id(df)] = df
 
     def pin(self, df: Any) -> None:
         """A queue entry holds ``df``."""
@@ -235,6 +256,8 @@ class Frames:
                 elif id(df) not in self._pins:
                     self._counts.pop(id(df), None)
                     df.unpersist(blocking=False)
+                    if self._blocks.pop(id(df), None) is not None:
+                        free(df)
             self._released = kept
             if len(self._counts) > 256:
                 self._counts = {k: v for k, v in self._counts.items() if v[0]() is not None}

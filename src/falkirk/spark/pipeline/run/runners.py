@@ -64,6 +64,12 @@ class Deferred:
     #: the state before (a local checkpoint, or ``None``): what of its lineage lives in executor memory only
     before: Any
 
+    @property
+    def held(self) -> tuple[Any, ...]:
+        """What is kept in executor memory until the state is made: the inputs and the state before (whose
+        blocks its step's release would otherwise free)."""
+        return (*self.inputs, self.before)
+
 
 class Runner:
     """Common interface (see the module docstring); ``ctx`` is the run as the runner may see it."""
@@ -100,6 +106,10 @@ class Runner:
         self.defer_checkpoints = False
         #: the state left to the end of the epoch (:class:`Deferred`)
         self.deferred: Deferred | None = None
+        #: what the execution under way made and has not handed out: its output (persisted), and a new state or
+        #: changes it detached (``True``: a local checkpoint, its blocks freed too); let go of if it fails
+        #: (:meth:`drop_made`)
+        self.made: list[tuple[Any, bool]] = []
 
     def available(self) -> list[int]:
         """Epochs of the frontiers persisted for this node (what the planner starts from)."""
@@ -119,6 +129,12 @@ class Runner:
         place, :meth:`Executor.handle <falkirk.spark.pipeline.run.executor.Executor.handle>`). An input never
         is: its cut is durable."""
         return False
+
+    def drop_made(self) -> None:
+        """The execution under way failed: let go of what it made (:attr:`made`), which nothing else holds."""
+        made, self.made = self.made, []
+        for df, blocks in made:
+            self.ctx.frames.release(df, blocks=blocks)
 
     def lose(self) -> None:
         """The node failed: drop everything held in memory."""
@@ -173,8 +189,10 @@ class InputRunner(Runner):
         out, rows = self.ctx.frames.materialise(
             df, rows=cut.records, persist=self.input.cache or df is not read
         )
+        self.made = [(out, False)]
         self.ctx.injector.at(self.name, epoch, "mid")
         self.ctx.record(self.name, epoch)
+        self.made = []
         return out, rows
 
     def replay(self, epoch: int) -> DataFrame:
@@ -251,6 +269,7 @@ class StepRunner(Runner):
         if failed is not None and failed[1] is self.state:  # and the checkpoint it wrote but did not publish
             self.checkpoints.chain = failed[2]
         self._before = (epoch, self.state, self.checkpoints.chain)
+        self.made = []
         result = self.call(epoch, inputs)
         new_state = None
         defer = False
@@ -275,6 +294,7 @@ class StepRunner(Runner):
                 # the step returned its changes: the new state is the old one with them applied (layers), made
                 # now, small
                 changes = detach(returned, eager=False, replicas=self.replicas)
+                self.made.append((changes, True))
                 result = changes if result is returned else result
                 returned, layers = self._apply(changes)
                 self._made = layers
@@ -296,6 +316,7 @@ class StepRunner(Runner):
                 new_state = returned  # the layers' view (their parts are local checkpoints, made)
             elif returned is not None and not defer:
                 new_state = detach(returned, eager=False, replicas=self.replicas)
+                self.made.append((new_state, True))
                 result = new_state if result is returned else result
             if callable(result):
                 result = self._output_of(result, new_state)
@@ -337,6 +358,7 @@ class StepRunner(Runner):
             rows = -1  # known after the first write
         else:
             out, rows = ctx.frames.materialise(wrapped, persist=wrapped is not new_state)
+        self.made.append((out, False))
         pending: list[Manifest] = []
 
         def write(kind: str, location: str | None = None) -> None:
@@ -358,7 +380,7 @@ class StepRunner(Runner):
             new_state = returned
             checkpoint = durable and regime.checkpoints_at(epoch)
             self.deferred = Deferred(epoch, returned, checkpoint, tuple(inputs.values()), self.state)
-            ctx.frames.hold(self.deferred.inputs)
+            ctx.frames.hold(self.deferred.held)
         elif regime.takes_state and regime.checkpoints_at(epoch) and durable:
             if new_state is None:
                 pending.append(Manifest(self.name, "checkpoint", epoch, 0, extra={"empty": True}))
@@ -397,7 +419,10 @@ class StepRunner(Runner):
         if recorded and self.deferred is None:
             ctx.record(self.name, epoch)
         if regime.takes_state:
-            ctx.frames.release(self.state)
+            # its blocks freed once nothing reads them (a deferred state holds it), unless the new layers keep it
+            # as their base (a state not held as layers)
+            kept = layers is not None and self.state is layers.base
+            ctx.frames.release(self.state, blocks=not kept)
             if layers is not None:
                 # registered before it is the state: the executor-loss check finds the parts of whichever view
                 # it sees (state_parts)
@@ -405,10 +430,15 @@ class StepRunner(Runner):
                 self.state = new_state
                 self._release_layers(keep=layers)
                 self.layers, self._made = layers, None
+                if changes is not layers.base:  # applied: its checkpoint, if any, is written
+                    if changes is out:  # its blocks freed once its consumers took it
+                        ctx.frames.free_when_released(changes)
+                    else:
+                        ctx.frames.release(changes, blocks=True)
             else:
                 self._release_layers()
                 self.state = new_state
-        self._before = None  # it succeeded
+        self._before, self.made = None, []  # it succeeded
         return out, rows
 
     def _output_of(self, output: Any, state: DataFrame | None) -> DataFrame:
@@ -445,7 +475,7 @@ class StepRunner(Runner):
             return self._applied(changes, made)
         except BaseException:
             for df in made:
-                self.ctx.frames.release(df)
+                self.ctx.frames.release(df, blocks=True)
             raise
 
     def _applied(self, changes: DataFrame, made: list[DataFrame]) -> tuple[DataFrame, Layers]:
@@ -512,7 +542,7 @@ class StepRunner(Runner):
         if n > _layers.COMPACT_AT * max(base_rows, 1):
             compacted = detached(view)
             rows = _layers.counted(compacted, key, self.name)
-            self.ctx.frames.release(new_overlay)
+            self.ctx.frames.release(new_overlay, blocks=True)  # the compacted base, made, reads it no more
             return compacted, Layers(compacted, compacted, None, marked, 0, rows, key)
         return view, Layers(view, base, new_overlay, marked, n, base_rows, key)
 
@@ -555,7 +585,7 @@ class StepRunner(Runner):
         kept = {id(x) for x in (*held, *((keep.base, keep.overlay) if keep is not None else ()))}
         for part in (layers.base, layers.overlay):
             if part is not None and id(part) not in kept:
-                self.ctx.frames.release(part)
+                self.ctx.frames.release(part, blocks=True)
 
     def state_parts(self) -> list[Any]:
         """The local checkpoints the state lives in (its layers' base and changes, or the state itself)."""
@@ -590,7 +620,7 @@ class StepRunner(Runner):
         """Forget the state left to the end of its epoch, letting go of its inputs."""
         deferred, self.deferred = self.deferred, None
         if deferred is not None:
-            self.ctx.frames.unhold(deferred.inputs)
+            self.ctx.frames.unhold(deferred.held)
 
     # -- failures and rollback ----------------------------------------------------------------
     def intact(self, epoch: int) -> bool:
@@ -601,7 +631,7 @@ class StepRunner(Runner):
 
     def lose(self) -> None:
         self._before = None
-        self.ctx.frames.release(self.state)
+        self.ctx.frames.release(self.state, blocks=True)
         self._drop_unused_layers()
         self._release_layers()
         self.state = None
@@ -620,7 +650,7 @@ class StepRunner(Runner):
         self._drop_deferred()
         self._changes_rows = None  # the epoch after the frontier is not the one last run
         if self.regime.takes_state:
-            self.ctx.frames.release(self.state)
+            self.ctx.frames.release(self.state, blocks=True)
             self._drop_unused_layers()
             self._release_layers()
             self.state = None
@@ -757,6 +787,7 @@ class DatabaseRunner(StepRunner):
         out = None
         if result is not None:
             out, _ = self.ctx.frames.materialise(result)
+            self.made = [(out, False)]
         self.ctx.injector.at(self.name, epoch, "mid")
         if self.ctx.durable:
             self._before = None  # published
@@ -764,7 +795,7 @@ class DatabaseRunner(StepRunner):
                 Manifest(self.name, "checkpoint", epoch, rows, extra={"database": str(self.path)})
             )
         self.ctx.record(self.name, epoch)
-        self._before = None  # it succeeded
+        self._before, self.made = None, []  # it succeeded
         return out, rows
 
     def intact(self, epoch: int) -> bool:

@@ -15,6 +15,8 @@ need                        classic                             Spark Connect
 :func:`executors`           the JVM status tracker              unknown (``None``)
 :func:`detach`              rows re-wrapped in the JVM, then    ``localCheckpoint`` (plan statistics
                             ``localCheckpoint``                 are kept)
+:func:`free`                its RDD unpersisted                 left to the server (released when the
+                                                                client's DataFrame is collected)
 :func:`missing_blocks`      the status store's block list       unknown (``None``)
 :func:`busiest_executor`    the status store's executor list    unknown (``None``)
 ==========================  ==================================  =================================
@@ -449,6 +451,28 @@ def detach(df: DataFrame, *, eager: bool = True, replicas: int = 1) -> DataFrame
     jdf = df._jdf
     fresh = df.sparkSession._jsparkSession.createDataFrame(jdf.javaRDD(), jdf.schema())
     return _DataFrame(fresh, df.sparkSession).localCheckpoint(eager=eager, storageLevel=level)
+
+
+def free(df: DataFrame) -> None:
+    """Free the blocks of :func:`detach`-ed ``df`` now (asynchronously).
+
+    ``df.unpersist()`` does not: Spark keeps a local checkpoint's blocks
+    outside its cache manager, with the checkpointed RDD, until the driver's
+    JVM garbage-collects that RDD — under a large heap, many epochs later,
+    every state of the run cached (or spilled to disk) meanwhile. Nothing
+    may read ``df`` afterwards (a read fails: its lineage is cut). A frame
+    that is no local checkpoint (one a step built on its own RDD) is left
+    alone; through Spark Connect the
+    server releases it when the client's DataFrame is collected.
+    """
+    if is_connect(df.sparkSession):
+        return
+    try:
+        plan = df._jdf.queryExecution().analyzed()
+        if plan.getClass().getName().endswith(".LogicalRDD") and plan.rdd().isLocallyCheckpointed():
+            plan.rdd().unpersist(False)
+    except Exception:  # noqa: BLE001 - freeing early is an optimisation: the JVM's collection frees it anyway
+        logging.getLogger(__name__).debug("could not free a local checkpoint's blocks", exc_info=True)
 
 
 def materialised(df: DataFrame) -> bool:

@@ -257,8 +257,10 @@ class Steps:
                 task.out, task.rows = runner.execute(epoch, inputs)
             # bad input or definition: stop
             except (StepFailure, CorruptDataError, RecordError, PipelineError):
+                runner.drop_made()
                 raise
             except Exception as exc:
+                runner.drop_made()  # not handed out: nothing else holds it
                 raise self._failure(name, epoch, exc, inputs) from exc
             task.discarded, task.fresh, task.pending = runner.discarded, runner.fresh, runner.pending_rows
             task.cut_at, task.committed_at = runner.cut_at, runner.committed_at
