@@ -262,3 +262,45 @@ def test_an_injected_task_failure_in_an_uncached_input_fires_once(spark: Any, tm
         for e in range(3):
             rows = spark.read.parquet(str(tmp_path / "root" / "output" / out / f"epoch={e}")).collect()
             assert Counter(map(tuple, rows)) == Counter((r["user"], f(r["n"])) for r in _clicks(e))
+
+
+def test_marked_blocks_are_freed_once_unheld_unpinned_and_their_epoch_completed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A local checkpoint released with ``blocks`` has its blocks freed at the first flush where nothing pins or
+    holds it and every node completed its ``read_until`` epoch (``None``: the latest completed when marked); one
+    released without is only unpersisted; the run's final flush frees every marked frame, released or not."""
+    freed: list[str] = []
+    monkeypatch.setattr(frames_module, "free", lambda df: freed.append(df.name))
+
+    class Fake:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def unpersist(self, blocking: bool = False) -> None:
+            pass
+
+    frames = Frames()
+    state, out, held, plain, handed = (Fake(n) for n in ("state", "out", "held", "plain", "handed"))
+    frames.progress(completed=2, latest=4)
+    frames.release(state, blocks=True, read_until=3)  # read by epoch 3's executions
+    frames.pin(out)
+    frames.release(out, blocks=True, read_until=-1)  # queued: its consumers take it first
+    frames.hold([held])
+    frames.release(held, blocks=True)  # read until epoch 4, the latest completed; a deferred state reads it
+    frames.release(plain)
+    frames.free_when_released(handed, read_until=0)  # its producer releases it later
+    frames.flush()
+    assert freed == []
+    frames.progress(completed=3, latest=4)
+    frames.unpin(out)
+    frames.flush()
+    assert freed == ["state", "out"]
+    frames.unhold([held])
+    frames.flush()
+    assert freed == ["state", "out"]  # epoch 4 not completed everywhere yet
+    frames.progress(completed=4, latest=4)
+    frames.flush()
+    assert freed == ["state", "out", "held"]
+    frames.flush(final=True)  # "plain" was never marked; "handed" never released
+    assert freed == ["state", "out", "held", "handed"]

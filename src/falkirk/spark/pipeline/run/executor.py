@@ -487,7 +487,7 @@ class Executor:
             r.lose()
         self.state.queues.clear()
         self.fused.clear()
-        self.frames.flush()
+        self.frames.flush(final=True)
         self.state.planner.close()
 
 

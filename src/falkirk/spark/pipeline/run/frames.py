@@ -67,8 +67,13 @@ class Frames:
         self._counts: dict[int, tuple[weakref.ref[Any], int]] = {}
         self._released: list[Any] = []
         self._holds: dict[int, list[Any]] = {}
-        #: released frames whose local checkpoint's blocks are freed with them (a state its step let go of)
-        self._blocks: dict[int, Any] = {}
+        #: frames whose local checkpoint's blocks are freed once released (a state its step let go of), with the
+        #: last epoch whose executions may read them, or a frame made from them (freed once every node
+        #: completed it: :meth:`progress`)
+        self._blocks: dict[int, tuple[Any, int]] = {}
+        #: the last epoch every node completed, and the latest one any node completed (:meth:`progress`)
+        self._completed = -1
+        self._latest = -1
 
     def materialise(
         self, df: DataFrame, *, persist: bool = True, rows: int | None = None
@@ -186,30 +191,43 @@ class Frames:
             self._counts[id(df)] = (weakref.ref(df), rows)
             return df
 
-    def release(self, df: Any, *, blocks: bool = False) -> None:
+    def release(self, df: Any, *, blocks: bool = False, read_until: int | None = None) -> None:
         """``df`` is no longer needed by its producer (unpersisted once nothing queued holds it).
 
         ``blocks``: ``df`` is a local checkpoint (a state, a part of one) its
-        step let go of, whose blocks are freed then too (:func:`~.session.free`:
+        step let go of, whose blocks are freed too (:func:`~.session.free`:
         ``unpersist()`` leaves a local checkpoint's blocks cached until the
-        JVM collects its RDD). Only its step may say so: a frame read from
-        its lineage is materialised, or held (:meth:`hold`), before then.
+        JVM collects its RDD) — not before every node completed epoch
+        ``read_until`` (``None``: the latest any node completed so far): a
+        frame made from it that is cached, not replicated, is computed again
+        from its lineage if an executor is lost before its readers ran.
+        Only its step may say so.
         """
         with self._lock:
             if df is None:
                 return
             if blocks:
-                self._blocks[id(df)] = df
+                self._mark(df, read_until)
             if id(df) not in self._pins:
                 self._released.append(df)
 
-    def free_when_released(self, df: Any) -> None:
-        """Free ``df``'s blocks too once it is released and nothing holds it, as :meth:`release` with ``blocks``
-        would, when its producer releases it (a local checkpoint its step no longer holds, handed out as its
-        output: its consumers take it first)."""
+    def free_when_released(self, df: Any, *, read_until: int | None = None) -> None:
+        """Free ``df``'s blocks too once it is released, as :meth:`release` with ``blocks`` would, when its
+        producer releases it (a local checkpoint its step no longer holds, handed out as its output)."""
         with self._lock:
             if df is not None:
-                self._blocks[id(df)] = df
+                self._mark(df, read_until)
+
+    def _mark(self, df: Any, read_until: int | None) -> None:
+        until = self._latest if read_until is None else read_until
+        had = self._blocks.get(id(df))
+        self._blocks[id(df)] = (df, until if had is None else max(until, had[1]))
+
+    def progress(self, completed: int, latest: int) -> None:
+        """Every node has completed epoch ``completed`` (a rollback lowers it), some node epoch ``latest``:
+        blocks marked for epochs up to ``completed`` are freed at the next :meth:`flush`."""
+        with self._lock:
+            self._completed, self._latest = completed, max(self._latest, latest)
 
     def pin(self, df: Any) -> None:
         """A queue entry holds ``df``."""
@@ -246,19 +264,31 @@ class Frames:
                     if entry[1] <= 0:
                         del self._holds[id(df)]
 
-    def flush(self) -> None:
-        """Unpersist the released DataFrames nothing holds any more."""
+    def flush(self, *, final: bool = False) -> None:
+        """Unpersist the released DataFrames nothing holds any more (and free the blocks of those marked, once
+        :meth:`progress` passed their epoch). ``final``: the run ends, every marked frame is freed."""
         with self._lock:
             kept = []
             for df in self._released:
                 if id(df) in self._holds:
                     kept.append(df)  # released, but a fused step's consumer has still to read it
-                elif id(df) not in self._pins:
-                    self._counts.pop(id(df), None)
-                    df.unpersist(blocking=False)
-                    if self._blocks.pop(id(df), None) is not None:
-                        free(df)
+                    continue
+                if id(df) in self._pins:
+                    continue  # released again when its last queue entry goes
+                mark = self._blocks.get(id(df))
+                if mark is not None and mark[1] > self._completed and not final:
+                    kept.append(df)  # a frame made from it may still be computed again from its lineage
+                    continue
+                self._counts.pop(id(df), None)
+                df.unpersist(blocking=False)
+                if mark is not None:
+                    del self._blocks[id(df)]
+                    free(df)
             self._released = kept
+            if final:  # what was never released (a task that did not complete)
+                for df, _ in self._blocks.values():
+                    free(df)
+                self._blocks.clear()
             if len(self._counts) > 256:
                 self._counts = {k: v for k, v in self._counts.items() if v[0]() is not None}
 

@@ -134,7 +134,7 @@ class Runner:
         """The execution under way failed: let go of what it made (:attr:`made`), which nothing else holds."""
         made, self.made = self.made, []
         for df, blocks in made:
-            self.ctx.frames.release(df, blocks=blocks)
+            self.ctx.frames.release(df, blocks=blocks, read_until=-1)
 
     def lose(self) -> None:
         """The node failed: drop everything held in memory."""
@@ -422,21 +422,21 @@ class StepRunner(Runner):
             # its blocks freed once nothing reads them (a deferred state holds it), unless the new layers keep it
             # as their base (a state not held as layers)
             kept = layers is not None and self.state is layers.base
-            ctx.frames.release(self.state, blocks=not kept)
+            ctx.frames.release(self.state, blocks=not kept, read_until=epoch)
             if layers is not None:
                 # registered before it is the state: the executor-loss check finds the parts of whichever view
                 # it sees (state_parts)
                 _layers.register(layers)
                 self.state = new_state
-                self._release_layers(keep=layers)
+                self._release_layers(keep=layers, read_until=epoch)
                 self.layers, self._made = layers, None
                 if changes is not layers.base:  # applied: its checkpoint, if any, is written
                     if changes is out:  # its blocks freed once its consumers took it
-                        ctx.frames.free_when_released(changes)
+                        ctx.frames.free_when_released(changes, read_until=epoch)
                     else:
-                        ctx.frames.release(changes, blocks=True)
+                        ctx.frames.release(changes, blocks=True, read_until=epoch)
             else:
-                self._release_layers()
+                self._release_layers(read_until=epoch)
                 self.state = new_state
         self._before, self.made = None, []  # it succeeded
         return out, rows
@@ -475,7 +475,7 @@ class StepRunner(Runner):
             return self._applied(changes, made)
         except BaseException:
             for df in made:
-                self.ctx.frames.release(df, blocks=True)
+                self.ctx.frames.release(df, blocks=True, read_until=-1)
             raise
 
     def _applied(self, changes: DataFrame, made: list[DataFrame]) -> tuple[DataFrame, Layers]:
@@ -536,14 +536,16 @@ class StepRunner(Runner):
                 )
         else:
             n, rows = _layers.counted(new_overlay, key, self.name), known
-        self._changes_rows = rows
         self.ctx.frames.known_rows(changes, rows)
         view = _layers.view(base, new_overlay, key, n)
         if n > _layers.COMPACT_AT * max(base_rows, 1):
             compacted = detached(view)
-            rows = _layers.counted(compacted, key, self.name)
-            self.ctx.frames.release(new_overlay, blocks=True)  # the compacted base, made, reads it no more
-            return compacted, Layers(compacted, compacted, None, marked, 0, rows, key)
+            whole = _layers.counted(compacted, key, self.name)
+            # the compacted base, made, reads it no more
+            self.ctx.frames.release(new_overlay, blocks=True, read_until=-1)
+            self._changes_rows = rows  # the merge succeeded
+            return compacted, Layers(compacted, compacted, None, marked, 0, whole, key)
+        self._changes_rows = rows  # the merge succeeded
         return view, Layers(view, base, new_overlay, marked, n, base_rows, key)
 
     def _restore_layers(self, m: Manifest) -> None:
@@ -571,21 +573,27 @@ class StepRunner(Runner):
         """Let go of the parts of layers a failed execution made that the state does not hold."""
         made, self._made = self._made, None
         if made is not None and made is not self.layers:
-            # a restored state is the base of the layers made from it
-            self._let_go(made, self.layers, self.state)
+            # a restored state is the base of the layers made from it; nothing read what a failed execution made
+            self._let_go(made, self.layers, self.state, read_until=-1)
 
-    def _release_layers(self, keep: Layers | None = None) -> None:
-        """Let go of the layers' parts that ``keep`` (the new layers) does not hold."""
+    def _release_layers(self, keep: Layers | None = None, *, read_until: int | None = None) -> None:
+        """Let go of the layers' parts that ``keep`` (the new layers) does not hold (their blocks freed once
+        every node completed ``read_until``: :meth:`Frames.release`)."""
         old, self.layers = self.layers, None
         if old is not None:
-            self._let_go(old, keep)
+            self._let_go(old, keep, read_until=read_until)
 
-    def _let_go(self, layers: Layers, keep: Layers | None, *held: Any) -> None:
+    def _let_go(self, layers: Layers, keep: Layers | None, *held: Any, read_until: int | None = None) -> None:
         """Release the parts of ``layers`` that are neither parts of ``keep`` nor among ``held``."""
         kept = {id(x) for x in (*held, *((keep.base, keep.overlay) if keep is not None else ()))}
         for part in (layers.base, layers.overlay):
             if part is not None and id(part) not in kept:
-                self.ctx.frames.release(part, blocks=True)
+                self.ctx.frames.release(part, blocks=True, read_until=read_until)
+
+    def _own_state(self) -> bool:
+        """Whether :attr:`state` is a local checkpoint of this step's (not, before its epoch's end, a state as
+        the step returned it, which may be a frame of another step's: its blocks are not this step's to free)."""
+        return self.deferred is None or self.deferred.state is not self.state
 
     def state_parts(self) -> list[Any]:
         """The local checkpoints the state lives in (its layers' base and changes, or the state itself)."""
@@ -631,7 +639,7 @@ class StepRunner(Runner):
 
     def lose(self) -> None:
         self._before = None
-        self.ctx.frames.release(self.state, blocks=True)
+        self.ctx.frames.release(self.state, blocks=self._own_state())
         self._drop_unused_layers()
         self._release_layers()
         self.state = None
@@ -647,10 +655,11 @@ class StepRunner(Runner):
         storage = self.storage
         keep = {e for e in committed or () if e > frontier} if isinstance(self.regime, Output) else set()
         self.committed, self._before = keep, None
+        own = self._own_state()
         self._drop_deferred()
         self._changes_rows = None  # the epoch after the frontier is not the one last run
         if self.regime.takes_state:
-            self.ctx.frames.release(self.state, blocks=True)
+            self.ctx.frames.release(self.state, blocks=own)
             self._drop_unused_layers()
             self._release_layers()
             self.state = None

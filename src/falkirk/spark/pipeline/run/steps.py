@@ -374,6 +374,7 @@ class Steps:
             self._write_checkpoint(name)
         for r in state.journal.progressed(state.done, c1):
             self.say(f"recovery {r.index} complete: every step is back where it was ({r.seconds:.2f} s)")
+        self.frames.progress(state.lowest(), max(state.done.values(), default=-1))
         self.frames.flush()
 
     def write_checkpoints(self, epoch: int) -> None:
