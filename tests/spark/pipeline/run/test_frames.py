@@ -264,13 +264,15 @@ def test_an_injected_task_failure_in_an_uncached_input_fires_once(spark: Any, tm
             assert Counter(map(tuple, rows)) == Counter((r["user"], f(r["n"])) for r in _clicks(e))
 
 
-def test_marked_blocks_are_freed_once_unheld_unpinned_and_their_epoch_completed(
+def test_marked_blocks_are_freed_once_unheld_unpinned_and_their_epoch_settled(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A local checkpoint released with ``blocks`` has its blocks freed at the first flush where nothing pins or
-    holds it and every node completed its ``read_until`` epoch (``None``: the latest completed when marked); one
-    released without is only unpersisted; the run's final flush frees every marked frame, released or not."""
+    """A local checkpoint released as a step's state has its blocks freed at the first flush where nothing pins
+    or holds it and that step and every node downstream of it completed its ``read_until`` epoch (``None``: the
+    latest any node completed when it was marked; never undone by a rollback); one released as no state is only
+    unpersisted; the run's final flush frees every marked frame, released or not."""
     freed: list[str] = []
+    unpersisted: list[str] = []
     monkeypatch.setattr(frames_module, "free", lambda df: freed.append(df.name))
 
     class Fake:
@@ -278,29 +280,32 @@ def test_marked_blocks_are_freed_once_unheld_unpinned_and_their_epoch_completed(
             self.name = name
 
         def unpersist(self, blocking: bool = False) -> None:
-            pass
+            unpersisted.append(self.name)
 
     frames = Frames()
-    state, out, held, plain, handed = (Fake(n) for n in ("state", "out", "held", "plain", "handed"))
-    frames.progress(completed=2, latest=4)
-    frames.release(state, blocks=True, read_until=3)  # read by epoch 3's executions
+    state, out, held, plain, handed, other = (Fake(n) for n in ("state", "out", "held", "plain", "handed", "other"))
+    frames.progress({"a": 2, "b": 2}, latest=4)
+    frames.release(state, state_of="a", read_until=3)  # read by epoch 3's executions
     frames.pin(out)
-    frames.release(out, blocks=True, read_until=-1)  # queued: its consumers take it first
+    frames.release(out, state_of="a", read_until=-1)  # queued: its consumers take it first
     frames.hold([held])
-    frames.release(held, blocks=True)  # read until epoch 4, the latest completed; a deferred state reads it
+    frames.release(held, state_of="a")  # read until epoch 4, the latest completed; a deferred state reads it
     frames.release(plain)
-    frames.free_when_released(handed, read_until=0)  # its producer releases it later
+    frames.free_when_released(handed, "a", read_until=0)  # its producer releases it later
+    frames.release(other, state_of="b", read_until=3)
     frames.flush()
-    assert freed == []
-    frames.progress(completed=3, latest=4)
+    assert freed == [] and unpersisted == ["plain"]
+    frames.progress({"a": 3, "b": 2}, latest=4)  # step a's branch completed epoch 3, b's did not
     frames.unpin(out)
     frames.flush()
     assert freed == ["state", "out"]
+    frames.progress({"a": 1, "b": 2}, latest=4)  # a rollback: what a's branch took stays taken
     frames.unhold([held])
     frames.flush()
-    assert freed == ["state", "out"]  # epoch 4 not completed everywhere yet
-    frames.progress(completed=4, latest=4)
+    assert freed == ["state", "out"]  # epoch 4 not completed below a yet
+    frames.progress({"a": 4, "b": 3}, latest=4)
     frames.flush()
-    assert freed == ["state", "out", "held"]
+    assert freed == ["state", "out", "held", "other"]
     frames.flush(final=True)  # "plain" was never marked; "handed" never released
-    assert freed == ["state", "out", "held", "handed"]
+    assert freed == ["state", "out", "held", "other", "handed"]
+    assert unpersisted == ["plain", "state", "out", "held", "other"]

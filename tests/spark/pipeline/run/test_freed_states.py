@@ -5,14 +5,16 @@ checkpointed RDD, outside Spark's cache manager, so ``unpersist()`` leaves
 them cached until the driver's JVM garbage-collects that RDD, many epochs
 later under a large heap. Checked here, with real Spark jobs and failures
 (one in the middle of the step, one of its job): at every call of the step
-the run holds at most the local checkpoints its state lives in and the state
-before (freed once every node completed the epoch that read it, or, where a
-state left to the end of its epoch reads it, once that is made), none of a
-run is left cached once it ended (a failed execution's output and new state
-included), the run recovers from the two injected failures and from nothing
-else (a block freed too early fails a job: a recovery more), and every output
-epoch equals the one computed in Python. The test keeps a reference to every
-state the step was given, so that no garbage collection frees one for it.
+the run holds at least one local checkpoint and at most those its state
+lives in and the state before (freed once the step and every node
+downstream of it completed the epoch that read it, and the state made at
+that epoch's end, if any, was made), none of a run is left cached once it
+ended (a failed execution's output and new state included), the run
+recovers from the two injected failures and from nothing else (a block
+freed while a job still reads it fails that job: a recovery more), and
+every output epoch equals the one computed in Python; sequentially and with
+two executions at a time. The test keeps a reference to every local
+checkpoint the run made, so that no garbage collection frees one for it.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def _persisted(spark: Any) -> dict[int, bool]:
 
 
 def _pipeline(
-    root: Path, spark: Any, changes: bool, before: set[int], held: list[int], given: list[Any]
+    root: Path, spark: Any, changes: bool, before: set[int], held: list[int], given: list[Any], concurrency: int
 ) -> Pipeline:
     """``events`` → ``totals`` (``Lazy(every=3)``: running totals per user, its output the epoch's users' new
     totals; ``changes``: it returns just those, read through ``lookup``) → output ``touched``. ``held``: at each
@@ -60,7 +62,7 @@ def _pipeline(
     step was given (kept referenced)."""
     from pyspark.sql import functions as F
 
-    pipe = Pipeline(root, spark, fsync=False, gc=False)
+    pipe = Pipeline(root, spark, fsync=False, gc=False, concurrency=concurrency)
     pipe.input("events", "user BIGINT, amount BIGINT", partitions=2, key="user", source=events)
 
     def totals(events: Any, *, state: Any) -> Any:
@@ -81,20 +83,31 @@ def _pipeline(
     return pipe
 
 
-@pytest.mark.parametrize("changes", [False, True], ids=["whole-state", "changes"])
-def test_states_let_go_of_are_freed_and_nothing_is_left_cached(spark: Any, tmp_path: Path, changes: bool) -> None:
+@pytest.mark.parametrize(
+    ("changes", "concurrency"), [(False, 1), (True, 1), (False, 2)], ids=["whole-state", "changes", "concurrent"]
+)
+def test_states_let_go_of_are_freed_and_nothing_is_left_cached(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, changes: bool, concurrency: int
+) -> None:
+    from falkirk.spark.pipeline.run import runners
+
+    made: list[Any] = []  # every local checkpoint the run made, kept referenced
+    real = runners.detach
+    monkeypatch.setattr(runners, "detach", lambda df, **kw: made.append(real(df, **kw)) or made[-1])
     before = set(_persisted(spark))
     held: list[int] = []
     given: list[Any] = []
-    pipe = _pipeline(tmp_path, spark, changes, before, held, given)
+    pipe = _pipeline(tmp_path, spark, changes, before, held, given, concurrency)
     result = pipe.run(EPOCHS, fail=["totals@4:mid", "totals@7:job"])
     assert [str(f) for f in result.fired] == ["totals@4:mid", "totals@7:job"]
     assert len(result.journal.recoveries) == 2, [r.cause for r in result.journal.recoveries]
     assert not [r.cause for r in result.journal.recoveries if "CHECKPOINT_RDD" in r.cause]
     assert len(held) == len(given) > EPOCHS  # the failed executions called the step too
-    # the state's local checkpoints (a whole state; or a base and its changes) and those of the state before:
-    # never one per epoch run so far
-    assert max(held) <= (3 if changes else 2), held
+    # the state's local checkpoints (a whole state; or a base and its changes) and those of the state before
+    # (concurrently: of the states before, while the output, an epoch or two behind, has not completed the epochs
+    # that read them): never one per epoch run so far
+    assert min(held[1:]) >= 1 and max(held) <= (3 if changes else 2) + (concurrency - 1) * 2, held
+    assert len(made) > EPOCHS
     assert set(_persisted(spark)) - before == set()  # nothing of the run left cached
     want = _touched_totals()
     for e in range(EPOCHS):

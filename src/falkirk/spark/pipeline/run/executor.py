@@ -484,6 +484,7 @@ class Executor:
     def close(self) -> None:
         """Release the database connections, the monitor and cached DataFrames."""
         for r in self.state.runners.values():
+            r.drop_made()  # an execution the run did not wait for (interrupted)
             r.lose()
         self.state.queues.clear()
         self.fused.clear()

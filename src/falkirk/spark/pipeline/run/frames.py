@@ -37,7 +37,7 @@ import itertools
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from falkirk.spark.pipeline.run.session import free, is_connect
@@ -67,12 +67,13 @@ class Frames:
         self._counts: dict[int, tuple[weakref.ref[Any], int]] = {}
         self._released: list[Any] = []
         self._holds: dict[int, list[Any]] = {}
-        #: frames whose local checkpoint's blocks are freed once released (a state its step let go of), with the
-        #: last epoch whose executions may read them, or a frame made from them (freed once every node
-        #: completed it: :meth:`progress`)
-        self._blocks: dict[int, tuple[Any, int]] = {}
-        #: the last epoch every node completed, and the latest one any node completed (:meth:`progress`)
-        self._completed = -1
+        #: frames whose local checkpoint's blocks are freed once released (a state its step let go of): the
+        #: frame, its step, and the last epoch whose executions may read it or a frame made from it (freed once
+        #: that step and every node downstream of it completed that epoch: :meth:`progress`)
+        self._blocks: dict[int, tuple[Any, str, int]] = {}
+        #: per node, the last epoch it and every node downstream of it completed (never lowered: a rollback
+        #: brings back no frame its consumers took), and the latest epoch any node completed
+        self._completed: dict[str, int] = {}
         self._latest = -1
 
     def materialise(
@@ -191,43 +192,48 @@ class Frames:
             self._counts[id(df)] = (weakref.ref(df), rows)
             return df
 
-    def release(self, df: Any, *, blocks: bool = False, read_until: int | None = None) -> None:
+    def release(self, df: Any, *, state_of: str | None = None, read_until: int | None = None) -> None:
         """``df`` is no longer needed by its producer (unpersisted once nothing queued holds it).
 
-        ``blocks``: ``df`` is a local checkpoint (a state, a part of one) its
-        step let go of, whose blocks are freed too (:func:`~.session.free`:
-        ``unpersist()`` leaves a local checkpoint's blocks cached until the
-        JVM collects its RDD) — not before every node completed epoch
-        ``read_until`` (``None``: the latest any node completed so far): a
-        frame made from it that is cached, not replicated, is computed again
-        from its lineage if an executor is lost before its readers ran.
-        Only its step may say so.
+        ``state_of``: ``df`` is a local checkpoint (a state, a part of one)
+        that step let go of, whose blocks are freed too
+        (:func:`~.session.free`: ``unpersist()`` leaves a local checkpoint's
+        blocks cached until the JVM collects its RDD) — not before the step
+        and every node downstream of it completed epoch ``read_until``
+        (``None``: the latest any node completed so far; ``-1``: nothing
+        read it), the state made at that epoch's end included: a frame made
+        from it that is cached, not replicated, is computed again from its
+        lineage if an executor is lost before its readers ran.
         """
         with self._lock:
             if df is None:
                 return
-            if blocks:
-                self._mark(df, read_until)
+            if state_of is not None:
+                self._mark(df, state_of, read_until)
             if id(df) not in self._pins:
                 self._released.append(df)
 
-    def free_when_released(self, df: Any, *, read_until: int | None = None) -> None:
-        """Free ``df``'s blocks too once it is released, as :meth:`release` with ``blocks`` would, when its
-        producer releases it (a local checkpoint its step no longer holds, handed out as its output)."""
+    def free_when_released(self, df: Any, step: str, *, read_until: int | None = None) -> None:
+        """Free ``df``'s blocks too once it is released, as :meth:`release` with ``state_of`` would, when its
+        producer releases it (a local checkpoint ``step`` no longer holds, handed out as its output)."""
         with self._lock:
             if df is not None:
-                self._mark(df, read_until)
+                self._mark(df, step, read_until)
 
-    def _mark(self, df: Any, read_until: int | None) -> None:
+    def _mark(self, df: Any, step: str, read_until: int | None) -> None:
         until = self._latest if read_until is None else read_until
         had = self._blocks.get(id(df))
-        self._blocks[id(df)] = (df, until if had is None else max(until, had[1]))
+        self._blocks[id(df)] = (df, step, until if had is None else max(until, had[2]))
 
-    def progress(self, completed: int, latest: int) -> None:
-        """Every node has completed epoch ``completed`` (a rollback lowers it), some node epoch ``latest``:
-        blocks marked for epochs up to ``completed`` are freed at the next :meth:`flush`."""
+    def progress(self, completed: Mapping[str, int], latest: int) -> None:
+        """``completed``: per node, the last epoch it and every node downstream of it completed (the states
+        made at that epoch's end included); ``latest``: the latest epoch any node completed. Blocks marked
+        for epochs up to their step's are freed at the next :meth:`flush`."""
         with self._lock:
-            self._completed, self._latest = completed, max(self._latest, latest)
+            for node, epoch in completed.items():
+                if epoch > self._completed.get(node, -1):
+                    self._completed[node] = epoch
+            self._latest = max(self._latest, latest)
 
     def pin(self, df: Any) -> None:
         """A queue entry holds ``df``."""
@@ -276,7 +282,7 @@ class Frames:
                 if id(df) in self._pins:
                     continue  # released again when its last queue entry goes
                 mark = self._blocks.get(id(df))
-                if mark is not None and mark[1] > self._completed and not final:
+                if mark is not None and mark[2] > self._completed.get(mark[1], -1) and not final:
                     kept.append(df)  # a frame made from it may still be computed again from its lineage
                     continue
                 self._counts.pop(id(df), None)
@@ -286,7 +292,7 @@ class Frames:
                     free(df)
             self._released = kept
             if final:  # what was never released (a task that did not complete)
-                for df, _ in self._blocks.values():
+                for df, _, _ in self._blocks.values():
                     free(df)
                 self._blocks.clear()
             if len(self._counts) > 256:

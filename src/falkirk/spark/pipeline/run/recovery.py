@@ -404,7 +404,6 @@ class Rollback:
                 if hi > fq:
                     rec.replayed[link.name] = (fq + 1, hi)
             self.state.queues.reset(link.name, keep_upto=fq, replay=replay, keep_memory=keep_memory)
-        self.state.queues.frames.progress(self.state.lowest(), max(self.state.done.values(), default=-1))
         self.state.queues.frames.flush()
 
 

@@ -134,7 +134,7 @@ class Runner:
         """The execution under way failed: let go of what it made (:attr:`made`), which nothing else holds."""
         made, self.made = self.made, []
         for df, blocks in made:
-            self.ctx.frames.release(df, blocks=blocks, read_until=-1)
+            self.ctx.frames.release(df, state_of=self.name if blocks else None, read_until=-1)
 
     def lose(self) -> None:
         """The node failed: drop everything held in memory."""
@@ -422,7 +422,7 @@ class StepRunner(Runner):
             # its blocks freed once nothing reads them (a deferred state holds it), unless the new layers keep it
             # as their base (a state not held as layers)
             kept = layers is not None and self.state is layers.base
-            ctx.frames.release(self.state, blocks=not kept, read_until=epoch)
+            ctx.frames.release(self.state, state_of=None if kept else self.name, read_until=epoch)
             if layers is not None:
                 # registered before it is the state: the executor-loss check finds the parts of whichever view
                 # it sees (state_parts)
@@ -432,9 +432,9 @@ class StepRunner(Runner):
                 self.layers, self._made = layers, None
                 if changes is not layers.base:  # applied: its checkpoint, if any, is written
                     if changes is out:  # its blocks freed once its consumers took it
-                        ctx.frames.free_when_released(changes, read_until=epoch)
+                        ctx.frames.free_when_released(changes, self.name, read_until=epoch)
                     else:
-                        ctx.frames.release(changes, blocks=True, read_until=epoch)
+                        ctx.frames.release(changes, state_of=self.name, read_until=epoch)
             else:
                 self._release_layers(read_until=epoch)
                 self.state = new_state
@@ -475,7 +475,7 @@ class StepRunner(Runner):
             return self._applied(changes, made)
         except BaseException:
             for df in made:
-                self.ctx.frames.release(df, blocks=True, read_until=-1)
+                self.ctx.frames.release(df, state_of=self.name, read_until=-1)
             raise
 
     def _applied(self, changes: DataFrame, made: list[DataFrame]) -> tuple[DataFrame, Layers]:
@@ -542,7 +542,7 @@ class StepRunner(Runner):
             compacted = detached(view)
             whole = _layers.counted(compacted, key, self.name)
             # the compacted base, made, reads it no more
-            self.ctx.frames.release(new_overlay, blocks=True, read_until=-1)
+            self.ctx.frames.release(new_overlay, state_of=self.name, read_until=-1)
             self._changes_rows = rows  # the merge succeeded
             return compacted, Layers(compacted, compacted, None, marked, 0, whole, key)
         self._changes_rows = rows  # the merge succeeded
@@ -588,7 +588,7 @@ class StepRunner(Runner):
         kept = {id(x) for x in (*held, *((keep.base, keep.overlay) if keep is not None else ()))}
         for part in (layers.base, layers.overlay):
             if part is not None and id(part) not in kept:
-                self.ctx.frames.release(part, blocks=True, read_until=read_until)
+                self.ctx.frames.release(part, state_of=self.name, read_until=read_until)
 
     def _own_state(self) -> bool:
         """Whether :attr:`state` is a local checkpoint of this step's (not, before its epoch's end, a state as
@@ -616,7 +616,11 @@ class StepRunner(Runner):
             if self.state is None or deferred.state is not self.state:
                 return
             state = detach(deferred.state, eager=False, replicas=self.replicas)
-            rows = state.count()
+            try:
+                rows = state.count()
+            except BaseException:
+                self.ctx.frames.release(state, state_of=self.name, read_until=-1)  # nothing read it
+                raise
             self.state = state
             if deferred.checkpoint:
                 self.storage.put(self.checkpoints.write(state, None, deferred.epoch, rows))
@@ -639,7 +643,7 @@ class StepRunner(Runner):
 
     def lose(self) -> None:
         self._before = None
-        self.ctx.frames.release(self.state, blocks=self._own_state())
+        self.ctx.frames.release(self.state, state_of=self.name if self._own_state() else None)
         self._drop_unused_layers()
         self._release_layers()
         self.state = None
@@ -659,7 +663,7 @@ class StepRunner(Runner):
         self._drop_deferred()
         self._changes_rows = None  # the epoch after the frontier is not the one last run
         if self.regime.takes_state:
-            self.ctx.frames.release(self.state, blocks=own)
+            self.ctx.frames.release(self.state, state_of=self.name if own else None)
             self._drop_unused_layers()
             self._release_layers()
             self.state = None

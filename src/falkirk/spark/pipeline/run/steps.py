@@ -140,6 +140,8 @@ class Steps:
         #: the last epoch whose end the run has passed (a sequential run's; a redo of an epoch up to it, in a
         #: recovery, makes its state, and writes its checkpoint, at once)
         self.ended = -1
+        #: each node with every node downstream of it (:meth:`_settled`)
+        self._downstream: dict[str, frozenset[str]] | None = None
 
     def execute(self, name: str, epoch: int) -> None:
         """Execute ``name`` at ``epoch`` on this thread (the sequential run)."""
@@ -374,8 +376,22 @@ class Steps:
             self._write_checkpoint(name)
         for r in state.journal.progressed(state.done, c1):
             self.say(f"recovery {r.index} complete: every step is back where it was ({r.seconds:.2f} s)")
-        self.frames.progress(state.lowest(), max(state.done.values(), default=-1))
+        self.frames.progress(self._settled(), max(state.done.values(), default=-1))
         self.frames.flush()
+
+    def _settled(self) -> dict[str, int]:
+        """Per node, the last epoch it and every node downstream of it completed, and whose end the run passed
+        (its states made): a state let go of at that epoch or before is read by no frame still to be computed
+        (:meth:`Frames.progress <falkirk.spark.pipeline.run.frames.Frames.progress>`)."""
+        if self._downstream is None:
+            below: dict[str, frozenset[str]] = {}
+            for n in reversed(self.pipeline.order):  # consumers first
+                below[n] = frozenset({n}).union(*(below[c] for c in self.pipeline.consumers(n)))
+            self._downstream = below
+        done = self.state.done
+        # a sequential run makes new states at an epoch's end (a concurrent run's are made in their executions)
+        cap = [] if self.concurrent else [self.ended]
+        return {n: min([*cap, *(done[m] for m in nodes)]) for n, nodes in self._downstream.items()}
 
     def write_checkpoints(self, epoch: int) -> None:
         """Every node completed ``epoch`` (a sequential run): materialise the new states its executions left
