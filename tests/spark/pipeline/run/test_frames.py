@@ -269,8 +269,9 @@ def test_marked_blocks_are_freed_once_unheld_unpinned_and_their_epoch_settled(
 ) -> None:
     """A local checkpoint released as a step's state has its blocks freed at the first flush where nothing pins
     or holds it and that step and every node downstream of it completed its ``read_until`` epoch (``None``: the
-    latest any node completed when it was marked; never undone by a rollback); one released as no state is only
-    unpersisted; the run's final flush frees every marked frame, released or not."""
+    latest any node completed when it was marked). A rollback keeps the marks it had satisfied satisfied, and
+    later marks wait for the lower progress reported after it. One released as no state is only unpersisted;
+    the run's final flush frees every marked frame, released or not."""
     freed: list[str] = []
     unpersisted: list[str] = []
     monkeypatch.setattr(frames_module, "free", lambda df: freed.append(df.name))
@@ -283,13 +284,17 @@ def test_marked_blocks_are_freed_once_unheld_unpinned_and_their_epoch_settled(
             unpersisted.append(self.name)
 
     frames = Frames()
-    state, out, held, plain, handed, other = (Fake(n) for n in ("state", "out", "held", "plain", "handed", "other"))
+    state, out, held, plain, handed, other, taken, redone = (
+        Fake(n) for n in ("state", "out", "held", "plain", "handed", "other", "taken", "redone")
+    )
     frames.progress({"a": 2, "b": 2}, latest=4)
     frames.release(state, state_of="a", read_until=3)  # read by epoch 3's executions
     frames.pin(out)
     frames.release(out, state_of="a", read_until=-1)  # queued: its consumers take it first
     frames.hold([held])
     frames.release(held, state_of="a")  # read until epoch 4, the latest completed; a deferred state reads it
+    frames.hold([taken])
+    frames.release(taken, state_of="a", read_until=3)
     frames.release(plain)
     frames.free_when_released(handed, "a", read_until=0)  # its producer releases it later
     frames.release(other, state_of="b", read_until=3)
@@ -299,13 +304,20 @@ def test_marked_blocks_are_freed_once_unheld_unpinned_and_their_epoch_settled(
     frames.unpin(out)
     frames.flush()
     assert freed == ["state", "out"]
-    frames.progress({"a": 1, "b": 2}, latest=4)  # a rollback: what a's branch took stays taken
-    frames.unhold([held])
+    # a rollback takes a's branch back to epoch 1: "taken" (epoch 3, read by what its consumers took) stays
+    # satisfied; "redone", let go of while epoch 2 is redone, waits for the branch to complete epoch 2 again
+    frames.rolled_back()
+    frames.progress({"a": 1, "b": 2}, latest=4)
+    frames.release(redone, state_of="a", read_until=2)
+    frames.unhold([held, taken])
     frames.flush()
-    assert freed == ["state", "out"]  # epoch 4 not completed below a yet
+    assert freed == ["state", "out", "taken"]
+    frames.progress({"a": 2, "b": 2}, latest=4)
+    frames.flush()
+    assert freed == ["state", "out", "taken", "redone"]  # "held": epoch 4 not completed below a yet
     frames.progress({"a": 4, "b": 3}, latest=4)
     frames.flush()
-    assert freed == ["state", "out", "held", "other"]
+    assert freed == ["state", "out", "taken", "redone", "held", "other"]
     frames.flush(final=True)  # "plain" was never marked; "handed" never released
-    assert freed == ["state", "out", "held", "other", "handed"]
-    assert unpersisted == ["plain", "state", "out", "held", "other"]
+    assert freed == ["state", "out", "taken", "redone", "held", "other", "handed"]
+    assert unpersisted == ["plain", "state", "out", "taken", "redone", "held", "other"]

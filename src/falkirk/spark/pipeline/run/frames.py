@@ -71,8 +71,8 @@ class Frames:
         #: frame, its step, and the last epoch whose executions may read it or a frame made from it (freed once
         #: that step and every node downstream of it completed that epoch: :meth:`progress`)
         self._blocks: dict[int, tuple[Any, str, int]] = {}
-        #: per node, the last epoch it and every node downstream of it completed (never lowered: a rollback
-        #: brings back no frame its consumers took), and the latest epoch any node completed
+        #: per node, the last epoch it and every node downstream of it completed (forgotten at a rollback:
+        #: :meth:`rolled_back`), and the latest epoch any node completed
         self._completed: dict[str, int] = {}
         self._latest = -1
 
@@ -224,6 +224,16 @@ class Frames:
         until = self._latest if read_until is None else read_until
         had = self._blocks.get(id(df))
         self._blocks[id(df)] = (df, step, until if had is None else max(until, had[2]))
+
+    def rolled_back(self) -> None:
+        """A recovery lowered some nodes' progress. Marks it had satisfied stay satisfied (a rollback brings back
+        no frame a consumer took: what it queues again is pinned, or read from storage); later ones wait for
+        the progress :meth:`progress` reports from now on (a redone epoch's readers have still to run)."""
+        with self._lock:
+            for key, (df, step, until) in list(self._blocks.items()):
+                if until <= self._completed.get(step, -1):
+                    self._blocks[key] = (df, step, -1)
+            self._completed = {}
 
     def progress(self, completed: Mapping[str, int], latest: int) -> None:
         """``completed``: per node, the last epoch it and every node downstream of it completed (the states

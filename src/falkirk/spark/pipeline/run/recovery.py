@@ -404,6 +404,7 @@ class Rollback:
                 if hi > fq:
                     rec.replayed[link.name] = (fq + 1, hi)
             self.state.queues.reset(link.name, keep_upto=fq, replay=replay, keep_memory=keep_memory)
+        self.state.queues.frames.rolled_back()
         self.state.queues.frames.flush()
 
 

@@ -620,6 +620,9 @@ class StepRunner(Runner):
                 rows = state.count()
             except BaseException:
                 self.ctx.frames.release(state, state_of=self.name, read_until=-1)  # nothing read it
+                # the state as the step returned it, not made (perhaps another step's frame): not this step's to
+                # free; the recovery restores a checkpoint
+                self.state = None
                 raise
             self.state = state
             if deferred.checkpoint:

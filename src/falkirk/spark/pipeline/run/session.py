@@ -15,8 +15,9 @@ need                        classic                             Spark Connect
 :func:`executors`           the JVM status tracker              unknown (``None``)
 :func:`detach`              rows re-wrapped in the JVM, then    ``localCheckpoint`` (plan statistics
                             ``localCheckpoint``                 are kept)
-:func:`free`                its RDD unpersisted                 left to the server (released when the
-                                                                client's DataFrame is collected)
+:func:`free`                its RDD unpersisted                 left to Spark (the server lets go of it
+                                                                when the client's DataFrame is
+                                                                collected; its JVM's GC frees it)
 :func:`missing_blocks`      the status store's block list       unknown (``None``)
 :func:`busiest_executor`    the status store's executor list    unknown (``None``)
 ==========================  ==================================  =================================
@@ -462,8 +463,9 @@ def free(df: DataFrame) -> None:
     every state of the run cached (or spilled to disk) meanwhile. Nothing
     may read ``df`` afterwards (a read fails: its lineage is cut). A frame
     that is no local checkpoint (one a step built on its own RDD) is left
-    alone; through Spark Connect the
-    server releases it when the client's DataFrame is collected.
+    alone. Through Spark Connect nothing is done: the server lets go of the
+    checkpoint when the client's DataFrame is garbage-collected, and its
+    blocks go when the server's JVM collects the RDD.
     """
     if is_connect(df.sparkSession):
         return
