@@ -106,8 +106,8 @@ class Runner:
         self.defer_checkpoints = False
         #: the state left to the end of the epoch (:class:`Deferred`)
         self.deferred: Deferred | None = None
-        #: what the execution under way made and has not handed out: its output (persisted), and a new state or
-        #: changes it detached (``True``: a local checkpoint, its blocks freed too); let go of if it fails
+        #: what the execution under way made and has not handed out: its output, and a new state or changes it
+        #: detached (``True``: a local checkpoint, its blocks freed too); let go of if it fails
         #: (:meth:`drop_made`)
         self.made: list[tuple[Any, bool]] = []
 
@@ -131,7 +131,8 @@ class Runner:
         return False
 
     def drop_made(self) -> None:
-        """The execution under way failed: let go of what it made (:attr:`made`), which nothing else holds."""
+        """The execution under way failed: let go of what it made (:attr:`made`; a frame its task still holds, an
+        input it returned as its output, stays until the task lets go of it)."""
         made, self.made = self.made, []
         for df, blocks in made:
             self.ctx.frames.release(df, state_of=self.name if blocks else None, read_until=-1)
@@ -419,8 +420,8 @@ class StepRunner(Runner):
         if recorded and self.deferred is None:
             ctx.record(self.name, epoch)
         if regime.takes_state:
-            # its blocks freed once nothing reads them (a deferred state holds it), unless the new layers keep it
-            # as their base (a state not held as layers)
+            # its blocks freed once the epoch that read it settled (a deferred state holds it until made), unless
+            # the new layers keep it as their base (a state not held as layers)
             kept = layers is not None and self.state is layers.base
             ctx.frames.release(self.state, state_of=None if kept else self.name, read_until=epoch)
             if layers is not None:
@@ -577,8 +578,8 @@ class StepRunner(Runner):
             self._let_go(made, self.layers, self.state, read_until=-1)
 
     def _release_layers(self, keep: Layers | None = None, *, read_until: int | None = None) -> None:
-        """Let go of the layers' parts that ``keep`` (the new layers) does not hold (their blocks freed once
-        every node completed ``read_until``: :meth:`Frames.release`)."""
+        """Let go of the layers' parts that ``keep`` (the new layers) does not hold (their blocks freed once the
+        step and every node downstream of it completed ``read_until``: :meth:`Frames.release`)."""
         old, self.layers = self.layers, None
         if old is not None:
             self._let_go(old, keep, read_until=read_until)
