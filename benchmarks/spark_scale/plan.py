@@ -81,8 +81,9 @@ def memory(p: Point) -> dict[str, str]:
     """The driver's (and, on a cluster, each executor's) memory for point ``p``: on a ``local`` master the executor
     is the driver's JVM, so ``spark.driver.memory`` is what the state, the shuffles and the cached blocks share.
 
-    Keyed state: falkirk holds the state in executor memory as deserialized rows (about 80 bytes per key of W2's
-    three longs) twice during an epoch (the previous and the new state), and an incremental delta shuffles both;
+    Keyed state: falkirk holds the state in executor memory twice during an epoch (the previous and the new
+    state; as deserialized rows, about 80 bytes per key of W2's three longs, until the state was held in column
+    batches, a few bytes per key), and an incremental delta shuffles both (the sizes were set then and kept);
     the stream keeps RocksDB's memory off the JVM heap. Measured peaks are in the results (``peak_rss_*``).
     """
     if p.workload in EVENTS:

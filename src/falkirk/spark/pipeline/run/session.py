@@ -427,20 +427,35 @@ def executors(spark: SparkSession) -> frozenset[str] | None:
 
 
 def detach(df: DataFrame, *, eager: bool = True, replicas: int = 1) -> DataFrame:
-    """A copy of ``df`` with its lineage **and** its plan statistics cut (a local checkpoint).
+    """A copy of ``df`` with its lineage **and** its plan statistics cut, held in Spark's columnar cache.
 
     ``df.localCheckpoint()`` alone keeps the size estimate of the plan it came
     from, and Spark estimates a join's size as the product of its sides'; a
     state that is joined and checkpointed again every epoch (or every
     iteration) then carries an estimate whose number of digits doubles each
-    time, until planning spends minutes multiplying big integers. Rebuilding
-    the DataFrame from its rows (JVM side, no Python) resets the estimate.
+    time, until planning spends minutes multiplying big integers. The copy
+    is a new DataFrame over ``df``'s internal rows (JVM side, no Python, no
+    conversion of rows), so its estimate is Spark's default until it is
+    cached, then the cache's own size.
+
+    The copy is held the way ``DataFrame.persist()`` caches: rows encoded
+    in compressed column batches, not one JVM object per row as a
+    ``localCheckpoint()`` of rows keeps them. At 10^7 rows of two longs that
+    is tens of MB instead of about a GB of heap, and cheaper to build and to
+    scan (``benchmarks/README.md``, "the columnar state"). The batches are
+    locally checkpointed, so the lineage is cut once they are made: a lost
+    block is not computed again from earlier epochs (a read fails, and the
+    run recovers), and nothing of the epochs before stays referenced. The
+    copy is not registered in Spark's cache manager: as a local checkpoint
+    of rows, ``unpersist()`` leaves it alone, :func:`free` frees it, and
+    the JVM's collection of an unreferenced copy frees it too.
+
     ``eager=False`` materialises it on its first use (the first job that
     reads it caches its blocks: no job of its own). ``replicas``: copies of
     each block kept on different executors (``StorageLevel`` memory and
     disk, ``replicas`` replicated), so that the checkpoint survives the loss
     of ``replicas - 1`` executors; its memory cost is ``replicas`` times the
-    state's size.
+    state's size. Through Spark Connect: the server's ``localCheckpoint``.
     """
     from pyspark import StorageLevel
 
@@ -449,30 +464,63 @@ def detach(df: DataFrame, *, eager: bool = True, replicas: int = 1) -> DataFrame
         return df.localCheckpoint(eager=eager, storageLevel=level)
     from pyspark.sql import DataFrame as _DataFrame
 
+    spark = df.sparkSession
+    jss, jvm = spark._jsparkSession, spark.sparkContext._jvm
     jdf = df._jdf
-    fresh = df.sparkSession._jsparkSession.createDataFrame(jdf.javaRDD(), jdf.schema())
-    return _DataFrame(fresh, df.sparkSession).localCheckpoint(eager=eager, storageLevel=level)
+    # the plan runs in the calling JVM thread, whose active session the plans it makes take
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(jss)
+    # the rows as Spark holds them (the plan's shuffles run now, as for .rdd); not toRdd(): its RDD carries the
+    # plan it came from, which reaches, through the state before's cache, every earlier epoch's plan (Spark's SQL
+    # listener then keeps a graph of all of them for each query: memory that grows with every epoch)
+    rows = jdf.queryExecution().executedPlan().execute()
+    over = jss.internalCreateDataFrame(rows, jdf.schema(), False)  # a fresh plan: Spark's default estimate
+    jlevel = spark.sparkContext._getJavaStorageLevel(level or StorageLevel.MEMORY_AND_DISK)
+    relation = (
+        getattr(jvm.org.apache.spark.sql.execution.columnar, "InMemoryRelation$")
+        .__getattr__("MODULE$")
+        .apply(jlevel, over.queryExecution(), jvm.scala.Option.empty())
+    )
+    relation.cacheBuilder().cachedColumnBuffers().localCheckpoint()  # the batches' RDD, not computed yet
+    fresh = _DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(jss, relation), spark)
+    if eager:
+        fresh.count()
+    return fresh
+
+
+def _blocks(df: DataFrame) -> Any:
+    """The JVM RDD whose blocks hold :func:`detach`-ed ``df`` (locally checkpointed), or ``None``: the column
+    batches under its plan, or (a local checkpoint of rows) the RDD under its plan."""
+    plan = df._jdf.queryExecution().analyzed()
+    name = plan.getClass().getName()
+    if name.endswith(".InMemoryRelation"):
+        rdd = plan.cacheBuilder().cachedColumnBuffers()
+    elif name.endswith(".LogicalRDD"):
+        rdd = plan.rdd()
+    else:
+        return None
+    return rdd if rdd.isLocallyCheckpointed() else None
 
 
 def free(df: DataFrame) -> None:
     """Free the blocks of :func:`detach`-ed ``df`` now (asynchronously).
 
-    ``df.unpersist()`` does not: Spark keeps a local checkpoint's blocks
-    outside its cache manager, with the checkpointed RDD, until the driver's
-    JVM garbage-collects that RDD — under a large heap, many epochs later,
+    ``df.unpersist()`` does not: a local checkpoint keeps its blocks outside
+    Spark's cache manager, with the checkpointed RDD, until the driver's JVM
+    garbage-collects that RDD — under a large heap, many epochs later,
     every state of the run cached (or spilled to disk) meanwhile. Nothing
     may read ``df`` afterwards (a read fails: its lineage is cut). A frame
     that is no local checkpoint (one a step built on its own RDD) is left
-    alone. Through Spark Connect nothing is done: the server lets go of the
-    checkpoint when the client's DataFrame is garbage-collected, and its
-    blocks go when the server's JVM collects the RDD.
+    alone. Through
+    Spark Connect nothing is done: the server lets go of the checkpoint when
+    the client's DataFrame is garbage-collected, and its blocks go when the
+    server's JVM collects the RDD.
     """
     if is_connect(df.sparkSession):
         return
     try:
-        plan = df._jdf.queryExecution().analyzed()
-        if plan.getClass().getName().endswith(".LogicalRDD") and plan.rdd().isLocallyCheckpointed():
-            plan.rdd().unpersist(False)
+        blocks = _blocks(df)
+        if blocks is not None:
+            blocks.unpersist(False)
     except Exception:  # noqa: BLE001 - freeing early is an optimisation: the JVM's collection frees it anyway
         logging.getLogger(__name__).debug("could not free a local checkpoint's blocks", exc_info=True)
 
@@ -483,8 +531,8 @@ def materialised(df: DataFrame) -> bool:
     if is_connect(df.sparkSession):
         return False
     try:
-        plan = df._jdf.queryExecution().analyzed()
-        return bool(plan.getClass().getName().endswith(".LogicalRDD") and plan.rdd().isCheckpointed())
+        blocks = _blocks(df)
+        return bool(blocks is not None and blocks.isCheckpointed())
     except Exception:
         return False
 
@@ -507,10 +555,9 @@ def missing_blocks(df: DataFrame, *, wait: float = 3.0) -> list[int] | None:
     if is_connect(df.sparkSession):
         return None
     try:
-        plan = df._jdf.queryExecution().analyzed()
-        if not plan.getClass().getName().endswith(".LogicalRDD"):
+        rdd = _blocks(df)
+        if rdd is None:
             return None
-        rdd = plan.rdd()
         if not rdd.isCheckpointed():
             return []
         n = rdd.getNumPartitions()
