@@ -465,8 +465,8 @@ def detach(df: DataFrame, *, eager: bool = True, replicas: int = 1) -> DataFrame
     from pyspark.sql import DataFrame as _DataFrame
 
     spark = df.sparkSession
-    jss, jvm = spark._jsparkSession, spark.sparkContext._jvm
-    jdf = df._jdf
+    jss, jdf = spark._jsparkSession, df._jdf
+    jvm: Any = spark.sparkContext._jvm
     # the plan runs in the calling JVM thread, whose active session the plans it makes take
     jvm.org.apache.spark.sql.SparkSession.setActiveSession(jss)
     # the rows as Spark holds them (the plan's shuffles run now, as for .rdd); not toRdd(): its RDD carries the
