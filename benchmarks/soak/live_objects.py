@@ -13,6 +13,12 @@ full collection and records:
 ``--history`` lowers ``Journal.HISTORY``, so the journal's window fills early and
 the epochs after it show what else grows.
 
+``--jvm`` also counts, in the driver's JVM (``jmap -histo:live``, which collects
+first), the live instances of the classes whose count would grow with the epochs
+if old states stayed referenced (Spark's cache builders, shuffle dependencies,
+checkpointed RDDs' data), and the bytes of shuffle files under the session's
+local directories.
+
 This answers whether RSS that still creeps is made of live Python objects (a
 leak) or not. It counts every tracked object at each sample (~1 s), so it is a
 probe, not a timing.
@@ -38,7 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--history", type=int, default=None, help="Journal.HISTORY for this run (default: unchanged)")
     ap.add_argument("--root", default="/var/tmp/falkirk-live-objects")
     ap.add_argument("--out", default=str(HERE / "results" / "soak_local_live_objects.json"))
+    ap.add_argument("--jvm", action="store_true", help="also the JVM's live cache builders, shuffles, shuffle bytes")
     args = ap.parse_args(argv)
+    jmap = shutil.which("jmap") if args.jvm else None
+    if args.jvm and jmap is None:
+        ap.error("--jvm needs jmap (the JDK's) on PATH")
     first, last, step = (int(x) for x in args.at.split(":"))
     at = set(range(first, last + 1, step))
 
@@ -68,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         rss = int(Path("/proc/self/statm").read_text().split()[1]) * 4096
         samples[epoch] = {"blocks": sys.getallocatedblocks(), "rss": rss, "objects": sum(types.values()),
                           "types": {t: c for t, c in types.most_common() if c >= 50}}  # the numerous ones
-        print(f"epoch {epoch}: blocks {samples[epoch]['blocks']} objects {samples[epoch]['objects']} rss {rss}",
-              flush=True)
+        if jmap is not None:
+            samples[epoch]["jvm"] = jvm_counts(jmap, spark)
+        print(f"epoch {epoch}: blocks {samples[epoch]['blocks']} objects {samples[epoch]['objects']} rss {rss}"
+              + (f" jvm {samples[epoch]['jvm']}" if jmap is not None else ""), flush=True)
 
     executor_module.Executor.end_of_epoch = sampled  # type: ignore[method-assign]
     pipe = workload.build(args.root, spark, fsync=False, code_changes={"hourly": "keep"}, spark_conf=SMALL_DATA)
@@ -85,6 +97,31 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.out}")
     return 0
+
+
+#: JVM classes whose live count grows with the epochs if old states stay referenced
+JVM_CLASSES = ("CachedRDDBuilder", "InMemoryRelation", "ShuffleDependency", "ReliableCheckpointRDD", "LocalRDDCheckpointData")
+
+
+def jvm_counts(jmap: str, spark: Any) -> dict[str, int]:
+    """Live instances of :data:`JVM_CLASSES` in the driver's JVM, and the bytes of shuffle files under its local
+    local directories (``blockmgr-*/*/shuffle_*``: no other Spark process may run meanwhile)."""
+    import subprocess
+
+    pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())
+    out = subprocess.run([jmap, "-histo:live", str(pid)], capture_output=True, text=True, check=True).stdout
+    got = dict.fromkeys(JVM_CLASSES, 0)
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 4:
+            name = parts[3].rsplit(".", 1)[-1]
+            if name in got:
+                got[name] += int(parts[1])
+    local = spark.sparkContext.getConf().get("spark.local.dir", "/tmp")  # no other Spark process may run meanwhile
+    got["shuffle_bytes"] = sum(
+        f.stat().st_size for d in local.split(",") for f in Path(d).glob("blockmgr-*/*/shuffle_*") if f.is_file()
+    )
+    return got
 
 
 if __name__ == "__main__":
