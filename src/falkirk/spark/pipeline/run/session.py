@@ -504,14 +504,12 @@ def _forget_source(builder: Any, jss: Any, schema: Any, jvm: Any) -> None:
     builder is given, in place of both plans, the same kind of plan over an empty RDD (no partitioning or
     ordering claimed, as the scan of ``rows`` claims none). Spark has no API for this: the two fields are
     set by reflection; if that fails (another Spark), the cache works as before and keeps the plans (a
-    warning says so once).
+    warning says so once). The empty plans and the fields are made once (:func:`once`): two py4j calls and
+    the schema's JSON per state.
     """
     try:
-        empty_rdd = jss.sparkContext().emptyRDD(_internal_row_tag(jvm))
-        empty = jss.internalCreateDataFrame(empty_rdd, schema, False).queryExecution()
-        for name, plan in (("cachedPlan", empty.executedPlan()), ("logicalPlan", empty.analyzed())):
-            field = builder.getClass().getDeclaredField(name)
-            field.setAccessible(True)
+        plans = once(("empty-plans", schema.json()), lambda: _empty_plans(jss, schema, jvm), owner=jss)
+        for field, plan in zip(once(("builder-fields",), lambda: _plan_fields(builder)), plans, strict=True):
             field.set(builder, plan)
     except Exception:  # noqa: BLE001 - an optimisation: without it the cache is still right, only kept longer
         global _forget_warned
@@ -527,14 +525,22 @@ def _forget_source(builder: Any, jss: Any, schema: Any, jvm: Any) -> None:
 _forget_warned = False
 
 
-def _internal_row_tag(jvm: Any) -> Any:
-    """The Scala ``ClassTag`` of Spark's ``InternalRow`` (for an empty RDD of them)."""
-    return once(
-        ("internal-row-tag",),
-        lambda: jvm.scala.reflect.ClassTag.apply(
-            jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.InternalRow")
-        ),
+def _empty_plans(jss: Any, schema: Any, jvm: Any) -> tuple[Any, Any]:
+    """The executed and the analyzed plan of a scan of an empty RDD of ``schema``'s rows (made once per schema and
+    session: plans are immutable, so builders may share them)."""
+    tag = jvm.scala.reflect.ClassTag.apply(
+        jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.InternalRow")
     )
+    empty = jss.internalCreateDataFrame(jss.sparkContext().emptyRDD(tag), schema, False).queryExecution()
+    return empty.executedPlan(), empty.analyzed()
+
+
+def _plan_fields(builder: Any) -> tuple[Any, Any]:
+    """``CachedRDDBuilder``'s fields ``cachedPlan`` and ``logicalPlan``, made settable."""
+    fields = tuple(builder.getClass().getDeclaredField(name) for name in ("cachedPlan", "logicalPlan"))
+    for field in fields:
+        field.setAccessible(True)
+    return fields
 
 
 def _blocks(df: DataFrame) -> Any:
