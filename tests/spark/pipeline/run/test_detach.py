@@ -193,3 +193,23 @@ def test_a_state_detached_every_epoch_does_not_keep_the_states_before_it_alive(s
     late = {name: min(counted[e][name] for e in (40, 44, 48)) for name in names}
     assert late[".CachedRDDBuilder"] < counted[12][".CachedRDDBuilder"] + 28, counted
     assert late[".ShuffleDependency"] < counted[12][".ShuffleDependency"] + 56, counted
+
+
+def test_two_states_of_one_schema_stay_apart_in_one_query(spark: Any) -> None:
+    """Two detached states with the same schema and different rows, each aggregated (an exchange each) in one
+    query: Spark compares cache builders as case classes, so builders given the same plan in place of their
+    sources would be equal and one's exchange reused for the other's (a regression of an experiment: shared empty
+    plans). Their builders are not equal, and the query's rows are a pure-Python count's."""
+    from pyspark.sql import functions as F
+
+    rows_a = [(i % 5, i) for i in range(40)]
+    rows_b = [(i % 7, i) for i in range(30)]
+    a = S.detach(spark.createDataFrame(rows_a, "k BIGINT, v BIGINT").repartition(3, "v"))
+    b = S.detach(spark.createDataFrame(rows_b, "k BIGINT, v BIGINT").repartition(3, "v"))
+    builder = lambda df: df._jdf.queryExecution().analyzed().cacheBuilder()  # noqa: E731
+    assert not builder(a).equals(builder(b))
+    query = a.groupBy("k").agg(F.count("*").alias("n")).withColumn("side", F.lit("a")).unionByName(
+        b.groupBy("k").agg(F.count("*").alias("n")).withColumn("side", F.lit("b")))
+    expected = Counter({(k, n, side) for side, rows in (("a", rows_a), ("b", rows_b))
+                        for k, n in Counter(k for k, _ in rows).items()})
+    assert Counter(tuple(r) for r in query.select("k", "n", "side").collect()) == expected

@@ -504,11 +504,13 @@ def _forget_source(builder: Any, jss: Any, schema: Any, jvm: Any) -> None:
     builder is given, in place of both plans, the same kind of plan over an empty RDD (no partitioning or
     ordering claimed, as the scan of ``rows`` claims none). Spark has no API for this: the two fields are
     set by reflection; if that fails (another Spark), the cache works as before and keeps the plans (a
-    warning says so once). The empty plans and the fields are made once (:func:`once`): two py4j calls and
-    the schema's JSON per state.
+    warning says so once). Each builder gets plans of its own, over an empty RDD of its own: Spark compares
+    builders as case classes, by their fields, so two builders given the same plans would be *equal*, and
+    a query over two such states would reuse one's exchange for the other's (wrong rows; a shared plan
+    was tried, and the suite caught it). The two fields are looked up once (:func:`once`).
     """
     try:
-        plans = once(("empty-plans", schema.json()), lambda: _empty_plans(jss, schema, jvm), owner=jss)
+        plans = _empty_plans(jss, schema, jvm)  # its own, never shared: see the docstring
         for field, plan in zip(once(("builder-fields",), lambda: _plan_fields(builder)), plans, strict=True):
             field.set(builder, plan)
     except Exception:  # noqa: BLE001 - an optimisation: without it the cache is still right, only kept longer
@@ -526,13 +528,16 @@ _forget_warned = False
 
 
 def _empty_plans(jss: Any, schema: Any, jvm: Any) -> tuple[Any, Any]:
-    """The executed and the analyzed plan of a scan of an empty RDD of ``schema``'s rows (made once per schema and
-    session: plans are immutable, so builders may share them)."""
-    tag = jvm.scala.reflect.ClassTag.apply(
-        jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.InternalRow")
-    )
+    """The executed and the analyzed plan of a scan of a new empty RDD of ``schema``'s rows."""
+    tag = once(("internal-row-tag",), lambda: _internal_row_tag(jvm))
     empty = jss.internalCreateDataFrame(jss.sparkContext().emptyRDD(tag), schema, False).queryExecution()
     return empty.executedPlan(), empty.analyzed()
+
+
+def _internal_row_tag(jvm: Any) -> Any:
+    return jvm.scala.reflect.ClassTag.apply(
+        jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.InternalRow")
+    )
 
 
 def _plan_fields(builder: Any) -> tuple[Any, Any]:
