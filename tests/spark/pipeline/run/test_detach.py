@@ -213,3 +213,28 @@ def test_two_states_of_one_schema_stay_apart_in_one_query(spark: Any) -> None:
     expected = Counter({(k, n, side) for side, rows in (("a", rows_a), ("b", rows_b))
                         for k, n in Counter(k for k, _ in rows).items()})
     assert Counter(tuple(r) for r in query.select("k", "n", "side").collect()) == expected
+
+
+def test_the_cache_forgets_its_source_and_keeps_the_batches_detach_made(spark: Any) -> None:
+    """What ``detach`` relies on Spark for, checked on this Spark: the cache builder's two plan fields are set
+    (a JVM that refuses to set final fields by reflection would leave every earlier state referenced: this
+    fails rather than warns), the batches are kept in memory and on disk, the blocks ``free`` and ``missing_blocks`` use are the batches detach made
+    even once the builder dropped its own, and the thread's active session is given back."""
+    jvm = spark.sparkContext._jvm
+    before = jvm.org.apache.spark.sql.SparkSession.getActiveSession()
+    df = S.detach(spark.createDataFrame([(i, i * i) for i in range(20)], "k BIGINT, v BIGINT"))
+    after = jvm.org.apache.spark.sql.SparkSession.getActiveSession()
+    assert after.isDefined() == before.isDefined()
+    assert not after.isDefined() or after.get().equals(before.get())
+    assert S._forget_warned is False
+    builder = df._jdf.queryExecution().analyzed().cacheBuilder()
+    assert builder.cachedPlan().execute().getNumPartitions() == 0  # the empty plan, not the source's
+    level = builder.storageLevel()
+    assert level.useMemory() and level.useDisk() and level.replication() == 1
+    batches = S._blocks(df)
+    assert batches is not None and batches.id() == builder.cachedColumnBuffers().id()
+    assert sorted(tuple(r) for r in df.collect()) == [(i, i * i) for i in range(20)]
+    builder.clearCache(True)  # what CacheManager would do: the builder forgets its batches
+    assert S._blocks(df).id() == batches.id()  # still the ones detach made
+    # freed: no executor holds them, and they are not made again from the builder's empty plan
+    assert S.missing_blocks(df, wait=0.5) == list(range(batches.getNumPartitions()))

@@ -13,8 +13,8 @@ need                        classic                             Spark Connect
 :func:`failed_tasks`        the status tracker                  unknown (``None``)
 :func:`all_failed_tasks`    the status store's executor list    unknown (``None``)
 :func:`executors`           the JVM status tracker              unknown (``None``)
-:func:`detach`              rows re-wrapped in the JVM, then    ``localCheckpoint`` (plan statistics
-                            ``localCheckpoint``                 are kept)
+:func:`detach`              Spark's columnar cache, its         ``localCheckpoint`` (plan statistics
+                            batches locally checkpointed        are kept)
 :func:`free`                its RDD unpersisted                 left to Spark (the server lets go of it
                                                                 when the client's DataFrame is
                                                                 collected; its JVM's GC frees it)
@@ -459,33 +459,50 @@ def detach(df: DataFrame, *, eager: bool = True, replicas: int = 1) -> DataFrame
     """
     from pyspark import StorageLevel
 
-    level = StorageLevel(True, True, False, False, replicas) if replicas > 1 else None
     if is_connect(df.sparkSession):
+        level = StorageLevel(True, True, False, False, replicas) if replicas > 1 else None
         return df.localCheckpoint(eager=eager, storageLevel=level)
-    from pyspark.sql import DataFrame as _DataFrame
-
     spark = df.sparkSession
     jss, jdf = spark._jsparkSession, df._jdf
     jvm: Any = spark.sparkContext._jvm
-    # the plan runs in the calling JVM thread, whose active session the plans it makes take
+    # the plan runs in the calling JVM thread, whose active session the plans it makes take (given back after)
+    active = jvm.org.apache.spark.sql.SparkSession.getActiveSession()
     jvm.org.apache.spark.sql.SparkSession.setActiveSession(jss)
+    try:
+        fresh, batches = _columnar(spark, jss, jdf, jvm, replicas)
+    finally:
+        if active.isDefined():
+            jvm.org.apache.spark.sql.SparkSession.setActiveSession(active.get())
+        else:
+            jvm.org.apache.spark.sql.SparkSession.clearActiveSession()
+    fresh._falkirk_blocks = batches  # type: ignore[attr-defined]  # what _blocks finds: see there
+    if eager:
+        fresh.count()
+    return fresh
+
+
+def _columnar(spark: SparkSession, jss: Any, jdf: Any, jvm: Any, replicas: int) -> tuple[DataFrame, Any]:
+    """:func:`detach`'s copy of ``jdf`` (classic), and the RDD of its column batches."""
+    from pyspark import StorageLevel
+    from pyspark.sql import DataFrame as _DataFrame
+
     # the rows as Spark holds them (the plan's shuffles run now, as for .rdd); not toRdd(): its RDD carries the
     # plan it came from, which reaches, through the state before's cache, every earlier epoch's plan (Spark's SQL
     # listener then keeps a graph of all of them for each query: memory that grows with every epoch)
     rows = jdf.queryExecution().executedPlan().execute()
     over = jss.internalCreateDataFrame(rows, jdf.schema(), False)  # a fresh plan: Spark's default estimate
-    jlevel = spark.sparkContext._getJavaStorageLevel(level or StorageLevel.MEMORY_AND_DISK)
+    # serialized (PySpark's MEMORY_AND_DISK): kept as objects, the batches cost no less to build and scan (a probe
+    # at 10^7 keys, W3's join: 5.2 against 5.0-5.4 CPU-s per epoch; benchmarks/README.md, "the columnar state")
+    jlevel = spark.sparkContext._getJavaStorageLevel(StorageLevel(True, True, False, False, replicas))
     relation = (
         getattr(jvm.org.apache.spark.sql.execution.columnar, "InMemoryRelation$")
         .__getattr__("MODULE$")
         .apply(jlevel, over.queryExecution(), jvm.scala.Option.empty())
     )
-    relation.cacheBuilder().cachedColumnBuffers().localCheckpoint()  # the batches' RDD, not computed yet
+    batches = relation.cacheBuilder().cachedColumnBuffers()  # the batches' RDD, not computed yet
+    batches.localCheckpoint()
     _forget_source(relation.cacheBuilder(), jss, jdf.schema(), jvm)
-    fresh = _DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(jss, relation), spark)
-    if eager:
-        fresh.count()
-    return fresh
+    return _DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(jss, relation), spark), batches
 
 
 def _forget_source(builder: Any, jss: Any, schema: Any, jvm: Any) -> None:
@@ -550,7 +567,14 @@ def _plan_fields(builder: Any) -> tuple[Any, Any]:
 
 def _blocks(df: DataFrame) -> Any:
     """The JVM RDD whose blocks hold :func:`detach`-ed ``df`` (locally checkpointed), or ``None``: the column
-    batches under its plan, or (a local checkpoint of rows) the RDD under its plan."""
+    batches :func:`detach` made, or (a local checkpoint of rows) the RDD under its plan.
+
+    The batches are the RDD ``detach`` recorded, not the one the cache's builder gives now: a builder whose
+    batches were cleared would make new ones from the plan it was left with (empty, :func:`_forget_source`),
+    and those would pass for the state."""
+    recorded = vars(df).get("_falkirk_blocks")  # not getattr: a DataFrame looks unknown names up as columns
+    if recorded is not None:
+        return recorded if recorded.isLocallyCheckpointed() else None
     plan = df._jdf.queryExecution().analyzed()
     name = plan.getClass().getName()
     if name.endswith(".InMemoryRelation"):
