@@ -42,12 +42,16 @@ def _top_by_epoch() -> dict[int, list[tuple[int, int]]]:
     return out
 
 
-def _leaders(root: Path, spark: Any, given: list[Any], states: list[tuple[int, Any]], bad: str = "") -> Pipeline:
+def _leaders(
+    root: Path, spark: Any, given: list[Any], states: list[tuple[int, Any]], bad: str = "", ticks: Path | None = None
+) -> Pipeline:
     """``events`` → ``totals`` (``Lazy(every=2)``: running totals per user; its output, as a function of its new
     state, the ``TOP`` users) → output ``leaders``. ``given``/``states``: what each call of the output function
     and of the step was given. ``bad``: ``"frame"`` (the function gives no DataFrame), ``"none"`` (no state
-    returned beside it)."""
+    returned beside it). ``ticks``: a directory where every row of a new state, each time Spark computes it,
+    leaves a line (its epoch) in a file of the Python worker that computed it."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType
 
     pipe = Pipeline(root, spark, fsync=False, gc=False)
     pipe.input("events", "user BIGINT, amount BIGINT", partitions=2, key="user", source=events)
@@ -57,6 +61,17 @@ def _leaders(root: Path, spark: Any, given: list[Any], states: list[tuple[int, A
         now = events.groupBy("user").agg(F.sum("amount").alias("total"))
         new = now if state is None else state.join(now, "user", "full_outer").select(
             "user", (F.coalesce(state["total"], F.lit(0)) + F.coalesce(now["total"], F.lit(0))).alias("total"))
+        if ticks is not None:
+            where = str(ticks)
+
+            def tick(_):  # type: ignore[no-untyped-def]  # no hints: PySpark would infer a pandas UDF
+                import os
+
+                with open(os.path.join(where, str(os.getpid())), "a") as f:
+                    f.write(f"{epoch}\n")
+                return True
+
+            new = new.where(F.udf(tick, BooleanType(), useArrow=False).asNondeterministic()(F.col("user")))
 
         def top(made: Any) -> Any:
             given.append(made)
@@ -115,6 +130,34 @@ def test_a_failed_output_job_is_retried_in_place_and_leaves_nothing_cached(
     assert [r.in_place for r in result.journal.recoveries] == [("totals", 3)]
     assert len(failed) == 1 and not failed[0].is_cached
     _outputs_are_the_leaders(spark, tmp_path)
+
+
+def _computed(ticks: Path) -> dict[int, int]:
+    """Per epoch, the rows of new states Spark computed (``_leaders``' ``ticks``)."""
+    seen: dict[int, int] = {}
+    for f in ticks.iterdir():
+        for line in f.read_text().split():
+            seen[int(line)] = seen.get(int(line), 0) + 1
+    return seen
+
+
+def test_a_retry_in_place_takes_up_what_the_failed_job_computed(spark: Any, tmp_path: Path) -> None:
+    """The output's job fails after the job's stage that makes the new state completed: the retry in place
+    computes no row of that state again (Spark reads the blocks the failed job cached), so every epoch's
+    state rows are computed exactly as often as in the failure-free run, and the outputs are still the ones
+    computed in Python."""
+    counts = {}
+    for name, fail in (("clean", []), ("failed", ["totals@3:job"])):
+        ticks = tmp_path / f"{name}-ticks"
+        ticks.mkdir()
+        result = _leaders(tmp_path / name, spark, [], [], ticks=ticks).run(EPOCHS, fail=fail)
+        assert [str(f) for f in result.fired] == fail
+        _outputs_are_the_leaders(spark, tmp_path / name)
+        counts[name] = _computed(ticks)
+    assert [r.in_place for r in result.journal.recoveries] == [("totals", 3)]
+    users = len({r["user"] for e in range(4) for r in events(e)})
+    assert counts["failed"][3] == users  # epoch 3's state: once
+    assert counts["failed"] == counts["clean"]
 
 
 def test_a_function_for_an_output_without_state_is_refused(spark: Any, tmp_path: Path) -> None:

@@ -71,6 +71,24 @@ class Deferred:
         return (*self.inputs, self.before)
 
 
+@attrs.frozen
+class Attempt:
+    """What an execution of a step detached from what the step returned (a new state, or its changes), kept
+    after the execution failed for a retry in place to take up (:meth:`StepRunner.drop_made`)."""
+
+    #: the epoch executed
+    epoch: int
+    #: the state it started from (the retry starts from the same one, or it is not a retry)
+    before: Any
+    #: ``"state"`` or ``"changes"``
+    kind: str
+    #: what the step returned, as it returned it (compared with the retry's by :meth:`DataFrame.sameSemantics`)
+    returned: Any
+    #: :func:`~falkirk.spark.pipeline.run.session.detach` of it: the blocks the failed job computed are cached,
+    #: the shuffles it completed are written, its lineage is whole (not checkpointed before a job succeeds)
+    detached: Any
+
+
 class Runner:
     """Common interface (see the module docstring); ``ctx`` is the run as the runner may see it."""
 
@@ -234,6 +252,10 @@ class StepRunner(Runner):
         #: driver): :meth:`_apply` broadcasts the next epoch's keys without counting them first only below
         #: :func:`~falkirk.spark.pipeline.run.layers.merge_blind`'s bound
         self._changes_rows: int | None = None
+        #: the execution under way's detached state or changes (:class:`Attempt`)
+        self._attempt: Attempt | None = None
+        #: a failed execution's, kept for its retry in place (:meth:`drop_made`, :meth:`_detached`)
+        self._salvage: Attempt | None = None
 
     # -- what exists ------------------------------------------------------------------
     @property
@@ -269,6 +291,10 @@ class StepRunner(Runner):
         self._drop_unused_layers()
         if failed is not None and failed[1] is self.state:  # and the checkpoint it wrote but did not publish
             self.checkpoints.chain = failed[2]
+        salvage = self._salvage
+        if salvage is not None and (failed is None or failed[0] != epoch or salvage.before is not self.state):
+            self._let_go_of(salvage)  # not a retry of the execution that made it
+            self._salvage = None
         self._before = (epoch, self.state, self.checkpoints.chain)
         self.made = []
         result = self.call(epoch, inputs)
@@ -294,7 +320,7 @@ class StepRunner(Runner):
             if returned is not None and getattr(regime, "changes", False):
                 # the step returned its changes: the new state is the old one with them applied (layers), made
                 # now, small
-                changes = detach(returned, eager=False, replicas=self.replicas)
+                changes = self._detached(epoch, "changes", returned)
                 self.made.append((changes, True))
                 result = changes if result is returned else result
                 returned, layers = self._apply(changes)
@@ -316,7 +342,7 @@ class StepRunner(Runner):
             if changes is not None:
                 new_state = returned  # the layers' view (their parts are local checkpoints, made)
             elif returned is not None and not defer:
-                new_state = detach(returned, eager=False, replicas=self.replicas)
+                new_state = self._detached(epoch, "state", returned)
                 self.made.append((new_state, True))
                 result = new_state if result is returned else result
             if callable(result):
@@ -439,8 +465,53 @@ class StepRunner(Runner):
             else:
                 self._release_layers(read_until=epoch)
                 self.state = new_state
-        self._before, self.made = None, []  # it succeeded
+        self._before, self.made, self._attempt = None, [], None  # it succeeded
+        self._let_go_of(self._salvage)  # a retry whose step returned something else
+        self._salvage = None
         return out, rows
+
+    def _detached(self, epoch: int, kind: str, returned: DataFrame) -> DataFrame:
+        """:func:`~falkirk.spark.pipeline.run.session.detach` of what the step returned (``kind``: its new state
+        or its changes).
+
+        A retry in place (the same epoch, from the same state) whose step returned what the failed execution's
+        returned — the same plan, by :meth:`DataFrame.sameSemantics` — takes up that execution's detached copy
+        instead of making another: Spark then reads the blocks the failed job cached and skips the shuffles it
+        completed, as it does for a failed task, instead of computing the epoch's state from the start. Spark
+        computes a copy's missing partitions again from its lineage, which stays whole until a job over it
+        succeeds (its local checkpoint is taken then). A plan that differs, or cannot be compared, is detached
+        anew.
+        """
+        salvage = self._salvage
+        if salvage is not None and salvage.kind == kind and _same_plan(returned, salvage.returned):
+            detached, self._salvage = salvage.detached, None
+        else:
+            detached = detach(returned, eager=False, replicas=self.replicas)
+        self._attempt = Attempt(epoch, self.state, kind, returned, detached)
+        return detached
+
+    def _let_go_of(self, salvage: Attempt | None) -> None:
+        """Free a failed execution's detached copy that no retry took up."""
+        if salvage is not None:
+            self.ctx.frames.release(salvage.detached, state_of=self.name, read_until=-1)
+
+    def drop_made(self) -> None:
+        """See :meth:`Runner.drop_made`; a detached state or changes of an execution that may be retried in
+        place (:meth:`intact`: it changed and published nothing) is kept for the retry (:meth:`_detached`),
+        let go of by the next execution if that is no such retry, or by a rollback."""
+        attempt, self._attempt = self._attempt, None
+        before = self._before
+        self._let_go_of(self._salvage)  # one no retry took up
+        self._salvage = None
+        if (
+            attempt is not None
+            and before is not None
+            and before[0] == attempt.epoch
+            and before[1] is attempt.before
+        ):
+            self.made = [(df, blocks) for df, blocks in self.made if df is not attempt.detached]
+            self._salvage = attempt
+        super().drop_made()
 
     def _output_of(self, output: Any, state: DataFrame | None) -> DataFrame:
         """The output a stateful step returned as a function of its new state (``(lambda made: ..., new)``),
@@ -647,6 +718,8 @@ class StepRunner(Runner):
 
     def lose(self) -> None:
         self._before = None
+        self._let_go_of(self._salvage)
+        self._salvage = None
         self.ctx.frames.release(self.state, state_of=self.name if self._own_state() else None)
         self._drop_unused_layers()
         self._release_layers()
@@ -663,6 +736,8 @@ class StepRunner(Runner):
         storage = self.storage
         keep = {e for e in committed or () if e > frontier} if isinstance(self.regime, Output) else set()
         self.committed, self._before = keep, None
+        self._let_go_of(self._salvage)
+        self._salvage = None
         own = self._own_state()
         self._drop_deferred()
         self._changes_rows = None  # the epoch after the frontier is not the one last run
@@ -851,6 +926,15 @@ class DatabaseRunner(StepRunner):
         super().collect(lw, lw_consumers)
         with database_errors(self.name, self.path, "checkpointing its write-ahead log"):
             self.connect().execute("PRAGMA wal_checkpoint(TRUNCATE)")  # keep the database's WAL small
+
+
+def _same_plan(a: DataFrame, b: DataFrame) -> bool:
+    """Whether ``a`` and ``b`` compute the same rows by Spark's own test (their canonical plans are equal);
+    ``False`` where it cannot say."""
+    try:
+        return a is b or bool(a.sameSemantics(b))
+    except Exception:  # noqa: BLE001 - not comparable (another kind of frame): detached anew
+        return False
 
 
 def make_runner(ctx: RunContext, pipeline: Definition, name: str) -> Runner:
