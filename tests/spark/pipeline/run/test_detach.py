@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from collections import Counter
 from typing import Any
 
@@ -238,3 +239,26 @@ def test_the_cache_forgets_its_source_and_keeps_the_batches_detach_made(spark: A
     assert S._blocks(df).id() == batches.id()  # still the ones detach made
     # freed: no executor holds them, and they are not made again from the builder's empty plan
     assert S.missing_blocks(df, wait=0.5) == list(range(batches.getNumPartitions()))
+
+
+def test_a_detached_copy_is_taken_up_by_a_retry_only_when_its_partitions_cannot_disagree(spark: Any) -> None:
+    """``takes_up``: a copy not computed yet whose lineage is determinate may serve a retry; one behind a
+    round-robin repartition of unordered rows (Spark's sort before it turned off: indeterminate) may not,
+    whatever its rows; a computed copy may while its blocks are held, not once they are freed."""
+    from pyspark.sql import functions as F
+
+    grouped = spark.range(200).groupBy((F.col("id") % 17).alias("k")).count()
+    assert S.takes_up(S.detach(grouped, eager=False))
+    spark.conf.set("spark.sql.execution.sortBeforeRepartition", "false")
+    try:
+        shuffled = S.detach(grouped.repartition(3), eager=False)
+    finally:
+        spark.conf.unset("spark.sql.execution.sortBeforeRepartition")
+    assert not S.takes_up(shuffled)
+    made = S.detach(grouped)
+    assert S.materialised(made) and S.takes_up(made)
+    S.free(made)  # asynchronous: the status store drops the blocks a moment later
+    deadline = time.monotonic() + 20
+    while S.takes_up(made) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not S.takes_up(made)

@@ -29,7 +29,7 @@ from falkirk.spark.pipeline.run.guard import WriteGuard
 from falkirk.spark.pipeline.run.incremental import StateCheckpoints
 from falkirk.spark.pipeline.run.layers import Layers
 from falkirk.spark.pipeline.run.probe import is_local_master
-from falkirk.spark.pipeline.run.session import detach, materialised
+from falkirk.spark.pipeline.run.session import detach, materialised, takes_up
 from falkirk.spark.pipeline.store.eagerdb import (
     DATABASE_COMMITS,
     database_errors,
@@ -73,15 +73,13 @@ class Deferred:
 
 @attrs.frozen
 class Attempt:
-    """What an execution of a step detached from what the step returned (a new state, or its changes), kept
-    after the execution failed for a retry in place to take up (:meth:`StepRunner.drop_made`)."""
+    """The new state an execution of a step detached from what the step returned, kept after the execution
+    failed for a retry in place to take up (:meth:`StepRunner.drop_made`)."""
 
     #: the epoch executed
     epoch: int
     #: the state it started from (the retry starts from the same one, or it is not a retry)
     before: Any
-    #: ``"state"`` or ``"changes"``
-    kind: str
     #: what the step returned, as it returned it (compared with the retry's by :meth:`DataFrame.sameSemantics`)
     returned: Any
     #: :func:`~falkirk.spark.pipeline.run.session.detach` of it: the blocks the failed job computed are cached,
@@ -252,7 +250,7 @@ class StepRunner(Runner):
         #: driver): :meth:`_apply` broadcasts the next epoch's keys without counting them first only below
         #: :func:`~falkirk.spark.pipeline.run.layers.merge_blind`'s bound
         self._changes_rows: int | None = None
-        #: the execution under way's detached state or changes (:class:`Attempt`)
+        #: the execution under way's detached new state (:class:`Attempt`)
         self._attempt: Attempt | None = None
         #: a failed execution's, kept for its retry in place (:meth:`drop_made`, :meth:`_detached`)
         self._salvage: Attempt | None = None
@@ -320,7 +318,7 @@ class StepRunner(Runner):
             if returned is not None and getattr(regime, "changes", False):
                 # the step returned its changes: the new state is the old one with them applied (layers), made
                 # now, small
-                changes = self._detached(epoch, "changes", returned)
+                changes = detach(returned, eager=False, replicas=self.replicas)
                 self.made.append((changes, True))
                 result = changes if result is returned else result
                 returned, layers = self._apply(changes)
@@ -342,7 +340,7 @@ class StepRunner(Runner):
             if changes is not None:
                 new_state = returned  # the layers' view (their parts are local checkpoints, made)
             elif returned is not None and not defer:
-                new_state = self._detached(epoch, "state", returned)
+                new_state = self._detached(epoch, returned)
                 self.made.append((new_state, True))
                 result = new_state if result is returned else result
             if callable(result):
@@ -470,24 +468,26 @@ class StepRunner(Runner):
         self._salvage = None
         return out, rows
 
-    def _detached(self, epoch: int, kind: str, returned: DataFrame) -> DataFrame:
-        """:func:`~falkirk.spark.pipeline.run.session.detach` of what the step returned (``kind``: its new state
-        or its changes).
+    def _detached(self, epoch: int, returned: DataFrame) -> DataFrame:
+        """:func:`~falkirk.spark.pipeline.run.session.detach` of the new state the step returned.
 
         A retry in place (the same epoch, from the same state) whose step returned what the failed execution's
         returned — the same plan, by :meth:`DataFrame.sameSemantics` — takes up that execution's detached copy
         instead of making another: Spark then reads the blocks the failed job cached and skips the shuffles it
-        completed, as it does for a failed task, instead of computing the epoch's state from the start. Spark
-        computes a copy's missing partitions again from its lineage, which stays whole until a job over it
-        succeeds (its local checkpoint is taken then). A plan that differs, or cannot be compared, is detached
-        anew.
+        completed, instead of computing the epoch's state from the start. Spark computes the copy's missing
+        partitions again from its lineage, whole until a job over it succeeds (its local checkpoint is taken
+        then; a copy checkpointed already is taken up only while every block is held). Not taken up: a plan
+        that differs or cannot be compared, and a lineage with an indeterminate stage (``repartition(n)``
+        without keys, say), whose partitions computed again could disagree with the ones cached — Spark
+        refuses to mix them within one job, and nothing would across two. Not done for a ``changes=True``
+        step's changes, which its layers may already have let go of.
         """
         salvage = self._salvage
-        if salvage is not None and salvage.kind == kind and _same_plan(returned, salvage.returned):
+        if salvage is not None and _same_plan(returned, salvage.returned) and takes_up(salvage.detached):
             detached, self._salvage = salvage.detached, None
         else:
             detached = detach(returned, eager=False, replicas=self.replicas)
-        self._attempt = Attempt(epoch, self.state, kind, returned, detached)
+        self._attempt = Attempt(epoch, self.state, returned, detached)
         return detached
 
     def _let_go_of(self, salvage: Attempt | None) -> None:
@@ -496,8 +496,7 @@ class StepRunner(Runner):
             self.ctx.frames.release(salvage.detached, state_of=self.name, read_until=-1)
 
     def drop_made(self) -> None:
-        """See :meth:`Runner.drop_made`; a detached state or changes of an execution that may be retried in
-        place (:meth:`intact`: it changed and published nothing) is kept for the retry (:meth:`_detached`),
+        """See :meth:`Runner.drop_made`; the detached new state of an execution that may be retried in place (:meth:`intact`: it changed and published nothing) is kept for the retry (:meth:`_detached`),
         let go of by the next execution if that is no such retry, or by a rollback."""
         attempt, self._attempt = self._attempt, None
         before = self._before

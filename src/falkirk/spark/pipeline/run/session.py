@@ -586,6 +586,37 @@ def _blocks(df: DataFrame) -> Any:
     return rdd if rdd.isLocallyCheckpointed() else None
 
 
+def takes_up(df: DataFrame) -> bool:
+    """Whether :func:`detach`-ed ``df``, made by an execution whose job failed, may serve a retry of that
+    execution: made through Spark Connect (the server's local checkpoint, whose lineage the client cannot see:
+    Spark computes what is missing), every block held if it is checkpointed already, or else no indeterminate
+    RDD in its lineage (``repartition(n)`` without keys, say: partitions computed again could disagree with
+    the ones the failed job cached; Spark refuses to mix them within one job, nothing would across two)."""
+    if is_connect(df.sparkSession):
+        return True
+    try:
+        if materialised(df):
+            return missing_blocks(df, wait=0.0) == []
+        rdd = _blocks(df)
+        if rdd is None:
+            return False
+        seen: set[int] = set()
+        todo = [rdd]
+        while todo:
+            r = todo.pop()
+            if r.id() in seen:
+                continue
+            seen.add(r.id())
+            if str(r.outputDeterministicLevel()) == "INDETERMINATE":
+                return False
+            deps = r.dependencies().iterator()
+            while deps.hasNext():
+                todo.append(deps.next().rdd())
+    except Exception:  # noqa: BLE001 - cannot tell: not taken up
+        return False
+    return True
+
+
 def free(df: DataFrame) -> None:
     """Free the blocks of :func:`detach`-ed ``df`` now (asynchronously).
 
