@@ -136,7 +136,9 @@ def describe(obj: Any) -> tuple[str, dict[str, Node]]:
     raise _connect_error(obj, "_jrdd' or '_jdf")
 
 
-def _deterministic_level(rdd: Any) -> bool:
+def is_indeterminate(rdd: Any) -> bool:
+    """Whether JVM ``rdd``'s output is ``INDETERMINATE`` by Spark's rule (a re-run may give different rows per
+    partition); ``False`` on a Spark that does not say."""
     try:
         return str(rdd.outputDeterministicLevel().toString()) == "INDETERMINATE"
     except Exception:  # pragma: no cover - older Spark
@@ -175,7 +177,7 @@ def _rdd_nodes(rdd: Any) -> tuple[str, dict[str, Node]]:
             boundary,
             int(j.id()),
             int(j.getNumPartitions()),
-            _deterministic_level(j),
+            is_indeterminate(j),
             None if path is None else str(path),
         )
     return f"rdd:{root.id()}", nodes
@@ -214,7 +216,7 @@ def _plan_nodes(df: Any) -> tuple[str, dict[str, Node]]:
             stack.append(child)
             children = []
             extra["partitions"] = int(dep.rdd().getNumPartitions())
-            extra["indeterminate"] = _deterministic_level(dep.rdd())
+            extra["indeterminate"] = is_indeterminate(dep.rdd())
         elif cls == "InMemoryTableScanExec":
             rel = p.relation()
             cached_plan = rel.cachedPlan()

@@ -74,12 +74,9 @@ class Deferred:
 @attrs.frozen
 class Attempt:
     """The new state an execution of a step detached from what the step returned, kept after the execution
-    failed for a retry in place to take up (:meth:`StepRunner.drop_made`)."""
+    failed for a retry in place to take up (:meth:`StepRunner.drop_made`); its epoch and the state it started
+    from are the runner's ``_before``."""
 
-    #: the epoch executed
-    epoch: int
-    #: the state it started from (the retry starts from the same one, or it is not a retry)
-    before: Any
     #: what the step returned, as it returned it (compared with the retry's by :meth:`DataFrame.sameSemantics`)
     returned: Any
     #: :func:`~falkirk.spark.pipeline.run.session.detach` of it: the blocks the failed job computed are cached,
@@ -289,10 +286,8 @@ class StepRunner(Runner):
         self._drop_unused_layers()
         if failed is not None and failed[1] is self.state:  # and the checkpoint it wrote but did not publish
             self.checkpoints.chain = failed[2]
-        salvage = self._salvage
-        if salvage is not None and (failed is None or failed[0] != epoch or salvage.before is not self.state):
-            self._let_go_of(salvage)  # not a retry of the execution that made it
-            self._salvage = None
+        if failed is None or failed[0] != epoch or failed[1] is not self.state:
+            self._drop_salvage()  # not a retry of the execution that made it
         self._before = (epoch, self.state, self.checkpoints.chain)
         self.made = []
         result = self.call(epoch, inputs)
@@ -340,7 +335,7 @@ class StepRunner(Runner):
             if changes is not None:
                 new_state = returned  # the layers' view (their parts are local checkpoints, made)
             elif returned is not None and not defer:
-                new_state = self._detached(epoch, returned)
+                new_state = self._detached(returned)
                 self.made.append((new_state, True))
                 result = new_state if result is returned else result
             if callable(result):
@@ -464,11 +459,10 @@ class StepRunner(Runner):
                 self._release_layers(read_until=epoch)
                 self.state = new_state
         self._before, self.made, self._attempt = None, [], None  # it succeeded
-        self._let_go_of(self._salvage)  # a retry whose step returned something else
-        self._salvage = None
+        self._drop_salvage()  # a retry whose step returned something else
         return out, rows
 
-    def _detached(self, epoch: int, returned: DataFrame) -> DataFrame:
+    def _detached(self, returned: DataFrame) -> DataFrame:
         """:func:`~falkirk.spark.pipeline.run.session.detach` of the new state the step returned.
 
         A retry in place (the same epoch, from the same state) whose step returned what the failed execution's
@@ -487,27 +481,22 @@ class StepRunner(Runner):
             detached, self._salvage = salvage.detached, None
         else:
             detached = detach(returned, eager=False, replicas=self.replicas)
-        self._attempt = Attempt(epoch, self.state, returned, detached)
+        self._attempt = Attempt(returned, detached)
         return detached
 
-    def _let_go_of(self, salvage: Attempt | None) -> None:
+    def _drop_salvage(self) -> None:
         """Free a failed execution's detached copy that no retry took up."""
+        salvage, self._salvage = self._salvage, None
         if salvage is not None:
             self.ctx.frames.release(salvage.detached, state_of=self.name, read_until=-1)
 
     def drop_made(self) -> None:
-        """See :meth:`Runner.drop_made`; the detached new state of an execution that may be retried in place (:meth:`intact`: it changed and published nothing) is kept for the retry (:meth:`_detached`),
-        let go of by the next execution if that is no such retry, or by a rollback."""
+        """See :meth:`Runner.drop_made`; the detached new state of an execution that may be retried in place
+        (it published nothing: ``_before`` is still set) is kept for the retry (:meth:`_detached`), let go of
+        by the next execution if that is no such retry, or by a rollback."""
         attempt, self._attempt = self._attempt, None
-        before = self._before
-        self._let_go_of(self._salvage)  # one no retry took up
-        self._salvage = None
-        if (
-            attempt is not None
-            and before is not None
-            and before[0] == attempt.epoch
-            and before[1] is attempt.before
-        ):
+        self._drop_salvage()  # one no retry took up
+        if attempt is not None and self._before is not None:
             self.made = [(df, blocks) for df, blocks in self.made if df is not attempt.detached]
             self._salvage = attempt
         super().drop_made()
@@ -717,8 +706,7 @@ class StepRunner(Runner):
 
     def lose(self) -> None:
         self._before = None
-        self._let_go_of(self._salvage)
-        self._salvage = None
+        self._drop_salvage()
         self.ctx.frames.release(self.state, state_of=self.name if self._own_state() else None)
         self._drop_unused_layers()
         self._release_layers()
@@ -735,8 +723,7 @@ class StepRunner(Runner):
         storage = self.storage
         keep = {e for e in committed or () if e > frontier} if isinstance(self.regime, Output) else set()
         self.committed, self._before = keep, None
-        self._let_go_of(self._salvage)
-        self._salvage = None
+        self._drop_salvage()
         own = self._own_state()
         self._drop_deferred()
         self._changes_rows = None  # the epoch after the frontier is not the one last run

@@ -592,6 +592,8 @@ def takes_up(df: DataFrame) -> bool:
     Spark computes what is missing), every block held if it is checkpointed already, or else no indeterminate
     RDD in its lineage (``repartition(n)`` without keys, say: partitions computed again could disagree with
     the ones the failed job cached; Spark refuses to mix them within one job, nothing would across two)."""
+    from falkirk.spark.lineage._jvm import is_indeterminate
+
     if is_connect(df.sparkSession):
         return True
     try:
@@ -607,7 +609,7 @@ def takes_up(df: DataFrame) -> bool:
             if r.id() in seen:
                 continue
             seen.add(r.id())
-            if str(r.outputDeterministicLevel()) == "INDETERMINATE":
+            if is_indeterminate(r):
                 return False
             deps = r.dependencies().iterator()
             while deps.hasNext():
