@@ -54,3 +54,33 @@ def test_spark_hash_in_python_equals_sparks_and_salts_partition_exactly(spark: A
         assert sorted(
             (r.p, r.v) for r in salts.select("v", F.spark_partition_id().alias("p")).collect()) == [
             (j, v) for j, v in enumerate(_salt_values(n))]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("partitions", [1, 2, 7])
+def test_a_checkpoint_is_written_by_key_group_without_a_shuffle(spark: Any, tmp_path: Any, partitions: int) -> None:
+    """``tagged`` (what a keyed checkpoint is written from) moves no row: no exchange in its plan, at most
+    ``parallelism`` tasks. Written with ``partitionBy``, each ``_subtask=i`` directory holds exactly the rows of
+    the key groups partition ``i`` owns (each row's group computed here by an expression of the test's own),
+    every row once."""
+    from pyspark.sql import functions as F
+
+    from falkirk.spark.pipeline.store import keyed
+
+    n, groups = 3, 16
+    df = spark.range(0, 2000).select(F.col("id").alias("k"), (F.col("id") % 7).alias("v"))
+    df = df.repartition(partitions, "v")  # rows spread by something other than the key
+    out = keyed.tagged(df, "k", n, groups)
+    def exchanges(frame: Any) -> int:
+        return str(frame._jdf.queryExecution().executedPlan().toString()).count("Exchange")
+
+    assert exchanges(out) == exchanges(df) == 1  # the test's own repartition, nothing more
+    assert out.rdd.getNumPartitions() == min(partitions, n)
+    out.write.partitionBy(keyed.SUBTASK).parquet(str(tmp_path / "ck"))
+    back = spark.read.parquet(str(tmp_path / "ck"))
+    rows = back.select("k", "v", keyed.KG, keyed.SUBTASK, F.pmod(F.xxhash64("k"), F.lit(groups)).alias("g")).collect()
+    assert sorted((r.k, r.v) for r in rows) == [(i, i % 7) for i in range(2000)]
+    assert all(r[keyed.KG] == r.g and r[keyed.SUBTASK] == subtask_of(r.g, n, groups) for r in rows)
+    files = [p for p in (tmp_path / "ck").rglob("part-*")]
+    assert {p.parent.name for p in files} == {f"_subtask={i}" for i in range(n)}
+    assert len(files) <= min(partitions, n) * n

@@ -516,6 +516,12 @@ def test_read_tagged_reads_several_items_in_one_scan_and_tags_each_row_with_its_
     assert df.columns == ["k", "v", "gone", "tag"]
     assert sorted(map(tuple, df.collect())) == [(1, 10, None, 7), (1, 11, True, 9), (2, 20, None, 7)]
     assert "Union" not in df._jdf.queryExecution().executedPlan().toString()
+    # one task writing into both partition directories: two files of the same name, told apart by their directory
+    one = s.write_frame(a.coalesce(1), "st", "checkpoint", 3, 2, partition_by="p")
+    assert len({f.name.rsplit("/", 1)[-1] for f in one.files}) == 1 < len(one.files)
+    both = s.read_tagged(spark, [items[1], one, items[2]], "tag", [4, 5, 6])
+    assert sorted(map(tuple, both.collect())) == [(1, 10, None, 5), (1, 11, True, 6), (2, 20, None, 5)]
+    assert "Union" not in both._jdf.queryExecution().executedPlan().toString()
     dup = s.read_tagged(spark, [items[0], items[0]], "tag")  # same file names twice: read one by one
     assert sorted(map(tuple, dup.select("k", "tag").collect())) == [(1, 0), (1, 1), (2, 0), (2, 1)]
     none = s.read_tagged(spark, [items[1]], "tag")

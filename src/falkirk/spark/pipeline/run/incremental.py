@@ -97,7 +97,7 @@ class StateCheckpoints:
             and before[-1] == epoch - 1
             and len(before) < self.regime.snapshot_spacing  # type: ignore[attr-defined]
         ):
-            if changes is not None:  # the step's own changes: one shuffle into the checkpoint's layout
+            if changes is not None:  # the step's own changes, tagged with their key groups: no shuffle
                 cols = tuple(c for c in changes.columns if c != delta.DELETED)
 
                 def delta_columns() -> list[Column | str]:  # a tombstone's values null
@@ -107,7 +107,7 @@ class StateCheckpoints:
                     ]
                     return [*values, keyed.KG, keyed.SUBTASK, gone.alias(delta.DELETED)]
 
-                laid_out = keyed.placed(changes, key, n, groups)[0].select(
+                laid_out = keyed.tagged(changes, key, n, groups).select(
                     *once(("delta-columns", key, cols), delta_columns)
                 )
             else:
@@ -141,7 +141,7 @@ class StateCheckpoints:
                 persisted.unpersist()
             self.chain = (*before, epoch)
         elif changes is not None and rows is None:  # a view of layers, read once: counted by the write's job
-            laid_out = keyed.layout(state, key, n, groups)
+            laid_out = keyed.tagged(state, key, n, groups)
             counting = self.ctx.frames.counting(laid_out)
             written, count = (laid_out, None) if counting is None else counting
             m = storage.write_frame(
@@ -159,7 +159,7 @@ class StateCheckpoints:
         else:
             rows = state.count() if rows is None else rows
             m = storage.write_frame(
-                keyed.layout(state, key, n, groups),
+                keyed.tagged(state, key, n, groups),
                 self.name,
                 "checkpoint",
                 epoch,

@@ -80,10 +80,11 @@ def read_tagged(
     One scan, not a union of one read per manifest: Spark plans,
     schedules and opens each scan apart, which for a chain of small
     checkpoints costs several times reading them. A row's manifest is
-    told by its file's name (``_metadata.file_name``, unique per
-    written file); if two manifests list files of the same name, or a
-    column's type differs between them, they are read one by one and
-    unioned instead.
+    told by the last components of its path (``_metadata.file_path``),
+    as many as the deepest name a manifest lists has: unique per written
+    file. If two files are not told apart that way, or a column's type
+    differs between the manifests, they are read one by one and unioned
+    instead.
     """
     from functools import reduce
 
@@ -108,26 +109,28 @@ def read_tagged(
                 agree = False
             fields.setdefault(fld.name, StructField(fld.name, fld.dataType, True))
     merged = StructType(list(fields.values()))
-    names = [f.name.rsplit("/", 1)[-1] for m in ms for f in m.files]
-    if not names:
+    if not any(m.files for m in ms):
         return spark.createDataFrame([], merged).withColumn(column, F.lit(None).cast("int"))
-    if not agree or len(set(names)) != len(names):
+    # a file is told by the last components of its path, as many as the deepest name relative to its item has
+    # (a keyed item's task writes a file of the same name into each partition directory)
+    depth = max(f.name.count("/") for m in ms for f in m.files) + 1
+    paths = [f"{storage.fs.spark_uri(m.location or '')}/{f.name}" for m in ms for f in m.files]
+    names = ["/".join(f"{m.location or ''}/{f.name}".split("/")[-depth:]) for m in ms for f in m.files]
+    if not agree or len(set(names)) != len(names) or any(not m.location for m in ms if m.files):
         frames = [
             read_frame(storage, spark, m, verify=False).drop(*partition_cols).withColumn(column, F.lit(t))
             for m, t in zip(ms, tags, strict=True)
         ]
         return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
-    paths = [f"{storage.fs.spark_uri(m.location or '')}/{f.name}" for m in ms for f in m.files]
+    tags_of_files = [t for m, t in zip(ms, tags, strict=True) for _ in m.files]
     tag_of = F.create_map(
-        *[
-            F.lit(v)
-            for m, t in zip(ms, tags, strict=True)
-            for f in m.files
-            for v in (f.name.rsplit("/", 1)[-1], t)
-        ]
+        *[F.lit(v) for name, t in zip(names, tags_of_files, strict=True) for v in (name, t)]
+    )
+    name = (
+        F.col("_metadata.file_name")
+        if depth == 1
+        else F.substring_index(F.col("_metadata.file_path"), "/", -depth)
     )
     return (
-        spark.read.schema(merged)
-        .parquet(*paths)
-        .withColumn(column, F.element_at(tag_of, F.col("_metadata.file_name")).cast("int"))
+        spark.read.schema(merged).parquet(*paths).withColumn(column, F.element_at(tag_of, name).cast("int"))
     )
