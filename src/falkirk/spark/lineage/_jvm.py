@@ -183,6 +183,14 @@ def _rdd_nodes(rdd: Any) -> tuple[str, dict[str, Node]]:
     return f"rdd:{root.id()}", nodes
 
 
+def _marked_for_checkpoint(rdd: Any) -> bool:
+    """Whether JVM ``rdd`` is to be checkpointed by its first job (``False`` where Spark does not say)."""
+    try:
+        return bool(rdd.checkpointData().isDefined())
+    except Exception:  # pragma: no cover - a Spark without the field
+        return False
+
+
 def _plan_nodes(df: Any) -> tuple[str, dict[str, Node]]:
     jvm = _jvm(df)
     shuffle_cls = jvm.java.lang.Class.forName("org.apache.spark.sql.execution.exchange.ShuffleExchangeLike")
@@ -229,10 +237,22 @@ def _plan_nodes(df: Any) -> tuple[str, dict[str, Node]]:
                     "falkirk.spark.lineage.static_plans(spark), or materialize it first (e.g. count())"
                 )
             buffers = rel.cacheBuilder().cachedColumnBuffers()
-            children = [cached_plan]
-            extra.update(
-                boundary="cache", rdd_id=int(buffers.id()), partitions=int(buffers.getNumPartitions())
-            )
+            extra.update(rdd_id=int(buffers.id()), partitions=int(buffers.getNumPartitions()))
+            if buffers.isCheckpointed():
+                # its batches are checkpointed (falkirk's detach: locally): the lineage ends there, and the
+                # cached plan is not what they were made from (detach leaves an empty one behind)
+                path = _option(buffers.getCheckpointFile())
+                extra.update(boundary="checkpoint", checkpoint_path=None if path is None else str(path))
+                children = []
+            elif _marked_for_checkpoint(buffers):
+                raise LineageError(
+                    f"cached DataFrame {label} is to be checkpointed when first computed (falkirk's detach "
+                    "with eager=False) and has not been: its cache no longer holds the plan it is made from. "
+                    "Materialize it first (e.g. count())"
+                )
+            else:
+                extra["boundary"] = "cache"
+                children = [cached_plan]
         elif cls == "BroadcastExchangeExec":
             extra["boundary"] = "broadcast"
         for c in children:

@@ -4,8 +4,10 @@ Processors are the job's **stages**: one per shuffle map stage, named
 ``shuffle-<id>`` after its shuffle id (stable from job to job, unlike stage
 ids), and ``result`` for the result stage. Edges are shuffle dependencies;
 narrow dependencies stay inside a processor. Data Spark keeps between stages
-is a **firewall**: a persisted RDD (``cache-rdd<id>``), a reliable checkpoint
-(``checkpoint-rdd<id>``) or a broadcast (DataFrames) becomes a processor of its
+is a **firewall**: a persisted RDD (``cache-rdd<id>``), a reliable or local
+checkpoint (``checkpoint-rdd<id>``; also a DataFrame whose cached batches are
+checkpointed, as falkirk's ``detach`` makes a state) or a broadcast
+(DataFrames) becomes a processor of its
 own whose output edge is **logged** while the data is available, exactly like
 the map output of a shuffle stage.
 
@@ -18,8 +20,9 @@ unlogged edge). A shuffle edge out of a stage Spark calls *determinate*
 projects every frontier to ``⊤`` (a re-run sends nothing different, so a
 consumer that already read it need not re-run); out of an *indeterminate*
 stage it is the identity, so consumers re-run too — Spark's own rule.
-A reliable checkpoint cannot be recomputed (``∅ ∉ F``): needing a lost one is
-a :class:`~falkirk.errors.SolverError`, as Spark aborts such a job.
+A checkpoint cannot be recomputed (``∅ ∉ F``): needing a lost one (a reliable
+checkpoint's files, a local checkpoint's blocks) is a
+:class:`~falkirk.errors.SolverError`, as Spark aborts such a job.
 
 Build a :class:`Lineage` with :func:`lineage` (an RDD or DataFrame; no job
 runs) or, from plain :class:`~falkirk.spark.lineage.model.Node` data, with
@@ -157,8 +160,10 @@ class Lineage:
             return u.partitions > 0 and a.shuffles.get(u.ident or 0, 0) >= u.partitions
         if u.kind == "cache":
             return len(a.cached.get(u.ident or 0, frozenset())) >= u.partitions > 0
-        if u.kind == "checkpoint":
+        if u.kind == "checkpoint" and u.checkpoint_path:
             return a.checkpoints.get(u.ident or 0, False)
+        if u.kind == "checkpoint":  # a local checkpoint: its blocks, in the executors' block managers
+            return len(a.cached.get(u.ident or 0, frozenset())) >= u.partitions > 0
         return True  # a broadcast stays with the driver for the plan's life
 
     # -- the dataflow ---------------------------------------------------------------------------
@@ -294,7 +299,12 @@ def lineage(obj: Any, *, snapshot: bool = True) -> Lineage:
         lin.availability = _jvm.availability(
             obj,
             shuffles=[u.ident for u in units if u.kind == "shuffle" and u.ident is not None],
-            cached={u.ident: u.partitions for u in units if u.kind == "cache" and u.ident is not None},
+            cached={  # caches, and local checkpoints (kept as blocks like a cache's)
+                u.ident: u.partitions
+                for u in units
+                if u.ident is not None
+                and (u.kind == "cache" or (u.kind == "checkpoint" and not u.checkpoint_path))
+            },
             checkpoints={
                 u.ident: u.checkpoint_path
                 for u in units

@@ -137,8 +137,8 @@ def _solve(lin: Lineage, available: dict[str, bool]) -> RollbackPlan:
         return solve_frontiers(lin.to_dataflow(available), failed=["result"])
     except SolverError as exc:
         raise SolverError(
-            f"{exc} — a reliable checkpoint that is lost cannot be recomputed (checkpointing truncated "
-            "its lineage), so Spark aborts this job too"
+            f"{exc} — a checkpoint that is lost (a reliable one's files, a local one's blocks) cannot be "
+            "recomputed (checkpointing truncated its lineage), so Spark aborts this job too"
         ) from None
 
 
@@ -160,7 +160,7 @@ def what_must_rerun(
     The lineage's availability snapshot says what Spark believes it can reuse;
     ``lost`` names data that is gone behind its back (deleted files, a dead
     disk). See the module docstring for ``fetch_failure``. Raises
-    :class:`~falkirk.errors.SolverError` when a lost reliable checkpoint is needed.
+    :class:`~falkirk.errors.SolverError` when a lost checkpoint is needed.
     """
     if fetch_failure not in ("executor", "map-output"):
         raise ValidationError(f"fetch_failure is 'executor' or 'map-output', not {fetch_failure!r}")
