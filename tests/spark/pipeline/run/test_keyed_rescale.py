@@ -81,6 +81,7 @@ def test_keyed_checkpoint_layout_and_restored_partitions(spark: Any, tmp_path: P
     """Each checkpoint directory holds exactly its key groups; a restore puts every key in its owner partition."""
     from pyspark.sql import functions as F
 
+    from falkirk.spark.errors import CorruptDataError
     from falkirk.spark.pipeline.store import keyed
     from falkirk.spark.pipeline.store.storage import Storage
 
@@ -101,6 +102,15 @@ def test_keyed_checkpoint_layout_and_restored_partitions(spark: Any, tmp_path: P
         assert restored.rdd.getNumPartitions() == n
         assert keyed.check_layout(restored, "user", n, GROUPS) == []
         assert sorted(restored.collect()) == sorted(frame.drop(keyed.KG, keyed.SUBTASK).collect())
+
+    # at the checkpoint's own partitions it is read as written: one task per directory, no shuffle
+    as_written = storage.read_partitioned(spark, m, keyed.SUBTASK, 3).drop(keyed.KG)
+    assert "Exchange" not in str(as_written._jdf.queryExecution().executedPlan().toString())
+    assert as_written.rdd.getNumPartitions() == 3
+    assert keyed.check_layout(as_written, "user", 3, GROUPS) == []
+    assert sorted(as_written.collect()) == sorted(frame.drop(keyed.KG, keyed.SUBTASK).collect())
+    with pytest.raises(CorruptDataError, match=r"_subtask=2/.*outside the 2 directories"):
+        storage.read_partitioned(spark, m, keyed.SUBTASK, 2)
 
 
 def test_changing_the_key_groups_is_refused(spark: Any, tmp_path: Path) -> None:

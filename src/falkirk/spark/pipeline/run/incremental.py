@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from falkirk.spark.errors import CorruptDataError, PipelineError
+from falkirk.spark.pipeline.run.session import is_connect
 from falkirk.spark.pipeline.store import delta, keyed
 from falkirk.spark.pipeline.store.jvm import once
 
@@ -222,9 +223,14 @@ class StateCheckpoints:
         return base, overlay.coalesce(self.regime.parallelism), items[0].rows, bound  # type: ignore[attr-defined]
 
     def _snapshot(self, m: Manifest) -> DataFrame:
-        """The rows of keyed snapshot ``m`` redistributed by key group into the step's partitions."""
-        rows = self.ctx.storage.read_frame(self.ctx.spark, m, verify=False).drop(keyed.SUBTASK)
-        return keyed.restore(rows, self.regime.parallelism, m.extra["keyed"]["max_parallelism"])  # type: ignore[attr-defined]
+        """The rows of keyed snapshot ``m`` in the step's partitions, each key in the partition owning its key
+        group: as written (one task per partition's directory, no shuffle) when the step's partitions are the
+        checkpoint's, else (or through Spark Connect) redistributed by key group (a shuffle)."""
+        storage, spark, n = self.ctx.storage, self.ctx.spark, self.regime.parallelism  # type: ignore[attr-defined]
+        if m.extra["keyed"]["parallelism"] == n and not is_connect(spark):
+            return storage.read_partitioned(spark, m, keyed.SUBTASK, n, verify=False).drop(keyed.KG)
+        rows = storage.read_frame(spark, m, verify=False).drop(keyed.SUBTASK)
+        return keyed.restore(rows, n, m.extra["keyed"]["max_parallelism"])
 
     def _chain_of(self, m: Manifest) -> list[Manifest]:
         """The manifests of keyed checkpoint ``m``'s chain (its snapshot first, ``m`` last), checked against

@@ -15,6 +15,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from attrs import evolve
+
 from falkirk.spark.errors import CorruptDataError
 from falkirk.spark.pipeline.store.manifest import Manifest, manifest_path
 
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
 
     from falkirk.spark.pipeline.store.storage import Storage
 
-__all__ = ["read_frame", "read_tagged"]
+__all__ = ["read_frame", "read_partitioned", "read_tagged"]
 
 
 def _schema(m: Manifest) -> Any:
@@ -58,6 +60,47 @@ def read_frame(storage: Storage, spark: SparkSession, m: Manifest, *, verify: bo
     if any("/" in f.name for f in m.files):  # partitioned directories: their values are columns
         reader = reader.option("basePath", base)
     return reader.parquet(*(f"{base}/{f.name}" for f in m.files))
+
+
+def read_partitioned(
+    storage: Storage, spark: SparkSession, m: Manifest, column: str, n: int, *, verify: bool = True
+) -> DataFrame:
+    """The DataFrame ``m`` describes in exactly ``n`` partitions, partition ``i`` holding the rows of its files
+    under ``column=i/`` (``column`` itself not read), without a shuffle: each directory's files are read by one
+    task. For an item written with ``partitionBy(column)``, ``column`` in ``0 .. n-1``; files outside those
+    directories are a :class:`CorruptDataError`, an absent directory an empty partition.
+
+    A union of ``n`` one-partition reads, plus an empty child of no partitions: Spark's partition-aware
+    union (``spark.sql.unionOutputPartitioning``) would otherwise see ``n`` children of one partition each
+    and zip them into a single partition. That child is an empty RDD, so a classic session only (through
+    Spark Connect: :func:`read_frame` and a shuffle)."""
+    from functools import reduce
+
+    if verify:
+        storage.verify(m)
+    by: dict[int, list[Any]] = {i: [] for i in range(n)}
+    for f in m.files:
+        head = f.name.split("/", 1)[0]
+        name, _, value = head.partition("=")
+        if name != column or not value.isdigit() or int(value) not in by:
+            raise CorruptDataError(
+                m.step,
+                m.kind,
+                m.epoch,
+                f"lists {f.name!r}, outside the {n} directories {column}=0 .. {column}={n - 1}",
+                path=manifest_path(m.step, m.kind, m.epoch),
+            )
+        by[int(value)].append(f)
+    cols = [c for c in _schema(m).fieldNames() if c != column]
+    parts = [
+        read_frame(storage, spark, evolve(m, files=tuple(by[i]), rows=m.rows if by[i] else 0), verify=False)
+        .select(*cols)
+        .coalesce(1)
+        for i in range(n)
+    ]
+    if n > 1:  # an empty child of no partitions: else Spark zips n single partitions into one
+        parts.append(spark.createDataFrame(spark.sparkContext.emptyRDD(), parts[0].schema))
+    return reduce(lambda a, b: a.union(b), parts)
 
 
 def read_tagged(
