@@ -113,6 +113,34 @@ def test_keyed_checkpoint_layout_and_restored_partitions(spark: Any, tmp_path: P
         storage.read_partitioned(spark, m, keyed.SUBTASK, 2)
 
 
+def test_a_restore_at_the_same_partitions_reads_the_checkpoint_as_written(
+    spark: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A restart and a failure at unchanged partitions restore through ``read_partitioned`` (no shuffle), a
+    change of partitions through the shuffle; the output is the failure-free run's either way."""
+    from falkirk.spark.pipeline.store.storage import Storage
+
+    reference = tmp_path / "reference"
+    keyed_pipeline(reference, spark, 3, durable=False).run(5)
+    read: list[int] = []
+    original = Storage.read_partitioned
+
+    def spy(self: Any, spark: Any, m: Any, *args: Any, **kwargs: Any) -> Any:
+        read.append(m.epoch)
+        return original(self, spark, m, *args, **kwargs)
+
+    monkeypatch.setattr(Storage, "read_partitioned", spy)
+    root = tmp_path / "run"
+    keyed_pipeline(root, spark, 3).run(2)
+    result = keyed_pipeline(root, spark, 3).run(5, fail="totals@4:mid")
+    assert [r.plan.actions["totals"] for r in result.journal.recoveries] == ["restore", "restore"]
+    assert len(read) == 2
+    _identical(spark, root, reference, 5)
+    (restart,) = keyed_pipeline(root, spark, 2).run(6).journal.recoveries
+    assert restart.rescaled == {"totals": (3, 2)} and restart.plan.actions["totals"] == "restore"
+    assert len(read) == 2  # rescaled: redistributed, not read as written
+
+
 def test_changing_the_key_groups_is_refused(spark: Any, tmp_path: Path) -> None:
     """Restoring with a different number of key groups is a clear error naming the step, not wrong state."""
     from falkirk.spark import Lazy, Pipeline
