@@ -143,14 +143,24 @@ def phase_run(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
     raise SystemExit("the driver was not killed")
 
 
-def _falkirk_recovery(r: dict[str, Any], restart: bool) -> dict[str, Any]:
+def _falkirk_recovery(r: dict[str, Any], restart: bool, crash: int) -> dict[str, Any]:
+    """What the journal says of the run's recovery; after a restart also ``failure_cpu_s``, the advisor's
+    counterpart of a driver failure's price (:func:`~benchmarks.spark_vs_streaming.failure_cpu`: the redone
+    executions plus the new driver's first executions beyond the killed driver's steady ones, JIT included):
+    ``recovery_cpu_s`` counts the crash epoch's whole execution, which a failure-free run pays too."""
     from falkirk.spark.pipeline.tools.report import costs
+
+    from ..spark_vs_streaming import failure_cpu
 
     journal, pipe = r["result"].journal, r["pipe"]
     rec = next(x for x in journal.recoveries if x.restart == restart)
     mine = costs(journal, rec, inputs=set(pipe.inputs), stateful=[n for n in pipe.steps if not pipe.stateless(n)])[0]
-    return {"records_recomputed": mine.recomputed, "source_rows": mine.source_rows, "log_rows": mine.log_rows,
-            "phases": rec.phases(), "actions": dict(rec.plan.actions), "in_place": rec.in_place}
+    out = {"records_recomputed": mine.recomputed, "source_rows": mine.source_rows, "log_rows": mine.log_rows,
+           "phases": rec.phases(), "actions": dict(rec.plan.actions), "in_place": rec.in_place}
+    if restart:
+        redo = [x for x in journal.executions if x.recovery == rec.index and x.redo and x.cpu is not None]
+        out["failure_cpu_s"] = failure_cpu(journal, sum(x.cpu for x in redo), crash)
+    return out
 
 
 def phase_restart(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
@@ -165,7 +175,7 @@ def phase_restart(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
                "batches_rerun": [p["batchId"] for p in rerun]}
     else:
         r = run_falkirk(wl, spark, base / "run", spec, [], fill=False)
-        meter, out = r["meter"], _falkirk_recovery(r, True)
+        meter, out = r["meter"], _falkirk_recovery(r, True, c)
     end = meter.ends[c]
     out.update(recovery_s=end[0] - t0[0], recovery_cpu_s=end[1] - t0[1])
     out.update(compared(spark, wl, base / "run", base / "reference", spec["size"]["epochs"]))
@@ -183,7 +193,7 @@ def phase_fail(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
                "records_recomputed": wl.recomputed_by_stream(spec["size"], c)}
     else:
         r = run_falkirk(wl, spark, base / "fail", spec, [f"{wl.failed_step}@{c}:job"])
-        meter, failed_at, out = r["meter"], r["failed_at"], _falkirk_recovery(r, False)
+        meter, failed_at, out = r["meter"], r["failed_at"], _falkirk_recovery(r, False, c)
     if failed_at is None:
         raise SystemExit("the injected failure did not stop the step")
     end = meter.ends[c]

@@ -19,7 +19,7 @@ from .phases import adapter
 from .plan import Point, configurations, spark_conf
 
 MODULE = __package__
-FIGURES = ("recovery_s", "recovery_cpu_s", "records_recomputed", "source_rows", "log_rows")
+FIGURES = ("recovery_s", "recovery_cpu_s", "records_recomputed", "source_rows", "log_rows", "failure_cpu_s")
 
 
 def window(values: list[float], warmup: int) -> list[float]:
@@ -241,6 +241,10 @@ def said(p: Point, name: str, res: dict[str, Any], d: int, drivers: int) -> str:
     rec = "" if "kill_recovery_s" not in res else (
         f", recovery (a) {res['kill_recovery_s']:.1f} s / {res['kill_recovery_cpu_s']:.1f} CPU-s, "
         f"(b) {res['fail_recovery_s']:.1f} s / {res['fail_recovery_cpu_s']:.1f} CPU-s")
+    if res.get("kill_failure_cpu_s") is not None:
+        rec += f", (a) by the journal {res['kill_failure_cpu_s']:.1f} CPU-s"
+        if res.get("advice"):
+            rec += f" (predicted {res['advice']['predicted']['advised']['recovery_cpu_s']:.1f})"
     return (f"{p.id:18} {name:18} cpu {res['cpu_median_s']:.2f} s/epoch (mean {res['cpu_mean_s']:.2f}, "
             f"driver {res['driver_cpu_median_s']:.3f}), "
             f"wall {res['wall_median_s']:.2f} s, {res['bytes_per_epoch'] / 1e6:.2f} MB/epoch{rec}, "

@@ -11,7 +11,14 @@ import pytest
 from attrs import evolve
 
 from falkirk.spark import Costs, Eager, Ephemeral, Lazy, NodeCosts, Pipeline, PipelineError
-from falkirk.spark.pipeline.plan.measured import PROFILE, REPLICATES, from_journal, root_costs, save_profile
+from falkirk.spark.pipeline.plan.measured import (
+    PROFILE,
+    REPLICATES,
+    from_journal,
+    root_costs,
+    save_profile,
+    warm_up,
+)
 from falkirk.spark.pipeline.store.rootfs import Root
 
 
@@ -247,7 +254,7 @@ def test_costs_are_cpu_seconds_when_every_record_has_them(tmp_path: Path) -> Non
 
 def test_the_jit_is_left_out_but_of_a_new_drivers_cold_start(tmp_path: Path) -> None:
     """Records with the JVM's JIT compilers' share (``first_jit``, ``jit``): the steady figures and a recovery's
-    ratio leave it out; the first epoch's excess over the steady epochs (``restart``) counts all its CPU."""
+    ratio leave it out; the warm-up epochs' excess over the steady epochs (``restart``) counts all their CPU."""
     pipe = _measured_root(tmp_path / "root", cpu=1.0)
     before = from_journal(pipe)
     jit = {0: 2.0, 1: 0.5, 2: 0.4, 3: 0.3, 4: 0.2, 5: 0.1}  # decaying, as a young JVM's does
@@ -262,14 +269,41 @@ def test_the_jit_is_left_out_but_of_a_new_drivers_cold_start(tmp_path: Path) -> 
         assert costs[step].compute == pytest.approx(before[step].compute)  # the JIT's CPU is not the step's
     assert costs["x"].state_write == pytest.approx(before["x"].state_write)
     assert "JIT" in costs.source
-    # the cold epoch in all its CPU, (0.2 + 2) + (2 + 2) + (1 + 2), against the steady epochs less JIT: 0.2,
-    # 2.0 (x's epochs without a checkpoint) and 1.0
-    assert costs.restart == pytest.approx(2.0 + 2.0 + 2.0)
+    # the warm-up: epoch 0, and epoch 1 whose JIT (0.5) is still above twice its rate in epochs 3-5 (0.2), in
+    # all their CPU against the steady epochs less JIT: epoch 0, (0.2 + 2) + (2 + 2) + (1 + 2) against 0.2, 2.0
+    # (x's epochs without a checkpoint) and 1.0; epoch 1, its JIT alone, 3 x 0.5 (x's against its checkpoints)
+    assert costs.restart == pytest.approx(2.0 + 2.0 + 2.0 + 3 * 0.5)
     doc = json.loads(pipe.location.read_bytes("journal/y/00000003.json"))  # a redo at 0.5 + 0.2 of JIT
     doc.update(redo=True, recovery=1, cpu=0.7, jit=0.2)
     pipe.location.replace("journal/y/00000003.json", json.dumps(doc).encode())
     again = from_journal(pipe)
     assert again["y"].recompute == pytest.approx(again["y"].compute * 0.5 / 1.0)  # less JIT over less JIT
+
+
+def test_a_warm_up_of_several_epochs_is_all_a_restarts_cold_start(tmp_path: Path) -> None:
+    """A JVM that compiles for several epochs (the first checkpoint's code too, as at 10^7 keys) runs them slower,
+    JIT and interpreted code together: every epoch while the JIT stays above twice its later rate is out of the
+    steady figures and in ``Costs.restart``, all its CPU beyond the steady epochs alike."""
+    pipe = _measured_root(tmp_path / "root", epochs=10, cpu=1.0)
+    before = from_journal(pipe)
+    slower = {0: 1.5, 1: 1.8, 2: 1.6}  # the warm-up's executions less JIT, x steady CPU
+    jit = {0: 3.0, 1: 2.0, 2: 1.5, 3: 0.2, 4: 0.1, 5: 0.2, 6: 0.1, 7: 0.2, 8: 0.1, 9: 0.2}
+    extra = 0.0
+    for e, j in jit.items():
+        doc = json.loads(pipe.location.read_bytes(f"journal/x/{e:08d}.json"))
+        base = doc["first_cpu"]
+        doc["cpu"] = doc["first_cpu"] = base * slower.get(e, 1.0) + j
+        doc["jit"] = doc["first_jit"] = j
+        pipe.location.replace(f"journal/x/{e:08d}.json", json.dumps(doc).encode())
+        if e in slower:
+            extra += doc["first_cpu"] - base
+    costs = from_journal(pipe)
+    assert warm_up(jit) == [0, 1, 2]
+    # x's steady figures from epochs 3-9 alone: the slow warm-up epochs do not raise them
+    assert costs["x"].compute == pytest.approx(before["x"].compute)
+    assert costs["x"].state_write == pytest.approx(before["x"].state_write)
+    assert costs.restart == pytest.approx(before.restart + extra)
+    assert costs.restart_parts == {"cold": pytest.approx(costs.restart)}
 
 
 def test_a_local_run_records_cpu_seconds_per_execution(tmp_path: Path, spark: Any) -> None:

@@ -13,11 +13,13 @@ process tree where every record has them (a ``local`` master), else in wall seco
   figures depend on the JVM's age (a profile at epochs 11–19 of a JVM
   priced the flagship 27 % above the runs after it) — except in
   ``Costs.restart``, below: a new driver compiles everything again;
-* the first epoch recorded warms up the JVM and Spark: with three or more
-  recorded, it is left out of the steady figures, and what its executions
-  cost, JIT included, beyond the steady ones (like epochs: with a
-  checkpoint or without) is ``Costs.restart``, the cold start a driver
-  failure pays again;
+* the first epochs recorded warm up the JVM and Spark (:func:`warm_up`:
+  the first, and those after it while the JIT is still above twice its
+  later rate, at most half of them): with three or more recorded, they are
+  left out of the steady figures, and what their executions cost, JIT
+  included, beyond the steady ones (like epochs: with a checkpoint or
+  without) is ``Costs.restart``, the cold start a driver failure pays
+  again;
 * a step's execution includes writing its log and its checkpoint, so a
   ``Lazy(every=k>1)`` step's ``compute`` is the median of its epochs without
   a checkpoint and its ``state_write`` the difference of the medians with
@@ -138,6 +140,32 @@ def _median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def warm_up(jits: Mapping[int, float]) -> list[int]:
+    """The epochs of one step that warm up a new driver, from ``epoch -> `` the JIT compilers' seconds during its
+    execution: the first epoch, and each one after it while the JIT is still above twice its rate in the later
+    half of the epochs (and a tick) — at most half of the epochs, so that the steady figures keep the rest. A
+    JVM compiles its hot code over the first executions of each kind (the first epoch, the first checkpoint): at
+    10^7 keys that took three epochs of 1.7–2.2× a steady one's CPU, JIT and interpreted code together. In wall
+    seconds (no JIT recorded), the first epoch alone.
+
+    >>> warm_up({0: 4.9, 1: 3.5, 2: 3.3, 3: 0.95, 4: 0.83, 5: 1.5, 6: 0.5, 7: 0.36, 8: 0.69, 9: 0.33})
+    [0, 1, 2]
+    >>> warm_up({0: 0.0, 1: 0.0, 2: 0.0}), warm_up({3: 2.0, 4: 2.0, 5: 0.1, 6: 0.1}), warm_up({3: 2.0, 4: 2.0})
+    ([0], [3, 4], [3])
+    """
+    epochs = sorted(jits)
+    if not epochs:
+        return []
+    later = [jits[e] for e in epochs[len(epochs) // 2 :]]
+    above = 2 * statistics.median(later) + 0.01
+    out = [epochs[0]]
+    for e in epochs[1 : len(epochs) // 2]:
+        if jits[e] <= above:
+            break
+        out.append(e)
+    return out
+
+
 def _alike(items: Sequence[tuple[int, float, int]], regime: Any, epoch: int) -> list[float]:
     """The costs of the ``(epoch, cost, rows)`` ``items`` like ``epoch``: a ``Lazy(every=k>1)`` step's with a
     checkpoint or without, as ``epoch`` is; any other step's all."""
@@ -240,7 +268,7 @@ def _figures(
     mixed: dict[str, list[str]] = {}  # per node: the writes its median execution includes
     redo_ratios: list[float] = []  # every step's: a recovery's execution of an epoch ÷ its first
     measured_epochs = 0
-    restart = 0.0  # the first epoch's executions beyond steady ones: a new driver's cold start
+    restart = 0.0  # the warm-up epochs' executions beyond steady ones: a new driver's cold start
     jit = 0.0  # the JIT compilers' CPU left out of the executions' measurements
     # per steady epoch: Σ over steps of (execution - its step's median alike)
     residuals: dict[int, float] = {}
@@ -251,13 +279,13 @@ def _figures(
         measured, ratios, jits = _measure(records[n], unit)
         jit += sum(jits.values())
         regime = pipeline.steps[n].regime if n in pipeline.steps else None
-        first = min(measured) if len(measured) > 2 else None  # warms up the JVM and Spark: not a steady epoch
-        items = [(e, *measured[e]) for e in chosen if e in measured and e != first]
+        warm = warm_up(jits) if len(measured) > 2 else []  # warms up the JVM and Spark: not steady epochs
+        items = [(e, *measured[e]) for e in chosen if e in measured and e not in warm]
         if not items:
-            items = [(e, sec, rows) for e, (sec, rows) in measured.items() if e != first]
-        if first is not None:
-            cold = measured[first][0] + jits[first]  # all of it, JIT included: what a new driver pays again
-            restart += cold - statistics.median(_alike(items, regime, first) or [s for _, s, _ in items])
+            items = [(e, sec, rows) for e, (sec, rows) in measured.items() if e not in warm]
+        for e in warm:
+            cold = measured[e][0] + jits[e]  # all of it, JIT included: what a new driver pays again
+            restart += cold - statistics.median(_alike(items, regime, e) or [s for _, s, _ in items])
         measured_epochs += len(items)
         if rng is None:
             for e, sec, _ in items:
