@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from ..spark_matrix.configs import RESULTS
 from ..spark_vs_streaming import STREAMING_CONF, as_text, jvm_pid
 from .fit import fits
@@ -62,6 +64,9 @@ def main() -> int:
     ap.add_argument("--configs", default="", help="only these configurations")
     ap.add_argument("--drivers", type=int, default=3, help="driver processes per configuration and point (medians)")
     ap.add_argument("--warmup", type=int, default=2, help="epochs left out of the per-epoch medians")
+    ap.add_argument("--epochs", type=int, help="epochs per run instead of the plan's (a longer window: a long run's "
+                                               "share of checkpointing epochs)")
+    ap.add_argument("--crash", type=int, help="the epoch the failures strike instead of the plan's")
     ap.add_argument("--spacings", default="2", help="RocksDB snapshot spacings measured beside Spark's default")
     ap.add_argument("--stream-form", action="append", default=[], metavar="W=FORM",
                     help="a keyed workload's streaming formulation (default: the strongest this checkout has)")
@@ -92,6 +97,10 @@ def main() -> int:
     churns = {float(x) for x in args.churn.split(",") if x}
     todo = [p for p in points(args.plan, only) if (not sizes or p.n in sizes)
             and (not churns or p.churn is None or p.churn in churns)]
+    if args.epochs is not None or args.crash is not None:
+        todo = [attrs.evolve(p, epochs=args.epochs or p.epochs, crash=args.crash or p.crash) for p in todo]
+        if any(not args.warmup < p.crash < p.epochs for p in todo):
+            ap.error("--crash must fall after --warmup and before --epochs")
     forms = dict(f.split("=", 1) for f in args.stream_form)
     pick = {c.strip() for c in args.configs.split(",") if c.strip()}
     import pyspark
