@@ -150,9 +150,10 @@ def test_driver_killed_between_and_mid_epoch_with_incremental_state(spark: Any, 
 def test_a_chain_is_restored_in_one_scan_and_one_shuffle_and_equals_the_state_it_checkpointed(
     spark: Any, tmp_path: Path
 ) -> None:
-    """The restore of a snapshot and two deltas reads all their files in one scan and shuffles once (into the
-    step's partitions, as a full checkpoint's restore does; the deltas are resolved per key inside those
-    partitions), and yields the state of a run without ``incremental`` at the same epoch, row for row. Read as
+    """The restore of a snapshot and two deltas reads the snapshot in one scan and all the deltas' files in
+    another (not a scan per delta; the snapshot's rows tagged by a literal, not by a lookup of their file), and
+    shuffles once (into the step's partitions, as a full checkpoint's restore does; the deltas are resolved per
+    key inside those partitions), and yields the state of a run without ``incremental`` at the same epoch, row for row. Read as
     layers (a ``changes=True`` step's restore, here into 3 partitions), the snapshot alone is the base, the
     overlay holds one row per key the deltas name (a tombstone for a key they removed), and the view is that
     state again."""
@@ -162,6 +163,7 @@ def test_a_chain_is_restored_in_one_scan_and_one_shuffle_and_equals_the_state_it
 
     from falkirk.spark import Lazy, Storage
     from falkirk.spark.pipeline.run.incremental import StateCheckpoints
+    from falkirk.spark.pipeline.store.delta import SEQ
 
     full = tmp_path / "full"
     keyed_pipeline(full, spark, every=1, gc=False).run(6)
@@ -173,7 +175,9 @@ def test_a_chain_is_restored_in_one_scan_and_one_shuffle_and_equals_the_state_it
     ctx = SimpleNamespace(storage=storage, spark=spark)
     state = StateCheckpoints(ctx, "totals", regime).read(m)  # type: ignore[arg-type]
     plan = state._jdf.queryExecution().executedPlan().toString()
-    assert plan.count("Exchange") == 1 and plan.count("Scan parquet") == 1 and "Union" not in plan, plan
+    assert plan.count("Exchange") == 1 and plan.count("Scan parquet") == 2 and plan.count("Union") == 1, plan
+    # the snapshot's rows tagged by a literal; the deltas' scan alone looks its rows' files up
+    assert f"0 AS {SEQ}#" in plan and plan.count("substring_index") == 1, plan
     assert state.rdd.getNumPartitions() == 2
     reference = Storage(full, fsync=False)
     expected = StateCheckpoints(SimpleNamespace(storage=reference, spark=spark), "totals",  # type: ignore[arg-type]
