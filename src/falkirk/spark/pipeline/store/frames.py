@@ -154,21 +154,27 @@ def read_tagged(
     merged = StructType(list(fields.values()))
     if not any(m.files for m in ms):
         return spark.createDataFrame([], merged).withColumn(column, F.lit(None).cast("int"))
-    # a file is told by the last components of its path, as many as the deepest name relative to its item has
-    # (a keyed item's task writes a file of the same name into each partition directory)
-    depth = max(f.name.count("/") for m in ms for f in m.files) + 1
+    # a file is told by the fewest last components of its path that give every name one tag: its name alone
+    # (``_metadata.file_name``, no string taken apart per row) unless two manifests hold files of that name (a
+    # keyed item's task writes a file of the same name into each partition directory: the same manifest's)
+    deepest = max(f.name.count("/") for m in ms for f in m.files) + 1
     paths = [f"{storage.fs.spark_uri(m.location or '')}/{f.name}" for m in ms for f in m.files]
-    names = ["/".join(f"{m.location or ''}/{f.name}".split("/")[-depth:]) for m in ms for f in m.files]
-    if not agree or len(set(names)) != len(names) or any(not m.location for m in ms if m.files):
+    tags_of_files = [t for m, t in zip(ms, tags, strict=True) for _ in m.files]
+    tag_of_name: dict[str, int] | None = None
+    depth = 1
+    for depth in range(1, deepest + 1):
+        names = ["/".join(f"{m.location or ''}/{f.name}".split("/")[-depth:]) for m in ms for f in m.files]
+        tag_of_name = {}
+        if all(tag_of_name.setdefault(n, t) == t for n, t in zip(names, tags_of_files, strict=True)):
+            break
+        tag_of_name = None
+    if not agree or tag_of_name is None or any(not m.location for m in ms if m.files):
         frames = [
             read_frame(storage, spark, m, verify=False).drop(*partition_cols).withColumn(column, F.lit(t))
             for m, t in zip(ms, tags, strict=True)
         ]
         return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
-    tags_of_files = [t for m, t in zip(ms, tags, strict=True) for _ in m.files]
-    tag_of = F.create_map(
-        *[F.lit(v) for name, t in zip(names, tags_of_files, strict=True) for v in (name, t)]
-    )
+    tag_of = F.create_map(*[F.lit(v) for name, t in tag_of_name.items() for v in (name, t)])
     name = (
         F.col("_metadata.file_name")
         if depth == 1
