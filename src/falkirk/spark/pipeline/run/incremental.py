@@ -193,7 +193,7 @@ class StateCheckpoints:
         from pyspark.sql import functions as F
 
         key = layout["key"]
-        base = storage.read_frame(spark, items[0], verify=False).drop(keyed.SUBTASK)
+        base = self._snapshot_rows(items[0])
         changes = storage.read_tagged(spark, items[1:], delta.SEQ, tags=range(1, len(items)), verify=False)
         rows = base.withColumn(delta.SEQ, F.lit(0)).unionByName(changes, allowMissingColumns=True)
         state = keyed.restore(
@@ -237,8 +237,11 @@ class StateCheckpoints:
         storage, spark, n = self.ctx.storage, self.ctx.spark, self.regime.parallelism  # type: ignore[attr-defined]
         if m.extra["keyed"]["parallelism"] == n and not is_connect(spark):
             return storage.read_partitioned(spark, m, keyed.SUBTASK, n, verify=False).drop(keyed.KG)
-        rows = storage.read_frame(spark, m, verify=False).drop(keyed.SUBTASK)
-        return keyed.restore(rows, n, m.extra["keyed"]["max_parallelism"])
+        return keyed.restore(self._snapshot_rows(m), n, m.extra["keyed"]["max_parallelism"])
+
+    def _snapshot_rows(self, m: Manifest) -> DataFrame:
+        """The rows of keyed snapshot ``m`` where they are read (its ``_kg`` kept, its partition directory not)."""
+        return self.ctx.storage.read_frame(self.ctx.spark, m, verify=False).drop(keyed.SUBTASK)
 
     def _chain_of(self, m: Manifest) -> list[Manifest]:
         """The manifests of keyed checkpoint ``m``'s chain (its snapshot first, ``m`` last), checked against

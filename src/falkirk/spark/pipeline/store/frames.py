@@ -93,14 +93,26 @@ def read_partitioned(
         by[int(value)].append(f)
     cols = [c for c in _schema(m).fieldNames() if c != column]
     parts = [
-        read_frame(storage, spark, evolve(m, files=tuple(by[i]), rows=m.rows if by[i] else 0), verify=False)
-        .select(*cols)
-        .coalesce(1)
+        read_frame(storage, spark, evolve(m, files=tuple(by[i])), verify=False).select(*cols).coalesce(1)
         for i in range(n)
     ]
     if n > 1:  # an empty child of no partitions: else Spark zips n single partitions into one
         parts.append(spark.createDataFrame(spark.sparkContext.emptyRDD(), parts[0].schema))
     return reduce(lambda a, b: a.union(b), parts)
+
+
+def _told_apart(ms: Sequence[Manifest], tags: Sequence[int]) -> tuple[int, dict[str, int]] | None:
+    """The fewest last components of a file's path (``depth``) that give every name one tag, and the tag of each
+    name; ``None`` if even the names with their item's directory do not."""
+    files = [
+        (f"{m.location or ''}/{f.name}".split("/"), t) for m, t in zip(ms, tags, strict=True) for f in m.files
+    ]
+    deepest = max(f.name.count("/") for m in ms for f in m.files) + 1  # the item's own directory at most
+    for depth in range(1, deepest + 1):
+        tag_of: dict[str, int] = {}
+        if all(tag_of.setdefault("/".join(parts[-depth:]), t) == t for parts, t in files):
+            return depth, tag_of
+    return None
 
 
 def read_tagged(
@@ -157,23 +169,15 @@ def read_tagged(
     # a file is told by the fewest last components of its path that give every name one tag: its name alone
     # (``_metadata.file_name``, no string taken apart per row) unless two manifests hold files of that name (a
     # keyed item's task writes a file of the same name into each partition directory: the same manifest's)
-    deepest = max(f.name.count("/") for m in ms for f in m.files) + 1
     paths = [f"{storage.fs.spark_uri(m.location or '')}/{f.name}" for m in ms for f in m.files]
-    tags_of_files = [t for m, t in zip(ms, tags, strict=True) for _ in m.files]
-    tag_of_name: dict[str, int] | None = None
-    depth = 1
-    for depth in range(1, deepest + 1):
-        names = ["/".join(f"{m.location or ''}/{f.name}".split("/")[-depth:]) for m in ms for f in m.files]
-        tag_of_name = {}
-        if all(tag_of_name.setdefault(n, t) == t for n, t in zip(names, tags_of_files, strict=True)):
-            break
-        tag_of_name = None
-    if not agree or tag_of_name is None or any(not m.location for m in ms if m.files):
+    told = _told_apart(ms, tags)
+    if not agree or told is None or any(not m.location for m in ms if m.files):
         frames = [
             read_frame(storage, spark, m, verify=False).drop(*partition_cols).withColumn(column, F.lit(t))
             for m, t in zip(ms, tags, strict=True)
         ]
         return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
+    depth, tag_of_name = told
     tag_of = F.create_map(*[F.lit(v) for name, t in tag_of_name.items() for v in (name, t)])
     name = (
         F.col("_metadata.file_name")
