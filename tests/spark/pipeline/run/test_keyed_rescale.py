@@ -95,13 +95,18 @@ def test_keyed_checkpoint_layout_and_restored_partitions(spark: Any, tmp_path: P
     frame = storage.read_frame(spark, m)
     for i in range(3):
         lo, hi = keyed.key_group_range(i, 3, GROUPS)
-        groups = {r[0] for r in frame.where(F.col(keyed.SUBTASK) == i).select(keyed.KG).distinct().collect()}
+        here = frame.where(F.col(keyed.SUBTASK) == i)
+        groups = {r[0] for r in here.select(F.pmod(F.xxhash64("user"), F.lit(GROUPS))).distinct().collect()}
         assert groups and groups <= set(range(lo, hi + 1))
+    assert keyed.KG not in frame.columns  # not written: computed from the key
+    # a checkpoint written before the key group left the files carries it as a column: restored the same
+    old_format = frame.withColumn(keyed.KG, keyed.key_group("user", GROUPS))
     for n in (1, 2, 5, GROUPS):
-        restored = keyed.restore(frame, n, GROUPS)
-        assert restored.rdd.getNumPartitions() == n
-        assert keyed.check_layout(restored, "user", n, GROUPS) == []
-        assert sorted(restored.collect()) == sorted(frame.drop(keyed.KG, keyed.SUBTASK).collect())
+        for rows in (frame, old_format):
+            restored = keyed.restore(rows, "user", n, GROUPS)
+            assert restored.rdd.getNumPartitions() == n
+            assert keyed.check_layout(restored, "user", n, GROUPS) == []
+            assert sorted(restored.collect()) == sorted(frame.drop(keyed.SUBTASK).collect())
 
     # at the checkpoint's own partitions it is read as written: one task per directory, no shuffle
     as_written = storage.read_partitioned(spark, m, keyed.SUBTASK, 3).drop(keyed.KG)

@@ -49,7 +49,7 @@ def test_layouts_from_kept_columns_are_those_of_fresh_ones(spark: Any) -> None:
         assert sorted((r.k, r.v) for r in rows) == [(i, 3 * i) for i in range(500)]
         assert all(r[keyed.KG] == groups[r.k] for r in rows)
         assert all(r[keyed.SUBTASK] == keyed.subtask_of(r[keyed.KG], 3, 16) == r.p for r in rows)
-    restored = keyed.restore(laid_out.drop(keyed.SUBTASK), 2, 16)
+    restored = keyed.restore(laid_out.drop(keyed.SUBTASK), "k", 2, 16)
     parts = restored.select("k", F.spark_partition_id().alias("p")).collect()
     assert sorted(r.k for r in parts) == list(range(500))
     assert keyed.check_layout(restored, "k", 2, 16) == []

@@ -98,7 +98,7 @@ class StateCheckpoints:
             and before[-1] == epoch - 1
             and len(before) < self.regime.snapshot_spacing  # type: ignore[attr-defined]
         ):
-            if changes is not None:  # the step's own changes, tagged with their key groups: no shuffle
+            if changes is not None:  # the step's own changes, tagged with their partitions: no shuffle
                 cols = tuple(c for c in changes.columns if c != delta.DELETED)
 
                 def delta_columns() -> list[Column | str]:  # a tombstone's values null
@@ -106,7 +106,7 @@ class StateCheckpoints:
                     values = [
                         c if c == key else F.when(gone, None).otherwise(F.col(c)).alias(c) for c in cols
                     ]
-                    return [*values, keyed.KG, keyed.SUBTASK, gone.alias(delta.DELETED)]
+                    return [*values, keyed.SUBTASK, gone.alias(delta.DELETED)]
 
                 laid_out = keyed.tagged(changes, key, n, groups).select(
                     *once(("delta-columns", key, cols), delta_columns)
@@ -119,7 +119,7 @@ class StateCheckpoints:
                 diffs = delta.diff(
                     state, previous, key, place=lambda both: keyed.placed(both, key, n, groups)
                 )
-                laid_out = diffs.drop(keyed.SALT)
+                laid_out = diffs.drop(keyed.SALT, keyed.KG)
             observing = self.ctx.frames.observing(laid_out)
             if observing is None:  # through Spark Connect: counted first, from memory
                 persisted, written, count = laid_out.persist(), laid_out, None
@@ -198,6 +198,7 @@ class StateCheckpoints:
         rows = base.withColumn(delta.SEQ, F.lit(0)).unionByName(changes, allowMissingColumns=True)
         state = keyed.restore(
             rows,
+            key,
             self.regime.parallelism,  # type: ignore[attr-defined]
             layout["max_parallelism"],
             within=lambda d, by: delta.newest(d, key, [by]),
@@ -235,12 +236,13 @@ class StateCheckpoints:
         group: as written (one task per partition's directory, no shuffle) when the step's partitions are the
         checkpoint's, else (or through Spark Connect) redistributed by key group (a shuffle)."""
         storage, spark, n = self.ctx.storage, self.ctx.spark, self.regime.parallelism  # type: ignore[attr-defined]
-        if m.extra["keyed"]["parallelism"] == n and not is_connect(spark):
+        layout = m.extra["keyed"]
+        if layout["parallelism"] == n and not is_connect(spark):  # (older checkpoints' files hold a _kg)
             return storage.read_partitioned(spark, m, keyed.SUBTASK, n, verify=False).drop(keyed.KG)
-        return keyed.restore(self._snapshot_rows(m), n, m.extra["keyed"]["max_parallelism"])
+        return keyed.restore(self._snapshot_rows(m), layout["key"], n, layout["max_parallelism"])
 
     def _snapshot_rows(self, m: Manifest) -> DataFrame:
-        """The rows of keyed snapshot ``m`` where they are read (its ``_kg`` kept, its partition directory not)."""
+        """The rows of keyed snapshot ``m`` where they are read (without its partition directory)."""
         return self.ctx.storage.read_frame(self.ctx.spark, m, verify=False).drop(keyed.SUBTASK)
 
     def _chain_of(self, m: Manifest) -> list[Manifest]:

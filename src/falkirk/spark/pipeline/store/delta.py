@@ -6,9 +6,8 @@ epoch (a **snapshot**: the keyed layout of
 :mod:`~falkirk.spark.pipeline.store.keyed`). The epochs between write a
 **delta**: the rows of the keys whose rows changed since the epoch before.
 Both are checkpoints under ``data/<step>/checkpoint/`` with a manifest each
-(files, sizes, checksums), laid out by key group (``_subtask=i/``, a
-``_kg`` column), so the solver sees every epoch with a delta as a restore
-point.
+(files, sizes, checksums), laid out by key group (``_subtask=i/``), so the
+solver sees every epoch with a delta as a restore point.
 
 A delta holds, for every key whose rows changed between the previous state
 and this one (added, changed or removed):
