@@ -185,6 +185,42 @@ def test_full_checkpoints_a_restart_and_a_failure(spark: Any, plain: Path, tmp_p
     _identical(spark, tmp_path, plain)
 
 
+def test_a_snapshot_epoch_compacts_changes_that_would_pass_the_bound_before_the_next_snapshot(
+    spark: Any, plain: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Lazy(incremental=True, snapshot_every=3, changes=True)``, compacted once the changes since the base pass
+    1.5× its rows: at epoch 6, a snapshot, the changes (about ten keys an epoch) are short of the bound but would
+    pass it before the next snapshot, so they are compacted there and the snapshot is written from the new base;
+    without the snapshot's horizon (the bound alone) they are not. Both runs' outputs equal the reference, and
+    each snapshot holds the state's rows."""
+    from falkirk.spark.pipeline.run.runners import StepRunner
+
+    monkeypatch.setattr(layers, "COMPACT_AT", 1.5)
+    apply = StepRunner._apply
+    seen: dict[str, list[tuple[int | None, bool]]] = {"horizon": [], "bound alone": []}
+    mode = "horizon"
+
+    def spy(self: Any, changes: Any, snapshot: int | None) -> Any:
+        out = apply(self, changes, snapshot if mode == "horizon" else None)
+        seen[mode].append((snapshot, out[1].overlay is None))  # one call per epoch: no failure
+        return out
+
+    monkeypatch.setattr(StepRunner, "_apply", spy)
+    reference = spark.read.parquet(str(plain / "output" / "report"))
+    for mode in seen:
+        root = tmp_path / mode.replace(" ", "-")
+        keyed_pipeline(root, spark, incremental=True, changes=True, snapshot_every=3, gc=False).run(EPOCHS)
+        cks = state_checkpoints(root)
+        assert [e for e in cks if "delta" not in cks[e]["extra"]] == [0, 3, 6]
+        for e in (0, 3, 6):
+            assert cks[e]["rows"] == reference.where(f"epoch = {e}").count() > 0, (mode, e)
+        _identical(spark, root, plain)
+    horizon, alone = seen["horizon"], seen["bound alone"]
+    assert [s for s, _ in horizon] == [s for s, _ in alone] == [3, None, None, 3, None, None, 3, None]
+    assert horizon[6] == (3, True) and alone[6] == (3, False)
+    assert horizon[:6] == alone[:6]  # the same until then (epoch 3's changes would not pass it by epoch 6)
+
+
 def test_changes_are_checked_when_the_step_returns_them(spark: Any, tmp_path: Path) -> None:
     """Changes whose columns are not the state's, whose ``_deleted`` is not boolean or whose key is null, and
     ``None`` for changes, stop the run naming the step (and the columns); ``changes=True`` without ``key=`` is

@@ -90,14 +90,8 @@ class StateCheckpoints:
         n, groups = self.regime.parallelism, self.regime.max_parallelism  # type: ignore[attr-defined]
         layout = {"key": key, "max_parallelism": groups, "parallelism": n}
         before = self.chain
-        incremental = bool(getattr(self.regime, "incremental", False))
-        if (
-            incremental
-            and previous is not None
-            and before is not None
-            and before[-1] == epoch - 1
-            and len(before) < self.regime.snapshot_spacing  # type: ignore[attr-defined]
-        ):
+        if self.writes_delta(epoch, previous):
+            assert before is not None and previous is not None
             if changes is not None:  # the step's own changes, tagged with their partitions: no shuffle
                 cols = tuple(c for c in changes.columns if c != delta.DELETED)
 
@@ -171,6 +165,27 @@ class StateCheckpoints:
             self.chain = (epoch,)
         self.chains[epoch] = self.chain[:-1]
         return m
+
+    def writes_delta(self, epoch: int, previous: DataFrame | None) -> bool:
+        """Whether the checkpoint after ``epoch`` is a delta (else a snapshot) given the state before it,
+        ``previous``: incremental keyed state whose chain in memory ends at the epoch before and is shorter than
+        the snapshot spacing."""
+        before = self.chain
+        return (
+            self.key is not None
+            and bool(getattr(self.regime, "incremental", False))
+            and previous is not None
+            and before is not None
+            and before[-1] == epoch - 1
+            and len(before) < self.regime.snapshot_spacing  # type: ignore[attr-defined]
+        )
+
+    def epochs_to_snapshot(self) -> int:
+        """Epochs from one snapshot of the state to the next: the snapshot spacing of incremental state, else
+        the regime's checkpoint spacing (``every``; 1 for ``Eager``)."""
+        if getattr(self.regime, "incremental", False):
+            return int(self.regime.snapshot_spacing)  # type: ignore[attr-defined]
+        return int(getattr(self.regime, "every", 1))
 
     # -- reading --------------------------------------------------------------------------------
     def read(self, m: Manifest) -> DataFrame:

@@ -11,7 +11,9 @@ the state as :class:`Layers`:
 * ``overlay`` — a local checkpoint of every change since, newest per key
   (the previous overlay's rows of the keys the epoch did not name, and the
   epoch's changes), compacted into a new base once its rows pass
-  :data:`COMPACT_AT` of the base's;
+  :data:`COMPACT_AT` of the base's (or, at an epoch whose checkpoint is a
+  snapshot, once they would pass it before the next snapshot: the snapshot
+  is then written from the new base);
 * ``view`` — what the step is given as ``state``: the base's rows of the
   keys the overlay does not name, and the overlay's live rows.
 
