@@ -316,11 +316,11 @@ class StepRunner(Runner):
                 changes = detach(returned, eager=False, replicas=self.replicas)
                 self.made.append((changes, True))
                 result = changes if result is returned else result
-                snapshot = ctx.durable and regime.checkpoints_at(epoch)
-                snapshot = snapshot and not self.checkpoints.writes_delta(epoch, self.state)
-                returned, layers = self._apply(
-                    changes, self.checkpoints.epochs_to_snapshot() if snapshot else None
+                cks = self.checkpoints
+                snapshot = (
+                    ctx.durable and regime.checkpoints_at(epoch) and not cks.writes_delta(epoch, self.state)
                 )
+                returned, layers = self._apply(changes, cks.epochs_to_snapshot() if snapshot else None)
                 self._made = layers
             # a state checkpointed every epoch (Eager, Lazy(every=1)) is so that no committed epoch is ever
             # computed again: it is made and published before its consumers run. Others are materialised, and
@@ -530,11 +530,12 @@ class StepRunner(Runner):
         change since in one small local checkpoint (the previous one's rows of other keys, and ``changes``);
         compacted into a new base once those pass :data:`~falkirk.spark.pipeline.run.layers.COMPACT_AT` of the
         base, or, where the epoch's checkpoint is a snapshot and the next one ``snapshot`` epochs later, once
-        they would pass it before then at this epoch's rate of changes. The changes are counted by the job that applies them, or first, by a job of their own, where their
-        keys might be too many to broadcast (:func:`~falkirk.spark.pipeline.run.layers.merge_blind`). Nothing of
-        the step's is changed (done by :meth:`execute` once the epoch succeeded) but :attr:`_changes_rows`, which
-        only guides the next merge. If it raises, ``changes`` and every frame it detached are released: none of
-        them is kept referenced while the epoch runs again."""
+        they would pass it before then at this epoch's rate of changes. The changes are counted by the job that
+        applies them, or first, by a job of their own, where their keys might be too many to broadcast
+        (:func:`~falkirk.spark.pipeline.run.layers.merge_blind`). Nothing of the step's is changed (done by
+        :meth:`execute` once the epoch succeeded) but :attr:`_changes_rows`, which only guides the next merge.
+        If it raises, ``changes`` and every frame it detached are released: none of them is kept referenced
+        while the epoch runs again."""
         made: list[DataFrame] = [changes]
         try:
             return self._applied(changes, made, snapshot)
