@@ -180,12 +180,16 @@ class StateCheckpoints:
             and len(before) < self.regime.snapshot_spacing  # type: ignore[attr-defined]
         )
 
-    def epochs_to_snapshot(self) -> int:
-        """Epochs from one snapshot of the state to the next: the snapshot spacing of incremental state, else
-        the regime's checkpoint spacing (``every``; 1 for ``Eager``)."""
-        if getattr(self.regime, "incremental", False):
-            return int(self.regime.snapshot_spacing)  # type: ignore[attr-defined]
-        return int(getattr(self.regime, "every", 1))
+    def snapshot_horizon(self, epoch: int, previous: DataFrame | None) -> int | None:
+        """If the checkpoint after ``epoch`` is a snapshot, the epochs until the next one (the snapshot spacing
+        of incremental state, else the regime's ``every``; 1 for ``Eager``); ``None`` if ``epoch`` takes no
+        checkpoint or a delta."""
+        regime = self.regime
+        if not regime.checkpoints_at(epoch) or self.writes_delta(epoch, previous):
+            return None
+        if getattr(regime, "incremental", False):
+            return int(regime.snapshot_spacing)  # type: ignore[attr-defined]
+        return int(getattr(regime, "every", 1))
 
     # -- reading --------------------------------------------------------------------------------
     def read(self, m: Manifest) -> DataFrame:

@@ -316,11 +316,8 @@ class StepRunner(Runner):
                 changes = detach(returned, eager=False, replicas=self.replicas)
                 self.made.append((changes, True))
                 result = changes if result is returned else result
-                cks = self.checkpoints
-                snapshot = (
-                    ctx.durable and regime.checkpoints_at(epoch) and not cks.writes_delta(epoch, self.state)
-                )
-                returned, layers = self._apply(changes, cks.epochs_to_snapshot() if snapshot else None)
+                horizon = self.checkpoints.snapshot_horizon(epoch, self.state) if ctx.durable else None
+                returned, layers = self._apply(changes, horizon)
                 self._made = layers
             # a state checkpointed every epoch (Eager, Lazy(every=1)) is so that no committed epoch is ever
             # computed again: it is made and published before its consumers run. Others are materialised, and
