@@ -192,15 +192,19 @@ def test_a_snapshot_epoch_compacts_changes_that_would_pass_the_bound_before_the_
     1.5× its rows: at epoch 6, a snapshot, the changes (about ten keys an epoch) are short of the bound but would
     pass it before the next snapshot, so they are compacted there and the snapshot is written from the new base;
     without the snapshot's horizon (the bound alone) they are not. Both runs' outputs equal the reference, and
-    each snapshot holds the state's rows."""
+    each snapshot holds the state's rows. The compacted base is counted by the snapshot's write: the next epoch
+    starts from layers whose base has the snapshot's rows."""
     from falkirk.spark.pipeline.run.runners import StepRunner
 
     monkeypatch.setattr(layers, "COMPACT_AT", 1.5)
     apply = StepRunner._apply
     seen: dict[str, list[tuple[int | None, bool]]] = {"horizon": [], "bound alone": []}
+    # each epoch's layers' base rows, before it
+    base_rows: dict[str, list[int | None]] = {"horizon": [], "bound alone": []}
     mode = "horizon"
 
     def spy(self: Any, changes: Any, snapshot: int | None) -> Any:
+        base_rows[mode].append(None if self.layers is None else self.layers.base_rows)
         out = apply(self, changes, snapshot if mode == "horizon" else None)
         seen[mode].append((snapshot, out[1].overlay is None))  # one call per epoch: no failure
         return out
@@ -214,6 +218,8 @@ def test_a_snapshot_epoch_compacts_changes_that_would_pass_the_bound_before_the_
         assert [e for e in cks if "delta" not in cks[e]["extra"]] == [0, 3, 6]
         for e in (0, 3, 6):
             assert cks[e]["rows"] == reference.where(f"epoch = {e}").count() > 0, (mode, e)
+        if mode == "horizon":  # compacted at epoch 6, counted by its snapshot
+            assert base_rows[mode][7] == cks[6]["rows"]
         _identical(spark, root, plain)
     horizon, alone = seen["horizon"], seen["bound alone"]
     assert [s for s, _ in horizon] == [s for s, _ in alone] == [3, None, None, 3, None, None, 3, None]
