@@ -58,6 +58,9 @@ class StateCheckpoints:
         self.chains: dict[int, tuple[int, ...]] = {}
         #: after a restore that rescaled keyed state: (old partitions, new partitions, old read per new)
         self.rescaled: tuple[int, int, dict[int, list[int]]] | None = None
+        #: a ``changes=True`` step's base that is the chain's snapshot, and that snapshot's epoch: its changes since
+        #: are written as each delta (:meth:`write`)
+        self.base: tuple[DataFrame, int] | None = None
 
     # -- writing --------------------------------------------------------------------------------
     def write(
@@ -68,6 +71,7 @@ class StateCheckpoints:
         rows: int | None,
         *,
         changes: DataFrame | None = None,
+        layers: tuple[DataFrame, DataFrame | None] | None = None,
     ) -> Manifest:
         """Write the checkpoint of ``state`` after ``epoch`` (``previous``: the state after ``epoch - 1``).
 
@@ -76,7 +80,10 @@ class StateCheckpoints:
         ``changes`` (a ``changes=True`` step): what the step returned, with
         ``_deleted`` — the delta as it is, no comparison of two states; the
         state's rows are not counted (a full checkpoint counts them while it
-        writes).
+        writes). ``layers``: that step's base and the changes since it
+        (``None``: none); where the base is the chain's snapshot, the delta
+        is those changes, whose chain is the snapshot alone (a restore reads
+        two checkpoints, and resolves no key: see the module docstring).
         The manifest is not published (the runner does, after its ``mid`` point).
         """
         from pyspark.sql import functions as F
@@ -92,6 +99,13 @@ class StateCheckpoints:
         before = self.chain
         if self.writes_delta(epoch, previous):
             assert before is not None and previous is not None
+            if (
+                changes is not None
+                and layers is not None
+                and layers[1] is not None
+                and self._is_snapshot(layers[0])
+            ):
+                changes, before = layers[1], before[:1]  # all the changes since the snapshot, in one delta
             if changes is not None:  # the step's own changes, tagged with their partitions: no shuffle
                 cols = tuple(c for c in changes.columns if c != delta.DELETED)
 
@@ -151,6 +165,8 @@ class StateCheckpoints:
             if count is not None:
                 m = attrs.evolve(m, rows=count())
             self.chain = (epoch,)
+            # the base itself (no changes since it): the next deltas are the changes since it
+            self.base = (layers[0], epoch) if layers is not None and layers[1] is None else None
         else:
             rows = state.count() if rows is None else rows
             m = storage.write_frame(
@@ -163,8 +179,16 @@ class StateCheckpoints:
                 keyed=layout,
             )
             self.chain = (epoch,)
+            self.base = (layers[0], epoch) if layers is not None and layers[1] is None else None
         self.chains[epoch] = self.chain[:-1]
         return m
+
+    def _is_snapshot(self, base: DataFrame) -> bool:
+        """Whether ``base`` (a ``changes=True`` step's) is the snapshot the chain in memory starts from."""
+        chain = self.chain
+        return (
+            self.base is not None and self.base[0] is base and chain is not None and chain[0] == self.base[1]
+        )
 
     def writes_delta(self, epoch: int, previous: DataFrame | None) -> bool:
         """Whether the checkpoint after ``epoch`` is a delta (else a snapshot) given the state before it,
@@ -177,7 +201,9 @@ class StateCheckpoints:
             and previous is not None
             and before is not None
             and before[-1] == epoch - 1
-            and len(before) < self.regime.snapshot_spacing  # type: ignore[attr-defined]
+            # a chain in memory is unbroken from its snapshot (each delta the epoch after the last): its length,
+            # unless it skips to the snapshot (a delta of the changes since it)
+            and epoch - before[0] < self.regime.snapshot_spacing  # type: ignore[attr-defined]
         )
 
     def snapshot_horizon(self, epoch: int, previous: DataFrame | None) -> int | None:
@@ -199,7 +225,7 @@ class StateCheckpoints:
         self.rescaled = None
         layout = m.extra.get("keyed")
         if layout is None:
-            self.chain = None
+            self.chain = self.base = None
             return storage.read_frame(spark, m, verify=False)
         items = self._chain_of(m)
         if len(items) == 1:
@@ -243,17 +269,24 @@ class StateCheckpoints:
         base = self._snapshot(items[0])
         if len(items) == 1:
             return base, None, m.rows, 0
+        n = self.regime.parallelism  # type: ignore[attr-defined]
+        if (
+            len(items) == 2
+        ):  # one delta, the changes since the snapshot, is resolved as it is: read as written
+            rows = self._snapshot(m).select(*base.columns, delta.gone().alias(delta.DELETED))
+            return base, rows, items[0].rows, m.rows
         rows = storage.read_tagged(spark, items[1:], delta.SEQ, tags=range(1, len(items)), verify=False)
         overlay = delta.newest(rows, key, tombstones=True).select(
             *base.columns, delta.gone().alias(delta.DELETED)
         )
         bound = sum(item.rows for item in items[1:])
-        return base, overlay.coalesce(self.regime.parallelism), items[0].rows, bound  # type: ignore[attr-defined]
+        return base, overlay.coalesce(n), items[0].rows, bound
 
     def _snapshot(self, m: Manifest) -> DataFrame:
-        """The rows of keyed snapshot ``m`` in the step's partitions, each key in the partition owning its key
-        group: as written (one task per partition's directory, no shuffle) when the step's partitions are the
-        checkpoint's, else (or through Spark Connect) redistributed by key group (a shuffle)."""
+        """The rows of keyed checkpoint ``m`` (a snapshot, or a delta read alone) in the step's partitions, each
+        key in the partition owning its key group: as written (one task per partition's directory, no shuffle)
+        when the step's partitions are the checkpoint's, else (or through Spark Connect) redistributed by key
+        group (a shuffle)."""
         storage, spark, n = self.ctx.storage, self.ctx.spark, self.regime.parallelism  # type: ignore[attr-defined]
         layout = m.extra["keyed"]
         if layout["parallelism"] == n and not is_connect(spark):  # (older checkpoints' files hold a _kg)
@@ -273,7 +306,7 @@ class StateCheckpoints:
         items = [self.ctx.storage.get(self.name, "checkpoint", e) for e in before] + [m]
         for item in items:
             self._check_layout(item)
-        self.chain = (*before, m.epoch)
+        self.chain, self.base = (*before, m.epoch), None
         self.chains[m.epoch] = tuple(before)
         new = self.regime.parallelism  # type: ignore[attr-defined]
         differ = [
@@ -315,4 +348,4 @@ class StateCheckpoints:
 
     def lose(self) -> None:
         """The state in memory is gone: the next checkpoint is a snapshot."""
-        self.chain = None
+        self.chain = self.base = None

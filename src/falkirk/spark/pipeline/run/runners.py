@@ -413,6 +413,7 @@ class StepRunner(Runner):
                         epoch,
                         rows if new_state is out else None,
                         changes=None if layers is None else layers.changes,
+                        layers=None if layers is None else (layers.base, layers.overlay),
                     )
                 )
                 # a base compacted for this snapshot: counted by its write
@@ -636,6 +637,10 @@ class StepRunner(Runner):
         base, overlay, base_rows, bound = self.checkpoints.read_layers(m)
         key = self.regime.key  # type: ignore[attr-defined]
         base = detach(base, eager=False, replicas=self.replicas)
+        chain = self.checkpoints.chain
+        assert chain is not None
+        # the chain's snapshot: the next delta is the changes since it
+        self.checkpoints.base = (base, chain[0])
         if overlay is None:  # a snapshot alone
             layers = Layers(base, base, None, None, 0, base_rows, key)
         else:
