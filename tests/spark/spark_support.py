@@ -184,14 +184,14 @@ def state_checkpoints(root: Path, step: str = "totals") -> dict[int, dict[str, A
 
 def keyed_pipeline(
     root: Path, spark: Any, *, incremental: bool = False, every: int = 3, partitions: int = 2, snapshot_every: int = 3,
-    replicas: int = 2, changes: bool = False, **options: Any,
+    replicas: int = 2, changes: bool = False, differential: bool = False, **options: Any,
 ) -> Any:
     """Keyed state with churn: input ``events`` → ``Lazy(every=3, key=user)`` ``totals`` (per user: amount, visits;
     a user whose amount passes 60 is settled and leaves the state: a deleted key) → output ``report`` (the state
     each epoch). ``incremental`` writes a delta every epoch and a snapshot every ``snapshot_every`` (3).
     ``changes``: ``totals`` declares ``changes=True``, reads the epoch's users with ``lookup`` and returns, as its
     new state, those users only (a settled one as a tombstone, ``_deleted`` true); its output is still the whole
-    state."""
+    state. ``differential`` (with both): each delta holds every change since the snapshot."""
     from pyspark.sql import functions as F
 
     from falkirk.spark import Lazy, Pipeline, lookup
@@ -201,6 +201,8 @@ def keyed_pipeline(
     extra: dict[str, Any] = {"incremental": True, "snapshot_every": snapshot_every} if incremental else {}
     if changes:
         extra["changes"] = True
+    if differential:
+        extra["differential"] = True
 
     def totals(events: Any, *, state: Any) -> Any:
         now = events.groupBy("user").agg(F.sum("amount").alias("amount"), F.count("*").alias("visits"))

@@ -65,18 +65,20 @@ def _identical(spark: Any, root: Path, reference: Path) -> None:
     assert cmp.identical and cmp.rows_compared >= EPOCHS * 20
 
 
+@pytest.mark.parametrize("differential", [False, True])
 @pytest.mark.parametrize("compaction", ["layered"], indirect=True)
 def test_injections_restore_and_each_delta_is_the_epochs_changes(
-    spark: Any, plain: Path, tmp_path: Path, compaction: str, restores: list[tuple[int, bool]]
+    spark: Any, plain: Path, tmp_path: Path, compaction: str, restores: list[tuple[int, bool]], differential: bool
 ) -> None:
     """``Lazy(every=3, incremental=True, changes=True)`` with before, mid, task, job and after injections: every
-    recovery restores the epoch before the failure, and each delta holds exactly one row per user changed since
-    the checkpoint it is chained to (what the step returned, tombstones included: no comparison of two
-    states); the output equals the reference."""
+    recovery restores the epoch before the failure, and each delta holds exactly one row per user of its epoch
+    (what the step returned, tombstones included: no comparison of two states) — with ``differential=True`` per
+    user changed since its snapshot, chained to the snapshot alone; the output equals the reference."""
     # totals@6:mid restores epoch 5: a snapshot (3) and two deltas, the second with a tombstone (user 26 settled)
     fail = ["totals@2:before", "totals@3:mid", "totals@4:task", "totals@5:job", "totals@5:job", "totals@6:mid",
             "totals@6:after"]
-    result = keyed_pipeline(tmp_path, spark, incremental=True, changes=True, gc=False).run(EPOCHS, fail=fail)
+    pipe = keyed_pipeline(tmp_path, spark, incremental=True, changes=True, differential=differential, gc=False)
+    result = pipe.run(EPOCHS, fail=fail)
     assert sorted(map(str, result.fired)) == sorted(fail)
     rolled = [r for r in result.journal.recoveries if r.in_place is None]
     assert [epoch_of(r.plan.frontiers["totals"]) for r in rolled] == [1, 2, 4, 5, 6]
@@ -88,8 +90,8 @@ def test_injections_restore_and_each_delta_is_the_epochs_changes(
         chain = m["extra"].get("delta", {}).get("chain")
         assert (chain is None) == (e % 3 == 0), e  # snapshots at 0, 3, 6
         if chain is not None:
-            # a delta from the epoch before, or (gathered) from its snapshot
-            assert chain[0] == e - e % 3 and chain[-1] in (e - 1, chain[0]), e
+            snapshot = e - e % 3
+            assert chain == ([snapshot] if differential else list(range(snapshot, e))), e
             users = {r["user"] for since in range(chain[-1] + 1, e + 1) for r in churn(since)}
             rows = spark.read.parquet(str(tmp_path / m["location"])).select("user", "_deleted").collect()
             assert sorted(r["user"] for r in rows) == sorted(users) == sorted({r["user"] for r in rows}), e
@@ -172,16 +174,15 @@ def test_a_restore_as_layers_is_the_chain_resolved(spark: Any, tmp_path: Path) -
         assert sorted(map(tuple, view.collect())) == want == sorted(map(tuple, whole.collect())), epoch
 
 
-def test_a_delta_gathers_every_change_since_its_snapshot_once_the_deltas_after_the_first_outgrow_it(
+def test_a_differential_delta_holds_every_change_since_its_snapshot_and_is_restored_with_it_alone(
     spark: Any, tmp_path: Path
 ) -> None:
-    """A ``changes=True`` step whose base is its chain's snapshot writes, as a delta, the changes since that
-    snapshot (its layers' overlay: per key the newest rows, a tombstone for a removed key), chained to the
-    snapshot alone, once the deltas after the chain's first hold at least as many rows as it; otherwise the
-    epoch's changes, chained as before. Each checkpoint read back — at 2 partitions as written and rescaled to
-    3, whole and as layers (one delta as written; a first delta and fewer rows after it merged; more rows after
-    it resolved all together) — gives the state. A snapshot written from the view (changes on top of the base)
-    is not the base: the delta after it is the epoch's changes."""
+    """``differential=True``: a ``changes=True`` step whose base is its chain's snapshot writes, as each delta, its
+    changes since that snapshot (its layers' overlay: per key the newest rows, a tombstone for a removed key),
+    chained to the snapshot alone; without it, the epoch's changes, chained to the epoch before. Each checkpoint
+    read back — at 2 partitions as written and rescaled to 3, whole and as layers — gives the state. A snapshot
+    written from the view (changes on top of the base) is not the base: the delta after it is the epoch's changes.
+    ``differential`` needs ``incremental`` and ``changes``."""
     from types import SimpleNamespace
 
     from pyspark.sql import functions as F
@@ -190,15 +191,16 @@ def test_a_delta_gathers_every_change_since_its_snapshot_once_the_deltas_after_t
     from falkirk.spark.pipeline.run.frames import Frames
     from falkirk.spark.pipeline.run.incremental import StateCheckpoints
 
+    for bad in ({"incremental": True}, {"changes": True}):
+        with pytest.raises(PipelineError, match="differential=True needs incremental=True and changes=True"):
+            Lazy(key="k", differential=True, **bad)
     schema = "k BIGINT, item STRING, n BIGINT"
     table = {1: [("a", 1), ("b", 2)], 2: [("c", 3)], 3: [("d", 4)]}
     steps: list[dict[int, list[tuple[str, int]]]] = [  # per epoch: a key's rows now ([]: removed)
-        {2: [], 5: [("g", 7), ("h", 8)], 1: [("a", 9)]},  # 4 rows
-        {2: [("c", 10)], 5: [], 3: [("d", 4), ("d", 11)], 6: [("z", 1)]},  # 5 rows after 4: gathered next
-        {7: [("q", 1)]},  # the changes since the snapshot: keys 1, 2, 3, 5, 6, 7
-        {1: []},  # after them, fewer rows
+        {2: [], 5: [("g", 7), ("h", 8)], 1: [("a", 9)]},
+        {2: [("c", 10)], 5: [], 3: [("d", 4), ("d", 11)], 6: [("z", 1)]},
+        {1: [], 7: [("q", 1)]},
     ]
-    chains = [[0], [0, 1], [0], [0, 3]]
 
     def frame(t: dict[int, list[tuple[str, int]]], deleted: bool = False) -> Any:
         rows = spark.createDataFrame([(k, i, n) for k, r in t.items() for i, n in r], schema)
@@ -209,43 +211,46 @@ def test_a_delta_gathers_every_change_since_its_snapshot_once_the_deltas_after_t
             spark.createDataFrame(gone, f"{schema}, _deleted BOOLEAN")
         )
 
-    storage = Storage(tmp_path, fsync=False)
-    ctx = SimpleNamespace(storage=storage, spark=spark, frames=Frames())
-    regime = Lazy(every=1, key="k", partitions=2, incremental=True, snapshot_every=5, changes=True)
-    writer = StateCheckpoints(ctx, "t", regime)  # type: ignore[arg-type]
-    base = frame(table)
-    storage.put(writer.write(base, None, 0, 4, layers=(base, None)))
-    since: dict[int, list[tuple[str, int]]] = {}
-    tables = [table]
-    for epoch, (step, chain) in enumerate(zip(steps, chains, strict=True), start=1):
-        since.update(step)
-        tables.append({k: v for k, v in {**tables[-1], **step}.items() if v})
-        overlay = frame(since, deleted=True)
-        changes = frame(step, deleted=True)
-        m = writer.write(frame(tables[-1]), frame(tables[-2]), epoch, None, changes=changes, layers=(base, overlay))
-        storage.put(m)
-        held = since if chain == [0] else step
-        assert m.extra["delta"]["chain"] == chain and m.rows == sum(max(len(r), 1) for r in held.values()), epoch
-        want = sorted((k, i, n) for k, r in tables[-1].items() for i, n in r)
-        for partitions in (2, 3):
-            reader = Lazy(every=1, key="k", partitions=partitions, incremental=True, changes=True)
-            whole = StateCheckpoints(ctx, "t", reader).read(m)  # type: ignore[arg-type]
-            got_base, got_overlay, _, bound = StateCheckpoints(ctx, "t", reader).read_layers(m)  # type: ignore[arg-type]
-            assert got_overlay.rdd.getNumPartitions() <= partitions
-            assert sorted(r["k"] for r in got_overlay.collect()) == sorted(
-                k for k, r in since.items() for _ in range(max(len(r), 1))
-            ), (epoch, partitions)
-            view = layers.view(got_base, got_overlay, "k", bound)
-            assert sorted(map(tuple, view.collect())) == want == sorted(map(tuple, whole.collect())), epoch
-    # a snapshot (epoch 5) of the view, changes on top of the base: the next delta is its epoch's changes
-    view = frame(tables[-1])
-    m = writer.write(view, frame(tables[-2]), 5, None, changes=frame({}, deleted=True), layers=(base, overlay))
-    assert "delta" not in m.extra and writer.base is None
-    step = {8: [("r", 1)]}
-    m = writer.write(
-        frame({**tables[-1], **step}), view, 6, None, changes=frame(step, deleted=True), layers=(view, overlay)
-    )
-    assert m.extra["delta"]["chain"] == [5] and m.rows == 1
+    def rows(t: dict[int, list[tuple[str, int]]]) -> int:
+        return sum(max(len(r), 1) for r in t.values())  # a removed key: its tombstone
+
+    ctx = SimpleNamespace(storage=None, spark=spark, frames=Frames())
+    for differential in (True, False):
+        ctx.storage = storage = Storage(tmp_path / str(differential), fsync=False)
+        regime = Lazy(
+            every=1, key="k", partitions=2, incremental=True, snapshot_every=4, changes=True, differential=differential
+        )
+        writer = StateCheckpoints(ctx, "t", regime)  # type: ignore[arg-type]
+        base = frame(table)
+        storage.put(writer.write(base, None, 0, 4, layers=(base, None)))
+        since: dict[int, list[tuple[str, int]]] = {}
+        tables = [table]
+        for epoch, step in enumerate(steps, start=1):
+            since.update(step)
+            tables.append({k: v for k, v in {**tables[-1], **step}.items() if v})
+            changes, overlay = frame(step, deleted=True), frame(since, deleted=True)
+            m = writer.write(frame(tables[-1]), frame(tables[-2]), epoch, None, changes=changes, layers=(base, overlay))
+            storage.put(m)
+            chain = [0] if differential else list(range(epoch))
+            assert m.extra["delta"]["chain"] == chain and m.rows == rows(since if differential else step), epoch
+            want = sorted((k, i, n) for k, r in tables[-1].items() for i, n in r)
+            for partitions in (2, 3):
+                reader = Lazy(every=1, key="k", partitions=partitions, incremental=True, changes=True)
+                whole = StateCheckpoints(ctx, "t", reader).read(m)  # type: ignore[arg-type]
+                got_base, got, _, bound = StateCheckpoints(ctx, "t", reader).read_layers(m)  # type: ignore[arg-type]
+                named = sorted(k for k, r in since.items() for _ in range(max(len(r), 1)))
+                assert sorted(r["k"] for r in got.collect()) == named, (epoch, partitions)
+                view = layers.view(got_base, got, "k", bound)
+                assert sorted(map(tuple, view.collect())) == want == sorted(map(tuple, whole.collect())), epoch
+        # a snapshot (epoch 4) of the view, changes on top of the base: the next delta is its epoch's changes
+        view = frame(tables[-1])
+        m = writer.write(view, frame(tables[-2]), 4, None, changes=frame({}, deleted=True), layers=(base, overlay))
+        assert "delta" not in m.extra and writer.base is None
+        step = {8: [("r", 1)]}
+        m = writer.write(
+            frame({**tables[-1], **step}), view, 5, None, changes=frame(step, deleted=True), layers=(view, overlay)
+        )
+        assert m.extra["delta"]["chain"] == [4] and m.rows == 1
 
 
 @pytest.mark.parametrize("compaction", ["compacted"], indirect=True)
@@ -347,7 +352,8 @@ def test_changes_are_checked_when_the_step_returns_them(spark: Any, tmp_path: Pa
 
 
 def test_turning_changes_on_or_off_on_a_restart_is_refused() -> None:
-    """What a ``changes=True`` step returns is not a state: a restart may not reinterpret it either way."""
+    """What a ``changes=True`` step returns is not a state: a restart may not reinterpret it either way. Turning
+    ``differential`` on or off is accepted (every delta written either way stays restorable)."""
     regime = {"kind": "lazy", "log": False, "every": 3, "key": "user", "max_parallelism": 16}
     old = {"inputs": {"ev": {"schema": "user BIGINT", "partitions": 1, "key": None}},
            "steps": {"s": {"inputs": ["ev"], "regime": regime}}}
@@ -356,6 +362,13 @@ def test_turning_changes_on_or_off_on_a_restart_is_refused() -> None:
     for a, b, reads in ((old, new, "only the keys it changed"), (new, old, "the whole state")):
         with pytest.raises(PipelineError, match=f"step 's': changes .* would read what its function returns as {reads}"):
             evolution_changes(a, b)
+    both = json.loads(json.dumps(new))
+    both["steps"]["s"]["regime"].update(incremental=True, snapshot_every=10)
+    differential = json.loads(json.dumps(both))
+    differential["steps"]["s"]["regime"]["differential"] = True
+    for a, b, now in ((both, differential, True), (differential, both, False)):
+        assert evolution_changes(a, b).accepted == (f"step 's': differential {not now} → {now} (from its next delta; "
+                                                    "the deltas already written stay restorable)",)
 
 
 def test_lookup_refuses_keys_that_are_not_one_column_of_the_state(spark: Any) -> None:

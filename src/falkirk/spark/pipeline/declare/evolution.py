@@ -19,6 +19,7 @@ a removed **output** (no step reads it)         accepted: its epochs under ``out
 ``incremental`` on or off, ``snapshot_every``   accepted, from the next epoch on (a full
                                                 checkpoint is a snapshot; deltas already
                                                 written stay restorable until collected)
+``differential`` on or off                      accepted, from the next delta on
 new **nullable** input columns at the end       accepted: earlier records read them as ``NULL``
 a step's code changed: its function, or a       refused, naming what changed, unless
 helper, class, closure variable or constant     ``Pipeline(code_changes=…)`` says ``"keep"``
@@ -188,6 +189,11 @@ def changes(
                             f"step {name!r}: snapshot_every {ra.get(key)} → {rb.get(key)} (from its next "
                             "snapshot)"
                         )
+                elif key == "differential":
+                    accepted.append(
+                        f"step {name!r}: differential {bool(ra.get(key))} → {bool(rb.get(key))} (from its next "
+                        "delta; the deltas already written stay restorable)"
+                    )
                 elif key == "log" and ra.get(key) and not rb.get(key):
                     accepted.append(
                         f"step {name!r}: log True → False (its consumers recompute instead of replaying, "

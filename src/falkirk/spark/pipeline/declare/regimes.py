@@ -163,6 +163,18 @@ class Keyed(Regime):
     ``incremental=True`` each delta is the changes as returned (no comparison
     of two states). It pays when few keys change per epoch.
 
+    ``differential=True`` (with ``incremental=True`` and ``changes=True``):
+    each delta holds every change since the last snapshot (a differential
+    backup: per key the newest rows, a tombstone for a removed key), not the
+    epoch's own, so a restore reads the snapshot and one delta, as written,
+    and resolves no key — at 10^7 keys and 1 % changed per epoch 1.16× a
+    full checkpoint's restore against 1.45× — for rewriting the changes
+    since the snapshot every epoch: a delta grows to the snapshot spacing
+    times the epoch's changes (0.36 CPU-s more per epoch on average there).
+    Where the state's base is not the snapshot (changes compacted into a new
+    base between snapshots, or a snapshot written with changes on top) the
+    deltas are the epoch's own until the next snapshot.
+
     ``replicas`` (default 2): copies of the state's blocks kept on different
     executors between checkpoints (on a cluster; one on a ``local`` master),
     so that the state survives a lost executor without a rollback, at
@@ -177,6 +189,7 @@ class Keyed(Regime):
     snapshot_every: int | None = field(default=None, validator=_optional_positive, kw_only=True)
     replicas: int = field(default=2, validator=_positive, kw_only=True)
     changes: bool = field(default=False, validator=_flag, kw_only=True)
+    differential: bool = field(default=False, validator=_flag, kw_only=True)
 
     #: snapshot spacing of incremental state when ``snapshot_every`` is not given
     SNAPSHOT_EVERY: ClassVar[int] = 10
@@ -197,6 +210,11 @@ class Keyed(Regime):
             raise PipelineError(
                 f"{type(self).__name__}: changes=True needs key= (the changes a step returns replace the rows of "
                 "the keys they name)"
+            )
+        if self.differential and not (self.incremental and self.changes):
+            raise PipelineError(
+                f"{type(self).__name__}: differential=True needs incremental=True and changes=True (each delta is "
+                "the changes since the snapshot that the step's state keeps in memory)"
             )
         if self.snapshot_every is not None and not self.incremental:
             raise PipelineError(
@@ -219,6 +237,8 @@ class Keyed(Regime):
             keyed.update(incremental=True, snapshot_every=self.snapshot_spacing)
         if self.changes:
             keyed.update(changes=True)
+        if self.differential:
+            keyed.update(differential=True)
         return {**super().describe(), **keyed}
 
 
@@ -307,7 +327,7 @@ def from_description(step: str, d: Mapping[str, Any]) -> Regime:
     """The regime :meth:`Regime.describe` described (as stored in ``pipeline.json``).
 
     >>> from_description("cc", Lazy(every=2, key="user").describe())
-    Lazy(log=False, key='user', partitions=None, max_parallelism=16, incremental=False, snapshot_every=None, replicas=2, changes=False, every=2)
+    Lazy(log=False, key='user', partitions=None, max_parallelism=16, incremental=False, snapshot_every=None, replicas=2, changes=False, differential=False, every=2)
     >>> from_description("cc", Lazy(key="user", incremental=True).describe()).snapshot_spacing
     10
     """

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from falkirk.spark.errors import CorruptDataError, PipelineError
-from falkirk.spark.pipeline.run.layers import merge
 from falkirk.spark.pipeline.run.session import is_connect
 from falkirk.spark.pipeline.store import delta, keyed
 from falkirk.spark.pipeline.store.jvm import once
@@ -61,11 +60,9 @@ class StateCheckpoints:
         self.chains: dict[int, tuple[int, ...]] = {}
         #: after a restore that rescaled keyed state: (old partitions, new partitions, old read per new)
         self.rescaled: tuple[int, int, dict[int, list[int]]] | None = None
-        #: a ``changes=True`` step's base that is the chain's snapshot, and that snapshot's epoch: a delta may hold
-        #: all its changes since (:meth:`write`)
+        #: a ``changes=True`` step's base that is the chain's snapshot, and that snapshot's epoch: with
+        #: ``differential=True`` each delta holds all the changes since it (:meth:`write`)
         self.base: tuple[DataFrame, int] | None = None
-        #: rows of the deltas written or read, by epoch (those of the chain in memory kept)
-        self.delta_rows: dict[int, int] = {}
 
     # -- writing --------------------------------------------------------------------------------
     def write(
@@ -104,7 +101,7 @@ class StateCheckpoints:
         before = self.chain
         if self.writes_delta(epoch, previous):
             assert before is not None and previous is not None
-            if changes is not None and layers is not None and self._gathers(layers):
+            if changes is not None and layers is not None and self._differential(layers):
                 changes, before = layers[1], before[:1]  # all the changes since the snapshot, in one delta
             if changes is not None:  # the step's own changes, tagged with their partitions: no shuffle
                 cols = tuple(c for c in changes.columns if c != delta.DELETED)
@@ -149,7 +146,6 @@ class StateCheckpoints:
             finally:
                 persisted.unpersist()
             self.chain = (*before, epoch)
-            self.delta_rows = {e: r for e, r in self.delta_rows.items() if e in before} | {epoch: m.rows}
         elif changes is not None and rows is None:  # a view of layers, read once: counted by the write's job
             laid_out = keyed.tagged(state, key, n, groups)
             counting = self.ctx.frames.counting(laid_out)
@@ -184,25 +180,20 @@ class StateCheckpoints:
         self.chains[epoch] = self.chain[:-1]
         return m
 
-    def _gathers(self, layers: tuple[DataFrame, DataFrame | None]) -> bool:
+    def _differential(self, layers: tuple[DataFrame, DataFrame | None]) -> bool:
         """Whether the next delta of a ``changes=True`` step with ``layers`` (its base and the changes since) is
-        those changes, chained to the snapshot alone: its base is the snapshot the chain in memory starts from,
-        and the deltas after the chain's first hold at least as many rows as it. The deltas read by a restore
-        after the snapshot are then the first (read as written) and fewer rows after it, resolved and merged
-        into it (:meth:`read_layers`); a delta holds every change since the snapshot at most about every other
-        time the rows since it doubled (1 % of the keys changed per epoch: at the 3rd and 7th delta of 9)."""
+        those changes, chained to the snapshot alone: ``differential=True``, and its base is the snapshot the
+        chain in memory starts from."""
         base, overlay = layers
         chain = self.chain
-        if (
-            overlay is None
-            or self.base is None
-            or self.base[0] is not base
-            or not chain
-            or chain[0] != self.base[1]
-        ):
-            return False
-        rows = [self.delta_rows.get(e, 0) for e in chain[1:]]
-        return bool(rows) and sum(rows[1:]) >= rows[0]
+        return (
+            bool(getattr(self.regime, "differential", False))
+            and overlay is not None
+            and self.base is not None
+            and self.base[0] is base
+            and chain is not None
+            and chain[0] == self.base[1]
+        )
 
     def writes_delta(self, epoch: int, previous: DataFrame | None) -> bool:
         """Whether the checkpoint after ``epoch`` is a delta (else a snapshot) given the state before it,
@@ -284,21 +275,21 @@ class StateCheckpoints:
         if len(items) == 1:
             return base, None, m.rows, 0
         n = self.regime.parallelism  # type: ignore[attr-defined]
-        columns: list[Column | str] = [*base.columns, delta.gone().alias(delta.DELETED)]
-        first, after = items[1], items[2:]
+        if (
+            len(items) == 2
+        ):  # one delta (the changes since the snapshot) is resolved as it is: read as written
+            return (
+                base,
+                self._snapshot(m).select(*base.columns, delta.gone().alias(delta.DELETED)),
+                items[0].rows,
+                m.rows,
+            )
+        rows = storage.read_tagged(spark, items[1:], delta.SEQ, tags=range(1, len(items)), verify=False)
+        overlay = delta.newest(rows, key, tombstones=True).select(
+            *base.columns, delta.gone().alias(delta.DELETED)
+        )
         bound = sum(item.rows for item in items[1:])
-        if after and sum(item.rows for item in after) > first.rows:  # resolved all together
-            rows = storage.read_tagged(spark, items[1:], delta.SEQ, tags=range(1, len(items)), verify=False)
-            overlay = delta.newest(rows, key, tombstones=True).select(*columns)
-            return base, overlay.coalesce(n), items[0].rows, bound
-        # the first delta resolved as it is (read as written, no shuffle); the fewer rows after it resolved apart
-        # and merged into it (its rows of the keys they name replaced, their keys broadcast)
-        overlay = self._snapshot(first).select(*columns)
-        if after:
-            later = storage.read_tagged(spark, after, delta.SEQ, tags=range(1, len(after) + 1), verify=False)
-            changes = delta.newest(later, key, tombstones=True).select(*columns)
-            overlay = merge(overlay, changes, key, bound - first.rows).coalesce(n)
-        return base, overlay, items[0].rows, bound
+        return base, overlay.coalesce(n), items[0].rows, bound
 
     def _snapshot(self, m: Manifest) -> DataFrame:
         """The rows of keyed checkpoint ``m`` (a snapshot, or a delta read alone) in the step's partitions, each
@@ -325,7 +316,6 @@ class StateCheckpoints:
         for item in items:
             self._check_layout(item)
         self.chain, self.base = (*before, m.epoch), None
-        self.delta_rows = {item.epoch: item.rows for item in items[1:]}
         self.chains[m.epoch] = tuple(before)
         new = self.regime.parallelism  # type: ignore[attr-defined]
         differ = [
