@@ -214,7 +214,9 @@ def falkirk_keyed(root: Path, spark: Any, workload: str, size: dict[str, Any], r
     regimes = {"eager-inc": Eager(key="key", incremental=True), "lazy3": Lazy(every=3, key="key"),
                "lazy3-r1": Lazy(every=3, key="key", replicas=1),
                "lazy3-inc": Lazy(every=3, key="key", incremental=True), "eager": Eager(key="key"),
-               "lazy3-inc-changes": Lazy(every=3, key="key", incremental=True, changes=True)}
+               "lazy3-inc-changes": Lazy(every=3, key="key", incremental=True, changes=True),
+               "lazy3-inc-differential-changes": Lazy(every=3, key="key", incremental=True, changes=True,
+                                                      differential=True)}
     if form not in ("join", "broadcast", "changes") or (form != "join" and workload != "W2"):
         raise ValueError(f"form={form!r}: 'join', or 'broadcast' or 'changes' for W2")
     if (form == "changes") != regime.endswith("-changes"):

@@ -26,7 +26,8 @@ from . import streams
 #: falkirk's configurations: (the regime by name in :func:`~benchmarks.spark_matrix.w2_w3.falkirk_keyed`, the form
 #: of W2's step)
 REGIMES = {"shipped": ("lazy3", "join"), "incremental": ("eager-inc", "join"), "broadcast": ("lazy3", "broadcast"),
-           "changes": ("lazy3-inc-changes", "changes")}
+           "changes": ("lazy3-inc-changes", "changes"),
+           "differential": ("lazy3-inc-differential-changes", "changes")}
 
 
 class Keyed:

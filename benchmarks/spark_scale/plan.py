@@ -105,6 +105,7 @@ def configurations(workload: str, spacings: Iterable[int] = (2,)) -> dict[str, d
     if workload == "W2":  # the same regimes, the step written to broadcast the updates (keyed.REGIMES)
         out["falkirk-bcast"] = {"regimes": "broadcast"}
         out["falkirk-changes"] = {"regimes": "changes"}
+        out["falkirk-differential"] = {"regimes": "differential"}
     return out
 
 

@@ -60,9 +60,10 @@ def test_each_scale_workload_recovers_identically_on_both_systems(
 
 
 def test_w2s_broadcast_and_changes_forms_give_the_join_forms_output_and_recover(spark: Any, tmp_path: Path) -> None:
-    """``falkirk-bcast`` (W2's step broadcasting the updates) and ``falkirk-changes`` (the step returning only the
-    updated keys, ``changes=True``): each one's failure-free output equals the shipped form's and the NumPy
-    computation of W2, and its in-step failure recovers to it; other workloads refuse the forms."""
+    """``falkirk-bcast`` (W2's step broadcasting the updates), ``falkirk-changes`` (the step returning only the
+    updated keys, ``changes=True``) and ``falkirk-differential`` (those with differential deltas): each one's
+    failure-free output equals the shipped form's and the NumPy computation of W2, and its in-step failure
+    recovers to it; other workloads refuse the forms."""
     from benchmarks.spark_matrix.w2_w3 import expected_changes
 
     from falkirk.spark.pipeline.store.rootfs import Root
@@ -72,7 +73,7 @@ def test_w2s_broadcast_and_changes_forms_give_the_join_forms_output_and_recover(
     wl = adapter({"workload": "W2"})
     wl.write_input(tmp_path / "input", p.size)
     refs = {}
-    for regimes in ("shipped", "broadcast", "changes"):
+    for regimes in ("shipped", "broadcast", "changes", "differential"):
         base = tmp_path / regimes
         spec = {"workload": "W2", "system": "falkirk", "size": p.size, "base": str(base),
                 "input": str(tmp_path / "input"), "form": None, "regimes": regimes}
@@ -81,7 +82,7 @@ def test_w2s_broadcast_and_changes_forms_give_the_join_forms_output_and_recover(
         assert out["identical"], (regimes, out["differences"])
         refs[regimes] = base / "reference"
     expected = expected_changes("W2", p.size, p.epochs)
-    for form in ("broadcast", "changes"):
+    for form in ("broadcast", "changes", "differential"):
         rows, differ = output_differences(spark, refs["shipped"], refs[form], "changes")
         assert rows > 0 and not differ, (form, differ)
         assert output_rows(spark, Root(str(refs[form])), "changes") == expected, form
@@ -101,7 +102,7 @@ def test_plan_points_configurations_and_memory() -> None:
     assert {p.churn for p in full if p.workload == "W2"} == {0.01, 0.2}
     assert list(configurations("W2", [2, 5])) == ["streaming", "streaming-snap2", "streaming-snap5", "falkirk",
                                                   "falkirk-inc", "falkirk-advised", "falkirk-bcast",
-                                                  "falkirk-changes"]
+                                                  "falkirk-changes", "falkirk-differential"]
     assert "falkirk-bcast" not in configurations("W3") and "falkirk-changes" not in configurations("W3")
 
 
