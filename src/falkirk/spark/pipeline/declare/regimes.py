@@ -167,10 +167,10 @@ class Keyed(Regime):
     each delta holds every change since the last snapshot (a differential
     backup: per key the newest rows, a tombstone for a removed key), not the
     epoch's own, so a restore reads the snapshot and one delta, as written,
-    and resolves no key — at 10^7 keys and 1 % changed per epoch 1.16× a
-    full checkpoint's restore against 1.45× — for rewriting the changes
+    and resolves no key — at 10^7 keys and 1 % changed per epoch 1.15× a
+    full checkpoint's restore against 1.45–1.56× — for rewriting the changes
     since the snapshot every epoch: a delta grows to the snapshot spacing
-    times the epoch's changes (0.36 CPU-s more per epoch on average there).
+    times the epoch's changes (there 20–35 % more CPU per epoch).
     Where the state's base is not the snapshot (changes compacted into a new
     base between snapshots, or a snapshot written with changes on top) the
     deltas are the epoch's own until the next snapshot.

@@ -11,9 +11,10 @@ no ``key``                  the state as Parquet
                             (:mod:`~falkirk.spark.pipeline.store.keyed`)
 ``key=, incremental=True``  every ``snapshot_every``-th epoch as with ``key=`` (a
                             snapshot); the others a delta from the epoch before
-                            (:mod:`~falkirk.spark.pipeline.store.delta`), or, for a
-                            ``changes=True`` step whose base is the snapshot, every
-                            change since the snapshot (chained to it alone)
+                            (:mod:`~falkirk.spark.pipeline.store.delta`); with
+                            ``differential=True`` (and ``changes=True``), while the
+                            base is the snapshot, every change since it (chained to
+                            the snapshot alone: a restore reads two checkpoints)
 ==========================  ===========================================================
 
 Reading a checkpoint back follows its manifest, not the regime: a delta's
@@ -83,9 +84,9 @@ class StateCheckpoints:
         ``_deleted`` — the delta as it is, no comparison of two states; the
         state's rows are not counted (a full checkpoint counts them while it
         writes). ``layers``: that step's base and the changes since it
-        (``None``: none); where the base is the chain's snapshot, the delta
-        is those changes, whose chain is the snapshot alone (a restore reads
-        two checkpoints, and resolves no key: see the module docstring).
+        (``None``: none); with ``differential=True``, where the base is the
+        chain's snapshot, the delta is those changes, chained to the snapshot
+        alone (a restore reads two checkpoints and resolves no key).
         The manifest is not published (the runner does, after its ``mid`` point).
         """
         from pyspark.sql import functions as F
@@ -162,8 +163,6 @@ class StateCheckpoints:
             if count is not None:
                 m = attrs.evolve(m, rows=count())
             self.chain = (epoch,)
-            # the base itself (no changes since it): the next deltas are the changes since it
-            self.base = (layers[0], epoch) if layers is not None and layers[1] is None else None
         else:
             rows = state.count() if rows is None else rows
             m = storage.write_frame(
@@ -176,6 +175,7 @@ class StateCheckpoints:
                 keyed=layout,
             )
             self.chain = (epoch,)
+        if self.chain == (epoch,):  # a snapshot of a base with no changes on top: the next deltas' base
             self.base = (layers[0], epoch) if layers is not None and layers[1] is None else None
         self.chains[epoch] = self.chain[:-1]
         return m
@@ -274,22 +274,13 @@ class StateCheckpoints:
         base = self._snapshot(items[0])
         if len(items) == 1:
             return base, None, m.rows, 0
-        n = self.regime.parallelism  # type: ignore[attr-defined]
-        if (
-            len(items) == 2
-        ):  # one delta (the changes since the snapshot) is resolved as it is: read as written
-            return (
-                base,
-                self._snapshot(m).select(*base.columns, delta.gone().alias(delta.DELETED)),
-                items[0].rows,
-                m.rows,
-            )
+        columns: list[Column | str] = [*base.columns, delta.gone().alias(delta.DELETED)]
+        if len(items) == 2:  # one delta is resolved as it is: read as written, like the snapshot
+            return base, self._snapshot(m).select(*columns), items[0].rows, m.rows
         rows = storage.read_tagged(spark, items[1:], delta.SEQ, tags=range(1, len(items)), verify=False)
-        overlay = delta.newest(rows, key, tombstones=True).select(
-            *base.columns, delta.gone().alias(delta.DELETED)
-        )
+        overlay = delta.newest(rows, key, tombstones=True).select(*columns)
         bound = sum(item.rows for item in items[1:])
-        return base, overlay.coalesce(n), items[0].rows, bound
+        return base, overlay.coalesce(self.regime.parallelism), items[0].rows, bound  # type: ignore[attr-defined]
 
     def _snapshot(self, m: Manifest) -> DataFrame:
         """The rows of keyed checkpoint ``m`` (a snapshot, or a delta read alone) in the step's partitions, each

@@ -25,11 +25,11 @@ the snapshot's rows. The delta's manifest records that **chain**
 it), so a restore, a check of it (every file of the chain) and garbage
 collection (keep the chain of the oldest retained restore point) need only
 manifests. A delta may name more keys than changed in its epoch: a
-``changes=True`` step whose state's base is the chain's snapshot writes,
-from time to time, every change since that snapshot (per key the newest
-rows, a tombstone for a removed key), chained to the snapshot alone —
-applied to the snapshot, it gives the same state, and the chain restarts
-short (:class:`~falkirk.spark.pipeline.run.incremental.StateCheckpoints`).
+``differential=True`` step whose state's base is the chain's snapshot
+writes every change since that snapshot (per key the newest rows, a
+tombstone for a removed key), chained to the snapshot alone — applied to
+the snapshot, it gives the same state, and a restore reads two
+checkpoints (:class:`~falkirk.spark.pipeline.run.incremental.StateCheckpoints`).
 
 Rows are compared with Spark's grouping equality (the state's columns are
 grouped on): ``NaN`` equals ``NaN`` and ``-0.0`` equals ``0.0``, so a
