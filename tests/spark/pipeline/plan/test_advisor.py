@@ -656,8 +656,12 @@ def _scaled_chain(costs: Costs, factor: float) -> Costs:
 def test_every_regime_considered_for_a_changes_step_keeps_changes() -> None:
     """A ``changes=True`` step's function returns only the keys it changed: every regime the advisor weighs for it
     (Lazy at every spacing, logged or not, incremental or not, from a Lazy or an Eager step) keeps
-    ``changes=True``, so no advice could make falkirk read those changes as a whole state."""
-    for declared in (Lazy(every=3, key="k", changes=True), Eager(key="k", incremental=True, changes=True)):
+    ``changes=True``, so no advice could make falkirk read those changes as a whole state. A declared
+    ``differential=True`` is kept by the incremental choices and dropped by the others (it needs incremental
+    deltas), and the advice for such a pipeline is made."""
+    for declared in (Lazy(every=3, key="k", changes=True), Eager(key="k", incremental=True, changes=True),
+                     Lazy(every=3, key="k", incremental=True, changes=True, differential=True),
+                     Eager(key="k", incremental=True, changes=True, differential=True)):
         pipe = _pipe(("x", ["src"], declared))
         costs = Costs(
             {"src": NodeCosts(compute=0.05),
@@ -667,3 +671,7 @@ def test_every_regime_considered_for_a_changes_step_keeps_changes() -> None:
         model = Model(pipe, costs, failure_kinds(pipe, "each-step"))
         choices = model.choices("x", 0.1, accepted_only=False)
         assert len(choices) > 3 and all(isinstance(c, Keyed) and c.changes for c in choices), choices
+        assert all(c.differential == (declared.differential and c.incremental) for c in choices), choices
+        assert any(c.incremental and not c.log for c in choices) and any(not c.incremental for c in choices)
+        advised = {s.name: s.advised for s in advise(pipe, costs, 0.1).steps}["x"]
+        assert isinstance(advised, Keyed) and advised.changes

@@ -520,7 +520,8 @@ class Model:
         if isinstance(r, Lazy):
             near |= {r.every} & set(LADDER)
         near.add(1)
-        plain = evolve(r, incremental=False, snapshot_every=None) if r.incremental else r
+        # differential deltas need incremental ones: the plain choices drop both, the incremental keep the declared
+        plain = evolve(r, incremental=False, snapshot_every=None, differential=False) if r.incremental else r
         for x in logs:
             if isinstance(r, Lazy) or not accepted_only:
                 base = (
