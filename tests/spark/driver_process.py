@@ -6,7 +6,8 @@ to pay for one start — runs each
 scenario in turn and writes what happened to the result file as JSON:
 a ``run`` scenario runs the tiny flagship (or, with ``"pipeline": "keyed"``,
 ``spark_support.keyed_pipeline`` with the scenario's ``options``; with
-injected failures) and records the recoveries, notes and re-executions; an ``error`` scenario expects a falkirk
+injected failures; ``layers``: settings of ``falkirk.spark.pipeline.run.layers``
+set in this process, as the local tests monkeypatch them) and records the recoveries, notes and re-executions; an ``error`` scenario expects a falkirk
 error and records its type and message; ``stopped`` (last: it stops the
 session) runs a pipeline on the stopped session; ``publish`` writes a frame through
 :class:`~falkirk.spark.pipeline.store.storage.Storage` and tries to publish it.
@@ -37,8 +38,11 @@ def _session(spec: dict[str, Any]) -> Any:
 
 
 def _run(spark: Any, sc: dict[str, Any], small: dict[str, Any]) -> dict[str, Any]:
+    from falkirk.spark.pipeline.run import layers
     from falkirk.spark.pipeline.tools.flagship import build
 
+    for name, value in sc.get("layers", {}).items():  # the tests' monkeypatching of layers' settings, in this process
+        setattr(layers, name, value)
     if sc.get("pipeline") == "keyed":  # spark_support.keyed_pipeline: keyed state with churn
         from spark_support import keyed_pipeline
 

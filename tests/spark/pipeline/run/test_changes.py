@@ -99,22 +99,69 @@ def test_injections_restore_and_each_delta_is_the_epochs_changes(
     _identical(spark, tmp_path, plain)
 
 
+@pytest.mark.parametrize("differential", [False, True])
 @pytest.mark.parametrize("compaction", ["layered"], indirect=True)
 def test_a_concurrent_run_recovers_identically(
-    spark: Any, plain: Path, tmp_path: Path, compaction: str, restores: list[tuple[int, bool]]
+    spark: Any, plain: Path, tmp_path: Path, compaction: str, restores: list[tuple[int, bool]], differential: bool
 ) -> None:
     """The same injections with three executions at a time (``concurrency=3, window=3``: the input runs ahead
     of ``totals``): the rollbacks restore through layers, among them epoch 5 (a tombstone in its chain), and
-    the output equals the reference."""
+    the output equals the reference — with ``differential=True`` too, each delta then chained to its snapshot
+    alone."""
     fail = ["totals@2:before", "totals@3:mid", "totals@4:task", "totals@5:job", "totals@5:job", "totals@6:mid",
             "totals@6:after"]
-    pipe = keyed_pipeline(tmp_path, spark, incremental=True, changes=True, gc=False, concurrency=3, window=3)
+    pipe = keyed_pipeline(tmp_path, spark, incremental=True, changes=True, differential=differential, gc=False,
+                          concurrency=3, window=3)
     result = pipe.run(EPOCHS, fail=fail)
     assert sorted(map(str, result.fired)) == sorted(fail)
     rolled = [r for r in result.journal.recoveries if r.in_place is None]
     assert {epoch_of(r.plan.frontiers["totals"]) for r in rolled} >= {1, 2, 5}
     assert {(1, True), (2, True), (5, True)} <= set(restores)
+    chains = {e: m["extra"]["delta"]["chain"] for e, m in state_checkpoints(tmp_path).items() if e % 3}
+    assert chains == {e: [e - e % 3] if differential else list(range(e - e % 3, e)) for e in chains}
+    assert sorted(chains) == [e for e in range(EPOCHS) if e % 3]
     _identical(spark, tmp_path, plain)
+
+
+@pytest.mark.parametrize("compaction", ["layered"], indirect=True)
+def test_a_differential_step_compacts_its_changes_at_every_snapshot(
+    spark: Any, plain: Path, tmp_path: Path, compaction: str
+) -> None:
+    """Without failures (no restore to make a snapshot the base) and with changes never compacted for their size:
+    each snapshot of a ``differential=True`` step is written from its changes compacted into the base, so every
+    delta of every cycle, not only the first, holds the changes since its snapshot, chained to it alone."""
+    keyed_pipeline(tmp_path, spark, incremental=True, changes=True, differential=True, gc=False).run(EPOCHS)
+    chains = {e: (m["extra"].get("delta") or {}).get("chain") for e, m in state_checkpoints(tmp_path).items()}
+    assert chains == {e: None if e % 3 == 0 else [e - e % 3] for e in range(EPOCHS)}
+    _identical(spark, tmp_path, plain)
+
+
+@pytest.mark.slow
+@pytest.mark.connect
+def test_differential_deltas_through_spark_connect(
+    connect_server: Any, spark: Any, plain: Path, tmp_path: Path
+) -> None:
+    """``differential=True`` in a Connect client process (no JVM on the client: the one-delta restore is read
+    without the classic session's partition-preserving path): injected failures roll ``totals`` back through
+    a snapshot and one differential delta, and the output equals the reference. The changes are never
+    compacted between snapshots (``COMPACT_AT``, as the ``layered`` runs above): compacted, the deltas would fall
+    back to each epoch's own."""
+    from spark_support import run_driver
+
+    root = tmp_path / "run"
+    options = {"incremental": True, "changes": True, "differential": True, "gc": False}
+    fail = ["totals@2:task", "totals@5:job", "totals@6:mid"]
+    run = run_driver({"remote": connect_server.url}, [{"name": "connect", "kind": "run", "pipeline": "keyed",
+                                                       "options": options, "root": str(root), "epochs": EPOCHS,
+                                                       "fail": fail, "layers": {"COMPACT_AT": 1e9}}], tmp_path)
+    out = run["connect"]
+    assert out["ok"], (out, run.stdout[-3000:])
+    assert sorted(out["fired"]) == sorted(fail)
+    assert any(r["actions"].get("totals") == "restore" for r in out["recoveries"]), out["recoveries"]
+    chains = {e: m["extra"]["delta"]["chain"] for e, m in state_checkpoints(root).items() if e % 3}
+    assert sorted(chains) == [e for e in range(EPOCHS) if e % 3]
+    assert all(chain == [e - e % 3] for e, chain in chains.items()), chains
+    _identical(spark, root, plain)
 
 
 def test_a_restore_as_layers_is_the_chain_resolved(spark: Any, tmp_path: Path) -> None:

@@ -171,9 +171,10 @@ class Keyed(Regime):
     full checkpoint's restore against 1.45–1.56× — for rewriting the changes
     since the snapshot every epoch: a delta grows to the snapshot spacing
     times the epoch's changes (there 20–35 % more CPU per epoch).
-    Where the state's base is not the snapshot (changes compacted into a new
-    base between snapshots, or a snapshot written with changes on top) the
-    deltas are the epoch's own until the next snapshot.
+    The changes are compacted into the base at every snapshot; where the
+    base is not the snapshot (changes compacted into a new base between
+    snapshots, at high churn) the deltas are the epoch's own until the next
+    snapshot.
 
     ``replicas`` (default 2): copies of the state's blocks kept on different
     executors between checkpoints (on a cluster; one on a ``local`` master),

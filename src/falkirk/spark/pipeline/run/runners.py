@@ -531,7 +531,8 @@ class StepRunner(Runner):
         change since in one small local checkpoint (the previous one's rows of other keys, and ``changes``);
         compacted into a new base once those pass :data:`~falkirk.spark.pipeline.run.layers.COMPACT_AT` of the
         base, or, where the epoch's checkpoint is a snapshot and the next one ``snapshot`` epochs later, once
-        they would pass it before then at this epoch's rate of changes. The changes are counted by the job that
+        they would pass it before then at this epoch's rate of changes (with ``differential=True``, at every
+        snapshot: the snapshot is then the base the next deltas are the changes since). The changes are counted by the job that
         applies them, or first, by a job of their own, where their keys might be too many to broadcast
         (:func:`~falkirk.spark.pipeline.run.layers.merge_blind`). Nothing of the step's is changed (done by
         :meth:`execute` once the epoch succeeded) but :attr:`_changes_rows`, which only guides the next merge.
@@ -612,7 +613,9 @@ class StepRunner(Runner):
         # view (the base and the overlay joined): compacted now, the compaction the bound would call for before
         # the next snapshot is not made besides (10^7 keys, 1 % changed per epoch, a snapshot every 10: the two
         # epochs of a cycle that did both cost 8.0 and 6.4 CPU-s against 1.1 for a delta's)
-        if n > bound or (snapshot is not None and n + rows * (snapshot - 1) > bound):
+        # differential deltas hold the changes since a base that is the snapshot: at a snapshot epoch always compacted
+        differential = bool(getattr(self.regime, "differential", False))
+        if n > bound or (snapshot is not None and (differential or n + rows * (snapshot - 1) > bound)):
             compacted = detached(view)
             # at a snapshot epoch the snapshot's write is the job that computes the compacted base, fills its cache
             # and counts it (:meth:`execute` takes its rows from the manifest): no job of its own, which would scan
