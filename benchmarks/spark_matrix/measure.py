@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -246,20 +247,26 @@ def child(spec: dict[str, Any], work: Path, name: str, phase: str | None = None,
           stamps: dict[str, float] | None = None, *, module: str | None = None) -> dict[str, Any]:
     """Run ``spec`` in a new driver process (``python -m MODULE --phase``, default this package and the workload's
     phase); its result. ``stamps``: gets ``"exited"``, the wall-clock moment the process ended (YSB: when the
-    killed driver died)."""
+    killed driver died). Spark's local directories (block manager, shuffle files) are the process's own, under
+    ``work`` (``SPARK_LOCAL_DIRS``, the same disk as ``/tmp`` here), removed once it ended: a SIGKILLed driver
+    cannot remove them itself."""
     phase = phase or spec["workload"]
     spec = {**spec, "result": str(work / f"{name}.json"), "pids": str(work / f"{name}.pids")}
     path = work / f"{name}.spec.json"
     path.write_text(json.dumps(spec))
+    local = work / f"{name}.spark-local"
+    local.mkdir(exist_ok=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCHMARKS.parent / "src"), str(BENCHMARKS.parent),
                                                        str(BENCHMARKS),
-                                                       os.environ.get("PYTHONPATH", "")])}
+                                                       os.environ.get("PYTHONPATH", "")]),
+           "SPARK_LOCAL_DIRS": str(local)}
     with open(work / f"{name}.log", "w") as log:
         p = subprocess.run([sys.executable, "-m", module or __package__, "--phase", phase, "--spec", str(path)], env=env,
                            stdout=log, stderr=subprocess.STDOUT)
     if stamps is not None:
         stamps["exited"] = time.time()
     kill_leftover(Path(spec["pids"]))  # the JVM of a killed driver
+    shutil.rmtree(local, ignore_errors=True)
     if p.returncode != expected or not Path(spec["result"]).exists():
         tail = (work / f"{name}.log").read_text(errors="replace")[-3000:]
         raise SystemExit(f"{name}: exit status {p.returncode}\n{tail}")
