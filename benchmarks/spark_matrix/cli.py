@@ -74,6 +74,9 @@ def main() -> int:
     ap.add_argument("--drivers", type=int, default=1,
                     help="W1-W4, W6, YSB, MIXED: measure each configuration in this many drivers, round-robin; "
                          "report medians")
+    ap.add_argument("--warm", type=int, default=None,
+                    help="YSB, MIXED: epochs of the unmeasured paced run each driver makes first (default: the "
+                         "size's, 3); e.g. 30 to measure after the JVM's JIT has compiled what the epochs run")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--markdown", action="store_true", help="print the results JSON as a Markdown table and stop")
     ap.add_argument("--merge", action="store_true",
@@ -89,6 +92,8 @@ def main() -> int:
         print(markdown(json.loads((args.out / "spark_matrix.json").read_text())))
         return 0
     sizes = SIZES["quick" if args.quick else "full" if args.full else "default"]
+    if args.warm is not None:  # recorded in the results with the size
+        sizes = {w: {**s, "warm": args.warm} if "warm" in s else s for w, s in sizes.items()}
     only = [w.strip().upper() for w in args.only.split(",") if w.strip()]
     bad = [w for w in only if w not in IMPLEMENTED]
     if bad:
