@@ -236,9 +236,9 @@ class StepRunner(Runner):
         self.replicas = 1 if is_local_master(ctx.spark) else getattr(self.regime, "replicas", 1)
         #: how the state is checkpointed and read back (plain, keyed, or keyed snapshots and deltas)
         self.checkpoints = StateCheckpoints(ctx, step.name, step.regime)
-        #: an execution under way or failed: its epoch, and the state and checkpoint chain it started from
-        #: (``None`` once it succeeded or published anything: :meth:`intact`)
-        self._before: tuple[int, Any, tuple[int, ...] | None] | None = None
+        #: an execution under way or failed: its epoch, and the state, checkpoint chain and differential base it
+        #: started from (``None`` once it succeeded or published anything: :meth:`intact`)
+        self._before: tuple[int, Any, tuple[int, ...] | None, Any] | None = None
         #: a ``changes=True`` step's state as layers (:class:`Layers`); its ``view`` is :attr:`state`
         self.layers: Layers | None = None
         #: the layers an execution under way made (let go of if it fails: :meth:`_drop_unused_layers`)
@@ -285,10 +285,10 @@ class StepRunner(Runner):
         self._drop_deferred()  # what an execution that failed left
         self._drop_unused_layers()
         if failed is not None and failed[1] is self.state:  # and the checkpoint it wrote but did not publish
-            self.checkpoints.chain = failed[2]
+            self.checkpoints.chain, self.checkpoints.base = failed[2], failed[3]
         if failed is None or failed[0] != epoch or failed[1] is not self.state:
             self._drop_salvage()  # not a retry of the execution that made it
-        self._before = (epoch, self.state, self.checkpoints.chain)
+        self._before = (epoch, self.state, self.checkpoints.chain, self.checkpoints.base)
         self.made = []
         result = self.call(epoch, inputs)
         new_state = None
@@ -849,7 +849,7 @@ class DatabaseRunner(StepRunner):
     def execute(self, epoch: int, inputs: dict[str, DataFrame]) -> tuple[DataFrame | None, int]:
         # an execution run again at once deletes the epoch's rows first (as a redo does): only a published
         # manifest makes it not intact
-        self._before = (epoch, None, None)
+        self._before = (epoch, None, None, None)
         db = self.connect()
         guard = self.guard
         assert guard is not None
