@@ -46,7 +46,9 @@ The numbers (:mod:`.ysb_metrics`)
 * **CPU per epoch**: the driver tree's CPU (Python, JVM, workers; the producer is not in it) between two
   consecutive commits, from a sampler every 0.2 s, interpolated; median over the steady epochs. Paced, so
   it includes what each system spends while waiting. **service time**: commit − the later of the release and
-  the previous commit.
+  the previous commit. The CPU per epoch is also split at the start of the service time (``steady``'s
+  ``cpu_service_median_s``, the epoch's own work to its commit, and ``cpu_between_median_s``, what ran after the
+  previous commit — falkirk's deferred states and checkpoints, the JIT — and idling).
 * **exception**: the failed epoch's service time and latency; **epochs until caught up** (from the failed
   epoch until the latency stays at most 1.2 × the reference's steady p99; ``None``: never within the run);
   **excess CPU**: the run's CPU from the commit before the failure to the last commit less the reference's.
@@ -411,7 +413,8 @@ def said_ysb(name: str, r: dict[str, Any], d: int, drivers: int) -> str:
                 f"{s['latency']['p99']:.2f} s (failure-free only), identical {r['identical']} "
                 f"({r['benchmark_s']:.0f} s, driver {d + 1} of {drivers})")
     f = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
-    return (f"YSB {name:20} cpu {f(r['cpu_median_s'])} s/epoch, latency p50 {f(s['latency']['p50'])} p99 "
+    return (f"YSB {name:20} cpu {f(r['cpu_median_s'])} s/epoch ({f(s.get('cpu_service_median_s'))} to the commit, "
+            f"{f(s.get('cpu_between_median_s'))} after), latency p50 {f(s['latency']['p50'])} p99 "
             f"{f(s['latency']['p99'])} s (windows p99 {f(s['window_latency']['p99'])}); exception: epoch "
             f"{f(ex['failed_epoch_service_s'])} s, caught up after {ex['epochs_until_caught_up']}, excess CPU "
             f"{f(ex['excess_cpu_s'])} s; kill: first output {f(k['first_output_s'])} s, excess CPU "

@@ -23,12 +23,16 @@ def per_epoch(commits: Mapping[int, float], releases: Mapping[int, float],
               series: Sequence[tuple[float, float]]) -> dict[str, dict[int, float]]:
     """``latency`` (commit − release), ``service`` (commit − the later of the release and the previous commit:
     the time the epoch had the system to itself) and ``cpu`` (the tree's CPU between the previous commit and
-    this one; epochs ``>= 1``) of each committed epoch."""
+    this one; epochs ``>= 1``) of each committed epoch; ``cpu`` split into ``cpu_service`` (during the service
+    time: the epoch's own work up to its commit) and ``cpu_between`` (from the previous commit until the epoch
+    was released or that commit: what a system does after a commit — falkirk's deferred states — and idling)."""
     lat = {e: commits[e] - releases[e] for e in sorted(commits) if e in releases}
     service = {e: commits[e] - max(releases[e], commits.get(e - 1, releases[e])) for e in lat}
     cpu = {e: cpu_at(series, commits[e]) - cpu_at(series, commits[e - 1]) for e in sorted(commits)
            if e - 1 in commits and series}
-    return {"latency": lat, "service": service, "cpu": cpu}
+    busy = {e: cpu_at(series, commits[e]) - cpu_at(series, commits[e] - service[e]) for e in cpu if e in service}
+    return {"latency": lat, "service": service, "cpu": cpu, "cpu_service": busy,
+            "cpu_between": {e: cpu[e] - busy[e] for e in busy}}
 
 
 def stats(values: Any) -> dict[str, float | None]:
@@ -42,8 +46,10 @@ def steady(run: Mapping[str, Any], warmup: int, until: int | None = None) -> dic
     keep = lambda d: {e: v for e, v in d.items() if e >= warmup and (until is None or e < until)}  # noqa: E731
     lat, cpu, service = keep(run["latency"]), keep(run["cpu"]), keep(run["service"])
     wins = [v for k, v in run["window_latency"].items() if run["window_epoch"][k] in lat]
+    split = {k: keep(run.get(k, {})) for k in ("cpu_service", "cpu_between")}  # absent in older results
     return {"cpu_median_s": statistics.median(cpu.values()) if cpu else None,
             "cpu_mean_s": statistics.fmean(cpu.values()) if cpu else None,
+            **{f"{k}_median_s": statistics.median(v.values()) if v else None for k, v in split.items()},
             "service_median_s": statistics.median(service.values()) if service else None,
             "latency": stats(lat.values()), "window_latency": stats(wins)}
 
@@ -62,7 +68,7 @@ def describe_run(commits: Mapping[int, float], releases: Mapping[int, float], se
 def revive(run: Mapping[str, Any]) -> dict[str, Any]:
     """A run read back from JSON: epochs are keys again (JSON made them strings)."""
     out = dict(run)
-    for k in ("latency", "service", "cpu", "commits", "releases"):
+    for k in ("latency", "service", "cpu", "cpu_service", "cpu_between", "commits", "releases"):
         out[k] = {int(e): v for e, v in run.get(k, {}).items()}
     return out
 

@@ -79,6 +79,12 @@ def test_latency_and_catching_up_from_clocks() -> None:
     assert run["latency"] == pytest.approx({0: 0.5, 1: 0.5, 2: 2.0, 3: 1.2})
     assert run["cpu"][1] == pytest.approx(1.0) and run["cpu"][2] == pytest.approx(cpu_at(series, 14.0) - 1.5)
     assert run["service"][2] == pytest.approx(2.0) and run["service"][3] == pytest.approx(0.2)
+    # the CPU between commits split at the start of the service time (the later of release and previous commit)
+    assert run["cpu_service"][1] == pytest.approx(0.5) and run["cpu_between"][1] == pytest.approx(0.5)
+    assert run["cpu_service"][3] == pytest.approx(cpu_at(series, 14.2) - cpu_at(series, 14.0))
+    assert run["cpu_between"][3] == pytest.approx(0.0)
+    assert run["cpu_service"][2] + run["cpu_between"][2] == pytest.approx(run["cpu"][2])
+    assert run["cpu_between"][2] == pytest.approx(cpu_at(series, 12.0) - cpu_at(series, 11.5))
     assert caught_up(run["latency"], 2, 1.0) is None and caught_up(run["latency"], 2, 1.5) == 1
     assert caught_up(run["latency"], 0, 5.0) == 0
     size = {"interval": 1.0, "window_ms": 2000}
@@ -92,6 +98,8 @@ def test_latency_and_catching_up_from_clocks() -> None:
     assert fail["failed_epoch_latency_s"] == pytest.approx(2.0) and fail["epochs_until_caught_up"] is None
     assert fail["excess_cpu_s"] == pytest.approx((cpu_at(series, 14.2) - 1.5) - 2.0)
     assert steady(ref, 1)["latency"]["p50"] == pytest.approx(0.2)
+    assert steady(ref, 1)["cpu_service_median_s"] == pytest.approx(0.2)  # 1 CPU-s per s, 0.2 s of service
+    assert steady(ref, 1)["cpu_between_median_s"] == pytest.approx(0.8)
     t0 = first_release(5.0, 0.0)
     assert round((t0 + 5.25) / 5.0) * 5.0 == pytest.approx(t0 + 5.25)  # releases fall just before the trigger
 
