@@ -243,23 +243,32 @@ def cluster_session(cluster: dict[str, Any], conf: dict[str, str] | None) -> Any
     return spark
 
 
+def child_env(local: Path, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a driver process whose scratch files all live under ``local``: Spark's local directories
+    (``SPARK_LOCAL_DIRS``: block manager, shuffle files), the driver JVM's ``java.io.tmpdir`` (``SPARK_SUBMIT_OPTS``:
+    the ``spark-<uuid>`` directories of added files and PySpark's, the stream's RocksDB working directories) and
+    Python's ``TMPDIR`` — so that removing ``local`` after a SIGKILLed driver leaves nothing behind in ``/tmp``."""
+    base = dict(os.environ if environ is None else environ)
+    opts = f"{base.get('SPARK_SUBMIT_OPTS', '')} -Djava.io.tmpdir={local}".strip()
+    return {**base, "PYTHONPATH": os.pathsep.join([str(BENCHMARKS.parent / "src"), str(BENCHMARKS.parent),
+                                                   str(BENCHMARKS), base.get("PYTHONPATH", "")]),
+            "SPARK_LOCAL_DIRS": str(local), "SPARK_SUBMIT_OPTS": opts, "TMPDIR": str(local)}
+
+
 def child(spec: dict[str, Any], work: Path, name: str, phase: str | None = None, expected: int = 0,
           stamps: dict[str, float] | None = None, *, module: str | None = None) -> dict[str, Any]:
     """Run ``spec`` in a new driver process (``python -m MODULE --phase``, default this package and the workload's
     phase); its result. ``stamps``: gets ``"exited"``, the wall-clock moment the process ended (YSB: when the
-    killed driver died). Spark's local directories (block manager, shuffle files) are the process's own, under
-    ``work`` (``SPARK_LOCAL_DIRS``, the same disk as ``/tmp`` here), removed once it ended: a SIGKILLed driver
-    cannot remove them itself."""
+    killed driver died). Its scratch files (Spark's local directories, the JVM's and Python's temporary
+    directories: :func:`child_env`) are the process's own, under ``work`` (the same disk as ``/tmp`` here), removed
+    once it ended: a SIGKILLed driver cannot remove them itself."""
     phase = phase or spec["workload"]
     spec = {**spec, "result": str(work / f"{name}.json"), "pids": str(work / f"{name}.pids")}
     path = work / f"{name}.spec.json"
     path.write_text(json.dumps(spec))
     local = work / f"{name}.spark-local"
     local.mkdir(exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCHMARKS.parent / "src"), str(BENCHMARKS.parent),
-                                                       str(BENCHMARKS),
-                                                       os.environ.get("PYTHONPATH", "")]),
-           "SPARK_LOCAL_DIRS": str(local)}
+    env = child_env(local)
     with open(work / f"{name}.log", "w") as log:
         p = subprocess.run([sys.executable, "-m", module or __package__, "--phase", phase, "--spec", str(path)], env=env,
                            stdout=log, stderr=subprocess.STDOUT)
