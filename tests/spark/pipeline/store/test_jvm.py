@@ -10,7 +10,9 @@ import pytest
 from falkirk.spark.pipeline.store import jvm, keyed
 
 
-def test_a_value_is_kept_per_key_and_owner_and_made_again_for_another(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_value_is_kept_per_key_and_owner_and_made_again_for_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     gateways = [object()]
     monkeypatch.setattr(jvm, "_gateway", lambda: gateways[0])
     made: list[str] = []
@@ -29,6 +31,29 @@ def test_a_value_is_kept_per_key_and_owner_and_made_again_for_another(monkeypatc
     assert jvm.once(("j",), lambda: make("7")) is not None and made == ["1", "3", "5", "7"]
     monkeypatch.setattr(jvm, "_gateway", lambda: (gateways[0], True))  # the same JVM, the other kind of API
     assert jvm.once(("j",), lambda: make("8")) is not None and made[-1] == "8"
+
+
+def test_the_memo_keeps_at_most_its_limit_the_oldest_made_dropped_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(jvm, "_gateway", lambda: "a gateway of this test's")
+    monkeypatch.setattr(jvm, "LIMIT", 5)
+    made: list[int] = []
+
+    def make(i: int) -> Any:
+        made.append(i)
+        return object()
+
+    kept = {i: jvm.once(("limit", i), lambda i=i: make(i)) for i in range(5)}
+    assert jvm.once(("limit", 0), lambda: make(-1)) is kept[0]  # within the limit: all kept
+    for i in range(5, 8):  # three more: the three oldest made (0, 1, 2) go
+        kept[i] = jvm.once(("limit", i), lambda i=i: make(i))
+    assert len(jvm._memo[1]) == 5
+    assert all(jvm.once(("limit", i), lambda: make(-1)) is kept[i] for i in range(3, 8))
+    assert made == list(range(8))  # nothing kept was made again
+    again = jvm.once(("limit", 0), lambda: make(100))  # dropped: made again, now the newest
+    assert again is not kept[0] and made[-1] == 100 and len(jvm._memo[1]) == 5
+    assert ("limit", 3) not in jvm._memo[1]  # the oldest made then went
 
 
 @pytest.mark.spark

@@ -34,6 +34,9 @@ __all__ = ["once"]
 T = TypeVar("T")
 
 _lock = threading.Lock()
+#: the most values the memo keeps (keys can carry a step's schema — a delta's columns — or a partition count: a
+#: process that declares many pipelines would otherwise keep every one's for ever); the oldest made go first
+LIMIT = 512
 #: the gateway the memo belongs to, and the memo: key -> (owner, value)
 _memo: tuple[Any, dict[Hashable, tuple[Any, Any]]] = (None, {})
 
@@ -53,7 +56,8 @@ def once(key: Hashable, make: Callable[[], T], *, owner: Any = None) -> T:
     stay the same.
 
     ``owner`` is compared by identity; a value made for another owner is
-    made again. Two threads may both make a missing value; one is kept.
+    made again. Two threads may both make a missing value; one is kept. At
+    most :data:`LIMIT` values are kept, the oldest made dropped first.
     """
     global _memo
     gateway = _gateway()
@@ -66,5 +70,8 @@ def once(key: Hashable, make: Callable[[], T], *, owner: Any = None) -> T:
         return got[1]
     value = make()
     with _lock:
+        memo.pop(key, None)  # made again (another owner): the newest now
         memo[key] = (owner, value)
+        while len(memo) > LIMIT:
+            del memo[next(iter(memo))]
     return value
