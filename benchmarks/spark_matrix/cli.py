@@ -77,6 +77,9 @@ def main() -> int:
     ap.add_argument("--warm", type=int, default=None,
                     help="YSB, MIXED: epochs of the unmeasured paced run each driver makes first (default: the "
                          "size's, 3); e.g. 30 to measure after the JVM's JIT has compiled what the epochs run")
+    ap.add_argument("--jvm-options", default="",
+                    help="Java options for every driver's JVM, both systems alike (SPARK_SUBMIT_OPTS), recorded in "
+                         "the results; e.g. \"-XX:TieredStopAtLevel=1\" to measure with the client JIT only")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--markdown", action="store_true", help="print the results JSON as a Markdown table and stop")
     ap.add_argument("--merge", action="store_true",
@@ -99,6 +102,8 @@ def main() -> int:
     if bad:
         ap.error(f"{', '.join(bad)}: not implemented (implemented: {', '.join(IMPLEMENTED)})")
     pick = {c.strip() for c in args.configs.split(",") if c.strip()}
+    if args.jvm_options:  # inherited by every driver process (child_env), before any session starts
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {args.jvm_options}".strip()
     load0 = os.getloadavg()
     t0 = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="spark-matrix-"))
@@ -136,6 +141,7 @@ def main() -> int:
     load = os.getloadavg()
     doc = {"benchmark": "spark_matrix", "sizes": "quick" if args.quick else "full" if args.full else "default",
            "warmup": args.warmup, "wall_s": time.perf_counter() - t0, "streaming_conf": STREAMING_CONF,
+           "jvm_options": os.environ.get("SPARK_SUBMIT_OPTS", ""),
            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                        "spark": pyspark.__version__, "load_average": load, "load_average_start": load0},
            "workloads": workloads}
