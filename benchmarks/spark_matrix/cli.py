@@ -79,7 +79,7 @@ def main() -> int:
                          "size's, 3); e.g. 30 to measure after the JVM's JIT has compiled what the epochs run")
     ap.add_argument("--jvm-options", default="",
                     help="Java options for every driver's JVM, both systems alike (SPARK_SUBMIT_OPTS), recorded in "
-                         "the results; e.g. \"-XX:TieredStopAtLevel=1\" to measure with the client JIT only")
+                         "the results; e.g. --jvm-options=-XX:TieredStopAtLevel=1 (with =) to measure with the client JIT only")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--markdown", action="store_true", help="print the results JSON as a Markdown table and stop")
     ap.add_argument("--merge", action="store_true",
