@@ -18,6 +18,9 @@ WORKLOADS = ("W1", "W4", "W6", "W2", "W3", "W5", "YSB", "MIXED")
 IMPLEMENTED = ("W1", "W4", "W6", "W2", "W3", "W5", "YSB", "MIXED")
 SNAPSHOT_KEY = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
 SNAP2 = {SNAPSHOT_KEY: "2"}
+#: Java options of the ``-c1`` configurations (a configuration's ``jvm``, its driver JVM's): the client JIT only.
+#: A driver's epochs are few and small; C2's compiling (most of the JIT's CPU in a young JVM) may not pay back.
+C1 = "-XX:TieredStopAtLevel=1"
 #: failures per epoch ``falkirk-advised`` is advised for (each step failing alone), as in benchmarks/spark_advisor.py
 ADVISE_RATE = 0.05
 #: the configurations of each workload: name → (system, options)
@@ -40,7 +43,8 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
     "W5": {"streaming-native": {"form": "native"}, "streaming": {"form": "pandas-state"},
            "streaming-snap2": {"form": "pandas-state", "conf": SNAP2}, "falkirk-lazy3": {"regime": "lazy3"},
            "falkirk-inc": {"regime": "eager-inc"}, "falkirk-lazy3-r1": {"regime": "lazy3-r1"}},
-    "YSB": {"streaming": {}, "streaming-rtm": {"rtm": True}, "falkirk": {}, "falkirk-concurrent": {"concurrency": 3}},
+    "YSB": {"streaming": {}, "streaming-rtm": {"rtm": True}, "falkirk": {}, "falkirk-concurrent": {"concurrency": 3},
+            "streaming-c1": {"jvm": C1}, "falkirk-c1": {"jvm": C1}},
     "MIXED": {"streaming-two-queries": {}, "falkirk": {}, "falkirk-logged": {"log_views": True},
               "falkirk-logged-concurrent": {"log_views": True, "concurrency": 3},
               "falkirk-logged-concurrent-rollback": {"log_views": True, "concurrency": 3, "retry_in_place": False}},

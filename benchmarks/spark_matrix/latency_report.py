@@ -51,8 +51,11 @@ def latency_markdown(workload: str, block: dict[str, Any]) -> str:
     rows = ysb_rows(block["summary"]) if workload == "YSB" else mixed_rows(block["summary"])
     lines = [f"{workload}, latency and failures:", "", as_markdown(rows)]
     for n, t in block.get("targets", {}).items():
-        lines.append(f"* {n}: " + ", ".join(f"{k} {'met' if v else 'not met' if v is not None else 'n/a'}"
-                                             for k, v in t.items()))
+        against = t.get("stream_config", {})  # which stream configuration each figure was compared with
+        lines.append(f"* {n}: " + ", ".join(
+            f"{k} {'met' if v else 'not met' if v is not None else 'n/a'}"
+            + (f" (against {against[k]})" if against.get(k, "streaming") != "streaming" else "")
+            for k, v in t.items() if k != "stream_config"))
     return "\n".join(lines)
 
 

@@ -243,13 +243,14 @@ def cluster_session(cluster: dict[str, Any], conf: dict[str, str] | None) -> Any
     return spark
 
 
-def child_env(local: Path, environ: dict[str, str] | None = None) -> dict[str, str]:
+def child_env(local: Path, environ: dict[str, str] | None = None, jvm: str = "") -> dict[str, str]:
     """The environment of a driver process whose scratch files all live under ``local``: Spark's local directories
     (``SPARK_LOCAL_DIRS``: block manager, shuffle files), the driver JVM's ``java.io.tmpdir`` (``SPARK_SUBMIT_OPTS``:
     the ``spark-<uuid>`` directories of added files and PySpark's, the stream's RocksDB working directories) and
-    Python's ``TMPDIR`` — so that removing ``local`` after a SIGKILLed driver leaves nothing behind in ``/tmp``."""
+    Python's ``TMPDIR`` — so that removing ``local`` after a SIGKILLed driver leaves nothing behind in ``/tmp``.
+    ``jvm``: more Java options for the driver's JVM (a configuration's ``jvm``, e.g. the client JIT only)."""
     base = dict(os.environ if environ is None else environ)
-    opts = f"{base.get('SPARK_SUBMIT_OPTS', '')} -Djava.io.tmpdir={local}".strip()
+    opts = f"{base.get('SPARK_SUBMIT_OPTS', '')} {jvm} -Djava.io.tmpdir={local}".strip()
     return {**base, "PYTHONPATH": os.pathsep.join([str(BENCHMARKS.parent / "src"), str(BENCHMARKS.parent),
                                                    str(BENCHMARKS), base.get("PYTHONPATH", "")]),
             "SPARK_LOCAL_DIRS": str(local), "SPARK_SUBMIT_OPTS": opts, "TMPDIR": str(local)}
@@ -268,7 +269,7 @@ def child(spec: dict[str, Any], work: Path, name: str, phase: str | None = None,
     path.write_text(json.dumps(spec))
     local = work / f"{name}.spark-local"
     local.mkdir(exist_ok=True)
-    env = child_env(local)
+    env = child_env(local, jvm=spec.get("jvm", ""))
     with open(work / f"{name}.log", "w") as log:
         p = subprocess.run([sys.executable, "-m", module or __package__, "--phase", phase, "--spec", str(path)], env=env,
                            stdout=log, stderr=subprocess.STDOUT)

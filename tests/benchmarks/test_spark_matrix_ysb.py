@@ -19,7 +19,7 @@ from benchmarks.spark_matrix.latency_report import latency_markdown, mixed_rows,
 from benchmarks.spark_matrix.mixed import HEAVY, phase_mixed, summarise_mixed
 from benchmarks.spark_matrix.ysb import compare, described, expected_counts, outputs, paced
 from benchmarks.spark_matrix.ysb_input import caught_up, cpu_at, first_release, window_latency
-from benchmarks.spark_matrix.ysb_metrics import after_failure, per_epoch, steady
+from benchmarks.spark_matrix.ysb_metrics import after_failure, per_epoch, steady, targets
 from benchmarks.spark_matrix.ysb_streaming import Failure
 
 SIZE = {"epochs": 2, "fail": 1, "events": 200, "campaigns": 5, "window_ms": 1000, "interval": 0.5, "lead": 0.5,
@@ -115,3 +115,31 @@ def test_the_tables_show_never_for_a_run_that_did_not_catch_up() -> None:
     assert rows[1][7] == "never" and rows[1][10] == "2"
     text = latency_markdown("YSB", {"summary": {"falkirk": s}, "targets": {"falkirk": {"kill_excess_cpu": False}}})
     assert "kill_excess_cpu not met" in text
+
+
+def test_the_targets_compare_with_the_stream_at_its_strongest_per_figure() -> None:
+    """Each falkirk configuration is judged, figure by figure, against the best of the micro-batch stream's
+    configurations measured (real-time mode is not one), and the result says which one that was."""
+
+    def run(system: str, cpu: float, p99: float, caught: int | None, kill_cpu: float) -> dict:
+        lat = {"p50": p99 / 2, "p99": p99}
+        return {"system": system, "cpu_median_s": cpu, "identical": True,
+                "steady": {"latency": lat, "window_latency": lat},
+                "exception": {"failed_epoch_service_s": 2.0, "epochs_until_caught_up": caught, "excess_cpu_s": 1.0},
+                "kill": {"first_output_s": 10.0, "epochs_until_caught_up": 2, "excess_cpu_s": kill_cpu}}
+
+    summary = {"streaming": run("streaming", 1.0, 0.9, 1, 20.0),
+               "streaming-c1": run("streaming", 0.8, 1.2, None, 15.0),
+               "streaming-rtm": run("streaming", 0.1, 0.1, 0, 0.0),  # not a micro-batch configuration
+               "falkirk": run("falkirk", 0.9, 0.8, 1, 18.0)}
+    got = targets(summary)["falkirk"]
+    against = got["stream_config"]
+    assert against["steady_cpu_per_epoch"] == "streaming-c1" and got["steady_cpu_per_epoch"] is False  # 0.9 > 0.8
+    assert against["steady_p99_latency"] == "streaming" and got["steady_p99_latency"] is True  # 0.8 <= 0.9
+    assert against["exception_caught_up"] == "streaming" and got["exception_caught_up"] is True  # 1 <= 1
+    assert against["kill_excess_cpu"] == "streaming-c1" and got["kill_excess_cpu"] is False  # 18 > 15
+    assert got["steady_p99_latency_vs_real_time_mode"] is False
+    only = targets(summary, stream="streaming")["falkirk"]  # one configuration named: that one alone
+    assert only["steady_cpu_per_epoch"] is True and set(only["stream_config"].values()) == {"streaming"}
+    text = latency_markdown("YSB", {"summary": {"falkirk": summary["falkirk"]}, "targets": {"falkirk": got}})
+    assert "steady_cpu_per_epoch not met (against streaming-c1)" in text and "stream_config" not in text
