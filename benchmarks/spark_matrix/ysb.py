@@ -20,6 +20,11 @@ Configurations
 * ``streaming`` — one Structured Streaming query written the usual way (:mod:`.ysb_streaming`): micro-batch,
   processing-time trigger every ``interval``, a watermark of one window, RocksDB with changelog
   checkpointing, ``foreachBatch`` writing the batch's counts idempotently per batch id.
+* ``streaming-c1``, ``falkirk-c1`` — ``streaming`` and ``falkirk`` with every driver JVM (the killed one's
+  restart too) running the client JIT only (``-XX:TieredStopAtLevel=1``, :data:`.configs.C1`): a YSB driver's
+  JVM is young and its epochs small, so C2's compiling, most of the JIT's CPU then, may not pay back. The
+  targets compare each falkirk configuration with the best micro-batch stream configuration measured, per
+  figure (:func:`.ysb_metrics.targets`).
 * ``streaming-rtm`` — the same query in real-time mode (``trigger(realTime=...)``), failure-free only: see
   *Real-time mode* below and :mod:`.ysb_rtm`.
 
