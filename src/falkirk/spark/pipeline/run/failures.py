@@ -142,9 +142,12 @@ def _killing_filter(df: DataFrame, label: str, target: str | None = None) -> Dat
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType
 
-    marker = os.path.join(tempfile.gettempdir(), f"falkirk-injection-{uuid.uuid4().hex}")
+    # named here, placed there: the executor's temporary directory, not the driver's (which another machine, or a
+    # worker in another mount namespace, may not have; a driver with TMPDIR set has one of its own)
+    name = f"falkirk-injection-{uuid.uuid4().hex}"
 
     def ok(_):  # type: ignore[no-untyped-def]
+        marker = os.path.join(tempfile.gettempdir(), name)
         tc = TaskContext.get()
         if tc is None or tc.attemptNumber() != 0 or (target is None and tc.partitionId() != 0):
             return True
