@@ -113,10 +113,10 @@ def targets(summary: Mapping[str, Mapping[str, Any]], stream: str | None = None)
     def later(a: int | None, b: int | None) -> bool | None:  # "caught up no later": never (None) is the latest
         return (b is None) if a is None else (True if b is None else a <= b)
 
-    def epochs_key(v: int | None) -> float:
+    def missing_last(v: float | None) -> float:  # lower is better; not measured (never caught up) is worst
         return float("inf") if v is None else v
 
-    figures = {  # name: (value of a configuration's summary, lower is better, how compared)
+    figures = {  # name: (its value in a configuration's summary, how falkirk's is compared with the stream's)
         "steady_p99_latency": (lambda v: v["steady"]["latency"]["p99"], le),
         "steady_cpu_per_epoch": (lambda v: v["cpu_median_s"], le),
         "exception_caught_up": (lambda v: v.get("exception", {}).get("epochs_until_caught_up"), later),
@@ -126,12 +126,7 @@ def targets(summary: Mapping[str, Mapping[str, Any]], stream: str | None = None)
     }
     best: dict[str, tuple[str, Any]] = {}
     for figure, (value, _) in figures.items():
-        measured = [(n, value(v)) for n, v in streams.items()]
-        if figure == "exception_caught_up":
-            best[figure] = min(measured, key=lambda nv: epochs_key(nv[1]))
-        else:
-            known = [nv for nv in measured if nv[1] is not None]
-            best[figure] = min(known, key=lambda nv: nv[1]) if known else (measured[0][0], None)
+        best[figure] = min(((n, value(v)) for n, v in streams.items()), key=lambda nv: missing_last(nv[1]))
     for n, f in summary.items():
         if f.get("system") != "falkirk":
             continue
