@@ -13,7 +13,9 @@ Configurations
 * ``falkirk`` — the shipped regimes (``docs/spark.md``): ``views`` (filter, projection, join) ``Ephemeral()``,
   ``counts`` ``Lazy(every=3, key="campaign_id")`` (state: the open windows' counts; windows ending before the
   watermark — the epoch's end less one window, as the stream's — are dropped; one full outer join of the state
-  with the epoch's counts gives both the new state and the updated windows), ``campaign_counts`` an output;
+  with the epoch's counts gives both the new state and the updated windows: the step returns its output as a
+  function of its new state, so the join is computed once, by the output's job, which makes the state as it
+  reads it), ``campaign_counts`` an output;
   one step execution at a time. The input step waits for the producer's cut (polling every 20 ms).
 * ``falkirk-concurrent`` — the same with ``Pipeline(concurrency=3)`` (window 2): the input step reads the
   next epoch while ``counts`` works and the output commits.
@@ -143,20 +145,26 @@ def ysb_pipeline(root: Path, spark: Any, size: dict[str, Any], *, concurrency: i
     def views(events: Any) -> Any:
         return views_of(events, table)
 
+    def watermark(epoch: int) -> int:  # the stream's after ``epoch``: the latest event time less one window
+        return BASE_MS + (epoch + 1) * t - w
+
     def counts(views: Any, *, state: Any, epoch: int) -> Any:
         fail.maybe(epoch)
         upd = (views.select("campaign_id", (F.col("et") - F.col("et") % w).alias("window_start"))
                .groupBy("campaign_id", "window_start").count())
         keys = ["campaign_id", "window_start"]
         if state is None:
-            new = out = upd
-        else:  # one full outer join gives both: the new state, and the windows this epoch updated (n not null)
-            both = state.join(upd.withColumnRenamed("count", "n"), keys, "full_outer")
+            made = upd.withColumn("n", F.col("count"))
+        else:  # one full outer join gives both: the new counts, and the windows this epoch updated (n not null)
+            live = state.where(F.col("window_start") + w > watermark(epoch - 1)).drop("n")
+            both = live.join(upd.withColumnRenamed("count", "n"), keys, "full_outer")
             total = (F.coalesce("count", F.lit(0)) + F.coalesce("n", F.lit(0))).alias("count")
-            new = both.select(*keys, total)
-            out = both.where(F.col("n").isNotNull()).select(*keys, total)
-        watermark = BASE_MS + (epoch + 1) * t - w  # the stream's: the latest event time less one window
-        return out, new.where(F.col("window_start") + w > watermark)
+            made = both.select(*keys, total, "n")
+        # the state kept: the open windows (the next epoch drops the rest as it reads it), and this epoch's updated
+        # ones with their count here (n); the output is a function of it, so the join is done once, by the
+        # output's job, which makes the state as it reads it (docs/spark.md, "an output computed from the state")
+        kept = made.where((F.col("window_start") + w > watermark(epoch)) | F.col("n").isNotNull())
+        return (lambda state: state.where(F.col("n").isNotNull()).select(*keys, "count")), kept
 
     pipe.step(views, regime=Ephemeral(log=log_views))
     pipe.step(counts, inputs=["views"], regime=Lazy(every=3, key="campaign_id"))

@@ -11,6 +11,7 @@ checked on made-up clocks.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,41 @@ def test_ysb_paced_runs_count_what_the_generator_made_through_an_exception(
     assert compare(outputs(spark, ex["dir"]), rows, SIZE["epochs"]) == []
     if system == "falkirk":
         assert len(ex["result"].journal.recoveries) == 1
+
+
+@pytest.mark.parametrize("retry_in_place", [True, False])
+def test_ysb_counts_keep_only_open_and_updated_windows_and_recover_to_the_oracle(
+    spark: Any, tmp_path: Path, retry_in_place: bool,
+) -> None:
+    """falkirk's counting step (its output a function of its new state) over enough epochs that windows close:
+    its state at each checkpoint holds the open windows and the ones its epoch updated, nothing closed before,
+    and the updated ones are that epoch's output; an exception at epoch 5, retried in place or rolled back to
+    the checkpoint of epoch 2, gives the oracle's counts every epoch."""
+    pytest.importorskip("pyarrow")
+    from benchmarks.spark_matrix.ysb import ysb_pipeline
+    from benchmarks.spark_matrix.ysb_input import BASE_MS, interval_ms
+
+    size = {**SIZE, "epochs": 8, "fail": 5}
+    pipe = ysb_pipeline(tmp_path, spark, size, paced=False, failure=Failure(5))
+    pipe.retry_in_place = retry_in_place
+    result = pipe.run(size["epochs"])
+    (recovery,) = result.journal.recoveries
+    assert (recovery.in_place is not None) == retry_in_place
+    if not retry_in_place:
+        assert recovery.plan.actions["counts"] == "restore"
+    want = expected_counts(size)
+    got = outputs(spark, tmp_path)
+    assert compare(got, want, size["epochs"]) == []
+    w = size["window_ms"]
+    windows, dropped = {(c, ws) for e in want.values() for c, ws, _ in e}, set()
+    for epoch in (2, 5):  # Lazy(every=3)'s checkpoints
+        (d,) = (tmp_path / "data" / "counts" / "checkpoint").glob(f"{epoch:08d}-*")
+        state = spark.read.parquet(str(d)).select("campaign_id", "window_start", "count", "n").collect()
+        watermark = BASE_MS + (epoch + 1) * interval_ms(size) - w
+        assert all(r.window_start + w > watermark or r.n is not None for r in state)
+        assert Counter((r.campaign_id, r.window_start, r["count"]) for r in state if r.n is not None) == got[epoch]
+        dropped |= {k for k in windows if k[1] + w <= watermark} - {(r.campaign_id, r.window_start) for r in state}
+    assert dropped  # closed windows were seen and dropped (by epoch 5's watermark, two windows' worth)
 
 
 @pytest.mark.parametrize("name,options", [("falkirk-logged-concurrent", {"log_views": True, "concurrency": 3}),
