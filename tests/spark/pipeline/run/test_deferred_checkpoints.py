@@ -57,11 +57,30 @@ def counts(parsed: Any, *, state: Any) -> Any:
     return both.where(F.col("m").isNotNull()).select("key", *total), both.select("key", *total)
 
 
-def build(root: Path, spark: Any, regime: Any = None, **options: Any) -> Pipeline:
+def counts_made(parsed: Any, *, state: Any) -> Any:
+    """``counts`` with its output a function of its new state (the state keeps each key's count this epoch, m):
+    the state is made by the output's job, its checkpoint still written after the output committed."""
+    from pyspark.sql import functions as F
+
+    now = parsed.groupBy("key").agg(F.count("*").alias("m"), F.sum("v").alias("w"))
+    if state is None:
+        new = now.select("key", F.col("m").alias("n"), F.col("w").alias("s"), "m")
+    else:
+        both = state.drop("m").join(now, "key", "full_outer")
+        new = both.select(
+            "key",
+            (F.coalesce("n", F.lit(0)) + F.coalesce("m", F.lit(0))).alias("n"),
+            (F.coalesce("s", F.lit(0)) + F.coalesce("w", F.lit(0))).alias("s"),
+            "m",
+        )
+    return (lambda made: made.where(F.col("m").isNotNull()).select("key", "n", "s")), new
+
+
+def build(root: Path, spark: Any, regime: Any = None, *, step: Any = counts, **options: Any) -> Pipeline:
     pipe = Pipeline(root, spark, fsync=False, **options)
     pipe.input("events", "key BIGINT, v BIGINT", partitions=2, source=events)
     pipe.step(parsed, regime=Ephemeral())
-    pipe.step(counts, inputs=["parsed"], regime=regime or Lazy(every=2, key="key"))
+    pipe.step(step, inputs=["parsed"], regime=regime or Lazy(every=2, key="key"), name="counts")
     pipe.output("updated", inputs=["counts"])
     return pipe
 
@@ -140,6 +159,37 @@ def test_failures_around_a_deferred_checkpoint_lose_nothing(
     assert max(recovery.available_at_failure["counts"]) == newest
     assert rows(spark, root) == rows(spark, reference)
     assert manifest(root, "counts", "checkpoint", EPOCHS - 1).exists()  # the run's last, written at its end
+
+
+@pytest.mark.parametrize(
+    ("fail", "newest"),
+    [
+        (None, None),
+        ("updated@3:mid", 1),  # the output of a checkpoint epoch fails: counts' state made, its checkpoint not
+        ("counts@3:mid", 1),
+        ("counts@4:before", 3),
+        ("updated@4:mid", 3),
+        ("counts@5:after", 5),
+    ],
+)
+def test_a_state_made_by_its_output_is_checkpointed_after_the_output_committed(
+    spark: Any, tmp_path: Path, failure_free: Any, fail: str | None, newest: int | None
+) -> None:
+    """The output a function of the state (which makes the state first, on the epoch's path): the checkpoint of a
+    checkpoint epoch is still published after that epoch's output committed, and failures on either side of the
+    write give the failure-free run's output."""
+    reference, _ = failure_free
+    root = tmp_path / "root"
+    result = build(root, spark, step=counts_made, gc=False).run(EPOCHS, fail=[fail] if fail else [])
+    assert rows(spark, root) == rows(spark, reference)
+    if fail is None:
+        assert not result.journal.recoveries
+        for e in (1, 3, 5, 7):
+            assert published(root, e) > committed_at(root, e), e
+    else:
+        [recovery] = result.journal.recoveries
+        assert max(recovery.available_at_failure["counts"]) == newest
+    assert manifest(root, "counts", "checkpoint", EPOCHS - 1).exists()
 
 
 def test_a_write_that_fails_is_the_steps_failure_and_its_redo_writes_at_once(

@@ -63,6 +63,9 @@ class Deferred:
     inputs: tuple[Any, ...]
     #: the state before (a local checkpoint, or ``None``): what of its lineage lives in executor memory only
     before: Any
+    #: made already (the step's output was computed from it, which made it): only its checkpoint is left to the
+    #: end of the epoch
+    made: bool = False
 
     @property
     def held(self) -> tuple[Any, ...]:
@@ -292,7 +295,7 @@ class StepRunner(Runner):
         self.made = []
         result = self.call(epoch, inputs)
         new_state = None
-        defer = False
+        defer = late_checkpoint = False
         changes: DataFrame | None = None
         layers: Layers | None = None
         if regime.takes_state:
@@ -328,6 +331,16 @@ class StepRunner(Runner):
                 and returned is not None
                 and result is not returned
                 and not callable(result)  # an output computed from the state: the state is made first
+                and getattr(regime, "every", 1) > 1
+                and not getattr(regime, "incremental", False)
+                and changes is None
+            )
+            # an output computed from the state makes the state first; its checkpoint is still written after the
+            # epoch's outputs commit (write_deferred), where the state's would have been
+            late_checkpoint = (
+                self.defer_checkpoints
+                and returned is not None
+                and callable(result)
                 and getattr(regime, "every", 1) > 1
                 and not getattr(regime, "incremental", False)
                 and changes is None
@@ -402,6 +415,12 @@ class StepRunner(Runner):
             checkpoint = durable and regime.checkpoints_at(epoch)
             self.deferred = Deferred(epoch, returned, checkpoint, tuple(inputs.values()), self.state)
             ctx.frames.hold(self.deferred.held)
+        elif late_checkpoint and new_state is not None and durable and regime.checkpoints_at(epoch):
+            # made now (by the output's job above, or here where that job did not read all of it): nothing of its
+            # lineage is held for the write
+            if not materialised(new_state):
+                new_state.count()
+            self.deferred = Deferred(epoch, new_state, True, (), None, made=True)
         elif regime.takes_state and regime.checkpoints_at(epoch) and durable:
             if new_state is None:
                 pending.append(Manifest(self.name, "checkpoint", epoch, 0, extra={"empty": True}))
@@ -678,7 +697,7 @@ class StepRunner(Runner):
     def _own_state(self) -> bool:
         """Whether :attr:`state` is a local checkpoint of this step's (not, before its epoch's end, a state as
         the step returned it, which may be a frame of another step's: its blocks are not this step's to free)."""
-        return self.deferred is None or self.deferred.state is not self.state
+        return self.deferred is None or self.deferred.made or self.deferred.state is not self.state
 
     def state_parts(self) -> list[Any]:
         """The local checkpoints the state lives in (its layers' base and changes, or the state itself)."""
@@ -700,7 +719,11 @@ class StepRunner(Runner):
         try:
             if self.state is None or deferred.state is not self.state:
                 return
-            state = detach(deferred.state, eager=False, replicas=self.replicas)
+            state = (
+                deferred.state
+                if deferred.made
+                else detach(deferred.state, eager=False, replicas=self.replicas)
+            )
             try:
                 rows = state.count()
             except BaseException:

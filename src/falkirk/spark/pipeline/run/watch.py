@@ -64,7 +64,7 @@ class ExecutorWatch:
         for n, runner in runners.items():
             state = runner.state
             deferred = runner.deferred
-            if deferred is not None and deferred.state is state:
+            if deferred is not None and deferred.state is state and not deferred.made:
                 # not made yet (left to the end of its epoch): its lineage's state before is what lives in
                 # executor memory only (its inputs are computed again from theirs)
                 parts = [] if deferred.before is None else [deferred.before]
