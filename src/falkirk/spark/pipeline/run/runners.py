@@ -325,7 +325,8 @@ class StepRunner(Runner):
             # a state checkpointed every epoch (Eager, Lazy(every=1)) is so that no committed epoch is ever
             # computed again: it is made and published before its consumers run. Others are materialised, and
             # checkpointed, at the end of the epoch, after its outputs committed (write_deferred; a delta compares
-            # with the state before it: made at once), unless the step's output is its state
+            # with the state before it: made at once), unless the step's output is its state (or a function of it:
+            # then only the checkpoint is written there, late_checkpoint)
             defer = (
                 self.defer_checkpoints
                 and returned is not None
