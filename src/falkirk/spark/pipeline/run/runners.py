@@ -327,25 +327,18 @@ class StepRunner(Runner):
             # checkpointed, at the end of the epoch, after its outputs committed (write_deferred; a delta compares
             # with the state before it: made at once), unless the step's output is its state (or a function of it:
             # then only the checkpoint is written there, late_checkpoint)
-            defer = (
+            deferrable = (
                 self.defer_checkpoints
                 and returned is not None
                 and result is not returned
-                and not callable(result)  # an output computed from the state: the state is made first
                 and getattr(regime, "every", 1) > 1
                 and not getattr(regime, "incremental", False)
                 and changes is None
             )
             # an output computed from the state makes the state first; its checkpoint is still written after the
             # epoch's outputs commit (write_deferred), where the state's would have been
-            late_checkpoint = (
-                self.defer_checkpoints
-                and returned is not None
-                and callable(result)
-                and getattr(regime, "every", 1) > 1
-                and not getattr(regime, "incremental", False)
-                and changes is None
-            )
+            late_checkpoint = deferrable and callable(result)
+            defer = deferrable and not late_checkpoint
             # materialised by its first job below, which cuts the lineage to earlier epochs
             if changes is not None:
                 new_state = returned  # the layers' view (their parts are local checkpoints, made)
