@@ -384,3 +384,30 @@ def test_a_concurrent_run_writes_checkpoints_inside_the_step(
     assert rows(spark, root) == rows(spark, reference)
     for e in (1, 3, 5, 7):
         assert published(root, e) < committed_at(root, e), e
+
+
+def test_a_made_states_checkpoint_is_one_job_that_counts_its_rows(
+    spark: Any, tmp_path: Path, failure_free: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A state made by its output's job is not counted again for its checkpoint: the write is the checkpoint's one
+    job and counts the rows it writes; the manifest's rows are the state's."""
+    reference, _ = failure_free
+    sc, write, seen = spark.sparkContext, runners.StepRunner.write_deferred, []
+
+    def watched(self: Any) -> None:
+        deferred = self.deferred
+        write(self)
+        if deferred is not None:
+            sc._jsc.sc().listenerBus().waitUntilEmpty()  # the status tracker hears of jobs on the listener bus
+            group = sc.getLocalProperty("spark.jobGroup.id")
+            jobs = sc.statusTracker().getJobIdsForGroup(group)
+            seen.append((deferred.epoch, [sc.statusTracker().getJobInfo(j).stageIds for j in jobs], self.state.count()))
+
+    monkeypatch.setattr(runners.StepRunner, "write_deferred", watched)
+    root = tmp_path / "root"
+    build(root, spark, step=counts_made, gc=False).run(EPOCHS)
+    assert rows(spark, root) == rows(spark, reference)
+    assert {e: len(jobs) for e, jobs, _ in seen} == {e: 1 for e in (1, 3, 5, 7)}, seen
+    for e, _, n in seen:  # the state's rows, and the rows written
+        m = json.loads(manifest(root, "counts", "checkpoint", e).read_text())
+        assert m["rows"] == n == spark.read.parquet(str(root / m["location"])).count() > 0, e

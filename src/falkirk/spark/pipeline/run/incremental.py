@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from falkirk.spark.errors import CorruptDataError, PipelineError
-from falkirk.spark.pipeline.run.session import is_connect
+from falkirk.spark.pipeline.run.session import is_connect, materialised
 from falkirk.spark.pipeline.store import delta, keyed
 from falkirk.spark.pipeline.store.jvm import once
 
@@ -94,9 +94,7 @@ class StateCheckpoints:
         storage, key = self.ctx.storage, self.key
         if key is None:
             self.chain = None
-            return storage.write_frame(
-                state, self.name, "checkpoint", epoch, state.count() if rows is None else rows
-            )
+            return self._whole(state, state, epoch, rows, changes is not None)
         n, groups = self.regime.parallelism, self.regime.max_parallelism  # type: ignore[attr-defined]
         layout = {"key": key, "max_parallelism": groups, "parallelism": n}
         before = self.chain
@@ -147,38 +145,35 @@ class StateCheckpoints:
             finally:
                 persisted.unpersist()
             self.chain = (*before, epoch)
-        elif changes is not None and rows is None:  # a view of layers, read once: counted by the write's job
-            laid_out = keyed.tagged(state, key, n, groups)
-            counting = self.ctx.frames.counting(laid_out)
-            written, count = (laid_out, None) if counting is None else counting
-            m = storage.write_frame(
-                written,
-                self.name,
-                "checkpoint",
-                epoch,
-                state.count() if count is None else 0,
-                partition_by=keyed.SUBTASK,
-                keyed=layout,
-            )
-            if count is not None:
-                m = attrs.evolve(m, rows=count())
-            self.chain = (epoch,)
         else:
-            rows = state.count() if rows is None else rows
-            m = storage.write_frame(
-                keyed.tagged(state, key, n, groups),
-                self.name,
-                "checkpoint",
-                epoch,
-                rows,
-                partition_by=keyed.SUBTASK,
-                keyed=layout,
+            laid_out = keyed.tagged(state, key, n, groups)
+            m = self._whole(
+                laid_out, state, epoch, rows, changes is not None, partition_by=keyed.SUBTASK, keyed=layout
             )
             self.chain = (epoch,)
         if self.chain == (epoch,):  # a snapshot of a base with no changes on top: the next deltas' base
             self.base = (layers[0], epoch) if layers is not None and layers[1] is None else None
         self.chains[epoch] = self.chain[:-1]
         return m
+
+    def _whole(
+        self, written: DataFrame, state: DataFrame, epoch: int, rows: int | None, view: bool, **layout: Any
+    ) -> Manifest:
+        """Write ``written`` (``state``, perhaps laid out for a keyed checkpoint) whole. Its rows, where not
+        known, are counted by the write's own job (a Spark observation) where the write reads ``state`` once
+        and computes nothing twice — a view of layers (``view``), or a state made already (held in executor
+        memory, e.g. by the job of an output computed from it); else counted first, which also materialises
+        the state (its write then reads it from memory)."""
+        storage = self.ctx.storage
+        counting = (
+            self.ctx.frames.counting(written) if rows is None and (view or materialised(state)) else None
+        )
+        if counting is None:
+            rows = state.count() if rows is None else rows
+            return storage.write_frame(written, self.name, "checkpoint", epoch, rows, **layout)
+        observed, count = counting
+        m = storage.write_frame(observed, self.name, "checkpoint", epoch, 0, **layout)
+        return attrs.evolve(m, rows=count())
 
     def _differential(self, layers: tuple[DataFrame, DataFrame | None]) -> bool:
         """Whether the next delta of a ``changes=True`` step with ``layers`` (its base and the changes since) is
