@@ -65,6 +65,7 @@ __all__ = [
     "is_connect",
     "check_usable",
     "console_to",
+    "console_log_path",
     "take_start_seconds",
     "materialised",
     "missing_blocks",
@@ -187,9 +188,9 @@ def local_session(
     The log level is set to ``ERROR``. Spark's own console output — the
     log4j banner, start-up warnings and the Java stack traces of failed
     tasks, which falkirk recovers from — goes to a log file when this call
-    starts the JVM (``console_log``, default ``<tmp>/falkirk-spark-<pid>.log``;
-    its path is logged to the ``falkirk.spark`` logger); ``console=True``
-    lets it through to the terminal.
+    starts the JVM (``console_log``, default ``<tmp>/falkirk-spark-<pid>.log``,
+    :func:`console_log_path`; its path is logged to the ``falkirk.spark``
+    logger); ``console=True`` lets it through to the terminal.
     """
     import sys
 
@@ -207,11 +208,7 @@ def local_session(
     starts_jvm = SparkContext._gateway is None
     log_to = None
     if starts_jvm and not console:
-        log_to = (
-            Path(console_log)
-            if console_log is not None
-            else Path(tempfile.gettempdir()) / f"falkirk-spark-{os.getpid()}.log"
-        )
+        log_to = Path(console_log) if console_log is not None else console_log_path("falkirk-spark")
     t0 = time.perf_counter()
     with console_to(log_to):
         spark = builder.getOrCreate()
@@ -221,6 +218,54 @@ def local_session(
         logging.getLogger("falkirk.spark").info("Spark's console output (log4j) goes to %s", log_to)
     quiet(spark)
     return spark
+
+
+#: How many console logs of ended drivers :func:`console_log_path` keeps (the newest), per prefix.
+KEPT_CONSOLE_LOGS = 8
+
+
+def console_log_path(prefix: str, directory: str | os.PathLike[str] | None = None) -> Path:
+    """``<directory>/<prefix>-<pid>.log`` (default directory: the temporary one), the default file of this
+    driver's Spark console output; the logs of the same prefix left by drivers that have ended are removed
+    there, all but the newest :data:`KEPT_CONSOLE_LOGS` (kept to be read after a failure), so a machine that
+    starts many drivers (a test suite, a benchmark) does not collect one file per process. A log whose
+    process is still running is never removed."""
+    import re
+
+    where = Path(tempfile.gettempdir() if directory is None else directory)
+    pattern = re.compile(rf"{re.escape(prefix)}-(\d+)\.log")
+    ended: list[tuple[float, Path]] = []
+    try:
+        entries = list(os.scandir(where))
+    except OSError:
+        entries = []
+    for entry in entries:
+        m = pattern.fullmatch(entry.name)
+        if m is None or _alive(int(m.group(1))):
+            continue
+        try:
+            ended.append((entry.stat().st_mtime, Path(entry.path)))
+        except OSError:
+            continue  # removed meanwhile
+    for _, path in sorted(ended, reverse=True)[KEPT_CONSOLE_LOGS:]:
+        try:
+            path.unlink()
+        except OSError:
+            pass  # another driver removed it, or it is not ours to remove
+    return where / f"{prefix}-{os.getpid()}.log"
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one we may not signal exists too)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # there, not ours (or not a pid this system could have): left alone
+    return True
 
 
 def take_start_seconds(spark: SparkSession) -> float | None:

@@ -149,8 +149,6 @@ def _session(master: str | None, remote: str | None = None, spark_log: Path | No
 
     ``spark_log``: where the JVM's console output goes (``None``: the terminal).
     """
-    import os
-
     from pyspark.sql import SparkSession
 
     from falkirk.spark.pipeline.run.session import LOCAL_DEFAULTS, local_session, quiet
@@ -213,11 +211,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("falkirk").setLevel(logging.INFO)
     bar = (not args.quiet and sys.stderr.isatty()) if args.bar is None else args.bar
     say(f"falkirk Spark demo: the Figure 1 pipeline (cc by {args.cc}), {args.epochs} epochs, root {root}")
-    spark_log = (
-        None
-        if args.spark_log or args.remote
-        else Path(tempfile.gettempdir()) / f"falkirk-demo-spark-{os.getpid()}.log"
-    )
+    from falkirk.spark.pipeline.run.session import console_log_path
+
+    spark_log = None if args.spark_log or args.remote else console_log_path("falkirk-demo-spark")
     spark = _session(args.master, args.remote, spark_log)
     say(
         f"Spark {spark.version}, master {spark.conf.get('spark.master', '?')}; "
