@@ -719,9 +719,9 @@ class StepRunner(Runner):
                 else detach(deferred.state, eager=False, replicas=self.replicas)
             )
             try:
-                # a state made already (by the job of an output computed from it) is not counted apart: its
-                # checkpoint's write counts it (StateCheckpoints.write)
-                rows = None if deferred.made and materialised(state) else state.count()
+                # a state made already (execute made it) is not counted apart: its checkpoint's write counts it
+                # (StateCheckpoints.write)
+                rows = None if deferred.made else state.count()
             except BaseException:
                 self.ctx.frames.release(state, state_of=self.name, read_until=-1)  # nothing read it
                 # the state as the step returned it, not made (perhaps another step's frame): not this step's to
