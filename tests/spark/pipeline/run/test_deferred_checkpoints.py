@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from falkirk.spark import Eager, Ephemeral, Lazy, Pipeline
+from falkirk.spark import Eager, Ephemeral, Lazy, Pipeline, StepError
 from falkirk.spark.pipeline.run import incremental, runners
 from falkirk.spark.pipeline.run.session import materialised
 
@@ -407,7 +407,92 @@ def test_a_made_states_checkpoint_is_one_job_that_counts_its_rows(
     root = tmp_path / "root"
     build(root, spark, step=counts_made, gc=False).run(EPOCHS)
     assert rows(spark, root) == rows(spark, reference)
-    assert {e: len(jobs) for e, jobs, _ in seen} == {e: 1 for e in (1, 3, 5, 7)}, seen
+    # between checkpoints the output's job made the state: nothing is left to the end of the epoch
+    assert {e: len(jobs) for e, jobs, _ in seen} == {e: e % 2 for e in range(EPOCHS)}, seen
     for e, _, n in seen:  # the state's rows, and the rows written
+        if e % 2 == 0:
+            continue
         m = json.loads(manifest(root, "counts", "checkpoint", e).read_text())
         assert m["rows"] == n == spark.read.parquet(str(root / m["location"])).count() > 0, e
+
+
+def _jobs_per_execution(spark: Any, monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, int], int]:
+    """Per (step, epoch), the Spark jobs its execution ran (its job group's, read as the execution returns)."""
+    sc, execute, jobs = spark.sparkContext, runners.StepRunner.execute, {}
+
+    def watched(self: Any, epoch: int, inputs: Any) -> Any:
+        out = execute(self, epoch, inputs)
+        sc._jsc.sc().listenerBus().waitUntilEmpty()
+        jobs[(self.name, epoch)] = len(sc.statusTracker().getJobIdsForGroup(sc.getLocalProperty("spark.jobGroup.id")))
+        return out
+
+    monkeypatch.setattr(runners.StepRunner, "execute", watched)
+    return jobs
+
+
+def test_a_stateful_steps_output_is_computed_by_its_consumers_job(
+    spark: Any, tmp_path: Path, failure_free: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``counts`` returns its output as a function of its new state: in a sequential run its output is computed by
+    the output's write, which makes the state as it reads it — fewer jobs per epoch than with a job of its own
+    computing (and counting) that output first; ``parsed`` (unlogged, read by it) runs no job either way. Every
+    output epoch equals the failure-free run's, and each execution is journalled with the rows the output's job
+    counted."""
+    from falkirk.spark.pipeline.run import executor
+    from falkirk.spark.pipeline.run.fusion import fusions
+
+    reference, _ = failure_free
+    pipe = build(tmp_path / "fused", spark, step=counts_made, gc=False)
+    assert fusions(pipe, stateful=True) == ["parsed", "counts"] and fusions(pipe) == ["parsed"]
+    jobs = _jobs_per_execution(spark, monkeypatch)
+    result = pipe.run(EPOCHS)
+    assert rows(spark, tmp_path / "fused") == rows(spark, reference)
+    fused = dict(jobs)
+    jobs.clear()
+    # the same pipeline with the stateful step not fused: its execution computes its output in a job of its own
+    monkeypatch.setattr(executor, "fusions", lambda p, **k: fusions(p, **{**k, "stateful": False}))
+    alone = build(tmp_path / "alone", spark, step=counts_made, gc=False).run(EPOCHS)
+    assert rows(spark, tmp_path / "alone") == rows(spark, reference)
+    for e in range(EPOCHS):
+        assert fused[("parsed", e)] == jobs[("parsed", e)] == 0, (e, sorted(fused.items()))
+        assert fused[("updated", e)] == jobs[("updated", e)] == 1, (e, sorted(fused.items()))
+        # its own jobs are the shuffles adaptive execution runs as the state is planned (detached); the output's
+        # job of its own, and the map stages it plans again, are gone
+        assert fused[("counts", e)] < jobs[("counts", e)], (e, sorted(fused.items()), sorted(jobs.items()))
+    got = {(x.step, x.epoch): x.rows for x in result.journal.executions}
+    assert got == {(x.step, x.epoch): x.rows for x in alone.journal.executions} and min(got.values()) > 0, got
+
+
+def test_a_concurrent_run_does_not_fuse_a_stateful_step(
+    spark: Any, tmp_path: Path, failure_free: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its states are made inside their executions (a later epoch's may run before an epoch ends)."""
+    reference, _ = failure_free
+    root = tmp_path / "root"
+    jobs = _jobs_per_execution(spark, monkeypatch)
+    build(root, spark, step=counts_made, concurrency=2, gc=False).run(EPOCHS)
+    assert rows(spark, root) == rows(spark, reference)
+    assert all(jobs[("counts", e)] >= 1 for e in range(EPOCHS)), jobs
+
+
+def test_a_failure_inside_a_fused_chain_is_the_step_that_failed(spark: Any, tmp_path: Path) -> None:
+    """``parsed``'s UDF raises inside a job that computes ``counts``' state or output, and ``parsed`` with it: the
+    StepError names ``parsed``, not ``counts`` or the output."""
+    from pyspark.sql import functions as F
+
+    def udf_body(v):  # type: ignore[no-untyped-def]  # no hints: PySpark would infer a pandas UDF
+        raise ValueError(f"bad value {v}")
+
+    def bad(events: Any) -> Any:
+        return events.select("key", F.udf(udf_body, "bigint")("v").alias("v"))
+
+    pipe = Pipeline(tmp_path / "root", spark, fsync=False)
+    pipe.input("events", "key BIGINT, v BIGINT", partitions=2, source=events)
+    pipe.step(bad, regime=Ephemeral(), name="parsed")
+    pipe.step(counts_made, inputs=["parsed"], regime=Lazy(every=2, key="key"), name="counts")
+    pipe.output("updated", inputs=["counts"])
+    with pytest.raises(StepError) as info:
+        pipe.run(2)
+    err = info.value
+    # Spark runs a shuffle's map stages as the state is planned (adaptive execution), in counts' job group
+    assert err.step == "parsed" and "bad value" in err.cause and "job)" in err.cause, err

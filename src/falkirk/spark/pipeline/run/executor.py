@@ -148,7 +148,9 @@ class Executor:
             note=journal.note,
         )
         runners = {n: make_runner(self.context, pipeline, n) for n in pipeline.order}
-        for n in fusions(pipeline, logged=True):  # unlogged steps their consumer's job computes
+        # unlogged steps their consumer's job computes (a stateful one's output: a sequential run's, whose states
+        # are made at the end of their epoch)
+        for n in fusions(pipeline, logged=True, stateful=self.workers == 1):
             runners[n].fusable = True
             runners[n].fuse = not pipeline.steps[n].regime.logs
         if self.workers == 1:  # a new state (and its checkpoint) waits for its epoch's outputs

@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 __all__ = ["fusions", "FusedRecords"]
 
 
-def fusions(pipeline: Definition, *, logged: bool = False) -> list[str]:
+def fusions(pipeline: Definition, *, logged: bool = False, stateful: bool = False) -> list[str]:
     """The steps computed by their consumer's job instead of a job of their own (``logged``: and the logged
-    steps that would be, unlogged).
+    steps that would be, unlogged; ``stateful``: and the stateful steps that may be, in a sequential run).
 
     Such a step is unlogged and stateless (``Ephemeral()``), not an output,
     and read by some step; its first consumer (in the pipeline's order) is
@@ -38,6 +38,19 @@ def fusions(pipeline: Definition, *, logged: bool = False) -> list[str]:
     lineage. In a chain of such steps every other one keeps its job (from
     the last): a fused step's consumer that is fused too runs no job in
     which to compute it.
+
+    With ``stateful``, so may be a stateful step whose state is made at the
+    end of its epoch (``Lazy(every=n)``, n > 1, neither incremental nor
+    ``changes=True``, unlogged) and whose first consumer is not fused: where
+    an execution returns its output as a function of its new state
+    (:meth:`StepRunner.execute
+    <falkirk.spark.pipeline.run.runners.StepRunner.execute>`), the
+    consumer's job computes that output and makes the state as it reads it;
+    the end of the epoch makes the state where no such job ran. The
+    unlogged stateless steps it reads are then fused through it: the same
+    job computes them, and their records wait for its record (an execution
+    that returns its output itself computes them in its own job, as
+    above).
 
     >>> from falkirk.spark.pipeline.tools.flagship import build
     >>> fusions(build("memory://falkirk-doc/fusions"))
@@ -54,17 +67,44 @@ def fusions(pipeline: Definition, *, logged: bool = False) -> list[str]:
             and bool(pipeline.consumers(n))
         )
 
+    def through(n: str) -> bool:  # a stateful step whose consumer's job may compute its output
+        step = pipeline.steps.get(n)
+        regime = step.regime if step is not None else None
+        return (
+            stateful
+            and step is not None
+            and regime is not None
+            and regime.takes_state
+            and getattr(regime, "every", 1) > 1
+            and not getattr(regime, "incremental", False)
+            and not getattr(regime, "changes", False)
+            and not regime.logs
+            and step.fn is not None
+            and bool(pipeline.consumers(n))
+        )
+
     def first(n: str) -> str:
         return min(pipeline.consumers(n), key=pipeline.order.index)
 
     fused: set[str] = set()
+    chained: set[str] = set()  # stateful fused steps: the stateless steps they read are fused through them
     for n in reversed(list(pipeline.order)):  # consumers first
-        if candidate(n) and not pipeline.steps[n].regime.logs and first(n) not in fused:
+        if through(n) and first(n) not in fused:
+            fused.add(n)
+            chained.add(n)
+        elif (
+            candidate(n)
+            and not pipeline.steps[n].regime.logs
+            and (first(n) not in fused or first(n) in chained)
+        ):
             fused.add(n)
     would = {
         n
         for n in pipeline.steps
-        if logged and candidate(n) and pipeline.steps[n].regime.logs and first(n) not in fused
+        if logged
+        and candidate(n)
+        and pipeline.steps[n].regime.logs
+        and (first(n) not in fused or first(n) in chained)
     }
     return [n for n in pipeline.order if n in fused or n in would]
 
@@ -81,6 +121,8 @@ class FusedRecords:
     def __init__(self, frames: Frames) -> None:
         self.frames = frames
         self.waiting: dict[str, list[tuple[int, Callable[[bool, bool], None], list[DataFrame]]]] = {}
+        #: per fused step, the inputs of its latest waiting execution (:meth:`culprit` looks through them)
+        self.inputs_of: dict[str, dict[str, DataFrame]] = {}
 
     def defer(
         self,
@@ -89,12 +131,21 @@ class FusedRecords:
         finish: Callable[[int], None],
         pending: Callable[[bool, bool], int | None],
         held: list[DataFrame],
+        inputs: dict[str, DataFrame] | None = None,
     ) -> None:
-        """``step``'s execution of ``epoch`` is journalled (``finish(rows)``) once its consumer's job ran."""
+        """``step``'s execution of ``epoch`` is journalled (``finish(rows)``) once its consumer's job ran;
+        ``inputs``: its inputs, fused steps among them computed by that job too (a chain through a stateful
+        step, :func:`fusions`), whose records are finished with it."""
+
+        def done(count: bool, cache: bool) -> None:
+            finish(_rows_or_unknown(pending, count, cache))
+            if inputs:
+                self.finish(inputs, epoch, count=count, cache=cache)
+
         self.frames.hold(held)
-        self.waiting.setdefault(step, []).append(
-            (epoch, lambda count, cache: finish(_rows_or_unknown(pending, count, cache)), held)
-        )
+        if inputs:
+            self.inputs_of[step] = inputs
+        self.waiting.setdefault(step, []).append((epoch, done, held))
 
     def finish(self, inputs: dict[str, DataFrame], epoch: int, *, count: bool, cache: bool) -> None:
         """Journal the fused executions among ``inputs`` a consumer's job (of ``epoch``) computed: their rows
@@ -124,7 +175,8 @@ class FusedRecords:
                 # every column computed (a count would prune them)
                 df.write.format("noop").mode("overwrite").save()
             except Exception:  # noqa: BLE001 - any failure of the input alone is the input step's
-                return src
+                # or that of a fused step it reads, computed inside its computation
+                return self.culprit(self.inputs_of.get(src, {})) or src
         return None
 
     def clear(self) -> None:
@@ -133,6 +185,7 @@ class FusedRecords:
             for _, _, held in entries:
                 self.frames.unhold(held)
         self.waiting.clear()
+        self.inputs_of.clear()
 
 
 def _rows_or_unknown(rows: Callable[[bool, bool], int | None], count: bool, cache: bool) -> int:

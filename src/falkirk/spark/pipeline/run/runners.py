@@ -66,6 +66,9 @@ class Deferred:
     #: made already (the step's output was computed from it, which made it): only its checkpoint is left to the
     #: end of the epoch
     made: bool = False
+    #: made by the job of the step's consumer that computes its output (fused: :func:`~.fusion.fusions`), by the
+    #: end of the epoch unless no such job ran (a consumer's committed epoch kept as it was): made there then
+    by_consumer: bool = False
 
     @property
     def held(self) -> tuple[Any, ...]:
@@ -368,10 +371,13 @@ class StepRunner(Runner):
         own = wrapped is not new_state and ctx.frames.observable(wrapped)
         # the advisor prices a log of such a step as a write less a count; not where the unlogged step has no
         # job
-        self.fresh = own and not self.fusable
+        # a stateful step is fused where its output is a function of its new state, which that job makes as it
+        # reads it (fusions)
+        fusable = self.fusable and (regime.stateless or late_checkpoint)
+        self.fresh = own and not fusable
         # an unlogged step its consumer's job computes (not under an injected failure: that stays the step's
         # own)
-        fused = ctx.frames.fused(wrapped) if self.fuse and own and wrapped is result else None
+        fused = ctx.frames.fused(wrapped) if self.fuse and fusable and own and wrapped is result else None
         self.pending_rows = None
         observing = (
             ctx.frames.observing(wrapped)
@@ -408,6 +414,14 @@ class StepRunner(Runner):
             new_state = returned
             checkpoint = durable and regime.checkpoints_at(epoch)
             self.deferred = Deferred(epoch, returned, checkpoint, tuple(inputs.values()), self.state)
+            ctx.frames.hold(self.deferred.held)
+        elif late_checkpoint and new_state is not None and fused is not None:
+            # made by the consumer's job that computes the output (or at the end of the epoch, where no such job
+            # ran): what its lineage reads is held until then, and its checkpoint, if any, written then
+            checkpoint = durable and regime.checkpoints_at(epoch)
+            self.deferred = Deferred(
+                epoch, new_state, checkpoint, tuple(inputs.values()), self.state, made=True, by_consumer=True
+            )
             ctx.frames.hold(self.deferred.held)
         elif late_checkpoint and new_state is not None and durable and regime.checkpoints_at(epoch):
             # made now (by the output's job above, or here where that job did not read all of it): nothing of its
@@ -720,8 +734,10 @@ class StepRunner(Runner):
             )
             try:
                 # a state made already (execute made it) is not counted apart: its checkpoint's write counts it
-                # (StateCheckpoints.write)
+                # (StateCheckpoints.write, which counts first one that is not made)
                 rows = None if deferred.made else state.count()
+                if deferred.by_consumer and not deferred.checkpoint and not materialised(state):
+                    state.count()  # no job of its consumer's computed the output that makes it
             except BaseException:
                 self.ctx.frames.release(state, state_of=self.name, read_until=-1)  # nothing read it
                 # the state as the step returned it, not made (perhaps another step's frame): not this step's to

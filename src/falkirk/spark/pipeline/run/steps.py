@@ -305,8 +305,11 @@ class Steps:
         state, name, epoch = self.state, task.name, task.epoch
         state.groups.discard(task.group)
         self.records.drain(task.thread)
+        # fused itself: the job that computes it computes the fused steps it reads, whose records wait for its
+        # own (FusedRecords.defer)
+        fused = task.rows < 0 and task.pending is not None
         # a kept output epoch ran no job: the fused steps it reads wait for another consumer
-        if not task.discarded:
+        if not task.discarded and not fused:
             self.fused.finish(task.inputs, epoch, count=True, cache=not task.retried)
         self.frames.unhold(task.inputs.values())
         if task.retried:
@@ -367,8 +370,8 @@ class Steps:
             elif redo:
                 self.say(f"  redo {name}@{epoch}: {rows if rows >= 0 else 'unknown'} rows ({seconds:.2f} s)")
 
-        if rows < 0 and task.pending is not None:  # fused: its consumer's job counts it (the journal waits)
-            self.fused.defer(name, epoch, finish, task.pending, list(task.inputs.values()))
+        if fused:  # its consumer's job counts it (the journal waits)
+            self.fused.defer(name, epoch, finish, task.pending, list(task.inputs.values()), task.inputs)
         else:
             finish(rows)
         # a redo of an epoch whose end has passed (a recovery) makes its state (and checkpoint) at once

@@ -68,6 +68,10 @@ class ExecutorWatch:
                 # not made yet (left to the end of its epoch): its lineage's state before is what lives in
                 # executor memory only (its inputs are computed again from theirs)
                 parts = [] if deferred.before is None else [deferred.before]
+            elif deferred is not None and deferred.state is state and deferred.by_consumer:
+                # made by its consumer's job, or not yet: its blocks (none missing while it is not made) and
+                # those of the state before, which its lineage reads until then
+                parts = [state] if deferred.before is None else [deferred.before, state]
             else:  # a changes=True step's state lives in its layers' parts
                 parts = runner.state_parts() if hasattr(runner, "state_parts") else [state]
             parts = [p for p in parts if p is not None]
