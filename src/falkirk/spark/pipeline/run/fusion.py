@@ -1,4 +1,5 @@
-"""Fused steps: an unlogged stateless step computed by its consumer's Spark job instead of a job of its own.
+"""Fused steps: an unlogged stateless step — or, in a sequential run, a stateful step's output computed from its new
+state — computed by its consumer's Spark job instead of a job of its own.
 
 :func:`fusions` says which steps are fused; :class:`FusedRecords` keeps
 their journal records until the consumer's job has run (it counts their rows
