@@ -299,17 +299,16 @@ def availability(
     master = _field(bm, jvm, "org.apache.spark.storage.BlockManager", "master")
     registered = bool(master.getMemoryStatus().contains(bm.blockManagerId()))
     out_cached = {}
+    # one lookup by its whole name, not one per block
+    block_id = getattr(jvm, "org.apache.spark.storage.RDDBlockId")
     for rdd_id, n in (cached or {}).items():
-        parts = [
-            p
-            for p in range(n)
-            if master.getLocations(jvm.org.apache.spark.storage.RDDBlockId(rdd_id, p)).nonEmpty()
-        ]
+        parts = [p for p in range(n) if master.getLocations(block_id(rdd_id, p)).nonEmpty()]
         out_cached[rdd_id] = frozenset(parts)
     out_ck = {}
     conf = _python_context(context)._jsc.hadoopConfiguration()
+    hadoop_path = getattr(jvm, "org.apache.hadoop.fs.Path")
     for rdd_id, path in (checkpoints or {}).items():
-        jpath = jvm.org.apache.hadoop.fs.Path(path)
+        jpath = hadoop_path(path)
         out_ck[rdd_id] = bool(jpath.getFileSystem(conf).exists(jpath))
     return Availability(out_shuffles, out_cached, out_ck, registered)
 

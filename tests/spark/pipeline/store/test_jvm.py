@@ -3,6 +3,7 @@ again for another of either; keyed layouts built from the kept columns are the l
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -94,3 +95,35 @@ def test_a_kept_aliased_column_names_a_new_attribute_in_each_plan(spark: Any) ->
     assert ids[0] != ids[1]
     assert sorted(r.x for r in a.unionByName(b).collect() if r.x is not None) == [0, 0, 1, 1]
     assert a.join(b, "x").count() == 2
+
+
+@pytest.mark.spark
+def test_a_class_is_looked_up_by_its_whole_name_once(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """:func:`~falkirk.spark.pipeline.store.jvm.jclass`: one py4j call for the class, none the next time; the
+    handle is the class's (its static methods and an object's ``MODULE$`` answer), not a package's."""
+    from py4j.clientserver import ClientServerConnection
+    from py4j.java_gateway import JavaClass
+
+    sent: list[str] = []
+    original = ClientServerConnection.send_command
+    me = threading.get_ident()
+
+    def counting(self: Any, command: str) -> Any:
+        if threading.get_ident() == me:  # not py4j's finalizer thread freeing objects meanwhile
+            sent.append(command)
+        return original(self, command)
+
+    view = spark.sparkContext._jvm
+    monkeypatch.setattr(jvm, "_memo", (None, {}))  # nothing kept from other tests
+    monkeypatch.setattr(ClientServerConnection, "send_command", counting)
+    option = jvm.jclass(view, "scala.Option")
+    looked_up = len(sent)
+    assert isinstance(option, JavaClass) and looked_up == 1
+    assert jvm.jclass(view, "scala.Option") is option and len(sent) == looked_up  # kept: no call
+    assert not option.empty().isDefined()
+    relations = jvm.jclass(view, "org.apache.spark.sql.execution.columnar.InMemoryRelation$")
+    module = relations.__getattr__("MODULE$")
+    assert "InMemoryRelation" in module.getClass().getName()
+    sent.clear()
+    walked = view.scala.Option  # the attribute walk: a call per name
+    assert isinstance(walked, JavaClass) and len(sent) == 2

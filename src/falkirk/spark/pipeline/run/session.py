@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from falkirk.spark.pipeline.store.jvm import once
+from falkirk.spark.pipeline.store.jvm import jclass, once
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -511,15 +511,16 @@ def detach(df: DataFrame, *, eager: bool = True, replicas: int = 1) -> DataFrame
     jss, jdf = spark._jsparkSession, df._jdf
     jvm: Any = spark.sparkContext._jvm
     # the plan runs in the calling JVM thread, whose active session the plans it makes take (given back after)
-    active = jvm.org.apache.spark.sql.SparkSession.getActiveSession()
-    jvm.org.apache.spark.sql.SparkSession.setActiveSession(jss)
+    sessions = jclass(jvm, "org.apache.spark.sql.SparkSession")
+    active = sessions.getActiveSession()
+    sessions.setActiveSession(jss)
     try:
         fresh, batches = _columnar(spark, jss, jdf, jvm, replicas)
     finally:
         if active.isDefined():
-            jvm.org.apache.spark.sql.SparkSession.setActiveSession(active.get())
+            sessions.setActiveSession(active.get())
         else:
-            jvm.org.apache.spark.sql.SparkSession.clearActiveSession()
+            sessions.clearActiveSession()
     fresh._falkirk_blocks = batches  # type: ignore[attr-defined]  # what _blocks finds: see there
     if eager:
         fresh.count()
@@ -540,14 +541,15 @@ def _columnar(spark: SparkSession, jss: Any, jdf: Any, jvm: Any, replicas: int) 
     # at 10^7 keys, W3's join: 5.2 against 5.0-5.4 CPU-s per epoch; benchmarks/README.md, "the columnar state")
     jlevel = spark.sparkContext._getJavaStorageLevel(StorageLevel(True, True, False, False, replicas))
     relation = (
-        getattr(jvm.org.apache.spark.sql.execution.columnar, "InMemoryRelation$")
+        jclass(jvm, "org.apache.spark.sql.execution.columnar.InMemoryRelation$")
         .__getattr__("MODULE$")
-        .apply(jlevel, over.queryExecution(), jvm.scala.Option.empty())
+        .apply(jlevel, over.queryExecution(), jclass(jvm, "scala.Option").empty())
     )
     batches = relation.cacheBuilder().cachedColumnBuffers()  # the batches' RDD, not computed yet
     batches.localCheckpoint()
     _forget_source(relation.cacheBuilder(), jss, jdf.schema(), jvm)
-    return _DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(jss, relation), spark), batches
+    dataset = jclass(jvm, "org.apache.spark.sql.classic.Dataset")
+    return _DataFrame(dataset.ofRows(jss, relation), spark), batches
 
 
 def _forget_source(builder: Any, jss: Any, schema: Any, jvm: Any) -> None:

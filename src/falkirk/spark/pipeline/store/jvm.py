@@ -19,6 +19,14 @@ Spark Connect (its columns are plain Python) or classic Spark, and a
 process can hold a gateway either way (an in-process Connect server starts
 one): the memo is kept per gateway *and* per kind of API.
 
+A JVM class reached through the gateway's view attribute by attribute
+(``jvm.org.apache.spark.sql.SparkSession``) costs a py4j call per name, and
+each package along the way is first tried as a class: the JVM searches
+every jar of its class path and builds a ``ClassNotFoundException`` for
+``org``, ``org.apache``, ... — about 1.1 ms of CPU for that one handle, 0.17
+ms once kept (``benchmarks/README.md``, "where the JVM side of the py4j
+calls goes"). :func:`jclass` looks a class up by its whole name, once.
+
 >>> once(("doc", 1), lambda: object()) is once(("doc", 1), lambda: object())
 True
 """
@@ -29,7 +37,7 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
-__all__ = ["once"]
+__all__ = ["jclass", "once"]
 
 T = TypeVar("T")
 
@@ -75,3 +83,10 @@ def once(key: Hashable, make: Callable[[], T], *, owner: Any = None) -> T:
         while len(memo) > LIMIT:
             del memo[next(iter(memo))]
     return value
+
+
+def jclass(jvm: Any, name: str) -> Any:
+    """The py4j handle on JVM class ``name`` (its whole name, e.g. ``"scala.Option"``; an object's class ends in
+    ``$``), looked up in one call and kept (:func:`once`): not the attribute-by-attribute walk of
+    ``jvm.scala.Option``, a call per package that the JVM first tries, and fails, to load as a class."""
+    return once(("jclass", name), lambda: getattr(jvm, name))
