@@ -24,8 +24,8 @@ A JVM class reached through the gateway's view attribute by attribute
 each package along the way is first tried as a class: the JVM searches
 every jar of its class path and builds a ``ClassNotFoundException`` for
 ``org``, ``org.apache``, ... — about 1.1 ms of CPU for that one handle, 0.17
-ms once kept (``benchmarks/README.md``, "where the JVM side of the py4j
-calls goes"). :func:`jclass` looks a class up by its whole name, once.
+ms once kept (``benchmarks/README.md``, "Where YSB's steady CPU goes", per
+thread). :func:`jclass` looks a class up by its whole name, once.
 
 >>> once(("doc", 1), lambda: object()) is once(("doc", 1), lambda: object())
 True
