@@ -65,14 +65,12 @@ STATS_SCHEMA = "campaign_id STRING, p50 DOUBLE, p90 DOUBLE, p99 DOUBLE, n BIGINT
 def heavy_stats(history: Any) -> Any:
     """Per campaign over ``history`` (``campaign_id, user_id, et``): exact p50/p90/p99 of the gaps between a
     user's consecutive views of the campaign, and how many gaps."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    w = Window.partitionBy("campaign_id", "user_id").orderBy("et")
-    gaps = history.select("campaign_id", (F.col("et") - F.lag("et").over(w)).alias("gap")).where("gap IS NOT NULL")
-    p = F.percentile("gap", [0.5, 0.9, 0.99])
-    return gaps.groupBy("campaign_id").agg(p.alias("p"), F.count("*").alias("n")).select(
-        "campaign_id", F.col("p")[0].alias("p50"), F.col("p")[1].alias("p90"), F.col("p")[2].alias("p99"), "n")
+    gaps = history.selectExpr(
+        "campaign_id", "et - lag(et) OVER (PARTITION BY campaign_id, user_id ORDER BY et) AS gap").where("gap IS NOT NULL")
+    stats = gaps.groupBy("campaign_id").agg(F.expr("percentile(gap, array(0.5, 0.9, 0.99)) AS p"), F.expr("count(*) AS n"))
+    return stats.selectExpr("campaign_id", "p[0] AS p50", "p[1] AS p90", "p[2] AS p99", "n")
 
 
 def computes(epoch: int, size: dict[str, Any]) -> bool:
