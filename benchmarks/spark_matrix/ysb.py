@@ -98,6 +98,7 @@ from .measure import child, falkirk_category
 from .pooling import configured, round_robin
 from .ysb_input import (
     BASE_MS,
+    EVENTS_PARTITIONS,
     EVENTS_SCHEMA,
     POLL,
     CpuSampler,
@@ -144,7 +145,7 @@ def ysb_pipeline(root: Path, spark: Any, size: dict[str, Any], *, concurrency: i
             time.sleep(POLL)
         return []
 
-    pipe.input("events", EVENTS_SCHEMA, partitions=2,
+    pipe.input("events", EVENTS_SCHEMA, partitions=EVENTS_PARTITIONS,
                source=released if paced else (lambda epoch: events_table(epoch, size)))
     # spark None: a pipeline declared only to be priced (the advisor check's parent), never run
     table, w, t = ad_table(spark, size) if spark is not None else None, size["window_ms"], interval_ms(size)

@@ -10,7 +10,8 @@ choice uniform. Deterministic in the epoch: epoch ``e``'s events have event time
 **The paced producer** (``python -m benchmarks.spark_matrix.ysb_input SPEC``, started detached from the
 driver by :func:`spawn_producer`: its CPU is in no driver's tree, and it outlives a killed driver) releases
 epoch ``e`` at ``R_e = t0 + (e+1)·T``: during ``[R_{e-1}, R_e)`` it generates the epoch and appends it (falkirk:
-to the input log; Structured Streaming: a Parquet file in a staging directory), at ``R_e`` it cuts the log
+to the input log, of :data:`EVENTS_PARTITIONS` partition — one Parquet file an epoch; Structured Streaming: a
+Parquet file in a staging directory), at ``R_e`` it cuts the log
 (falkirk) or renames the file into the source directory (the stream) — the epoch's input is available from
 then on — and records the moment (``releases.jsonl``). Event time maps onto the same clock: ``wall(t) = t0 +
 (t - BASE) / 1000``, so a window ``[w, w + 10 s)`` closes at the release of the epoch holding its last events.
@@ -40,6 +41,8 @@ EVENT_TYPES = ("view", "click", "purchase")
 ADS_PER_CAMPAIGN = 10
 LEAD = 0.25  # seconds between a release and the processing-time trigger after it
 POLL = 0.02  # seconds between two looks for a cut (falkirk's input step)
+#: files per epoch in falkirk's input log: one, as the stream's source gets (one Parquet file per epoch)
+EVENTS_PARTITIONS = 1
 
 
 def _ids(kind: str, n: int) -> list[str]:
@@ -98,7 +101,7 @@ def produce(spec: Mapping[str, Any]) -> None:
     if spec["system"] == "falkirk":
         from falkirk.spark.pipeline.store.inputlog import InputLog
 
-        log = InputLog(spec["root"], spec.get("input", "events"), EVENTS_SCHEMA, partitions=2)
+        log = InputLog(spec["root"], spec.get("input", "events"), EVENTS_SCHEMA, partitions=EVENTS_PARTITIONS)
     else:
         src, staging = Path(spec["source"]), Path(spec["source"] + ".staging")
         src.mkdir(parents=True, exist_ok=True)
