@@ -314,8 +314,9 @@ def cached_rows(df: DataFrame) -> int | None:
     (the cache's own row count, not a plan's estimate); ``None`` before that, or where Spark does not say.
 
     Looked up in the session's cache manager (about ten py4j calls, no new plan); a new query over ``df``
-    with the cache substituted (``df.select("*")``'s ``withCachedData``) gives the same relation, but analysing
-    it was most of this function's cost: about 3 ms of the driver's CPU, twice an epoch in YSB."""
+    with the cache substituted (``df.select("*")``'s ``withCachedData``) gives the same relation for 6-7.6 ms
+    of the driver tree's CPU against 0.7 ms (a cached frame of 4,286 rows, 300 calls; YSB makes two an
+    epoch), most of it the JVM analysing and planning that query."""
     if not getattr(df, "is_cached", False):  # unpersisted: a cached frame under it would answer for it
         return None
     try:
