@@ -320,7 +320,7 @@ def cached_rows(df: DataFrame) -> int | None:
     if not getattr(df, "is_cached", False):  # unpersisted: a cached frame under it would answer for it
         return None
     try:
-        jss = df.sparkSession._jsparkSession  # type: ignore[attr-defined]
+        jss = df.sparkSession._jsparkSession
         manager = once(("cache-manager",), lambda: jss.sharedState().cacheManager(), owner=jss)
         found = manager.lookupCachedData(df._jdf)  # the entry whose plan is df's (not one under it)
         if found.isEmpty():
