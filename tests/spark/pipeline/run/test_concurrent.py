@@ -37,6 +37,19 @@ def _consistent(result: Any) -> None:
         assert violations == [], rec.cause
 
 
+def _named(result: Any) -> None:
+    """Every injected failure that fired is named in a recovery's cause, also where one recovery merged several
+    (executions that failed at the same time)."""
+    causes = [r.cause for r in result.journal.recoveries]
+    for i in result.fired:
+        if i.where == "after":
+            assert any(f"{i.step}" in c and f"after epoch {i.epoch}: injected failure (after)" in c
+                       for c in causes), (str(i), causes)
+        else:
+            assert any(f"step {i.step} failed at epoch {i.epoch}: injected failure ({i.where})" in c
+                       for c in causes), (str(i), causes)
+
+
 def _overlaps(result: Any) -> int:
     """How many pairs of executions ran at the same time."""
     spans = sorted((x.started, x.started + x.seconds) for x in result.journal.executions if x.started is not None)
@@ -62,6 +75,7 @@ def test_every_failure_kind_at_every_step_recovers_identically_concurrently(
     assert {str(i) for i in result.fired} == {str(i) for i in fails}
     assert all(r.finished is not None for r in result.journal.recoveries)
     _consistent(result)
+    _named(result)
     assert_identical(spark, tmp_path, reference)
     assert _overlaps(result) > 0
 
@@ -76,6 +90,7 @@ def test_random_failure_schedules_recover_identically_concurrently(
                     for _ in range(8)}, key=str)
     result = flagship(tmp_path, spark, concurrency=concurrency, window=window).run(EPOCHS, fail=fails)
     _consistent(result)
+    _named(result)
     assert_identical(spark, tmp_path, reference)
 
 

@@ -319,7 +319,8 @@ class Executor:
                 f"{first}; the pipeline runs with durable=False and cannot recover"
             ) from first
         # every failure recovered from together counts as an attempt of its own (steps whose states failed at
-        # the same epoch's end), the first one's decides the recovery's cause
+        # the same epoch's end, a concurrent run's executions that failed apart); the recovery's cause names
+        # each of them, the first one first
         for k, failure in [(key, first), *others]:
             attempts[k] = attempts.get(k, 0) + 1
             # a retry in place is not one of the recoveries counted (it restored nothing)
@@ -331,6 +332,7 @@ class Executor:
                     f"step {k[0]} failed {attempts[k]} times at epoch {k[1]}; giving up: {failure}"
                 ) from failure
         cause = str(first) if not lost or why in str(first) else f"{first} ({why})"
+        cause = "; together with: ".join([cause, *(str(f) for _, f in others)])
         together = [(key, first), *others]
         if (
             not lost
