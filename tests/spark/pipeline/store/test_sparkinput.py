@@ -83,3 +83,77 @@ def test_types_convert_exactly_or_the_row_is_bad(spark: Any, tmp_path: Path) -> 
     assert log.to_arrow().column("n").to_pylist() == [1]
     with pytest.raises(RecordError, match="'extra': not declared"):
         InputLog(tmp_path / "x", "ev", "n INT", fsync=False).append(spark.range(2).selectExpr("1 AS n", "id AS extra"))
+
+
+def _frame(spark: Any, lo: int, hi: int) -> Any:
+    return spark.createDataFrame([(u % 7, u) for u in range(lo, hi)], "user BIGINT, v INT")
+
+
+def _logged(log: InputLog, spark: Any, epoch: int) -> list[tuple[int, int]]:
+    return sorted((r["user"], r["v"]) for r in log.read(spark, epoch).select("user", "v").collect())
+
+
+def test_garbage_collection_during_a_dataframe_append_keeps_what_it_will_publish(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Acknowledging an epoch sweeps what Spark wrote that no manifest names; an append whose files Spark has
+    written but whose manifests are not published yet (a producer appending while the pipeline collects
+    garbage) keeps them, and reads back whole; what the acknowledged segments left goes."""
+    from falkirk.spark.pipeline.store import sparkinput
+
+    log = InputLog(tmp_path, "ev", "user BIGINT, v INT", partitions=2, key="user", fsync=False)
+    log.append(_frame(spark, 0, 20), batch="a")
+    first = {n for n in log.fs.listdir(f"{log.dir}/spark") if not n.endswith(".json")}
+    log.cut(0)
+    log.append(_frame(spark, 20, 40), batch="b")
+    log.cut(1)
+    files = sparkinput._files
+    swept: list[int] = []
+
+    def racing(lg: InputLog, location: str) -> Any:  # garbage collection between Spark's write and the publish
+        swept.append(log.acknowledge(1))
+        return files(lg, location)
+
+    monkeypatch.setattr(sparkinput, "_files", racing)
+    assert sum(log.append(_frame(spark, 40, 65), batch="c").values()) == 25
+    assert swept and swept[0] > 0
+    log.cut(2)
+    assert _logged(log, spark, 2) == sorted((u % 7, u) for u in range(40, 65))
+    left = set(log.fs.listdir(f"{log.dir}/spark"))
+    assert not first & {n.removesuffix(".json") for n in left}, left  # the acknowledged append's run is gone
+
+
+def test_a_crashed_dataframe_append_is_swept_once_the_log_has_moved_past_it(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two appends crash after Spark wrote and before anything was published (one as older code left it,
+    without the record of its start offsets): the same records appended again land once; when an epoch past
+    them is acknowledged both leftovers are deleted, and nothing else."""
+    from falkirk.spark.pipeline.store import sparkinput
+
+    log = InputLog(tmp_path, "ev", "user BIGINT, v INT", partitions=2, key="user", fsync=False)
+    publish = sparkinput.seg.publish_manifest
+
+    def crash(*_: Any) -> None:
+        raise KeyboardInterrupt("the producer died")
+
+    monkeypatch.setattr(sparkinput.seg, "publish_manifest", crash)
+    for batch in ("a", "b"):
+        with pytest.raises(KeyboardInterrupt):
+            log.append(_frame(spark, 0, 20), batch=batch)
+    monkeypatch.setattr(sparkinput.seg, "publish_manifest", publish)
+    crashed = {n for n in log.fs.listdir(f"{log.dir}/spark") if not n.endswith(".json")}
+    assert len(crashed) == 2 and log.end_offsets() == {0: 0, 1: 0}
+    log.fs.delete(f"{log.dir}/spark/{sorted(crashed)[0]}.json")  # as code before the record left it
+    log.append(_frame(spark, 0, 20), batch="a")
+    log.cut(0)
+    log.append(_frame(spark, 20, 30), batch="b")
+    log.cut(1)
+    assert _logged(log, spark, 0) == sorted((u % 7, u) for u in range(20))
+    assert _logged(log, spark, 1) == sorted((u % 7, u) for u in range(20, 30))
+    assert log.acknowledge(1) > 0
+    left = {n.removesuffix(".json") for n in log.fs.listdir(f"{log.dir}/spark")}
+    assert not crashed & left and len(left) == 1, left  # the last append's run stays: it gives the end offsets
+    log.append(_frame(spark, 30, 33), batch="c")
+    log.cut(2)
+    assert _logged(log, spark, 2) == sorted((u % 7, u) for u in range(30, 33))

@@ -5,8 +5,10 @@ low-watermark), :func:`acknowledge` records it (``acknowledged.json``,
 first, so a later reader can tell records garbage collection removed from
 records lost otherwise) and deletes the segments wholly inside epochs up to
 it — a segment's manifest before its data, so a segment half deleted no
-longer exists — and the cuts before it. The last segment of a partition is
-kept: it gives the end offset. :func:`acknowledged` reads the record back.
+longer exists — the cuts before it, and data files no manifest names that
+start below the acknowledged cut (a crashed append's; an append in progress
+starts at or above it, :func:`~falkirk.spark.pipeline.store.sparkinput.sweep_spark`).
+The last segment of a partition is kept: it gives the end offset. :func:`acknowledged` reads the record back.
 :class:`~falkirk.spark.pipeline.store.inputlog.InputLog` exposes both as
 methods (``log.acknowledge(epoch)``).
 """
@@ -55,11 +57,14 @@ def acknowledge(log: InputLog, epoch: int) -> int:
     if epoch > acknowledged(log):
         log.fs.replace(f"{log.dir}/acknowledged.json", json.dumps({"epoch": epoch}).encode())
     freed = 0
+    spark = False  # a segment Spark wrote was deleted: what it leaves under spark/ is swept, once
     for k in range(log.partitions):
         segs = log.segments(k)
         for s, nxt in zip(segs, segs[1:], strict=False):  # never the last segment: it gives the end offset
             if nxt.start <= c.end[k]:
-                freed += _delete_segment(log, s)
+                bytes_freed, by_spark = _delete_segment(log, s)
+                freed += bytes_freed
+                spark = spark or by_spark
         kept = {
             f.name
             for s in log.segments(k)
@@ -67,6 +72,10 @@ def acknowledge(log: InputLog, epoch: int) -> int:
             for f in seg.read_manifest(log.fs, s, log.name, epoch).files
         }
         freed += seg.sweep(log.fs, log.dir, k, c.end[k], kept)
+    if spark:
+        from falkirk.spark.pipeline.store.sparkinput import sweep_spark
+
+        freed += sweep_spark(log, c.end)
     for e in log.cut_epochs():
         if e < epoch:
             freed += log.fs.size(cut_path(log, e))
@@ -74,8 +83,9 @@ def acknowledge(log: InputLog, epoch: int) -> int:
     return freed
 
 
-def _delete_segment(log: InputLog, s: seg.Segment) -> int:
-    """Delete segment ``s``: its manifest first (it stops existing), then its data; bytes freed."""
+def _delete_segment(log: InputLog, s: seg.Segment) -> tuple[int, bool]:
+    """Delete segment ``s``: its manifest first (it stops existing), then its data; bytes freed, and whether
+    Spark wrote them."""
     freed = log.fs.size(s.path)
     try:
         files = [] if s.legacy else list(seg.read_manifest(log.fs, s, log.name, -1).files)
@@ -85,8 +95,4 @@ def _delete_segment(log: InputLog, s: seg.Segment) -> int:
     for f in files:
         freed += f.size
         log.fs.delete(f"{log.dir}/{f.name}")
-    if any(f.name.startswith("spark/") for f in files):
-        from falkirk.spark.pipeline.store.sparkinput import sweep_spark
-
-        sweep_spark(log)
-    return freed
+    return freed, any(f.name.startswith("spark/") for f in files)

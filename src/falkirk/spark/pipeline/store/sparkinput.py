@@ -18,7 +18,9 @@ each row of the DataFrame,
 
 and writes the good rows, partitioned by segment, under
 ``input/<name>/spark/<id>/_segment=<k>/``, the bad ones under
-``_segment=-1``. The driver then reads the row counts from the Parquet
+``_segment=-1``, having recorded the offsets it starts at in
+``spark/<id>.json`` first (:func:`sweep_spark` leaves an append in progress
+alone). The driver then reads the row counts from the Parquet
 footers and publishes one manifest per partition — or, if there are bad
 rows, raises :class:`~falkirk.spark.errors.RecordError` for the first (and
 deletes what was written), or with ``dead_letter=True`` writes them to the
@@ -28,8 +30,10 @@ which readers (given the log's schema) never see.
 
 from __future__ import annotations
 
+import json
 import posixpath
 import uuid
+from collections.abc import Mapping
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
@@ -226,6 +230,11 @@ def append_frame(
     rows = rows.withColumn("_offset", (F.try_element_at(start, F.col("_segment")) + rank).cast("long"))
     fields = [f.name for f in log.record_schema.fields]
     location = f"{log.dir}/spark/{uuid.uuid4().hex[:12]}"
+    # the offsets it starts at, before anything of it is written: garbage collection tells an append in
+    # progress from the leftovers of one that ended by them (sweep_spark)
+    log.fs.replace(
+        f"{location}.json", json.dumps({"starts": {str(k): ends[k] for k in range(log.partitions)}}).encode()
+    )
     rows.select(
         *[F.col(f"`{n}`") for n in fields],
         "_partition",
@@ -241,6 +250,7 @@ def append_frame(
             raise _first_error(log, checked, problems[0], ends)
     except BaseException:
         log.fs.delete(location, recursive=True)
+        log.fs.delete(f"{location}.json")
         raise
     if bad:
         _dead_letters(log, checked, problems, batch)
@@ -327,8 +337,6 @@ def _first_error(
 def _dead_letters(
     log: InputLog, checked: DataFrame, problems: list[dict[str, Any]], batch: str | None
 ) -> None:
-    import json
-
     index = _index(checked, [p["mid"] for p in problems])
     ingest.divert(
         log,
@@ -346,11 +354,48 @@ def _dead_letters(
     )
 
 
-def sweep_spark(log: InputLog) -> int:
-    """Delete Spark-written segment directories no manifest names (left by a crash or acknowledged); bytes
-    freed."""
-    if not log.fs.listdir(f"{log.dir}/spark"):
+def sweep_spark(log: InputLog, below: Mapping[int, int]) -> int:
+    """Delete what Spark wrote under ``spark/`` that no manifest names and no append in progress may still
+    publish; bytes freed.
+
+    ``below``: each partition's end offset in the acknowledged cut. Each
+    append records the offsets it starts at (``spark/<id>.json``) before
+    Spark writes ``spark/<id>/``: every partition's end then, so at least
+    ``below`` for as long as the append runs (it publishes partition by
+    partition; one partition's segment may be cut and acknowledged before it
+    has published the next). A partition's part no manifest names is deleted
+    once its own start is below ``below`` (the rule for the driver's files,
+    :func:`~falkirk.spark.pipeline.store.segments.sweep`), the run once none
+    of its parts is left and some partition's start is below ``below`` (an
+    append in progress has none). A run without the record was written before
+    it existed: it ended long ago.
+    """
+    base = f"{log.dir}/spark"
+    names = log.fs.listdir(base)
+    if not names:
         return 0
+    records = log.fs.read_many([f"{base}/{n}" for n in names if n.endswith(".json")])
+    starts: dict[str, dict[int, int] | None] = {}
+    for rel, raw in records.items():
+        run = posixpath.basename(rel)[: -len(".json")]
+        try:
+            if isinstance(raw, FileNotFoundError):
+                raise raw
+            starts[run] = {int(k): int(v) for k, v in json.loads(raw)["starts"].items()}
+        except (FileNotFoundError, TypeError, ValueError, KeyError, AttributeError):
+            starts[run] = None  # gone meanwhile (a failed append's), or unreadable: proves nothing
+
+    def behind(run: str, k: int | None) -> bool:
+        """Whether ``run`` started below the acknowledged cut in partition ``k`` (``None``: in any)."""
+        if run not in starts:
+            return True
+        first = starts[run]
+        if first is None:
+            return False
+        if k is None:
+            return any(o < below.get(j, 0) for j, o in first.items())
+        return k in first and first[k] < below.get(k, 0)
+
     named = {
         posixpath.dirname(f.name)
         for k in range(log.partitions)
@@ -359,13 +404,24 @@ def sweep_spark(log: InputLog) -> int:
         for f in seg.read_manifest(log.fs, s, log.name, -1).files
     }
     freed = 0
-    for run in log.fs.listdir(f"{log.dir}/spark"):
-        parts = [p for p in log.fs.listdir(f"{log.dir}/spark/{run}") if p.startswith("_segment=")]
-        for p in parts:
-            if f"spark/{run}/{p}" not in named:
-                freed += log.fs.size(f"{log.dir}/spark/{run}/{p}")
-                log.fs.delete(f"{log.dir}/spark/{run}/{p}", recursive=True)
-        if all(f"spark/{run}/{p}" not in named for p in parts):
-            freed += log.fs.size(f"{log.dir}/spark/{run}")
-            log.fs.delete(f"{log.dir}/spark/{run}", recursive=True)
+    for run in names:
+        if run.endswith(".json"):
+            if run[: -len(".json")] not in names and behind(run[: -len(".json")], None):
+                log.fs.delete(f"{base}/{run}")  # its run went before it (a crash in between)
+            continue
+        left = False
+        for p in log.fs.listdir(f"{base}/{run}"):
+            if not p.startswith("_segment="):
+                continue
+            k = int(p.split("=", 1)[1]) if p.split("=", 1)[1].lstrip("-").isdigit() else None
+            if f"spark/{run}/{p}" in named or k is None or not behind(run, None if k < 0 else k):
+                left = True  # published, or perhaps about to be
+                continue
+            freed += log.fs.size(f"{base}/{run}/{p}")
+            log.fs.delete(f"{base}/{run}/{p}", recursive=True)
+        if not left and behind(run, None):
+            freed += log.fs.size(f"{base}/{run}")
+            log.fs.delete(f"{base}/{run}", recursive=True)
+            if run in starts:
+                log.fs.delete(f"{base}/{run}.json")
     return freed
