@@ -93,12 +93,15 @@ def _logged(log: InputLog, spark: Any, epoch: int) -> list[tuple[int, int]]:
     return sorted((r["user"], r["v"]) for r in log.read(spark, epoch).select("user", "v").collect())
 
 
+@pytest.mark.parametrize("paged", [False, True])
 def test_garbage_collection_during_a_dataframe_append_keeps_what_it_will_publish(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, paged: bool,
 ) -> None:
     """Acknowledging an epoch sweeps what Spark wrote that no manifest names; an append whose files Spark has
     written but whose manifests are not published yet (a producer appending while the pipeline collects
-    garbage) keeps them, and reads back whole; what the acknowledged segments left goes."""
+    garbage) keeps them, and reads back whole; what the acknowledged segments left goes. ``paged``: the
+    listing of ``spark/`` shows the runs but not their records (a listing in pages, the record written
+    between two pages)."""
     from falkirk.spark.pipeline.store import sparkinput
 
     log = InputLog(tmp_path, "ev", "user BIGINT, v INT", partitions=2, key="user", fsync=False)
@@ -107,6 +110,10 @@ def test_garbage_collection_during_a_dataframe_append_keeps_what_it_will_publish
     log.cut(0)
     log.append(_frame(spark, 20, 40), batch="b")
     log.cut(1)
+    if paged:
+        listdir = log.fs.listdir
+        monkeypatch.setattr(log.fs, "listdir", lambda rel="": [
+            n for n in listdir(rel) if not (rel.endswith("/spark") and n.endswith(".json"))])
     files = sparkinput._files
     swept: list[int] = []
 
@@ -119,8 +126,44 @@ def test_garbage_collection_during_a_dataframe_append_keeps_what_it_will_publish
     assert swept and swept[0] > 0
     log.cut(2)
     assert _logged(log, spark, 2) == sorted((u % 7, u) for u in range(40, 65))
+    monkeypatch.undo()
     left = set(log.fs.listdir(f"{log.dir}/spark"))
     assert not first & {n.removesuffix(".json") for n in left}, left  # the acknowledged append's run is gone
+
+
+def test_an_epoch_cut_and_acknowledged_between_two_partitions_publishes_keeps_the_unpublished_one(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The append has published partition 0's segment, not yet partition 1's, when the pipeline cuts an epoch
+    (with partition 0's new records) and acknowledges it: partition 1's part stays, and every record of the
+    append is in the log afterwards."""
+    from falkirk.spark.pipeline.store import sparkinput
+
+    log = InputLog(tmp_path, "ev", "user BIGINT, v INT", partitions=2, key="user", fsync=False)
+    log.append(_frame(spark, 0, 20), batch="a")
+    log.cut(0)
+    log.append(_frame(spark, 20, 40), batch="b")
+    log.cut(1)
+    publish = sparkinput.seg.publish_manifest
+    published: list[int] = []
+    swept: list[int] = []
+
+    def publishing(fs: Any, directory: str, m: Any) -> None:
+        publish(fs, directory, m)
+        published.append(m.partition)
+        if len(published) == 1:
+            log.cut(2)
+            swept.append(log.acknowledge(2))
+
+    monkeypatch.setattr(sparkinput.seg, "publish_manifest", publishing)
+    assert sum(log.append(_frame(spark, 40, 65), batch="c").values()) == 25
+    monkeypatch.undo()
+    assert published == [0, 1] and swept and swept[0] > 0
+    log.cut(3)
+    mine = [r for r in log.to_arrow().to_pylist() if r["v"] >= 40]
+    assert sorted((r["user"], r["v"]) for r in mine) == sorted((u % 7, u) for u in range(40, 65))
+    later = sorted((r["user"], r["v"]) for r in mine if r["_partition"] == 1)
+    assert later and _logged(log, spark, 3) == later  # epoch 3: the partition published after the cut
 
 
 def test_a_crashed_dataframe_append_is_swept_once_the_log_has_moved_past_it(
@@ -144,7 +187,11 @@ def test_a_crashed_dataframe_append_is_swept_once_the_log_has_moved_past_it(
     monkeypatch.setattr(sparkinput.seg, "publish_manifest", publish)
     crashed = {n for n in log.fs.listdir(f"{log.dir}/spark") if not n.endswith(".json")}
     assert len(crashed) == 2 and log.end_offsets() == {0: 0, 1: 0}
-    log.fs.delete(f"{log.dir}/spark/{sorted(crashed)[0]}.json")  # as code before the record left it
+    older, recorded = sorted(crashed)
+    log.fs.delete(f"{log.dir}/spark/{older}.json")  # as code before the record left it
+    # while the log has not moved past them, the recorded one may be an append in progress: it stays
+    sparkinput.sweep_spark(log, {0: 0, 1: 0})
+    assert set(log.fs.listdir(f"{log.dir}/spark")) == {recorded, f"{recorded}.json"}
     log.append(_frame(spark, 0, 20), batch="a")
     log.cut(0)
     log.append(_frame(spark, 20, 30), batch="b")
@@ -153,7 +200,7 @@ def test_a_crashed_dataframe_append_is_swept_once_the_log_has_moved_past_it(
     assert _logged(log, spark, 1) == sorted((u % 7, u) for u in range(20, 30))
     assert log.acknowledge(1) > 0
     left = {n.removesuffix(".json") for n in log.fs.listdir(f"{log.dir}/spark")}
-    assert not crashed & left and len(left) == 1, left  # the last append's run stays: it gives the end offsets
+    assert recorded not in left and len(left) == 1, left  # the last append's run stays: it gives the end offsets
     log.append(_frame(spark, 30, 33), batch="c")
     log.cut(2)
     assert _logged(log, spark, 2) == sorted((u % 7, u) for u in range(30, 33))

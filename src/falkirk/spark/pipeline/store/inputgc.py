@@ -5,10 +5,13 @@ low-watermark), :func:`acknowledge` records it (``acknowledged.json``,
 first, so a later reader can tell records garbage collection removed from
 records lost otherwise) and deletes the segments wholly inside epochs up to
 it — a segment's manifest before its data, so a segment half deleted no
-longer exists — the cuts before it, and data files no manifest names that
-start below the acknowledged cut (a crashed append's; an append in progress
-starts at or above it, :func:`~falkirk.spark.pipeline.store.sparkinput.sweep_spark`).
-The last segment of a partition is kept: it gives the end offset. :func:`acknowledged` reads the record back.
+longer exists — the cuts before it, and data files no manifest names whose
+partition's data starts below the acknowledged cut (a crashed append's; an
+append in progress starts at or above it): the driver's every time, Spark's
+when a segment Spark wrote was deleted
+(:func:`~falkirk.spark.pipeline.store.sparkinput.sweep_spark`). The last
+segment of a partition is kept: it gives the end offset. :func:`acknowledged`
+reads the record back.
 :class:`~falkirk.spark.pipeline.store.inputlog.InputLog` exposes both as
 methods (``log.acknowledge(epoch)``).
 """

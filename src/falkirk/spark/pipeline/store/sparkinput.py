@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 import uuid
 from collections.abc import Mapping
 from functools import reduce
@@ -235,14 +236,14 @@ def append_frame(
     log.fs.replace(
         f"{location}.json", json.dumps({"starts": {str(k): ends[k] for k in range(log.partitions)}}).encode()
     )
-    rows.select(
-        *[F.col(f"`{n}`") for n in fields],
-        "_partition",
-        "_offset",
-        "_segment",
-        F.when(F.col("_segment") == -1, F.struct("_bad", "_mid")).alias("_bad"),
-    ).write.partitionBy("_segment").parquet(log.fs.spark_uri(location))
     try:
+        rows.select(
+            *[F.col(f"`{n}`") for n in fields],
+            "_partition",
+            "_offset",
+            "_segment",
+            F.when(F.col("_segment") == -1, F.struct("_bad", "_mid")).alias("_bad"),
+        ).write.partitionBy("_segment").parquet(log.fs.spark_uri(location))
         found = _files(log, location)
         bad = found.pop(-1, [])
         problems = _bad_rows(log, bad) if bad else []
@@ -354,36 +355,56 @@ def _dead_letters(
     )
 
 
+#: a run's directory under ``spark/`` (``uuid4().hex[:12]``), and its record of start offsets
+_RUN = re.compile(r"^[0-9a-f]{12}$")
+_RECORD = re.compile(r"^[0-9a-f]{12}\.json$")
+
+
 def sweep_spark(log: InputLog, below: Mapping[int, int]) -> int:
     """Delete what Spark wrote under ``spark/`` that no manifest names and no append in progress may still
     publish; bytes freed.
 
     ``below``: each partition's end offset in the acknowledged cut. Each
     append records the offsets it starts at (``spark/<id>.json``) before
-    Spark writes ``spark/<id>/``: every partition's end then, so at least
-    ``below`` for as long as the append runs (it publishes partition by
-    partition; one partition's segment may be cut and acknowledged before it
-    has published the next). A partition's part no manifest names is deleted
-    once its own start is below ``below`` (the rule for the driver's files,
-    :func:`~falkirk.spark.pipeline.store.segments.sweep`), the run once none
-    of its parts is left and some partition's start is below ``below`` (an
-    append in progress has none). A run without the record was written before
-    it existed: it ended long ago.
+    Spark writes ``spark/<id>/``: every partition's end then. With one
+    appender at a time (what a log supports), a partition's start stays at
+    or above ``below`` until the append has published that partition's
+    segment, which a manifest then names. So a part no manifest names is
+    deleted once its own partition's start is below ``below`` (the rule for
+    the driver's files, :func:`~falkirk.spark.pipeline.store.segments.sweep`),
+    and the run with its record once none of its parts is left and some
+    start is below ``below`` (an append that has published nothing yet has
+    none; its bad rows, ``_segment=-1``, are gone before it publishes). A run
+    whose record is missing (looked for again: a listing may come in pages)
+    was written by code before the record existed, and is swept as then: a
+    producer still running that code is not protected. Names that are not a
+    run's or a record's (a temporary file of a record being written) are left
+    alone.
     """
     base = f"{log.dir}/spark"
-    names = log.fs.listdir(base)
+    names = [n for n in log.fs.listdir(base) if _RUN.match(n) or _RECORD.match(n)]
     if not names:
         return 0
-    records = log.fs.read_many([f"{base}/{n}" for n in names if n.endswith(".json")])
+    runs = [n for n in names if _RUN.match(n)]
+    # every run's record, also where the listing did not show it (written before the run, it may have been
+    # listed on an earlier page than its run, before it existed)
+    records = log.fs.read_many(
+        [f"{base}/{n}" for n in names if _RECORD.match(n)]
+        + [f"{base}/{r}.json" for r in runs if f"{r}.json" not in names]
+    )
     starts: dict[str, dict[int, int] | None] = {}
     for rel, raw in records.items():
         run = posixpath.basename(rel)[: -len(".json")]
+        if isinstance(raw, FileNotFoundError):
+            if f"{run}.json" in names:
+                starts[run] = (
+                    None  # gone meanwhile (a failed append deletes its run, then it): proves nothing
+                )
+            continue  # a run without a record: older code's
         try:
-            if isinstance(raw, FileNotFoundError):
-                raise raw
             starts[run] = {int(k): int(v) for k, v in json.loads(raw)["starts"].items()}
-        except (FileNotFoundError, TypeError, ValueError, KeyError, AttributeError):
-            starts[run] = None  # gone meanwhile (a failed append's), or unreadable: proves nothing
+        except (TypeError, ValueError, KeyError, AttributeError):
+            starts[run] = None  # unreadable: proves nothing (kept)
 
     def behind(run: str, k: int | None) -> bool:
         """Whether ``run`` started below the acknowledged cut in partition ``k`` (``None``: in any)."""
@@ -405,8 +426,8 @@ def sweep_spark(log: InputLog, below: Mapping[int, int]) -> int:
     }
     freed = 0
     for run in names:
-        if run.endswith(".json"):
-            if run[: -len(".json")] not in names and behind(run[: -len(".json")], None):
+        if _RECORD.match(run):
+            if run[: -len(".json")] not in runs and behind(run[: -len(".json")], None):
                 log.fs.delete(f"{base}/{run}")  # its run went before it (a crash in between)
             continue
         left = False
