@@ -95,3 +95,36 @@ def test_a_failed_commit_keeps_the_data_of_published_segments(tmp_path: Path, mo
     log.files(log.get_cut(0))  # partition 0's data is there
     assert not [n for n in log.fs.listdir("input/ev/part-1") if n.endswith(".parquet")]
     assert log.append(records, batch="b") == {1: sum(zlib.crc32(str(u).encode()) % 2 for u in range(20))}
+
+
+@pytest.mark.parametrize("outer", ["a", "b"])
+def test_two_appends_at_once_are_an_error_naming_the_records_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, outer: str,
+) -> None:
+    """Two appenders of one log (a producer, and ``log.append`` elsewhere) with batch keys ``a`` and ``b`` compute
+    the same start offset and both publish; the log reads ``b``'s segment (the last name). Whichever looks after
+    both published raises, naming both and the one left out: ``a`` itself when it publishes last, else ``b``
+    (``a`` returned as if its records had landed). ``a``'s records, appended again with its batch key, land
+    once, and the log holds every record once."""
+    from falkirk.spark.errors import StorageError
+
+    logs = {k: InputLog(tmp_path, "ev", "user BIGINT, v BIGINT", fsync=False) for k in "ab"}
+    records = {"a": [{"user": 1, "v": v} for v in range(3)], "b": [{"user": 2, "v": v} for v in range(10, 15)]}
+    inner = "b" if outer == "a" else "a"
+    publish = seg.publish_manifest
+
+    def racing(fs: Any, directory: str, m: Any) -> None:
+        if m.batch == outer:  # the outer append has its offsets; the inner one runs whole before it publishes
+            assert logs[inner].append(records[inner], batch=inner) == {0: len(records[inner])}
+        publish(fs, directory, m)
+
+    monkeypatch.setattr(seg, "publish_manifest", racing)
+    with pytest.raises(StorageError, match="two appends ran at once") as err:
+        logs[outer].append(records[outer], batch=outer)
+    monkeypatch.undo()
+    message = str(err.value)
+    assert "It reads 000000000000@b.json; the records of 000000000000@a.json are not in it" in message, message
+    log = logs["a"]
+    assert sorted(r["v"] for r in log.to_arrow().to_pylist()) == list(range(10, 15))  # a's records left out
+    assert log.append(records["a"], batch="a") == {0: 3}  # again, with its batch key: they land once
+    assert sorted(r["v"] for r in log.to_arrow().to_pylist()) == [*range(3), *range(10, 15)]

@@ -173,7 +173,11 @@ class InputLog:
         belongs to that batch are skipped, so re-sending a batch after a crash
         is harmless. Records are checked first (see the module docstring):
         :class:`~falkirk.spark.errors.RecordError` and nothing written, or,
-        with ``dead_letter``, the bad ones diverted.
+        with ``dead_letter``, the bad ones diverted. A log takes one appender
+        at a time: an append that finds another published a segment at the
+        same offset meanwhile raises :class:`~falkirk.spark.errors.StorageError`
+        naming the records left out
+        (:func:`~falkirk.spark.pipeline.store.segments.check_alone`).
         """
         if batch is not None and not _KEY.match(batch):
             raise PipelineError(

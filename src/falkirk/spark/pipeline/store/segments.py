@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
-from falkirk.spark.errors import CorruptDataError
+from falkirk.spark.errors import CorruptDataError, StorageError
 from falkirk.spark.pipeline.store.arrowschema import log_fields
 from falkirk.spark.pipeline.store.manifest import FileEntry
 from falkirk.spark.pipeline.store.rootfs import Root
@@ -387,6 +387,7 @@ class SegmentWriter:
     def commit(self) -> dict[int, int]:
         """Publish a manifest per partition written to; how many records went to each."""
         written = {}
+        published: list[SegmentManifest] = []
         for k in sorted(self.files):
             rows = self.next[k] - self.start[k]
             m = SegmentManifest(
@@ -394,7 +395,9 @@ class SegmentWriter:
             )
             publish_manifest(self.fs, self.dir, m)
             self._published.add(k)
+            published.append(m)
             written[k] = rows
+        check_alone(self.fs, self.dir, published)
         return written
 
 
@@ -405,9 +408,40 @@ def _nested(t: pa.DataType) -> bool:
 
 
 def publish_manifest(fs: Root, directory: str, m: SegmentManifest) -> None:
-    """Publish ``m`` write-once as ``part-<k>/<start>[@<batch>].json`` (``FileExistsError`` if there)."""
+    """Publish ``m`` write-once as ``part-<k>/<start>[@<batch>].json`` (``FileExistsError`` if there); the
+    appender then checks its segments (:func:`check_alone`)."""
     rel = f"{directory}/part-{m.partition}/{segment_name(m.start, m.batch)}.json"
     fs.publish(rel, json.dumps(m.to_json(), sort_keys=True).encode())
+
+
+def check_alone(fs: Root, directory: str, published: list[SegmentManifest]) -> None:
+    """After an append published ``published``: no other append published a segment at the same offset of the
+    same partition.
+
+    A log takes one appender at a time. Two at once compute the same start
+    offset; without batch keys the second publish fails (the same name), with
+    different keys both publish, and readers keep one (:func:`list_segments`:
+    the last name): the other's records would be lost without a word. Each
+    appender looks once it has published, so the later one sees both and
+    raises :class:`~falkirk.spark.errors.StorageError` naming the segment the
+    log reads and those whose records are not in it (appended again with
+    their batch key, they land once). What it published stays published.
+    """
+    for m in published:
+        where = f"{directory}/part-{m.partition}"
+        same = [
+            n
+            for n in fs.listdir(where)
+            if (x := _NAME.match(n)) is not None and x.group(3) == "json" and int(x.group(1)) == m.start
+        ]
+        if len(same) > 1:
+            kept, lost = same[-1], same[:-1]
+            raise StorageError(
+                f"input {m.input}: partition {m.partition} has {len(same)} segments at offset {m.start} "
+                f"({', '.join(same)}): two appends ran at once, and a log takes one appender at a time. It reads "
+                f"{kept}; the records of {', '.join(lost)} are not in it: append them again (with the same "
+                f"batch key) once the other append has ended"
+            )
 
 
 def sweep(fs: Root, directory: str, partition: int, below: int, keep: set[str]) -> int:

@@ -258,6 +258,7 @@ def append_frame(
         for name, _, _ in bad:
             log.fs.delete(f"{log.dir}/{posixpath.dirname(name)}", recursive=True)
     written = {}
+    published: list[seg.SegmentManifest] = []
     for k in sorted(found):
         entries = found[k]
         n = sum(r for _, _, r in entries)
@@ -265,10 +266,11 @@ def append_frame(
             FileEntry(name, size, log.fs.checksum(f"{log.dir}/{name}") if log.checksums else "")
             for name, size, _ in entries
         )
-        seg.publish_manifest(
-            log.fs, log.dir, seg.SegmentManifest(log.name, k, ends[k], n, batch, log.dir, files)
-        )
+        manifest = seg.SegmentManifest(log.name, k, ends[k], n, batch, log.dir, files)
+        seg.publish_manifest(log.fs, log.dir, manifest)
+        published.append(manifest)
         written[k] = n
+    seg.check_alone(log.fs, log.dir, published)
     return written
 
 
