@@ -176,7 +176,7 @@ class InputLog:
         with ``dead_letter``, the bad ones diverted. A log takes one appender
         at a time: an append that finds another published a segment at the
         same offset meanwhile raises :class:`~falkirk.spark.errors.StorageError`
-        naming the records left out
+        naming the records left out, its own or the other's
         (:func:`~falkirk.spark.pipeline.store.segments.check_alone`).
         """
         if batch is not None and not _KEY.match(batch):

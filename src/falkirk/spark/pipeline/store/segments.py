@@ -418,14 +418,17 @@ def check_alone(fs: Root, directory: str, published: list[SegmentManifest]) -> N
     """After an append published ``published``: no other append published a segment at the same offset of the
     same partition.
 
-    A log takes one appender at a time. Two at once compute the same start
-    offset; without batch keys the second publish fails (the same name), with
-    different keys both publish, and readers keep one (:func:`list_segments`:
-    the last name): the other's records would be lost without a word. Each
-    appender looks once it has published, so the later one sees both and
-    raises :class:`~falkirk.spark.errors.StorageError` naming the segment the
-    log reads and those whose records are not in it (appended again with
-    their batch key, they land once). What it published stays published.
+    A log takes one appender at a time. Two at once can compute the same
+    start offset for a partition; where their manifests' names are the same
+    (the same batch key, or none) the second publish fails, otherwise both
+    publish and readers keep one (:func:`list_segments`: the last name): the
+    other's records would be lost without a word. Each appender looks once it
+    has published, so the later one sees both and raises
+    :class:`~falkirk.spark.errors.StorageError` naming the segment the log
+    reads and those whose records are not in it, which may be its own or the
+    other appender's. What it published stays published. Segments that
+    overlap without sharing a start (a third appender between them) are not
+    found.
     """
     for m in published:
         where = f"{directory}/part-{m.partition}"
@@ -438,9 +441,10 @@ def check_alone(fs: Root, directory: str, published: list[SegmentManifest]) -> N
             kept, lost = same[-1], same[:-1]
             raise StorageError(
                 f"input {m.input}: partition {m.partition} has {len(same)} segments at offset {m.start} "
-                f"({', '.join(same)}): two appends ran at once, and a log takes one appender at a time. It reads "
-                f"{kept}; the records of {', '.join(lost)} are not in it: append them again (with the same "
-                f"batch key) once the other append has ended"
+                f"({', '.join(same)}): appends ran at once, and a log takes one appender at a time. It reads "
+                f"{kept}; the records in {', '.join(lost)} are not in it. Whoever appended them must append "
+                f"them again once the other append has ended: with their batch key only the partitions left "
+                f"out are written again (without one, every partition would be)"
             )
 
 
