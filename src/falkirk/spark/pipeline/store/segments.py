@@ -443,8 +443,8 @@ def check_alone(fs: Root, directory: str, published: list[SegmentManifest]) -> N
                 f"input {m.input}: partition {m.partition} has {len(same)} segments at offset {m.start} "
                 f"({', '.join(same)}): appends ran at once, and a log takes one appender at a time. It reads "
                 f"{kept}; the records in {', '.join(lost)} are not in it. Whoever appended them must append "
-                f"them again once the other append has ended: with their batch key only the partitions left "
-                f"out are written again (without one, every partition would be)"
+                f"them again once the other append has ended (with their batch key, a partition whose last "
+                f"segment is already theirs is skipped; without one, every partition is written again)"
             )
 
 
