@@ -387,18 +387,19 @@ def sweep_spark(log: InputLog, below: Mapping[int, int]) -> int:
     names = [n for n in log.fs.listdir(base) if _RUN.match(n) or _RECORD.match(n)]
     if not names:
         return 0
-    runs = [n for n in names if _RUN.match(n)]
+    runs = {n for n in names if _RUN.match(n)}
+    listed = set(names)
     # every run's record, also where the listing did not show it (written before the run, it may have been
     # listed on an earlier page than its run, before it existed)
     records = log.fs.read_many(
         [f"{base}/{n}" for n in names if _RECORD.match(n)]
-        + [f"{base}/{r}.json" for r in runs if f"{r}.json" not in names]
+        + [f"{base}/{r}.json" for r in sorted(runs) if f"{r}.json" not in listed]
     )
     starts: dict[str, dict[int, int] | None] = {}
     for rel, raw in records.items():
         run = posixpath.basename(rel)[: -len(".json")]
         if isinstance(raw, FileNotFoundError):
-            if f"{run}.json" in names:
+            if f"{run}.json" in listed:
                 starts[run] = (
                     None  # gone meanwhile (a failed append deletes its run, then it): proves nothing
                 )
@@ -436,7 +437,8 @@ def sweep_spark(log: InputLog, below: Mapping[int, int]) -> int:
         for p in log.fs.listdir(f"{base}/{run}"):
             if not p.startswith("_segment="):
                 continue
-            k = int(p.split("=", 1)[1]) if p.split("=", 1)[1].lstrip("-").isdigit() else None
+            value = p.split("=", 1)[1]
+            k = int(value) if value.lstrip("-").isdigit() else None
             if f"spark/{run}/{p}" in named or k is None or not behind(run, None if k < 0 else k):
                 left = True  # published, or perhaps about to be
                 continue
