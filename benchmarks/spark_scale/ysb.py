@@ -12,7 +12,7 @@ proportional to the events, the state small — the opposite of W2/W3.
 
 * falkirk: ``views`` ``Ephemeral()`` (filter, join; computed inside ``counts``' job), ``counts``
   ``Lazy(every=3, key="campaign")`` (``falkirk``), or with ``incremental=True`` (``falkirk-inc``), or
-  advised; output ``windows``.
+  advised; output ``windows``, computed from the state (:func:`falkirk_ysb`: the matrix's YSB form).
 * Structured Streaming: Parquet file source (one file per epoch) → filter → stream–static join →
   ``groupBy(campaign, window).count()``, Spark's native streaming aggregation in update mode (its
   strongest form here: no Python in the query) on RocksDB → ``foreachBatch`` writing the epoch's rows.
@@ -62,13 +62,14 @@ def ads(spark: Any) -> Any:
     return spark.range(ADS).select(F.col("id").alias("ad_id"), (F.col("id") % (ADS // PER_CAMPAIGN)).alias("campaign"))
 
 
-def views_of(df: Any, spark: Any) -> Any:
-    """The views of ``df``, each with its campaign and window (the work per event, shared by both systems)."""
+def views_of(df: Any, table: Any) -> Any:
+    """The views of ``df``, each with its campaign and window (the work per event, shared by both systems);
+    ``table``: :func:`ads`."""
     from pyspark.sql import functions as F
 
-    return (df.where(F.col("event_type") == "view").select("ad_id", "event_time")
-            .join(F.broadcast(ads(spark)), "ad_id")
-            .select("campaign", F.expr(f"event_time div {WINDOW_MS}").alias("window")))
+    return (df.where("event_type = 'view'").select("ad_id", "event_time")
+            .join(F.broadcast(table), "ad_id")
+            .selectExpr("campaign", f"event_time div {WINDOW_MS} AS window"))
 
 
 def write_input(directory: Path, n: int, epochs: int) -> None:
@@ -84,28 +85,34 @@ def write_input(directory: Path, n: int, epochs: int) -> None:
 
 
 def falkirk_ysb(root: Path, spark: Any, n: int, regimes: str) -> Any:
-    from pyspark.sql import functions as F
-
+    """YSB on falkirk in the form the matrix's YSB runs (:func:`benchmarks.spark_matrix.ysb.ysb_pipeline`) and
+    docs/spark.md recommends: one input partition (the stream's source reads one file per epoch), the ad table
+    made once, the counts' expressions as SQL strings (one py4j call each), and the output computed from the
+    state — the state keeps each window's count and, in ``n``, this epoch's count of the windows it updated, so
+    the epoch's output is the state's rows with ``n`` set, not a second join of the new state with the epoch's
+    windows (the form measured until 2026-12-05, in the scale section's earlier YSB points)."""
     from falkirk.spark import Ephemeral, Lazy, Pipeline
 
     pipe = Pipeline(root, spark)
-    pipe.input("events", SCHEMA, partitions=2, source=lambda e: events(e, n))
+    pipe.input("events", SCHEMA, partitions=1, source=lambda e: events(e, n))
+    table = ads(spark)
+    keys = ["campaign", "window"]
 
-    def views(events: Any, *, spark: Any) -> Any:
-        return views_of(events, spark)
+    def views(events: Any) -> Any:
+        return views_of(events, table)
 
     def counts(views: Any, *, state: Any) -> Any:
-        now = views.groupBy("campaign", "window").agg(F.count(F.lit(1)).alias("n"))
+        upd = views.groupBy(*keys).count()
         if state is None:
-            new = now.select("campaign", "window", F.col("n").alias("count"))
-        else:
-            new = state.join(now, ["campaign", "window"], "full_outer").select(
-                "campaign", "window", (F.coalesce("count", F.lit(0)) + F.coalesce("n", F.lit(0))).alias("count"))
-        return new.join(now.select("campaign", "window"), ["campaign", "window"]), new
+            made = upd.selectExpr(*keys, "count", "count AS n")
+        else:  # one full outer join gives both the new counts and the windows this epoch updated (n not null)
+            both = state.drop("n").join(upd.withColumnRenamed("count", "n"), keys, "full_outer")
+            made = both.selectExpr(*keys, "coalesce(count, 0) + coalesce(n, 0) AS count", "n")
+        return (lambda state: state.where("n IS NOT NULL").select(*keys, "count")), made
 
     inc = regimes == "incremental"
     pipe.step(views, regime=Ephemeral())
-    pipe.step(counts, regime=Lazy(every=3, key="campaign", incremental=inc))
+    pipe.step(counts, inputs=["views"], regime=Lazy(every=3, key="campaign", incremental=inc))
     pipe.output("windows", inputs=["counts"])
     return pipe
 
@@ -125,7 +132,7 @@ class YsbStream:
         from pyspark.sql import functions as F
 
         src = self.spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(self.input_dir))
-        counts = views_of(src, self.spark).groupBy("campaign", "window").agg(F.count(F.lit(1)).alias("count"))
+        counts = views_of(src, ads(self.spark)).groupBy("campaign", "window").agg(F.count(F.lit(1)).alias("count"))
         return (counts.writeStream.outputMode("update").foreachBatch(self.batch)
                 .option("checkpointLocation", str(self.base / "checkpoint")).trigger(availableNow=True))
 
