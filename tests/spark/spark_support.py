@@ -184,14 +184,16 @@ def state_checkpoints(root: Path, step: str = "totals") -> dict[int, dict[str, A
 
 def keyed_pipeline(
     root: Path, spark: Any, *, incremental: bool = False, every: int = 3, partitions: int = 2, snapshot_every: int = 3,
-    replicas: int = 2, changes: bool = False, differential: bool = False, **options: Any,
+    replicas: int = 2, changes: bool = False, differential: bool = False, fused: bool = False, **options: Any,
 ) -> Any:
     """Keyed state with churn: input ``events`` → ``Lazy(every=3, key=user)`` ``totals`` (per user: amount, visits;
     a user whose amount passes 60 is settled and leaves the state: a deleted key) → output ``report`` (the state
     each epoch). ``incremental`` writes a delta every epoch and a snapshot every ``snapshot_every`` (3).
     ``changes``: ``totals`` declares ``changes=True``, reads the epoch's users with ``lookup`` and returns, as its
     new state, those users only (a settled one as a tombstone, ``_deleted`` true); its output is still the whole
-    state. ``differential`` (with both): each delta holds every change since the snapshot."""
+    state. ``differential`` (with both): each delta holds every change since the snapshot. ``fused``: ``totals``
+    returns its output (the same rows) as a function of its new state, so that in a sequential run the output's
+    job computes ``totals`` and makes its state as it reads it (the fused stateful path, docs/spark.md)."""
     from pyspark.sql import functions as F
 
     from falkirk.spark import Lazy, Pipeline, lookup
@@ -209,6 +211,8 @@ def keyed_pipeline(
         both = now if state is None else state.unionByName(now)
         new = both.groupBy("user").agg(F.sum("amount").alias("amount"), F.sum("visits").alias("visits"))
         new = new.where("amount <= 60")
+        if fused:
+            return (lambda made: made.select("user", "amount", "visits")), new
         return new, new
 
     def totals_changes(events: Any, *, state: Any) -> Any:

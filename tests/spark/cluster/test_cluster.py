@@ -171,12 +171,15 @@ def test_driver_killed_mid_epoch_then_restarted(storage_runs: Any, spark: Any, r
 def replication_runs(cluster: StandaloneCluster, drive: Any) -> Any:
     """One driver: keyed state in executor memory between checkpoints (``Lazy(every=3)``), and the executor
     holding the most cached blocks SIGKILLed during the Lazy step's job at epoch 4 (its state from epoch 3 lives
-    only in executor memory): with the default two replicas, then with ``replicas=1``."""
+    only in executor memory): with the default two replicas, then with ``replicas=1``; then the fused stateful
+    path (:data:`FUSED_FAILS`)."""
     shared = cluster.shared / "replication"
     run = drive([
         {"name": name, "kind": "run", "pipeline": "keyed", "options": options, "root": str(shared / name),
-         "epochs": KEYED_EPOCHS, "fail": ["totals@4:executor"]}
-        for name, options in (("replicated", {}), ("single", {"replicas": 1}))
+         "epochs": KEYED_EPOCHS, "fail": fail}
+        for name, options, fail in (("replicated", {}, ["totals@4:executor"]),
+                                    ("single", {"replicas": 1}, ["totals@4:executor"]),
+                                    ("fused", {"fused": True}, FUSED_FAILS))
     ])
     print(f"replication driver: {run.seconds:.1f} s, exit {run.returncode}")
     for name, out in run.results.items():
@@ -186,6 +189,9 @@ def replication_runs(cluster: StandaloneCluster, drive: Any) -> Any:
 
 
 KEYED_EPOCHS = 7
+#: The fused stateful path's failures: the output's job, which computes ``totals`` and makes its state, fails on
+#: every attempt at epoch 2, and the executor holding the most blocks is SIGKILLed during it at epoch 4.
+FUSED_FAILS = ["report@2:job", "report@4:executor"]
 
 
 @pytest.fixture(scope="module")
@@ -239,3 +245,28 @@ def test_unreplicated_state_and_a_lost_executor_give_the_same_output(
     assert out["fired"] == ["totals@4:executor"]
     print("replicas=1 after the kill:", out["recoveries"], out["redo"])
     _keyed_identical(spark, shared / "single", keyed_reference)
+
+
+def test_a_fused_stateful_step_with_its_consumers_job_failing_and_an_executor_lost_in_it(
+    replication_runs: Any, spark: Any, keyed_reference: Path, tmp_path: Path
+) -> None:
+    """``totals`` returns its output as a function of its new state, so in this sequential run the output's job
+    computes it and makes its state as it reads it (the fused stateful path, until now tested only on a local
+    master): that job failing on every attempt at epoch 2, and the executor holding the most blocks SIGKILLed
+    during it at epoch 4, give output identical to the failure-free run of the unfused step."""
+    from spark_support import keyed_pipeline
+
+    from falkirk.spark.pipeline.run.fusion import fusions
+
+    run, shared = replication_runs
+    # the path under test: totals is computed by its consumer's job in a sequential run (declaration only)
+    assert "totals" in fusions(keyed_pipeline(tmp_path, None, fused=True), logged=True, stateful=True)
+    out = run["fused"]
+    assert out["ok"], out
+    assert sorted(out["fired"]) == sorted(FUSED_FAILS)
+    causes = " | ".join(r["cause"] for r in out["recoveries"])
+    assert "report@2:job" in causes, out["recoveries"]  # the job failure reached falkirk and was recovered
+    lost = [n for n in out["notes"] if " lost during " in n]
+    assert all("in-memory state of" in n for n in lost), out["notes"]
+    print(f"fused: recoveries {[r['cause'] for r in out['recoveries']]}; redo {out['redo']}; lost {lost}")
+    _keyed_identical(spark, shared / "fused", keyed_reference)
