@@ -10,7 +10,8 @@ each epoch is every window the epoch's views touched, with its count so far (Red
 ``output/windows/epoch=N`` here). The state is at most 100 rows per open window: the work is
 proportional to the events, the state small — the opposite of W2/W3.
 
-* falkirk: ``views`` ``Ephemeral()`` (filter, join; computed inside ``counts``' job), ``counts``
+* falkirk: ``views`` ``Ephemeral()`` (filter, join; in a sequential run computed, with ``counts``, by the
+  output's job), ``counts``
   ``Lazy(every=3, key="campaign")`` (``falkirk``), or with ``incremental=True`` (``falkirk-inc``), or
   advised; output ``windows``, computed from the state (:func:`falkirk_ysb`: the matrix's YSB form).
 * Structured Streaming: Parquet file source (one file per epoch) → filter → stream–static join →
