@@ -204,3 +204,38 @@ def test_a_crashed_dataframe_append_is_swept_once_the_log_has_moved_past_it(
     log.append(_frame(spark, 30, 33), batch="c")
     log.cut(2)
     assert _logged(log, spark, 2) == sorted((u % 7, u) for u in range(30, 33))
+
+
+def test_a_damaged_record_keeps_its_run_and_is_named_once(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A crashed append whose record of start offsets was damaged outside falkirk: what it records is unknown,
+    so its run is never swept, however far the log moves past it; a warning names the record, once."""
+    import logging
+
+    from falkirk.spark.pipeline.store import sparkinput
+
+    log = InputLog(tmp_path, "ev", "user BIGINT, v INT", partitions=2, key="user", fsync=False)
+    publish = sparkinput.seg.publish_manifest
+
+    def crash(*_: Any) -> None:
+        raise KeyboardInterrupt("the producer died")
+
+    monkeypatch.setattr(sparkinput.seg, "publish_manifest", crash)
+    with pytest.raises(KeyboardInterrupt):
+        log.append(_frame(spark, 0, 20), batch="a")
+    monkeypatch.setattr(sparkinput.seg, "publish_manifest", publish)
+    (run,) = {n for n in log.fs.listdir(f"{log.dir}/spark") if not n.endswith(".json")}
+    log.fs.replace(f"{log.dir}/spark/{run}.json", b"{not json")
+    for first, last in ((0, 20), (20, 30)):
+        log.append(_frame(spark, first, last), batch=str(first))
+        log.cut(first // 20)
+    monkeypatch.setattr(sparkinput, "_REPORTED", set())
+    with caplog.at_level(logging.WARNING, logger=sparkinput.__name__):
+        for _ in range(2):  # swept twice: said once
+            sparkinput.sweep_spark(log, log.end_offsets())
+    said = [r.getMessage() for r in caplog.records if f"spark/{run}.json" in r.getMessage()]
+    assert len(said) == 1 and "cannot be read" in said[0] and "kept, never swept" in said[0], said
+    assert {run, f"{run}.json"} <= set(log.fs.listdir(f"{log.dir}/spark"))
+    assert log.fs.listdir(f"{log.dir}/spark/{run}")  # its parts are still there
+    assert _logged(log, spark, 1) == sorted((u % 7, u) for u in range(20, 30))

@@ -31,6 +31,7 @@ which readers (given the log's schema) never see.
 from __future__ import annotations
 
 import json
+import logging
 import posixpath
 import re
 import uuid
@@ -362,6 +363,31 @@ _RUN = re.compile(r"^[0-9a-f]{12}$")
 _RECORD = re.compile(r"^[0-9a-f]{12}\.json$")
 
 
+#: records already reported unreadable (:func:`_unreadable_record`), so that each is said once per process
+_REPORTED: set[str] = set()
+
+
+def _unreadable_record(log: InputLog, rel: str, exc: Exception) -> None:
+    """Say (once per process) that an append's record cannot be read, so its run is never swept."""
+    where = log.fs.describe(rel)
+    if where in _REPORTED:
+        return
+    _REPORTED.add(where)
+    run = posixpath.basename(rel)[: -len(".json")]
+    logging.getLogger(__name__).warning(
+        "input %r: %s cannot be read (%s: %s), so what it records (the start offsets of the DataFrame append "
+        "that wrote spark/%s/) is unknown and that run is kept, never swept; it was damaged outside falkirk. "
+        "Once no append is in progress, delete spark/%s/ and the record if no manifest names the run's files "
+        "(else write the record again)",
+        log.name,
+        where,
+        type(exc).__name__,
+        exc,
+        run,
+        run,
+    )
+
+
 def sweep_spark(log: InputLog, below: Mapping[int, int]) -> int:
     """Delete what Spark wrote under ``spark/`` that no manifest names and no append in progress may still
     publish; bytes freed.
@@ -379,9 +405,10 @@ def sweep_spark(log: InputLog, below: Mapping[int, int]) -> int:
     none; its bad rows, ``_segment=-1``, are gone before it publishes). A run
     whose record is missing (looked for again: a listing may come in pages)
     was written by code before the record existed, and is swept as then: a
-    producer still running that code is not protected. Names that are not a
-    run's or a record's (a temporary file of a record being written) are left
-    alone.
+    producer still running that code is not protected. A run whose record
+    cannot be read (damaged outside falkirk) is kept, and a warning names the
+    record, once per process. Names that are not a run's or a record's (a
+    temporary file of a record being written) are left alone.
     """
     base = f"{log.dir}/spark"
     names = [n for n in log.fs.listdir(base) if _RUN.match(n) or _RECORD.match(n)]
@@ -406,8 +433,9 @@ def sweep_spark(log: InputLog, below: Mapping[int, int]) -> int:
             continue  # a run without a record: older code's
         try:
             starts[run] = {int(k): int(v) for k, v in json.loads(raw)["starts"].items()}
-        except (TypeError, ValueError, KeyError, AttributeError):
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
             starts[run] = None  # unreadable: proves nothing (kept)
+            _unreadable_record(log, rel, exc)
 
     def behind(run: str, k: int | None) -> bool:
         """Whether ``run`` started below the acknowledged cut in partition ``k`` (``None``: in any)."""
