@@ -37,6 +37,15 @@ def _session(spec: dict[str, Any]) -> Any:
     return spark
 
 
+def _executors_gone(spark: Any) -> int | None:
+    """How many executors the application has lost so far (its status store keeps the removed ones)."""
+    try:
+        summaries = spark.sparkContext._jsc.sc().statusStore().executorList(False)
+        return sum(1 for i in range(summaries.size()) if not summaries.apply(i).isActive())
+    except Exception:  # noqa: BLE001 - Spark Connect (no JVM here) or a stopped context
+        return None
+
+
 def _run(spark: Any, sc: dict[str, Any], small: dict[str, Any]) -> dict[str, Any]:
     from falkirk.spark.pipeline.run import layers
     from falkirk.spark.pipeline.tools.flagship import build
@@ -49,14 +58,19 @@ def _run(spark: Any, sc: dict[str, Any], small: dict[str, Any]) -> dict[str, Any
         pipe = keyed_pipeline(sc["root"], spark, **sc.get("options", {}))
     else:
         pipe = build(sc["root"], spark, **{**small, **sc.get("options", {})})  # options: Pipeline(...) too
-    t0 = time.perf_counter()
+    t0, gone = time.perf_counter(), _executors_gone(spark)
     result = pipe.run(sc["epochs"], fail=sc.get("fail", []), progress=lambda line: print(line, flush=True))
+    after = _executors_gone(spark)
     return {
         "seconds": round(time.perf_counter() - t0, 2),
         "done": result.done,
         "fired": [str(i) for i in result.fired],
         "notes": list(result.journal.notes),
         "redo": [[x.step, x.epoch] for x in result.journal.executions if x.redo],
+        # Spark jobs each first execution ran in its own job group (a step its consumer's job computes runs none)
+        "jobs": [[x.step, x.epoch, x.jobs] for x in result.journal.executions if not x.redo],
+        # executors the application lost during the run (by its status store; None: unknown)
+        "executors_lost": None if gone is None or after is None else after - gone,
         "recoveries": [
             {"cause": r.cause, "failed": list(r.failed), "restart": r.restart, "problems": list(r.problems),
              "actions": dict(r.plan.actions) if r.plan is not None else {}}

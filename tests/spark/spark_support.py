@@ -198,6 +198,8 @@ def keyed_pipeline(
 
     from falkirk.spark import Lazy, Pipeline, lookup
 
+    if fused and changes:
+        raise ValueError("fused: a changes=True step's output is not computed by its consumer's job")
     pipe = Pipeline(root, spark, **{"fsync": False, **options})
     pipe.input("events", "user BIGINT, amount BIGINT", partitions=2, key="user", source=churn)
     extra: dict[str, Any] = {"incremental": True, "snapshot_every": snapshot_every} if incremental else {}
