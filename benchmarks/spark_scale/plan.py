@@ -106,6 +106,8 @@ def configurations(workload: str, spacings: Iterable[int] = (2,)) -> dict[str, d
         out["falkirk-bcast"] = {"regimes": "broadcast"}
         out["falkirk-changes"] = {"regimes": "changes"}
         out["falkirk-differential"] = {"regimes": "differential"}
+    if workload == "ysb":  # the counts checkpointed every epoch: less to redo after a restart, more per epoch
+        out["falkirk-eager"] = {"regimes": "eager"}
     return out
 
 

@@ -12,7 +12,8 @@ proportional to the events, the state small — the opposite of W2/W3.
 
 * falkirk: ``views`` ``Ephemeral()`` (filter, join; in a sequential run computed, with ``counts``, by the
   output's job), ``counts``
-  ``Lazy(every=3, key="campaign")`` (``falkirk``), or with ``incremental=True`` (``falkirk-inc``), or
+  ``Lazy(every=3, key="campaign")`` (``falkirk``), or with ``incremental=True`` (``falkirk-inc``),
+  ``Eager(key="campaign")`` (``falkirk-eager``: a checkpoint every epoch, so a restart redoes one epoch), or
   advised; output ``windows``, computed from the state (:func:`falkirk_ysb`: the matrix's YSB form).
 * Structured Streaming: Parquet file source (one file per epoch) → filter → stream–static join →
   ``groupBy(campaign, window).count()``, Spark's native streaming aggregation in update mode (its
@@ -92,7 +93,7 @@ def falkirk_ysb(root: Path, spark: Any, n: int, regimes: str) -> Any:
     state — the state keeps each window's count and, in ``n``, this epoch's count of the windows it updated, so
     the epoch's output is the state's rows with ``n`` set, not a second join of the new state with the epoch's
     windows (the form measured until 2026-12-05, in the scale section's earlier YSB points)."""
-    from falkirk.spark import Ephemeral, Lazy, Pipeline
+    from falkirk.spark import Eager, Ephemeral, Lazy, Pipeline
 
     pipe = Pipeline(root, spark)
     pipe.input("events", SCHEMA, partitions=1, source=lambda e: events(e, n))
@@ -111,9 +112,11 @@ def falkirk_ysb(root: Path, spark: Any, n: int, regimes: str) -> Any:
             made = both.selectExpr(*keys, "coalesce(count, 0) + coalesce(n, 0) AS count", "n")
         return (lambda state: state.where("n IS NOT NULL").select(*keys, "count")), made
 
-    inc = regimes == "incremental"
+    # ``eager``: the state checkpointed every epoch (a restart redoes only the epoch it struck, as the stream's)
+    regime = Eager(key="campaign") if regimes == "eager" else \
+        Lazy(every=3, key="campaign", incremental=regimes == "incremental")
     pipe.step(views, regime=Ephemeral())
-    pipe.step(counts, inputs=["views"], regime=Lazy(every=3, key="campaign", incremental=inc))
+    pipe.step(counts, inputs=["views"], regime=regime)
     pipe.output("windows", inputs=["counts"])
     return pipe
 
