@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from pathlib import Path
 from typing import Any
@@ -128,3 +129,96 @@ def test_two_appends_at_once_are_an_error_naming_the_records_left_out(
     assert sorted(r["v"] for r in log.to_arrow().to_pylist()) == list(range(10, 15))  # a's records left out
     assert log.append(records["a"], batch="a") == {0: 3}  # again, with its batch key: they land once
     assert sorted(r["v"] for r in log.to_arrow().to_pylist()) == [*range(3), *range(10, 15)]
+
+
+@pytest.mark.parametrize("last", ["b", "c"])
+def test_a_third_appender_between_two_is_an_overlap_named_on_append_and_on_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, last: str,
+) -> None:
+    """Three appenders at once: ``b`` computes start 0; ``a`` appends offsets 0..2; ``c`` computes start 3 (after
+    ``a``'s segment); ``b`` publishes 0..4 (the log then reads ``b``'s at 0, the last name), ``c`` publishes
+    3..5, and either looks last. ``c``'s offsets 3..4 are ``b``'s too: whichever looks after both published
+    raises the overlap, naming both, and the repair (remove ``b``'s manifest: ``c`` follows ``a``'s), which holds
+    even where ``b`` looked first and was told ``a``'s records were left out. An epoch over them cannot be read
+    (its offsets would be counted twice). Repaired as the message says, the log holds every record once."""
+    import threading
+
+    from falkirk.spark.errors import CorruptDataError, StorageError
+
+    logs = {k: InputLog(tmp_path, "ev", "user BIGINT, v BIGINT", fsync=False) for k in "abc"}
+    records = {"a": [{"user": 1, "v": v} for v in range(3)], "b": [{"user": 2, "v": v} for v in range(10, 15)],
+               "c": [{"user": 3, "v": v} for v in range(20, 23)]}
+    publish = seg.publish_manifest
+    c_ready, b_done, errors = threading.Event(), threading.Event(), {}
+
+    def c_appends() -> None:
+        try:
+            logs["c"].append(records["c"], batch="c")
+        except StorageError as exc:
+            errors["c"] = exc
+
+    def racing(fs: Any, directory: str, m: Any) -> None:
+        if m.batch == "b":  # b has its offsets (0); a appends whole, then c takes its offsets (3)
+            assert logs["a"].append(records["a"], batch="a") == {0: 3}
+            if last == "b":
+                c_appends()  # c publishes and looks (it sees a's segment alone at 0: no overlap yet)
+            else:
+                threading.Thread(target=c_appends, name="c", daemon=True).start()
+                assert c_ready.wait(30)
+        elif m.batch == "c":
+            assert m.start == 3
+            if last == "c":
+                c_ready.set()
+                assert b_done.wait(30)  # b publishes and looks first
+        publish(fs, directory, m)
+
+    monkeypatch.setattr(seg, "publish_manifest", racing)
+    overlap = r"segments 000000000000@b\.json and 000000000003@c\.json both hold offsets 3\.\.4: appends ran at once"
+    fix = "remove input/ev/part-0/000000000000@b.json, so that the log reads 000000000000@a.json, which"
+    try:
+        with pytest.raises(StorageError) as err:
+            logs["b"].append(records["b"], batch="b")
+    finally:
+        b_done.set()
+    for t in threading.enumerate():
+        if t.name == "c":
+            t.join(30)
+    monkeypatch.undo()
+    if last == "b":  # b saw c's segment inside its own
+        assert not errors and re.search(overlap, str(err.value)) and fix in str(err.value), str(err.value)
+    else:  # b looked before c published: a's records left out, it was told; c saw the overlap
+        assert "It reads 000000000000@b.json; the records in 000000000000@a.json are not in it" in str(err.value)
+        assert re.search(overlap, str(errors["c"])) and fix in str(errors["c"]), str(errors.get("c"))
+        assert "do not append them again, though an error at offset 0 may have said they were left out" in str(
+            errors["c"])
+    log = logs["a"]
+    cut = log.cut(0)
+    assert (cut.start[0], cut.end[0]) == (0, 6)
+    with pytest.raises(CorruptDataError, match=r"has offsets 3\.\.4 of partition 0 in two segments "
+                       r"\(000000000000@b\.json and 000000000003@c\.json\)") as read:
+        log.files(cut)
+    assert fix in str(read.value) and read.value.path == "input/ev/part-0/"
+    with pytest.raises(CorruptDataError, match="in two segments"):
+        log.to_arrow(0)
+    log.fs.delete("input/ev/part-0/000000000000@b.json")  # as the messages say
+    assert sorted(r["v"] for r in log.to_arrow(0).to_pylist()) == [*range(3), *range(20, 23)]
+    assert log.append(records["b"], batch="b") == {0: 5}
+    log.cut(1)
+    assert sorted(r["v"] for r in log.to_arrow(1).to_pylist()) == list(range(10, 15))
+    assert sorted(r["v"] for r in log.to_arrow().to_pylist()) == sorted(v["v"] for rs in records.values() for v in rs)
+
+
+def test_overlap_checks_read_no_manifest_for_a_log_appended_one_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Appends one after another: the overlap check decides from the listing alone (no manifest read beyond
+    what computing the offsets reads), and never raises."""
+    log = InputLog(tmp_path, "ev", "user BIGINT, v BIGINT", fsync=False)
+    log.append([{"user": 1, "v": 0}], batch="x0")
+    reads: list[str] = []
+    real = seg._rows
+    monkeypatch.setattr(seg, "_rows", lambda fs, path: reads.append(path) or real(fs, path))
+    for e in range(1, 4):
+        assert log.append([{"user": 1, "v": v} for v in range(e)], batch=f"x{e}") == {0: e}
+    assert reads == []
+    assert sorted(r["v"] for r in log.to_arrow().to_pylist()) == sorted([0, *(v for e in range(1, 4) for v in range(e))])

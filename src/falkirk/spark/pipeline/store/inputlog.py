@@ -175,8 +175,9 @@ class InputLog:
         :class:`~falkirk.spark.errors.RecordError` and nothing written, or,
         with ``dead_letter``, the bad ones diverted. A log takes one appender
         at a time: an append that finds another published a segment at the
-        same offset meanwhile raises :class:`~falkirk.spark.errors.StorageError`
-        naming the records left out, its own or the other's
+        same offset meanwhile, or one overlapping its own, raises
+        :class:`~falkirk.spark.errors.StorageError` naming the records left
+        out, its own or the other's, or the segments both holding offsets
         (:func:`~falkirk.spark.pipeline.store.segments.check_alone`).
         """
         if batch is not None and not _KEY.match(batch):

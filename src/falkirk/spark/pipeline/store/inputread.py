@@ -44,19 +44,41 @@ def _cut_segments(log: InputLog, cut: Cut) -> list[tuple[seg.SegmentManifest, bo
             continue
         covered = lo
         segs = log.segments(k)
+        prev: seg.Segment | None = None
         for s, nxt in zip(segs, [*segs[1:], None], strict=True):
             if s.start >= hi or (nxt is not None and nxt.start <= lo):
-                continue  # wholly before or after the cut (segments do not overlap)
+                continue  # wholly before or after the cut (two included that overlap: an error below)
             m = seg.read_manifest(log.fs, s, log.name, cut.epoch)
             if s.start + m.rows <= lo:
                 continue
             if s.start > covered:
                 break
+            if prev is not None and s.start < covered:  # both would be read: offsets claimed twice
+                raise _overlap(log, k, prev, s, min(covered, s.start + m.rows), cut.epoch)
             out.append((m, s.legacy, lo <= s.start and s.start + m.rows <= hi))
-            covered = max(covered, s.start + m.rows)
+            covered, prev = max(covered, s.start + m.rows), s
         if covered < hi:
             raise _gap(log, k, covered, hi, cut.epoch)
     return out
+
+
+def _overlap(
+    log: InputLog, k: int, prev: seg.Segment, s: seg.Segment, end: int, epoch: int
+) -> CorruptDataError:
+    """Segment ``s`` of partition ``k`` starts inside ``prev``, both held by the cut of ``epoch`` (offsets
+    ``s.start..end-1`` in both): two appends ran at once
+    (:func:`~falkirk.spark.pipeline.store.segments.check_alone`)."""
+    where = f"{log.dir}/part-{k}"
+    first, second = (p.path.rsplit("/", 1)[-1] for p in (prev, s))
+    return CorruptDataError(
+        log.name,
+        "input",
+        epoch,
+        f"has offsets {s.start}..{end - 1} of partition {k} in two segments ({first} and {second}): appends "
+        f"ran at once, and the log cannot tell which records epoch {epoch} holds there. "
+        + seg.overlap_remedy(log.fs, where, first, second, log.fs.listdir(where)),
+        path=f"{where}/",
+    )
 
 
 def _gap(log: InputLog, k: int, covered: int, hi: int, epoch: int) -> CorruptDataError:

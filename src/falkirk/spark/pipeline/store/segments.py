@@ -136,14 +136,25 @@ def list_segments(fs: Root, directory: str, partition: int) -> list[Segment]:
     """The segments of ``partition`` in offset order (a manifest wins over a legacy file at the same
     offset)."""
     where = f"{directory}/part-{partition}"
-    found: dict[int, Segment] = {}
-    for name in fs.listdir(where):
+    return [
+        Segment(partition, start, x.group(2), f"{where}/{x.group(0)}", legacy=x.group(3) == "jsonl")
+        for start, x in sorted(_kept(fs.listdir(where)).items())
+    ]
+
+
+def _kept(names: list[str]) -> dict[int, re.Match[str]]:
+    """The file the log reads at each offset, from a partition's sorted listing ``names``: the last manifest's
+    name, else a legacy JSON-lines file's."""
+    found: dict[int, re.Match[str]] = {}
+    for name in names:
         m = _NAME.match(name)
         if m and (int(m.group(1)) not in found or m.group(3) == "json"):
-            found[int(m.group(1))] = Segment(
-                partition, int(m.group(1)), m.group(2), f"{where}/{name}", legacy=m.group(3) == "jsonl"
-            )
-    return [found[s] for s in sorted(found)]
+            found[int(m.group(1))] = m
+    return found
+
+
+def _start(name: str) -> int:
+    return int(name[:12])
 
 
 def read_manifest(fs: Root, seg: Segment, input: str, epoch: int) -> SegmentManifest:
@@ -416,7 +427,7 @@ def publish_manifest(fs: Root, directory: str, m: SegmentManifest) -> None:
 
 def check_alone(fs: Root, directory: str, published: list[SegmentManifest]) -> None:
     """After an append published ``published``: no other append published a segment at the same offset of the
-    same partition.
+    same partition, or one overlapping.
 
     A log takes one appender at a time. Two at once can compute the same
     start offset for a partition; where their manifests' names are the same
@@ -426,17 +437,26 @@ def check_alone(fs: Root, directory: str, published: list[SegmentManifest]) -> N
     has published, so the later one sees both and raises
     :class:`~falkirk.spark.errors.StorageError` naming the segment the log
     reads and those whose records are not in it, which may be its own or the
-    other appender's. What it published stays published. Segments that
-    overlap without sharing a start (a third appender between them) are not
-    found.
+    other appender's. What it published stays published.
+
+    A third appender that starts at the end of one of the two (the one
+    published first, say) makes segments that overlap without sharing a
+    start, where the log reads the other, longer one: the segment the log
+    reads at an offset of the new one's, or just before it, must end at or
+    before the next one's start. Whichever of the appenders looks after the
+    overlapping segments are both published raises, naming both, the offsets
+    both hold and how to repair the log; if neither looks after both (each
+    checked before the other published), readers of an epoch spanning both
+    raise (:mod:`.inputread`). A gap (a segment that ends before the next
+    starts) is not an error here: readers name it for the epochs it holds.
+    Only a segment sharing its offset with another is read for this (on the
+    path of an error, never for a log appended to one appender at a time).
     """
     for m in published:
         where = f"{directory}/part-{m.partition}"
-        same = [
-            n
-            for n in fs.listdir(where)
-            if (x := _NAME.match(n)) is not None and x.group(3) == "json" and int(x.group(1)) == m.start
-        ]
+        names = fs.listdir(where)
+        _check_overlaps(fs, where, m, names)
+        same = [n for n in names if n.endswith(".json") and _NAME.match(n) and _start(n) == m.start]
         if len(same) > 1:
             kept, lost = same[-1], same[:-1]
             raise StorageError(
@@ -446,6 +466,83 @@ def check_alone(fs: Root, directory: str, published: list[SegmentManifest]) -> N
                 f"them again once the other append has ended (with their batch key, a partition whose last "
                 f"segment is already theirs is skipped; without one, every partition is written again)"
             )
+
+
+def _check_overlaps(fs: Root, where: str, m: SegmentManifest, names: list[str]) -> None:
+    """:func:`check_alone`'s look, after ``m`` was published at ``where`` (listing ``names``), at the segment the
+    log reads just before ``m``'s offset and the one it reads at it (``m``, or another manifest at its offset
+    with a later name), each against the one after it: ``StorageError`` if they overlap. A segment's rows are
+    read only where its offset holds more than one manifest (a race's mark: otherwise ``m`` was appended at its
+    end); one gone meanwhile (collected), unreadable (a reader names it), or written as JSON lines (an older
+    log's) is not looked at."""
+    found = _kept(names)
+    kept = {start: x.group(0) for start, x in found.items() if x.group(3) == "json"}
+    starts = sorted(found)
+    mine = segment_name(m.start, m.batch) + ".json"
+    before = max((s for s in starts if s < m.start), default=None)
+    for start in (before, m.start):
+        name = kept.get(start) if start is not None else None
+        nxt = min((s for s in starts if start is not None and s > start), default=None)
+        if name is None or start is None or nxt is None:
+            continue
+        if name == mine:
+            rows: int | None = m.rows
+        elif sum(1 for n in names if n.endswith(".json") and _NAME.match(n) and _start(n) == start) > 1:
+            rows = _rows(fs, f"{where}/{name}")
+        else:
+            continue
+        if rows is None or nxt >= start + rows:
+            continue
+        after = found[nxt].group(0)
+        theirs = (
+            m.rows if after == mine else _rows(fs, f"{where}/{after}") if after.endswith(".json") else None
+        )
+        hi = min(start + rows, nxt + theirs) if theirs else start + rows
+        raise StorageError(
+            f"input {m.input}: partition {m.partition}: segments {name} and {after} both hold offsets "
+            f"{nxt}..{hi - 1}: appends ran at once, and a log takes one appender at a time. The log cannot "
+            f"tell which records those offsets are, and reading an epoch over them fails. "
+            + overlap_remedy(fs, where, name, after, names)
+        )
+
+
+def _rows(fs: Root, path: str) -> int | None:
+    """The rows of the segment manifest at ``path``, ``None`` if it is gone or cannot be read."""
+    try:
+        return int(json.loads(fs.read_bytes(path))["rows"])
+    except (OSError, ValueError, KeyError, TypeError, StorageError):
+        return None
+
+
+def overlap_remedy(fs: Root, where: str, first: str, second: str, names: list[str]) -> str:
+    """How to repair the partition at ``where`` (listing ``names``) where segments ``first`` and ``second``
+    (manifest names, ``first`` the lower offset) overlap.
+
+    Where ``first`` shares its offset with other manifests, the log reads it in place of one of them; if
+    ``second`` starts where one of those ends (it was appended after it), removing the others makes the log
+    consistent, and the one kept holds records an error at that offset said were left out. Read on an error's
+    path only."""
+    at = _start(first)
+    shared = [n for n in names if n.endswith(".json") and _NAME.match(n) and _start(n) == at]
+    follow = next(
+        (n for n in shared if n != first and _rows(fs, f"{where}/{n}") == _start(second) - at), None
+    )
+    keep = (
+        "copy them out first: their manifests name their files, which are garbage once no manifest names them"
+    )
+    if follow is not None:
+        others = [n for n in shared if n != follow]
+        return (
+            f"To repair it once every append has ended: remove {', '.join(f'{where}/{n}' for n in others)}, "
+            f"so that the log reads {follow}, which {second} follows, and append the removed segments' "
+            f"records again ({keep}). {follow}'s records are then read: do not append them again, though "
+            f"an error at offset {at} may have said they were left out"
+        )
+    return (
+        f"To repair it once every append has ended: remove manifests until each offset is in one segment (at "
+        f"offset {at}: {', '.join(shared)}; {second} and those after it), and append the removed segments' "
+        f"records again ({keep})"
+    )
 
 
 def sweep(fs: Root, directory: str, partition: int, below: int, keep: set[str]) -> int:
