@@ -62,6 +62,10 @@ def _cut_segments(log: InputLog, cut: Cut) -> list[tuple[seg.SegmentManifest, bo
     return out
 
 
+class _Overlap(CorruptDataError):
+    """Two segments hold the same offsets (:func:`_overlap`): never garbage collection's doing."""
+
+
 def _overlap(
     log: InputLog, k: int, prev: seg.Segment, s: seg.Segment, end: int, epoch: int
 ) -> CorruptDataError:
@@ -70,7 +74,7 @@ def _overlap(
     (:func:`~falkirk.spark.pipeline.store.segments.check_alone`)."""
     where = f"{log.dir}/part-{k}"
     first, second = (p.path.rsplit("/", 1)[-1] for p in (prev, s))
-    return CorruptDataError(
+    return _Overlap(
         log.name,
         "input",
         epoch,
@@ -131,7 +135,7 @@ def check(log: InputLog, epoch: int, *, verify: bool = False) -> None:
     try:
         log.files(cut)
     except CorruptDataError as err:
-        if epoch <= acked:
+        if epoch <= acked and not isinstance(err, _Overlap):
             raise CorruptDataError(log.name, "input", epoch, collected, path=err.path) from None
         raise
     if verify:
