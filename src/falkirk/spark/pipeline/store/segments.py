@@ -154,7 +154,13 @@ def _kept(names: list[str]) -> dict[int, re.Match[str]]:
 
 
 def _start(name: str) -> int:
+    """The start offset in a segment's file name (one :data:`_NAME` matches)."""
     return int(name[:12])
+
+
+def _manifests_at(names: list[str], start: int) -> list[str]:
+    """The segment manifests (not legacy files) at offset ``start`` in a partition's listing ``names``."""
+    return [n for n in names if n.endswith(".json") and _NAME.match(n) and _start(n) == start]
 
 
 def read_manifest(fs: Root, seg: Segment, input: str, epoch: int) -> SegmentManifest:
@@ -456,7 +462,7 @@ def check_alone(fs: Root, directory: str, published: list[SegmentManifest]) -> N
         where = f"{directory}/part-{m.partition}"
         names = fs.listdir(where)
         _check_overlaps(fs, where, m, names)
-        same = [n for n in names if n.endswith(".json") and _NAME.match(n) and _start(n) == m.start]
+        same = _manifests_at(names, m.start)
         if len(same) > 1:
             kept, lost = same[-1], same[:-1]
             raise StorageError(
@@ -487,7 +493,7 @@ def _check_overlaps(fs: Root, where: str, m: SegmentManifest, names: list[str]) 
             continue
         if name == mine:
             rows: int | None = m.rows
-        elif sum(1 for n in names if n.endswith(".json") and _NAME.match(n) and _start(n) == start) > 1:
+        elif len(_manifests_at(names, start)) > 1:
             rows = _rows(fs, f"{where}/{name}")
         else:
             continue
@@ -523,7 +529,7 @@ def overlap_remedy(fs: Root, where: str, first: str, second: str, names: list[st
     consistent, and the one kept holds records an error at that offset said were left out. Read on an error's
     path only."""
     at = _start(first)
-    shared = [n for n in names if n.endswith(".json") and _NAME.match(n) and _start(n) == at]
+    shared = _manifests_at(names, at)
     follow = next(
         (n for n in shared if n != first and _rows(fs, f"{where}/{n}") == _start(second) - at), None
     )
