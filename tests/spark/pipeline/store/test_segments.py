@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from places import Place
 
 from falkirk.spark.pipeline.store import segments as seg
 from falkirk.spark.pipeline.store.inputlog import InputLog
@@ -133,7 +134,7 @@ def test_two_appends_at_once_are_an_error_naming_the_records_left_out(
 
 @pytest.mark.parametrize("last", ["b", "c"])
 def test_a_third_appender_between_two_is_an_overlap_named_on_append_and_on_read(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, last: str,
+    place: Place, monkeypatch: pytest.MonkeyPatch, last: str,
 ) -> None:
     """Three appenders at once: ``b`` computes start 0; ``a`` appends offsets 0..2; ``c`` computes start 3 (after
     ``a``'s segment); ``b`` publishes 0..4 (the log then reads ``b``'s at 0, the last name), ``c`` publishes
@@ -145,7 +146,7 @@ def test_a_third_appender_between_two_is_an_overlap_named_on_append_and_on_read(
 
     from falkirk.spark.errors import CorruptDataError, StorageError
 
-    logs = {k: InputLog(tmp_path, "ev", "user BIGINT, v BIGINT", fsync=False) for k in "abc"}
+    logs = {k: InputLog(place.root(), "ev", "user BIGINT, v BIGINT", fsync=False) for k in "abc"}  # 3 appenders
     records = {"a": [{"user": 1, "v": v} for v in range(3)], "b": [{"user": 2, "v": v} for v in range(10, 15)],
                "c": [{"user": 3, "v": v} for v in range(20, 23)]}
     publish = seg.publish_manifest

@@ -486,10 +486,10 @@ def _check_overlaps(fs: Root, where: str, m: SegmentManifest, names: list[str]) 
     starts = sorted(found)
     mine = segment_name(m.start, m.batch) + ".json"
     before = max((s for s in starts if s < m.start), default=None)
-    for start in (before, m.start):
-        name = kept.get(start) if start is not None else None
-        nxt = min((s for s in starts if start is not None and s > start), default=None)
-        if name is None or start is None or nxt is None:
+    for start in (s for s in (before, m.start) if s is not None):
+        name = kept.get(start)
+        nxt = min((s for s in starts if s > start), default=None)
+        if name is None or nxt is None:
             continue
         if name == mine:
             rows: int | None = m.rows
