@@ -32,12 +32,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+from . import source_commit
 
 HERE = Path(__file__).resolve().parent
 
@@ -104,8 +105,7 @@ def write_result(args: argparse.Namespace, name: str, argv: list[str] | None, lo
     result = {"command": f"python -m benchmarks.{name} " + " ".join(sys.argv[1:] if argv is None else argv),
               "load_before": load_before, "load_after": os.getloadavg(), "rows": rows,
               "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "commit": subprocess.run(["git", "describe", "--always", "--dirty"], cwd=HERE, capture_output=True,
-                                       text=True).stdout.strip()}
+              "commit": source_commit()}
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.out}")
 

@@ -32,12 +32,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from . import source_commit
 
 HERE = Path(__file__).resolve().parent
 CASES = ("read", "steps", "steps_planned", "select")
@@ -162,8 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     for c, s in summary.items():
         print(f"{c:14s} {s['cpu_ms']:6.1f} ms CPU per repetition, {s['py4j']:.0f} py4j calls (rounds: "
               f"{', '.join(f'{x:.1f}' for x in s['rounds_cpu_ms'])})")
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=HERE, capture_output=True,
-                            text=True).stdout.strip()
+    commit = source_commit()
     args.out.write_text(json.dumps({
         "command": "python -m benchmarks.step_analysis " + " ".join(sys.argv[1:] if argv is None else argv),
         "commit": commit, "started": started, "load_before": load_before, "load_after": os.getloadavg(),

@@ -42,6 +42,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import source_commit
+
 HERE = Path(__file__).resolve().parent
 SYSTEMS = ("falkirk", "streaming")
 #: windows of epochs the medians are taken over (the last runs to the end)
@@ -275,8 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         f, s = summary["falkirk"][w], summary["streaming"][w]
         print(f"epochs {w}: CPU-s per epoch falkirk {f['cpu']:.2f} (without the JIT {f['cpu_nojit']:.2f}), "
               f"stream {s['cpu']:.2f} ({s['cpu_nojit']:.2f}): {r['cpu']:.2f}x ({r['cpu_nojit']:.2f}x without the JIT; means {r['cpu_mean']:.2f}x)")
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=HERE, capture_output=True,
-                            text=True).stdout.strip()
+    commit = source_commit()
     args.out.write_text(json.dumps({
         "command": "python -m benchmarks.ysb_cpu " + " ".join(sys.argv[1:] if argv is None else argv),
         "commit": commit, "started": started, "load_before": load_before, "load_after": os.getloadavg(),
