@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import source_commit
+from . import result_header
 
 HERE = Path(__file__).resolve().parent
 CASES = ("read", "steps", "steps_planned", "select")
@@ -163,11 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     for c, s in summary.items():
         print(f"{c:14s} {s['cpu_ms']:6.1f} ms CPU per repetition, {s['py4j']:.0f} py4j calls (rounds: "
               f"{', '.join(f'{x:.1f}' for x in s['rounds_cpu_ms'])})")
-    commit = source_commit()
     args.out.write_text(json.dumps({
-        "command": "python -m benchmarks.step_analysis " + " ".join(sys.argv[1:] if argv is None else argv),
-        "commit": commit, "started": started, "load_before": load_before, "load_after": os.getloadavg(),
-        "events": size["events"], "reps": args.reps, "rounds": args.rounds, "warm": args.warm,
+        **result_header("step_analysis", argv, started, load_before), "events": size["events"], "reps": args.reps, "rounds": args.rounds, "warm": args.warm,
         "summary": summary}, indent=1) + "\n")
     print(f"wrote {args.out}")
     return 0

@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import source_commit
+from . import result_header
 
 HERE = Path(__file__).resolve().parent
 SYSTEMS = ("falkirk", "streaming")
@@ -277,11 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         f, s = summary["falkirk"][w], summary["streaming"][w]
         print(f"epochs {w}: CPU-s per epoch falkirk {f['cpu']:.2f} (without the JIT {f['cpu_nojit']:.2f}), "
               f"stream {s['cpu']:.2f} ({s['cpu_nojit']:.2f}): {r['cpu']:.2f}x ({r['cpu_nojit']:.2f}x without the JIT; means {r['cpu_mean']:.2f}x)")
-    commit = source_commit()
     args.out.write_text(json.dumps({
-        "command": "python -m benchmarks.ysb_cpu " + " ".join(sys.argv[1:] if argv is None else argv),
-        "commit": commit, "started": started, "load_before": load_before, "load_after": os.getloadavg(),
-        "size": size, "windows": [list(w) for w in WINDOWS], "summary": summary, "ratio_falkirk_over_stream": ratio,
+        **result_header("ysb_cpu", argv, started, load_before), "size": size, "windows": [list(w) for w in WINDOWS], "summary": summary, "ratio_falkirk_over_stream": ratio,
         "differences": differences, "per_epoch": series}, indent=1) + "\n")
     draw(args.out.with_suffix(".png"), series)
     print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
