@@ -1,6 +1,6 @@
 """What building a step's DataFrames costs each epoch: YSB's steps analysed again, against planning them (issue 53).
 
-``python -m benchmarks.step_analysis [--reps 100] [--rounds 3] [--out FILE]``
+``python -m benchmarks.step_analysis [--reps 100] [--rounds 3] [--warm 30] [--out FILE]``
 
 falkirk calls a step's function every epoch, so every DataFrame operation in it is analysed again each epoch
 (Spark analyses a classic DataFrame when it is made); a Structured Streaming query analyses its plan once and
@@ -14,8 +14,8 @@ Per repetition, in one warm driver (``--warm`` repetitions of each case first, t
 ``--reps`` times per round, ``--rounds`` rounds), the driver's process tree's CPU (Python and JVM,
 :class:`~falkirk.spark.pipeline.run.cpu.TreeMeter`) and the py4j calls of:
 
-* ``read``: the epoch's two DataFrames read as falkirk reads them each epoch, Parquet with the schema given
-  (the events; the state);
+* ``read``: the epoch's two DataFrames read with Spark's Parquet reader and their schemas given, as falkirk's
+  input-log and checkpoint readers do each epoch (the events; the state);
 * ``steps``: the step functions and the output's selection over the inputs read once, before the timing (the
   operations a step function makes every epoch);
 * ``steps_planned``: ``steps`` plus the optimised physical plans of the state and the output (what any
@@ -141,23 +141,25 @@ def main(argv: list[str] | None = None) -> int:
     load_before, started = os.getloadavg(), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     size = dict(SIZES["quick"]["YSB"])
     spark, meter = session({}), TreeMeter()
-    if meter() is None:
-        raise SystemExit("the process tree's CPU cannot be read here (/proc): nothing measured")
     per: dict[str, list[tuple[float, float]]] = {c: [] for c in CASES}
-    with tempfile.TemporaryDirectory(prefix="step-analysis-") as tmp, sql_conf(spark, SMALL_DATA), \
-            Py4jCalls() as calls:
-        pipe, files, schemas = prepare(spark, Path(tmp), size)
-        fns = cases(spark, pipe, files, schemas)
-        for c in CASES:
-            measure(fns[c], args.warm, meter, calls)
-        for r in range(args.rounds):
-            for c in CASES if r % 2 == 0 else reversed(CASES):
-                cpu, py4j = measure(fns[c], args.reps, meter, calls)
-                assert cpu is not None  # readable at the start
-                per[c].append((cpu, py4j))
-                print(f"round {r + 1} {c:14s} {1000 * per[c][-1][0]:6.1f} ms CPU {per[c][-1][1]:6.1f} py4j calls",
-                      flush=True)
-    spark.stop()
+    try:
+        if meter() is None:
+            raise SystemExit("the process tree's CPU cannot be read here (/proc): nothing measured")
+        with tempfile.TemporaryDirectory(prefix="step-analysis-") as tmp, sql_conf(spark, SMALL_DATA), \
+                Py4jCalls() as calls:
+            pipe, files, schemas = prepare(spark, Path(tmp), size)
+            fns = cases(spark, pipe, files, schemas)
+            for c in CASES:
+                measure(fns[c], args.warm, meter, calls)
+            for r in range(args.rounds):
+                for c in CASES if r % 2 == 0 else reversed(CASES):
+                    cpu, py4j = measure(fns[c], args.reps, meter, calls)
+                    assert cpu is not None  # readable at the start
+                    per[c].append((cpu, py4j))
+                    print(f"round {r + 1} {c:14s} {1000 * per[c][-1][0]:6.1f} ms CPU {per[c][-1][1]:6.1f} py4j calls",
+                          flush=True)
+    finally:
+        spark.stop()
     summary = {c: {"cpu_ms": 1000 * statistics.median(x for x, _ in v), "py4j": statistics.median(n for _, n in v),
                    "rounds_cpu_ms": [round(1000 * x, 2) for x, _ in v]} for c, v in per.items()}
     for c, s in summary.items():

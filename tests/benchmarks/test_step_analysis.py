@@ -18,6 +18,7 @@ def test_each_case_builds_the_ysb_frames_without_a_job_and_counts_its_py4j_calls
     from benchmarks.step_analysis import CASES, Py4jCalls, cases, measure, prepare
 
     from falkirk.spark.pipeline.run.cpu import TreeMeter
+    from falkirk.spark.pipeline.run.session import job_group
 
     size = {**SIZES["quick"]["YSB"], "events": 500}
     pipe, files, schemas = prepare(spark, tmp_path, size)
@@ -28,15 +29,11 @@ def test_each_case_builds_the_ysb_frames_without_a_job_and_counts_its_py4j_calls
     views = [r for r in events_table(1, size).to_pylist() if r["event_type"] == "view"]
     assert sum(r["n"] for r in state.where("n IS NOT NULL").collect()) == len(views)
     assert output.columns == ["campaign_id", "window_start", "count"]
-    sc = spark.sparkContext
     meter = TreeMeter()
-    sc.setJobGroup("step-analysis-test", "measured cases")
-    try:
-        with Py4jCalls() as calls:
-            for c in CASES:
-                cpu, py4j = measure(fns[c], 2, meter, calls)
-                assert py4j > 0, c  # each case asks the JVM
-                assert cpu is None or cpu >= 0
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-    assert sc.statusTracker().getJobIdsForGroup("step-analysis-test") == []  # no case ran a Spark job
+    with job_group(spark, "step-analysis-test"), Py4jCalls() as calls:
+        for c in CASES:
+            cpu, py4j = measure(fns[c], 2, meter, calls)
+            assert py4j > 0, c  # each case asks the JVM
+            assert cpu is None or cpu >= 0
+    # no case ran a Spark job
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup("step-analysis-test") == []
