@@ -496,3 +496,39 @@ def test_a_failure_inside_a_fused_chain_is_the_step_that_failed(spark: Any, tmp_
     err = info.value
     # Spark runs a shuffle's map stages as the state is planned (adaptive execution), in counts' job group
     assert err.step == "parsed" and "bad value" in err.cause and "job)" in err.cause, err
+
+
+def test_a_small_made_states_checkpoint_is_written_from_the_driver(
+    spark: Any, tmp_path: Path, failure_free: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``counts``' state, made by its output's job and a few rows in Spark's cache, is collected and written from the
+    driver (one job, no file committer: ``store/collected.py``): its checkpoints' files are pyarrow's, and hold the
+    rows Spark's own write of them holds (collection off); the outputs equal the failure-free run's; a failure
+    after such a checkpoint restores it and loses nothing."""
+    import pyarrow.parquet as pq
+
+    reference, _ = failure_free
+    on, off = tmp_path / "on", tmp_path / "off"
+    build(on, spark, step=counts_made, gc=False).run(EPOCHS)
+    with monkeypatch.context() as m:
+        m.setattr(incremental, "COLLECT_MAX_BYTES", -1)
+        build(off, spark, step=counts_made, gc=False).run(EPOCHS)
+    assert rows(spark, on) == rows(spark, off) == rows(spark, reference)
+
+    def written(root: Path, e: int) -> tuple[int, set[bool], Counter[tuple[Any, ...]]]:
+        doc = json.loads(manifest(root, "counts", "checkpoint", e).read_text())
+        files = [root / doc["location"] / name for name, _, _ in doc["files"]]
+        by_arrow = {"parquet-cpp" in pq.read_metadata(f).created_by for f in files}
+        data = spark.read.parquet(str(root / doc["location"])).select("key", "n", "s", "m")
+        return doc["rows"], by_arrow, Counter(tuple(r) for r in data.collect())
+
+    for e in (1, 3, 5, 7):
+        n_on, arrow_on, data_on = written(on, e)
+        n_off, arrow_off, data_off = written(off, e)
+        assert (arrow_on, arrow_off) == ({True}, {False}), e
+        assert n_on == n_off == sum(data_on.values()) > 0 and data_on == data_off, e
+    root = tmp_path / "failed"
+    result = build(root, spark, step=counts_made, gc=False).run(EPOCHS, fail=["counts@4:before"])
+    [recovery] = result.journal.recoveries
+    assert max(recovery.available_at_failure["counts"]) == 3
+    assert rows(spark, root) == rows(spark, reference)

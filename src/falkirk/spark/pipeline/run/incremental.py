@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from falkirk.spark.errors import CorruptDataError, PipelineError
-from falkirk.spark.pipeline.run.session import is_connect, materialised
+from falkirk.spark.pipeline.run.session import held_bytes, is_connect, materialised, shares_storage
 from falkirk.spark.pipeline.store import delta, keyed
 from falkirk.spark.pipeline.store.jvm import once
 
@@ -43,7 +43,12 @@ if TYPE_CHECKING:
     from falkirk.spark.pipeline.run.context import RunContext
     from falkirk.spark.pipeline.store.manifest import Manifest
 
-__all__ = ["StateCheckpoints"]
+__all__ = ["COLLECT_MAX_BYTES", "StateCheckpoints"]
+
+#: a state made and held in at most this many bytes of Spark's cache has its full checkpoints collected and written
+#: from the driver (:mod:`~falkirk.spark.pipeline.store.collected`): below it, Spark's write job with its file
+#: committer costs more than the collection (``benchmarks/README.md``, "A small checkpoint written from the driver")
+COLLECT_MAX_BYTES = 1 << 20
 
 
 class StateCheckpoints:
@@ -165,15 +170,26 @@ class StateCheckpoints:
         memory, e.g. by the job of an output computed from it); else counted first, which also materialises
         the state (its write then reads it from memory)."""
         storage = self.ctx.storage
-        counting = (
-            self.ctx.frames.counting(written) if rows is None and (view or materialised(state)) else None
-        )
+        made = materialised(state)
+        if made and self._small(state):  # collected and written from the driver: one job, no file committer
+            m = storage.write_collected(written, self.name, "checkpoint", epoch, **layout)
+            if m is not None:
+                return m
+        counting = self.ctx.frames.counting(written) if rows is None and (view or made) else None
         if counting is None:
             rows = state.count() if rows is None else rows
             return storage.write_frame(written, self.name, "checkpoint", epoch, rows, **layout)
         observed, count = counting
         m = storage.write_frame(observed, self.name, "checkpoint", epoch, 0, **layout)
         return attrs.evolve(m, rows=count())
+
+    def _small(self, state: DataFrame) -> bool:
+        """Whether made ``state`` is small enough (:data:`COLLECT_MAX_BYTES` in Spark's cache) for its checkpoint
+        to be collected and written from the driver, whose view of the root is the executors'."""
+        if not shares_storage(self.ctx.spark, self.ctx.storage.fs.object_store):
+            return False
+        size = held_bytes(state)
+        return size is not None and size <= COLLECT_MAX_BYTES
 
     def _differential(self, layers: tuple[DataFrame, DataFrame | None]) -> bool:
         """Whether the next delta of a ``changes=True`` step with ``layers`` (its base and the changes since) is

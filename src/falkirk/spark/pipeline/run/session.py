@@ -68,6 +68,8 @@ __all__ = [
     "console_log_path",
     "take_start_seconds",
     "materialised",
+    "held_bytes",
+    "shares_storage",
     "missing_blocks",
     "busiest_executor",
 ]
@@ -700,6 +702,29 @@ def materialised(df: DataFrame) -> bool:
         return bool(blocks is not None and blocks.isCheckpointed())
     except Exception:
         return False
+
+
+def held_bytes(df: DataFrame) -> int | None:
+    """The bytes :func:`detach`-ed ``df`` takes in Spark's columnar cache once made (the cache's own count of what
+    it holds), ``None`` before that, through Spark Connect, or where Spark does not say."""
+    if not materialised(df):
+        return None
+    try:
+        plan = df._jdf.queryExecution().analyzed()
+        if not plan.getClass().getName().endswith(".InMemoryRelation"):
+            return None
+        return int(str(plan.computeStats().sizeInBytes()))  # a Scala BigInt
+    except Exception:  # noqa: BLE001 - a size is an optimisation's input: unknown is always safe
+        return None
+
+
+def shares_storage(spark: SparkSession, object_store: bool) -> bool:
+    """Whether files this driver writes under a root are the files the executors read: a classic session whose
+    executors run on this machine (``local`` masters), or a root on an object store. (On a cluster, a root on a
+    local path can be each machine's own disk.)"""
+    if is_connect(spark):
+        return False
+    return object_store or str(spark.sparkContext.master).startswith("local")
 
 
 def missing_blocks(df: DataFrame, *, wait: float = 3.0) -> list[int] | None:

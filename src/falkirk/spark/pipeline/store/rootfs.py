@@ -324,6 +324,11 @@ class Root:
         if not self.object_store:
             self._calls("create directory", rel, "makedirs", self.full(rel), exist_ok=True)
 
+    def write_new(self, rel: str, data: bytes) -> None:
+        """Write ``data`` to ``rel``, a new file in a directory no manifest names yet (a data file: made durable
+        when the data is described, :meth:`sync_file`)."""
+        self._calls("write", rel, "pipe_file", self.full(rel), data)
+
     def replace(self, rel: str, data: bytes) -> None:
         """Write ``data`` to ``rel`` atomically, replacing what is there (durable when this returns, with
         ``fsync``)."""

@@ -66,7 +66,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from falkirk.spark.errors import CorruptDataError, StorageError
-from falkirk.spark.pipeline.store import frames, sweep
+from falkirk.spark.pipeline.store import collected, frames, sweep
 from falkirk.spark.pipeline.store.eagerdb import DATABASE_COMMITS, committed_epochs, database_path
 from falkirk.spark.pipeline.store.fscalls import DEFAULT_TIMEOUT
 from falkirk.spark.pipeline.store.manifest import KINDS, FileEntry, Manifest, manifest_path
@@ -391,6 +391,34 @@ class Storage:
         writer.parquet(self.fs.spark_uri(location))
         files = self.describe_files(location)
         return Manifest(step, kind, epoch, rows, location, files, df.schema.json(), extra)
+
+    def write_collected(
+        self,
+        df: DataFrame,
+        step: str,
+        kind: str,
+        epoch: int,
+        *,
+        partition_by: str | None = None,
+        **extra: Any,
+    ) -> Manifest | None:
+        """:meth:`write_frame` for a ``df`` the caller knows is small and computed, on a root this driver sees as
+        the executors do: its rows collected as Arrow and written from the driver
+        (:mod:`~falkirk.spark.pipeline.store.collected`), the manifest's ``rows`` those collected; an empty
+        ``df`` is written by Spark. ``None``, with nothing written, where its columns are not all of types
+        written alike by both (:func:`~falkirk.spark.pipeline.store.collected.collectable`)."""
+        if not collected.collectable(df.schema, partition_by):
+            return None
+        location = self.new_location(step, kind, epoch)
+        table = df.toArrow()
+        if not table.num_rows:  # Spark's files say what an empty item is
+            return self.write_frame(
+                df, step, kind, epoch, 0, location=location, partition_by=partition_by, **extra
+            )
+        self._unpublished[location] = None  # until put() publishes a manifest naming it
+        collected.write(self.fs, location, table, df.schema, partition_by)
+        files = self.describe_files(location)
+        return Manifest(step, kind, epoch, table.num_rows, location, files, df.schema.json(), extra)
 
     def describe_files(self, location: str) -> list[FileEntry]:
         """The data files (``part-*``) under ``location`` as the driver sees them: name, size, checksum.

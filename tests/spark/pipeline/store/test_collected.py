@@ -1,0 +1,118 @@
+"""A small frame written from the driver (``Storage.write_collected``) reads back as Spark's own write of it does.
+
+The same rows are written both ways under one root, then read back through their manifests (as a restore reads
+a checkpoint) and compared as multisets, with Spark's layout: the partition column's directories, that column
+out of the files, the Spark schema in each footer. On a real S3 server too (``place``): the files land where
+the manifest says, and their footers hold the rows it claims. Frames with columns pyarrow would write otherwise
+are refused with nothing written, and an empty frame is Spark's write.
+"""
+
+from __future__ import annotations
+
+import datetime
+import posixpath
+from collections import Counter
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from places import Place
+
+from falkirk.spark.pipeline.store import collected, frames
+from falkirk.spark.pipeline.store.storage import Storage
+
+pytestmark = [pytest.mark.spark]
+
+SCHEMA = "k STRING, n BIGINT, small INT, x DOUBLE, ok BOOLEAN, day DATE, raw BINARY, _subtask INT"
+
+
+def _rows(count: int) -> list[tuple[Any, ...]]:
+    """Rows of :data:`SCHEMA` with a null in every nullable column now and then, three partition values."""
+    out = []
+    for i in range(count):
+        null = i % 7 == 3
+        out.append((
+            None if null else f"key-{i}", i * 1_000_003, None if null else -i, i / 3, i % 2 == 0,
+            datetime.date(2026, 1, 1) + datetime.timedelta(days=i % 40), None if null else bytes([i % 256, 7]),
+            i % 3,
+        ))
+    return out
+
+
+def _read(storage: Storage, spark: Any, m: Any) -> Counter[tuple[Any, ...]]:
+    df = frames.read_frame(storage, spark, m)
+    return Counter(tuple(r) for r in df.select(*[f.name for f in df.schema.fields]).collect())
+
+
+@pytest.mark.parametrize("partition_by", ["_subtask", None])
+def test_a_collected_write_reads_back_as_sparks_own_write(spark: Any, tmp_path: Any, partition_by: str | None) -> None:
+    storage = Storage(str(tmp_path / "root"), fsync=False)
+    df = spark.createDataFrame(_rows(200), SCHEMA).repartition(2).cache()
+    assert df.count() == 200
+    by_spark = storage.write_frame(df, "s", "checkpoint", 1, 200, partition_by=partition_by)
+    mine = storage.write_collected(df, "s", "checkpoint", 2, partition_by=partition_by)
+    assert mine is not None and mine.rows == by_spark.rows == 200
+    assert mine.schema == by_spark.schema
+    assert _read(storage, spark, mine) == _read(storage, spark, by_spark) == Counter(_rows(200))
+    # Spark's layout: the same partition directories, the partition column in none of the files
+    assert {posixpath.dirname(f.name) for f in mine.files} == {posixpath.dirname(f.name) for f in by_spark.files}
+    for f in mine.files:
+        path = tmp_path / "root" / mine.location / f.name
+        assert f.name.rsplit("/", 1)[-1].startswith("part-") and path.stat().st_size == f.size
+        meta = pq.read_metadata(path)
+        assert "parquet-cpp" in meta.created_by  # written from the driver, by pyarrow
+        assert partition_by is None or partition_by not in meta.schema.names
+        assert collected.SPARK_ROW_METADATA.encode() in meta.metadata
+    # read back without a schema too (a tool reading the files): the footers' Spark schema gives Spark's types
+    plain = spark.read.parquet(str(tmp_path / "root" / mine.location))
+    assert sorted(plain.schema.simpleString().split(",")) == sorted(df.schema.simpleString().split(","))
+    storage.put(mine)
+    storage.verify(storage.get("s", "checkpoint", 2))
+
+
+def test_a_collected_write_on_each_place(spark: Any, place: Place) -> None:
+    """Local and S3: the files are under the manifest's location as listed, and their footers hold its rows."""
+    storage = place.storage()
+    df = spark.createDataFrame(_rows(50), SCHEMA)
+    m = storage.write_collected(df, "s", "checkpoint", 3, partition_by="_subtask")
+    assert m is not None and m.rows == 50
+    assert sorted(f.name.split("/")[0] for f in m.files) == ["_subtask=0", "_subtask=1", "_subtask=2"]
+    footers = 0
+    for f in m.files:
+        with place.arrow.open_input_file(place.arrow_path(posixpath.join(m.location, f.name))) as fh:
+            assert fh.size() == f.size
+            footers += pq.ParquetFile(fh).metadata.num_rows
+    assert footers == 50
+    storage.put(m)
+    storage.verify(storage.get("s", "checkpoint", 3))
+
+
+@pytest.mark.parametrize(
+    ("schema", "partition_by"),
+    [
+        ("k STRING, at TIMESTAMP", None),
+        ("k STRING, at TIMESTAMP_NTZ", None),
+        ("k STRING, d DECIMAL(10, 2)", None),
+        ("k STRING, xs ARRAY<INT>", None),
+        ("k STRING, m MAP<STRING, INT>", None),
+        ("k STRING, s STRUCT<a: INT>", None),
+        ("k STRING, n INT", "k"),  # a partition column that is not an integer
+        ("k STRING, n INT", "absent"),
+    ],
+)
+def test_columns_pyarrow_writes_otherwise_are_left_to_spark(
+    spark: Any, tmp_path: Any, schema: str, partition_by: str | None
+) -> None:
+    storage = Storage(str(tmp_path / "root"), fsync=False)
+    df = spark.createDataFrame([], schema)
+    assert storage.write_collected(df, "s", "checkpoint", 1, partition_by=partition_by) is None
+    assert not (tmp_path / "root" / "data").exists() and storage.sweep_unpublished() == 0
+
+
+def test_an_empty_frame_is_sparks_write(spark: Any, tmp_path: Any) -> None:
+    storage = Storage(str(tmp_path / "root"), fsync=False)
+    df = spark.createDataFrame([], SCHEMA)
+    m = storage.write_collected(df, "s", "checkpoint", 1, partition_by="_subtask")
+    assert m is not None and m.rows == 0
+    assert all("parquet-cpp" not in pq.read_metadata(tmp_path / "root" / m.location / f.name).created_by for f in m.files)
+    assert _read(storage, spark, m) == Counter()
