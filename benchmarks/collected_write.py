@@ -1,0 +1,124 @@
+"""What a small keyed checkpoint costs written by Spark's writer, and collected and written from the driver.
+
+``python -m benchmarks.collected_write [--rows 300,3000,30000,300000] [--reps 16] [--warm 8] [--out FILE]``
+
+A keyed checkpoint of a state made and held in Spark's cache (as YSB's ``counts`` state is when its output's job
+made it) is written, per repetition, in one warm driver, both ways, through falkirk's own storage:
+
+* ``spark``: :meth:`~falkirk.spark.pipeline.store.storage.Storage.write_frame` — Spark's Parquet writer,
+  partitioned by key-group partition, its file committer without the ``_SUCCESS`` marker, then the files
+  described (listed, checksummed, flushed);
+* ``collected``: :meth:`~falkirk.spark.pipeline.store.storage.Storage.write_collected` — the rows collected as
+  Arrow (one Spark job) and written by pyarrow in the same layout, then described alike.
+
+The state: ``rows`` rows of YSB's state shape (a campaign id string, a window start, a count, this epoch's count)
+over two partitions, tagged with their partition as a keyed checkpoint is (``keyed.tagged``), cached and counted
+before the timing; ``fsync`` on, as falkirk runs by default. Per case, the driver's process tree's CPU (Python,
+JVM: :class:`~falkirk.spark.pipeline.run.cpu.TreeMeter`) and the wall time of each write; the cases alternate,
+``--warm`` repetitions each first. The median per case, with the cached state's size in bytes (what
+:data:`~falkirk.spark.pipeline.run.incremental.COLLECT_MAX_BYTES` is compared with), the commit and the load
+average (``results/collected_write.json``). Each size's two checkpoints are read back and compared as multisets.
+Run it alone on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from . import result_header
+
+HERE = Path(__file__).resolve().parent
+
+
+def state(spark: Any, rows: int) -> Any:
+    """``rows`` rows of YSB's state shape, tagged for a keyed checkpoint (2 partitions), cached and counted."""
+    from falkirk.spark.pipeline.store import keyed
+
+    df = spark.range(rows).selectExpr(
+        "concat('campaign-', CAST(id % 1000 AS STRING), '-', CAST(id AS STRING)) AS campaign_id",
+        "1700000000000 + (id DIV 1000) * 10000 AS window_start", "id % 97 AS count", "id % 13 AS n")
+    tagged = keyed.tagged(df.repartition(2), "campaign_id", 2, 16).cache()
+    tagged.count()
+    return tagged
+
+
+def cached_bytes(df: Any) -> int | None:
+    """The bytes ``df`` takes in Spark's cache (its cached relation's statistics)."""
+    try:
+        return int(str(df._jdf.queryExecution().withCachedData().stats().sizeInBytes()))
+    except Exception:  # noqa: BLE001 - reported, not needed
+        return None
+
+
+def measure(spark: Any, storage: Any, rows: int, reps: int, warm: int) -> dict[str, Any]:
+    from falkirk.spark.pipeline.run.cpu import TreeMeter
+    from falkirk.spark.pipeline.store import frames, keyed
+
+    df, meter = state(spark, rows), TreeMeter()
+    cases = {
+        "spark": lambda e: storage.write_frame(df, "s", "checkpoint", e, rows, partition_by=keyed.SUBTASK),
+        "collected": lambda e: storage.write_collected(df, "s", "checkpoint", e, partition_by=keyed.SUBTASK),
+    }
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
+    epoch, last = 0, {}
+    for r in range(warm + reps):
+        for name in (list(cases) if r % 2 == 0 else list(reversed(cases))):
+            epoch += 1
+            c0, t0 = meter(), time.perf_counter()
+            last[name] = cases[name](epoch)
+            if r >= warm:
+                times[name].append((meter() - c0, time.perf_counter() - t0))
+    read = {name: Counter(tuple(x) for x in frames.read_frame(storage, spark, m).collect()) for name, m in last.items()}
+    out = {"rows": rows, "cached_bytes": cached_bytes(df), "identical": read["spark"] == read["collected"]}
+    for name, xs in times.items():
+        out[name] = {"cpu_median_s": statistics.median(c for c, _ in xs), "wall_median_s": statistics.median(w for _, w in xs),
+                     "n": len(xs)}
+    out["cpu_ratio"] = out["collected"]["cpu_median_s"] / out["spark"]["cpu_median_s"]
+    df.unpersist()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", default="300,3000,30000,300000")
+    ap.add_argument("--reps", type=int, default=16)
+    ap.add_argument("--warm", type=int, default=8)
+    ap.add_argument("--out", default=str(HERE / "results" / "collected_write.json"))
+    args = ap.parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from falkirk.spark.pipeline.run.incremental import COLLECT_MAX_BYTES
+    from falkirk.spark.pipeline.run.session import SMALL_DATA, local_session
+    from falkirk.spark.pipeline.store.storage import Storage
+
+    started, load_before = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), os.getloadavg()
+    spark = local_session(conf=SMALL_DATA)
+    results = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="collected-write-") as work:
+            for rows in (int(x) for x in args.rows.split(",")):
+                storage = Storage(str(Path(work) / f"root-{rows}"))
+                got = measure(spark, storage, rows, args.reps, args.warm)
+                results.append(got)
+                print(f"{rows:>8} rows ({got['cached_bytes']} B cached): spark {got['spark']['cpu_median_s']:.3f} CPU-s "
+                      f"{got['spark']['wall_median_s']:.3f} s, collected {got['collected']['cpu_median_s']:.3f} CPU-s "
+                      f"{got['collected']['wall_median_s']:.3f} s ({got['cpu_ratio']:.2f}x), identical {got['identical']}",
+                      flush=True)
+    finally:
+        spark.stop()
+    doc = {**result_header("collected_write", argv, started, load_before), "reps": args.reps, "warm": args.warm,
+           "collect_max_bytes": COLLECT_MAX_BYTES, "sizes": results}
+    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
+    return 0 if all(r["identical"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
