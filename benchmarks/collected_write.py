@@ -8,14 +8,16 @@ made it) is written, per repetition, in one warm driver, both ways, through falk
 * ``spark``: :meth:`~falkirk.spark.pipeline.store.storage.Storage.write_frame` — Spark's Parquet writer,
   partitioned by key-group partition, its file committer without the ``_SUCCESS`` marker, then the files
   described (listed, checksummed, flushed);
-* ``collected``: :meth:`~falkirk.spark.pipeline.store.storage.Storage.write_collected` — the rows collected as
-  Arrow (one Spark job) and written by pyarrow in the same layout, then described alike.
+* ``collected``: the state's size looked up (``held_bytes``, as the checkpoint's choice does), then
+  :meth:`~falkirk.spark.pipeline.store.storage.Storage.write_collected` — the rows collected as Arrow (one Spark
+  job) and written by pyarrow in the same layout, then described alike.
 
 The state: ``rows`` rows of YSB's state shape (a campaign id string, a window start, a count, this epoch's count)
-over two partitions, tagged with their partition as a keyed checkpoint is (``keyed.tagged``), cached and counted
-before the timing; ``fsync`` on, as falkirk runs by default. Per case, the driver's process tree's CPU (Python,
+over two partitions, made and held as a step's state is (``detach``) before the timing, and written tagged with
+each row's partition as a keyed checkpoint is (``keyed.tagged``); ``fsync`` on, as falkirk runs by default. Per case, the driver's process tree's CPU (Python,
 JVM: :class:`~falkirk.spark.pipeline.run.cpu.TreeMeter`) and the wall time of each write; the cases alternate,
-``--warm`` repetitions each first. The median per case, with the cached state's size in bytes (what
+``--warm`` repetitions each first. The median per case, with the state's size in bytes as
+:func:`~falkirk.spark.pipeline.run.session.held_bytes` gives it (what
 :data:`~falkirk.spark.pipeline.run.incremental.COLLECT_MAX_BYTES` is compared with), the commit and the load
 average (``results/collected_write.json``). Each size's two checkpoints are read back and compared as multisets.
 Run it alone on the machine.
@@ -40,33 +42,26 @@ HERE = Path(__file__).resolve().parent
 
 
 def state(spark: Any, rows: int) -> Any:
-    """``rows`` rows of YSB's state shape, tagged for a keyed checkpoint (2 partitions), cached and counted."""
-    from falkirk.spark.pipeline.store import keyed
+    """``rows`` rows of YSB's state shape in 2 partitions, made and held as a step's state is (``detach``)."""
+    from falkirk.spark.pipeline.run.session import detach
 
     df = spark.range(rows).selectExpr(
         "concat('campaign-', CAST(id % 1000 AS STRING), '-', CAST(id AS STRING)) AS campaign_id",
         "1700000000000 + (id DIV 1000) * 10000 AS window_start", "id % 97 AS count", "id % 13 AS n")
-    tagged = keyed.tagged(df.repartition(2), "campaign_id", 2, 16).cache()
-    tagged.count()
-    return tagged
-
-
-def cached_bytes(df: Any) -> int | None:
-    """The bytes ``df`` takes in Spark's cache (its cached relation's statistics)."""
-    try:
-        return int(str(df._jdf.queryExecution().withCachedData().stats().sizeInBytes()))
-    except Exception:  # noqa: BLE001 - reported, not needed
-        return None
+    return detach(df.repartition(2))
 
 
 def measure(spark: Any, storage: Any, rows: int, reps: int, warm: int) -> dict[str, Any]:
     from falkirk.spark.pipeline.run.cpu import TreeMeter
+    from falkirk.spark.pipeline.run.session import free, held_bytes
     from falkirk.spark.pipeline.store import frames, keyed
 
-    df, meter = state(spark, rows), TreeMeter()
+    made, meter = state(spark, rows), TreeMeter()
+    df = keyed.tagged(made, "campaign_id", 2, 16)  # as a keyed checkpoint writes it (StateCheckpoints._whole)
     cases = {
         "spark": lambda e: storage.write_frame(df, "s", "checkpoint", e, rows, partition_by=keyed.SUBTASK),
-        "collected": lambda e: storage.write_collected(df, "s", "checkpoint", e, partition_by=keyed.SUBTASK),
+        # with the size look-up the checkpoint's choice makes first (StateCheckpoints._small)
+        "collected": lambda e: (held_bytes(made), storage.write_collected(df, "s", "checkpoint", e, partition_by=keyed.SUBTASK))[1],
     }
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
     epoch, last = 0, {}
@@ -78,12 +73,12 @@ def measure(spark: Any, storage: Any, rows: int, reps: int, warm: int) -> dict[s
             if r >= warm:
                 times[name].append((meter() - c0, time.perf_counter() - t0))
     read = {name: Counter(tuple(x) for x in frames.read_frame(storage, spark, m).collect()) for name, m in last.items()}
-    out = {"rows": rows, "cached_bytes": cached_bytes(df), "identical": read["spark"] == read["collected"]}
+    out = {"rows": rows, "held_bytes": held_bytes(made), "identical": read["spark"] == read["collected"]}
     for name, xs in times.items():
         out[name] = {"cpu_median_s": statistics.median(c for c, _ in xs), "wall_median_s": statistics.median(w for _, w in xs),
                      "n": len(xs)}
     out["cpu_ratio"] = out["collected"]["cpu_median_s"] / out["spark"]["cpu_median_s"]
-    df.unpersist()
+    free(made)
     return out
 
 
@@ -108,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                 storage = Storage(str(Path(work) / f"root-{rows}"))
                 got = measure(spark, storage, rows, args.reps, args.warm)
                 results.append(got)
-                print(f"{rows:>8} rows ({got['cached_bytes']} B cached): spark {got['spark']['cpu_median_s']:.3f} CPU-s "
+                print(f"{rows:>8} rows ({got['held_bytes']} B held): spark {got['spark']['cpu_median_s']:.3f} CPU-s "
                       f"{got['spark']['wall_median_s']:.3f} s, collected {got['collected']['cpu_median_s']:.3f} CPU-s "
                       f"{got['collected']['wall_median_s']:.3f} s ({got['cpu_ratio']:.2f}x), identical {got['identical']}",
                       flush=True)

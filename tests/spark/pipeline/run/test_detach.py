@@ -108,9 +108,14 @@ def test_detach_is_a_local_checkpoint_made_by_its_first_use(spark: Any) -> None:
     cut = S.detach(joined, eager=False)
     plan = cut._jdf.queryExecution().analyzed()
     assert plan.getClass().getName().endswith(".InMemoryRelation")
-    assert not S.materialised(cut)
+    assert not S.materialised(cut) and S.held_bytes(cut) is None
     assert Counter(tuple(r) for r in cut.collect()) == Counter(tuple(r) for r in joined.collect())
     assert S.materialised(cut) and S.missing_blocks(cut) == []
+    # what it holds: at least the block managers' report for its batches (a small checkpoint's test, incremental)
+    held = S.held_bytes(cut)
+    infos = spark.sparkContext._jsc.sc().getRDDStorageInfo()
+    reported = [int(i.memSize()) + int(i.diskSize()) for i in infos if i.id() == plan.cacheBuilder().cachedColumnBuffers().id()]
+    assert held is not None and reported and held >= reported[0] > 0
     blocks = plan.cacheBuilder().cachedColumnBuffers()
     assert blocks.isLocallyCheckpointed() and blocks.isCheckpointed()
     # the cache forgot the plan its batches were made from (a scan of an empty RDD in its place)

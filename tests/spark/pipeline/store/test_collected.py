@@ -63,6 +63,7 @@ def test_a_collected_write_reads_back_as_sparks_own_write(spark: Any, tmp_path: 
         assert "parquet-cpp" in meta.created_by  # written from the driver, by pyarrow
         assert partition_by is None or partition_by not in meta.schema.names
         assert collected.SPARK_ROW_METADATA.encode() in meta.metadata
+        assert meta.metadata[collected.SPARK_VERSION.encode()] == spark.version.encode()  # Spark's legacy-calendar rule
     # read back without a schema too (a tool reading the files): the footers' Spark schema gives Spark's types
     plain = spark.read.parquet(str(tmp_path / "root" / mine.location))
     assert sorted(plain.schema.simpleString().split(",")) == sorted(df.schema.simpleString().split(","))
@@ -116,3 +117,32 @@ def test_an_empty_frame_is_sparks_write(spark: Any, tmp_path: Any) -> None:
     assert m is not None and m.rows == 0
     assert all("parquet-cpp" not in pq.read_metadata(tmp_path / "root" / m.location / f.name).created_by for f in m.files)
     assert _read(storage, spark, m) == Counter()
+
+
+def test_a_null_partition_value_is_sparks_write(spark: Any, tmp_path: Any) -> None:
+    storage = Storage(str(tmp_path / "root"), fsync=False)
+    data = [(*r[:-1], None if i % 5 == 0 else r[-1]) for i, r in enumerate(_rows(30))]
+    df = spark.createDataFrame(data, SCHEMA)
+    m = storage.write_collected(df, "s", "checkpoint", 1, partition_by="_subtask")
+    assert m is not None and m.rows == 30
+    assert all("parquet-cpp" not in pq.read_metadata(tmp_path / "root" / m.location / f.name).created_by for f in m.files)
+    assert _read(storage, spark, m) == Counter(data)
+
+
+@pytest.mark.parametrize("setting", ["codec", "encryption"])
+def test_a_session_writing_parquet_otherwise_is_left_to_spark(spark: Any, tmp_path: Any, setting: str) -> None:
+    """Another codec than Spark's default, or Parquet encryption configured: nothing written from the driver."""
+    storage = Storage(str(tmp_path / "root"), fsync=False)
+    df = spark.createDataFrame(_rows(10), SCHEMA)
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    if setting == "codec":
+        spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
+    else:
+        hadoop.set(collected.ENCRYPTION[0], "org.example.NoSuchFactory")
+    try:
+        assert storage.write_collected(df, "s", "checkpoint", 1, partition_by="_subtask") is None
+    finally:
+        spark.conf.unset("spark.sql.parquet.compression.codec")
+        hadoop.unset(collected.ENCRYPTION[0])
+    assert not (tmp_path / "root" / "data").exists()
+    assert collected.session_allows(spark)

@@ -33,7 +33,7 @@ import attrs
 
 from falkirk.spark.errors import CorruptDataError, PipelineError
 from falkirk.spark.pipeline.run.session import held_bytes, is_connect, materialised, shares_storage
-from falkirk.spark.pipeline.store import delta, keyed
+from falkirk.spark.pipeline.store import collected, delta, keyed
 from falkirk.spark.pipeline.store.jvm import once
 
 if TYPE_CHECKING:
@@ -171,7 +171,9 @@ class StateCheckpoints:
         the state (its write then reads it from memory)."""
         storage = self.ctx.storage
         made = materialised(state)
-        if made and self._small(state):  # collected and written from the driver: one job, no file committer
+        partition = layout.get("partition_by")
+        if made and collected.collectable(written.schema, partition) and self._small(state):
+            # collected and written from the driver: one job, no file committer
             m = storage.write_collected(written, self.name, "checkpoint", epoch, **layout)
             if m is not None:
                 return m

@@ -705,15 +705,24 @@ def materialised(df: DataFrame) -> bool:
 
 
 def held_bytes(df: DataFrame) -> int | None:
-    """The bytes :func:`detach`-ed ``df`` takes in Spark's columnar cache once made (the cache's own count of what
-    it holds), ``None`` before that, through Spark Connect, or where Spark does not say."""
+    """The bytes :func:`detach`-ed ``df`` takes in Spark's columnar cache once made, ``None`` before that, through
+    Spark Connect, or where Spark does not say: the larger of the cache's own count (accumulated by the tasks
+    that made it, so short of a block a failed task made and its retry reused) and what the block managers
+    report holding for its batches (every replica)."""
     if not materialised(df):
         return None
     try:
         plan = df._jdf.queryExecution().analyzed()
-        if not plan.getClass().getName().endswith(".InMemoryRelation"):
+        rdd = _blocks(df)
+        if rdd is None or not plan.getClass().getName().endswith(".InMemoryRelation"):
             return None
-        return int(str(plan.computeStats().sizeInBytes()))  # a Scala BigInt
+        counted = int(str(plan.computeStats().sizeInBytes()))  # a Scala BigInt
+        wanted, infos = rdd.id(), df.sparkSession.sparkContext._jsc.sc().getRDDStorageInfo()
+        for i in range(len(infos)):
+            info = infos[i]
+            if info.id() == wanted:
+                return max(counted, int(info.memSize()) + int(info.diskSize()))
+        return None
     except Exception:  # noqa: BLE001 - a size is an optimisation's input: unknown is always safe
         return None
 

@@ -1,19 +1,21 @@
 """A small frame written from the driver: its rows collected as Arrow and written as Parquet by pyarrow.
 
 Spark's own write of a few hundred rows costs a job with the file committer's protocol (task attempt files,
-their renames, the job's commit): about 0.19 CPU-s of the driver's process tree here for a 300-row keyed state
-in two key-group directories, against 0.06 CPU-s for collecting the same rows as Arrow (one job) and writing
-the files from the driver (``benchmarks/README.md``, "A small checkpoint written from the driver"). The layout
-is Spark's — ``part-*.parquet`` files, one directory ``column=value`` per value of the partition column, that
-column left out of the files — so every reader of a checkpoint reads it unchanged.
+their renames, the job's commit); collecting the same rows as Arrow (one job) and writing the files from the
+driver costs a fraction of it (``benchmarks/README.md``, "A small checkpoint written from the driver"). The
+layout is Spark's — ``part-*.parquet`` files, one directory ``column=value`` per value of the partition column,
+that column left out of the files, the Spark schema and version in each footer — so a reader given the
+manifest's schema reads it as it reads Spark's.
 
 Only where nothing can differ from what Spark would have written and read back:
 
 * the caller knows the frame is small (a state already computed and held in memory, whose size the cache
-  reports; the caller decides, :meth:`~falkirk.spark.pipeline.store.storage.Storage.write_frame`'s
-  ``collect``);
+  reports) and that the driver sees the root as the executors do
+  (:meth:`~falkirk.spark.pipeline.store.storage.Storage.write_collected`);
 * every column is of a type whose Parquet form pyarrow writes as Spark does (:data:`PLAIN`), and the
-  partition column, if any, is an integer;
+  partition column, if any, an integer with no nulls;
+* the session writes Parquet as pyarrow does here (:func:`session_allows`: Spark's default codec, no Parquet
+  encryption);
 * the frame has rows (an empty one is written by Spark, as before).
 
 :func:`collectable` says whether a schema qualifies; :func:`write` writes a collected table.
@@ -31,7 +33,16 @@ if TYPE_CHECKING:
 
     from falkirk.spark.pipeline.store.rootfs import Root
 
-__all__ = ["PLAIN", "SPARK_ROW_METADATA", "collectable", "write"]
+__all__ = [
+    "CODEC",
+    "ENCRYPTION",
+    "PLAIN",
+    "SPARK_ROW_METADATA",
+    "SPARK_VERSION",
+    "collectable",
+    "session_allows",
+    "write",
+]
 
 #: Spark types whose Parquet form pyarrow writes as Spark's writer does (timestamps, decimals and nested types
 #: are left to Spark: their Parquet annotations differ between the two writers)
@@ -41,6 +52,8 @@ PLAIN = frozenset(
 
 #: the Parquet footer key under which Spark records a file's Spark schema (read back where no schema is given)
 SPARK_ROW_METADATA = "org.apache.spark.sql.parquet.row.metadata"
+#: the Parquet footer key under which Spark records the version that wrote a file
+SPARK_VERSION = "org.apache.spark.version"
 
 
 def collectable(schema: Any, partition_by: str | None) -> bool:
@@ -65,11 +78,34 @@ def collectable(schema: Any, partition_by: str | None) -> bool:
     return True
 
 
-def write(root: Root, location: str, table: pa.Table, schema: Any, partition_by: str | None) -> None:
+#: Spark's Parquet codec the files are written with (a session set to another is left to Spark's writer)
+CODEC = "snappy"
+
+#: Hadoop settings that turn Parquet modular encryption on: a session with any of them is left to Spark's writer
+ENCRYPTION = ("parquet.crypto.factory.class", "parquet.encryption.kms.client.class")
+
+
+def session_allows(spark: Any) -> bool:
+    """Whether ``spark`` writes Parquet as :func:`write` does: the codec :data:`CODEC` and no encryption
+    (:data:`ENCRYPTION` unset in its Hadoop configuration)."""
+    try:
+        if str(spark.conf.get("spark.sql.parquet.compression.codec", CODEC)).lower() != CODEC:
+            return False
+        hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+        return all(hadoop.get(key) is None for key in ENCRYPTION)
+    except Exception:  # noqa: BLE001 - not knowable (no JVM here): Spark's writer
+        return False
+
+
+def write(
+    root: Root, location: str, table: pa.Table, schema: Any, partition_by: str | None, spark_version: str
+) -> None:
     """Write ``table`` (collected from a frame of Spark ``schema``) under ``location`` as Spark lays a write out:
     one ``part-00000-<id>.c000.snappy.parquet`` per value of ``partition_by`` in ``partition_by=value/`` (that
     column not in the file), or one file when unpartitioned; each file's footer records its Spark schema as
-    Spark's writer does. The files are not flushed or described here (``Storage.describe_files`` does)."""
+    Spark's writer does (its schema, and ``spark_version``: Spark's reader applies its legacy calendar settings
+    only to files that do not name the version that wrote them). ``partition_by``'s column has no nulls. The files
+    are not flushed or described here (``Storage.describe_files`` does)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
     from pyspark.sql.types import StructType
@@ -86,11 +122,11 @@ def write(root: Root, location: str, table: pa.Table, schema: Any, partition_by:
             for value in sorted(pc.unique(column).to_pylist())
         ]
         fields = [f for f in schema.fields if f.name != partition_by]
-    metadata = {SPARK_ROW_METADATA: StructType(fields).json()}
+    metadata = {SPARK_ROW_METADATA: StructType(fields).json(), SPARK_VERSION: spark_version}
     root.makedirs(location)
     for directory, part in parts:
         where = posixpath.join(location, directory) if directory else location
         root.makedirs(where)
         buffer = io.BytesIO()
-        pq.write_table(part.replace_schema_metadata(metadata), buffer, compression="snappy")
+        pq.write_table(part.replace_schema_metadata(metadata), buffer, compression=CODEC)
         root.write_new(posixpath.join(where, f"part-00000-{job}.c000.snappy.parquet"), buffer.getvalue())

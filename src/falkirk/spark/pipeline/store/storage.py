@@ -405,18 +405,21 @@ class Storage:
         """:meth:`write_frame` for a ``df`` the caller knows is small and computed, on a root this driver sees as
         the executors do: its rows collected as Arrow and written from the driver
         (:mod:`~falkirk.spark.pipeline.store.collected`), the manifest's ``rows`` those collected; an empty
-        ``df`` is written by Spark. ``None``, with nothing written, where its columns are not all of types
-        written alike by both (:func:`~falkirk.spark.pipeline.store.collected.collectable`)."""
-        if not collected.collectable(df.schema, partition_by):
+        ``df`` (or one with a null partition value) is written by Spark. ``None``, with nothing written, where
+        its columns are not all of types written alike by both
+        (:func:`~falkirk.spark.pipeline.store.collected.collectable`) or its session writes Parquet otherwise
+        (:func:`~falkirk.spark.pipeline.store.collected.session_allows`)."""
+        if not (collected.collectable(df.schema, partition_by) and collected.session_allows(df.sparkSession)):
             return None
         location = self.new_location(step, kind, epoch)
         table = df.toArrow()
-        if not table.num_rows:  # Spark's files say what an empty item is
+        nulls = partition_by is not None and table.column(partition_by).null_count > 0
+        if not table.num_rows or nulls:  # Spark's files say what an empty item (or a null partition) is
             return self.write_frame(
-                df, step, kind, epoch, 0, location=location, partition_by=partition_by, **extra
+                df, step, kind, epoch, table.num_rows, location=location, partition_by=partition_by, **extra
             )
         self._unpublished[location] = None  # until put() publishes a manifest naming it
-        collected.write(self.fs, location, table, df.schema, partition_by)
+        collected.write(self.fs, location, table, df.schema, partition_by, df.sparkSession.version)
         files = self.describe_files(location)
         return Manifest(step, kind, epoch, table.num_rows, location, files, df.schema.json(), extra)
 
