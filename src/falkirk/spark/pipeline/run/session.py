@@ -709,12 +709,14 @@ def held_bytes(df: DataFrame) -> int | None:
     Spark Connect, or where Spark does not say: the larger of the cache's own count (accumulated by the tasks
     that made it, so short of a block a failed task made and its retry reused) and what the block managers
     report holding for its batches (every replica)."""
-    if not materialised(df):
+    if is_connect(df.sparkSession):
         return None
     try:
+        rdd = _blocks(df)  # looked up once: materialised() would look it up again
+        if rdd is None or not rdd.isCheckpointed():
+            return None
         plan = df._jdf.queryExecution().analyzed()
-        rdd = _blocks(df)
-        if rdd is None or not plan.getClass().getName().endswith(".InMemoryRelation"):
+        if not plan.getClass().getName().endswith(".InMemoryRelation"):
             return None
         counted = int(str(plan.computeStats().sizeInBytes()))  # a Scala BigInt
         wanted, infos = rdd.id(), df.sparkSession.sparkContext._jsc.sc().getRDDStorageInfo()
