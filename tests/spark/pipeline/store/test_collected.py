@@ -4,7 +4,8 @@ The same rows are written both ways under one root, then read back through their
 a checkpoint) and compared as multisets, with Spark's layout: the partition column's directories, that column
 out of the files, the Spark schema in each footer. On a real S3 server too (``place``): the files land where
 the manifest says, and their footers hold the rows it claims. Frames with columns pyarrow would write otherwise
-are refused with nothing written, and an empty frame is Spark's write.
+are refused with nothing written, and an empty partitioned frame is Spark's write (an empty unpartitioned one
+is one file of no rows, as Spark writes it). Into a named location (an output's), what was there is replaced.
 """
 
 from __future__ import annotations
@@ -110,13 +111,41 @@ def test_columns_pyarrow_writes_otherwise_are_left_to_spark(
     assert not (tmp_path / "root" / "data").exists() and storage.sweep_unpublished() == 0
 
 
-def test_an_empty_frame_is_sparks_write(spark: Any, tmp_path: Any) -> None:
+def test_an_empty_partitioned_frame_is_sparks_write(spark: Any, tmp_path: Any) -> None:
     storage = Storage(str(tmp_path / "root"), fsync=False)
     df = spark.createDataFrame([], SCHEMA)
     m = storage.write_collected(df, "s", "checkpoint", 1, partition_by="_subtask")
     assert m is not None and m.rows == 0
     assert all("parquet-cpp" not in pq.read_metadata(tmp_path / "root" / m.location / f.name).created_by for f in m.files)
     assert _read(storage, spark, m) == Counter()
+
+
+def test_an_empty_unpartitioned_frame_is_one_file_of_no_rows(spark: Any, tmp_path: Any) -> None:
+    """As Spark writes it: one file with the schema, read back empty through the manifest and by Spark alone."""
+    storage = Storage(str(tmp_path / "root"), fsync=False)
+    df = spark.createDataFrame([], SCHEMA)
+    m = storage.write_collected(df, "s", "output", 1, location="output/s/epoch=1")
+    assert m is not None and m.rows == 0 and len(m.files) == 1
+    meta = pq.read_metadata(tmp_path / "root" / m.location / m.files[0].name)
+    assert "parquet-cpp" in meta.created_by and meta.num_rows == 0
+    assert _read(storage, spark, m) == Counter()
+    alone = spark.read.parquet(str(tmp_path / "root" / "output" / "s"))
+    assert alone.count() == 0 and [f.name for f in alone.schema.fields] == [*df.columns, "epoch"]
+
+
+def test_a_collected_write_into_a_named_location_replaces_what_was_there(spark: Any, tmp_path: Any) -> None:
+    """An output's directory (``output/<name>/epoch=E``) after an attempt that wrote but did not publish: what that
+    attempt left is gone, as Spark's overwrite removes it, and no hidden file stays beside the new one."""
+    storage = Storage(str(tmp_path / "root"), fsync=False)
+    first = spark.createDataFrame(_rows(20), SCHEMA)
+    storage.write_frame(first, "s", "output", 3, 20, location="output/s/epoch=3")
+    again = spark.createDataFrame(_rows(5), SCHEMA)
+    m = storage.write_collected(again, "s", "output", 3, location="output/s/epoch=3")
+    assert m is not None and m.rows == 5 and len(m.files) == 1
+    where = tmp_path / "root" / "output" / "s" / "epoch=3"
+    assert sorted(p.name for p in where.iterdir()) == [m.files[0].name]
+    assert _read(storage, spark, m) == Counter(_rows(5))
+    assert not (tmp_path / "root" / "data").exists() and storage.sweep_unpublished() == 0
 
 
 def test_a_null_partition_value_is_sparks_write(spark: Any, tmp_path: Any) -> None:

@@ -29,7 +29,8 @@ from falkirk.spark.pipeline.run.guard import WriteGuard
 from falkirk.spark.pipeline.run.incremental import StateCheckpoints
 from falkirk.spark.pipeline.run.layers import Layers
 from falkirk.spark.pipeline.run.probe import is_local_master
-from falkirk.spark.pipeline.run.session import detach, materialised, takes_up
+from falkirk.spark.pipeline.run.session import detach, materialised, shares_storage, takes_up
+from falkirk.spark.pipeline.store.collected import collectable
 from falkirk.spark.pipeline.store.eagerdb import (
     DATABASE_COMMITS,
     database_errors,
@@ -45,7 +46,25 @@ if TYPE_CHECKING:
     from falkirk.spark.pipeline.declare.definition import Definition, Input, Step
     from falkirk.spark.pipeline.run.context import RunContext
 
-__all__ = ["Runner", "InputRunner", "StepRunner", "DatabaseRunner", "make_runner"]
+__all__ = [
+    "COLLECT_MAX_FILE_BYTES",
+    "COLLECT_MAX_ROWS",
+    "Runner",
+    "InputRunner",
+    "StepRunner",
+    "DatabaseRunner",
+    "make_runner",
+]
+
+#: an output's data or a log whose write the epoch before had at most this many rows, in at most
+#: :data:`COLLECT_MAX_FILE_BYTES` of Parquet, is collected as Arrow and written from the driver
+#: (:meth:`StepRunner._collects`): for such a write Spark's writer, its file committer's protocol, costs about
+#: twice the CPU of the collection (``benchmarks/README.md``, "Small outputs and logs written from the driver"). A
+#: size foretold by the epoch before: an epoch far larger than its predecessor is collected too, bounded by
+#: Spark's ``spark.driver.maxResultSize`` (1 GiB by default), beyond which it is written by Spark's writer
+COLLECT_MAX_ROWS = 65_536
+#: see :data:`COLLECT_MAX_ROWS`
+COLLECT_MAX_FILE_BYTES = 1 << 20
 
 
 @attrs.frozen
@@ -257,6 +276,11 @@ class StepRunner(Runner):
         self._attempt: Attempt | None = None
         #: a failed execution's, kept for its retry in place (:meth:`drop_made`, :meth:`_detached`)
         self._salvage: Attempt | None = None
+        #: per kind (``output``, ``log``), the rows and Parquet bytes of this step's last write in this driver:
+        #: whether the next is written from the driver (:meth:`_collects`)
+        self._written: dict[str, tuple[int, int]] = {}
+        #: off for the rest of the run once a collection outgrew ``spark.driver.maxResultSize``
+        self._collect_off = False
 
     # -- what exists ------------------------------------------------------------------
     @property
@@ -395,8 +419,20 @@ class StepRunner(Runner):
         self.made.append((out, False))
         pending: list[Manifest] = []
 
+        table: Any = None  # the rows collected by a first write from the driver, for a second one
+
         def write(kind: str, location: str | None = None) -> None:
-            nonlocal observing, rows
+            nonlocal observing, rows, table
+            if table is not None or self._collects(kind, epoch, out):
+                got = self._write_collected(out, kind, epoch, location, table)
+                if got is not None:
+                    m, table = got
+                    rows = m.rows
+                    if observing is not None:  # the collection computed and cached it, as the observed write
+                        ctx.frames.known_rows(out, rows)
+                        observing = None
+                    pending.append(m)
+                    return
             if observing is None:
                 pending.append(storage.write_frame(out, self.name, kind, epoch, rows, location=location))
                 return
@@ -453,6 +489,9 @@ class StepRunner(Runner):
         if output:
             write("output", f"output/{self.name}/epoch={epoch}")
         ctx.injector.at(self.name, epoch, "mid")
+        for m in pending:
+            if m.kind in ("output", "log"):  # what the next epoch's write predicts its size from (_collects)
+                self._written[m.kind] = (m.rows, sum(f.size for f in m.files))
         if durable:
             if pending or regime.stateless:  # published: never run again as if it had not been
                 self._before = None
@@ -493,6 +532,56 @@ class StepRunner(Runner):
         self._before, self.made, self._attempt = None, [], None  # it succeeded
         self._drop_salvage()  # a retry whose step returned something else
         return out, rows
+
+    def _collects(self, kind: str, epoch: int, df: DataFrame) -> bool:
+        """Whether ``epoch``'s ``kind`` (an output's data, a log) is collected and written from the driver
+        (:meth:`~falkirk.spark.pipeline.store.storage.Storage.write_collected`) rather than by Spark's writer: its
+        size is foretold by this step's write of the epoch before (in this driver, else its manifest), at most
+        :data:`COLLECT_MAX_ROWS` rows in :data:`COLLECT_MAX_FILE_BYTES` of Parquet; the driver sees the root as the
+        executors do; every column is of a type both write alike. The first epoch a driver writes with no
+        manifest before it is Spark's."""
+        ctx = self.ctx
+        if (
+            self._collect_off
+            or not ctx.durable
+            or not shares_storage(ctx.spark, self.storage.fs.object_store)
+        ):
+            return False
+        last = self._written.get(kind)
+        if last is None:
+            if epoch < 1:
+                return False
+            try:
+                m = self.storage.get(self.name, kind, epoch - 1)
+            except CorruptDataError:  # none (collected, or never written): Spark's, which tells the size
+                return False
+            last = self._written[kind] = (m.rows, sum(f.size for f in m.files))
+        rows, size = last
+        return (
+            0 <= rows <= COLLECT_MAX_ROWS and size <= COLLECT_MAX_FILE_BYTES and collectable(df.schema, None)
+        )
+
+    def _write_collected(
+        self, df: DataFrame, kind: str, epoch: int, location: str | None, table: Any
+    ) -> tuple[Manifest, Any] | None:
+        """``df``'s ``kind`` of ``epoch`` written from the driver (``table``: its rows, collected by the epoch's
+        first write), and the rows collected; ``None`` where it is left to Spark's writer after all (a collection
+        beyond ``spark.driver.maxResultSize``: an epoch far larger than the one before; off for the rest of the
+        run, noted)."""
+        try:
+            if table is None:
+                table = df.toArrow()
+        except Exception as exc:
+            if "maxResultSize" not in str(exc):
+                raise  # the job's own failure, as Spark's write would have met it
+            self._collect_off = True
+            self.ctx.note(
+                f"step {self.name}@{epoch}: its {kind} outgrew spark.driver.maxResultSize when collected; written "
+                "by Spark's writer from now on in this run"
+            )
+            return None
+        m = self.storage.write_collected(df, self.name, kind, epoch, location=location, table=table)
+        return None if m is None else (m, table)
 
     def _detached(self, returned: DataFrame) -> DataFrame:
         """:func:`~falkirk.spark.pipeline.run.session.detach` of the new state the step returned.

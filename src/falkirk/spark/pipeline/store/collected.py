@@ -16,7 +16,8 @@ Only where nothing can differ from what Spark would have written and read back:
   partition column, if any, an integer with no nulls;
 * the session writes Parquet as pyarrow does here (:func:`session_allows`: Spark's default codec, no Parquet
   encryption);
-* the frame has rows (an empty one is written by Spark, as before).
+* a partitioned frame has rows (an empty one is written by Spark, as before; an empty unpartitioned one is one
+  file of no rows, as Spark writes it).
 
 :func:`collectable` says whether a schema qualifies; :func:`write` writes a collected table.
 """

@@ -326,7 +326,11 @@ class Root:
 
     def write_new(self, rel: str, data: bytes) -> None:
         """Write ``data`` to ``rel``, a new file in a directory no manifest names yet (a data file: made durable
-        when the data is described, :meth:`sync_file`)."""
+        when the data is described, :meth:`sync_file`), whole or not at all as a reader listing the directory
+        sees it: on a local root written under a hidden name and renamed (an object appears whole anyway)."""
+        if self.local:
+            localdisk.replace(self._calls, self.full(rel), rel, data, fsync=False)
+            return
         self._calls("write", rel, "pipe_file", self.full(rel), data)
 
     def replace(self, rel: str, data: bytes) -> None:

@@ -74,6 +74,7 @@ from falkirk.spark.pipeline.store.manifestcache import ManifestCache, content_md
 from falkirk.spark.pipeline.store.rootfs import Root, metadata_cache
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame
 
 __all__ = [
@@ -399,26 +400,34 @@ class Storage:
         kind: str,
         epoch: int,
         *,
+        location: str | None = None,
         partition_by: str | None = None,
+        table: pa.Table | None = None,
         **extra: Any,
     ) -> Manifest | None:
-        """:meth:`write_frame` for a ``df`` the caller knows is small and computed, on a root this driver sees as
-        the executors do: its rows collected as Arrow and written from the driver
-        (:mod:`~falkirk.spark.pipeline.store.collected`), the manifest's ``rows`` those collected; an empty
-        ``df`` (or one with a null partition value) is written by Spark. ``None``, with nothing written, where
-        its columns are not all of types written alike by both
+        """:meth:`write_frame` for a ``df`` the caller knows is small, on a root this driver sees as the executors
+        do: its rows collected as Arrow (``table``, where the caller collected them already) and written from the
+        driver (:mod:`~falkirk.spark.pipeline.store.collected`), the manifest's ``rows`` those collected. Into
+        ``location`` (what was there first is removed, as Spark's overwrite does) or a fresh directory. An empty
+        partitioned ``df`` (or one with a null partition value) is written by Spark. ``None``, with nothing
+        written, where its columns are not all of types written alike by both
         (:func:`~falkirk.spark.pipeline.store.collected.collectable`) or its session writes Parquet otherwise
         (:func:`~falkirk.spark.pipeline.store.collected.session_allows`)."""
         if not (collected.collectable(df.schema, partition_by) and collected.session_allows(df.sparkSession)):
             return None
-        location = self.new_location(step, kind, epoch)
-        table = df.toArrow()
+        if table is None:
+            table = df.toArrow()
+        location = location or self.new_location(step, kind, epoch)
         nulls = partition_by is not None and table.column(partition_by).null_count > 0
-        if not table.num_rows or nulls:  # Spark's files say what an empty item (or a null partition) is
+        if partition_by is not None and (not table.num_rows or nulls):
+            # Spark's files say what an empty partitioned item (or a null partition) is
             return self.write_frame(
                 df, step, kind, epoch, table.num_rows, location=location, partition_by=partition_by, **extra
             )
-        self._unpublished[location] = None  # until put() publishes a manifest naming it
+        if location.startswith("data/"):
+            self._unpublished[location] = None  # until put() publishes a manifest naming it
+        elif self.fs.exists(location):
+            self.fs.delete(location, recursive=True)  # an earlier attempt's files, never published
         collected.write(self.fs, location, table, df.schema, partition_by, df.sparkSession.version)
         files = self.describe_files(location)
         return Manifest(step, kind, epoch, table.num_rows, location, files, df.schema.json(), extra)
