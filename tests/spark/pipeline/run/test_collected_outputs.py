@@ -1,14 +1,16 @@
 """Small outputs and logs written from the driver (``StepRunner._collects``) give what Spark's writer gives.
 
 The pipeline: events → ``parsed`` (``Ephemeral(log=True)``) → ``totals`` (``Lazy(every=2)``, a running sum
-per key) → output ``totals_out``, and output ``raw`` straight from ``parsed``. A driver's first write of an
-output or a log is Spark's (no size to go by), the later ones — their epoch before small — are collected as
-Arrow and written by pyarrow (``parquet-cpp`` in the files' footers). Under failures (an exception in
+per key) → output ``totals_out``, and output ``raw`` straight from ``parsed``. An epoch whose rows the run
+counted before its write (both outputs here) is collected as Arrow and written by pyarrow (``parquet-cpp`` in the
+files' footers) when small; one not counted yet (``parsed``'s log, counted by its write) when its epoch before
+was small: a driver's first such write is Spark's (no size to go by), after a restart the manifest before tells. Under failures (an exception in
 ``totals`` after its output's write, one in ``raw`` between its write and its publication, a new driver on the
 root) every output equals, as multisets, a failure-free run's with collection off and the pure-Python totals;
 an epoch written twice (the failed attempt's, then the retry's) holds the retry's files only. An output that
 grew past the bound is Spark's again, and one whose collection outgrew ``spark.driver.maxResultSize`` is
-written by Spark's writer for the rest of the run, noted.
+written by Spark's writer for the rest of the run, noted. A session writing Parquet with another codec collects
+nothing.
 """
 
 from __future__ import annotations
@@ -73,6 +75,23 @@ def writers(root: Path, output: str) -> dict[int, set[str]]:
     return out
 
 
+@pytest.fixture
+def collections(monkeypatch: Any) -> list[tuple[str, str, int]]:
+    """``(step, kind, epoch)`` of every write from the driver (``Storage.write_collected`` returning a manifest)."""
+    from falkirk.spark.pipeline.store.storage import Storage
+
+    real, seen = Storage.write_collected, []
+
+    def spy(self: Any, df: Any, step: str, kind: str, epoch: int, **kw: Any) -> Any:
+        m = real(self, df, step, kind, epoch, **kw)
+        if m is not None:
+            seen.append((step, kind, epoch))
+        return m
+
+    monkeypatch.setattr(Storage, "write_collected", spy)
+    return seen
+
+
 def log_writers(root: Path, step: str) -> set[str]:
     return {
         "pyarrow" if "parquet-cpp" in pq.read_metadata(p).created_by else "spark"
@@ -100,16 +119,19 @@ def reference(spark: Any, tmp_path_factory: Any) -> Path:
     return root
 
 
-def test_outputs_and_logs_after_the_first_epoch_are_written_from_the_driver(
-    spark: Any, tmp_path: Path, reference: Path
+def test_small_outputs_and_logs_are_written_from_the_driver(
+    spark: Any, tmp_path: Path, reference: Path, collections: list[tuple[str, str, int]]
 ) -> None:
     root = tmp_path / "root"
     pipe = build(root, spark)
     result = pipe.run(EPOCHS)
     assert result.done
-    for output in ("totals_out", "raw"):
-        assert writers(root, output) == {0: {"spark"}, **{e: {"pyarrow"} for e in range(1, EPOCHS)}}
-    assert "pyarrow" in log_writers(root, "parsed")  # (epoch 0's, Spark's, is collected once consumed)
+    for output in ("totals_out", "raw"):  # counted before their writes: from the first epoch
+        assert writers(root, output) == {e: {"pyarrow"} for e in range(EPOCHS)}
+        assert [e for s, k, e in collections if (s, k) == (output, "output")] == list(range(EPOCHS))
+    # the log, counted by its write: foretold by the epoch before, so not the first
+    assert [e for s, k, e in collections if (s, k) == ("parsed", "log")] == list(range(1, EPOCHS))
+    assert "pyarrow" in log_writers(root, "parsed")
     comparison = compare_runs(spark, pipe, root, reference)
     assert comparison.identical, comparison.differences
     assert comparison.rows_compared == sum(len(events(e)) + KEYS for e in range(EPOCHS))
@@ -144,14 +166,17 @@ def test_under_failures_the_outputs_equal_a_failure_free_run(
     assert {"pyarrow"} in writers(root, "raw").values()
 
 
-def test_a_new_driver_goes_by_the_manifest_before(spark: Any, tmp_path: Path, reference: Path) -> None:
-    """A second run on the root (a new driver): its first epoch's size comes from the manifest of the epoch
+def test_a_new_driver_goes_by_the_manifest_before(
+    spark: Any, tmp_path: Path, reference: Path, collections: list[tuple[str, str, int]]
+) -> None:
+    """A second run on the root (a new driver): its first log's size comes from the manifest of the epoch
     before, so it is collected at once."""
     root = tmp_path / "root"
     assert build(root, spark).run(2).done
+    assert [e for s, k, e in collections if (s, k) == ("parsed", "log")] == [1]
     pipe = build(root, spark)
     assert pipe.run(EPOCHS).done
-    assert writers(root, "totals_out") == {0: {"spark"}, **{e: {"pyarrow"} for e in range(1, EPOCHS)}}
+    assert [e for s, k, e in collections if (s, k) == ("parsed", "log")] == [1, *range(2, EPOCHS)]
     comparison = compare_runs(spark, pipe, root, reference)
     assert comparison.identical, comparison.differences
 
@@ -162,7 +187,20 @@ def test_an_output_past_the_bound_is_sparks(spark: Any, tmp_path: Path, referenc
     pipe = build(root, spark)
     assert pipe.run(EPOCHS).done
     assert writers(root, "raw") == {e: {"spark"} for e in range(EPOCHS)}
-    assert writers(root, "totals_out") == {0: {"spark"}, **{e: {"pyarrow"} for e in range(1, EPOCHS)}}
+    assert writers(root, "totals_out") == {e: {"pyarrow"} for e in range(EPOCHS)}
+    comparison = compare_runs(spark, pipe, root, reference)
+    assert comparison.identical, comparison.differences
+
+
+def test_an_unbounded_collection_is_not_foretold(
+    spark: Any, tmp_path: Path, reference: Path, monkeypatch: Any, collections: list[tuple[str, str, int]]
+) -> None:
+    """``spark.driver.maxResultSize`` 0 (no bound): only counted epochs are collected, not the log's."""
+    monkeypatch.setattr(runners, "result_bound", lambda spark: 0)
+    root = tmp_path / "root"
+    pipe = build(root, spark)
+    assert pipe.run(EPOCHS).done
+    assert {(s, k) for s, k, _ in collections if k != "checkpoint"} == {("raw", "output"), ("totals_out", "output")}
     comparison = compare_runs(spark, pipe, root, reference)
     assert comparison.identical, comparison.differences
 
@@ -193,8 +231,33 @@ def test_a_collection_past_max_result_size_falls_back_to_sparks_writer(
     assert len(refused) == 2  # raw's output and parsed's log, once each
     assert writers(root, "raw") == {e: {"spark"} for e in range(EPOCHS)}
     assert log_writers(root, "parsed") == {"spark"}
-    assert writers(root, "totals_out") == {0: {"spark"}, **{e: {"pyarrow"} for e in range(1, EPOCHS)}}
+    assert writers(root, "totals_out") == {e: {"pyarrow"} for e in range(EPOCHS)}
     notes = [n for n in result.journal.notes if "maxResultSize" in n]
-    assert len(notes) == 2 and any(n.startswith("step raw@1") for n in notes), notes
+    assert len(notes) == 2 and any(n.startswith("step raw@0") for n in notes), notes
+    comparison = compare_runs(spark, pipe, root, reference)
+    assert comparison.identical, comparison.differences
+
+
+def test_a_session_writing_parquet_otherwise_collects_nothing(spark: Any, tmp_path: Path, reference: Path) -> None:
+    """Another codec than Spark's default: every output and log is Spark's write, and none is collected first for
+    nothing (a collection, then Spark's write of the same rows)."""
+    DataFrame = type(spark.range(1))
+    real, collections = DataFrame.toArrow, []
+
+    def to_arrow(self: Any) -> Any:
+        collections.append(1)
+        return real(self)
+
+    spark.conf.set("spark.sql.parquet.compression.codec", "gzip")
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(DataFrame, "toArrow", to_arrow)
+            root = tmp_path / "root"
+            pipe = build(root, spark)
+            assert pipe.run(EPOCHS).done
+    finally:
+        spark.conf.unset("spark.sql.parquet.compression.codec")
+    assert writers(root, "raw") == writers(root, "totals_out") == {e: {"spark"} for e in range(EPOCHS)}
+    assert collections == []  # nor totals' checkpoints (Storage.write_collected refuses the session too)
     comparison = compare_runs(spark, pipe, root, reference)
     assert comparison.identical, comparison.differences

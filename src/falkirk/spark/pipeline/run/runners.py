@@ -30,7 +30,7 @@ from falkirk.spark.pipeline.run.incremental import StateCheckpoints
 from falkirk.spark.pipeline.run.layers import Layers
 from falkirk.spark.pipeline.run.probe import is_local_master
 from falkirk.spark.pipeline.run.session import detach, materialised, shares_storage, takes_up
-from falkirk.spark.pipeline.store.collected import collectable
+from falkirk.spark.pipeline.store.collected import collectable, session_allows
 from falkirk.spark.pipeline.store.eagerdb import (
     DATABASE_COMMITS,
     database_errors,
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COLLECT_MAX_FILE_BYTES",
+    "COLLECT_MAX_RESULT_BYTES",
     "COLLECT_MAX_ROWS",
     "Runner",
     "InputRunner",
@@ -60,11 +61,23 @@ __all__ = [
 #: :data:`COLLECT_MAX_FILE_BYTES` of Parquet, is collected as Arrow and written from the driver
 #: (:meth:`StepRunner._collects`): for such a write Spark's writer, its file committer's protocol, costs about
 #: twice the CPU of the collection (``benchmarks/README.md``, "Small outputs and logs written from the driver"). A
-#: size foretold by the epoch before: an epoch far larger than its predecessor is collected too, bounded by
-#: Spark's ``spark.driver.maxResultSize`` (1 GiB by default), beyond which it is written by Spark's writer
+#: size foretold by the epoch before (the rows not counted before the write): an epoch far larger than its
+#: predecessor is collected too, bounded by Spark's ``spark.driver.maxResultSize`` (at most
+#: :data:`COLLECT_MAX_RESULT_BYTES`), beyond which it is written by Spark's writer
 COLLECT_MAX_ROWS = 65_536
 #: see :data:`COLLECT_MAX_ROWS`
 COLLECT_MAX_FILE_BYTES = 1 << 20
+#: a size foretold by the epoch before is collected only where Spark refuses a collection beyond this
+#: (``spark.driver.maxResultSize`` set, and at most this: its default); unbounded or larger, only a counted one
+COLLECT_MAX_RESULT_BYTES = 1 << 30
+
+
+def result_bound(spark: Any) -> int:
+    """``spark``'s ``spark.driver.maxResultSize`` in bytes (``0``: unbounded; ``-1`` where it cannot be read)."""
+    try:
+        return int(spark.sparkContext._jsc.sc().conf().getSizeAsBytes("spark.driver.maxResultSize", "1g"))
+    except Exception:  # noqa: BLE001 - not knowable here (no JVM): as if unbounded
+        return -1
 
 
 @attrs.frozen
@@ -281,6 +294,10 @@ class StepRunner(Runner):
         self._written: dict[str, tuple[int, int]] = {}
         #: off for the rest of the run once a collection outgrew ``spark.driver.maxResultSize``
         self._collect_off = False
+        #: whether the session writes Parquet as pyarrow does (:func:`~.collected.session_allows`), once asked
+        self._session_allows: bool | None = None
+        #: the session's ``spark.driver.maxResultSize`` in bytes (``0``: none, ``-1``: unknown), once asked
+        self._result_bound: int | None = None
 
     # -- what exists ------------------------------------------------------------------
     @property
@@ -423,7 +440,7 @@ class StepRunner(Runner):
 
         def write(kind: str, location: str | None = None) -> None:
             nonlocal observing, rows, table
-            if table is not None or self._collects(kind, epoch, out):
+            if table is not None or self._collects(kind, epoch, out, rows):
                 got = self._write_collected(out, kind, epoch, location, table)
                 if got is not None:
                     m, table = got
@@ -533,13 +550,15 @@ class StepRunner(Runner):
         self._drop_salvage()  # a retry whose step returned something else
         return out, rows
 
-    def _collects(self, kind: str, epoch: int, df: DataFrame) -> bool:
-        """Whether ``epoch``'s ``kind`` (an output's data, a log) is collected and written from the driver
-        (:meth:`~falkirk.spark.pipeline.store.storage.Storage.write_collected`) rather than by Spark's writer: its
-        size is foretold by this step's write of the epoch before (in this driver, else its manifest), at most
-        :data:`COLLECT_MAX_ROWS` rows in :data:`COLLECT_MAX_FILE_BYTES` of Parquet; the driver sees the root as the
-        executors do; every column is of a type both write alike. The first epoch a driver writes with no
-        manifest before it is Spark's."""
+    def _collects(self, kind: str, epoch: int, df: DataFrame, rows: int) -> bool:
+        """Whether ``epoch``'s ``kind`` (an output's data, a log) of ``rows`` rows (``-1``: not counted yet) is
+        collected and written from the driver (:meth:`~falkirk.spark.pipeline.store.storage.Storage.write_collected`)
+        rather than by Spark's writer: at most :data:`COLLECT_MAX_ROWS` rows, counted or foretold by this step's
+        write of the epoch before (in this driver, else its manifest; also at most :data:`COLLECT_MAX_FILE_BYTES`
+        of Parquet), a foretold size only where Spark bounds the collection (``spark.driver.maxResultSize`` set,
+        at most :data:`COLLECT_MAX_RESULT_BYTES`); the driver sees the root as the executors do; the session
+        writes Parquet as pyarrow does (asked once); every column is of a type both write alike. The first epoch
+        a driver writes with no manifest before it is Spark's."""
         ctx = self.ctx
         if (
             self._collect_off
@@ -547,18 +566,31 @@ class StepRunner(Runner):
             or not shares_storage(ctx.spark, self.storage.fs.object_store)
         ):
             return False
+        # asked once: a session writing Parquet otherwise would collect for nothing
+        if self._session_allows is None:
+            self._session_allows = session_allows(ctx.spark)
+        if not self._session_allows:
+            return False
+        if rows >= 0:  # counted already: no foretelling
+            return rows <= COLLECT_MAX_ROWS and collectable(df.schema, None)
+        if self._result_bound is None:
+            self._result_bound = result_bound(ctx.spark)
+        if not 0 < self._result_bound <= COLLECT_MAX_RESULT_BYTES:
+            return False
         last = self._written.get(kind)
         if last is None:
             if epoch < 1:
                 return False
             try:
                 m = self.storage.get(self.name, kind, epoch - 1)
-            except CorruptDataError:  # none (collected, or never written): Spark's, which tells the size
+            except Exception:  # noqa: BLE001 - none, or unreadable now: only a hint, Spark's writer tells the size
                 return False
             last = self._written[kind] = (m.rows, sum(f.size for f in m.files))
-        rows, size = last
+        before, size = last
         return (
-            0 <= rows <= COLLECT_MAX_ROWS and size <= COLLECT_MAX_FILE_BYTES and collectable(df.schema, None)
+            0 <= before <= COLLECT_MAX_ROWS
+            and size <= COLLECT_MAX_FILE_BYTES
+            and collectable(df.schema, None)
         )
 
     def _write_collected(
@@ -580,7 +612,9 @@ class StepRunner(Runner):
                 "by Spark's writer from now on in this run"
             )
             return None
-        m = self.storage.write_collected(df, self.name, kind, epoch, location=location, table=table)
+        m = self.storage.write_collected(
+            df, self.name, kind, epoch, location=location, table=table, vouched=True
+        )
         return None if m is None else (m, table)
 
     def _detached(self, returned: DataFrame) -> DataFrame:

@@ -403,6 +403,7 @@ class Storage:
         location: str | None = None,
         partition_by: str | None = None,
         table: pa.Table | None = None,
+        vouched: bool = False,
         **extra: Any,
     ) -> Manifest | None:
         """:meth:`write_frame` for a ``df`` the caller knows is small, on a root this driver sees as the executors
@@ -412,8 +413,10 @@ class Storage:
         partitioned ``df`` (or one with a null partition value) is written by Spark. ``None``, with nothing
         written, where its columns are not all of types written alike by both
         (:func:`~falkirk.spark.pipeline.store.collected.collectable`) or its session writes Parquet otherwise
-        (:func:`~falkirk.spark.pipeline.store.collected.session_allows`)."""
-        if not (collected.collectable(df.schema, partition_by) and collected.session_allows(df.sparkSession)):
+        (:func:`~falkirk.spark.pipeline.store.collected.session_allows`; ``vouched``: the caller asked)."""
+        if not collected.collectable(df.schema, partition_by):
+            return None
+        if not (vouched or collected.session_allows(df.sparkSession)):
             return None
         if table is None:
             table = df.toArrow()
