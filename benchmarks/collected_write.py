@@ -66,7 +66,7 @@ def state(spark: Any, rows: int) -> Any:
 def measure(spark: Any, storage: Any, rows: int, reps: int, warm: int) -> dict[str, Any]:
     from falkirk.spark.pipeline.run.cpu import TreeMeter
     from falkirk.spark.pipeline.run.session import free, held_bytes
-    from falkirk.spark.pipeline.store import frames, keyed
+    from falkirk.spark.pipeline.store import keyed
 
     made, meter = state(spark, rows), TreeMeter()
     df = keyed.tagged(made, "campaign_id", 2, 16)  # as a keyed checkpoint writes it (StateCheckpoints._whole)
@@ -75,6 +75,18 @@ def measure(spark: Any, storage: Any, rows: int, reps: int, warm: int) -> dict[s
         # with the size look-up the checkpoint's choice makes first (StateCheckpoints._small)
         "collected": lambda e: (held_bytes(made), storage.write_collected(df, "s", "checkpoint", e, partition_by=keyed.SUBTASK))[1],
     }
+    out, last = alternate(spark, storage, cases, reps, warm, meter)
+    out = {"rows": rows, "held_bytes": held_bytes(made), **out}
+    free(made)
+    return out
+
+
+def alternate(spark: Any, storage: Any, cases: dict[str, Any], reps: int, warm: int, meter: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Each case (``spark``, ``collected``: epoch -> manifest) ``warm`` + ``reps`` times, alternating which goes
+    first; the medians of the measured ones, their CPU ratio, whether the last of each read back alike
+    (multisets), and the last manifests."""
+    from falkirk.spark.pipeline.store import frames
+
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
     epoch, last = 0, {}
     for r in range(warm + reps):
@@ -85,13 +97,12 @@ def measure(spark: Any, storage: Any, rows: int, reps: int, warm: int) -> dict[s
             if r >= warm:
                 times[name].append((meter() - c0, time.perf_counter() - t0))
     read = {name: Counter(tuple(x) for x in frames.read_frame(storage, spark, m).collect()) for name, m in last.items()}
-    out = {"rows": rows, "held_bytes": held_bytes(made), "identical": read["spark"] == read["collected"]}
+    out: dict[str, Any] = {"identical": read["spark"] == read["collected"]}
     for name, xs in times.items():
         out[name] = {"cpu_median_s": statistics.median(c for c, _ in xs), "wall_median_s": statistics.median(w for _, w in xs),
                      "n": len(xs)}
     out["cpu_ratio"] = out["collected"]["cpu_median_s"] / out["spark"]["cpu_median_s"]
-    free(made)
-    return out
+    return out, last
 
 
 def output_frame(spark: Any, rows: int) -> tuple[Any, Any]:
@@ -111,7 +122,6 @@ def measure_output(spark: Any, storage: Any, rows: int, reps: int, warm: int) ->
     by a Spark observation, as an output's first write is) against the collection and pyarrow's write."""
     from falkirk.spark.pipeline.run.cpu import TreeMeter
     from falkirk.spark.pipeline.run.frames import Frames
-    from falkirk.spark.pipeline.store import frames
 
     events, out = output_frame(spark, rows)
     meter, observer = TreeMeter(), Frames()
@@ -125,24 +135,9 @@ def measure_output(spark: Any, storage: Any, rows: int, reps: int, warm: int) ->
         "spark": by_spark,
         "collected": lambda e: storage.write_collected(out(), "o", "output", e, location=f"output/collected/epoch={e}"),
     }
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
-    epoch, last = 0, {}
-    for r in range(warm + reps):
-        for name in (list(cases) if r % 2 == 0 else list(reversed(cases))):
-            epoch += 1
-            c0, t0 = meter(), time.perf_counter()
-            last[name] = cases[name](epoch)
-            if r >= warm:
-                times[name].append((meter() - c0, time.perf_counter() - t0))
-    read = {name: Counter(tuple(x) for x in frames.read_frame(storage, spark, m).collect()) for name, m in last.items()}
-    out_rows = last["collected"].rows
-    got = {"output_rows": out_rows, "rows_as_counted": last["spark"].rows, "identical": read["spark"] == read["collected"]}
-    for name, xs in times.items():
-        got[name] = {"cpu_median_s": statistics.median(c for c, _ in xs), "wall_median_s": statistics.median(w for _, w in xs),
-                     "n": len(xs)}
-    got["cpu_ratio"] = got["collected"]["cpu_median_s"] / got["spark"]["cpu_median_s"]
+    got, last = alternate(spark, storage, cases, reps, warm, meter)
     events.unpersist()
-    return got
+    return {"output_rows": last["collected"].rows, "rows_as_counted": last["spark"].rows, **got}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,22 +160,16 @@ def main(argv: list[str] | None = None) -> int:
     results, outputs = [], []
     try:
         with tempfile.TemporaryDirectory(prefix="collected-write-") as work:
-            for rows in (int(x) for x in args.rows.split(",") if x):
-                storage = Storage(str(Path(work) / f"root-{rows}"))
-                got = measure(spark, storage, rows, args.reps, args.warm)
-                results.append(got)
-                print(f"{rows:>8} rows ({got['held_bytes']} B held): spark {got['spark']['cpu_median_s']:.3f} CPU-s "
-                      f"{got['spark']['wall_median_s']:.3f} s, collected {got['collected']['cpu_median_s']:.3f} CPU-s "
-                      f"{got['collected']['wall_median_s']:.3f} s ({got['cpu_ratio']:.2f}x), identical {got['identical']}",
-                      flush=True)
-            for rows in (int(x) for x in args.outputs.split(",") if x):
-                storage = Storage(str(Path(work) / f"output-{rows}"))
-                got = measure_output(spark, storage, rows, args.reps, args.warm)
-                outputs.append(got)
-                print(f"output of {got['output_rows']:>6} rows: spark {got['spark']['cpu_median_s']:.3f} CPU-s "
-                      f"{got['spark']['wall_median_s']:.3f} s, collected {got['collected']['cpu_median_s']:.3f} CPU-s "
-                      f"{got['collected']['wall_median_s']:.3f} s ({got['cpu_ratio']:.2f}x), identical {got['identical']}",
-                      flush=True)
+            plan = [("root", measure, results, lambda g, n: f"{n:>8} rows ({g['held_bytes']} B held)", args.rows),
+                    ("output", measure_output, outputs, lambda g, n: f"output of {g['output_rows']:>6} rows", args.outputs)]
+            for prefix, how, into, label, sizes in plan:
+                for rows in (int(x) for x in sizes.split(",") if x):
+                    got = how(spark, Storage(str(Path(work) / f"{prefix}-{rows}")), rows, args.reps, args.warm)
+                    into.append(got)
+                    print(f"{label(got, rows)}: spark {got['spark']['cpu_median_s']:.3f} CPU-s "
+                          f"{got['spark']['wall_median_s']:.3f} s, collected {got['collected']['cpu_median_s']:.3f} "
+                          f"CPU-s {got['collected']['wall_median_s']:.3f} s ({got['cpu_ratio']:.2f}x), identical "
+                          f"{got['identical']}", flush=True)
     finally:
         spark.stop()
     doc = {**result_header("collected_write", argv, started, load_before), "reps": args.reps, "warm": args.warm,
