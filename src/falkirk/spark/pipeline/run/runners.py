@@ -57,9 +57,9 @@ __all__ = [
     "make_runner",
 ]
 
-#: an output's data or a log whose write the epoch before had at most this many rows, in at most
-#: :data:`COLLECT_MAX_FILE_BYTES` of Parquet, is collected as Arrow and written from the driver
-#: (:meth:`StepRunner._collects`): for such a write Spark's writer, its file committer's protocol, costs about
+#: an output's data or a log of at most this many rows (counted before its write, or foretold by the write the
+#: epoch before, also in at most :data:`COLLECT_MAX_FILE_BYTES` of Parquet) is collected as Arrow and written from
+#: the driver (:meth:`StepRunner._collects`): for such a write Spark's writer, its file committer's protocol, costs about
 #: twice the CPU of the collection (``benchmarks/README.md``, "Small outputs and logs written from the driver"). A
 #: size foretold by the epoch before (the rows not counted before the write): an epoch far larger than its
 #: predecessor is collected too, bounded by Spark's ``spark.driver.maxResultSize`` (at most

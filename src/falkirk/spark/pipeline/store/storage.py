@@ -429,8 +429,8 @@ class Storage:
             )
         if location.startswith("data/"):
             self._unpublished[location] = None  # until put() publishes a manifest naming it
-        elif self.fs.exists(location):
-            self.fs.delete(location, recursive=True)  # an earlier attempt's files, never published
+        else:  # an earlier attempt's files, never published (nothing when there are none: no look first)
+            self.fs.delete(location, recursive=True)
         collected.write(self.fs, location, table, df.schema, partition_by, df.sparkSession.version)
         files = self.describe_files(location)
         return Manifest(step, kind, epoch, table.num_rows, location, files, df.schema.json(), extra)
