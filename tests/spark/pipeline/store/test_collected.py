@@ -87,6 +87,15 @@ def test_a_collected_write_on_each_place(spark: Any, place: Place) -> None:
     assert footers == 50
     storage.put(m)
     storage.verify(storage.get("s", "checkpoint", 3))
+    # into an output's named location: nothing there first, then an unpublished attempt's file replaced
+    for n in (20, 5):
+        out = storage.write_collected(spark.createDataFrame(_rows(n), SCHEMA), "o", "output", 4, location="output/o/epoch=4")
+        assert out is not None and out.rows == n and len(out.files) == 1
+    storage.put(out)
+    storage.verify(storage.get("o", "output", 4))
+    where = posixpath.join(out.location, out.files[0].name)
+    with place.arrow.open_input_file(place.arrow_path(where)) as fh:  # (this session reads no s3a: pyarrow does)
+        assert Counter(tuple(r.values()) for r in pq.read_table(fh).to_pylist()) == Counter(_rows(5))
 
 
 @pytest.mark.parametrize(
