@@ -11,7 +11,9 @@ is one file of no rows, as Spark writes it). Into a named location (an output's)
 from __future__ import annotations
 
 import datetime
+import json
 import posixpath
+import re
 from collections import Counter
 from typing import Any
 
@@ -19,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from places import Place
 
+from falkirk.spark.errors import StorageError
 from falkirk.spark.pipeline.store import collected, frames
 from falkirk.spark.pipeline.store.storage import Storage
 
@@ -40,6 +43,13 @@ def _rows(count: int) -> list[tuple[Any, ...]]:
     return out
 
 
+def _shape(name: str) -> str:
+    """A data file's name with its part number and its write's UUID taken out (Spark 4.3:
+    ``part-00001-<uuid>-c000.snappy.parquet``, and ``.c000`` in a partition's directory)."""
+    name = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "UUID", name)
+    return re.sub(r"part-\d{5}-", "part-N-", name)
+
+
 def _read(storage: Storage, spark: Any, m: Any) -> Counter[tuple[Any, ...]]:
     df = frames.read_frame(storage, spark, m)
     return Counter(tuple(r) for r in df.select(*[f.name for f in df.schema.fields]).collect())
@@ -55,8 +65,10 @@ def test_a_collected_write_reads_back_as_sparks_own_write(spark: Any, tmp_path: 
     assert mine is not None and mine.rows == by_spark.rows == 200
     assert mine.schema == by_spark.schema
     assert _read(storage, spark, mine) == _read(storage, spark, by_spark) == Counter(_rows(200))
-    # Spark's layout: the same partition directories, the partition column in none of the files
+    # Spark's layout: the same partition directories, the partition column in none of the files, files named as
+    # Spark names them (a tool globbing for Spark's file names finds both)
     assert {posixpath.dirname(f.name) for f in mine.files} == {posixpath.dirname(f.name) for f in by_spark.files}
+    assert {_shape(f.name) for f in mine.files} <= {_shape(f.name) for f in by_spark.files}, (mine.files, by_spark.files)
     for f in mine.files:
         path = tmp_path / "root" / mine.location / f.name
         assert f.name.rsplit("/", 1)[-1].startswith("part-") and path.stat().st_size == f.size
@@ -129,6 +141,32 @@ def test_an_empty_partitioned_frame_is_sparks_write(spark: Any, tmp_path: Any) -
     assert _read(storage, spark, m) == Counter()
 
 
+def test_columns_spark_knows_have_no_nulls_are_written_as_spark_writes_them(spark: Any, tmp_path: Any) -> None:
+    """A column Spark knows holds no null (``spark.range``'s ``id``, what is computed from it alone) is a required
+    field in Spark's Parquet file and nullable in the other: the collected file marks each field as Spark's does,
+    its footer holds the same Spark schema, and the frame read back through either manifest has the same schema,
+    nullability included."""
+    storage = Storage(str(tmp_path / "root"), fsync=False)
+    df = spark.range(60).selectExpr("id", "CAST(id AS STRING) AS s", "IF(id % 4 = 0, NULL, id) AS maybe").cache()
+    assert df.count() == 60 and [f.nullable for f in df.schema.fields] == [False, False, True]
+    by_spark = storage.write_frame(df, "s", "checkpoint", 1, 60)
+    mine = storage.write_collected(df, "s", "checkpoint", 2)
+    assert mine is not None
+
+    def footer(m: Any) -> tuple[list[tuple[str, bool]], Any]:
+        schemas = [pq.read_schema(tmp_path / "root" / m.location / f.name) for f in m.files]
+        fields = {tuple((f.name, f.nullable) for f in s) for s in schemas}
+        rows = {s.metadata[collected.SPARK_ROW_METADATA.encode()] for s in schemas}
+        assert len(fields) == len(rows) == 1, (fields, rows)
+        return list(fields.pop()), json.loads(rows.pop())  # the same schema, its keys in Python's or Scala's order
+
+    assert footer(mine) == footer(by_spark)
+    assert footer(mine)[0] == [("id", False), ("s", False), ("maybe", True)]
+    back = [frames.read_frame(storage, spark, m) for m in (mine, by_spark)]
+    assert back[0].schema == back[1].schema
+    assert _read(storage, spark, mine) == _read(storage, spark, by_spark) == Counter(tuple(r) for r in df.collect())
+
+
 def test_an_empty_unpartitioned_frame_is_one_file_of_no_rows(spark: Any, tmp_path: Any) -> None:
     """As Spark writes it: one file with the schema, read back empty through the manifest and by Spark alone."""
     storage = Storage(str(tmp_path / "root"), fsync=False)
@@ -184,3 +222,18 @@ def test_a_session_writing_parquet_otherwise_is_left_to_spark(spark: Any, tmp_pa
         hadoop.unset(collected.ENCRYPTION[0])
     assert not (tmp_path / "root" / "data").exists()
     assert collected.session_allows(spark)
+
+
+def test_a_collected_write_the_store_does_not_list_is_refused_naming_the_driver(
+    spark: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows written from the driver that the store then does not list: refused there, saying the driver wrote
+    them (not asking whether the executors see the driver's storage: none wrote), and no manifest published."""
+    storage = Storage(str(tmp_path / "root"), fsync=False)
+    df = spark.createDataFrame(_rows(10), SCHEMA)
+    monkeypatch.setattr(storage.fs, "walk_files", lambda location: iter(()))
+    with pytest.raises(StorageError, match=r"step s: the output of epoch 4 was written from the driver under .*"
+                                           r"output/s/epoch=4.* no data file is visible there") as caught:
+        storage.write_collected(df, "s", "output", 4, location="output/s/epoch=4")
+    assert "executors" not in str(caught.value)
+    assert storage.epochs("s", "output") == []

@@ -103,7 +103,8 @@ def write(
 ) -> None:
     """Write ``table`` (collected from a frame of Spark ``schema``) under ``location`` as Spark lays a write out:
     one ``part-00000-<id>.c000.snappy.parquet`` per value of ``partition_by`` in ``partition_by=value/`` (that
-    column not in the file), or one file when unpartitioned; each file's footer records its Spark schema as
+    column not in the file), or one ``part-00000-<id>-c000.snappy.parquet`` when unpartitioned (Spark's names for
+    them); each file's footer records its Spark schema as
     Spark's writer does (its schema, and ``spark_version``: Spark's reader applies its legacy calendar settings
     only to files that do not name the version that wrote them). ``partition_by``'s column has no nulls. The files
     are not flushed or described here (``Storage.describe_files`` does)."""
@@ -111,7 +112,7 @@ def write(
     import pyarrow.parquet as pq
     from pyspark.sql.types import StructType
 
-    job = uuid.uuid4()
+    job, counter = uuid.uuid4(), "-c000" if partition_by is None else ".c000"  # as Spark 4 names its files
     if partition_by is None:
         parts: list[tuple[str, pa.Table]] = [("", table)]
         fields = schema.fields
@@ -130,4 +131,4 @@ def write(
         root.makedirs(where)
         buffer = io.BytesIO()
         pq.write_table(part.replace_schema_metadata(metadata), buffer, compression=CODEC)
-        root.write_new(posixpath.join(where, f"part-00000-{job}.c000.snappy.parquet"), buffer.getvalue())
+        root.write_new(posixpath.join(where, f"part-00000-{job}{counter}.snappy.parquet"), buffer.getvalue())

@@ -433,6 +433,12 @@ class Storage:
             self.fs.delete(location, recursive=True)
         collected.write(self.fs, location, table, df.schema, partition_by, df.sparkSession.version)
         files = self.describe_files(location)
+        if table.num_rows and not files:  # put()'s own refusal would ask about the executors: none wrote here
+            raise StorageError(
+                f"step {step}: the {kind} of epoch {epoch} was written from the driver under "
+                f"{self.fs.describe(location)}, but no data file is visible there now (does the store list what "
+                "was just written to it, or did something remove it?)"
+            )
         return Manifest(step, kind, epoch, table.num_rows, location, files, df.schema.json(), extra)
 
     def describe_files(self, location: str) -> list[FileEntry]:
