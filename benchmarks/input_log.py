@@ -29,6 +29,7 @@ Usage: ``.venv/bin/python benchmarks/input_log.py [--rows 1000000] [--reps 3] [-
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import json
 import os
@@ -72,6 +73,7 @@ def make_table(rows: int, seed: int = 7) -> pa.Table:
 def legacy_inputlog() -> Any:
     """``InputLog`` as it was at :data:`LEGACY_COMMIT` (its inputlog.py and records.py from git), or ``None``."""
     where = Path(tempfile.mkdtemp(prefix="falkirk-legacy-")) / "falkirk_legacy_inputlog"
+    atexit.register(shutil.rmtree, where.parent, ignore_errors=True)  # imported from there until the process ends
     where.mkdir()
     try:
         for name in ("inputlog", "records"):

@@ -105,7 +105,8 @@ class SeaweedS3:
         p = self.ports
         (self.dir / "data").mkdir()
         cmd = [
-            self.binary, "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={self.dir / 'data'}",
+            # its glog files under its own directory (removed by stop()), not one set per start left in /tmp
+            self.binary, f"-logdir={self.dir}", "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={self.dir / 'data'}",
             "-volume.max=8", "-master.volumeSizeLimitMB=64", "-master.telemetry=false",
             f"-master.port={p['master']}", f"-master.port.grpc={p['master_grpc']}",
             f"-volume.port={p['volume']}", f"-volume.port.grpc={p['volume_grpc']}",
