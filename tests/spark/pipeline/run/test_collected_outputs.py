@@ -24,6 +24,7 @@ import pytest
 
 from falkirk.spark import Ephemeral, Lazy, Pipeline, compare_runs
 from falkirk.spark.pipeline.run import runners
+from falkirk.spark.pipeline.store.storage import Storage
 
 pytestmark = [pytest.mark.spark]
 
@@ -46,8 +47,8 @@ def totals(parsed: Any, *, state: Any) -> Any:
     return new, new
 
 
-def build(root: Path, spark: Any) -> Pipeline:
-    pipe = Pipeline(root, spark, fsync=False)
+def build(root: Path, spark: Any, *, durable: bool = True) -> Pipeline:
+    pipe = Pipeline(root, spark, fsync=False, durable=durable)
     pipe.input("events", "key BIGINT, v BIGINT", partitions=2, source=events)
     pipe.step(parsed, regime=Ephemeral(log=True))
     pipe.step(totals, regime=Lazy(every=2))
@@ -78,8 +79,6 @@ def writers(root: Path, output: str) -> dict[int, set[str]]:
 @pytest.fixture
 def collections(monkeypatch: Any) -> list[tuple[str, str, int]]:
     """``(step, kind, epoch)`` of every write from the driver (``Storage.write_collected`` returning a manifest)."""
-    from falkirk.spark.pipeline.store.storage import Storage
-
     real, seen = Storage.write_collected, []
 
     def spy(self: Any, df: Any, step: str, kind: str, epoch: int, **kw: Any) -> Any:
@@ -141,6 +140,25 @@ def test_small_outputs_and_logs_are_written_from_the_driver(
     for x in result.journal.executions:
         if x.step in ("raw", "totals_out") and x.rows is not None and x.rows >= 0:
             assert x.rows == (len(events(x.epoch)) if x.step == "raw" else KEYS), x
+
+
+def test_with_falkirk_off_small_outputs_are_written_from_the_driver_too(
+    spark: Any, tmp_path: Path, reference: Path, collections: list[tuple[str, str, int]]
+) -> None:
+    """``durable=False`` (the baseline without fault tolerance): no manifest, no log, but its outputs counted before
+    their writes are collected and written from the driver, each epoch the rows of the run with collection off."""
+    root = tmp_path / "root"
+    assert build(root, spark, durable=False).run(EPOCHS).done
+    storage = Storage(str(root), fsync=False)
+    assert [storage.epochs(o, "output") for o in ("totals_out", "raw")] == [[], []]  # nothing published
+    for output in ("totals_out", "raw"):
+        assert writers(root, output) == {e: {"pyarrow"} for e in range(EPOCHS)}
+        assert [e for s, k, e in collections if (s, k) == (output, "output")] == list(range(EPOCHS))
+        for e in range(EPOCHS):
+            assert rows_of(spark, root, output, e) == rows_of(spark, reference, output, e)
+    assert [x for x in collections if x[1] != "output"] == []
+    for e in range(EPOCHS):
+        assert rows_of(spark, root, "totals_out", e) == expected_totals(e)
 
 
 @pytest.mark.parametrize(
