@@ -848,26 +848,34 @@ def phase_restart(spec: dict[str, Any]) -> None:
 
 
 # -- the parent: orchestration, table, picture --------------------------------------------------------------
-def kill_leftover(pids_file: Path) -> None:
-    """Kill the JVM of a driver process that ended, at once, and wait until it is gone. A killed driver is its
-    Python process and its JVM: the stream's failure kills both (the JVM first), falkirk's injected ``kill`` its
-    Python process only, whose JVM, left alone, notices and shuts down by itself (its shutdown hooks running),
-    which the relaunch would wait for (YSB run 19: falkirk's relaunch came 1.6–2.5 s after its driver's Python
-    process ended, the stream's 1.2–2.0 s; counted in the first output after the kill). A JVM that has exited already is left alone."""
+def kill_leftover(pids_file: Path, *, killed: bool = False) -> None:
+    """Kill the JVM of a driver process that ended, if it is still there. ``killed``: the driver was killed
+    (SIGKILL): its JVM is killed at once and waited for. A killed driver is its Python process and its JVM: the
+    stream's failure kills both (the JVM first), falkirk's injected ``kill`` its Python process only, whose JVM,
+    left alone, notices and shuts down by itself (its shutdown hooks running), which the relaunch would wait for
+    (YSB run 19: falkirk's relaunch came 1.6–2.5 s after its driver's Python process ended, the stream's 1.2–2.0 s;
+    counted in the first output after the kill). Otherwise (a driver that exited) its JVM is given 5 s to end by
+    itself first."""
     try:
         pids = json.loads(pids_file.read_text())
     except (OSError, ValueError):
         return
-    try:
-        os.kill(pids["jvm_pid"], signal.SIGKILL)
-    except ProcessLookupError:
-        return
-    for _ in range(50):
+    jvm = pids["jvm_pid"]
+    if killed:
         try:
-            os.kill(pids["jvm_pid"], 0)
+            os.kill(jvm, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+    for _ in range(50 if killed else 250):
+        try:
+            os.kill(jvm, 0)
         except ProcessLookupError:
             return
         time.sleep(0.02)
+    try:
+        os.kill(jvm, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def child(phase: str, spec: dict[str, Any], work: Path, name: str) -> dict[str, Any]:
@@ -878,12 +886,13 @@ def child(phase: str, spec: dict[str, Any], work: Path, name: str) -> dict[str, 
                                                        str(Path(__file__).resolve().parents[1]),
                                                        os.environ.get("PYTHONPATH", "")])}
     log = open(work / f"{name}-{phase}.log", "w")
+    p = None
     try:
         p = subprocess.run([sys.executable, __file__, "--phase", phase, "--spec", str(path)], env=env,
                            stdout=log, stderr=subprocess.STDOUT)
     finally:
         log.close()
-        kill_leftover(Path(spec["pids"]))
+        kill_leftover(Path(spec["pids"]), killed=p is not None and p.returncode == -signal.SIGKILL)
     expected = -signal.SIGKILL if phase == "run" else 0
     if p.returncode != expected or not Path(spec["result"]).exists():
         tail = (work / f"{name}-{phase}.log").read_text(errors="replace")[-3000:]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -275,7 +276,7 @@ def child(spec: dict[str, Any], work: Path, name: str, phase: str | None = None,
                            stdout=log, stderr=subprocess.STDOUT)
     if stamps is not None:
         stamps["exited"] = time.time()
-    kill_leftover(Path(spec["pids"]))  # the JVM of a killed driver
+    kill_leftover(Path(spec["pids"]), killed=p.returncode == -signal.SIGKILL)  # the JVM of a killed driver
     shutil.rmtree(local, ignore_errors=True)
     if p.returncode != expected or not Path(spec["result"]).exists():
         tail = (work / f"{name}.log").read_text(errors="replace")[-3000:]
