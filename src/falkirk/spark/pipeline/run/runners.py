@@ -560,8 +560,13 @@ class StepRunner(Runner):
         writes Parquet as pyarrow does (asked once); every column is of a type both write alike. The first epoch
         a driver writes with no manifest before it is Spark's."""
         ctx = self.ctx
-        # falkirk off (durable=False) too: its outputs are counted before their writes, and written alike
-        if self._collect_off or not shares_storage(ctx.spark, self.storage.fs.object_store):
+        # not with falkirk off (durable=False): such a run is the reference a recovered run is compared with
+        # (compare_runs, the demo), so its outputs stay Spark's own writes, which check the driver-side ones
+        if (
+            self._collect_off
+            or not ctx.durable
+            or not shares_storage(ctx.spark, self.storage.fs.object_store)
+        ):
             return False
         # asked once: a session writing Parquet otherwise would collect for nothing
         if self._session_allows is None:
