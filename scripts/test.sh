@@ -37,4 +37,4 @@ workers=${FALKIRK_TEST_WORKERS:-2}
 parallel=()
 if [[ $workers != 0 ]]; then parallel=(-n "$workers" --dist loadgroup); fi
 exec .venv/bin/python -m pytest tests --doctest-modules src/falkirk \
-    -p no:cacheprovider --durations=15 "${parallel[@]}"
+    -p no:cacheprovider --durations=40 "${parallel[@]}"
