@@ -29,7 +29,7 @@ fingerprint` says what is followed)             ``E``: epochs after ``E`` are re
 anything else (another removed step, other      refused, naming the step or input and the change
 inputs,
 a regime's kind, key, ``changes``,
-``log=False→True``, …)
+``append``, ``log=False→True``, …)
 ==============================================  ==============================================
 
 ``pipeline.json`` is rewritten only after the restart's recovery succeeded,

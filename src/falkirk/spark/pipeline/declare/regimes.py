@@ -176,6 +176,17 @@ class Keyed(Regime):
     snapshots, at high churn) the deltas are the epoch's own until the next
     snapshot.
 
+    ``append=True`` (state without ``key``): the state only grows — the step
+    returns, as its new state, only the **rows to append** (``None`` for
+    none), and the ``state`` it is given is still every row appended so far.
+    falkirk keeps the state as the parts appended, each made once (one small
+    job an epoch, where a state returned whole is copied whole every epoch),
+    and a checkpoint writes only the rows appended since the one before,
+    chained to it (a restore reads the chain's files in one scan; a full
+    checkpoint every :attr:`APPEND_CHAIN` checkpoints bounds the chain). It
+    pays for a history kept whole (all the events seen, for a computation
+    over all of them every few epochs).
+
     ``replicas`` (default 2): copies of the state's blocks kept on different
     executors between checkpoints (on a cluster; one on a ``local`` master),
     so that the state survives a lost executor without a rollback, at
@@ -191,7 +202,10 @@ class Keyed(Regime):
     replicas: int = field(default=2, validator=_positive, kw_only=True)
     changes: bool = field(default=False, validator=_flag, kw_only=True)
     differential: bool = field(default=False, validator=_flag, kw_only=True)
+    append: bool = field(default=False, validator=_flag, kw_only=True)
 
+    #: checkpoints of an ``append=True`` state chained to the last full one before the next is full again
+    APPEND_CHAIN: ClassVar[int] = 32
     #: snapshot spacing of incremental state when ``snapshot_every`` is not given
     SNAPSHOT_EVERY: ClassVar[int] = 10
 
@@ -217,6 +231,11 @@ class Keyed(Regime):
                 f"{type(self).__name__}: differential=True needs incremental=True and changes=True (each delta is "
                 "the changes since the snapshot that the step's state keeps in memory)"
             )
+        if self.append and (self.key is not None or self.incremental or self.changes):
+            raise PipelineError(
+                f"{type(self).__name__}: append=True keeps the state as the rows appended, unkeyed; it does not "
+                "combine with key=, incremental= or changes= (a keyed state whose rows change needs those)"
+            )
         if self.snapshot_every is not None and not self.incremental:
             raise PipelineError(
                 f"{type(self).__name__}: snapshot_every={self.snapshot_every} needs incremental=True"
@@ -240,6 +259,8 @@ class Keyed(Regime):
             keyed.update(changes=True)
         if self.differential:
             keyed.update(differential=True)
+        if self.append:
+            keyed.update(append=True)
         return {**super().describe(), **keyed}
 
 
@@ -298,6 +319,10 @@ class Eager(Keyed):
             raise PipelineError(
                 "Eager: with a database, name the tables it writes (tables={'name': 'epoch_column'})"
             )
+        if self.database is not None and self.append:
+            raise PipelineError(
+                "Eager: a database step's state is its database; append= applies to DataFrame state"
+            )
         if self.database is not None and self.key is not None:
             raise PipelineError(
                 "Eager: a database step's state is its database; key= applies to DataFrame state"
@@ -328,7 +353,7 @@ def from_description(step: str, d: Mapping[str, Any]) -> Regime:
     """The regime :meth:`Regime.describe` described (as stored in ``pipeline.json``).
 
     >>> from_description("cc", Lazy(every=2, key="user").describe())
-    Lazy(log=False, key='user', partitions=None, max_parallelism=16, incremental=False, snapshot_every=None, replicas=2, changes=False, differential=False, every=2)
+    Lazy(log=False, key='user', partitions=None, max_parallelism=16, incremental=False, snapshot_every=None, replicas=2, changes=False, differential=False, append=False, every=2)
     >>> from_description("cc", Lazy(key="user", incremental=True).describe()).snapshot_spacing
     10
     """

@@ -532,6 +532,7 @@ class Model:
                         max_parallelism=r.max_parallelism,
                         replicas=r.replicas,
                         changes=r.changes,
+                        append=r.append,
                     )
                     if isinstance(r, Eager)
                     else evolve(plain, log=x)

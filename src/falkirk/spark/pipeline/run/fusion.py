@@ -79,6 +79,7 @@ def fusions(pipeline: Definition, *, logged: bool = False, stateful: bool = Fals
             and getattr(regime, "every", 1) > 1
             and not getattr(regime, "incremental", False)
             and not getattr(regime, "changes", False)
+            and not getattr(regime, "append", False)
             and not regime.logs
             and step.fn is not None
             and bool(pipeline.consumers(n))

@@ -15,6 +15,10 @@ no ``key``                  the state as Parquet
                             ``differential=True`` (and ``changes=True``), while the
                             base is the snapshot, every change since it (chained to
                             the snapshot alone: a restore reads two checkpoints)
+``append=True``             the rows appended since the checkpoint before, chained to
+                            it (a restore reads the chain's files in one scan, no key
+                            resolved); the state whole when there is no chain in
+                            memory, or it reached ``APPEND_CHAIN`` checkpoints
 ==========================  ===========================================================
 
 Reading a checkpoint back follows its manifest, not the regime: a delta's
@@ -82,6 +86,7 @@ class StateCheckpoints:
         *,
         changes: DataFrame | None = None,
         layers: tuple[DataFrame, DataFrame | None] | None = None,
+        appended: tuple[list[DataFrame], int] | None = None,
     ) -> Manifest:
         """Write the checkpoint of ``state`` after ``epoch`` (``previous``: the state after ``epoch - 1``).
 
@@ -94,14 +99,20 @@ class StateCheckpoints:
         (``None``: none); with ``differential=True``, where the base is the
         chain's snapshot, the delta is those changes, chained to the snapshot
         alone (a restore reads two checkpoints and resolves no key).
+        ``appended`` (an ``append=True`` step): the parts appended since the
+        chain in memory ended (made, in order) and their rows — written
+        alone, chained to it, where the chain is shorter than
+        ``APPEND_CHAIN``; else ``state`` whole starts a new chain.
         The manifest is not published (the runner does, after its ``mid`` point).
         """
         from pyspark.sql import functions as F
 
         storage, key = self.ctx.storage, self.key
         if key is None:
-            self.chain = None
-            return self._whole(state, state, epoch, rows, changes is not None)
+            if appended is None:
+                self.chain = None
+                return self._whole(state, state, epoch, rows, changes is not None)
+            return self._append(state, epoch, rows, *appended)
         n, groups = self.regime.parallelism, self.regime.max_parallelism  # type: ignore[attr-defined]
         layout = {"key": key, "max_parallelism": groups, "parallelism": n}
         before = self.chain
@@ -187,6 +198,40 @@ class StateCheckpoints:
         m = storage.write_frame(observed, self.name, "checkpoint", epoch, 0, **layout)
         return attrs.evolve(m, rows=count())
 
+    def _append(
+        self, state: DataFrame, epoch: int, rows: int | None, parts: list[DataFrame], added: int
+    ) -> Manifest:
+        """The checkpoint of an ``append=True`` state after ``epoch`` (:meth:`write`): ``parts`` (``added`` rows)
+        chained to the chain in memory, else ``state`` whole. Collected and written from the driver where every
+        part is made and small (:meth:`_small`), as a full checkpoint of a made state is."""
+        from functools import reduce
+
+        storage, before = self.ctx.storage, self.chain
+        limit = int(getattr(self.regime, "APPEND_CHAIN", 32))
+        if before is None or len(before) >= limit:
+            full = self._whole(state, state, epoch, rows, True)  # a full checkpoint, as without append=True
+            self.chain = (epoch,)
+            self.chains[epoch] = ()
+            return full
+        written = reduce(lambda a, b: a.unionByName(b), parts) if parts else state.limit(0)
+        link: dict[str, Any] = {"chain": list(before), "append": True, "state_rows": rows}
+        collected: Manifest | None = None
+        if parts and all(materialised(p) for p in parts) and self._small_parts(parts):
+            collected = storage.write_collected(written, self.name, "checkpoint", epoch, delta=link)
+        m = collected or storage.write_frame(written, self.name, "checkpoint", epoch, added, delta=link)
+        self.chain = (*before, epoch)
+        self.chains[epoch] = before
+        return m
+
+    def _small_parts(self, parts: list[DataFrame]) -> bool:
+        """Whether made ``parts`` together are small enough to be collected (:meth:`_small`)."""
+        if not shares_storage(self.ctx.spark, self.ctx.storage.fs.object_store):
+            return False
+        sizes = [held_bytes(p) for p in parts]
+        return (
+            all(s is not None for s in sizes) and sum(s for s in sizes if s is not None) <= COLLECT_MAX_BYTES
+        )
+
     def _small(self, state: DataFrame) -> bool:
         """Whether made ``state`` is small enough (:data:`COLLECT_MAX_BYTES` in Spark's cache) for its checkpoint
         to be collected and written from the driver, whose view of the root is the executors'."""
@@ -245,7 +290,13 @@ class StateCheckpoints:
         self.rescaled = None
         layout = m.extra.get("keyed")
         if layout is None:
-            self.chain = self.base = None
+            self.base = None
+            if (m.extra.get("delta") or {}).get("append"):  # the chain's files in one scan
+                before = delta.chain(m)
+                items = [storage.get(self.name, "checkpoint", e) for e in before] + [m]
+                self.chain, self.chains[m.epoch] = (*before, m.epoch), tuple(before)
+                return storage.read_many(spark, items, verify=False)
+            self.chain = (m.epoch,) if getattr(self.regime, "append", False) else None
             return storage.read_frame(spark, m, verify=False)
         items = self._chain_of(m)
         if len(items) == 1:
@@ -349,7 +400,7 @@ class StateCheckpoints:
     def floor(self, lw: int) -> int:
         """The oldest checkpoint epoch garbage collection must keep so that ``lw`` stays restorable: the
         snapshot of its chain (``lw`` itself for a full checkpoint)."""
-        if lw < 0 or self.key is None:
+        if lw < 0 or (self.key is None and not getattr(self.regime, "append", False)):
             return lw
         if lw not in self.chains:
             try:

@@ -24,6 +24,7 @@ import attrs
 
 from falkirk.spark.errors import CorruptDataError, PipelineError
 from falkirk.spark.pipeline.declare.regimes import Output
+from falkirk.spark.pipeline.run import appended as _appended
 from falkirk.spark.pipeline.run import layers as _layers
 from falkirk.spark.pipeline.run.guard import WriteGuard
 from falkirk.spark.pipeline.run.incremental import StateCheckpoints
@@ -279,6 +280,9 @@ class StepRunner(Runner):
         self._before: tuple[int, Any, tuple[int, ...] | None, Any] | None = None
         #: a ``changes=True`` step's state as layers (:class:`Layers`); its ``view`` is :attr:`state`
         self.layers: Layers | None = None
+        #: an ``append=True`` step's state as the parts appended (:class:`~.appended.Parts`); its ``view`` is
+        #: :attr:`state`
+        self.parts = _appended.Parts()
         #: the layers an execution under way made (let go of if it fails: :meth:`_drop_unused_layers`)
         self._made: Layers | None = None
         #: a ``changes=True`` step's changes at its last execution, their rows (``None``: none yet in this
@@ -342,6 +346,9 @@ class StepRunner(Runner):
         defer = late_checkpoint = False
         changes: DataFrame | None = None
         layers: Layers | None = None
+        append = bool(getattr(regime, "append", False))
+        parts: _appended.Parts | None = None
+        dropped: list[Any] = []
         if regime.takes_state:
             if not (isinstance(result, tuple) and len(result) == 2):
                 raise TypeError(f"step {self.name}: a {regime.kind} step must return (output, new_state)")
@@ -366,6 +373,14 @@ class StepRunner(Runner):
                 horizon = self.checkpoints.snapshot_horizon(epoch, self.state) if ctx.durable else None
                 returned, layers = self._apply(changes, horizon)
                 self._made = layers
+            if append:
+                # the rows to append: made once, by a job over them alone; the state is the parts' union
+                parts, dropped, part = self._append(returned, durable=ctx.durable)
+                if (
+                    result is returned and part is not None
+                ):  # its output is the rows it appended: read as made
+                    result = part
+                returned = parts.view
             # a state checkpointed every epoch (Eager, Lazy(every=1)) is so that no committed epoch is ever
             # computed again: it is made and published before its consumers run. Others are materialised, and
             # checkpointed, at the end of the epoch, after its outputs committed (write_deferred; a delta compares
@@ -378,14 +393,15 @@ class StepRunner(Runner):
                 and getattr(regime, "every", 1) > 1
                 and not getattr(regime, "incremental", False)
                 and changes is None
+                and not append
             )
             # an output computed from the state makes the state first; its checkpoint is still written after the
             # epoch's outputs commit (write_deferred), where the state's would have been
             late_checkpoint = deferrable and callable(result)
             defer = deferrable and not late_checkpoint
             # materialised by its first job below, which cuts the lineage to earlier epochs
-            if changes is not None:
-                new_state = returned  # the layers' view (their parts are local checkpoints, made)
+            if changes is not None or append:
+                new_state = returned  # the layers' or the parts' view (of local checkpoints, made)
             elif returned is not None and not defer:
                 new_state = self._detached(returned)
                 self.made.append((new_state, True))
@@ -491,16 +507,19 @@ class StepRunner(Runner):
                         new_state,
                         self.state,
                         epoch,
-                        rows if new_state is out else None,
+                        parts.total if parts is not None else rows if new_state is out else None,
                         changes=None if layers is None else layers.changes,
                         layers=None if layers is None else (layers.base, layers.overlay),
+                        appended=None if parts is None else parts.pending(),
                     )
                 )
+                if parts is not None:
+                    parts = parts.written()
                 # a base compacted for this snapshot: counted by its write
                 if layers is not None and layers.base_rows < 0:
                     layers = self._made = attrs.evolve(layers, base_rows=pending[-1].rows)
-        elif changes is not None:
-            pass  # its layers are made (Layers)
+        elif changes is not None or append:
+            pass  # its layers, or its parts, are made
         elif new_state is not None and new_state is not out and not materialised(new_state):
             new_state.count()  # held in executor memory from now on, not recomputed from the previous state
         if output:
@@ -529,8 +548,9 @@ class StepRunner(Runner):
         if regime.takes_state:
             # its blocks freed once the epoch that read it settled (a deferred state holds it until made), unless
             # the new layers keep it as their base (a state not held as layers)
-            kept = layers is not None and self.state is layers.base
-            ctx.frames.release(self.state, state_of=None if kept else self.name, read_until=epoch)
+            kept = (layers is not None and self.state is layers.base) or parts is not None
+            if parts is None or new_state is not self.state:  # (an append=True step that appended nothing)
+                ctx.frames.release(self.state, state_of=None if kept else self.name, read_until=epoch)
             if layers is not None:
                 # registered before it is the state: the executor-loss check finds the parts of whichever view
                 # it sees (state_parts)
@@ -543,12 +563,49 @@ class StepRunner(Runner):
                         ctx.frames.free_when_released(changes, self.name, read_until=epoch)
                     else:
                         ctx.frames.release(changes, state_of=self.name, read_until=epoch)
+            elif parts is not None:
+                # the parts it kept are the new state's; those compacted into one are freed once read
+                for df in dropped:
+                    ctx.frames.release(df, state_of=self.name, read_until=epoch)
+                self.parts, self.state = parts, new_state
             else:
                 self._release_layers(read_until=epoch)
                 self.state = new_state
         self._before, self.made, self._attempt = None, [], None  # it succeeded
         self._drop_salvage()  # a retry whose step returned something else
         return out, rows
+
+    def _append(
+        self, rows: DataFrame | None, *, durable: bool
+    ) -> tuple[_appended.Parts, list[Any], DataFrame | None]:
+        """An ``append=True`` step's state after it returned ``rows`` to append (``None``: none): its parts with
+        ``rows`` made as a new one (one job over them), compacted where too many are held
+        (:func:`~.appended.compacted`); the parts compaction replaced; the new part. The step's own parts are
+        not changed (done once the epoch succeeded); what this makes is let go of if the execution fails."""
+        parts = self.parts
+        if rows is not None:
+
+            def detached(df: DataFrame) -> DataFrame:
+                out = detach(df, eager=False, replicas=self.replicas)
+                self.made.append((out, True))
+                return out
+
+            part, n = _appended.made(rows, detached)
+            frames = (*parts.frames, part)
+            parts = _appended.Parts(
+                frames,
+                (*parts.rows, n),
+                parts.unwritten + 1 if durable else 0,
+                _appended.union(frames, self.name),
+            )
+            return (*_appended.compacted(parts, detached, self.name), part)
+        return parts, [], None
+
+    def _release_parts(self) -> None:
+        """Let go of an ``append=True`` state's parts (its blocks freed once nothing reads them)."""
+        parts, self.parts = self.parts, _appended.Parts()
+        for df in parts.frames:
+            self.ctx.frames.release(df, state_of=self.name)
 
     def _collects(self, kind: str, epoch: int, df: DataFrame, rows: int) -> bool:
         """Whether ``epoch``'s ``kind`` (an output's data, a log) of ``rows`` rows (``-1``: not counted yet) is
@@ -838,6 +895,8 @@ class StepRunner(Runner):
         layers = _layers.layers_of(state)
         if layers is not None:
             return [p for p in (layers.base, layers.overlay) if p is not None]
+        if self.parts.frames and state is self.parts.view:
+            return list(self.parts.frames)
         return [state] if state is not None else []
 
     def write_deferred(self) -> None:
@@ -895,6 +954,7 @@ class StepRunner(Runner):
         self.ctx.frames.release(self.state, state_of=self.name if self._own_state() else None)
         self._drop_unused_layers()
         self._release_layers()
+        self._release_parts()
         self.state = None
         self._drop_deferred()
         self.checkpoints.lose()
@@ -916,6 +976,7 @@ class StepRunner(Runner):
             self.ctx.frames.release(self.state, state_of=self.name if own else None)
             self._drop_unused_layers()
             self._release_layers()
+            self._release_parts()
             self.state = None
             if frontier >= 0:
                 m = storage.get(self.name, "checkpoint", frontier)
@@ -925,6 +986,9 @@ class StepRunner(Runner):
                 elif not m.extra.get("empty"):  # read by the step's next job: no job of its own
                     self.state = detach(self.checkpoints.read(m), eager=False, replicas=self.replicas)
                     self.rescaled, self.checkpoints.rescaled = self.checkpoints.rescaled, None
+                    if getattr(self.regime, "append", False):  # the restored chain is its first part
+                        told = (m.extra.get("delta") or {}).get("state_rows", m.rows)
+                        self.parts = _appended.Parts((self.state,), (told,), 0, self.state)
             else:
                 self.checkpoints.lose()
         for kind in ("checkpoint", "complete"):

@@ -3,10 +3,11 @@
 :func:`read_frame` reads one item (checkpoint, logged epoch, output) after
 :meth:`Storage.verify <falkirk.spark.pipeline.store.storage.Storage.verify>`
 has checked its files; :func:`read_tagged` reads several in one scan, each
-row tagged with the item it came from. Only the files a manifest lists are
+row tagged with the item it came from; :func:`read_many` several of one
+schema in one scan, untagged. Only the files a manifest lists are
 read, never a directory listing: a file a failed write left beside them is
 not data. :class:`~falkirk.spark.pipeline.store.storage.Storage` exposes
-both as methods (``storage.read_frame(spark, m)``).
+them as methods (``storage.read_frame(spark, m)``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
     from falkirk.spark.pipeline.store.storage import Storage
 
-__all__ = ["read_frame", "read_partitioned", "read_tagged"]
+__all__ = ["read_frame", "read_many", "read_partitioned", "read_tagged"]
 
 
 def _schema(m: Manifest) -> Any:
@@ -60,6 +61,31 @@ def read_frame(storage: Storage, spark: SparkSession, m: Manifest, *, verify: bo
     if any("/" in f.name for f in m.files):  # partitioned directories: their values are columns
         reader = reader.option("basePath", base)
     return reader.parquet(*(f"{base}/{f.name}" for f in m.files))
+
+
+def read_many(
+    storage: Storage, spark: SparkSession, ms: Sequence[Manifest], *, verify: bool = True
+) -> DataFrame:
+    """The rows of several unpartitioned items of one schema (an ``append=True`` state's chain), from exactly
+    their listed files, in **one scan** (the first's schema; a file's missing column is null)."""
+    if verify:
+        for m in ms:
+            storage.verify(m)
+    for m in ms:
+        _schema(m)  # each has one, and lists files for its rows
+        if any("/" in f.name for f in m.files):
+            raise CorruptDataError(
+                m.step,
+                m.kind,
+                m.epoch,
+                "lists files in partition directories, where the chain it belongs to has none",
+                path=manifest_path(m.step, m.kind, m.epoch),
+            )
+    files = [f"{storage.fs.spark_uri(m.location or '')}/{f.name}" for m in ms for f in m.files]
+    schema = _schema(ms[-1])
+    if not files:
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).parquet(*files)
 
 
 def read_partitioned(

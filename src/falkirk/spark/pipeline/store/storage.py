@@ -527,6 +527,7 @@ class Storage:
     # -- reading the data back with Spark (defined in falkirk.spark.pipeline.store.frames) ----------
     read_frame = frames.read_frame
     read_tagged = frames.read_tagged
+    read_many = frames.read_many
     read_partitioned = frames.read_partitioned
 
     # -- housekeeping -----------------------------------------------------------------
