@@ -16,7 +16,8 @@ rolled back.
 Configurations
 --------------
 * ``falkirk`` — ``views`` ``Ephemeral()`` (unlogged), ``counts`` ``Lazy(every=3, key="campaign_id")``,
-  ``heavy`` ``Lazy(every=heavy_every, key="campaign_id")`` (its history checkpointed at its computing
+  ``heavy`` ``Lazy(every=heavy_every, append=True)`` (it returns each epoch's views to append to its history,
+  made once; the views appended since are checkpointed at its computing
   epochs), two outputs; sequential. An unlogged shared step makes the heavy branch's rollback spread to
   ``views`` and from there to ``counts`` (C1–C4: ``counts`` consumed ``views``' epochs that would be sent
   again). The failure here is transient and loses nothing, so it is retried in place (since 2026-12-01): no
@@ -89,9 +90,9 @@ def mixed_pipeline(root: Path, spark: Any, size: dict[str, Any], *, concurrency:
         fail.maybe(epoch)
         hist = views if state is None else state.unionByName(views)
         out = heavy_stats(hist) if computes(epoch, size) else spark.createDataFrame([], STATS_SCHEMA)
-        return out, hist
+        return out, views  # append=True: its new state is the epoch's views, appended to the history
 
-    pipe.step(heavy, inputs=["views"], regime=Lazy(every=size["heavy_every"], key="campaign_id"))
+    pipe.step(heavy, inputs=["views"], regime=Lazy(every=size["heavy_every"], append=True))
     pipe.output(HEAVY, inputs=["heavy"])
     return pipe
 
