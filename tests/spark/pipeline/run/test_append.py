@@ -29,36 +29,43 @@ PER_EPOCH = len(churn(0))
 
 
 def history_pipeline(root: Path, spark: Any, *, append: bool = True, every: int = 2, columns: bool = False,
-                     **options: Any) -> Any:
+                     skip: int | None = None, damage: Any = None, **options: Any) -> Any:
     """input ``events`` → ``Lazy(every, append)`` ``history`` → output ``report``. ``columns``: at epoch 2 the step
-    appends rows with a column the state does not have."""
+    appends rows with a column the state does not have; ``skip``: at that epoch it appends nothing (``None``);
+    ``damage``: called with the epoch at each execution."""
     from pyspark.sql import functions as F
 
     pipe = Pipeline(root, spark, **{"fsync": False, **options})
     pipe.input("events", "user BIGINT, amount BIGINT", partitions=2, key="user", source=churn)
 
     def history(events: Any, *, state: Any, epoch: int) -> Any:
+        if damage is not None:
+            damage(epoch)
         rows = events.select("user", "amount")
         seen = rows if state is None else state.unionByName(rows)
         out = seen.groupBy("user").agg(F.sum("amount").alias("amount"), F.count("*").alias("n"))
         if columns and epoch == 2:
             rows = rows.withColumn("extra", F.lit(1))
-        return out, (rows if append else seen)
+        return out, (None if epoch == skip else rows if append else seen)
 
     pipe.step(history, inputs=["events"], regime=Lazy(every=every, append=append))
     pipe.output("report", inputs=["history"])
     return pipe
 
 
-def oracle(epochs: int) -> dict[int, collections.Counter[tuple[int, int, int]]]:
-    """Per epoch, the report's rows as a multiset, counted in Python over the seeded input."""
+def oracle(epochs: int, skip: int | None = None) -> dict[int, collections.Counter[tuple[int, int, int]]]:
+    """Per epoch, the report's rows as a multiset, counted in Python over the seeded input (the events of epoch
+    ``skip`` counted at that epoch only: not appended)."""
     out: dict[int, collections.Counter[tuple[int, int, int]]] = {}
-    sums: dict[int, list[int]] = collections.defaultdict(lambda: [0, 0])
+    kept: list[dict[str, int]] = []
     for e in range(epochs):
-        for r in churn(e):
+        sums: dict[int, list[int]] = collections.defaultdict(lambda: [0, 0])
+        for r in kept + churn(e):
             sums[r["user"]][0] += r["amount"]
             sums[r["user"]][1] += 1
         out[e] = collections.Counter((u, a, n) for u, (a, n) in sums.items())
+        if e != skip:
+            kept += churn(e)
     return out
 
 
@@ -70,14 +77,16 @@ def reported(spark: Any, root: Path, epochs: int) -> dict[int, collections.Count
     return out
 
 
-def chained(root: Path) -> dict[int, dict[str, Any]]:
-    """The state checkpoints of ``history`` that are chained (their ``delta`` extra), by epoch."""
-    return {e: m["extra"]["delta"] for e, m in state_checkpoints(root, "history").items() if "delta" in m["extra"]}
+def chained(root: Path, step: str = "history") -> dict[int, dict[str, Any]]:
+    """The state checkpoints of ``step`` that are chained (their ``delta`` extra), by epoch."""
+    return {e: m["extra"]["delta"] for e, m in state_checkpoints(root, step).items() if "delta" in m["extra"]}
 
 
-def test_the_reference_form_gives_the_oracles_output(spark: Any, tmp_path: Path) -> None:
-    """The step returning its whole history, falkirk off: the oracle's output (the test's pipeline is right)."""
-    history_pipeline(tmp_path, spark, append=False, durable=False).run(EPOCHS)
+@pytest.mark.parametrize("append", [False, True])
+def test_with_falkirk_off_either_form_gives_the_oracles_output(spark: Any, tmp_path: Path, append: bool) -> None:
+    """The step returning its whole history or the rows to append, falkirk off: the oracle's output (the test's
+    pipeline is right, and an appended state needs no checkpoint to be right)."""
+    history_pipeline(tmp_path, spark, append=append, durable=False).run(EPOCHS)
     assert reported(spark, tmp_path, EPOCHS) == oracle(EPOCHS)
 
 
@@ -130,9 +139,10 @@ def test_a_restarted_driver_reads_the_chain_in_one_scan(
 def test_the_chain_and_the_parts_are_bounded_and_collection_keeps_what_restores(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With a chain of at most 2 checkpoints and 2 parts held, a checkpoint every epoch and garbage collection
-    on: full checkpoints recur, the parts are compacted, every checkpoint left names only checkpoints left, and
-    failures late in the run (restoring after compaction and collection) still give the oracle's output."""
+    """With a chain of at most 2 checkpoints and 2 parts held, a checkpoint every epoch: a full checkpoint every
+    second one and the parts compacted; then a restart with garbage collection on and failures late in the run
+    (restoring after compaction and collection) still gives the oracle's output, and every checkpoint left
+    names only checkpoints left."""
     monkeypatch.setattr(Keyed, "APPEND_CHAIN", 2)
     monkeypatch.setattr(appended, "PARTS", 2)
     compactions: list[int] = []
@@ -144,18 +154,67 @@ def test_the_chain_and_the_parts_are_bounded_and_collection_keeps_what_restores(
         return out, dropped
 
     monkeypatch.setattr(appended, "compacted", spy)
-    result = history_pipeline(tmp_path, spark, every=1).run(EPOCHS, fail=["history@6:mid", "history@7:before"])
-    assert len(result.journal.recoveries) == 2
-    assert reported(spark, tmp_path, EPOCHS) == oracle(EPOCHS)
+    history_pipeline(tmp_path, spark, every=1, gc=False).run(6)
+    assert {e: link["chain"] for e, link in chained(tmp_path).items()} == {1: [0], 3: [2], 5: [4]}
+    assert sorted(state_checkpoints(tmp_path, "history")) == list(range(6))
     assert any(n >= 2 for n in compactions)
+    result = history_pipeline(tmp_path, spark, every=1).run(EPOCHS, fail=["history@6:mid", "history@7:before"])
+    assert len(result.journal.recoveries) == 3  # the restart, then the two failures
+    assert reported(spark, tmp_path, EPOCHS) == oracle(EPOCHS)
     manifests = state_checkpoints(tmp_path, "history")
-    assert manifests, "collection left no checkpoint"
+    assert max(manifests) == EPOCHS - 1 and min(manifests) > 0  # collected
     for m in manifests.values():
         link = m["extra"].get("delta")
         if link:
-            assert len(link["chain"]) < 2 + 1 and all(c in manifests for c in link["chain"])
-    full = [e for e, m in manifests.items() if "delta" not in m["extra"]]
-    assert full, "no full checkpoint left to restore from"
+            assert all(c in manifests for c in link["chain"])
+
+
+def test_a_fallback_to_an_empty_checkpoint_starts_a_new_chain(spark: Any, tmp_path: Path) -> None:
+    """``history`` appends nothing at epoch 0 (an empty checkpoint there), then 1 (whole) and 2 (chained to 1).
+    At epoch 3 checkpoint 1's file is damaged and the output fails, so ``history`` — not failed itself — rolls
+    back past the damaged chain to the empty checkpoint. The chain it had in memory is gone with it: the
+    checkpoints written again start a new chain, none chained to itself, and a later restore through them (a
+    failure at epoch 5) holds every row once."""
+    damaged: list[int] = []
+
+    def damage(epoch: int) -> None:
+        if epoch == 3 and not damaged:
+            m = state_checkpoints(tmp_path, "history")[1]
+            target = tmp_path / m["location"] / m["files"][0][0]  # [name, size, sha256]
+            target.write_bytes(target.read_bytes()[:-8])  # truncated: its size no longer the manifest's
+            damaged.append(epoch)
+
+    pipe = history_pipeline(tmp_path, spark, every=1, skip=0, damage=damage, gc=False)
+    result = pipe.run(7, fail=["report@3:before", "history@5:mid"])
+    assert damaged == [3] and len(result.journal.recoveries) == 2
+    assert epoch_of(result.journal.recoveries[0].plan.frontiers["history"]) == 0
+    assert reported(spark, tmp_path, 7) == oracle(7, skip=0)
+    for e, link in chained(tmp_path).items():
+        assert e not in link["chain"] and link["chain"] == sorted(link["chain"]), (e, link)
+
+
+@pytest.mark.parametrize("regime", ["lazy", "eager"])
+def test_an_output_that_is_the_rows_appended_is_logged_and_replayed(spark: Any, tmp_path: Path, regime: str) -> None:
+    """``echo`` (``Lazy(every=2)`` or ``Eager``, ``append=True, log=True``) outputs the rows it appends; the output
+    fails mid-epoch twice and is fed from the log: each epoch's output is that epoch's events, once."""
+    pipe = Pipeline(tmp_path, spark, fsync=False, gc=False)
+    pipe.input("events", "user BIGINT, amount BIGINT", partitions=2, key="user", source=churn)
+
+    def echo(events: Any, *, state: Any) -> Any:
+        rows = events.select("user", "amount")
+        return rows, rows
+
+    kind = Lazy(every=2, append=True, log=True) if regime == "lazy" else Eager(append=True, log=True)
+    pipe.step(echo, inputs=["events"], regime=kind)
+    pipe.output("raw", inputs=["echo"])
+    result = pipe.run(6, fail=["raw@2:mid", "raw@4:mid"])
+    assert len(result.journal.recoveries) == 2
+    got = spark.read.parquet(str(tmp_path / "output" / "raw")).collect()
+    by: dict[int, collections.Counter[tuple[int, int]]] = {e: collections.Counter() for e in range(6)}
+    for r in got:
+        by[r["epoch"]][(r["user"], r["amount"])] += 1
+    assert by == {e: collections.Counter((r["user"], r["amount"]) for r in churn(e)) for e in range(6)}
+    assert sorted(chained(tmp_path, "echo")) == ([3, 5] if regime == "lazy" else [1, 2, 3, 4, 5])
 
 
 def test_rows_appended_with_other_columns_are_refused_naming_the_step(spark: Any, tmp_path: Path) -> None:

@@ -46,6 +46,10 @@ class Parts:
     unwritten: int = 0
     #: the union of the parts: the state (``None``: no part yet)
     view: Any = None
+    #: the chain of checkpoints that holds the parts before the unwritten ones (``None``: none does), as
+    #: :attr:`StateCheckpoints.chain <falkirk.spark.pipeline.run.incremental.StateCheckpoints.chain>` was when
+    #: it was written or read: a checkpoint is chained to the chain in memory only while that is this one
+    chain: tuple[int, ...] | None = None
 
     @property
     def total(self) -> int | None:
@@ -59,9 +63,9 @@ class Parts:
         at = len(self.frames) - self.unwritten
         return list(self.frames[at:]), sum(r or 0 for r in self.rows[at:])
 
-    def written(self) -> Parts:
-        """The same parts, every one held by a checkpoint."""
-        return attrs.evolve(self, unwritten=0)
+    def written(self, chain: tuple[int, ...] | None) -> Parts:
+        """The same parts, every one held by the checkpoint chain ``chain``."""
+        return attrs.evolve(self, unwritten=0, chain=chain)
 
 
 def union(frames: tuple[Any, ...], step: str) -> DataFrame | None:
@@ -97,6 +101,6 @@ def compacted(parts: Parts, detach: Callable[[DataFrame], DataFrame], step: str)
     one, rows = made(whole, detach)
     frames = (one, *parts.frames[keep:])
     return (
-        Parts(frames, (rows, *parts.rows[keep:]), parts.unwritten, union(frames, step)),
+        Parts(frames, (rows, *parts.rows[keep:]), parts.unwritten, union(frames, step), parts.chain),
         list(old),
     )

@@ -86,7 +86,7 @@ class StateCheckpoints:
         *,
         changes: DataFrame | None = None,
         layers: tuple[DataFrame, DataFrame | None] | None = None,
-        appended: tuple[list[DataFrame], int] | None = None,
+        appended: tuple[list[DataFrame], int, tuple[int, ...] | None] | None = None,
     ) -> Manifest:
         """Write the checkpoint of ``state`` after ``epoch`` (``previous``: the state after ``epoch - 1``).
 
@@ -99,10 +99,11 @@ class StateCheckpoints:
         (``None``: none); with ``differential=True``, where the base is the
         chain's snapshot, the delta is those changes, chained to the snapshot
         alone (a restore reads two checkpoints and resolves no key).
-        ``appended`` (an ``append=True`` step): the parts appended since the
-        chain in memory ended (made, in order) and their rows — written
-        alone, chained to it, where the chain is shorter than
-        ``APPEND_CHAIN``; else ``state`` whole starts a new chain.
+        ``appended`` (an ``append=True`` step): the parts no checkpoint holds
+        (made, in order), their rows, and the chain that holds the others —
+        written alone, chained to it, where that is the chain in memory and
+        shorter than ``APPEND_CHAIN``; else ``state`` whole starts a new
+        chain.
         The manifest is not published (the runner does, after its ``mid`` point).
         """
         from pyspark.sql import functions as F
@@ -199,7 +200,13 @@ class StateCheckpoints:
         return attrs.evolve(m, rows=count())
 
     def _append(
-        self, state: DataFrame, epoch: int, rows: int | None, parts: list[DataFrame], added: int
+        self,
+        state: DataFrame,
+        epoch: int,
+        rows: int | None,
+        parts: list[DataFrame],
+        added: int,
+        holds: tuple[int, ...] | None,
     ) -> Manifest:
         """The checkpoint of an ``append=True`` state after ``epoch`` (:meth:`write`): ``parts`` (``added`` rows)
         chained to the chain in memory, else ``state`` whole. Collected and written from the driver where every
@@ -208,7 +215,7 @@ class StateCheckpoints:
 
         storage, before = self.ctx.storage, self.chain
         limit = int(getattr(self.regime, "APPEND_CHAIN", 32))
-        if before is None or len(before) >= limit:
+        if before is None or before != holds or len(before) >= limit:
             full = self._whole(state, state, epoch, rows, True)  # a full checkpoint, as without append=True
             self.chain = (epoch,)
             self.chains[epoch] = ()

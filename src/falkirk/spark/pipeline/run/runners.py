@@ -510,11 +510,11 @@ class StepRunner(Runner):
                         parts.total if parts is not None else rows if new_state is out else None,
                         changes=None if layers is None else layers.changes,
                         layers=None if layers is None else (layers.base, layers.overlay),
-                        appended=None if parts is None else parts.pending(),
+                        appended=None if parts is None else (*parts.pending(), parts.chain),
                     )
                 )
                 if parts is not None:
-                    parts = parts.written()
+                    parts = parts.written(self.checkpoints.chain)
                 # a base compacted for this snapshot: counted by its write
                 if layers is not None and layers.base_rows < 0:
                     layers = self._made = attrs.evolve(layers, base_rows=pending[-1].rows)
@@ -591,12 +591,14 @@ class StepRunner(Runner):
                 return out
 
             part, n = _appended.made(rows, detached)
+            self.ctx.frames.known_rows(part, n)  # made and counted: an output that is these rows is not again
             frames = (*parts.frames, part)
             parts = _appended.Parts(
                 frames,
                 (*parts.rows, n),
                 parts.unwritten + 1 if durable else 0,
                 _appended.union(frames, self.name),
+                parts.chain,
             )
             return (*_appended.compacted(parts, detached, self.name), part)
         return parts, [], None
@@ -895,8 +897,8 @@ class StepRunner(Runner):
         layers = _layers.layers_of(state)
         if layers is not None:
             return [p for p in (layers.base, layers.overlay) if p is not None]
-        if self.parts.frames and state is self.parts.view:
-            return list(self.parts.frames)
+        if getattr(self.regime, "append", False):
+            return list(self.parts.frames)  # (not compared with the state: the two are not set at once)
         return [state] if state is not None else []
 
     def write_deferred(self) -> None:
@@ -988,7 +990,11 @@ class StepRunner(Runner):
                     self.rescaled, self.checkpoints.rescaled = self.checkpoints.rescaled, None
                     if getattr(self.regime, "append", False):  # the restored chain is its first part
                         told = (m.extra.get("delta") or {}).get("state_rows", m.rows)
-                        self.parts = _appended.Parts((self.state,), (told,), 0, self.state)
+                        self.parts = _appended.Parts(
+                            (self.state,), (told,), 0, self.state, self.checkpoints.chain
+                        )
+                else:  # an empty state: no chain in memory (the next checkpoint is whole)
+                    self.checkpoints.lose()
             else:
                 self.checkpoints.lose()
         for kind in ("checkpoint", "complete"):

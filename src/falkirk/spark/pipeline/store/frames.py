@@ -67,7 +67,7 @@ def read_many(
     storage: Storage, spark: SparkSession, ms: Sequence[Manifest], *, verify: bool = True
 ) -> DataFrame:
     """The rows of several unpartitioned items of one schema (an ``append=True`` state's chain), from exactly
-    their listed files, in **one scan** (the first's schema; a file's missing column is null)."""
+    their listed files, in **one scan**, with the first's schema."""
     if verify:
         for m in ms:
             storage.verify(m)
@@ -82,7 +82,7 @@ def read_many(
                 path=manifest_path(m.step, m.kind, m.epoch),
             )
     files = [f"{storage.fs.spark_uri(m.location or '')}/{f.name}" for m in ms for f in m.files]
-    schema = _schema(ms[-1])
+    schema = _schema(ms[0])  # the columns in the order of the chain's first (as the state's union keeps them)
     if not files:
         return spark.createDataFrame([], schema)
     return spark.read.schema(schema).parquet(*files)
