@@ -32,9 +32,10 @@ fi
 # Two xdist workers (FALKIRK_TEST_WORKERS=0 runs in one process): the tests
 # using the shared SparkSession stay on one worker, the tests of the standalone
 # cluster and the Connect server on the other (tests/conftest.py); the
-# CPU-bound property tests fill in beside them.
+# CPU-bound property tests fill in beside them. Every phase of 3 s or more is
+# listed at the end (what a cut of the suite's time has to start from).
 workers=${FALKIRK_TEST_WORKERS:-2}
 parallel=()
 if [[ $workers != 0 ]]; then parallel=(-n "$workers" --dist loadgroup); fi
 exec .venv/bin/python -m pytest tests --doctest-modules src/falkirk \
-    -p no:cacheprovider --durations=40 "${parallel[@]}"
+    -p no:cacheprovider --durations=0 --durations-min=3 "${parallel[@]}"
