@@ -5,7 +5,8 @@ server (``remote``) named in the spec — one session for all its scenarios,
 to pay for one start — runs each
 scenario in turn and writes what happened to the result file as JSON:
 a ``run`` scenario runs the tiny flagship (or, with ``"pipeline": "keyed"``,
-``spark_support.keyed_pipeline`` with the scenario's ``options``; with
+``spark_support.keyed_pipeline`` with the scenario's ``options``, with ``"history"``
+``spark_support.history_pipeline``; with
 injected failures; ``layers``: settings of ``falkirk.spark.pipeline.run.layers``
 set in this process, as the local tests monkeypatch them) and records the recoveries, notes and re-executions; an ``error`` scenario expects a falkirk
 error and records its type and message; ``stopped`` (last: it stops the
@@ -56,6 +57,10 @@ def _run(spark: Any, sc: dict[str, Any], small: dict[str, Any]) -> dict[str, Any
         from spark_support import keyed_pipeline
 
         pipe = keyed_pipeline(sc["root"], spark, **sc.get("options", {}))
+    elif sc.get("pipeline") == "history":  # spark_support.history_pipeline: a state that only grows
+        from spark_support import history_pipeline
+
+        pipe = history_pipeline(sc["root"], spark, **sc.get("options", {}))
     else:
         pipe = build(sc["root"], spark, **{**small, **sc.get("options", {})})  # options: Pipeline(...) too
     t0, gone = time.perf_counter(), _executors_gone(spark)

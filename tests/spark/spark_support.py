@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import os
@@ -239,3 +240,47 @@ def keyed_pipeline(
 
     pipe.output("report", inputs=["totals"])
     return pipe
+
+
+def history_pipeline(root: Path, spark: Any, *, append: bool = True, every: int = 2, columns: bool = False,
+                     skip: int | None = None, damage: Any = None, **options: Any) -> Any:
+    """A state that only grows (``tests/spark/pipeline/run/test_append.py``): input ``events`` → ``Lazy(every, append)``
+    ``history`` (per user over all events so far: the sum and the count) → output ``report``. ``columns``: at epoch 2 the step
+    appends rows with a column the state does not have; ``skip``: at that epoch it appends nothing (``None``);
+    ``damage``: called with the epoch at each execution."""
+    from pyspark.sql import functions as F
+
+    from falkirk.spark import Lazy, Pipeline
+
+    pipe = Pipeline(root, spark, **{"fsync": False, **options})
+    pipe.input("events", "user BIGINT, amount BIGINT", partitions=2, key="user", source=churn)
+
+    def history(events: Any, *, state: Any, epoch: int) -> Any:
+        if damage is not None:
+            damage(epoch)
+        rows = events.select("user", "amount")
+        seen = rows if state is None else state.unionByName(rows)
+        out = seen.groupBy("user").agg(F.sum("amount").alias("amount"), F.count("*").alias("n"))
+        if columns and epoch == 2:
+            rows = rows.withColumn("extra", F.lit(1))
+        return out, (None if epoch == skip else rows if append else seen)
+
+    pipe.step(history, inputs=["events"], regime=Lazy(every=every, append=append))
+    pipe.output("report", inputs=["history"])
+    return pipe
+
+
+def history_oracle(epochs: int, skip: int | None = None) -> dict[int, collections.Counter[tuple[int, int, int]]]:
+    """Per epoch, the report's rows as a multiset, counted in Python over the seeded input (the events of epoch
+    ``skip`` counted at that epoch only: not appended)."""
+    out: dict[int, collections.Counter[tuple[int, int, int]]] = {}
+    kept: list[dict[str, int]] = []
+    for e in range(epochs):
+        sums: dict[int, list[int]] = collections.defaultdict(lambda: [0, 0])
+        for r in kept + churn(e):
+            sums[r["user"]][0] += r["amount"]
+            sums[r["user"]][1] += 1
+        out[e] = collections.Counter((u, a, n) for u, (a, n) in sums.items())
+        if e != skip:
+            kept += churn(e)
+    return out

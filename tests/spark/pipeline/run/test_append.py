@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_support import churn, state_checkpoints
+from spark_support import churn, history_pipeline, state_checkpoints
+from spark_support import history_oracle as oracle
 
 from falkirk.spark import Eager, Lazy, Pipeline, PipelineError
 from falkirk.spark.pipeline.declare.regimes import Keyed
@@ -26,47 +27,6 @@ pytestmark = [pytest.mark.spark]
 EPOCHS = 8
 #: rows of ``churn`` per epoch
 PER_EPOCH = len(churn(0))
-
-
-def history_pipeline(root: Path, spark: Any, *, append: bool = True, every: int = 2, columns: bool = False,
-                     skip: int | None = None, damage: Any = None, **options: Any) -> Any:
-    """input ``events`` → ``Lazy(every, append)`` ``history`` → output ``report``. ``columns``: at epoch 2 the step
-    appends rows with a column the state does not have; ``skip``: at that epoch it appends nothing (``None``);
-    ``damage``: called with the epoch at each execution."""
-    from pyspark.sql import functions as F
-
-    pipe = Pipeline(root, spark, **{"fsync": False, **options})
-    pipe.input("events", "user BIGINT, amount BIGINT", partitions=2, key="user", source=churn)
-
-    def history(events: Any, *, state: Any, epoch: int) -> Any:
-        if damage is not None:
-            damage(epoch)
-        rows = events.select("user", "amount")
-        seen = rows if state is None else state.unionByName(rows)
-        out = seen.groupBy("user").agg(F.sum("amount").alias("amount"), F.count("*").alias("n"))
-        if columns and epoch == 2:
-            rows = rows.withColumn("extra", F.lit(1))
-        return out, (None if epoch == skip else rows if append else seen)
-
-    pipe.step(history, inputs=["events"], regime=Lazy(every=every, append=append))
-    pipe.output("report", inputs=["history"])
-    return pipe
-
-
-def oracle(epochs: int, skip: int | None = None) -> dict[int, collections.Counter[tuple[int, int, int]]]:
-    """Per epoch, the report's rows as a multiset, counted in Python over the seeded input (the events of epoch
-    ``skip`` counted at that epoch only: not appended)."""
-    out: dict[int, collections.Counter[tuple[int, int, int]]] = {}
-    kept: list[dict[str, int]] = []
-    for e in range(epochs):
-        sums: dict[int, list[int]] = collections.defaultdict(lambda: [0, 0])
-        for r in kept + churn(e):
-            sums[r["user"]][0] += r["amount"]
-            sums[r["user"]][1] += 1
-        out[e] = collections.Counter((u, a, n) for u, (a, n) in sums.items())
-        if e != skip:
-            kept += churn(e)
-    return out
 
 
 def reported(spark: Any, root: Path, epochs: int) -> dict[int, collections.Counter[tuple[int, int, int]]]:
@@ -234,3 +194,24 @@ def test_append_declarations_that_cannot_hold_are_refused() -> None:
         Eager(database="s.sqlite", tables={"t": "epoch"}, append=True)
     assert Lazy(every=3, append=True).describe()["append"] is True
     assert "append" not in Lazy(every=3).describe()
+
+
+@pytest.mark.slow
+@pytest.mark.connect
+def test_an_appended_state_through_spark_connect(connect_server: Any, spark: Any, tmp_path: Path) -> None:
+    """``append=True`` in a Connect client process (no JVM on the client: the parts are the server's local
+    checkpoints, every link is written by Spark's writer): failures roll ``history`` back through its chain and
+    the output equals the oracle's."""
+    from spark_support import run_driver
+
+    root = tmp_path / "run"
+    fail = ["history@2:mid", "history@5:before", "history@6:mid"]
+    run = run_driver({"remote": connect_server.url}, [{"name": "connect", "kind": "run", "pipeline": "history",
+                                                       "options": {"gc": False}, "root": str(root),
+                                                       "epochs": EPOCHS, "fail": fail}], tmp_path)
+    out = run["connect"]
+    assert out["ok"], (out, run.stdout[-3000:])
+    assert sorted(out["fired"]) == sorted(fail)
+    assert sum(r["actions"].get("history") == "restore" for r in out["recoveries"]) >= 2, out["recoveries"]
+    assert sorted(chained(root)) == [3, 5, 7]
+    assert reported(spark, root, EPOCHS) == oracle(EPOCHS)
