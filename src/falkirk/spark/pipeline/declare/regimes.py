@@ -179,13 +179,14 @@ class Keyed(Regime):
     ``append=True`` (state without ``key``): the state only grows — the step
     returns, as its new state, only the **rows to append** (``None`` for
     none), and the ``state`` it is given is still every row appended so far.
-    falkirk keeps the state as the parts appended, each made once (one small
-    job an epoch, where a state returned whole is copied whole every epoch),
-    and a checkpoint writes only the rows appended since the one before,
-    chained to it (a restore reads the chain's files in one scan; a full
-    checkpoint every :attr:`APPEND_CHAIN` checkpoints bounds the chain). It
-    pays for a history kept whole (all the events seen, for a computation
-    over all of them every few epochs).
+    falkirk keeps the state as the parts appended, each made by one job
+    over its rows (where a state returned whole is copied whole every
+    epoch; the parts already checkpointed are made into one once more than
+    32 are held), and a checkpoint writes only the rows appended since the
+    one before, chained to it (a restore reads the chain's files in one
+    scan; a full checkpoint every :attr:`APPEND_CHAIN` checkpoints bounds
+    the chain). It is meant for a history kept whole (all the events seen,
+    for a computation over all of them every few epochs).
 
     ``replicas`` (default 2): copies of the state's blocks kept on different
     executors between checkpoints (on a cluster; one on a ``local`` master),
