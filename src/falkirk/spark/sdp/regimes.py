@@ -31,7 +31,7 @@ snapshot_every=5)``. What a dataset may take:
   its table.
 
 >>> parse("lazy(every=3, key=user)", "totals")
-Lazy(log=False, key='user', partitions=None, max_parallelism=16, incremental=False, snapshot_every=None, replicas=2, changes=False, differential=False, every=3)
+Lazy(log=False, key='user', partitions=None, max_parallelism=16, incremental=False, snapshot_every=None, replicas=2, changes=False, differential=False, append=False, every=3)
 """
 
 from __future__ import annotations

@@ -153,6 +153,17 @@ def test_a_fallback_to_an_empty_checkpoint_starts_a_new_chain(spark: Any, tmp_pa
         assert e not in link["chain"] and link["chain"] == sorted(link["chain"]), (e, link)
 
 
+def test_an_epoch_that_appends_nothing_writes_an_empty_link(spark: Any, tmp_path: Path) -> None:
+    """A checkpoint every epoch, nothing appended at epoch 2: its link holds no row, the restore at epoch 4
+    reads through it, and the output is the oracle's."""
+    result = history_pipeline(tmp_path, spark, every=1, skip=2, gc=False).run(6, fail=["history@4:mid"])
+    assert len(result.journal.recoveries) == 1
+    assert epoch_of(result.journal.recoveries[0].plan.frontiers["history"]) == 3
+    manifests = state_checkpoints(tmp_path, "history")
+    assert manifests[2]["rows"] == 0 and chained(tmp_path)[2]["chain"] == [0, 1]
+    assert reported(spark, tmp_path, 6) == oracle(6, skip=2)
+
+
 @pytest.mark.parametrize("regime", ["lazy", "eager"])
 def test_an_output_that_is_the_rows_appended_is_logged_and_replayed(spark: Any, tmp_path: Path, regime: str) -> None:
     """``echo`` (``Lazy(every=2)`` or ``Eager``, ``append=True, log=True``) outputs the rows it appends; the output

@@ -1,4 +1,4 @@
-"""An ``append=True`` step's state: the parts appended, each made once, and their union as the state.
+"""An ``append=True`` step's state: the parts appended, each made by a job over its rows, and their union.
 
 A step declared ``Lazy(append=True)`` (or ``Eager``) returns, as its new state, only the rows to append
 (:class:`~falkirk.spark.pipeline.declare.regimes.Keyed`). Its runner keeps a :class:`Parts`:

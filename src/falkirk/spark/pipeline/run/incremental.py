@@ -211,7 +211,7 @@ class StateCheckpoints:
         """The checkpoint of an ``append=True`` state after ``epoch`` (:meth:`write`): ``parts`` (``added`` rows)
         chained to the chain in memory, else ``state`` whole. Collected and written from the driver where every
         part is made and small (:meth:`_small`), as a full checkpoint of a made state is."""
-        from functools import reduce
+        from falkirk.spark.pipeline.run.appended import union
 
         storage, before = self.ctx.storage, self.chain
         limit = int(getattr(self.regime, "APPEND_CHAIN", 32))
@@ -220,7 +220,9 @@ class StateCheckpoints:
             self.chain = (epoch,)
             self.chains[epoch] = ()
             return full
-        written = reduce(lambda a, b: a.unionByName(b), parts) if parts else state.limit(0)
+        written = union(tuple(parts), self.name)
+        if written is None:  # nothing appended since: an empty link
+            written = state.limit(0)
         link: dict[str, Any] = {"chain": list(before), "append": True, "state_rows": rows}
         collected: Manifest | None = None
         if parts and all(materialised(p) for p in parts) and self._small_parts(parts):
