@@ -197,6 +197,19 @@ def test_rows_appended_with_other_columns_are_refused_naming_the_step(spark: Any
     assert "history" in text and "append=True" in text and "extra" in text
 
 
+def test_a_restart_that_turns_append_off_is_refused_and_leaves_the_root_as_it_was(spark: Any, tmp_path: Path) -> None:
+    """A pipeline restarted on a root its ``append=True`` step wrote, now declared without it: refused, naming
+    the step and ``append``, and every file under the root is byte-identical to before."""
+    from spark_support import root_listing
+
+    history_pipeline(tmp_path, spark, gc=False).run(4)
+    before = root_listing(tmp_path)
+    with pytest.raises(PipelineError, match="append") as info:
+        history_pipeline(tmp_path, spark, append=False, gc=False).run(6)
+    assert "history" in str(info.value)
+    assert root_listing(tmp_path) == before
+
+
 def test_append_declarations_that_cannot_hold_are_refused() -> None:
     for bad in ({"key": "user"}, {"incremental": True, "key": "user"}, {"changes": True, "key": "user"}):
         with pytest.raises(PipelineError, match="append=True"):

@@ -374,11 +374,10 @@ class StepRunner(Runner):
                 returned, layers = self._apply(changes, horizon)
                 self._made = layers
             if append:
-                # the rows to append: made once, by a job over them alone; the state is the parts' union
+                # the rows to append, made by a job over them alone; the state is the parts' union. An output
+                # that is those rows is read as made
                 parts, dropped, part = self._append(returned, durable=ctx.durable)
-                if (
-                    result is returned and part is not None
-                ):  # its output is the rows it appended: read as made
+                if result is returned and part is not None:
                     result = part
                 returned = parts.view
             # a state checkpointed every epoch (Eager, Lazy(every=1)) is so that no committed epoch is ever
