@@ -186,6 +186,37 @@ class Frames:
         known = self._counts.get(id(df))
         return not (known is not None and known[0]() is df) and not is_connect(df.sparkSession)
 
+    def rows_of(self, df: Any) -> int | None:
+        """The rows of ``df`` this run knows (:meth:`known_rows`), else ``None``."""
+        known = self._counts.get(id(df))
+        return known[1] if known is not None and known[0]() is df else None
+
+    def planned_empty(self, df: DataFrame) -> bool:
+        """Whether ``df`` has no rows by its analysed plan alone, with no job, and is then remembered as such
+        (:meth:`known_rows`): an empty local relation or a limit of 0 — ``df.limit(0)``, the cheap way for a
+        step to say it has nothing this epoch (a frame made by ``spark.createDataFrame([], schema)`` is not
+        told apart: classic Spark reads it from a Python RDD, which only a job can look into). Three or four
+        py4j calls; ``False`` through Spark Connect and where the plan cannot be asked."""
+        if self.rows_of(df) == 0:
+            return True
+        if is_connect(df.sparkSession):
+            return False
+        try:
+            plan = df._jdf.queryExecution().analyzed()
+            name = plan.nodeName()
+            if name == "LocalRelation":
+                empty = bool(plan.data().isEmpty()) and not plan.isStreaming()
+            elif name == "GlobalLimit":
+                limit = plan.limitExpr()
+                empty = bool(limit.foldable()) and limit.eval(None) == 0
+            else:
+                return False
+        except Exception:  # noqa: BLE001 - a plan this Spark does not describe so: counted as before
+            return False
+        if empty:
+            self.known_rows(df, 0)
+        return empty
+
     def known_rows(self, df: DataFrame, rows: int) -> DataFrame:
         """Remember that ``df`` has ``rows`` rows (e.g. a replayed log, whose manifest says so)."""
         with self._lock:

@@ -31,7 +31,7 @@ from falkirk.spark.pipeline.run.incremental import StateCheckpoints
 from falkirk.spark.pipeline.run.layers import Layers
 from falkirk.spark.pipeline.run.probe import is_local_master
 from falkirk.spark.pipeline.run.session import detach, materialised, shares_storage, takes_up
-from falkirk.spark.pipeline.store.collected import collectable, session_allows
+from falkirk.spark.pipeline.store.collected import collectable, empty_table, session_allows
 from falkirk.spark.pipeline.store.eagerdb import (
     DATABASE_COMMITS,
     database_errors,
@@ -424,6 +424,9 @@ class StepRunner(Runner):
         # by that write's job (Frames.observing): no count job before it. ``fresh``: this epoch's output was
         # such a frame, logged or not (a log's write is then the job computing it; the journal keeps it for
         # the advisor)
+        # a frame its plan says is empty (``df.limit(0)``: a step with nothing this epoch) is known to have no
+        # rows: no job persists or counts it, and its log or output is written from the driver with no collection
+        ctx.frames.planned_empty(wrapped)
         own = wrapped is not new_state and ctx.frames.observable(wrapped)
         # the advisor prices a log of such a step as a write less a count; not where the unlogged step has no
         # job
@@ -662,7 +665,8 @@ class StepRunner(Runner):
         run, noted)."""
         try:
             if table is None:
-                table = df.toArrow()
+                # no rows (known exactly: counted, planned empty, or a replayed log's): nothing to collect
+                table = empty_table(df.schema) if self.ctx.frames.rows_of(df) == 0 else df.toArrow()
         except Exception as exc:
             if "maxResultSize" not in str(exc):
                 raise  # the job's own failure, as Spark's write would have met it

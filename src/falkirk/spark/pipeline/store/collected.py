@@ -41,6 +41,7 @@ __all__ = [
     "SPARK_ROW_METADATA",
     "SPARK_VERSION",
     "collectable",
+    "empty_table",
     "session_allows",
     "write",
 ]
@@ -96,6 +97,20 @@ def session_allows(spark: Any) -> bool:
         return all(hadoop.get(key) is None for key in ENCRYPTION)
     except Exception:  # noqa: BLE001 - not knowable (no JVM here): Spark's writer
         return False
+
+
+def empty_table(schema: Any) -> pa.Table:
+    """The table a frame of Spark ``schema`` (of :func:`collectable` columns) known to have no rows collects
+    to, made with no job: Arrow's types for the columns as ``DataFrame.toArrow`` names them.
+
+    >>> from pyspark.sql.types import DoubleType, StringType, StructField, StructType
+    >>> t = empty_table(StructType([StructField("k", StringType()), StructField("p", DoubleType())]))
+    >>> t.num_rows, t.column_names, [str(f.type) for f in t.schema]
+    (0, ['k', 'p'], ['string', 'double'])
+    """
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC").empty_table()
 
 
 def write(
