@@ -110,7 +110,9 @@ def empty_table(schema: Any) -> pa.Table:
     """
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return to_arrow_schema(schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC").empty_table()
+    return to_arrow_schema(
+        schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC"
+    ).empty_table()
 
 
 def write(
