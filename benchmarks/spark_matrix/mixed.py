@@ -18,7 +18,7 @@ Configurations
 * ``falkirk`` — ``views`` ``Ephemeral()`` (unlogged), ``counts`` ``Lazy(every=3, key="campaign_id")``,
   ``heavy`` ``Lazy(every=heavy_every, append=True)`` (it returns each epoch's views to append to its history,
   made once; the views appended since are checkpointed at its computing
-  epochs; at the others its output is ``limit(0)``: empty with no job), two outputs; sequential. An unlogged shared step makes the heavy branch's rollback spread to
+  epochs; at the others its output is ``limit(0)``: an empty output with no job), two outputs; sequential. An unlogged shared step makes the heavy branch's rollback spread to
   ``views`` and from there to ``counts`` (C1–C4: ``counts`` consumed ``views``' epochs that would be sent
   again). The failure here is transient and loses nothing, so it is retried in place (since 2026-12-01): no
   step rolls back, and the domino is that of a failure that loses ``heavy``'s memory.
@@ -89,7 +89,7 @@ def mixed_pipeline(root: Path, spark: Any, size: dict[str, Any], *, concurrency:
     def heavy(views: Any, *, state: Any, epoch: int, spark: Any) -> Any:
         fail.maybe(epoch)
         hist = views if state is None else state.unionByName(views)
-        # nothing at the other epochs: ``limit(0)``, which falkirk knows is empty with no job (the stream's
+        # nothing at the other epochs: ``limit(0)``, which falkirk knows is empty without a job (the stream's
         # query 2 writes nothing then)
         out = heavy_stats(hist) if computes(epoch, size) else spark.createDataFrame([], STATS_SCHEMA).limit(0)
         return out, views  # append=True: its new state is the epoch's views, appended to the history

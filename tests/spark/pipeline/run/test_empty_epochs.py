@@ -72,25 +72,30 @@ def written(spark: Any, root: Path, epochs: int) -> dict[str, dict[int, collecti
 
 
 def test_a_plan_that_says_empty_is_empty(spark: Any) -> None:
-    """Every frame ``planned_empty`` calls empty has no rows (counted); the forms it does not tell apart without a
-    job are counted as before."""
+    """The forms ``planned_empty`` is for are told apart, and every frame it calls empty has no rows (counted);
+    a frame with rows is never called empty."""
+    from pyspark.sql import DataFrame
+
     df = spark.range(5).selectExpr("id AS k")
     frames = Frames()
-    cases = {
-        "limit(0)": (df.limit(0), True),
-        "createDataFrame([]).limit(0)": (spark.createDataFrame([], COUNTS).limit(0), True),
-        "limit(0) of an aggregate": (df.groupBy("k").count().limit(0), True),
-        "a frame with rows": (df, False),
-        "limit(1)": (df.limit(1), False),
-        "a filter that keeps nothing": (df.where("k < 0"), False),
-        "createDataFrame([])": (spark.createDataFrame([], COUNTS), False),
-        "a projection over limit(0)": (df.limit(0).selectExpr("k + 1 AS k"), False),
+    told = {
+        "limit(0)": df.limit(0),
+        "createDataFrame([]).limit(0)": spark.createDataFrame([], COUNTS).limit(0),
+        "limit(0) of an aggregate": df.groupBy("k").count().limit(0),
+        "an empty local relation": DataFrame(spark._jsparkSession.emptyDataFrame(), spark),
     }
-    for what, (frame, empty) in cases.items():
-        assert frames.planned_empty(frame) is empty, what
-        assert frames.rows_of(frame) == (0 if empty else None), what
-        if empty:
-            assert frame.count() == 0, what
+    for what, frame in told.items():
+        assert frames.planned_empty(frame) is True, what
+        assert frames.rows_of(frame) == 0 and frame.count() == 0, what
+    with_rows = {
+        "a frame with rows": df,
+        "limit(1)": df.limit(1),
+        "a local relation with rows": spark.sql("SELECT * FROM VALUES (1), (2) AS t(k)"),
+        "limit(0) of a union with rows": df.limit(0).unionByName(df),
+    }
+    for what, frame in with_rows.items():
+        assert frame.count() > 0, what
+        assert frames.planned_empty(frame) is False and frames.rows_of(frame) is None, what
 
 
 @pytest.mark.parametrize("concurrency", [1, 3])
@@ -103,18 +108,63 @@ def test_empty_epochs_run_no_job_and_recover_to_the_oracle(spark: Any, tmp_path:
     assert written(spark, tmp_path, EPOCHS) == oracle(EPOCHS)
     last = {(x.step, x.epoch): x for x in result.journal.executions}
     storage = Storage(tmp_path)
-    for epoch in range(1, EPOCHS, 2):
-        for step in ("sparse", "out_sparse"):
-            ex = last[(step, epoch)]
-            assert ex.jobs == 0 and ex.rows == 0, ex
-        m = storage.get("out_sparse", "output", epoch)
-        assert m.rows == 0 and len(m.files) == 1, m
-        back = spark.read.parquet(str(tmp_path / m.location))
-        assert back.columns == ["k"] and back.count() == 0
-    assert all(storage.get("out_every3", "output", e).rows == 0 for e in range(EPOCHS) if (e + 1) % 3)
+    def schema_of(name: str, epoch: int) -> Any:
+        return spark.read.parquet(str(tmp_path / storage.get(name, "output", epoch).location)).schema
+
+    for name, step, empty in (
+        ("out_sparse", "sparse", [e for e in range(EPOCHS) if e % 2]),
+        ("out_every3", "every3", [e for e in range(EPOCHS) if (e + 1) % 3]),
+    ):
+        full = schema_of(name, 2)  # an epoch with rows, written from the driver too
+        for epoch in empty:
+            assert last[(step, epoch)].rows == 0, last[(step, epoch)]
+            ex = last[(name, epoch)]
+            assert ex.jobs == 0 and ex.rows == 0, ex  # no count, no collection, no Spark write
+            m = storage.get(name, "output", epoch)
+            assert m.rows == 0 and len(m.files) == 1, m
+            back = spark.read.parquet(str(tmp_path / m.location))
+            assert back.count() == 0 and back.schema == full, (name, epoch)
+    for epoch in range(1, EPOCHS, 2):  # the stateless step's empty epochs: no job of its own either
+        assert last[("sparse", epoch)].jobs == 0, last[("sparse", epoch)]
 
 
 def test_with_falkirk_off_the_outputs_are_the_oracles(spark: Any, tmp_path: Path) -> None:
     """The reference form (falkirk off: Spark's own writes) gives the same outputs."""
     pipeline(tmp_path, spark, durable=False).run(EPOCHS)
     assert written(spark, tmp_path, EPOCHS) == oracle(EPOCHS)
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_an_empty_epoch_has_the_arrow_types_of_a_collected_one(spark: Any, tmp_path: Path, large: bool) -> None:
+    """With and without ``spark.sql.execution.arrow.useLargeVarTypes``, an empty output epoch written from the
+    driver names in its Parquet footer the Arrow types a collected epoch with rows would (``toArrow``'s)."""
+    import pyarrow.parquet as pq
+
+    pipe = Pipeline(tmp_path, spark, fsync=False)
+    pipe.input("src", "name STRING, k BIGINT", partitions=1, source=lambda e: [{"name": f"n{e}", "k": e}])
+    def p(src: Any, *, epoch: int) -> Any:
+        src = src.select("name", "k")
+        return src if epoch % 2 == 0 else src.limit(0)
+
+    pipe.step(p, inputs=["src"], regime=Ephemeral())
+    pipe.output("out", inputs=["p"])
+    key = "spark.sql.execution.arrow.useLargeVarTypes"
+    before = spark.conf.get(key)
+    spark.conf.set(key, str(large).lower())
+    try:
+        pipe.run(4)
+        # what a collected epoch with rows holds: toArrow's types under the same setting
+        collected = spark.sql("SELECT 'n' AS name, 1L AS k").toArrow().schema
+    finally:
+        spark.conf.set(key, before)
+    storage = Storage(tmp_path)
+
+    def footer(epoch: int) -> Any:
+        m = storage.get("out", "output", epoch)
+        (f,) = m.files
+        return pq.read_schema(tmp_path / m.location / f.name).remove_metadata()
+
+    empty = footer(3)
+    assert storage.get("out", "output", 3).rows == 0 and storage.get("out", "output", 2).rows == 1
+    assert str(empty.field("name").type) == ("large_string" if large else "string")
+    assert [(f.name, f.type) for f in empty] == [(f.name, f.type) for f in collected]

@@ -194,9 +194,10 @@ class Frames:
     def planned_empty(self, df: DataFrame) -> bool:
         """Whether ``df`` has no rows by its analysed plan alone, with no job, and is then remembered as such
         (:meth:`known_rows`): an empty local relation or a limit of 0 — ``df.limit(0)``, the cheap way for a
-        step to say it has nothing this epoch (a frame made by ``spark.createDataFrame([], schema)`` is not
-        told apart: classic Spark reads it from a Python RDD, which only a job can look into). Three or four
-        py4j calls; ``False`` through Spark Connect and where the plan cannot be asked."""
+        step to say it has nothing this epoch — at the plan's root (``df.limit(0).select(...)`` is not told
+        apart, nor is ``spark.createDataFrame([], schema)``: classic Spark reads it from a Python RDD, which only
+        a job can look into). Three py4j calls for a plan of another kind, about six for one told apart;
+        ``False`` through Spark Connect and where the plan cannot be asked."""
         if self.rows_of(df) == 0:
             return True
         if is_connect(df.sparkSession):

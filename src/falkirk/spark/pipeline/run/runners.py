@@ -298,6 +298,8 @@ class StepRunner(Runner):
         self._written: dict[str, tuple[int, int]] = {}
         #: off for the rest of the run once a collection outgrew ``spark.driver.maxResultSize``
         self._collect_off = False
+        #: whether the session collects strings to Arrow as large strings (``toArrow``), once asked
+        self._large_strings: bool | None = None
         #: whether the session writes Parquet as pyarrow does (:func:`~.collected.session_allows`), once asked
         self._session_allows: bool | None = None
         #: the session's ``spark.driver.maxResultSize`` in bytes (``0``: none, ``-1``: unknown), once asked
@@ -666,7 +668,13 @@ class StepRunner(Runner):
         try:
             if table is None:
                 # no rows (known exactly: counted, planned empty, or a replayed log's): nothing to collect
-                table = empty_table(df.schema) if self.ctx.frames.rows_of(df) == 0 else df.toArrow()
+                if self.ctx.frames.rows_of(df) == 0:
+                    if self._large_strings is None:  # asked once, as toArrow asks it every time
+                        conf = self.ctx.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")
+                        self._large_strings = str(conf).lower() == "true"
+                    table = empty_table(df.schema, large=self._large_strings)
+                else:
+                    table = df.toArrow()
         except Exception as exc:
             if "maxResultSize" not in str(exc):
                 raise  # the job's own failure, as Spark's write would have met it

@@ -99,20 +99,28 @@ def session_allows(spark: Any) -> bool:
         return False
 
 
-def empty_table(schema: Any) -> pa.Table:
+def empty_table(schema: Any, *, large: bool = False) -> pa.Table:
     """The table a frame of Spark ``schema`` (of :func:`collectable` columns) known to have no rows collects
-    to, made with no job: Arrow's types for the columns as ``DataFrame.toArrow`` names them.
+    to, made with no job: Arrow's types for the columns as ``DataFrame.toArrow`` names them (``large``: the
+    session's ``spark.sql.execution.arrow.useLargeVarTypes``, large strings and binaries, as ``toArrow``
+    then collects them).
 
     >>> from pyspark.sql.types import DoubleType, StringType, StructField, StructType
-    >>> t = empty_table(StructType([StructField("k", StringType()), StructField("p", DoubleType())]))
+    >>> of = StructType([StructField("k", StringType()), StructField("p", DoubleType())])
+    >>> t = empty_table(of)
     >>> t.num_rows, t.column_names, [str(f.type) for f in t.schema]
     (0, ['k', 'p'], ['string', 'double'])
+    >>> [str(f.type) for f in empty_table(of, large=True).schema]
+    ['large_string', 'double']
     """
+    import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return to_arrow_schema(
-        schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC"
-    ).empty_table()
+    arrow = to_arrow_schema(schema)  # no timestamps here: no time zone to name
+    if large:
+        wider = {pa.string(): pa.large_string(), pa.binary(): pa.large_binary()}
+        arrow = pa.schema([f.with_type(wider.get(f.type, f.type)) for f in arrow])
+    return arrow.empty_table()
 
 
 def write(
