@@ -422,13 +422,13 @@ class StepRunner(Runner):
                 f"output step {self.name!r}: its rows have a column named 'epoch', the output's partition column "
                 f"(output/{self.name}/epoch=E/); rename it, e.g. .withColumnRenamed('epoch', 'epoch_')"
             )
+        # a frame its plan says is empty (``df.limit(0)``: a step with nothing this epoch) is known to have no
+        # rows: no job persists or counts it, and its log or output is written from the driver with no collection
+        ctx.frames.planned_empty(wrapped)
         # an output whose first use is a write (its log, or an output's data) is computed, cached and counted
         # by that write's job (Frames.observing): no count job before it. ``fresh``: this epoch's output was
         # such a frame, logged or not (a log's write is then the job computing it; the journal keeps it for
         # the advisor)
-        # a frame its plan says is empty (``df.limit(0)``: a step with nothing this epoch) is known to have no
-        # rows: no job persists or counts it, and its log or output is written from the driver with no collection
-        ctx.frames.planned_empty(wrapped)
         own = wrapped is not new_state and ctx.frames.observable(wrapped)
         # the advisor prices a log of such a step as a write less a count; not where the unlogged step has no
         # job
