@@ -87,9 +87,9 @@ class Frames:
         """
         from pyspark import StorageLevel
 
-        known = self._counts.get(id(df))
-        if known is not None and known[0]() is df:
-            return df, known[1]
+        known = self.rows_of(df)
+        if known is not None:
+            return df, known
         # persisted here (through Spark Connect not known without a round trip: left as before)
         fresh = persist and not is_connect(df.sparkSession) and not df.is_cached
         if persist:
@@ -183,8 +183,7 @@ class Frames:
     def observable(self, df: DataFrame) -> bool:
         """Whether :meth:`observing` can take ``df``: a frame this run has not counted, not through Spark
         Connect (its first use, a write or a count, is the job that computes it)."""
-        known = self._counts.get(id(df))
-        return not (known is not None and known[0]() is df) and not is_connect(df.sparkSession)
+        return self.rows_of(df) is None and not is_connect(df.sparkSession)
 
     def rows_of(self, df: Any) -> int | None:
         """The rows of ``df`` this run knows (:meth:`known_rows`), else ``None``."""
