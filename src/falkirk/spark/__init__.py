@@ -20,50 +20,136 @@ plans and what-ifs), ``run`` (executor, recovery, runners), ``tools``
 (report, verify, the flagship application, ``python -m falkirk.spark.demo``).
 """
 
-from falkirk.spark.errors import (
-    AlreadyPublishedError,
-    CorruptDataError,
-    EagerWriteError,
-    PipelineError,
-    RecordError,
-    RecoveryError,
-    SchemaError,
-    SessionError,
-    StepError,
-    StepFailure,
-    StorageError,
-)
+from typing import TYPE_CHECKING
 
-# Spark lineage as a falkirk graph, and Structured Streaming rollback (issue 7).
-from falkirk.spark.lineage.graph import Lineage, Unit, build_lineage, lineage, static_plans
-from falkirk.spark.lineage.listener import JobRecorder, RecordedJob, SparkEvents
-from falkirk.spark.lineage.model import LineageError, SparkConnectError
-from falkirk.spark.lineage.rerun import Rerun, lose_outputs, what_must_rerun
-from falkirk.spark.pipeline.api import Pipeline
-from falkirk.spark.pipeline.declare.definition import Step
-from falkirk.spark.pipeline.declare.regimes import Batch, Eager, Ephemeral, Lazy, Output, Regime
-from falkirk.spark.pipeline.plan.advice import Advice
-from falkirk.spark.pipeline.plan.costs import Costs, Estimate, NodeCosts
-from falkirk.spark.pipeline.plan.planner import Planner
-from falkirk.spark.pipeline.plan.prediction import Prediction
-from falkirk.spark.pipeline.run.executor import Executor, RunResult
-from falkirk.spark.pipeline.run.failures import Injection
-from falkirk.spark.pipeline.run.layers import lookup
-from falkirk.spark.pipeline.run.session import local_session
-from falkirk.spark.pipeline.store.inputcuts import Cut
-from falkirk.spark.pipeline.store.inputlog import InputLog
-from falkirk.spark.pipeline.store.keyed import key_group_range, plan_rescale
-from falkirk.spark.pipeline.store.manifest import Manifest
-from falkirk.spark.pipeline.store.storage import Storage
-from falkirk.spark.pipeline.tools.verify import Comparison, compare_runs
-from falkirk.spark.streaming.rollback import (
-    QueryCheckpoint,
-    apply_plan,
-    plan_rollback,
-    query_dataflow,
-    read_checkpoint,
-    rollback_query,
-)
+from falkirk.spark.lazy import lazy_exports
+
+# Imported on first use (falkirk.spark.lazy): importing one module under this package imports no more.
+_EXPORTS = {
+    "falkirk.spark.errors": (
+        "AlreadyPublishedError",
+        "CorruptDataError",
+        "EagerWriteError",
+        "PipelineError",
+        "RecordError",
+        "RecoveryError",
+        "SchemaError",
+        "SessionError",
+        "StepError",
+        "StepFailure",
+        "StorageError",
+    ),
+    "falkirk.spark.lineage.graph": (
+        "Lineage",
+        "Unit",
+        "build_lineage",
+        "lineage",
+        "static_plans",
+    ),
+    "falkirk.spark.lineage.listener": (
+        "JobRecorder",
+        "RecordedJob",
+        "SparkEvents",
+    ),
+    "falkirk.spark.lineage.model": (
+        "LineageError",
+        "SparkConnectError",
+    ),
+    "falkirk.spark.lineage.rerun": (
+        "Rerun",
+        "lose_outputs",
+        "what_must_rerun",
+    ),
+    "falkirk.spark.pipeline.api": ("Pipeline",),
+    "falkirk.spark.pipeline.declare.definition": ("Step",),
+    "falkirk.spark.pipeline.declare.regimes": (
+        "Batch",
+        "Eager",
+        "Ephemeral",
+        "Lazy",
+        "Output",
+        "Regime",
+    ),
+    "falkirk.spark.pipeline.plan.advice": ("Advice",),
+    "falkirk.spark.pipeline.plan.costs": (
+        "Costs",
+        "Estimate",
+        "NodeCosts",
+    ),
+    "falkirk.spark.pipeline.plan.planner": ("Planner",),
+    "falkirk.spark.pipeline.plan.prediction": ("Prediction",),
+    "falkirk.spark.pipeline.run.executor": (
+        "Executor",
+        "RunResult",
+    ),
+    "falkirk.spark.pipeline.run.failures": ("Injection",),
+    "falkirk.spark.pipeline.run.layers": ("lookup",),
+    "falkirk.spark.pipeline.run.session": ("local_session",),
+    "falkirk.spark.pipeline.store.inputcuts": ("Cut",),
+    "falkirk.spark.pipeline.store.inputlog": ("InputLog",),
+    "falkirk.spark.pipeline.store.keyed": (
+        "key_group_range",
+        "plan_rescale",
+    ),
+    "falkirk.spark.pipeline.store.manifest": ("Manifest",),
+    "falkirk.spark.pipeline.store.storage": ("Storage",),
+    "falkirk.spark.pipeline.tools.verify": (
+        "Comparison",
+        "compare_runs",
+    ),
+    "falkirk.spark.streaming.rollback": (
+        "QueryCheckpoint",
+        "apply_plan",
+        "plan_rollback",
+        "query_dataflow",
+        "read_checkpoint",
+        "rollback_query",
+    ),
+}
+
+if TYPE_CHECKING:
+    from falkirk.spark.errors import (
+        AlreadyPublishedError,
+        CorruptDataError,
+        EagerWriteError,
+        PipelineError,
+        RecordError,
+        RecoveryError,
+        SchemaError,
+        SessionError,
+        StepError,
+        StepFailure,
+        StorageError,
+    )
+    from falkirk.spark.lineage.graph import Lineage, Unit, build_lineage, lineage, static_plans
+    from falkirk.spark.lineage.listener import JobRecorder, RecordedJob, SparkEvents
+    from falkirk.spark.lineage.model import LineageError, SparkConnectError
+    from falkirk.spark.lineage.rerun import Rerun, lose_outputs, what_must_rerun
+    from falkirk.spark.pipeline.api import Pipeline
+    from falkirk.spark.pipeline.declare.definition import Step
+    from falkirk.spark.pipeline.declare.regimes import Batch, Eager, Ephemeral, Lazy, Output, Regime
+    from falkirk.spark.pipeline.plan.advice import Advice
+    from falkirk.spark.pipeline.plan.costs import Costs, Estimate, NodeCosts
+    from falkirk.spark.pipeline.plan.planner import Planner
+    from falkirk.spark.pipeline.plan.prediction import Prediction
+    from falkirk.spark.pipeline.run.executor import Executor, RunResult
+    from falkirk.spark.pipeline.run.failures import Injection
+    from falkirk.spark.pipeline.run.layers import lookup
+    from falkirk.spark.pipeline.run.session import local_session
+    from falkirk.spark.pipeline.store.inputcuts import Cut
+    from falkirk.spark.pipeline.store.inputlog import InputLog
+    from falkirk.spark.pipeline.store.keyed import key_group_range, plan_rescale
+    from falkirk.spark.pipeline.store.manifest import Manifest
+    from falkirk.spark.pipeline.store.storage import Storage
+    from falkirk.spark.pipeline.tools.verify import Comparison, compare_runs
+    from falkirk.spark.streaming.rollback import (
+        QueryCheckpoint,
+        apply_plan,
+        plan_rollback,
+        query_dataflow,
+        read_checkpoint,
+        rollback_query,
+    )
 
 __all__ = [
     "key_group_range",
@@ -124,3 +210,5 @@ __all__ = [
     "SparkConnectError",
     "lookup",
 ]
+
+lazy_exports(__name__, _EXPORTS)

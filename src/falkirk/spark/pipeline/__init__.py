@@ -37,19 +37,57 @@ options and dialect in ``store/connectors.py``); **a new failure kind** — ``ru
 or ``run/causes.py`` (how Spark reports it, transient or not).
 """
 
-from falkirk.spark.pipeline.api import Pipeline
-from falkirk.spark.pipeline.declare.definition import Step
-from falkirk.spark.pipeline.declare.regimes import Batch, Eager, Ephemeral, Lazy, Output, Regime
-from falkirk.spark.pipeline.plan.planner import Planner
-from falkirk.spark.pipeline.run.executor import Executor, RunResult
-from falkirk.spark.pipeline.run.failures import Injection
-from falkirk.spark.pipeline.run.session import local_session
-from falkirk.spark.pipeline.store.inputcuts import Cut
-from falkirk.spark.pipeline.store.inputlog import InputLog
-from falkirk.spark.pipeline.store.keyed import key_group_range, plan_rescale
-from falkirk.spark.pipeline.store.manifest import Manifest
-from falkirk.spark.pipeline.store.storage import Storage
-from falkirk.spark.pipeline.tools.verify import Comparison, compare_runs
+from typing import TYPE_CHECKING
+
+from falkirk.spark.lazy import lazy_exports
+
+# Imported on first use (falkirk.spark.lazy): importing one module under this package imports no more.
+_EXPORTS = {
+    "falkirk.spark.pipeline.api": ("Pipeline",),
+    "falkirk.spark.pipeline.declare.definition": ("Step",),
+    "falkirk.spark.pipeline.declare.regimes": (
+        "Batch",
+        "Eager",
+        "Ephemeral",
+        "Lazy",
+        "Output",
+        "Regime",
+    ),
+    "falkirk.spark.pipeline.plan.planner": ("Planner",),
+    "falkirk.spark.pipeline.run.executor": (
+        "Executor",
+        "RunResult",
+    ),
+    "falkirk.spark.pipeline.run.failures": ("Injection",),
+    "falkirk.spark.pipeline.run.session": ("local_session",),
+    "falkirk.spark.pipeline.store.inputcuts": ("Cut",),
+    "falkirk.spark.pipeline.store.inputlog": ("InputLog",),
+    "falkirk.spark.pipeline.store.keyed": (
+        "key_group_range",
+        "plan_rescale",
+    ),
+    "falkirk.spark.pipeline.store.manifest": ("Manifest",),
+    "falkirk.spark.pipeline.store.storage": ("Storage",),
+    "falkirk.spark.pipeline.tools.verify": (
+        "Comparison",
+        "compare_runs",
+    ),
+}
+
+if TYPE_CHECKING:
+    from falkirk.spark.pipeline.api import Pipeline
+    from falkirk.spark.pipeline.declare.definition import Step
+    from falkirk.spark.pipeline.declare.regimes import Batch, Eager, Ephemeral, Lazy, Output, Regime
+    from falkirk.spark.pipeline.plan.planner import Planner
+    from falkirk.spark.pipeline.run.executor import Executor, RunResult
+    from falkirk.spark.pipeline.run.failures import Injection
+    from falkirk.spark.pipeline.run.session import local_session
+    from falkirk.spark.pipeline.store.inputcuts import Cut
+    from falkirk.spark.pipeline.store.inputlog import InputLog
+    from falkirk.spark.pipeline.store.keyed import key_group_range, plan_rescale
+    from falkirk.spark.pipeline.store.manifest import Manifest
+    from falkirk.spark.pipeline.store.storage import Storage
+    from falkirk.spark.pipeline.tools.verify import Comparison, compare_runs
 
 __all__ = [
     "Pipeline",
@@ -74,3 +112,5 @@ __all__ = [
     "Comparison",
     "compare_runs",
 ]
+
+lazy_exports(__name__, _EXPORTS)

@@ -1,0 +1,56 @@
+"""``falkirk.spark`` and ``falkirk.spark.pipeline`` import their public names on first use (falkirk.spark.lazy)."""
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+PACKAGES = ["falkirk.spark", "falkirk.spark.pipeline"]
+
+
+def _run(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+
+
+def test_one_module_imports_no_more_than_it_needs() -> None:
+    """The Spark settings and the CPU meter (what a benchmark's Structured Streaming driver takes from falkirk)
+    import neither the solver, numpy, the pipeline's executor nor the lineage; a public name imports its module."""
+    out = _run(
+        "import sys\n"
+        "from falkirk.spark.pipeline.run.session import SMALL_DATA, local_session\n"
+        "from falkirk.spark.pipeline.run.cpu import TreeMeter\n"
+        "heavy = ['numpy', 'falkirk.solver', 'falkirk.spark.pipeline.run.executor', 'falkirk.spark.lineage.graph']\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+        "from falkirk.spark import Pipeline\n"
+        "print(sorted(m for m in heavy[:3] if m in sys.modules))\n"
+    )
+    assert out.splitlines() == [
+        "[]",
+        "['falkirk.solver', 'falkirk.spark.pipeline.run.executor', 'numpy']",
+    ]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_public_name_is_its_defining_modules_object(package: str) -> None:
+    module = importlib.import_module(package)
+    exports = module.__dict__["_exports"]
+    assert set(module.__all__) == set(exports), "__all__ and the lazy table disagree"
+    for name, home in exports.items():
+        assert getattr(module, name) is getattr(importlib.import_module(home), name), name
+        assert name in dir(module)
+    with pytest.raises(AttributeError, match="no attribute 'Nonesuch'"):
+        module.Nonesuch  # noqa: B018
+
+
+def test_star_import_and_a_name_spelt_as_a_subpackage() -> None:
+    """``lineage`` is a function and a subpackage: the function wins whichever is imported first, as it did when
+    the package imported it eagerly; ``from falkirk.spark import *`` binds every public name."""
+    out = _run(
+        "import falkirk.spark.lineage.model\n"
+        "import falkirk.spark\n"
+        "print(callable(falkirk.spark.lineage), type(falkirk.spark.lineage).__name__)\n"
+        "from falkirk.spark import *\n"
+        "print(sorted(set(falkirk.spark.__all__) - set(globals())))\n"
+    )
+    assert out.splitlines() == ["True function", "[]"]
