@@ -128,6 +128,22 @@ def test_empty_epochs_run_no_job_and_recover_to_the_oracle(spark: Any, tmp_path:
         assert last[("sparse", epoch)].jobs == 0, last[("sparse", epoch)]
 
 
+def test_a_task_failure_at_an_empty_epoch_does_not_fire(spark: Any, tmp_path: Path, caplog: Any) -> None:
+    """A ``job`` or ``task`` failure needs the step output's job: at an epoch whose output is empty by its plan
+    (no job) it does not fire — not in ``fired``, and a warning says so — while one at an epoch with rows fires;
+    the outputs are the oracle's."""
+    fail = ["sparse@3:job", "every3@1:task", "sparse@4:job"]
+    with caplog.at_level("WARNING", logger="falkirk.spark"):
+        result = pipeline(tmp_path, spark).run(EPOCHS, fail=fail)
+    assert [str(i) for i in result.fired] == ["sparse@4:job"]
+    said = [r.getMessage() for r in caplog.records if "did not fire" in r.getMessage()]
+    assert len(said) == 2 and any("sparse@3:job" in m for m in said) and any("every3@1:task" in m for m in said)
+    assert written(spark, tmp_path, EPOCHS) == oracle(EPOCHS)
+    last = {(x.step, x.epoch): x for x in result.journal.executions}
+    assert last[("sparse", 3)].jobs == 0 and last[("out_sparse", 3)].jobs == 0
+    assert [r.in_place for r in result.journal.recoveries] == [("sparse", 4)]  # the one that fired: retried
+
+
 def test_with_falkirk_off_the_outputs_are_the_oracles(spark: Any, tmp_path: Path) -> None:
     """The reference form (falkirk off: Spark's own writes) gives the same outputs."""
     pipeline(tmp_path, spark, durable=False).run(EPOCHS)

@@ -21,6 +21,11 @@ after     the step fails between epochs, once every step has completed
           ``EPOCH`` (what :meth:`Pipeline.plan_failure` plans for)
 ========  ===================================================================
 
+``task``, ``job`` and ``executor`` act through the step output's job: where the step's output is known to
+have no rows by its plan (``df.limit(0)``: no job computes it), they do not fire that epoch — they stay
+pending, are not in :attr:`RunResult.fired <falkirk.spark.pipeline.run.executor.RunResult.fired>`, and a
+warning on the ``falkirk.spark`` logger says so.
+
 A failed step loses its memory (state, queued input); falkirk plans the
 rollback and the executor applies it. A failed job that lost nothing is
 retried in place first (:meth:`Executor._in_place
@@ -38,6 +43,7 @@ falkirk.spark.errors.PipelineError: bad failure 'cc@x': expected STEP@EPOCH[:WHE
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -221,13 +227,29 @@ class Injector:
                 self.fired.append(i)
         return due
 
-    def wrap(self, step: str, epoch: int, df: DataFrame) -> DataFrame:
-        """``df`` with an injected task (retried by Spark) or job failure, if one is pending."""
-        i = self._take(step, epoch, ("task", "job", "executor"))
-        if i is None:
+    def wrap(self, step: str, epoch: int, df: DataFrame, *, empty: bool = False) -> DataFrame:
+        """``df`` with an injected task (retried by Spark) or job failure, if one is pending. ``empty``: ``df``
+        is known to have no rows with no job (:meth:`Frames.planned_empty
+        <falkirk.spark.pipeline.run.frames.Frames.planned_empty>`): no task runs to fail, so a pending one does
+        not fire (see the module docstring)."""
+        kinds = ("task", "job", "executor")
+        if empty:
+            with self._lock:
+                unfired = [i for i in self.pending if (i.step, i.epoch) == (step, epoch) and i.where in kinds]
+            for i in unfired:
+                logging.getLogger("falkirk.spark").warning(
+                    "failure %s did not fire: step %r's output at epoch %d has no rows by its plan, and no job "
+                    "computes it",
+                    i,
+                    step,
+                    epoch,
+                )
             return df
-        if i.where == "executor":
+        taken = self._take(step, epoch, kinds)
+        if taken is None:
+            return df
+        if taken.where == "executor":
             from falkirk.spark.pipeline.run.session import busiest_executor
 
-            return _killing_filter(df, str(i), busiest_executor(df.sparkSession))
-        return _failing_filter(df, str(i), every_attempt=i.where == "job")
+            return _killing_filter(df, str(taken), busiest_executor(df.sparkSession))
+        return _failing_filter(df, str(taken), every_attempt=taken.where == "job")

@@ -414,7 +414,11 @@ class StepRunner(Runner):
                 f"step {self.name!r}: it returned its output as a function of its new state, but its regime "
                 f"({regime.kind}) keeps no state; return the output DataFrame itself"
             )
-        wrapped = ctx.injector.wrap(self.name, epoch, result)
+        # a frame its plan says is empty (``df.limit(0)``: a step with nothing this epoch) is known to have no
+        # rows: no job persists or counts it, and its log or output is written from the driver with no collection;
+        # an injected task or job failure, which needs that job, does not fire (failures.py)
+        empty = ctx.frames.planned_empty(result)
+        wrapped = ctx.injector.wrap(self.name, epoch, result, empty=empty)
         durable = ctx.durable
         output = isinstance(regime, Output)
         if output and any(c.lower() == "epoch" for c in wrapped.columns):
@@ -422,9 +426,6 @@ class StepRunner(Runner):
                 f"output step {self.name!r}: its rows have a column named 'epoch', the output's partition column "
                 f"(output/{self.name}/epoch=E/); rename it, e.g. .withColumnRenamed('epoch', 'epoch_')"
             )
-        # a frame its plan says is empty (``df.limit(0)``: a step with nothing this epoch) is known to have no
-        # rows: no job persists or counts it, and its log or output is written from the driver with no collection
-        ctx.frames.planned_empty(wrapped)
         # an output whose first use is a write (its log, or an output's data) is computed, cached and counted
         # by that write's job (Frames.observing): no count job before it. ``fresh``: this epoch's output was
         # such a frame, logged or not (a log's write is then the job computing it; the journal keeps it for
