@@ -413,6 +413,13 @@ def test_frame_round_trip(spark: Any, tmp_path: Path, as_uri: bool) -> None:
     assert "_SUCCESS" not in written and {f.name for f in m.files} <= written  # the manifest, not a marker
     empty = s.write_frame(df.where("k > 5"), "step", "log", 1, 0)
     assert s.read_frame(spark, empty).schema == df.schema and s.read_frame(spark, empty).count() == 0
+    # an item of no rows that lists no files (older roots) is empty by its plan: no job reads it
+    from falkirk.spark.pipeline.run.frames import Frames
+
+    bare = s.read_frame(spark, attrs.evolve(empty, files=()), verify=False)
+    assert bare.schema == df.schema and Frames().planned_empty(bare) and bare.count() == 0
+    chain = s.read_many(spark, [attrs.evolve(empty, files=())], verify=False)
+    assert chain.schema == df.schema and Frames().planned_empty(chain)
 
 
 @pytest.fixture

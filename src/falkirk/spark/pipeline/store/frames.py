@@ -54,8 +54,8 @@ def read_frame(storage: Storage, spark: SparkSession, m: Manifest, *, verify: bo
     if verify:
         storage.verify(m)
     schema = _schema(m)
-    if not m.files:
-        return spark.createDataFrame([], schema)
+    if not m.files:  # empty by its plan (``limit(0)``): no job reads it (Frames.planned_empty)
+        return spark.createDataFrame([], schema).limit(0)
     base = storage.fs.spark_uri(m.location or "")
     reader = spark.read.schema(schema)
     if any("/" in f.name for f in m.files):  # partitioned directories: their values are columns
@@ -83,8 +83,8 @@ def read_many(
             )
     files = [f"{storage.fs.spark_uri(m.location or '')}/{f.name}" for m in ms for f in m.files]
     schema = _schema(ms[0])  # the columns in the order of the chain's first (as the state's union keeps them)
-    if not files:
-        return spark.createDataFrame([], schema)
+    if not files:  # empty by its plan (``limit(0)``): no job reads it (Frames.planned_empty)
+        return spark.createDataFrame([], schema).limit(0)
     return spark.read.schema(schema).parquet(*files)
 
 

@@ -193,8 +193,8 @@ def read(log: InputLog, spark: SparkSession, epoch: int) -> DataFrame:
             assert cond is not None
             df = df.where(cond)
         frames.append(df)
-    if not frames:
-        return spark.createDataFrame([], schema)
+    if not frames:  # empty by its plan (``limit(0)``): no job reads it (Frames.planned_empty)
+        return spark.createDataFrame([], schema).limit(0)
     return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
 
 
