@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 
 from falkirk.spark.lazy import lazy_exports
 
-# Imported on first use (falkirk.spark.lazy): importing one module under this package imports no more.
+# Imported on first use (falkirk.spark.lazy): importing one module under this package imports no more. The
+# pipeline's names resolve through falkirk.spark.pipeline's own table.
 _EXPORTS = {
     "falkirk.spark.errors": (
         "AlreadyPublishedError",
@@ -60,15 +61,28 @@ _EXPORTS = {
         "lose_outputs",
         "what_must_rerun",
     ),
-    "falkirk.spark.pipeline.api": ("Pipeline",),
-    "falkirk.spark.pipeline.declare.definition": ("Step",),
-    "falkirk.spark.pipeline.declare.regimes": (
+    "falkirk.spark.pipeline": (
+        "Pipeline",
+        "Step",
         "Batch",
         "Eager",
         "Ephemeral",
         "Lazy",
         "Output",
         "Regime",
+        "Planner",
+        "Executor",
+        "RunResult",
+        "Injection",
+        "local_session",
+        "Cut",
+        "InputLog",
+        "key_group_range",
+        "plan_rescale",
+        "Manifest",
+        "Storage",
+        "Comparison",
+        "compare_runs",
     ),
     "falkirk.spark.pipeline.plan.advice": ("Advice",),
     "falkirk.spark.pipeline.plan.costs": (
@@ -76,27 +90,8 @@ _EXPORTS = {
         "Estimate",
         "NodeCosts",
     ),
-    "falkirk.spark.pipeline.plan.planner": ("Planner",),
     "falkirk.spark.pipeline.plan.prediction": ("Prediction",),
-    "falkirk.spark.pipeline.run.executor": (
-        "Executor",
-        "RunResult",
-    ),
-    "falkirk.spark.pipeline.run.failures": ("Injection",),
     "falkirk.spark.pipeline.run.layers": ("lookup",),
-    "falkirk.spark.pipeline.run.session": ("local_session",),
-    "falkirk.spark.pipeline.store.inputcuts": ("Cut",),
-    "falkirk.spark.pipeline.store.inputlog": ("InputLog",),
-    "falkirk.spark.pipeline.store.keyed": (
-        "key_group_range",
-        "plan_rescale",
-    ),
-    "falkirk.spark.pipeline.store.manifest": ("Manifest",),
-    "falkirk.spark.pipeline.store.storage": ("Storage",),
-    "falkirk.spark.pipeline.tools.verify": (
-        "Comparison",
-        "compare_runs",
-    ),
     "falkirk.spark.streaming.rollback": (
         "QueryCheckpoint",
         "apply_plan",
@@ -125,23 +120,33 @@ if TYPE_CHECKING:
     from falkirk.spark.lineage.listener import JobRecorder, RecordedJob, SparkEvents
     from falkirk.spark.lineage.model import LineageError, SparkConnectError
     from falkirk.spark.lineage.rerun import Rerun, lose_outputs, what_must_rerun
-    from falkirk.spark.pipeline.api import Pipeline
-    from falkirk.spark.pipeline.declare.definition import Step
-    from falkirk.spark.pipeline.declare.regimes import Batch, Eager, Ephemeral, Lazy, Output, Regime
+    from falkirk.spark.pipeline import (
+        Batch,
+        Comparison,
+        Cut,
+        Eager,
+        Ephemeral,
+        Executor,
+        Injection,
+        InputLog,
+        Lazy,
+        Manifest,
+        Output,
+        Pipeline,
+        Planner,
+        Regime,
+        RunResult,
+        Step,
+        Storage,
+        compare_runs,
+        key_group_range,
+        local_session,
+        plan_rescale,
+    )
     from falkirk.spark.pipeline.plan.advice import Advice
     from falkirk.spark.pipeline.plan.costs import Costs, Estimate, NodeCosts
-    from falkirk.spark.pipeline.plan.planner import Planner
     from falkirk.spark.pipeline.plan.prediction import Prediction
-    from falkirk.spark.pipeline.run.executor import Executor, RunResult
-    from falkirk.spark.pipeline.run.failures import Injection
     from falkirk.spark.pipeline.run.layers import lookup
-    from falkirk.spark.pipeline.run.session import local_session
-    from falkirk.spark.pipeline.store.inputcuts import Cut
-    from falkirk.spark.pipeline.store.inputlog import InputLog
-    from falkirk.spark.pipeline.store.keyed import key_group_range, plan_rescale
-    from falkirk.spark.pipeline.store.manifest import Manifest
-    from falkirk.spark.pipeline.store.storage import Storage
-    from falkirk.spark.pipeline.tools.verify import Comparison, compare_runs
     from falkirk.spark.streaming.rollback import (
         QueryCheckpoint,
         apply_plan,
