@@ -116,6 +116,17 @@ def test_keyed_checkpoint_layout_and_restored_partitions(spark: Any, tmp_path: P
     assert sorted(as_written.collect()) == sorted(frame.drop(keyed.KG, keyed.SUBTASK).collect())
     with pytest.raises(CorruptDataError, match=r"_subtask=2/.*outside the 2 directories"):
         storage.read_partitioned(spark, m, keyed.SUBTASK, 2)
+    # a subtask that owns no keys has no directory: its partition is empty, and the others stay in place
+    import attrs
+
+    gap = attrs.evolve(m, files=tuple(f for f in m.files if not f.name.startswith(f"{keyed.SUBTASK}=1/")))
+    holes = storage.read_partitioned(spark, gap, keyed.SUBTASK, 3, verify=False).drop(keyed.KG)
+    assert holes.rdd.getNumPartitions() == 3
+    assert keyed.check_layout(holes, "user", 3, GROUPS) == []
+    sizes = holes.rdd.glom().map(len).collect()
+    assert sizes[1] == 0 and sizes[0] > 0 and sizes[2] > 0, sizes
+    kept = frame.where(F.col(keyed.SUBTASK) != 1).drop(keyed.KG, keyed.SUBTASK)
+    assert sorted(holes.collect()) == sorted(kept.collect())
 
 
 def test_a_restore_at_the_same_partitions_reads_the_checkpoint_as_written(

@@ -118,8 +118,16 @@ def read_partitioned(
             )
         by[int(value)].append(f)
     cols = [c for c in _schema(m).fieldNames() if c != column]
+    # an absent directory is an empty partition Spark's optimizer cannot fold away (a Python RDD of no rows):
+    # read_frame's empty read, a limit(0), would be dropped from the union and shift the partitions after it
     parts = [
-        read_frame(storage, spark, evolve(m, files=tuple(by[i])), verify=False).select(*cols).coalesce(1)
+        (
+            read_frame(storage, spark, evolve(m, files=tuple(by[i])), verify=False)
+            if by[i]
+            else spark.createDataFrame([], _schema(m))
+        )
+        .select(*cols)
+        .coalesce(1)
         for i in range(n)
     ]
     if n > 1:  # an empty child of no partitions: else Spark zips n single partitions into one
