@@ -3,6 +3,7 @@
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +55,37 @@ def test_star_import_and_a_name_spelt_as_a_subpackage() -> None:
         "print(sorted(set(falkirk.spark.__all__) - set(globals())))\n"
     )
     assert out.splitlines() == ["True function", "[]"]
+
+
+def test_a_lazy_package_keeps_its_own_annotations() -> None:
+    """The lazy package class adds no annotations of its own: the modules' annotations stay theirs."""
+    import typing
+
+    for package in PACKAGES:
+        module = importlib.import_module(package)
+        assert "_exports" not in module.__annotations__
+        assert typing.get_type_hints(module) == {}
+
+
+def test_an_attribute_error_while_importing_a_name_is_an_import_error(tmp_path: Path) -> None:
+    """A module that raises ``AttributeError`` while it is imported lazily is reported as an ``ImportError``
+    chained to it, not taken for a missing attribute."""
+    pkg = tmp_path / "lazydemo"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(
+        "from falkirk.spark.lazy import lazy_exports\n"
+        "lazy_exports(__name__, {'lazydemo.broken': ('Thing',), 'lazydemo.fine': ('Other',)})\n"
+    )
+    (pkg / "broken.py").write_text("import math\nmath.nonesuch\nThing = 1\n")
+    (pkg / "fine.py").write_text("Other = 2\n")
+    out = _run(
+        "import sys\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "import lazydemo\n"
+        "print(lazydemo.Other)\n"
+        "try:\n"
+        "    from lazydemo import Thing\n"
+        "except ImportError as e:\n"
+        "    print(type(e).__name__, type(e.__cause__).__name__, 'nonesuch' in str(e))\n"
+    )
+    assert out.splitlines() == ["2", "ImportError AttributeError True"]

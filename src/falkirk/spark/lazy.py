@@ -24,15 +24,19 @@ from typing import Any
 
 
 class LazyPackage(types.ModuleType):
-    """A package whose public names (``_exports``: name → the module defining it) import on first use."""
-
-    _exports: Mapping[str, str]
+    """A package whose public names (``_exports`` in its ``__dict__``: name → the module defining it) import on
+    first use. (No class-level annotation: it would stand in for the module's own ``__annotations__``.)"""
 
     def __getattr__(self, name: str) -> Any:
         home = self.__dict__["_exports"].get(name)
         if home is None:
             raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(home), name)
+        try:
+            value = getattr(importlib.import_module(home), name)
+        except AttributeError as exc:
+            # raised while ``home`` was imported (or ``home`` lacks the name): as an AttributeError it would read
+            # as "no such attribute" (``hasattr`` False, a bare ImportError from ``from ... import``)
+            raise ImportError(f"{self.__name__}.{name}: importing {home} failed: {exc}", name=home) from exc
         types.ModuleType.__setattr__(self, name, value)
         return value
 
