@@ -136,12 +136,25 @@ def test_a_task_failure_at_an_empty_epoch_does_not_fire(spark: Any, tmp_path: Pa
     with caplog.at_level("WARNING", logger="falkirk.spark"):
         result = pipeline(tmp_path, spark).run(EPOCHS, fail=fail)
     assert [str(i) for i in result.fired] == ["sparse@4:job"]
+    assert sorted(str(i) for i in result.unfired) == ["every3@1:task", "sparse@3:job"]
     said = [r.getMessage() for r in caplog.records if "did not fire" in r.getMessage()]
     assert len(said) == 2 and any("sparse@3:job" in m for m in said) and any("every3@1:task" in m for m in said)
     assert written(spark, tmp_path, EPOCHS) == oracle(EPOCHS)
     last = {(x.step, x.epoch): x for x in result.journal.executions}
     assert last[("sparse", 3)].jobs == 0 and last[("out_sparse", 3)].jobs == 0
     assert [r.in_place for r in result.journal.recoveries] == [("sparse", 4)]  # the one that fired: retried
+
+
+def test_a_job_failure_at_an_input_epoch_of_no_records_does_not_fire(spark: Any, tmp_path: Path) -> None:
+    """An input epoch of no records is read with no job: a ``job`` failure injected there does not fire (in
+    ``unfired``), one at an epoch with records does; the output is every record once."""
+    pipe = Pipeline(tmp_path, spark, fsync=False)
+    pipe.input("src", "k BIGINT", partitions=2, source=lambda e: [] if e == 1 else [{"k": k} for k in keys(e)])
+    pipe.output("out", inputs=["src"])
+    result = pipe.run(3, fail=["src@1:job", "src@2:job"])
+    assert [str(i) for i in result.fired] == ["src@2:job"] and [str(i) for i in result.unfired] == ["src@1:job"]
+    got = collections.Counter(r["k"] for r in spark.read.parquet(str(tmp_path / "output" / "out")).collect())
+    assert got == collections.Counter(keys(0) + keys(2))
 
 
 def test_with_falkirk_off_the_outputs_are_the_oracles(spark: Any, tmp_path: Path) -> None:

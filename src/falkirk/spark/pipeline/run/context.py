@@ -14,7 +14,7 @@ field           what for
 ``fsync``       local files are flushed before they are published
 ``retain``      restore points (and complete markers) kept per step by garbage collection
 ``frames``      DataFrame lifetime: ``materialise``, ``known_rows``, ``release``
-``injector``    the failure-injection hooks: ``at(step, epoch, point)``, ``wrap(step, epoch, df)``
+``injector``    the failure-injection hooks: ``at(step, epoch, point)``, ``wrap(step, epoch, df, empty=)``
 ``record``      ``record(step, epoch)``: the step durably has a new frontier (to the planner)
 ``prune``       ``prune(step, below)``: garbage collection deleted the step's frontiers below ``below``
 ``note``        ``note(text)``: a remark for the run's journal and report

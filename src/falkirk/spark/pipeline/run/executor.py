@@ -85,6 +85,9 @@ class RunResult:
     #: each output's response latency over the epochs this run committed
     #: (:mod:`~falkirk.spark.pipeline.run.latency`)
     latency: dict[str, Latency] = field(factory=dict)
+    #: the injected failures that did not fire: their epoch not reached, or a ``task``/``job``/``executor``
+    #: failure at an epoch whose output had no rows by its plan (:mod:`~falkirk.spark.pipeline.run.failures`)
+    unfired: list[Injection] = field(factory=list)
 
 
 class Executor:
@@ -248,6 +251,7 @@ class Executor:
             state.planner.rebuilds,
             list(self.injector.fired),
             latency,
+            list(self.injector.pending),
         )
 
     def _sequential(self, epochs: int) -> None:

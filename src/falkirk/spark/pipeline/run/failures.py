@@ -22,9 +22,11 @@ after     the step fails between epochs, once every step has completed
 ========  ===================================================================
 
 ``task``, ``job`` and ``executor`` act through the step output's job: where the step's output is known to
-have no rows by its plan (``df.limit(0)``: no job computes it), they do not fire that epoch — they stay
-pending, are not in :attr:`RunResult.fired <falkirk.spark.pipeline.run.executor.RunResult.fired>`, and a
-warning on the ``falkirk.spark`` logger says so.
+have no rows by its plan (``df.limit(0)``: no job computes it; an input epoch of no records), they do not
+fire that epoch — they stay pending, are in :attr:`RunResult.unfired
+<falkirk.spark.pipeline.run.executor.RunResult.unfired>`, not in ``fired``, and a warning on the
+``falkirk.spark`` logger says so once. (An output empty by its data — a filter no row passes — or through
+Spark Connect, where the plan is not asked, still counts as fired: its job runs, and no task sees a row.)
 
 A failed step loses its memory (state, queued input); falkirk plans the
 rollback and the executor applies it. A failed job that lost nothing is
@@ -181,6 +183,7 @@ class Injector:
             injections = [injections]
         self.pending = [i if isinstance(i, Injection) else Injection.parse(i) for i in injections]
         self.fired: list[Injection] = []
+        self._unfired_said: set[Injection] = set()  # warned once each
         # a concurrent run's executions reach their injection points on several threads
         self._lock = threading.Lock()
 
@@ -235,7 +238,12 @@ class Injector:
         kinds = ("task", "job", "executor")
         if empty:
             with self._lock:
-                unfired = [i for i in self.pending if (i.step, i.epoch) == (step, epoch) and i.where in kinds]
+                unfired = [
+                    i
+                    for i in self.pending
+                    if (i.step, i.epoch) == (step, epoch) and i.where in kinds and i not in self._unfired_said
+                ]
+                self._unfired_said.update(unfired)
             for i in unfired:
                 logging.getLogger("falkirk.spark").warning(
                     "failure %s did not fire: step %r's output at epoch %d has no rows by its plan, and no job "

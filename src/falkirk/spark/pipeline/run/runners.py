@@ -235,7 +235,7 @@ class InputRunner(Runner):
         cut = self.log.cut(epoch)
         self.cut_at = cut.at
         read = self.log.read(self.ctx.spark, epoch)
-        df = self.ctx.injector.wrap(self.name, epoch, read)
+        df = self.ctx.injector.wrap(self.name, epoch, read, empty=cut.records == 0)
         # read again by each job that uses it, unless the input asks to be cached (by its first consumer's
         # job); an epoch with an injected failure is cached, so that the failure fires once, not in every job
         # that reads it
