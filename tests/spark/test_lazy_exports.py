@@ -89,3 +89,21 @@ def test_an_attribute_error_while_importing_a_name_is_an_import_error(tmp_path: 
         "    print(type(e).__name__, type(e.__cause__).__name__, 'nonesuch' in str(e))\n"
     )
     assert out.splitlines() == ["2", "ImportError AttributeError True"]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_the_type_checkers_imports_are_the_lazy_table(package: str) -> None:
+    """What mypy sees (the ``if TYPE_CHECKING:`` imports) is what runs (the lazy table): same names, same
+    modules."""
+    import ast
+
+    module = importlib.import_module(package)
+    assert module.__file__ is not None
+    tree = ast.parse(open(module.__file__, encoding="utf-8").read())
+    block = next(
+        node for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING"
+    )
+    seen = {
+        alias.name: node.module for node in block.body if isinstance(node, ast.ImportFrom) for alias in node.names
+    }
+    assert seen == module.__dict__["_exports"]
