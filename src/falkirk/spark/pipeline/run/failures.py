@@ -246,8 +246,8 @@ class Injector:
                 self._unfired_said.update(unfired)
             for i in unfired:
                 logging.getLogger("falkirk.spark").warning(
-                    "failure %s did not fire: step %r's output at epoch %d has no rows by its plan, and no job "
-                    "computes it",
+                    "failure %s did not fire: %r has no rows at epoch %d, known without a job (an output empty "
+                    "by its plan, an input epoch of no records), so no task runs to fail",
                     i,
                     step,
                     epoch,
