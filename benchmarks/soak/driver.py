@@ -4,7 +4,9 @@ It runs :func:`~benchmarks.soak.workload.build` until epoch ``spec["epochs"] - 1
 in-driver faults, and reports on stdout, one ``SOAK {json}`` line per event:
 
 * ``start`` (its pid), ``epoch`` (every step completed it: the process tree's CPU seconds and RSS, from
-  ``/proc``), ``recovery`` (a rollback began: its cause), ``fired`` (an injection fired);
+  ``/proc``), ``recovery`` (a rollback began: its cause), ``fired`` (an injection fired), ``unfired`` (a
+  task, job or executor injection declined: its step's frame had no rows, known without a job — it stays
+  pending, as in ``RunResult.unfired``);
 * ``end`` (the run finished: each step's last epoch) or ``error`` (the run stopped: type, classes, message).
 
 Faults fired here: the injector's (``STEP@E:WHERE``), and two hooks the injector has no point for:
@@ -164,6 +166,16 @@ def _hooks(spec: dict[str, Any], meter: CpuMeter) -> None:
         return due
 
     failures.Injector.after = after_epoch  # type: ignore[method-assign]
+    wrap = failures.Injector.wrap
+
+    def wrapping(self: Any, step: str, epoch: int, df: Any, **kwargs: Any) -> Any:
+        said = set(self._unfired_said)
+        out = wrap(self, step, epoch, df, **kwargs)
+        for i in self._unfired_said - said:  # declined: the step's frame has no rows, known without a job
+            emit("unfired", fault=str(i), step=step, epoch=epoch)
+        return out
+
+    failures.Injector.wrap = wrapping  # type: ignore[method-assign]
     recover = recovery.Rollback.recover
 
     def recovering(self: Any, failed: Any, cause: str, *args: Any, **kwargs: Any) -> Any:

@@ -78,6 +78,10 @@ class Driver:
     def fired(self) -> list[str]:
         return [e["fault"] for e in self.events if e["event"] == "fired"]
 
+    def unfired(self) -> dict[str, dict[str, Any]]:
+        """The injections this driver declined (``STEP@E:WHERE`` → its event): the step had no rows there."""
+        return {e["fault"]: e for e in self.events if e["event"] == "unfired"}
+
 
 class Supervisor:
     """A soak of ``epochs`` epochs of ``env`` with the faults of ``seed``, logging to ``work/events.jsonl``."""
@@ -101,6 +105,8 @@ class Supervisor:
         self.backups = work / "backups"
         self.db_checks = 0
         self.unexplained = 0
+        #: injections some driver declined (``STEP@E:WHERE`` → its event), for the outcome of those never fired
+        self.unfired: dict[str, dict[str, Any]] = {}
         #: damage no driver has met yet when its slice ended: fault -> (what was damaged, progress then);
         #: the next slice's drivers meet it (regression: the local soak at seed 58 took a damaged cut as
         #: repaired because the slice's last driver had no epoch left to run, and never read it)
@@ -188,6 +194,7 @@ class Supervisor:
         self.progress = max((e["progress"] for e in events if e["event"] == "slice-done"), default=-1)
         self.drivers = sum(1 for e in events if e["event"] == "driver-start")
         self.outcomes = {e["fault"]: e["outcome"] for e in events if e["event"] == "outcome"}
+        self.unfired = {e["fault"]: e for e in events if e["event"] == "unfired"}
         faults = {f.id: f for s in self.slices for f in s.faults}
         self.carried = {e["fault"]: Carried(faults[e["fault"]], e["damaged"], e["at"], e.get("stopped", 0)) for e in events
                         if e["event"] == "carried" and e["fault"] not in self.outcomes}
@@ -284,7 +291,12 @@ class Supervisor:
                       "stopped": corrupt_failures[f.id]})
             pending.remove(f)
         for f in pending:  # faults that never fired: their epoch passed while no driver could fire them
-            self._outcome(f, "not-reached", "its point never came (an earlier fault moved the run past it)")
+            declined = self.unfired.get(f.injection() or "")
+            if declined is not None:
+                self._outcome(f, "not-reached", f"did not fire: {declined['step']} had no rows at epoch "
+                              f"{declined['epoch']}, known without a job, so no task ran to fail")
+            else:
+                self._outcome(f, "not-reached", "its point never came (an earlier fault moved the run past it)")
         self._after_slice(sl)
 
     def _start(self, sl: Slice, pending: list[Fault], *, broken: bool, read_only: str | None) -> Driver:
@@ -363,6 +375,9 @@ class Supervisor:
             elif kind == "fired":
                 recovering = True  # an executor killed without a rollback still costs its epoch
                 self.log({"event": "fired", "driver": driver.index, "fault": ev["fault"]})
+            elif kind == "unfired":
+                self.log({"event": "unfired", "driver": driver.index, "fault": ev["fault"], "step": ev["step"],
+                          "epoch": ev["epoch"]})
             elif kind in ("end", "error"):
                 self.log({**ev, "event": f"driver-{kind}", "driver": driver.index, "t": time.time()})
         out.close()
@@ -473,6 +488,7 @@ class Supervisor:
         cause) or ``unexplained``; outcomes of the faults it fired."""
         rc = driver.proc.returncode
         fired = driver.fired()
+        self.unfired.update(driver.unfired())
         inside = [f for f in pending if f.kind in DRIVER_KINDS and any(self._matches(f, x) for x in fired)]
         active = inside + list(self._begun)
         for f in active:

@@ -330,6 +330,62 @@ def test_damage_no_driver_met_before_its_slice_ended_is_met_in_the_next(tmp_path
     assert sup.progress == 9 and sup.reader.resolved == [_Scripted.CUT]  # type: ignore[attr-defined]
 
 
+class _Declining(_Scripted):
+    """A scripted driver that declines the slice's job-failure injection, as falkirk's injector does at an epoch
+    whose step output has no rows known without a job, and runs its slice to the end."""
+
+    def _start(self, sl: Slice, pending: list[Fault], *, broken: bool, read_only: str | None) -> Any:
+        driver = super()._start(sl, pending, broken=broken, read_only=read_only)
+        for f in pending:
+            if f.injection() is not None:
+                step, epoch = f.params["step"], f.epoch
+                driver.events.insert(0, {"event": "unfired", "fault": f.injection(), "step": step, "epoch": epoch})
+        return driver
+
+
+def test_an_injection_the_driver_declined_is_not_reached_with_its_reason(tmp_path: Path) -> None:
+    """A job failure at an epoch where its step had no rows never fires (RunResult.unfired); the soak says so
+    in its outcome instead of the generic "its point never came". A fault no driver declined keeps that reason."""
+    declined = Fault(0, "job-failure", 3, {"step": "alerts"})
+    passed = Fault(1, "job-failure", 4, {"step": "report"})
+    sup = _Declining(tmp_path, [Slice(0, 0, 9, (declined,), 1)])
+    sup._slice(sup.slices[0])
+    plain = _Scripted(tmp_path / "plain", [Slice(0, 0, 9, (passed,), 1)])
+    plain._slice(plain.slices[0])
+    details = {e["fault"]: e["detail"] for e in sup.log.events() if e["event"] == "outcome"}
+    assert sup.outcomes == {0: "not-reached"} and sup.unexplained == 0
+    assert details[0] == "did not fire: alerts had no rows at epoch 3, known without a job, so no task ran to fail"
+    assert [e["fired"] for e in sup.log.events() if e["event"] == "driver-exit"] == [[]]
+    assert plain.outcomes == {1: "not-reached"}
+    assert [e["detail"] for e in plain.log.events() if e["event"] == "outcome"] == [
+        "its point never came (an earlier fault moved the run past it)"
+    ]
+
+
+def test_the_driver_reports_an_injection_falkirk_declined_once(monkeypatch: Any, capsys: Any) -> None:
+    """The driver's hook on ``Injector.wrap``: a job failure at a step output known to have no rows is reported
+    as ``unfired`` (once, as falkirk warns once) and stays pending; an epoch with nothing pending reports nothing."""
+    from benchmarks.soak import driver as driver_module
+
+    from falkirk.spark.pipeline.run import executor, failures, recovery
+    from falkirk.spark.pipeline.store import rootfs, storage
+
+    for cls, name in ((executor.Executor, "end_of_epoch"), (rootfs.Root, "delete"), (storage.Storage, "put"),
+                      (storage.Storage, "sweep_orphans"), (failures.Injector, "_take"), (failures.Injector, "after"),
+                      (failures.Injector, "wrap"), (recovery.Rollback, "recover"),
+                      (recovery.Rollback, "_damaged_outputs")):
+        monkeypatch.setattr(cls, name, getattr(cls, name))  # put back after the test: the hooks patch classes
+    driver_module._hooks({}, None)  # type: ignore[arg-type]
+    injector = failures.Injector(["alerts@3:job", "report@4:job"])
+    frame = object()
+    assert injector.wrap("alerts", 3, frame, empty=True) is frame  # type: ignore[arg-type]
+    assert injector.wrap("alerts", 3, frame, empty=True) is frame  # type: ignore[arg-type]
+    assert injector.wrap("report", 5, frame, empty=True) is frame  # type: ignore[arg-type]  # nothing pending there
+    events = [json.loads(line[5:]) for line in capsys.readouterr().out.splitlines() if line.startswith("SOAK ")]
+    assert [(e["event"], e["fault"], e["step"], e["epoch"]) for e in events] == [("unfired", "alerts@3:job", "alerts", 3)]
+    assert [str(i) for i in injector.pending] == ["alerts@3:job", "report@4:job"] and injector.fired == []
+
+
 def _no_namespace() -> str | None:
     if sys.platform != "linux" or shutil.which("unshare") is None:
         return "no `unshare`"
