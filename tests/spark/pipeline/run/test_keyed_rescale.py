@@ -132,8 +132,12 @@ def test_keyed_checkpoint_layout_and_restored_partitions(spark: Any, tmp_path: P
 def test_a_restore_at_the_same_partitions_reads_the_checkpoint_as_written(
     spark: Any, tmp_path: Path, monkeypatch: Any
 ) -> None:
-    """A restart and a failure at unchanged partitions restore through ``read_partitioned`` (no shuffle), a
-    change of partitions through the shuffle; the output is the failure-free run's either way."""
+    """A restart and a failure at unchanged partitions restore through ``read_partitioned`` (no shuffle), and
+    the step holds that read as its state (no copy in executor memory: an executor's loss takes none of it); a
+    change of partitions goes through the shuffle, whose result is detached; the output is the failure-free
+    run's either way."""
+    from falkirk.spark.pipeline.run.runners import StepRunner
+    from falkirk.spark.pipeline.run.session import materialised, missing_blocks
     from falkirk.spark.pipeline.store.storage import Storage
 
     reference = tmp_path / "reference"
@@ -145,16 +149,36 @@ def test_a_restore_at_the_same_partitions_reads_the_checkpoint_as_written(
         read.append(m.epoch)
         return original(self, spark, m, *args, **kwargs)
 
+    held: list[tuple[bool, list[int] | None]] = []  # per restore: held as read, and its missing blocks
+    restored = StepRunner._restored
+
+    def holding(self: Any, frame: Any) -> Any:
+        state = restored(self, frame)
+        held.append((bool(vars(state).get("_falkirk_stored")), missing_blocks(state, wait=0.0)))
+        return state
+
     monkeypatch.setattr(Storage, "read_partitioned", spy)
+    monkeypatch.setattr(StepRunner, "_restored", holding)
     root = tmp_path / "run"
     keyed_pipeline(root, spark, 3).run(2)
     result = keyed_pipeline(root, spark, 3).run(5, fail="totals@4:mid")
     assert [r.plan.actions["totals"] for r in result.journal.recoveries] == ["restore", "restore"]
     assert len(read) == 2
+    assert held == [(True, []), (True, [])]
     _identical(spark, root, reference, 5)
-    (restart,) = keyed_pipeline(root, spark, 2).run(6).journal.recoveries
+    pipe = keyed_pipeline(root, spark, 2)
+    made: list[Any] = []  # the step's state at each epoch's end: one it made, detached (never the files read)
+
+    def look(line: str) -> None:
+        if line.startswith("epoch"):
+            state = pipe._executor.state.runners["totals"].state
+            made.append(state is not None and not vars(state).get("_falkirk_stored") and materialised(state))
+
+    (restart,) = pipe.run(6, progress=look).journal.recoveries
     assert restart.rescaled == {"totals": (3, 2)} and restart.plan.actions["totals"] == "restore"
     assert len(read) == 2  # rescaled: redistributed, not read as written
+    assert len(held) == 3 and held[2][0] is False  # the shuffle's result is detached
+    assert made == [True]  # epoch 5, after the restore of epoch 3's checkpoint and epoch 4 recomputed
 
 
 def test_changing_the_key_groups_is_refused(spark: Any, tmp_path: Path) -> None:

@@ -72,6 +72,9 @@ class StateCheckpoints:
         self.chains: dict[int, tuple[int, ...]] = {}
         #: after a restore that rescaled keyed state: (old partitions, new partitions, old read per new)
         self.rescaled: tuple[int, int, dict[int, list[int]]] | None = None
+        #: whether the frame :meth:`read` returned last is its checkpoint's files read as they were written (one
+        #: item: no chain resolved, no shuffle into other partitions)
+        self.as_written = False
         #: a ``changes=True`` step's base that is the chain's snapshot, and that snapshot's epoch: with
         #: ``differential=True`` each delta holds all the changes since it (:meth:`write`)
         self.base: tuple[DataFrame, int] | None = None
@@ -296,7 +299,7 @@ class StateCheckpoints:
         """The state checkpoint ``m`` holds: keyed state through its chain, redistributed by key group into
         the step's partitions (checked by the recovery's plan: not verified again)."""
         storage, spark = self.ctx.storage, self.ctx.spark
-        self.rescaled = None
+        self.rescaled, self.as_written = None, False
         layout = m.extra.get("keyed")
         if layout is None:
             self.base = None
@@ -306,9 +309,11 @@ class StateCheckpoints:
                 self.chain, self.chains[m.epoch] = (*before, m.epoch), tuple(before)
                 return storage.read_many(spark, items, verify=False)
             self.chain = (m.epoch,) if getattr(self.regime, "append", False) else None
+            self.as_written = True
             return storage.read_frame(spark, m, verify=False)
         items = self._chain_of(m)
         if len(items) == 1:
+            self.as_written = self._in_place(m)
             return self._snapshot(m)
         # the snapshot read apart, tagged 0 by a literal, and its deltas in one scan (tagged 1, 2, ... by their
         # files), resolved per key after the shuffle: a tag told by the file costs a lookup of its path per row,
@@ -364,9 +369,15 @@ class StateCheckpoints:
         group (a shuffle)."""
         storage, spark, n = self.ctx.storage, self.ctx.spark, self.regime.parallelism  # type: ignore[attr-defined]
         layout = m.extra["keyed"]
-        if layout["parallelism"] == n and not is_connect(spark):  # (older checkpoints' files hold a _kg)
+        if self._in_place(m):  # (older checkpoints' files hold a _kg)
             return storage.read_partitioned(spark, m, keyed.SUBTASK, n, verify=False).drop(keyed.KG)
         return keyed.restore(self._snapshot_rows(m), layout["key"], n, layout["max_parallelism"])
+
+    def _in_place(self, m: Manifest) -> bool:
+        """Whether keyed checkpoint ``m`` is read in the step's partitions as written (one task per partition's
+        directory), not redistributed by key group."""
+        n = self.regime.parallelism  # type: ignore[attr-defined]
+        return bool(m.extra["keyed"]["parallelism"] == n and not is_connect(self.ctx.spark))
 
     def _snapshot_rows(self, m: Manifest) -> DataFrame:
         """The rows of keyed snapshot ``m`` where they are read (without its partition directory)."""

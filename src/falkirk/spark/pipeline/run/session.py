@@ -61,6 +61,7 @@ __all__ = [
     "recompiling",
     "RECOMPILING_EPOCHS",
     "detach",
+    "stored",
     "executors",
     "is_connect",
     "check_usable",
@@ -529,6 +530,13 @@ def detach(df: DataFrame, *, eager: bool = True, replicas: int = 1) -> DataFrame
     return fresh
 
 
+def stored(df: DataFrame) -> DataFrame:
+    """``df``, a checkpoint's files read as they were written, marked as such: a state held that way is not
+    in executor memory, so an executor's loss takes none of it (:func:`missing_blocks` gives ``[]``)."""
+    df._falkirk_stored = True  # type: ignore[attr-defined]
+    return df
+
+
 def _columnar(spark: SparkSession, jss: Any, jdf: Any, jvm: Any, replicas: int) -> tuple[DataFrame, Any]:
     """:func:`detach`'s copy of ``jdf`` (classic), and the RDD of its column batches."""
     from pyspark import StorageLevel
@@ -749,12 +757,14 @@ def missing_blocks(df: DataFrame, *, wait: float = 3.0) -> list[int] | None:
     so a missing one is looked for again for up to ``wait`` seconds before
     it counts as lost (erring towards "lost": a rollback, never wrong data).
     ``None`` through Spark Connect or for a DataFrame that is not a local
-    checkpoint.
+    checkpoint; ``[]`` for one read from a checkpoint's files (:func:`stored`).
     """
     import time
 
     if is_connect(df.sparkSession):
         return None
+    if vars(df).get("_falkirk_stored"):  # read from files that outlive executors (:func:`stored`)
+        return []
     try:
         rdd = _blocks(df)
         if rdd is None:
