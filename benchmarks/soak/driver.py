@@ -168,11 +168,15 @@ def _hooks(spec: dict[str, Any], meter: CpuMeter) -> None:
     failures.Injector.after = after_epoch  # type: ignore[method-assign]
     wrap = failures.Injector.wrap
 
+    reported: set[Any] = set()
+
     def wrapping(self: Any, step: str, epoch: int, df: Any, **kwargs: Any) -> Any:
-        said = set(self._unfired_said)
         out = wrap(self, step, epoch, df, **kwargs)
-        for i in self._unfired_said - said:  # declined: the step's frame has no rows, known without a job
-            emit("unfired", fault=str(i), step=step, epoch=epoch)
+        with self._lock:  # (a concurrent run's other threads decline theirs meanwhile: each reported once)
+            new = [i for i in self._unfired_said if i not in reported]
+            reported.update(new)
+        for i in new:  # declined: the step's frame has no rows, known without a job
+            emit("unfired", fault=str(i), step=i.step, epoch=i.epoch)
         return out
 
     failures.Injector.wrap = wrapping  # type: ignore[method-assign]

@@ -194,7 +194,6 @@ class Supervisor:
         self.progress = max((e["progress"] for e in events if e["event"] == "slice-done"), default=-1)
         self.drivers = sum(1 for e in events if e["event"] == "driver-start")
         self.outcomes = {e["fault"]: e["outcome"] for e in events if e["event"] == "outcome"}
-        self.unfired = {e["fault"]: e for e in events if e["event"] == "unfired"}
         faults = {f.id: f for s in self.slices for f in s.faults}
         self.carried = {e["fault"]: Carried(faults[e["fault"]], e["damaged"], e["at"], e.get("stopped", 0)) for e in events
                         if e["event"] == "carried" and e["fault"] not in self.outcomes}
@@ -294,7 +293,7 @@ class Supervisor:
             declined = self.unfired.get(f.injection() or "")
             if declined is not None:
                 self._outcome(f, "not-reached", f"did not fire: {declined['step']} had no rows at epoch "
-                              f"{declined['epoch']}, known without a job, so no task ran to fail")
+                              f"{declined['epoch']}, known without a job, so nothing ran for it to act on")
             else:
                 self._outcome(f, "not-reached", "its point never came (an earlier fault moved the run past it)")
         self._after_slice(sl)

@@ -354,12 +354,31 @@ def test_an_injection_the_driver_declined_is_not_reached_with_its_reason(tmp_pat
     plain._slice(plain.slices[0])
     details = {e["fault"]: e["detail"] for e in sup.log.events() if e["event"] == "outcome"}
     assert sup.outcomes == {0: "not-reached"} and sup.unexplained == 0
-    assert details[0] == "did not fire: alerts had no rows at epoch 3, known without a job, so no task ran to fail"
+    assert details[0] == "did not fire: alerts had no rows at epoch 3, known without a job, so nothing ran for it to act on"
     assert [e["fired"] for e in sup.log.events() if e["event"] == "driver-exit"] == [[]]
     assert plain.outcomes == {1: "not-reached"}
     assert [e["detail"] for e in plain.log.events() if e["event"] == "outcome"] == [
         "its point never came (an earlier fault moved the run past it)"
     ]
+
+
+def test_the_reader_logs_a_declined_injection(tmp_path: Path) -> None:
+    """A driver's ``unfired`` line is kept with the driver's events (what the judge reads) and logged. (Not read
+    back on a resume: a resume drops what followed the last finished slice, whose faults all have outcomes.)"""
+    env = type("E", (), {"name": "local", "snapshots": True, "fs": None, "base": ""})()
+    sup = supervisor_module.Supervisor(env, 10, 0, tmp_path, slices=[Slice(0, 0, 9, (), 1)],  # type: ignore[arg-type]
+                                       say=lambda *_: None, bar=False)
+    sup._resume()
+    line = "SOAK " + json.dumps({"event": "unfired", "t": 0.0, "fault": "alerts@3:job", "step": "alerts", "epoch": 3})
+    driver = supervisor_module.Driver(0, type("P", (), {"stdout": iter([line + "\n", "other output\n"])})(),  # type: ignore[arg-type]
+                                      Path("/dev/null"))
+    with open(tmp_path / "driver.log", "w") as out:
+        sup._read(driver, out)  # type: ignore[arg-type]
+    assert driver.unfired() == {"alerts@3:job": {"event": "unfired", "t": 0.0, "fault": "alerts@3:job",
+                                                 "step": "alerts", "epoch": 3}}
+    logged = [{k: v for k, v in e.items() if k != "t"} for e in EventLog(tmp_path / "events.jsonl").events()
+              if e["event"] == "unfired"]  # (the log stamps its own time)
+    assert logged == [{"event": "unfired", "driver": 0, "fault": "alerts@3:job", "step": "alerts", "epoch": 3}]
 
 
 def test_the_driver_reports_an_injection_falkirk_declined_once(monkeypatch: Any, capsys: Any) -> None:

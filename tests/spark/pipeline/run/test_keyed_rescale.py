@@ -149,36 +149,46 @@ def test_a_restore_at_the_same_partitions_reads_the_checkpoint_as_written(
         read.append(m.epoch)
         return original(self, spark, m, *args, **kwargs)
 
-    held: list[tuple[bool, list[int] | None]] = []  # per restore: held as read, and its missing blocks
+    # per restore: held as read (no copy in memory: no blocks, no cache, no shuffle in its plan), and what an
+    # executor's loss would take of it
+    held: list[tuple[bool, list[int] | None]] = []
     restored = StepRunner._restored
 
     def holding(self: Any, frame: Any) -> Any:
         state = restored(self, frame)
-        held.append((bool(vars(state).get("_falkirk_stored")), missing_blocks(state, wait=0.0)))
+        plan = str(state._jdf.queryExecution().executedPlan().toString())
+        as_read = "_falkirk_blocks" not in vars(state) and "InMemoryTableScan" not in plan and "Exchange" not in plan
+        held.append((as_read, missing_blocks(state, wait=0.0)))
         return state
 
     monkeypatch.setattr(Storage, "read_partitioned", spy)
     monkeypatch.setattr(StepRunner, "_restored", holding)
+    # the step's state at each epoch's end: one the step made since, detached and made (never the files read)
+    made: list[bool] = []
+
+    def looking(pipe: Any) -> Any:
+        def look(line: str) -> None:
+            if line.startswith("epoch"):
+                state = pipe._executor.state.runners["totals"].state
+                made.append(state is not None and "_falkirk_blocks" in vars(state) and materialised(state))
+
+        return look
+
     root = tmp_path / "run"
     keyed_pipeline(root, spark, 3).run(2)
-    result = keyed_pipeline(root, spark, 3).run(5, fail="totals@4:mid")
+    pipe = keyed_pipeline(root, spark, 3)
+    result = pipe.run(5, fail="totals@4:mid", progress=looking(pipe))
     assert [r.plan.actions["totals"] for r in result.journal.recoveries] == ["restore", "restore"]
     assert len(read) == 2
     assert held == [(True, []), (True, [])]
+    assert made == [True, True, True]  # epochs 2-4: after the restart's restore, and after the failure's
     _identical(spark, root, reference, 5)
     pipe = keyed_pipeline(root, spark, 2)
-    made: list[Any] = []  # the step's state at each epoch's end: one it made, detached (never the files read)
-
-    def look(line: str) -> None:
-        if line.startswith("epoch"):
-            state = pipe._executor.state.runners["totals"].state
-            made.append(state is not None and not vars(state).get("_falkirk_stored") and materialised(state))
-
-    (restart,) = pipe.run(6, progress=look).journal.recoveries
+    (restart,) = pipe.run(6, progress=looking(pipe)).journal.recoveries
     assert restart.rescaled == {"totals": (3, 2)} and restart.plan.actions["totals"] == "restore"
     assert len(read) == 2  # rescaled: redistributed, not read as written
     assert len(held) == 3 and held[2][0] is False  # the shuffle's result is detached
-    assert made == [True]  # epoch 5, after the restore of epoch 3's checkpoint and epoch 4 recomputed
+    assert made == [True] * 4  # epoch 5, after the restore of epoch 3's checkpoint and epoch 4 recomputed
 
 
 def test_changing_the_key_groups_is_refused(spark: Any, tmp_path: Path) -> None:

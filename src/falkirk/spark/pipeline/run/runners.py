@@ -1030,9 +1030,11 @@ class StepRunner(Runner):
         The next execution always makes a new state from it, detached (:meth:`_detached`, or at its epoch's end:
         :meth:`write_deferred`), so the files are read by that execution alone (and a retry of it), while the
         restore point they belong to is kept. A copy in memory would convert the rows into cached column
-        batches that one job reads: in a driver just restarted (YSB, benchmarks/README.md, "A restored state
-        read as written") holding the read instead shortened the recovery by about 0.2 s and 0.26 CPU-s, and the
-        first output came about as soon (the first job then reads the files itself). Detached still: a chain resolved
+        batches for that execution's jobs: in a driver just restarted (YSB, benchmarks/README.md, "A restored
+        state read as written") holding the read instead shortened the recovery by about 0.2 s and 0.26 CPU-s, and
+        the first output came about as soon (its job then reads the files itself). Where the execution reads the
+        state in more than one job — an output that is not the new state, then the new state's own job — each
+        decodes the files, where the copy was read from memory after the first. Detached still: a chain resolved
         per key or redistributed into other partitions (a shuffle each of its readers would repeat), and a state
         kept across epochs as read — an ``append=True`` step's first part, a ``changes=True`` step's base —, or
         read through Spark Connect."""
