@@ -117,14 +117,15 @@ def read_partitioned(
                 path=manifest_path(m.step, m.kind, m.epoch),
             )
         by[int(value)].append(f)
-    cols = [c for c in _schema(m).fieldNames() if c != column]
+    schema = _schema(m)
+    cols = [c for c in schema.fieldNames() if c != column]
     # an absent directory is an empty partition Spark's optimizer cannot fold away (a Python RDD of no rows):
     # read_frame's empty read, a limit(0), would be dropped from the union and shift the partitions after it
     parts = [
         (
             read_frame(storage, spark, evolve(m, files=tuple(by[i])), verify=False)
             if by[i]
-            else spark.createDataFrame([], _schema(m))
+            else spark.createDataFrame([], schema)
         )
         .select(*cols)
         .coalesce(1)
