@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -262,6 +263,49 @@ def test_an_injected_task_failure_in_an_uncached_input_fires_once(spark: Any, tm
         for e in range(3):
             rows = spark.read.parquet(str(tmp_path / "root" / "output" / out / f"epoch={e}")).collect()
             assert Counter(map(tuple, rows)) == Counter((r["user"], f(r["n"])) for r in _clicks(e))
+
+
+def test_an_injected_task_failure_fires_where_the_rows_are_not_only_in_partition_0(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``moved@1:task`` on a step whose rows are all in its second partition (the first is empty): one task
+    attempt fails — the first with a row, not partition 0's, which sees none — Spark retries it, the outputs are
+    the failure-free run's, and the run leaves no marker of it in this machine's temporary directory."""
+    import tempfile
+    from collections import Counter
+
+    from pyspark.sql import functions as F
+
+    from falkirk.spark import Pipeline
+    from falkirk.spark.pipeline.run.session import all_failed_tasks
+
+    # a key hash-partitioned into partition 1 of 2 (computed, not assumed)
+    placed = spark.range(16).repartition(2, "id").select("id", F.spark_partition_id().alias("p")).collect()
+    key = min(r["id"] for r in placed if r["p"] == 1)
+
+    def moved(clicks: Any) -> Any:
+        return clicks.selectExpr("user", "n", f"{key} AS k").repartition(2, "k")
+
+    pipe = Pipeline(tmp_path / "root", spark, fsync=False)
+    pipe.input("clicks", "user STRING, n BIGINT", source=_clicks)
+    pipe.step(moved)
+    pipe.output("out", inputs=["moved"])
+    where = (
+        moved(spark.createDataFrame(_clicks(1), "user STRING, n BIGINT"))
+        .groupBy(F.spark_partition_id().alias("p")).count().collect()
+    )
+    assert {r["p"]: r["count"] for r in where} == {1: 40}  # partition 0 has no row
+    before_markers = {f for f in os.listdir(tempfile.gettempdir()) if f.startswith("falkirk-injection-")}
+    before = all_failed_tasks(spark)
+    result = pipe.run(3, fail="moved@1:task")
+    after = all_failed_tasks(spark)
+    assert [str(i) for i in result.fired] == ["moved@1:task"]
+    assert before is not None and after is not None and after - before == 1
+    left = {f for f in os.listdir(tempfile.gettempdir()) if f.startswith("falkirk-injection-")}
+    assert left <= before_markers
+    for e in range(3):
+        rows = spark.read.parquet(str(tmp_path / "root" / "output" / "out" / f"epoch={e}")).collect()
+        assert Counter((r["user"], r["n"], r["k"]) for r in rows) == Counter((r["user"], r["n"], key) for r in _clicks(e))
 
 
 def test_marked_blocks_are_freed_once_unheld_unpinned_and_their_epoch_settled(

@@ -232,8 +232,11 @@ class Executor:
         # transaction, committed at its end (_end_of_epoch), not one each: meta.sqlite is rebuilt from the
         # manifests at every start, so what a crash loses of an epoch's batch costs nothing (Planner.batch)
         todo = sum(max(0, epochs - 1 - d) for d in self.state.done.values())
-        with self.progress.running(todo), self.state.planner.batch():
-            return self._loop(epochs)
+        try:
+            with self.progress.running(todo), self.state.planner.batch():
+                return self._loop(epochs)
+        finally:
+            self.injector.clean()  # the task injections' markers this machine holds
 
     def _loop(self, epochs: int) -> RunResult:
         state = self.state

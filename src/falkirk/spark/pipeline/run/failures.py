@@ -6,8 +6,10 @@ where     what happens when step ``STEP`` works on epoch ``EPOCH``
 before    the step fails before it starts the epoch (between steps)
 mid       it fails after computing and writing its data, before it publishes
           its manifest and reports to the monitor (the default)
-task      one Spark task of its output fails on its first attempt; Spark
-          retries it (``local[N,M]``, ``M > 1``): survivable by Spark alone
+task      the first Spark task of its output to see a row fails on its
+          first attempt (once per machine, whichever partition that is);
+          Spark retries it (``local[N,M]``, ``M > 1``): survivable by Spark
+          alone
 job       every attempt of one task fails: the Spark job fails; the step
           lost nothing, so it runs the epoch again in place (a second
           failure there, or ``retry_in_place=False``: falkirk recovers it)
@@ -88,19 +90,35 @@ class Injection:
         return f"{self.step}@{self.epoch}:{self.where}"
 
 
-def _failing_filter(df: DataFrame, label: str, every_attempt: bool) -> DataFrame:
-    """``df`` behind a filter that fails: the first attempt of its first partition, or (``every_attempt``)
-    every attempt of every partition with a row — a job fails wherever its rows are, even where the first
-    partition is empty. A frame without rows runs no filter and cannot fail this way."""
+def _marker(name: str) -> str:
+    """Where an injection named ``name`` leaves its once-per-machine marker: the temporary directory of the
+    process asking (an executor's Python worker, or the driver cleaning up after a run)."""
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), name)
+
+
+def _failing_filter(df: DataFrame, label: str, every_attempt: bool, marker: str = "") -> DataFrame:
+    """``df`` behind a filter that fails: the first attempt of the first task to see a row (whichever partition
+    it is: the first to create ``marker`` in its machine's temporary directory, so once per machine), or
+    (``every_attempt``) every attempt of every partition with a row — a job fails wherever its rows are, even
+    where the first partition is empty. A frame without rows runs no filter and cannot fail this way."""
     from pyspark import TaskContext
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType
 
     def ok(_):  # type: ignore[no-untyped-def]  # no hints: PySpark would try to infer a pandas UDF
         tc = TaskContext.get()
-        if tc is not None and (every_attempt or (tc.partitionId() == 0 and tc.attemptNumber() == 0)):
-            raise RuntimeError(f"falkirk injected task failure ({label}, attempt {tc.attemptNumber()})")
-        return True
+        if tc is None:
+            return True
+        if not every_attempt:
+            if tc.attemptNumber() != 0:
+                return True
+            try:  # the first task with a row on this machine, not partition 0 (which may have none)
+                os.close(os.open(_marker(marker), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return True
+        raise RuntimeError(f"falkirk injected task failure ({label}, attempt {tc.attemptNumber()})")
 
     udf = F.udf(ok, BooleanType(), useArrow=False).asNondeterministic()
     return df.where(udf(F.lit(1)))
@@ -143,7 +161,6 @@ def _killing_filter(df: DataFrame, label: str, target: str | None = None) -> Dat
     Once per machine: a marker in the machine's temporary directory stops a
     resubmitted stage from killing the replacement executor there too.
     """
-    import tempfile
     import uuid
 
     from pyspark import TaskContext
@@ -155,7 +172,7 @@ def _killing_filter(df: DataFrame, label: str, target: str | None = None) -> Dat
     name = f"falkirk-injection-{uuid.uuid4().hex}"
 
     def ok(_):  # type: ignore[no-untyped-def]
-        marker = os.path.join(tempfile.gettempdir(), name)
+        marker = _marker(name)
         tc = TaskContext.get()
         if tc is None or tc.attemptNumber() != 0 or (target is None and tc.partitionId() != 0):
             return True
@@ -184,6 +201,8 @@ class Injector:
         self.pending = [i if isinstance(i, Injection) else Injection.parse(i) for i in injections]
         self.fired: list[Injection] = []
         self._unfired_said: set[Injection] = set()  # warned once each
+        #: the markers of the ``task`` injections wrapped (:func:`_failing_filter`), removed by :meth:`clean`
+        self.markers: list[str] = []
         # a concurrent run's executions reach their injection points on several threads
         self._lock = threading.Lock()
 
@@ -260,4 +279,22 @@ class Injector:
             from falkirk.spark.pipeline.run.session import busiest_executor
 
             return _killing_filter(df, str(taken), busiest_executor(df.sparkSession))
-        return _failing_filter(df, str(taken), every_attempt=taken.where == "job")
+        if taken.where == "job":
+            return _failing_filter(df, str(taken), every_attempt=True)
+        import uuid
+
+        name = f"falkirk-injection-{uuid.uuid4().hex}"
+        with self._lock:
+            self.markers.append(name)
+        return _failing_filter(df, str(taken), every_attempt=False, marker=name)
+
+    def clean(self) -> None:
+        """Remove the ``task`` injections' markers this machine has (a local master's executors are the
+        driver's JVM: every marker; a cluster's machines keep theirs, in their temporary directories)."""
+        with self._lock:
+            names, self.markers = self.markers, []
+        for name in names:
+            try:
+                os.remove(_marker(name))
+            except OSError:
+                pass
