@@ -27,6 +27,7 @@ per-edge queues owned by the receivers (:mod:`~falkirk.spark.pipeline.run.queues
 
 from __future__ import annotations
 
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -53,7 +54,7 @@ from falkirk.spark.pipeline.run.queues import Queues
 from falkirk.spark.pipeline.run.recovery import Rollback
 from falkirk.spark.pipeline.run.retention import collect, settle
 from falkirk.spark.pipeline.run.runners import make_runner
-from falkirk.spark.pipeline.run.session import local_session, take_start_seconds
+from falkirk.spark.pipeline.run.session import is_connect, local_session, take_start_seconds
 from falkirk.spark.pipeline.run.start import record_changes, recover_root
 from falkirk.spark.pipeline.run.state import RunState
 from falkirk.spark.pipeline.run.steps import EndOfEpochFailures, PlannerRecords, Steps
@@ -114,7 +115,11 @@ class Executor:
         session_seconds = take_start_seconds(self.spark)
         t0 = time.perf_counter()
         self.injector = Injector(fail)  # type: ignore[arg-type]
-        self.injector.validate(pipeline.order, local=is_local_master(self.spark))
+        local = is_local_master(self.spark)
+        self.injector.validate(pipeline.order, local=local)
+        # the executors' tasks write the driver's temporary directory: injected failures leave their marks there
+        if local and not is_connect(self.spark):
+            self.injector.here = tempfile.gettempdir()
         # refuse a store where manifests cannot be write-once, before any write
         pipeline.location.check_write_once()
         check_shared(self.spark, pipeline.location)  # before anything is written under the root
@@ -236,7 +241,7 @@ class Executor:
             with self.progress.running(todo), self.state.planner.batch():
                 return self._loop(epochs)
         finally:
-            self.injector.clean()  # the task injections' markers this machine holds
+            self.injector.settle()  # the injections' markers this machine holds (settled by _loop on success)
 
     def _loop(self, epochs: int) -> RunResult:
         state = self.state
@@ -244,6 +249,7 @@ class Executor:
             Concurrent(self, self.workers, self.window).run(epochs)
         else:
             self._sequential(epochs)
+        self.injector.settle()  # a task or job injection no task ran is unfired, not fired
         latency = {
             n: Latency(n, dict(sorted(state.latency.get(n, {}).items())))
             for n in self.pipeline.external_outputs

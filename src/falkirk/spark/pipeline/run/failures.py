@@ -27,8 +27,11 @@ after     the step fails between epochs, once every step has completed
 have no rows by its plan (``df.limit(0)``: no job computes it; an input epoch of no records), they do not
 fire that epoch — they stay pending, are in :attr:`RunResult.unfired
 <falkirk.spark.pipeline.run.executor.RunResult.unfired>`, not in ``fired``, and a warning on the
-``falkirk.spark`` logger says so once. (An output empty by its data — a filter no row passes — or through
-Spark Connect, where the plan is not asked, still counts as fired: its job runs, and no task sees a row.)
+``falkirk.spark`` logger says so once. An output empty by its data (a filter no row passes; or any empty
+output through Spark Connect, where the plan is not asked) runs its job, and no task sees a row: on a local
+master the run finds at its end that no task left the injection's marker in the driver's temporary directory,
+and moves it to ``unfired`` with a warning (:meth:`Injector.settle`). On a cluster or through Spark Connect the
+driver cannot see the executors' temporary directories, and such an injection still counts as fired.
 
 A failed step loses its memory (state, queued input); falkirk plans the
 rollback and the executor applies it. A failed job that lost nothing is
@@ -90,19 +93,23 @@ class Injection:
         return f"{self.step}@{self.epoch}:{self.where}"
 
 
-def _marker(name: str) -> str:
-    """Where an injection named ``name`` leaves its once-per-machine marker: the temporary directory of the
-    process asking (an executor's Python worker, or the driver cleaning up after a run)."""
+def _marker(name: str, directory: str | None = None) -> str:
+    """Where an injection named ``name`` leaves its marker: ``directory`` (the driver's temporary directory, on a
+    local master, where the driver looks for it), else the temporary directory of the process asking (an
+    executor's Python worker: once per machine)."""
     import tempfile
 
-    return os.path.join(tempfile.gettempdir(), name)
+    return os.path.join(directory or tempfile.gettempdir(), name)
 
 
-def _failing_filter(df: DataFrame, label: str, every_attempt: bool, marker: str = "") -> DataFrame:
+def _failing_filter(
+    df: DataFrame, label: str, every_attempt: bool, marker: str, directory: str | None = None
+) -> DataFrame:
     """``df`` behind a filter that fails: the first attempt of the first task to see a row (whichever partition
-    it is: the first to create ``marker`` in its machine's temporary directory, so once per machine), or
-    (``every_attempt``) every attempt of every partition with a row — a job fails wherever its rows are, even
-    where the first partition is empty. A frame without rows runs no filter and cannot fail this way."""
+    it is: the first to create ``marker`` (:func:`_marker`), so once per machine), or (``every_attempt``) every
+    attempt of every partition with a row — a job fails wherever its rows are, even where the first partition is
+    empty. Either leaves ``marker`` behind: the failure fired. A frame without rows runs no filter and cannot
+    fail this way (and leaves no marker)."""
     from pyspark import TaskContext
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType
@@ -111,11 +118,14 @@ def _failing_filter(df: DataFrame, label: str, every_attempt: bool, marker: str 
         tc = TaskContext.get()
         if tc is None:
             return True
-        if not every_attempt:
+        path = _marker(marker, directory)
+        if every_attempt:
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY))
+        else:
             if tc.attemptNumber() != 0:
                 return True
             try:  # the first task with a row on this machine, not partition 0 (which may have none)
-                os.close(os.open(_marker(marker), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
             except FileExistsError:
                 return True
         raise RuntimeError(f"falkirk injected task failure ({label}, attempt {tc.attemptNumber()})")
@@ -201,8 +211,12 @@ class Injector:
         self.pending = [i if isinstance(i, Injection) else Injection.parse(i) for i in injections]
         self.fired: list[Injection] = []
         self._unfired_said: set[Injection] = set()  # warned once each
-        #: the markers of the ``task`` injections wrapped (:func:`_failing_filter`), removed by :meth:`clean`
-        self.markers: list[str] = []
+        #: the markers of the ``task`` and ``job`` injections wrapped (:func:`_failing_filter`), by name: looked
+        #: for and removed by :meth:`settle`
+        self.markers: dict[str, Injection] = {}
+        #: the driver's temporary directory where its executors' tasks can write to it (a local master, not
+        #: through Spark Connect): the markers go there, and :meth:`settle` knows which failures fired
+        self.here: str | None = None
         # a concurrent run's executions reach their injection points on several threads
         self._lock = threading.Lock()
 
@@ -279,22 +293,42 @@ class Injector:
             from falkirk.spark.pipeline.run.session import busiest_executor
 
             return _killing_filter(df, str(taken), busiest_executor(df.sparkSession))
-        if taken.where == "job":
-            return _failing_filter(df, str(taken), every_attempt=True)
         import uuid
 
         name = f"falkirk-injection-{uuid.uuid4().hex}"
         with self._lock:
-            self.markers.append(name)
-        return _failing_filter(df, str(taken), every_attempt=False, marker=name)
+            self.markers[name] = taken
+        return _failing_filter(df, str(taken), taken.where == "job", name, self.here)
 
-    def clean(self) -> None:
-        """Remove the ``task`` injections' markers this machine has (a local master's executors are the
-        driver's JVM: every marker; a cluster's machines keep theirs, in their temporary directories)."""
+    def settle(self) -> list[Injection]:
+        """At the end of a run: the ``task`` and ``job`` injections that were wrapped but whose filter no task
+        ran — an output empty by its data (a filter no row passes), an execution that failed before its job —
+        moved from :attr:`fired` back to :attr:`pending` (:attr:`RunResult.unfired
+        <falkirk.spark.pipeline.run.executor.RunResult.unfired>`), each with a warning, and returned. Known only
+        where the markers are the driver's to see (:attr:`here`); elsewhere they stay fired. The markers this
+        machine holds are removed."""
         with self._lock:
-            names, self.markers = self.markers, []
-        for name in names:
+            markers, self.markers = self.markers, {}
+        missed: list[Injection] = []
+        for name, i in markers.items():
+            path = _marker(name, self.here)
+            if self.here is not None and not os.path.exists(path):
+                missed.append(i)
             try:
-                os.remove(_marker(name))
+                os.remove(path)
             except OSError:
                 pass
+        with self._lock:
+            for i in missed:
+                if i in self.fired:
+                    self.fired.remove(i)
+                    self.pending.append(i)
+        for i in missed:
+            logging.getLogger("falkirk.spark").warning(
+                "failure %s did not fire: no task of %r at epoch %d saw a row (an output empty by its data, or "
+                "an execution that failed before its job ran), so no task failed",
+                i,
+                i.step,
+                i.epoch,
+            )
+        return missed
