@@ -6,7 +6,8 @@ in-driver faults, and reports on stdout, one ``SOAK {json}`` line per event:
 * ``start`` (its pid), ``epoch`` (every step completed it: the process tree's CPU seconds and RSS, from
   ``/proc``), ``recovery`` (a rollback began: its cause), ``fired`` (an injection fired), ``unfired`` (a
   task, job or executor injection declined: its step's frame had no rows, known without a job — it stays
-  pending, as in ``RunResult.unfired``);
+  pending, as in ``RunResult.unfired``; or, with ``why: "no-row"``, a task or job injection found at the run's
+  end to have fired nowhere: its job ran and no task saw a row — the ``fired`` line before it is void);
 * ``end`` (the run finished: each step's last epoch) or ``error`` (the run stopped: type, classes, message).
 
 Faults fired here: the injector's (``STEP@E:WHERE``), and two hooks the injector has no point for:
@@ -180,6 +181,15 @@ def _hooks(spec: dict[str, Any], meter: CpuMeter) -> None:
         return out
 
     failures.Injector.wrap = wrapping  # type: ignore[method-assign]
+    settle = failures.Injector.settle
+
+    def settling(self: Any) -> Any:
+        missed = settle(self)
+        for i in missed:  # reported fired by _take, found at the run's end to have failed no task
+            emit("unfired", fault=str(i), step=i.step, epoch=i.epoch, why="no-row")
+        return missed
+
+    failures.Injector.settle = settling  # type: ignore[method-assign]
     recover = recovery.Rollback.recover
 
     def recovering(self: Any, failed: Any, cause: str, *args: Any, **kwargs: Any) -> Any:

@@ -76,7 +76,9 @@ class Driver:
         return next((e for e in reversed(self.events) if e["event"] == "error"), None)
 
     def fired(self) -> list[str]:
-        return [e["fault"] for e in self.events if e["event"] == "fired"]
+        """The injections this driver fired, less those it found at its run's end to have failed no task."""
+        void = {e["fault"] for e in self.events if e["event"] == "unfired" and e.get("why") == "no-row"}
+        return [e["fault"] for e in self.events if e["event"] == "fired" and e["fault"] not in void]
 
     def unfired(self) -> dict[str, dict[str, Any]]:
         """The injections this driver declined (``STEP@E:WHERE`` → its event): the step had no rows there."""
@@ -291,7 +293,10 @@ class Supervisor:
             pending.remove(f)
         for f in pending:  # faults that never fired: their epoch passed while no driver could fire them
             declined = self.unfired.get(f.injection() or "")
-            if declined is not None:
+            if declined is not None and declined.get("why") == "no-row":
+                self._outcome(f, "not-reached", f"did not fire: no task of {declined['step']} at epoch "
+                              f"{declined['epoch']} saw a row (its job ran), so no task failed")
+            elif declined is not None:
                 self._outcome(f, "not-reached", f"did not fire: {declined['step']} had no rows at epoch "
                               f"{declined['epoch']}, known without a job, so nothing ran for it to act on")
             else:
@@ -376,7 +381,7 @@ class Supervisor:
                 self.log({"event": "fired", "driver": driver.index, "fault": ev["fault"]})
             elif kind == "unfired":
                 self.log({"event": "unfired", "driver": driver.index, "fault": ev["fault"], "step": ev["step"],
-                          "epoch": ev["epoch"]})
+                          "epoch": ev["epoch"], **({"why": ev["why"]} if "why" in ev else {})})
             elif kind in ("end", "error"):
                 self.log({**ev, "event": f"driver-{kind}", "driver": driver.index, "t": time.time()})
         out.close()

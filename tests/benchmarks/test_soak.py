@@ -362,6 +362,33 @@ def test_an_injection_the_driver_declined_is_not_reached_with_its_reason(tmp_pat
     ]
 
 
+class _Settling(_Scripted):
+    """A scripted driver that fires the slice's task-failure injection (its ``_take``) and finds at the run's end
+    that no task of its job saw a row (``Injector.settle``: ``unfired``, ``why: "no-row"``)."""
+
+    def _start(self, sl: Slice, pending: list[Fault], *, broken: bool, read_only: str | None) -> Any:
+        driver = super()._start(sl, pending, broken=broken, read_only=read_only)
+        for f in pending:
+            if f.injection() is not None:
+                step, epoch = f.params["step"], f.epoch
+                driver.events[:0] = [{"event": "fired", "fault": f.injection()},
+                                     {"event": "unfired", "fault": f.injection(), "step": step, "epoch": epoch,
+                                      "why": "no-row"}]
+        return driver
+
+
+def test_an_injection_that_failed_no_task_is_not_reached_with_its_reason(tmp_path: Path) -> None:
+    """A task failure the driver fired whose job ran with no task seeing a row (found at the run's end): not
+    counted fired, and its outcome says why, not the reason of one declined without a job."""
+    settled = Fault(0, "task-failure", 3, {"step": "alerts"})
+    sup = _Settling(tmp_path, [Slice(0, 0, 9, (settled,), 1)])
+    sup._slice(sup.slices[0])
+    details = {e["fault"]: e["detail"] for e in sup.log.events() if e["event"] == "outcome"}
+    assert sup.outcomes == {0: "not-reached"} and sup.unexplained == 0
+    assert details[0] == "did not fire: no task of alerts at epoch 3 saw a row (its job ran), so no task failed"
+    assert [e["fired"] for e in sup.log.events() if e["event"] == "driver-exit"] == [[]]
+
+
 def test_the_reader_logs_a_declined_injection(tmp_path: Path) -> None:
     """A driver's ``unfired`` line is kept with the driver's events (what the judge reads) and logged. (Not read
     back on a resume: a resume drops what followed the last finished slice, whose faults all have outcomes.)"""
@@ -391,7 +418,7 @@ def test_the_driver_reports_an_injection_falkirk_declined_once(monkeypatch: Any,
 
     for cls, name in ((executor.Executor, "end_of_epoch"), (rootfs.Root, "delete"), (storage.Storage, "put"),
                       (storage.Storage, "sweep_orphans"), (failures.Injector, "_take"), (failures.Injector, "after"),
-                      (failures.Injector, "wrap"), (recovery.Rollback, "recover"),
+                      (failures.Injector, "wrap"), (failures.Injector, "settle"), (recovery.Rollback, "recover"),
                       (recovery.Rollback, "_damaged_outputs")):
         monkeypatch.setattr(cls, name, getattr(cls, name))  # put back after the test: the hooks patch classes
     driver_module._hooks({}, None)  # type: ignore[arg-type]
@@ -403,6 +430,37 @@ def test_the_driver_reports_an_injection_falkirk_declined_once(monkeypatch: Any,
     events = [json.loads(line[5:]) for line in capsys.readouterr().out.splitlines() if line.startswith("SOAK ")]
     assert [(e["event"], e["fault"], e["step"], e["epoch"]) for e in events] == [("unfired", "alerts@3:job", "alerts", 3)]
     assert [str(i) for i in injector.pending] == ["alerts@3:job", "report@4:job"] and injector.fired == []
+
+
+def test_the_driver_reports_an_injection_found_unfired_at_the_runs_end(
+    monkeypatch: Any, capsys: Any, tmp_path: Path
+) -> None:
+    """The driver's hook on ``Injector.settle``: a task failure taken (reported ``fired``) whose marker no task
+    left is reported ``unfired`` with ``why: "no-row"`` and is pending again; one whose marker is there stays
+    fired, and its marker is removed."""
+    from benchmarks.soak import driver as driver_module
+
+    from falkirk.spark.pipeline.run import executor, failures, recovery
+    from falkirk.spark.pipeline.store import rootfs, storage
+
+    for cls, name in ((executor.Executor, "end_of_epoch"), (rootfs.Root, "delete"), (storage.Storage, "put"),
+                      (storage.Storage, "sweep_orphans"), (failures.Injector, "_take"), (failures.Injector, "after"),
+                      (failures.Injector, "wrap"), (failures.Injector, "settle"), (recovery.Rollback, "recover"),
+                      (recovery.Rollback, "_damaged_outputs")):
+        monkeypatch.setattr(cls, name, getattr(cls, name))  # put back after the test: the hooks patch classes
+    driver_module._hooks({}, None)  # type: ignore[arg-type]
+    injector = failures.Injector(["alerts@3:task", "report@4:job"])
+    injector.here = str(tmp_path)
+    taken = [injector._take("alerts", 3, ("task",)), injector._take("report", 4, ("job",))]
+    injector.markers = {"falkirk-injection-a": taken[0], "falkirk-injection-b": taken[1]}  # type: ignore[dict-item]
+    (tmp_path / "falkirk-injection-b").touch()  # report@4's job ran a task with a row
+    assert injector.settle() == [taken[0]]
+    events = [json.loads(line[5:]) for line in capsys.readouterr().out.splitlines() if line.startswith("SOAK ")]
+    assert [(e["event"], e["fault"], e.get("why")) for e in events] == [
+        ("fired", "alerts@3:task", None), ("fired", "report@4:job", None), ("unfired", "alerts@3:task", "no-row")]
+    assert [str(i) for i in injector.pending] == ["alerts@3:task"]
+    assert [str(i) for i in injector.fired] == ["report@4:job"]
+    assert list(tmp_path.iterdir()) == []
 
 
 def _no_namespace() -> str | None:

@@ -87,8 +87,9 @@ class RunResult:
     #: (:mod:`~falkirk.spark.pipeline.run.latency`)
     latency: dict[str, Latency] = field(factory=dict)
     #: the injected failures that did not fire: their epoch not reached, or a ``task``/``job``/``executor``
-    #: failure at an epoch whose output had no rows by its plan, or at an input epoch of no records
-    #: (:mod:`~falkirk.spark.pipeline.run.failures`)
+    #: failure at an epoch whose output had no rows by its plan, or at an input epoch of no records, or (on a
+    #: local master, not through Spark Connect) a ``task``/``job`` failure whose job ran with no task seeing a
+    #: row (:mod:`~falkirk.spark.pipeline.run.failures`)
     unfired: list[Injection] = field(factory=list)
 
 

@@ -7,12 +7,13 @@ before    the step fails before it starts the epoch (between steps)
 mid       it fails after computing and writing its data, before it publishes
           its manifest and reports to the monitor (the default)
 task      the first Spark task of its output to see a row fails on its
-          first attempt (once per machine, whichever partition that is);
-          Spark retries it (``local[N,M]``, ``M > 1``): survivable by Spark
-          alone
-job       every attempt of one task fails: the Spark job fails; the step
-          lost nothing, so it runs the epoch again in place (a second
-          failure there, or ``retry_in_place=False``: falkirk recovers it)
+          first attempt, whichever partition that is (once on a local
+          master; on a cluster once per machine); Spark retries it
+          (``local[N,M]``, ``M > 1``): survivable by Spark alone
+job       every attempt of every task with a row fails: the Spark job
+          fails; the step lost nothing, so it runs the epoch again in place
+          (a second failure there, or ``retry_in_place=False``: falkirk
+          recovers it)
 kill      the driver process is killed with SIGKILL before the step starts
 kill-mid  … or at the mid point
 executor  the executor JVM holding the most cached blocks (else the one
@@ -106,28 +107,44 @@ def _failing_filter(
     df: DataFrame, label: str, every_attempt: bool, marker: str, directory: str | None = None
 ) -> DataFrame:
     """``df`` behind a filter that fails: the first attempt of the first task to see a row (whichever partition
-    it is: the first to create ``marker`` (:func:`_marker`), so once per machine), or (``every_attempt``) every
-    attempt of every partition with a row — a job fails wherever its rows are, even where the first partition is
-    empty. Either leaves ``marker`` behind: the failure fired. A frame without rows runs no filter and cannot
-    fail this way (and leaves no marker)."""
+    it is: the first to create ``marker`` (:func:`_marker`): once on a local master, once per machine on a
+    cluster), or (``every_attempt``) every attempt of every task with a row — a job fails wherever its rows are,
+    even where the first partition is empty. Either leaves ``marker`` behind: the failure fired. A frame without
+    rows runs no filter and cannot fail this way (and leaves no marker). Where the marker cannot be written (a
+    full or read-only temporary directory), a ``task`` failure falls back to partition 0's first attempt."""
     from pyspark import TaskContext
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType
+
+    # the tasks of this worker that let their rows through: one look at the marker each, not one a row
+    passed: set[tuple[int, int, int]] = set()
 
     def ok(_):  # type: ignore[no-untyped-def]  # no hints: PySpark would try to infer a pandas UDF
         tc = TaskContext.get()
         if tc is None:
             return True
+        task = (tc.stageId(), tc.partitionId(), tc.attemptNumber())
+        if task in passed:
+            return True
         path = _marker(marker, directory)
         if every_attempt:
-            os.close(os.open(path, os.O_CREAT | os.O_WRONLY))
+            try:
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY))
+            except OSError:
+                pass  # fails all the same; the driver will not know it fired
+        elif tc.attemptNumber() != 0:
+            passed.add(task)
+            return True
         else:
-            if tc.attemptNumber() != 0:
-                return True
-            try:  # the first task with a row on this machine, not partition 0 (which may have none)
+            try:  # the first task with a row, not partition 0's (which may have none)
                 os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
             except FileExistsError:
+                passed.add(task)
                 return True
+            except OSError:
+                if tc.partitionId() != 0:
+                    passed.add(task)
+                    return True
         raise RuntimeError(f"falkirk injected task failure ({label}, attempt {tc.attemptNumber()})")
 
     udf = F.udf(ok, BooleanType(), useArrow=False).asNondeterministic()
