@@ -408,9 +408,8 @@ def test_the_reader_logs_a_declined_injection(tmp_path: Path) -> None:
     assert logged == [{"event": "unfired", "driver": 0, "fault": "alerts@3:job", "step": "alerts", "epoch": 3}]
 
 
-def test_the_driver_reports_an_injection_falkirk_declined_once(monkeypatch: Any, capsys: Any) -> None:
-    """The driver's hook on ``Injector.wrap``: a job failure at a step output known to have no rows is reported
-    as ``unfired`` (once, as falkirk warns once) and stays pending; an epoch with nothing pending reports nothing."""
+def _driver_hooks(monkeypatch: Any) -> None:
+    """The soak driver's hooks installed on falkirk's classes, each put back after the test."""
     from benchmarks.soak import driver as driver_module
 
     from falkirk.spark.pipeline.run import executor, failures, recovery
@@ -420,8 +419,16 @@ def test_the_driver_reports_an_injection_falkirk_declined_once(monkeypatch: Any,
                       (storage.Storage, "sweep_orphans"), (failures.Injector, "_take"), (failures.Injector, "after"),
                       (failures.Injector, "wrap"), (failures.Injector, "settle"), (recovery.Rollback, "recover"),
                       (recovery.Rollback, "_damaged_outputs")):
-        monkeypatch.setattr(cls, name, getattr(cls, name))  # put back after the test: the hooks patch classes
+        monkeypatch.setattr(cls, name, getattr(cls, name))
     driver_module._hooks({}, None)  # type: ignore[arg-type]
+
+
+def test_the_driver_reports_an_injection_falkirk_declined_once(monkeypatch: Any, capsys: Any) -> None:
+    """The driver's hook on ``Injector.wrap``: a job failure at a step output known to have no rows is reported
+    as ``unfired`` (once, as falkirk warns once) and stays pending; an epoch with nothing pending reports nothing."""
+    from falkirk.spark.pipeline.run import failures
+
+    _driver_hooks(monkeypatch)
     injector = failures.Injector(["alerts@3:job", "report@4:job"])
     frame = object()
     assert injector.wrap("alerts", 3, frame, empty=True) is frame  # type: ignore[arg-type]
@@ -438,17 +445,9 @@ def test_the_driver_reports_an_injection_found_unfired_at_the_runs_end(
     """The driver's hook on ``Injector.settle``: a task failure taken (reported ``fired``) whose marker no task
     left is reported ``unfired`` with ``why: "no-row"`` and is pending again; one whose marker is there stays
     fired, and its marker is removed."""
-    from benchmarks.soak import driver as driver_module
+    from falkirk.spark.pipeline.run import failures
 
-    from falkirk.spark.pipeline.run import executor, failures, recovery
-    from falkirk.spark.pipeline.store import rootfs, storage
-
-    for cls, name in ((executor.Executor, "end_of_epoch"), (rootfs.Root, "delete"), (storage.Storage, "put"),
-                      (storage.Storage, "sweep_orphans"), (failures.Injector, "_take"), (failures.Injector, "after"),
-                      (failures.Injector, "wrap"), (failures.Injector, "settle"), (recovery.Rollback, "recover"),
-                      (recovery.Rollback, "_damaged_outputs")):
-        monkeypatch.setattr(cls, name, getattr(cls, name))  # put back after the test: the hooks patch classes
-    driver_module._hooks({}, None)  # type: ignore[arg-type]
+    _driver_hooks(monkeypatch)
     injector = failures.Injector(["alerts@3:task", "report@4:job"])
     injector.here = str(tmp_path)
     taken = [injector._take("alerts", 3, ("task",)), injector._take("report", 4, ("job",))]
