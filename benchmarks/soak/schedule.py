@@ -12,7 +12,7 @@ kind               where   what
 =================  ======  =========================================================================
 exception-mid      driver  ``STEP@E:mid``: the step raises after writing its data, before publishing
 exception-before   driver  ``STEP@E:before``
-job-failure        driver  ``STEP@E:job``: every attempt of a task fails (a failed Spark job)
+job-failure        driver  ``STEP@E:job``: every attempt of every task with a row fails (a failed Spark job)
 task-failure       driver  ``STEP@E:task``: the first task attempt with a row fails, Spark retries it
 after              driver  ``STEP@E:after``: between epochs
 kill-step          driver  ``STEP@E:kill`` / ``kill-mid``: SIGKILL of the driver before / mid-step

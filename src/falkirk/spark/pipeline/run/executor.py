@@ -241,8 +241,9 @@ class Executor:
         try:
             with self.progress.running(todo), self.state.planner.batch():
                 return self._loop(epochs)
-        finally:
-            self.injector.settle()  # the injections' markers this machine holds (settled by _loop on success)
+        except BaseException:
+            self.injector.settle()  # the markers this machine holds (a run that ends settles in _loop)
+            raise
 
     def _loop(self, epochs: int) -> RunResult:
         state = self.state

@@ -55,7 +55,9 @@ import logging
 import os
 import re
 import signal
+import tempfile
 import threading
+import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -98,9 +100,12 @@ def _marker(name: str, directory: str | None = None) -> str:
     """Where an injection named ``name`` leaves its marker: ``directory`` (the driver's temporary directory, on a
     local master, where the driver looks for it), else the temporary directory of the process asking (an
     executor's Python worker: once per machine)."""
-    import tempfile
-
     return os.path.join(directory or tempfile.gettempdir(), name)
+
+
+def _marker_name() -> str:
+    """A new injection's marker name (:func:`_marker`), unique to it."""
+    return f"falkirk-injection-{uuid.uuid4().hex}"
 
 
 def _failing_filter(
@@ -188,15 +193,13 @@ def _killing_filter(df: DataFrame, label: str, target: str | None = None) -> Dat
     Once per machine: a marker in the machine's temporary directory stops a
     resubmitted stage from killing the replacement executor there too.
     """
-    import uuid
-
     from pyspark import TaskContext
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType
 
     # named here, placed there: the executor's temporary directory, not the driver's (which another machine, or a
     # worker in another mount namespace, may not have; a driver with TMPDIR set has one of its own)
-    name = f"falkirk-injection-{uuid.uuid4().hex}"
+    name = _marker_name()
 
     def ok(_):  # type: ignore[no-untyped-def]
         marker = _marker(name)
@@ -310,9 +313,7 @@ class Injector:
             from falkirk.spark.pipeline.run.session import busiest_executor
 
             return _killing_filter(df, str(taken), busiest_executor(df.sparkSession))
-        import uuid
-
-        name = f"falkirk-injection-{uuid.uuid4().hex}"
+        name = _marker_name()
         with self._lock:
             self.markers[name] = taken
         return _failing_filter(df, str(taken), taken.where == "job", name, self.here)
