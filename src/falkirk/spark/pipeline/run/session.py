@@ -712,6 +712,11 @@ def materialised(df: DataFrame) -> bool:
         return False
 
 
+HELD_WAIT_MS = 2000
+"""How long :func:`held_bytes` waits for Spark's listener bus before a cached DataFrame it cannot see counts as
+of unknown size."""
+
+
 def held_bytes(df: DataFrame) -> int | None:
     """The bytes :func:`detach`-ed ``df`` takes in Spark's columnar cache once made, ``None`` before that, through
     Spark Connect, or where Spark does not say: the larger of the cache's own count (accumulated by the tasks
@@ -727,11 +732,17 @@ def held_bytes(df: DataFrame) -> int | None:
         if not plan.getClass().getName().endswith(".InMemoryRelation"):
             return None
         counted = int(str(plan.computeStats().sizeInBytes()))  # a Scala BigInt
-        wanted, infos = rdd.id(), df.sparkSession.sparkContext._jsc.sc().getRDDStorageInfo()
-        for i in range(len(infos)):
-            info = infos[i]
-            if info.id() == wanted:
-                return max(counted, int(info.memSize()) + int(info.diskSize()))
+        sc, wanted = df.sparkSession.sparkContext._jsc.sc(), rdd.id()
+        for attempt in range(2):
+            # read from the status store, which the listener bus fills after the job returned: an RDD whose block
+            # events are still queued is not listed yet, so on a miss the bus is drained (briefly) and read again
+            infos = sc.getRDDStorageInfo()
+            for i in range(len(infos)):
+                info = infos[i]
+                if info.id() == wanted:
+                    return max(counted, int(info.memSize()) + int(info.diskSize()))
+            if attempt == 0:
+                sc.listenerBus().waitUntilEmpty(HELD_WAIT_MS)
         return None
     except Exception:  # noqa: BLE001 - a size is an optimisation's input: unknown is always safe
         return None
