@@ -532,3 +532,25 @@ def test_a_small_made_states_checkpoint_is_written_from_the_driver(
     [recovery] = result.journal.recoveries
     assert max(recovery.available_at_failure["counts"]) == 3
     assert rows(spark, root) == rows(spark, reference)
+
+
+def test_a_state_an_in_place_retry_took_up_is_still_collected(
+    spark: Any, tmp_path: Path, failure_free: Any
+) -> None:
+    """``counts`` checkpointed every epoch (``Eager``), its job failed at epoch 3: the retry in place takes up the
+    state the failed job's tasks made (their blocks cached; Spark's cache then does not count itself loaded),
+    and that state's checkpoint is still collected and written from the driver, as every other epoch's is, not
+    by Spark's writer; the outputs equal the failure-free run's."""
+    import pyarrow.parquet as pq
+
+    reference, _ = failure_free
+    root = tmp_path / "retried"
+    result = build(root, spark, Eager(key="key"), step=counts_made, gc=False).run(EPOCHS, fail=["counts@3:job"])
+    assert [str(i) for i in result.fired] == ["counts@3:job"]
+    [recovery] = result.journal.recoveries
+    assert recovery.in_place == ("counts", 3)
+    assert rows(spark, root) == rows(spark, reference)
+    for e in range(EPOCHS):
+        doc = json.loads(manifest(root, "counts", "checkpoint", e).read_text())
+        files = [root / doc["location"] / name for name, _, _ in doc["files"]]
+        assert files and {"parquet-cpp" in pq.read_metadata(f).created_by for f in files} == {True}, e

@@ -721,7 +721,10 @@ def held_bytes(df: DataFrame) -> int | None:
     """The bytes :func:`detach`-ed ``df`` takes in Spark's columnar cache once made, ``None`` before that, through
     Spark Connect, or where Spark does not say: the larger of the cache's own count (accumulated by the tasks
     that made it, so short of a block a failed task made and its retry reused) and what the block managers
-    report holding for its batches (every replica)."""
+    report holding for its batches (every replica). Where the cache does not count itself loaded (seen for a
+    state an in-place retry took up from its failed execution, blocks made by the failed job's tasks: Spark's
+    size is then the plan's estimate, its default of 8 EiB), the block managers' figure alone, if they hold
+    every partition."""
     if is_connect(df.sparkSession):
         return None
     try:
@@ -731,7 +734,9 @@ def held_bytes(df: DataFrame) -> int | None:
         plan = df._jdf.queryExecution().analyzed()
         if not plan.getClass().getName().endswith(".InMemoryRelation"):
             return None
-        counted = int(str(plan.computeStats().sizeInBytes()))  # a Scala BigInt
+        # the cache's own count, or (not loaded by its own test) the estimate of the plan it was made from
+        loaded = bool(plan.cacheBuilder().isCachedColumnBuffersLoaded())
+        counted = int(str(plan.computeStats().sizeInBytes())) if loaded else 0  # a Scala BigInt
         sc, wanted = df.sparkSession.sparkContext._jsc.sc(), rdd.id()
         for attempt in range(2):
             # read from the status store, which the listener bus fills after the job returned: an RDD whose block
@@ -740,6 +745,8 @@ def held_bytes(df: DataFrame) -> int | None:
             for i in range(len(infos)):
                 info = infos[i]
                 if info.id() == wanted:
+                    if not loaded and info.numCachedPartitions() < info.numPartitions():
+                        return None
                     return max(counted, int(info.memSize()) + int(info.diskSize()))
             if attempt == 0:
                 sc.listenerBus().waitUntilEmpty(HELD_WAIT_MS)
