@@ -712,47 +712,61 @@ def materialised(df: DataFrame) -> bool:
         return False
 
 
-HELD_WAIT_MS = 2000
-"""How long :func:`held_bytes` waits for Spark's listener bus before a cached DataFrame it cannot see counts as
-of unknown size."""
+HELD_WAIT_S = 2.0
+"""How long :func:`held_bytes` looks for a made cache in Spark's status store (filled from the listener bus, after
+the job that made it returned) before its size counts as unknown."""
+
+COMPRESSION_BOUND = 64
+"""What :func:`held_bytes` multiplies the block managers' figure by where Spark's cache has no count of its own: the
+blocks hold compressed column batches, the count (and a collection to the driver) is of the rows uncompressed."""
 
 
 def held_bytes(df: DataFrame) -> int | None:
     """The bytes :func:`detach`-ed ``df`` takes in Spark's columnar cache once made, ``None`` before that, through
-    Spark Connect, or where Spark does not say: the larger of the cache's own count (accumulated by the tasks
-    that made it, so short of a block a failed task made and its retry reused) and what the block managers
-    report holding for its batches (every replica). Where the cache does not count itself loaded (seen for a
-    state an in-place retry took up from its failed execution, blocks made by the failed job's tasks: Spark's
-    size is then the plan's estimate, its default of 8 EiB), the block managers' figure alone, if they hold
-    every partition."""
+    Spark Connect, or where Spark does not say: the larger of the cache's own count (the uncompressed size,
+    accumulated by the tasks that made it) and what the block managers report holding for its batches (every
+    replica, compressed), once they report every partition held.
+
+    Where the cache does not count itself loaded — a state an in-place retry took up from its failed execution,
+    whose blocks the failed job's tasks made, and failed tasks' counts are not kept — Spark's size is the plan's
+    estimate (its default, 8 EiB): the block managers' figure times :data:`COMPRESSION_BOUND` stands for it.
+    Spark's status store is filled after the job that made the cache returned: it is read again for up to
+    :data:`HELD_WAIT_S` until it lists every partition held."""
     if is_connect(df.sparkSession):
         return None
     try:
         rdd = _blocks(df)  # looked up once: materialised() would look it up again
-        if rdd is None or not rdd.isCheckpointed():
-            return None
+        if rdd is None or not rdd.isCheckpointed() or rdd.getNumPartitions() == 0:
+            return None  # (an RDD of no partitions holds no block: the status store never lists it)
         plan = df._jdf.queryExecution().analyzed()
         if not plan.getClass().getName().endswith(".InMemoryRelation"):
             return None
-        # the cache's own count, or (not loaded by its own test) the estimate of the plan it was made from
         loaded = bool(plan.cacheBuilder().isCachedColumnBuffersLoaded())
-        counted = int(str(plan.computeStats().sizeInBytes())) if loaded else 0  # a Scala BigInt
+        counted = int(str(plan.computeStats().sizeInBytes())) if loaded else None  # a Scala BigInt
         sc, wanted = df.sparkSession.sparkContext._jsc.sc(), rdd.id()
-        for attempt in range(2):
-            # read from the status store, which the listener bus fills after the job returned: an RDD whose block
-            # events are still queued is not listed yet, so on a miss the bus is drained (briefly) and read again
-            infos = sc.getRDDStorageInfo()
-            for i in range(len(infos)):
-                info = infos[i]
-                if info.id() == wanted:
-                    if not loaded and info.numCachedPartitions() < info.numPartitions():
-                        return None
-                    return max(counted, int(info.memSize()) + int(info.diskSize()))
-            if attempt == 0:
-                sc.listenerBus().waitUntilEmpty(HELD_WAIT_MS)
-        return None
+        deadline = time.monotonic() + HELD_WAIT_S
+        while True:
+            held = _held_blocks(sc, wanted)
+            if held is not None:
+                return held * COMPRESSION_BOUND if counted is None else max(counted, held)
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.02)
     except Exception:  # noqa: BLE001 - a size is an optimisation's input: unknown is always safe
         return None
+
+
+def _held_blocks(sc: Any, rdd_id: int) -> int | None:
+    """The bytes (memory and disk, every replica) Spark's status store says the blocks of RDD ``rdd_id`` take,
+    where it lists every partition held; else ``None``."""
+    infos = sc.getRDDStorageInfo()
+    for i in range(len(infos)):
+        info = infos[i]
+        if info.id() == rdd_id:
+            if info.numCachedPartitions() < info.numPartitions():
+                return None
+            return int(info.memSize()) + int(info.diskSize())
+    return None
 
 
 def shares_storage(spark: SparkSession, object_store: bool) -> bool:
