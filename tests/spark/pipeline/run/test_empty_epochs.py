@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import collections
 import os
+import subprocess
+import sys
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +168,13 @@ def test_a_failure_at_an_output_empty_by_its_data_is_found_unfired(
     mine = tmp_path / "tmp"  # the driver's temporary directory, where a local master's tasks leave their markers
     mine.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(mine))
+    # a marker a killed driver left (its process gone), one of the older form (no process id) made just now, and a
+    # file that is no marker: the run sweeps the first away and leaves the others
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    left = [f"falkirk-injection-{uuid.uuid4().hex}", "notes.txt"]
+    for name in (f"falkirk-injection-{gone.pid}-{uuid.uuid4().hex}", *left):
+        (mine / name).touch()
     with caplog.at_level("WARNING", logger="falkirk.spark"):
         result = pipe.run(4, fail=fail)
     assert sorted(str(i) for i in result.fired) == ["doubled@1:task", "doubled@2:job"]
@@ -177,7 +187,7 @@ def test_a_failure_at_an_output_empty_by_its_data_is_found_unfired(
             (r["epoch"], r["k"]) for r in spark.read.parquet(str(tmp_path / "root" / "output" / name)).collect()
         )
         assert got == collections.Counter((e, v) for e in range(4) for k in keys(e) for v in f(k)), name
-    assert os.listdir(mine) == []  # the run removed the markers its failures left
+    assert sorted(os.listdir(mine)) == sorted(left)  # the run removed the markers its failures left, and the dead one's
 
 
 def test_a_job_failure_at_an_input_epoch_of_no_records_does_not_fire(spark: Any, tmp_path: Path) -> None:

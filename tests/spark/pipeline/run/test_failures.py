@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
 import pytest
 
 from falkirk.spark import Injection, PipelineError, StepFailure
-from falkirk.spark.pipeline.run.failures import Injector
+from falkirk.spark.pipeline.run.failures import STALE_MARKER_SECONDS, Injector, _marker_name, sweep_markers
 
 
 @pytest.mark.parametrize(("text", "where"), [("cc@7", "mid"), ("cc@7:before", "before"), ("heavy@0:job", "job"),
@@ -38,3 +45,31 @@ def test_unknown_step_is_rejected() -> None:
     """Failures naming a step the pipeline does not have are refused up front."""
     with pytest.raises(PipelineError, match="unknown step 'nope'"):
         Injector("nope@1").validate(["cc", "heavy"])
+
+
+def _dead_pid() -> int:
+    """The process id of a process that has exited (and been reaped)."""
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_a_sweep_removes_the_markers_of_drivers_that_are_gone_and_nothing_else(tmp_path: Path) -> None:
+    """Markers name the driver that made them; a sweep removes those of dead drivers and day-old ones of the older
+    form (no process id), and leaves a live driver's (this one's), a fresh older-form one, other files, and
+    directories alone."""
+    mine = _marker_name()
+    assert mine.startswith(f"falkirk-injection-{os.getpid()}-")
+    dead = f"falkirk-injection-{_dead_pid()}-{uuid.uuid4().hex}"
+    old, fresh = (f"falkirk-injection-{uuid.uuid4().hex}" for _ in range(2))
+    others = ["falkirk-injection-notes.txt", f"falkirk-injection-{uuid.uuid4().hex}.bak", "spark-1234"]
+    for name in (mine, dead, old, fresh, *others):
+        (tmp_path / name).touch()
+    (tmp_path / f"falkirk-injection-{_dead_pid()}-{uuid.uuid4().hex}").mkdir()  # not a marker: a directory
+    a_day_ago = time.time() - STALE_MARKER_SECONDS - 60
+    os.utime(tmp_path / old, (a_day_ago, a_day_ago))
+    before = set(os.listdir(tmp_path))
+    assert sorted(sweep_markers(str(tmp_path))) == sorted([dead, old])
+    assert set(os.listdir(tmp_path)) == before - {dead, old}
+    assert sweep_markers(str(tmp_path)) == []  # nothing more to sweep
+    assert sweep_markers(str(tmp_path / "missing")) == []  # a directory that is not there: nothing, no error

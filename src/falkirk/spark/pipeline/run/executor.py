@@ -43,7 +43,7 @@ from falkirk.spark.pipeline.run.asks import RunThread
 from falkirk.spark.pipeline.run.concurrent import Concurrent
 from falkirk.spark.pipeline.run.context import RunContext
 from falkirk.spark.pipeline.run.cpu import meter
-from falkirk.spark.pipeline.run.failures import Injection, Injector
+from falkirk.spark.pipeline.run.failures import Injection, Injector, sweep_markers
 from falkirk.spark.pipeline.run.frames import Frames
 from falkirk.spark.pipeline.run.fusion import FusedRecords, fusions
 from falkirk.spark.pipeline.run.journal import Journal, Startup
@@ -118,9 +118,12 @@ class Executor:
         self.injector = Injector(fail)  # type: ignore[arg-type]
         local = is_local_master(self.spark)
         self.injector.validate(pipeline.order, local=local)
-        # the executors' tasks write the driver's temporary directory: injected failures leave their marks there
+        # the executors' tasks write the driver's temporary directory: injected failures leave their marks there,
+        # and what killed drivers left there is swept first
         if local and not is_connect(self.spark):
             self.injector.here = tempfile.gettempdir()
+            if any(i.where in ("task", "job") for i in self.injector.pending):
+                sweep_markers(self.injector.here)
         # refuse a store where manifests cannot be write-once, before any write
         pipeline.location.check_write_once()
         check_shared(self.spark, pipeline.location)  # before anything is written under the root

@@ -32,7 +32,10 @@ fire that epoch — they stay pending, are in :attr:`RunResult.unfired
 output through Spark Connect, where the plan is not asked) runs its job, and no task sees a row: on a local
 master the run finds at its end that no task left the injection's marker in the driver's temporary directory,
 and moves it to ``unfired`` with a warning (:meth:`Injector.settle`). On a cluster or through Spark Connect the
-driver cannot see the executors' temporary directories, and such an injection still counts as fired.
+driver cannot see the executors' temporary directories, and such an injection still counts as fired. A run
+removes its markers as it ends; those a killed or interrupted driver left behind are swept by the next run with
+a ``task`` or ``job`` injection on this machine (:func:`sweep_markers`). The ``executor`` kills' markers, in the
+executors' own temporary directories, are not.
 
 A failed step loses its memory (state, queued input); falkirk plans the
 rollback and the executor applies it. A failed job that lost nothing is
@@ -57,6 +60,7 @@ import re
 import signal
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -103,9 +107,58 @@ def _marker(name: str, directory: str | None = None) -> str:
     return os.path.join(directory or tempfile.gettempdir(), name)
 
 
+#: a marker's name: the driver process that named it, and the injection's own id (:func:`_marker_name`); the
+#: older form had no process id
+_MARKER = re.compile(r"falkirk-injection-(?:(\d+)-)?[0-9a-f]{32}")
+#: how old a marker of the older form (no process id to ask after) is before a sweep removes it, in seconds
+STALE_MARKER_SECONDS = 24 * 3600
+
+
 def _marker_name() -> str:
-    """A new injection's marker name (:func:`_marker`), unique to it."""
-    return f"falkirk-injection-{uuid.uuid4().hex}"
+    """A new injection's marker name (:func:`_marker`), unique to it, naming the driver process that made it (so
+    that :func:`sweep_markers` can tell a live run's markers from those a killed driver left)."""
+    return f"falkirk-injection-{os.getpid()}-{uuid.uuid4().hex}"
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (one of another user's counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists
+        return True
+    return True
+
+
+def sweep_markers(directory: str) -> list[str]:
+    """Remove from ``directory`` the injection markers no run will settle (:meth:`Injector.settle`): those of
+    driver processes that are gone — killed by a ``kill`` injection or a signal before their run ended, or
+    whose task left its marker after the run settled (an interrupted run) — and markers of the older form,
+    with no process id, a day old. A live driver's markers, this one's included, are left alone; so is
+    anything else in ``directory``. The names removed."""
+    removed: list[str] = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    now = time.time()
+    for name in names:
+        m = _MARKER.fullmatch(name)
+        if m is None:
+            continue
+        path = os.path.join(directory, name)
+        try:
+            if m.group(1) is not None:
+                if _alive(int(m.group(1))):
+                    continue
+            elif now - os.stat(path).st_mtime < STALE_MARKER_SECONDS:
+                continue
+            os.remove(path)
+        except OSError:  # gone already, or not ours to remove
+            continue
+        removed.append(name)
+    return removed
 
 
 def _failing_filter(
