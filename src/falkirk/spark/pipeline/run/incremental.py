@@ -239,10 +239,16 @@ class StateCheckpoints:
         """Whether made ``parts`` together are small enough to be collected (:meth:`_small`)."""
         if not shares_storage(self.ctx.spark, self.ctx.storage.fs.object_store):
             return False
-        sizes = [held_bytes(p) for p in parts]
-        return (
-            all(s is not None for s in sizes) and sum(s for s in sizes if s is not None) <= COLLECT_MAX_BYTES
-        )
+        total = 0
+        # the first part of unknown size (or past the limit) settles it: the rest are not asked
+        for p in parts:
+            size = held_bytes(p)
+            if size is None:
+                return False
+            total += size
+            if total > COLLECT_MAX_BYTES:
+                return False
+        return True
 
     def _small(self, state: DataFrame) -> bool:
         """Whether made ``state`` is small enough (:data:`COLLECT_MAX_BYTES` in Spark's cache) for its checkpoint

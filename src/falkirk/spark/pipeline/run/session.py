@@ -730,8 +730,9 @@ def held_bytes(df: DataFrame) -> int | None:
     Where the cache does not count itself loaded — a state an in-place retry took up from its failed execution,
     whose blocks the failed job's tasks made, and failed tasks' counts are not kept — Spark's size is the plan's
     estimate (its default, 8 EiB): the block managers' figure times :data:`COMPRESSION_BOUND` stands for it.
-    Spark's status store is filled after the job that made the cache returned: it is read again for up to
-    :data:`HELD_WAIT_S` until it lists every partition held."""
+    Spark's status store is filled after the job that made the cache returned: for such a cache it is read again
+    (backing off) for up to :data:`HELD_WAIT_S` until it lists every partition held. A cache that counts itself
+    loaded has its exact count, and is not waited for: the block managers' figure is taken where already listed."""
     if is_connect(df.sparkSession):
         return None
     try:
@@ -744,14 +745,15 @@ def held_bytes(df: DataFrame) -> int | None:
         loaded = bool(plan.cacheBuilder().isCachedColumnBuffersLoaded())
         counted = int(str(plan.computeStats().sizeInBytes())) if loaded else None  # a Scala BigInt
         sc, wanted = df.sparkSession.sparkContext._jsc.sc(), rdd.id()
-        deadline = time.monotonic() + HELD_WAIT_S
-        while True:
+        held = _held_blocks(sc, wanted)
+        if counted is not None:
+            return counted if held is None else max(counted, held)
+        deadline, pause = time.monotonic() + HELD_WAIT_S, 0.02
+        while held is None and time.monotonic() < deadline:
+            time.sleep(pause)
+            pause = min(2 * pause, 0.25)
             held = _held_blocks(sc, wanted)
-            if held is not None:
-                return held * COMPRESSION_BOUND if counted is None else max(counted, held)
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(0.02)
+        return None if held is None else held * COMPRESSION_BOUND
     except Exception:  # noqa: BLE001 - a size is an optimisation's input: unknown is always safe
         return None
 
