@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from falkirk.spark import Ephemeral, Lazy, Pipeline, Storage
+from falkirk.spark.pipeline.run.failures import _place
 from falkirk.spark.pipeline.run.frames import Frames
 
 pytestmark = [pytest.mark.spark]
@@ -173,7 +174,7 @@ def test_a_failure_at_an_output_empty_by_its_data_is_found_unfired(
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     left = [f"falkirk-injection-{uuid.uuid4().hex}", "notes.txt"]
-    for name in (f"falkirk-injection-{gone.pid}-{uuid.uuid4().hex}", *left):
+    for name in (f"falkirk-injection-{_place()}-{gone.pid}-{uuid.uuid4().hex}", *left):
         (mine / name).touch()
     with caplog.at_level("WARNING", logger="falkirk.spark"):
         result = pipe.run(4, fail=fail)

@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from falkirk.spark import Injection, PipelineError, StepFailure
-from falkirk.spark.pipeline.run.failures import STALE_MARKER_SECONDS, Injector, _marker_name, sweep_markers
+from falkirk.spark.pipeline.run.failures import (
+    STALE_MARKER_SECONDS,
+    Injector,
+    _marker_name,
+    _place,
+    sweep_markers,
+)
 
 
 @pytest.mark.parametrize(("text", "where"), [("cc@7", "mid"), ("cc@7:before", "before"), ("heavy@0:job", "job"),
@@ -55,17 +61,28 @@ def _dead_pid() -> int:
 
 
 def test_a_sweep_removes_the_markers_of_drivers_that_are_gone_and_nothing_else(tmp_path: Path) -> None:
-    """Markers name the driver that made them; a sweep removes those of dead drivers and day-old ones of the older
-    form (no process id), and leaves a live driver's (this one's), a fresh older-form one, other files, and
-    directories alone."""
+    """Markers name the driver that made them and its place (machine and process namespace); a sweep removes those
+    of dead drivers of this place and day-old ones of the older form (no process id), and leaves a live driver's
+    (this one's), another place's, an executor kill's, a fresh older-form one, other files and directories
+    alone, and is not upset by a process id no process can have."""
+    here = _place()
     mine = _marker_name()
-    assert mine.startswith(f"falkirk-injection-{os.getpid()}-")
-    dead = f"falkirk-injection-{_dead_pid()}-{uuid.uuid4().hex}"
+    assert mine.startswith(f"falkirk-injection-{here}-{os.getpid()}-")
+    assert _marker_name("executor").startswith(f"falkirk-executor-{here}-")
+    dead = f"falkirk-injection-{here}-{_dead_pid()}-{uuid.uuid4().hex}"
     old, fresh = (f"falkirk-injection-{uuid.uuid4().hex}" for _ in range(2))
-    others = ["falkirk-injection-notes.txt", f"falkirk-injection-{uuid.uuid4().hex}.bak", "spark-1234"]
+    elsewhere = "0" * 8 if here != "0" * 8 else "1" * 8
+    others = [
+        f"falkirk-injection-{elsewhere}-{_dead_pid()}-{uuid.uuid4().hex}",  # another host's or container's driver
+        f"falkirk-executor-{here}-{_dead_pid()}-{uuid.uuid4().hex}",  # an executor kill's: never swept
+        f"falkirk-injection-{here}-99999999999-{uuid.uuid4().hex}",  # no process has such an id
+        "falkirk-injection-notes.txt",
+        f"falkirk-injection-{uuid.uuid4().hex}.bak",
+        "spark-1234",
+    ]
     for name in (mine, dead, old, fresh, *others):
         (tmp_path / name).touch()
-    (tmp_path / f"falkirk-injection-{_dead_pid()}-{uuid.uuid4().hex}").mkdir()  # not a marker: a directory
+    (tmp_path / f"falkirk-injection-{here}-{_dead_pid()}-{uuid.uuid4().hex}").mkdir()  # not a marker: a directory
     a_day_ago = time.time() - STALE_MARKER_SECONDS - 60
     os.utime(tmp_path / old, (a_day_ago, a_day_ago))
     before = set(os.listdir(tmp_path))

@@ -54,10 +54,12 @@ falkirk.spark.errors.PipelineError: bad failure 'cc@x': expected STEP@EPOCH[:WHE
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
 import signal
+import socket
 import tempfile
 import threading
 import time
@@ -107,17 +109,29 @@ def _marker(name: str, directory: str | None = None) -> str:
     return os.path.join(directory or tempfile.gettempdir(), name)
 
 
-#: a marker's name: the driver process that named it, and the injection's own id (:func:`_marker_name`); the
-#: older form had no process id
-_MARKER = re.compile(r"falkirk-injection-(?:(\d+)-)?[0-9a-f]{32}")
+#: a ``task`` or ``job`` injection's marker: the place of the driver that named it (:func:`_place`), its process
+#: id, and the injection's own id (:func:`_marker_name`); the older form had neither place nor process id
+_MARKER = re.compile(r"falkirk-injection-(?:([0-9a-f]{8})-(\d{1,9})-)?[0-9a-f]{32}")
 #: how old a marker of the older form (no process id to ask after) is before a sweep removes it, in seconds
 STALE_MARKER_SECONDS = 24 * 3600
 
 
-def _marker_name() -> str:
-    """A new injection's marker name (:func:`_marker`), unique to it, naming the driver process that made it (so
-    that :func:`sweep_markers` can tell a live run's markers from those a killed driver left)."""
-    return f"falkirk-injection-{os.getpid()}-{uuid.uuid4().hex}"
+def _place() -> str:
+    """This process's machine and process namespace, as 8 hex digits: a process id means this process's only
+    where both are the same (another host's driver, or a container's sharing ``/tmp`` but not its process ids,
+    may name a marker in the same directory)."""
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        namespace = 0
+    return hashlib.sha1(f"{socket.gethostname()}/{namespace}".encode()).hexdigest()[:8]
+
+
+def _marker_name(kind: str = "injection") -> str:
+    """A new marker's name (:func:`_marker`), unique to it, naming the driver process that made it and where it
+    runs (so that :func:`sweep_markers` can tell a live run's ``injection`` markers from those a killed driver
+    left); ``kind``: ``executor`` for an executor kill's, which no sweep touches."""
+    return f"falkirk-{kind}-{_place()}-{os.getpid()}-{uuid.uuid4().hex}"
 
 
 def _alive(pid: int) -> bool:
@@ -126,31 +140,33 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except OSError:  # EPERM: it exists
+    except (OSError, OverflowError):  # EPERM: it exists; a number no process can have: not ours to judge
         return True
     return True
 
 
 def sweep_markers(directory: str) -> list[str]:
     """Remove from ``directory`` the injection markers no run will settle (:meth:`Injector.settle`): those of
-    driver processes that are gone — killed by a ``kill`` injection or a signal before their run ended, or
-    whose task left its marker after the run settled (an interrupted run) — and markers of the older form,
-    with no process id, a day old. A live driver's markers, this one's included, are left alone; so is
-    anything else in ``directory``. The names removed."""
+    driver processes of this machine and process namespace that are gone — killed by a ``kill`` injection or a
+    signal before their run ended, or whose task left its marker after the run settled (an interrupted run) —
+    and markers of the older form, with no process id, a day old. A live driver's markers, this one's
+    included, those named elsewhere (another host, another container), executor kills' markers and anything
+    else in ``directory`` are left alone. (A dead driver whose process id a live process took since keeps its
+    markers.) The names removed."""
     removed: list[str] = []
     try:
         names = os.listdir(directory)
     except OSError:
         return removed
-    now = time.time()
+    now, here = time.time(), _place()
     for name in names:
         m = _MARKER.fullmatch(name)
-        if m is None:
+        if m is None or (m.group(1) is not None and m.group(1) != here):
             continue
         path = os.path.join(directory, name)
         try:
-            if m.group(1) is not None:
-                if _alive(int(m.group(1))):
+            if m.group(2) is not None:
+                if _alive(int(m.group(2))):
                     continue
             elif now - os.stat(path).st_mtime < STALE_MARKER_SECONDS:
                 continue
@@ -252,7 +268,7 @@ def _killing_filter(df: DataFrame, label: str, target: str | None = None) -> Dat
 
     # named here, placed there: the executor's temporary directory, not the driver's (which another machine, or a
     # worker in another mount namespace, may not have; a driver with TMPDIR set has one of its own)
-    name = _marker_name()
+    name = _marker_name("executor")
 
     def ok(_):  # type: ignore[no-untyped-def]
         marker = _marker(name)
