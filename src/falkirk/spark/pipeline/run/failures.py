@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING
 from attrs import frozen
 
 from falkirk.spark.errors import PipelineError, StepFailure
+from falkirk.spark.pipeline.run.session import busiest_executor, process_alive
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -134,17 +135,6 @@ def _marker_name(kind: str = "injection") -> str:
     return f"falkirk-{kind}-{_place()}-{os.getpid()}-{uuid.uuid4().hex}"
 
 
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this machine (one of another user's counts as alive)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (OSError, OverflowError):  # EPERM: it exists; a number no process can have: not ours to judge
-        return True
-    return True
-
-
 def sweep_markers(directory: str) -> list[str]:
     """Remove from ``directory`` the injection markers no run will settle (:meth:`Injector.settle`): those of
     driver processes of this machine and process namespace that are gone — killed by a ``kill`` injection or a
@@ -166,7 +156,7 @@ def sweep_markers(directory: str) -> list[str]:
         path = os.path.join(directory, name)
         try:
             if m.group(2) is not None:
-                if _alive(int(m.group(2))):
+                if process_alive(int(m.group(2))):
                     continue
             elif now - os.stat(path).st_mtime < STALE_MARKER_SECONDS:
                 continue
@@ -379,8 +369,6 @@ class Injector:
         if taken is None:
             return df
         if taken.where == "executor":
-            from falkirk.spark.pipeline.run.session import busiest_executor
-
             return _killing_filter(df, str(taken), busiest_executor(df.sparkSession))
         name = _marker_name()
         with self._lock:

@@ -73,6 +73,7 @@ __all__ = [
     "shares_storage",
     "missing_blocks",
     "busiest_executor",
+    "process_alive",
 ]
 
 #: SparkContext -> the seconds :func:`local_session` took to start it (read once: :func:`take_start_seconds`)
@@ -244,7 +245,7 @@ def console_log_path(prefix: str, directory: str | os.PathLike[str] | None = Non
         entries = []
     for entry in entries:
         m = pattern.fullmatch(entry.name)
-        if m is None or _alive(int(m.group(1))):
+        if m is None or process_alive(int(m.group(1))):
             continue
         try:
             ended.append((entry.stat().st_mtime, Path(entry.path)))
@@ -258,7 +259,7 @@ def console_log_path(prefix: str, directory: str | os.PathLike[str] | None = Non
     return where / f"{prefix}-{os.getpid()}.log"
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     """Whether a process ``pid`` exists (one we may not signal exists too)."""
     if pid == os.getpid():
         return True
