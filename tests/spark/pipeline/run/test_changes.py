@@ -13,6 +13,7 @@ epoch (``COMPACT_AT``).
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -355,6 +356,56 @@ def test_a_snapshot_epoch_compacts_changes_that_would_pass_the_bound_before_the_
     assert [s for s, _ in horizon] == [s for s, _ in alone] == [3, None, None, 3, None, None, 3, None]
     assert horizon[6] == (3, True) and alone[6] == (3, False)
     assert horizon[:6] == alone[:6]  # the same until then (epoch 3's changes would not pass it by epoch 6)
+
+
+@pytest.mark.parametrize("differential", [False, True])
+def test_a_small_delta_of_changes_is_written_from_the_driver(
+    spark: Any, plain: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, differential: bool
+) -> None:
+    """A ``changes=True`` step's deltas, its changes made and a few rows in Spark's cache, are collected and written
+    from the driver (``store/collected.py``; one job over the cache, no file committer): each delta's files are
+    pyarrow's and hold the rows, tombstones included, that Spark's own write of them holds (collection off), in
+    the same key-group directories; with ``differential=True`` too (the changes since the snapshot). A failure
+    mid-epoch then restores through such a delta, and the output equals the reference."""
+    import pyarrow.parquet as pq
+
+    from falkirk.spark.pipeline.run import incremental
+
+    on, off = tmp_path / "on", tmp_path / "off"
+    keyed_pipeline(on, spark, incremental=True, changes=True, differential=differential, gc=False).run(EPOCHS)
+    with monkeypatch.context() as m:
+        m.setattr(incremental, "COLLECT_MAX_BYTES", -1)
+        keyed_pipeline(off, spark, incremental=True, changes=True, differential=differential, gc=False).run(EPOCHS)
+
+    def written(root: Path, e: int) -> tuple[Any, set[bool], Any]:
+        doc = state_checkpoints(root)[e]
+        files = [root / doc["location"] / name for name, _, _ in doc["files"]]
+        by_arrow = {"parquet-cpp" in pq.read_metadata(f).created_by for f in files}
+        parts = sorted({str(Path(name).parent) for name, _, _ in doc["files"]})
+        data = spark.read.parquet(str(root / doc["location"]))
+        cols = sorted(data.columns)
+        got = Counter(tuple(r[c] for c in cols) for r in data.collect())
+        return (doc["rows"], doc["extra"]["delta"]["chain"], parts, cols), by_arrow, got
+
+    deltas = [e for e, m in state_checkpoints(on).items() if "delta" in m["extra"]]
+    assert deltas == [e for e in range(EPOCHS) if e % 3], deltas
+    tombstones = 0
+    for e in deltas:
+        shape_on, arrow_on, data_on = written(on, e)
+        shape_off, arrow_off, data_off = written(off, e)
+        assert (arrow_on, arrow_off) == ({True}, {False}), e
+        assert shape_on == shape_off and data_on == data_off, e
+        assert shape_on[0] == sum(data_on.values()) > 0, e
+        tombstones += sum(n for row, n in data_on.items() if row[shape_on[3].index("_deleted")])
+    assert tombstones > 0  # a settled user's tombstone went through the collection
+    _identical(spark, on, plain)
+    _identical(spark, off, plain)
+    root = tmp_path / "failed"
+    result = keyed_pipeline(root, spark, incremental=True, changes=True, differential=differential,
+                            gc=False).run(EPOCHS, fail="totals@6:mid")
+    [recovery] = result.journal.recoveries
+    assert epoch_of(recovery.plan.frontiers["totals"]) == 5  # the snapshot at 3 and a delta written from the driver
+    _identical(spark, root, plain)
 
 
 def test_changes_are_checked_when_the_step_returns_them(spark: Any, tmp_path: Path) -> None:

@@ -88,6 +88,7 @@ class StateCheckpoints:
         rows: int | None,
         *,
         changes: DataFrame | None = None,
+        changes_held: DataFrame | None = None,
         layers: tuple[DataFrame, DataFrame | None] | None = None,
         appended: tuple[list[DataFrame], int, tuple[int, ...] | None] | None = None,
     ) -> Manifest:
@@ -98,7 +99,10 @@ class StateCheckpoints:
         ``changes`` (a ``changes=True`` step): what the step returned, with
         ``_deleted`` — the delta as it is, no comparison of two states; the
         state's rows are not counted (a full checkpoint counts them while it
-        writes). ``layers``: that step's base and the changes since it
+        writes). ``changes_held``: the detached frame ``changes`` is read from
+        (``changes`` itself where not given); where it is made and small
+        (:meth:`_small`), the delta is collected and written from the driver.
+        ``layers``: that step's base and the changes since it
         (``None``: none); with ``differential=True``, where the base is the
         chain's snapshot, the delta is those changes, chained to the snapshot
         alone (a restore reads two checkpoints and resolves no key).
@@ -123,7 +127,8 @@ class StateCheckpoints:
         if self.writes_delta(epoch, previous):
             assert before is not None and previous is not None
             if changes is not None and layers is not None and self._differential(layers):
-                changes, before = layers[1], before[:1]  # all the changes since the snapshot, in one delta
+                # all the changes since the snapshot, in one delta
+                changes, changes_held, before = layers[1], layers[1], before[:1]
             if changes is not None:  # the step's own changes, tagged with their partitions: no shuffle
                 cols = tuple(c for c in changes.columns if c != delta.DELETED)
 
@@ -137,6 +142,22 @@ class StateCheckpoints:
                 laid_out = keyed.tagged(changes, key, n, groups).select(
                     *once(("delta-columns", key, cols), delta_columns)
                 )
+                held = changes if changes_held is None else changes_held
+                if materialised(held) and self._small(held):
+                    # made and small: collected and written from the driver (one job over the cache, no file
+                    # committer), as a small full checkpoint is; its rows are those collected
+                    m = storage.write_collected(
+                        laid_out,
+                        self.name,
+                        "checkpoint",
+                        epoch,
+                        partition_by=keyed.SUBTASK,
+                        keyed=layout,
+                        delta={"chain": list(before), "state_rows": rows},
+                    )
+                    if m is not None:
+                        self.chain, self.chains[epoch] = (*before, epoch), before
+                        return m
             else:
                 delta.check_columns(state, self.name)
                 # the manifest records the state's size (materialised)

@@ -521,6 +521,7 @@ class StepRunner(Runner):
                         epoch,
                         parts.total if parts is not None else rows if new_state is out else None,
                         changes=None if layers is None else layers.changes,
+                        changes_held=changes,
                         layers=None if layers is None else (layers.base, layers.overlay),
                         appended=None if parts is None else (*parts.pending(), parts.chain),
                     )
