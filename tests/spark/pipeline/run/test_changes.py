@@ -359,25 +359,31 @@ def test_a_snapshot_epoch_compacts_changes_that_would_pass_the_bound_before_the_
 
 
 @pytest.mark.parametrize("differential", [False, True])
+@pytest.mark.parametrize("compaction", ["layered"], indirect=True)
 def test_a_small_delta_of_changes_is_written_from_the_driver(
-    spark: Any, plain: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, differential: bool
+    spark: Any, plain: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compaction: str, differential: bool
 ) -> None:
     """A ``changes=True`` step's deltas, its changes made and a few rows in Spark's cache, are collected and written
     from the driver (``store/collected.py``; one job over the cache, no file committer): each delta's files are
     pyarrow's and hold the rows, tombstones included, that Spark's own write of them holds (collection off), in
-    the same key-group directories; with ``differential=True`` too (the changes since the snapshot). A failure
-    mid-epoch then restores through such a delta, and the output equals the reference."""
+    the same partitions' directories; with ``differential=True`` too (each delta all the changes since the
+    snapshot, chained to it alone). The changes are never compacted into the base (``layered``). The run with
+    collection on fails mid-epoch 6 and restores through such a delta (epoch 5's); both outputs equal the
+    reference."""
     import pyarrow.parquet as pq
 
     from falkirk.spark.pipeline.run import incremental
 
     on, off = tmp_path / "on", tmp_path / "off"
-    keyed_pipeline(on, spark, incremental=True, changes=True, differential=differential, gc=False).run(EPOCHS)
+    result = keyed_pipeline(on, spark, incremental=True, changes=True, differential=differential,
+                            gc=False).run(EPOCHS, fail="totals@6:mid")
+    [recovery] = result.journal.recoveries
+    assert epoch_of(recovery.plan.frontiers["totals"]) == 5  # the snapshot at 3 and a delta written from the driver
     with monkeypatch.context() as m:
         m.setattr(incremental, "COLLECT_MAX_BYTES", -1)
         keyed_pipeline(off, spark, incremental=True, changes=True, differential=differential, gc=False).run(EPOCHS)
 
-    def written(root: Path, e: int) -> tuple[Any, set[bool], Any]:
+    def written(root: Path, e: int) -> tuple[Any, set[bool], Counter[tuple[Any, ...]]]:
         doc = state_checkpoints(root)[e]
         files = [root / doc["location"] / name for name, _, _ in doc["files"]]
         by_arrow = {"parquet-cpp" in pq.read_metadata(f).created_by for f in files}
@@ -396,16 +402,12 @@ def test_a_small_delta_of_changes_is_written_from_the_driver(
         assert (arrow_on, arrow_off) == ({True}, {False}), e
         assert shape_on == shape_off and data_on == data_off, e
         assert shape_on[0] == sum(data_on.values()) > 0, e
+        snapshot = e - e % 3
+        assert shape_on[1] == ([snapshot] if differential else list(range(snapshot, e))), e
         tombstones += sum(n for row, n in data_on.items() if row[shape_on[3].index("_deleted")])
     assert tombstones > 0  # a settled user's tombstone went through the collection
     _identical(spark, on, plain)
     _identical(spark, off, plain)
-    root = tmp_path / "failed"
-    result = keyed_pipeline(root, spark, incremental=True, changes=True, differential=differential,
-                            gc=False).run(EPOCHS, fail="totals@6:mid")
-    [recovery] = result.journal.recoveries
-    assert epoch_of(recovery.plan.frontiers["totals"]) == 5  # the snapshot at 3 and a delta written from the driver
-    _identical(spark, root, plain)
 
 
 def test_changes_are_checked_when_the_step_returns_them(spark: Any, tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 __all__ = ["COLLECT_MAX_BYTES", "StateCheckpoints"]
 
 #: a state made and held in at most this many bytes of Spark's cache has its full checkpoints collected and written
-#: from the driver (:mod:`~falkirk.spark.pipeline.store.collected`): up to it, Spark's write job with its file
+#: from the driver (and so has a ``changes=True`` step's delta whose changes are) (:mod:`~falkirk.spark.pipeline.store.collected`): up to it, Spark's write job with its file
 #: committer costs more than the collection (0.28-0.35x of its CPU from 13 kB to 1.4 MB held, 0.71-0.86x at 14 MB:
 #: ``benchmarks/README.md``, "A small checkpoint written from the driver"), and the rows are few enough for the
 #: driver to hold as Arrow
@@ -143,7 +143,12 @@ class StateCheckpoints:
                     *once(("delta-columns", key, cols), delta_columns)
                 )
                 held = changes if changes_held is None else changes_held
-                if materialised(held) and self._small(held):
+                if (
+                    collected.collectable(laid_out.schema, keyed.SUBTASK)
+                    and self.ctx.frames.rows_of(held) != 0  # none: Spark's write says what an empty item is
+                    and materialised(held)
+                    and self._small(held)
+                ):
                     # made and small: collected and written from the driver (one job over the cache, no file
                     # committer), as a small full checkpoint is; its rows are those collected
                     m = storage.write_collected(
