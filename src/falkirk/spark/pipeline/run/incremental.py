@@ -49,9 +49,10 @@ if TYPE_CHECKING:
 
 __all__ = ["COLLECT_MAX_BYTES", "StateCheckpoints"]
 
-#: a state made and held in at most this many bytes of Spark's cache has its full checkpoints collected and written
-#: from the driver (and so has a ``changes=True`` step's delta whose changes are) (:mod:`~falkirk.spark.pipeline.store.collected`): up to it, Spark's write job with its file
-#: committer costs more than the collection (0.28-0.35x of its CPU from 13 kB to 1.4 MB held, 0.71-0.86x at 14 MB:
+#: a state made and held in at most this many bytes of Spark's cache has its full checkpoints collected and
+#: written from the driver (:mod:`~falkirk.spark.pipeline.store.collected`), as has a ``changes=True`` step's
+#: delta whose changes are made and held in at most as many: up to it, Spark's write job with its file committer
+#: costs more than the collection (0.28-0.35x of its CPU from 13 kB to 1.4 MB held, 0.71-0.86x at 14 MB:
 #: ``benchmarks/README.md``, "A small checkpoint written from the driver"), and the rows are few enough for the
 #: driver to hold as Arrow
 COLLECT_MAX_BYTES = 8 << 20
