@@ -480,6 +480,56 @@ def test_lookup_refuses_keys_that_are_not_one_column_of_the_state(spark: Any) ->
             lookup(state, keys)
 
 
+@pytest.mark.parametrize("key_type", ["BIGINT", "STRING"])
+def test_lookup_view_and_merge_agree_with_the_rows_whether_keys_are_named_in_the_plan_or_joined(
+    spark: Any, key_type: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``lookup`` on a ``changes=True`` state's layers, the layers' ``view`` and a ``merge`` of changes into them
+    give the rows computed in Python from the same base, overlay (tombstones among its rows) and keys, whether
+    the keys are few integers named in the plan as literals (the wanted keys collected, the overlay's and the
+    changes' known on the driver: ``layers.among``) or joined (string keys, more keys than ``AMONG_MAX``, the
+    overlay's keys unknown) — on random layers, every way each is taken."""
+    import random
+
+    rng = random.Random(5)
+    cast = int if key_type == "BIGINT" else str
+    base = {k: rng.randrange(100) for k in range(60)}
+    overlay = {k: (None, True) if rng.random() < 0.3 else (rng.randrange(100), False) for k in rng.sample(range(80), 25)}
+    wanted = rng.sample(range(90), 30)
+    schema = f"k {key_type}, v BIGINT"
+    base_df = spark.createDataFrame([(cast(k), v) for k, v in base.items()], schema).localCheckpoint()
+    overlay_df = spark.createDataFrame(
+        [(cast(k), v, d) for k, (v, d) in overlay.items()], schema + ", _deleted BOOLEAN"
+    ).localCheckpoint()
+    keys_df = spark.createDataFrame([(cast(k),) for k in wanted], f"k {key_type}")
+    current = {k: v for k, v in base.items() if k not in overlay} | {k: v for k, (v, d) in overlay.items() if not d}
+    ways = set()
+    for known, bound in ((True, 4096), (False, 4096), (True, 10), (False, 10)):
+        monkeypatch.setattr(layers, "AMONG_MAX", bound)
+        layers._FEW.clear()
+        keys = frozenset(cast(k) for k in overlay) if known and key_type == "BIGINT" else None
+        view = layers.view(base_df, overlay_df, "k", len(overlay), layers.among(keys, "k"))
+        built = layers.Layers(view, base_df, overlay_df, None, len(overlay), len(base), "k", keys)
+        layers.register(built)
+        got = sorted(tuple(r) for r in layers.lookup(view, keys_df).collect())
+        assert got == sorted((cast(k), current[k]) for k in wanted if k in current), (known, bound)
+        assert sorted(tuple(r) for r in view.collect()) == sorted((cast(k), v) for k, v in current.items())
+        ways.add((layers._FEW.get(id(base_df)), keys is not None and len(keys) <= bound))
+        # a merge of changes named on the driver (their collected keys) or broadcast gives the same rows
+        changes = {k: (rng.randrange(100), False) for k in rng.sample(range(90), 12)}
+        changes_df = spark.createDataFrame(
+            [(cast(k), v, d) for k, (v, d) in changes.items()], schema + ", _deleted BOOLEAN"
+        )
+        table = changes_df.toArrow()
+        merged = layers.merge(overlay_df, changes_df, "k", len(changes), layers.among(layers.keys_of(table, "k"), "k"))
+        want = {k: x for k, x in overlay.items() if k not in changes} | changes
+        assert sorted(tuple(r) for r in merged.collect()) == sorted((cast(k), v, d) for k, (v, d) in want.items())
+    if key_type == "BIGINT":
+        assert ways == {(True, True), (True, False), (False, False)}
+    else:
+        assert ways == {(None, False)}
+
+
 def _changes_by_epoch(epochs: int) -> dict[int, list[tuple[Any, ...]]]:
     """What a step returning its changes returns each epoch, computed in Python from ``churn``: per user of the
     epoch its new totals, or a tombstone once its amount passes 60 (it leaves the state)."""
@@ -544,19 +594,29 @@ def test_an_output_that_is_the_changes_is_counted_by_the_job_making_them(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A ``changes=True`` step whose output is its changes (tombstones included): the changes' rows are counted
-    by the job that applies them (``layers.counted_with``), not by a count job of the output's; each output
-    epoch holds exactly the rows computed in Python, its manifest their number (a wrong count is refused when
-    the output is published), across a failure in the middle of the step."""
+    by the job that applies them (``layers.counted_with``) or, small the epoch before, by the job that collects
+    them (``StepRunner._changes_collected``), not by a count job of the output's; each output epoch holds
+    exactly the rows computed in Python, its manifest their number (a wrong count is refused when the output is
+    published), across a failure in the middle of the step."""
+    from falkirk.spark.pipeline.run.runners import StepRunner
 
-    pairs: list[tuple[int, int]] = []
+    counted: list[tuple[str, int]] = []  # per execution, how its changes were counted, and their rows
     real = layers.counted_with
+    real_collected = StepRunner._changes_collected
 
     def spy(frame: Any, also: Any, key: str, step: str) -> tuple[int, int]:
         got = real(frame, also, key, step)
-        pairs.append(got)
+        counted.append(("applied", got[1]))
+        return got
+
+    def collected(self: Any, changes: Any, marked: Any, key: str) -> Any:
+        got = real_collected(self, changes, marked, key)
+        if got is not None:
+            counted.append(("collected", got.num_rows))
         return got
 
     monkeypatch.setattr(layers, "counted_with", spy)
+    monkeypatch.setattr(StepRunner, "_changes_collected", collected)
     from falkirk.spark.pipeline.run.frames import Frames
 
     counts: list[bool] = []  # per materialise: whether it ran a count job
@@ -568,15 +628,30 @@ def test_an_output_that_is_the_changes_is_counted_by_the_job_making_them(
         return real_materialise(self, df, persist=persist, rows=rows)
 
     monkeypatch.setattr(Frames, "materialise", materialise)
+    taken: list[bool] = []  # per output write from the driver: whether it took the rows the changes' collection brought
+    real_take = Frames.take_collected
+
+    def take(self: Any, df: Any) -> Any:
+        got = real_take(self, df)
+        taken.append(got is not None)
+        return got
+
+    monkeypatch.setattr(Frames, "take_collected", take)
     pipe = _changes_output_pipeline(tmp_path, spark)
     result = pipe.run(EPOCHS, fail=["totals@4:mid"])
     assert [str(f) for f in result.fired] == ["totals@4:mid"]
     expected = _outputs_are_the_changes(spark, tmp_path, EPOCHS)
     assert any(r[3] for rows in expected.values() for r in rows)  # tombstones among them
-    # every epoch applied its changes with their count beside them (the first state, its changes having
-    # tombstones, too), but the redo of epoch 4: restored after the failure, its changes were counted first (the
-    # first merge after a recovery, layers.merge_blind)
-    assert [rows for _, rows in pairs] == [len(expected[e]) for e in (0, 1, 2, 3, 4, 5, 6, 7)]
+    # every epoch counted its changes with the job applying them (the first state, its changes having
+    # tombstones, too) or collecting them (every later one: the changes the epoch before were small), but the
+    # redo of epoch 4: restored after the failure, its changes were counted first (the first merge after a
+    # recovery, layers.merge_blind)
+    assert [rows for _, rows in counted] == [len(expected[e]) for e in (0, 1, 2, 3, 4, 5, 6, 7)]
+    assert [how for how, _ in counted] == ["applied"] + ["collected"] * 7
+    # every output epoch is written from the driver (its rows known); each one after the first took the rows the
+    # changes' collection brought (epoch 4's redo: its delta's), no job of its own; epoch 0's first state is not
+    # collected (the epoch before it is none to go by), so its output collects its rows itself
+    assert taken == [False] + [True] * 7
     # the output, the changes themselves, was never counted by a job of its own
     assert counts and not any(counts)
 
@@ -591,13 +666,18 @@ def test_an_epochs_changes_are_counted_first_where_their_keys_might_be_too_many_
     keys and the churn's 9-12 changed users per epoch all three ways are taken, the blind broadcast that turned
     out too many is noted in the journal, a failure in the middle of that epoch makes its redo count first, and
     each output epoch is still the changes computed in Python."""
+    from falkirk.spark.pipeline.run import runners
+
     monkeypatch.setattr(layers, "BROADCAST_MAX", 10)
     monkeypatch.setattr(layers, "BLIND_FRACTION", 1.0)
     monkeypatch.setattr(layers, "COMPACT_AT", 1e9)  # never compacted: every epoch after the second merges
+    # never collected first (small changes are: their collection counts them, and names their keys in the plan)
+    monkeypatch.setattr(runners, "COLLECT_MAX_ROWS", -1)
     seen: list[tuple[int | None, bool]] = []  # per merge: the rows it was given, whether it broadcast the keys
     real = layers.merge
 
-    def spy(overlay: Any, changes: Any, key: str, rows: int | None) -> Any:
+    def spy(overlay: Any, changes: Any, key: str, rows: int | None, named: Any = None) -> Any:
+        assert named is None
         got = real(overlay, changes, key, rows)
         seen.append((rows, "strategy=broadcast" in got._jdf.queryExecution().optimizedPlan().toString()))
         return got
@@ -624,29 +704,50 @@ def test_an_epochs_changes_are_counted_first_where_their_keys_might_be_too_many_
     assert f"had {rows[failed]} rows, {rows[failed - 1]} the epoch before" in noted[0]
 
 
+@pytest.mark.parametrize("collected", [False, True], ids=["applied", "collected"])
 def test_a_job_failing_inside_the_merge_releases_what_it_was_caching(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, collected: bool
 ) -> None:
     """A Spark job failing while a step's changes are merged into its layers (the job counting the new changes
-    since the base and the epoch's changes, which caches both): both frames are released (no longer referenced
-    while the epoch runs again), the epoch is retried in place, and each output epoch is still the changes
-    computed in Python."""
+    since the base and — not collected first — the epoch's changes, which caches both): both frames are released
+    (no longer referenced while the epoch runs again), the epoch is retried in place, and each output epoch is
+    still the changes computed in Python. ``collected``: the changes collected on the driver first (small the
+    epoch before), the merge's job counting the new changes since the base alone; else never collected."""
     from pyspark.sql import functions as F
 
+    from falkirk.spark.pipeline.run import runners
     from falkirk.spark.pipeline.run.frames import Frames
 
+    if not collected:
+        monkeypatch.setattr(runners, "COLLECT_MAX_ROWS", -1)
     calls: list[Any] = []  # the frame each call of the merge's count was given
-    also_seen: list[Any] = []  # and the changes counted beside it
-    real = layers.counted_with
+    also_seen: list[Any] = []  # and the changes counted beside it (collected: the changes collected)
+    real, real_counted = layers.counted_with, layers.counted
+    real_collected = runners.StepRunner._changes_collected
+
+    def fail_on_fourth(frame: Any) -> None:
+        if len(calls) == 4:  # epoch 3's merge (one call per epoch: epoch 0 makes the first state)
+            real_counted(frame, "user", "totals")  # its blocks cached, then a job fails (a lost executor, say)
+            boom = F.raise_error(F.lit("falkirk injected: a job lost while merging the changes"))
+            frame.sparkSession.range(1).select(boom).collect()
 
     def failing(frame: Any, also: Any, key: str, step: str) -> tuple[int, int]:
         calls.append(frame)
         also_seen.append(also)
-        if len(calls) == 4:  # epoch 3's merge (one call per epoch: epoch 0 makes the first state)
-            real(frame, also, key, step)  # its blocks cached, then a job fails (a lost executor, say)
-            boom = F.raise_error(F.lit("falkirk injected: a job lost while merging the changes"))
-            frame.sparkSession.range(1).select(boom).collect()
+        fail_on_fourth(frame)
         return real(frame, also, key, step)
+
+    def merged_count(frame: Any, key: str, step: str) -> int:
+        if collected and len(also_seen) > len(calls):  # the new changes since the base, after a collection
+            calls.append(frame)
+            fail_on_fourth(frame)
+        return real_counted(frame, key, step)
+
+    def collecting(self: Any, changes: Any, marked: Any, key: str) -> Any:
+        got = real_collected(self, changes, marked, key)
+        if got is not None:
+            also_seen.append(changes)
+        return got
 
     released: list[Any] = []
     real_release = Frames.release
@@ -656,9 +757,12 @@ def test_a_job_failing_inside_the_merge_releases_what_it_was_caching(
         real_release(self, df, **how)
 
     monkeypatch.setattr(layers, "counted_with", failing)
+    monkeypatch.setattr(layers, "counted", merged_count)
+    monkeypatch.setattr(runners.StepRunner, "_changes_collected", collecting)
     monkeypatch.setattr(Frames, "release", release)
     result = _changes_output_pipeline(tmp_path, spark).run(EPOCHS)
     assert len(calls) >= 4 and any(df is calls[3] for df in released)
+    assert calls[3] is not also_seen[3]
     assert any(df is also_seen[3] for df in released)  # the epoch's changes too
     assert [r.in_place for r in result.journal.recoveries] == [("totals", 3)]
     _outputs_are_the_changes(spark, tmp_path, EPOCHS)

@@ -54,6 +54,10 @@ OBSERVED_WAIT = 2.0
 __all__ = ["Frames"]
 
 
+#: the most tables :meth:`Frames.collected` keeps at once
+TABLES_KEPT = 4
+
+
 class Frames:
     """DataFrames persisted by one run, with their known row counts and who still holds them.
 
@@ -65,6 +69,9 @@ class Frames:
         self._lock = threading.RLock()
         self._pins: dict[int, list[Any]] = {}
         self._counts: dict[int, tuple[weakref.ref[Any], int]] = {}
+        #: rows a first collection of a frame brought to the driver (Arrow), for a second write of the same
+        #: frame to take instead of collecting it again (:meth:`collected`, :meth:`take_collected`)
+        self._tables: dict[int, tuple[weakref.ref[Any], Any]] = {}
         self._released: list[Any] = []
         self._holds: dict[int, list[Any]] = {}
         #: frames whose local checkpoint's blocks are freed once released (a state its step let go of): the
@@ -223,6 +230,22 @@ class Frames:
             self._counts[id(df)] = (weakref.ref(df), rows)
             return df
 
+    def collected(self, df: DataFrame, table: Any) -> None:
+        """``table`` holds every row of ``df`` (a made frame, collected on the driver as ``df.toArrow()``
+        would): one later write of ``df`` from the driver takes it (:meth:`take_collected`) instead of a job.
+        At most :data:`TABLES_KEPT` are kept (the oldest forgotten first), each only while ``df`` is alive."""
+        with self._lock:
+            self._tables.pop(id(df), None)
+            self._tables[id(df)] = (weakref.ref(df), table)
+            while len(self._tables) > TABLES_KEPT:
+                del self._tables[next(iter(self._tables))]
+
+    def take_collected(self, df: Any) -> Any:
+        """The table :meth:`collected` left for ``df`` (forgotten now), else ``None``."""
+        with self._lock:
+            kept = self._tables.pop(id(df), None)
+            return kept[1] if kept is not None and kept[0]() is df else None
+
     def release(self, df: Any, *, state_of: str | None = None, read_until: int | None = None) -> None:
         """``df`` is no longer needed by its producer (unpersisted once nothing queued holds it).
 
@@ -327,6 +350,7 @@ class Frames:
                     kept.append(df)  # a frame made from it may still be computed again from its lineage
                     continue
                 self._counts.pop(id(df), None)
+                self._tables.pop(id(df), None)
                 df.unpersist(blocking=False)
                 if mark is not None:
                     del self._blocks[id(df)]

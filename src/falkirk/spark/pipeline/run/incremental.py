@@ -90,6 +90,7 @@ class StateCheckpoints:
         *,
         changes: DataFrame | None = None,
         changes_held: DataFrame | None = None,
+        changes_table: Any = None,
         layers: tuple[DataFrame, DataFrame | None] | None = None,
         appended: tuple[list[DataFrame], int, tuple[int, ...] | None] | None = None,
     ) -> Manifest:
@@ -103,6 +104,10 @@ class StateCheckpoints:
         writes). ``changes_held``: the detached frame ``changes`` is read from
         (``changes`` itself where not given); where it is made and small
         (:meth:`_small`), the delta is collected and written from the driver.
+        ``changes_table``: ``changes`` tagged with their partitions
+        (:func:`~falkirk.spark.pipeline.store.keyed.tagged`), collected
+        already (Arrow): the delta is written from them with no job, where
+        they are small.
         ``layers``: that step's base and the changes since it
         (``None``: none); with ``differential=True``, where the base is the
         chain's snapshot, the delta is those changes, chained to the snapshot
@@ -129,7 +134,7 @@ class StateCheckpoints:
             assert before is not None and previous is not None
             if changes is not None and layers is not None and self._differential(layers):
                 # all the changes since the snapshot, in one delta
-                changes, changes_held, before = layers[1], layers[1], before[:1]
+                changes, changes_held, changes_table, before = layers[1], layers[1], None, before[:1]
             if changes is not None:  # the step's own changes, tagged with their partitions: no shuffle
                 cols = tuple(c for c in changes.columns if c != delta.DELETED)
 
@@ -147,8 +152,11 @@ class StateCheckpoints:
                 if (
                     collected.collectable(laid_out.schema, keyed.SUBTASK)
                     and self.ctx.frames.rows_of(held) != 0  # none: Spark's write says what an empty item is
-                    and materialised(held)
-                    and self._small(held)
+                    and (
+                        self._small_table(changes_table)
+                        if changes_table is not None
+                        else materialised(held) and self._small(held)
+                    )
                 ):
                     # made and small: collected and written from the driver (one job over the cache, no file
                     # committer), as a small full checkpoint is; its rows are those collected
@@ -157,6 +165,7 @@ class StateCheckpoints:
                         self.name,
                         "checkpoint",
                         epoch,
+                        table=self._delta_table(changes, held, laid_out, cols, changes_table),
                         partition_by=keyed.SUBTASK,
                         keyed=layout,
                         delta={"chain": list(before), "state_rows": rows},
@@ -276,6 +285,44 @@ class StateCheckpoints:
             if total > COLLECT_MAX_BYTES:
                 return False
         return True
+
+    def _delta_table(
+        self, changes: DataFrame, held: DataFrame, laid_out: DataFrame, cols: tuple[str, ...], got: Any
+    ) -> Any:
+        """The rows of the delta ``laid_out`` (``changes`` — ``held`` with ``_deleted`` — tagged with their
+        partitions, a tombstone's values null) as ``laid_out.toArrow()`` would give them, from ``got`` (``changes``
+        tagged, collected already) or else collected by one job that brings ``changes`` themselves: ``held``'s
+        rows are then kept for the driver-side write of the step's output when that is ``held``
+        (:meth:`~.frames.Frames.collected`), which needs no job of its own. A tombstone's values are nulled here,
+        as the delta's projection does in Spark."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        key, n, groups = self.key, self.regime.parallelism, self.regime.max_parallelism  # type: ignore[attr-defined]
+        assert key is not None
+        if got is None:
+            got = keyed.tagged(changes, key, n, groups).toArrow()
+            self.ctx.frames.collected(held, got.select(held.columns))
+        gone = pc.fill_null(got.column(delta.DELETED), False)
+        columns = [
+            got.column(c)
+            if c == key
+            else pc.if_else(gone, pa.scalar(None, got.schema.field(c).type), got.column(c))
+            for c in cols
+        ]
+        # the types toArrow gives (the session's string widths), the nullability of the delta's own columns
+        fields = [
+            pa.field(f.name, got.schema.field(f.name).type, nullable=f.nullable)
+            for f in laid_out.schema.fields
+        ]
+        return pa.Table.from_arrays([*columns, got.column(keyed.SUBTASK), gone], schema=pa.schema(fields))
+
+    def _small_table(self, table: Any) -> bool:
+        """Whether collected ``table`` is small enough (:data:`COLLECT_MAX_BYTES` in Arrow) to be written from the
+        driver, whose view of the root is the executors'."""
+        return table.nbytes <= COLLECT_MAX_BYTES and shares_storage(
+            self.ctx.spark, self.ctx.storage.fs.object_store
+        )
 
     def _small(self, state: DataFrame) -> bool:
         """Whether made ``state`` is small enough (:data:`COLLECT_MAX_BYTES` in Spark's cache) for its checkpoint

@@ -34,16 +34,19 @@ from falkirk.spark.pipeline.store.delta import DELETED, gone
 from falkirk.spark.pipeline.store.jvm import once
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 __all__ = [
+    "AMONG_MAX",
     "BLIND_FRACTION",
     "BROADCAST_MAX",
     "COMPACT_AT",
     "Layers",
+    "among",
     "check_changes",
     "counted",
     "counted_with",
+    "keys_of",
     "layers_of",
     "live",
     "lookup",
@@ -86,6 +89,9 @@ class Layers:
     base_rows: int
     #: the state's key column
     key: str
+    #: the overlay's keys, where the driver knows them all (the changes since the base were collected:
+    #: :func:`among` names them in a plan, where a join would broadcast them with a job of its own); ``None``: not
+    overlay_keys: frozenset[int] | None = None
 
 
 #: the layers behind each view a runner handed out, by ``id`` of the view (for :func:`lookup`)
@@ -118,12 +124,15 @@ def live(rows: DataFrame) -> DataFrame:
     return rows.where(once(("live",), lambda: ~gone())).drop(DELETED)
 
 
-def view(base: DataFrame, overlay: DataFrame, key: str, rows: int) -> DataFrame:
+def view(base: DataFrame, overlay: DataFrame, key: str, rows: int, named: Column | None = None) -> DataFrame:
     """``base`` with ``overlay`` (``rows`` rows) applied: the base's rows of the keys the overlay does not name,
     and its live rows (a scan of the base against the overlay's keys, broadcast up to :data:`BROADCAST_MAX`;
-    no shuffle)."""
+    no shuffle). ``named``: whether a row's key is one of the overlay's, known on the driver (:func:`among`):
+    a filter, no broadcast."""
     from pyspark.sql import functions as F
 
+    if named is not None:
+        return base.where(~named).unionByName(live(overlay))
     keys = overlay.select(key)
     return _joined(base, F.broadcast(keys) if rows <= BROADCAST_MAX else keys, key, "left_anti").unionByName(
         live(overlay)
@@ -160,16 +169,58 @@ def merge_blind(last: int | None) -> bool:
     return last is not None and last <= BLIND_FRACTION * BROADCAST_MAX
 
 
-def merge(overlay: DataFrame, changes: DataFrame, key: str, rows: int | None) -> DataFrame:
+def merge(
+    overlay: DataFrame, changes: DataFrame, key: str, rows: int | None, named: Column | None = None
+) -> DataFrame:
     """The changes since the base once an epoch's ``changes`` (with ``_deleted``; ``rows`` rows, ``None``: not
     counted, see :func:`merge_blind`) are applied to ``overlay`` (the changes since before): ``overlay``'s rows of
     the keys ``changes`` does not name, and ``changes``. Their keys are broadcast when uncounted or up to
-    :data:`BROADCAST_MAX`; beyond, both sides are shuffled by key."""
+    :data:`BROADCAST_MAX`; beyond, both sides are shuffled by key. ``named``: whether a row's key is one of the
+    changes', known on the driver (:func:`among`): a filter, no broadcast, no job."""
     from pyspark.sql import functions as F
 
+    if named is not None:
+        return overlay.where(~named).unionByName(changes)
     keys = changes.select(key)
     small = rows is None or rows <= BROADCAST_MAX
     return overlay.join(F.broadcast(keys) if small else keys, key, "left_anti").unionByName(changes)
+
+
+#: the most keys :func:`among` names in a plan
+AMONG_MAX = 4096
+
+
+def keys_of(table: Any, key: str) -> frozenset[int] | None:
+    """The keys of ``table`` (Arrow, collected) as a set, for :func:`among`: at most :data:`AMONG_MAX` integers,
+    none null; else ``None``.
+
+    >>> import pyarrow as pa
+    >>> sorted(keys_of(pa.table({"k": pa.array([3, 1, 3], pa.int64())}), "k"))
+    [1, 3]
+    >>> keys_of(pa.table({"k": pa.array([1, None], pa.int64())}), "k") is None
+    True
+    >>> keys_of(pa.table({"k": pa.array(["a"])}), "k") is None
+    True
+    """
+    import pyarrow as pa
+
+    column = table.column(key)
+    if not pa.types.is_integer(column.type) or column.null_count or len(column) > AMONG_MAX:
+        return None
+    return frozenset(column.to_pylist())
+
+
+def among(keys: frozenset[int] | None, key: str) -> Column | None:
+    """Whether a row's ``key`` is one of ``keys`` (:func:`keys_of`), as a predicate holding them as literals
+    (Spark looks them up in a hash set); ``None`` for ``None`` or more than :data:`AMONG_MAX` keys."""
+    if keys is None or len(keys) > AMONG_MAX:
+        return None
+    from pyspark.sql import functions as F
+
+    if not keys:
+        return F.lit(False)
+    name = "`" + key.replace("`", "``") + "`"
+    return F.expr(f"{name} IN ({', '.join(map(str, sorted(keys)))})")
 
 
 def layers_of(state: Any) -> Layers | None:
@@ -259,6 +310,18 @@ def lookup(state: DataFrame, keys: DataFrame) -> DataFrame:
     if layers is None or layers.key != key:
         return _joined(state, wanted, key, "left_semi")
     order = layers.base.columns
+    few = _few_keys(keys, key, layers)
+    if few is not None:  # collected: the layers filtered by them, no broadcast
+        found = layers.base.where(few)
+        if layers.overlay is None:
+            return found
+        named = layers.overlay.where(few)
+        overlaid = among(layers.overlay_keys, key)
+        if overlaid is not None:  # the overlay's keys known on the driver too: no job at all
+            return found.where(~overlaid).unionByName(live(named))
+        return _joined(found, F.broadcast(named.select(key)), key, "left_anti", order).unionByName(
+            live(named)
+        )
     found = _joined(layers.base, wanted, key, "left_semi", order)
     if layers.overlay is None:
         return found
@@ -266,3 +329,26 @@ def lookup(state: DataFrame, keys: DataFrame) -> DataFrame:
     named = layers.overlay.join(wanted, key, "left_semi")
     stale = F.broadcast(named.select(key))
     return _joined(found, stale, key, "left_anti", order).unionByName(live(named))
+
+
+#: per base (by ``id``), whether the last :func:`lookup` of its layers found its keys few (:func:`_few_keys`)
+_FEW: dict[int, bool] = {}
+
+
+def _few_keys(keys: DataFrame, key: str, layers: Layers) -> Column | None:
+    """Whether a row's ``key`` is one of ``keys`` (a frame of that one column), as :func:`among`'s predicate,
+    where they are at most :data:`AMONG_MAX` integers, none null: collected on the driver by one job (where a
+    join would broadcast them, a job too, and the layers' two joins with them could not share it), read no
+    further than one key past the bound. ``None`` otherwise, and from then on for lookups of the same base."""
+    from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType
+
+    if _FEW.get(id(layers.base)) is False:
+        return None
+    if not isinstance(keys.schema[key].dataType, (ByteType, ShortType, IntegerType, LongType)):
+        return None
+    if len(_FEW) > 64:
+        _FEW.clear()
+    got = keys.limit(AMONG_MAX + 1).toArrow()
+    few = keys_of(got, key)
+    _FEW[id(layers.base)] = few is not None
+    return among(few, key)

@@ -296,6 +296,8 @@ class StepRunner(Runner):
         #: driver): :meth:`_apply` broadcasts the next epoch's keys without counting them first only below
         #: :func:`~falkirk.spark.pipeline.run.layers.merge_blind`'s bound
         self._changes_rows: int | None = None
+        #: the epoch's changes collected by :meth:`_changes_collected` (Arrow), for its delta; ``None``: not
+        self._changes_table: Any = None
         #: the execution under way's detached new state (:class:`Attempt`)
         self._attempt: Attempt | None = None
         #: a failed execution's, kept for its retry in place (:meth:`drop_made`, :meth:`_detached`)
@@ -350,6 +352,7 @@ class StepRunner(Runner):
             self._drop_salvage()  # not a retry of the execution that made it
         self._before = (epoch, self.state, self.checkpoints.chain, self.checkpoints.base)
         self.made = []
+        self._changes_table = None
         result = self.call(epoch, inputs)
         new_state = None
         defer = late_checkpoint = False
@@ -522,6 +525,7 @@ class StepRunner(Runner):
                         parts.total if parts is not None else rows if new_state is out else None,
                         changes=None if layers is None else layers.changes,
                         changes_held=changes,
+                        changes_table=self._changes_table,
                         layers=None if layers is None else (layers.base, layers.overlay),
                         appended=None if parts is None else (*parts.pending(), parts.chain),
                     )
@@ -676,6 +680,9 @@ class StepRunner(Runner):
         run, noted)."""
         try:
             if table is None:
+                # collected already (a ``changes=True`` step's delta brought its changes, this output, along)
+                table = self.ctx.frames.take_collected(df)
+            if table is None:
                 # no rows (known exactly: counted, planned empty, or a replayed log's): nothing to collect
                 if self.ctx.frames.rows_of(df) == 0:
                     if self._large_strings is None:  # asked once, as toArrow asks it every time
@@ -798,6 +805,7 @@ class StepRunner(Runner):
                 first = changes
                 rows = returned_rows = _layers.counted(first, key, self.name)
             self.ctx.frames.known_rows(changes, returned_rows)
+            self._changes_rows = returned_rows  # the next epoch's guide (:meth:`_changes_collected`)
             return first, Layers(first, first, None, marked, 0, rows, key)
         base: DataFrame
         overlay: DataFrame | None
@@ -808,6 +816,21 @@ class StepRunner(Runner):
             base, overlay, base_rows = layers.base, layers.overlay, layers.base_rows
         _layers.check_changes(marked, base, self.name)
         known: int | None = None
+        # small changes (by the epoch before) are collected first: the job that makes them, whose rows then serve
+        # the merge's keys (a local relation: no job), the delta and the step's output (written from the driver)
+        got = self._changes_collected(changes, marked, key)
+        named = changed_keys = None
+        if got is not None:
+            known, changed_keys = got.num_rows, _layers.keys_of(got, key)
+            named = _layers.among(changed_keys, key)
+        # the overlay's keys after the merge, where the driver knows them all
+        if changed_keys is None or (overlay is not None and (layers is None or layers.overlay_keys is None)):
+            overlay_keys = None
+        elif overlay is None:
+            overlay_keys = changed_keys
+        else:
+            assert layers is not None and layers.overlay_keys is not None
+            overlay_keys = layers.overlay_keys | changed_keys
         if overlay is None:
             merged = marked
         else:
@@ -816,11 +839,11 @@ class StepRunner(Runner):
             # until this merge succeeds: an attempt that fails, a blind broadcast too big among the causes, is
             # followed by one that counts first)
             last, self._changes_rows = self._changes_rows, None
-            if not _layers.merge_blind(last):
+            if known is None and not _layers.merge_blind(last):
                 known = _layers.counted(changes, key, self.name)
             # kept in the state's partitions (a union adds its sides' partitions up)
             parallelism = self.regime.parallelism  # type: ignore[attr-defined]
-            merged = _layers.merge(overlay, marked, key, known).coalesce(parallelism)
+            merged = _layers.merge(overlay, marked, key, known, named).coalesce(parallelism)
         if base_rows < 0:  # not known: counted here (its first use reads it anyway)
             base_rows = _layers.counted(base, key, self.name)
         new_overlay = detached(merged)
@@ -838,7 +861,7 @@ class StepRunner(Runner):
         else:
             n, rows = _layers.counted(new_overlay, key, self.name), known
         self.ctx.frames.known_rows(changes, rows)
-        view = _layers.view(base, new_overlay, key, n)
+        view = _layers.view(base, new_overlay, key, n, _layers.among(overlay_keys, key))
         bound = _layers.COMPACT_AT * max(base_rows, 1)
         # a snapshot written from the compacted base scans a cache, where one written from the view computes the
         # view (the base and the overlay joined): compacted now, the compaction the bound would call for before
@@ -858,7 +881,46 @@ class StepRunner(Runner):
             self._changes_rows = rows  # the merge succeeded
             return compacted, Layers(compacted, compacted, None, marked, 0, whole, key)
         self._changes_rows = rows  # the merge succeeded
-        return view, Layers(view, base, new_overlay, marked, n, base_rows, key)
+        return view, Layers(view, base, new_overlay, marked, n, base_rows, key, overlay_keys)
+
+    def _changes_collected(self, changes: DataFrame, marked: DataFrame, key: str) -> Any:
+        """``marked`` (``changes`` with ``_deleted``) tagged with each row's partition (:func:`~.keyed.tagged`),
+        collected as Arrow by the job that makes ``changes``, where the step's changes the epoch before were at
+        most :data:`COLLECT_MAX_ROWS` rows and Spark bounds a collection (``spark.driver.maxResultSize`` at most
+        :data:`COLLECT_MAX_RESULT_BYTES`), through classic Spark, the run durable, every column collectable: kept
+        for the epoch's delta (:attr:`_changes_table`) and ``changes``' rows for the step's output's write
+        (:meth:`~.frames.Frames.collected`). ``None`` otherwise, or where the collection outgrew
+        ``spark.driver.maxResultSize`` (then off for the rest of the run, noted)."""
+        from falkirk.spark.pipeline.store import keyed
+
+        self._changes_table = None
+        last, ctx = self._changes_rows, self.ctx
+        if self._collect_off or not ctx.durable or last is None or last > COLLECT_MAX_ROWS:
+            return None
+        if is_connect(ctx.spark):
+            return None
+        if self._result_bound is None:
+            self._result_bound = result_bound(ctx.spark)
+        if not 0 < self._result_bound <= COLLECT_MAX_RESULT_BYTES:
+            return None
+        regime = self.regime
+        tagged = keyed.tagged(marked, key, regime.parallelism, regime.max_parallelism)  # type: ignore[attr-defined]
+        if not collectable(tagged.schema, keyed.SUBTASK):
+            return None
+        try:
+            got = tagged.toArrow()
+        except Exception as exc:
+            if "maxResultSize" not in str(exc):
+                raise  # the job's own failure, as the merge's would have met it
+            self._collect_off = True
+            ctx.note(
+                f"step {self.name}: its changes outgrew spark.driver.maxResultSize when collected; merged and "
+                "written by Spark's jobs from now on in this run"
+            )
+            return None
+        self._changes_table = got
+        ctx.frames.collected(changes, got.select(changes.columns))
+        return got
 
     def _restore_layers(self, m: Manifest) -> None:
         """A ``changes=True`` step's state from its checkpoint ``m``, as layers: the chain's snapshot as the
