@@ -731,9 +731,12 @@ def test_a_job_failing_inside_the_merge_releases_what_it_was_caching(
             boom = F.raise_error(F.lit("falkirk injected: a job lost while merging the changes"))
             frame.sparkSession.range(1).select(boom).collect()
 
+    how: list[str] = []  # per execution, how its changes were counted
+
     def failing(frame: Any, also: Any, key: str, step: str) -> tuple[int, int]:
         calls.append(frame)
         also_seen.append(also)
+        how.append("applied")
         fail_on_fourth(frame)
         return real(frame, also, key, step)
 
@@ -747,6 +750,7 @@ def test_a_job_failing_inside_the_merge_releases_what_it_was_caching(
         got = real_collected(self, changes, marked, key)
         if got is not None:
             also_seen.append(changes)
+            how.append("collected")
         return got
 
     released: list[Any] = []
@@ -763,6 +767,7 @@ def test_a_job_failing_inside_the_merge_releases_what_it_was_caching(
     result = _changes_output_pipeline(tmp_path, spark).run(EPOCHS)
     assert len(calls) >= 4 and any(df is calls[3] for df in released)
     assert calls[3] is not also_seen[3]
+    assert how[:4] == ["applied"] + ["collected" if collected else "applied"] * 3
     assert any(df is also_seen[3] for df in released)  # the epoch's changes too
     assert [r.in_place for r in result.journal.recoveries] == [("totals", 3)]
     _outputs_are_the_changes(spark, tmp_path, EPOCHS)

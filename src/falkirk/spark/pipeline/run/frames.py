@@ -235,7 +235,7 @@ class Frames:
         would): one later write of ``df`` from the driver takes it (:meth:`take_collected`) instead of a job.
         At most :data:`TABLES_KEPT` are kept (the oldest forgotten first), each only while ``df`` is alive."""
         with self._lock:
-            self._tables.pop(id(df), None)
+            self._tables = {k: v for k, v in self._tables.items() if v[0]() is not None and k != id(df)}
             self._tables[id(df)] = (weakref.ref(df), table)
             while len(self._tables) > TABLES_KEPT:
                 del self._tables[next(iter(self._tables))]

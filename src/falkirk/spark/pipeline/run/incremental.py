@@ -79,6 +79,8 @@ class StateCheckpoints:
         #: a ``changes=True`` step's base that is the chain's snapshot, and that snapshot's epoch: with
         #: ``differential=True`` each delta holds all the changes since it (:meth:`write`)
         self.base: tuple[DataFrame, int] | None = None
+        #: whether the session writes Parquet as pyarrow does (:func:`~.collected.session_allows`), once asked
+        self._session_allows: bool | None = None
 
     # -- writing --------------------------------------------------------------------------------
     def write(
@@ -132,8 +134,10 @@ class StateCheckpoints:
         before = self.chain
         if self.writes_delta(epoch, previous):
             assert before is not None and previous is not None
-            if changes is not None and layers is not None and self._differential(layers):
+            swapped = changes is not None and layers is not None and self._differential(layers)
+            if swapped:
                 # all the changes since the snapshot, in one delta
+                assert layers is not None
                 changes, changes_held, changes_table, before = layers[1], layers[1], None, before[:1]
             if changes is not None:  # the step's own changes, tagged with their partitions: no shuffle
                 cols = tuple(c for c in changes.columns if c != delta.DELETED)
@@ -150,7 +154,12 @@ class StateCheckpoints:
                 )
                 held = changes if changes_held is None else changes_held
                 if (
-                    collected.collectable(laid_out.schema, keyed.SUBTASK)
+                    self._session_allows is None
+                ):  # asked once: a session writing Parquet otherwise collects for nothing
+                    self._session_allows = collected.session_allows(self.ctx.spark)
+                if (
+                    self._session_allows
+                    and collected.collectable(laid_out.schema, keyed.SUBTASK)
                     and self.ctx.frames.rows_of(held) != 0  # none: Spark's write says what an empty item is
                     and (
                         self._small_table(changes_table)
@@ -165,7 +174,9 @@ class StateCheckpoints:
                         self.name,
                         "checkpoint",
                         epoch,
-                        table=self._delta_table(changes, held, laid_out, cols, changes_table),
+                        table=self._delta_table(
+                            changes, held, laid_out, cols, changes_table, output=not swapped
+                        ),
                         partition_by=keyed.SUBTASK,
                         keyed=layout,
                         delta={"chain": list(before), "state_rows": rows},
@@ -287,14 +298,22 @@ class StateCheckpoints:
         return True
 
     def _delta_table(
-        self, changes: DataFrame, held: DataFrame, laid_out: DataFrame, cols: tuple[str, ...], got: Any
+        self,
+        changes: DataFrame,
+        held: DataFrame,
+        laid_out: DataFrame,
+        cols: tuple[str, ...],
+        got: Any,
+        *,
+        output: bool,
     ) -> Any:
         """The rows of the delta ``laid_out`` (``changes`` — ``held`` with ``_deleted`` — tagged with their
         partitions, a tombstone's values null) as ``laid_out.toArrow()`` would give them, from ``got`` (``changes``
         tagged, collected already) or else collected by one job that brings ``changes`` themselves: ``held``'s
-        rows are then kept for the driver-side write of the step's output when that is ``held``
-        (:meth:`~.frames.Frames.collected`), which needs no job of its own. A tombstone's values are nulled here,
-        as the delta's projection does in Spark."""
+        rows are then kept (``output``: ``held`` is the step's changes, not the changes since the snapshot) for
+        the driver-side write of the step's output when that is ``held`` (:meth:`~.frames.Frames.collected`),
+        which needs no job of its own. A tombstone's values are nulled here, as the delta's projection does in
+        Spark."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -302,7 +321,8 @@ class StateCheckpoints:
         assert key is not None
         if got is None:
             got = keyed.tagged(changes, key, n, groups).toArrow()
-            self.ctx.frames.collected(held, got.select(held.columns))
+            if output:
+                self.ctx.frames.collected(held, got.select(held.columns))
         gone = pc.fill_null(got.column(delta.DELETED), False)
         columns = [
             got.column(c)

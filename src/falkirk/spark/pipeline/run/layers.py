@@ -132,7 +132,7 @@ def view(base: DataFrame, overlay: DataFrame, key: str, rows: int, named: Column
     from pyspark.sql import functions as F
 
     if named is not None:
-        return base.where(~named).unionByName(live(overlay))
+        return base.where(_outside(named)).unionByName(live(overlay))
     keys = overlay.select(key)
     return _joined(base, F.broadcast(keys) if rows <= BROADCAST_MAX else keys, key, "left_anti").unionByName(
         live(overlay)
@@ -180,7 +180,7 @@ def merge(
     from pyspark.sql import functions as F
 
     if named is not None:
-        return overlay.where(~named).unionByName(changes)
+        return overlay.where(_outside(named)).unionByName(changes)
     keys = changes.select(key)
     small = rows is None or rows <= BROADCAST_MAX
     return overlay.join(F.broadcast(keys) if small else keys, key, "left_anti").unionByName(changes)
@@ -221,6 +221,13 @@ def among(keys: frozenset[int] | None, key: str) -> Column | None:
         return F.lit(False)
     name = "`" + key.replace("`", "``") + "`"
     return F.expr(f"{name} IN ({', '.join(map(str, sorted(keys)))})")
+
+
+def _outside(named: Column) -> Column:
+    """The rows :func:`among`'s ``named`` does not hold, a null key among them (as a left anti join keeps it)."""
+    from pyspark.sql import functions as F
+
+    return ~F.coalesce(named, F.lit(False))
 
 
 def layers_of(state: Any) -> Layers | None:
@@ -318,7 +325,7 @@ def lookup(state: DataFrame, keys: DataFrame) -> DataFrame:
         named = layers.overlay.where(few)
         overlaid = among(layers.overlay_keys, key)
         if overlaid is not None:  # the overlay's keys known on the driver too: no job at all
-            return found.where(~overlaid).unionByName(live(named))
+            return found.where(_outside(overlaid)).unionByName(live(named))
         return _joined(found, F.broadcast(named.select(key)), key, "left_anti", order).unionByName(
             live(named)
         )
@@ -344,7 +351,12 @@ def _few_keys(keys: DataFrame, key: str, layers: Layers) -> Column | None:
 
     if _FEW.get(id(layers.base)) is False:
         return None
-    if not isinstance(keys.schema[key].dataType, (ByteType, ShortType, IntegerType, LongType)):
+    kind = keys.schema[key].dataType
+    # the state's own key type too: a join of another type compares through a cast an IN list may not make
+    if (
+        not isinstance(kind, (ByteType, ShortType, IntegerType, LongType))
+        or kind != layers.base.schema[key].dataType
+    ):
         return None
     if len(_FEW) > 64:
         _FEW.clear()

@@ -27,7 +27,7 @@ from falkirk.spark.pipeline.declare.regimes import Output
 from falkirk.spark.pipeline.run import appended as _appended
 from falkirk.spark.pipeline.run import layers as _layers
 from falkirk.spark.pipeline.run.guard import WriteGuard
-from falkirk.spark.pipeline.run.incremental import StateCheckpoints
+from falkirk.spark.pipeline.run.incremental import COLLECT_MAX_BYTES, StateCheckpoints
 from falkirk.spark.pipeline.run.layers import Layers
 from falkirk.spark.pipeline.run.probe import is_local_master
 from falkirk.spark.pipeline.run.session import (
@@ -298,6 +298,8 @@ class StepRunner(Runner):
         self._changes_rows: int | None = None
         #: the epoch's changes collected by :meth:`_changes_collected` (Arrow), for its delta; ``None``: not
         self._changes_table: Any = None
+        #: the Arrow bytes per row of the last changes :meth:`_changes_collected` collected
+        self._changes_row_bytes = 0.0
         #: the execution under way's detached new state (:class:`Attempt`)
         self._attempt: Attempt | None = None
         #: a failed execution's, kept for its retry in place (:meth:`drop_made`, :meth:`_detached`)
@@ -831,6 +833,10 @@ class StepRunner(Runner):
         else:
             assert layers is not None and layers.overlay_keys is not None
             overlay_keys = layers.overlay_keys | changed_keys
+        if overlay_keys is not None and len(overlay_keys) > _layers.AMONG_MAX:
+            overlay_keys = (
+                None  # too many to name in a plan: not kept (nor copied every epoch) until a compaction
+            )
         if overlay is None:
             merged = marked
         else:
@@ -889,13 +895,21 @@ class StepRunner(Runner):
         most :data:`COLLECT_MAX_ROWS` rows and Spark bounds a collection (``spark.driver.maxResultSize`` at most
         :data:`COLLECT_MAX_RESULT_BYTES`), through classic Spark, the run durable, every column collectable: kept
         for the epoch's delta (:attr:`_changes_table`) and ``changes``' rows for the step's output's write
-        (:meth:`~.frames.Frames.collected`). ``None`` otherwise, or where the collection outgrew
-        ``spark.driver.maxResultSize`` (then off for the rest of the run, noted)."""
+        (:meth:`~.frames.Frames.collected`) where they are at most :data:`COLLECT_MAX_ROWS` rows and
+        :data:`COLLECT_MAX_BYTES` in Arrow (larger: their count and keys only, and the next epoch's are not
+        collected). ``None`` otherwise, or where the collection outgrew ``spark.driver.maxResultSize`` (then off
+        for the rest of the run, noted)."""
         from falkirk.spark.pipeline.store import keyed
 
         self._changes_table = None
         last, ctx = self._changes_rows, self.ctx
-        if self._collect_off or not ctx.durable or last is None or last > COLLECT_MAX_ROWS:
+        if (
+            self._collect_off
+            or not ctx.durable
+            or last is None
+            or last > COLLECT_MAX_ROWS
+            or last * self._changes_row_bytes > COLLECT_MAX_BYTES  # foretold by the last collected
+        ):
             return None
         if is_connect(ctx.spark):
             return None
@@ -907,6 +921,9 @@ class StepRunner(Runner):
         tagged = keyed.tagged(marked, key, regime.parallelism, regime.max_parallelism)  # type: ignore[attr-defined]
         if not collectable(tagged.schema, keyed.SUBTASK):
             return None
+        # forgotten until the merge succeeds: an attempt that fails (the collection among the causes) is followed
+        # by one that counts the changes first, uncollected
+        self._changes_rows = None
         try:
             got = tagged.toArrow()
         except Exception as exc:
@@ -918,8 +935,12 @@ class StepRunner(Runner):
                 "written by Spark's jobs from now on in this run"
             )
             return None
-        self._changes_table = got
-        ctx.frames.collected(changes, got.select(changes.columns))
+        self._changes_row_bytes = got.nbytes / max(got.num_rows, 1)
+        if (
+            got.num_rows <= COLLECT_MAX_ROWS and got.nbytes <= COLLECT_MAX_BYTES
+        ):  # else: its count and keys only
+            self._changes_table = got
+            ctx.frames.collected(changes, got.select(changes.columns))
         return got
 
     def _restore_layers(self, m: Manifest) -> None:
