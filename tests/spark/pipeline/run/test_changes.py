@@ -756,9 +756,9 @@ def test_a_job_failing_inside_the_merge_releases_what_it_was_caching(
     released: list[Any] = []
     real_release = Frames.release
 
-    def release(self: Any, df: Any, **how: Any) -> None:
+    def release(self: Any, df: Any, **kw: Any) -> None:
         released.append(df)
-        real_release(self, df, **how)
+        real_release(self, df, **kw)
 
     monkeypatch.setattr(layers, "counted_with", failing)
     monkeypatch.setattr(layers, "counted", merged_count)

@@ -177,6 +177,7 @@ class StateCheckpoints:
                         table=self._delta_table(
                             changes, held, laid_out, cols, changes_table, output=not swapped
                         ),
+                        vouched=True,  # the session was asked above
                         partition_by=keyed.SUBTASK,
                         keyed=layout,
                         delta={"chain": list(before), "state_rows": rows},

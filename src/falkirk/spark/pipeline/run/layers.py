@@ -344,18 +344,18 @@ _FEW: dict[int, bool] = {}
 
 def _few_keys(keys: DataFrame, key: str, layers: Layers) -> Column | None:
     """Whether a row's ``key`` is one of ``keys`` (a frame of that one column), as :func:`among`'s predicate,
-    where they are at most :data:`AMONG_MAX` integers, none null: collected on the driver by one job (where a
+    where they are at most :data:`AMONG_MAX` integers, none null, and the state's key is an integer too: collected on the driver by one job (where a
     join would broadcast them, a job too, and the layers' two joins with them could not share it), read no
     further than one key past the bound. ``None`` otherwise, and from then on for lookups of the same base."""
     from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType
 
     if _FEW.get(id(layers.base)) is False:
         return None
-    kind = keys.schema[key].dataType
-    # the state's own key type too: a join of another type compares through a cast an IN list may not make
-    if (
-        not isinstance(kind, (ByteType, ShortType, IntegerType, LongType))
-        or kind != layers.base.schema[key].dataType
+    integral = (ByteType, ShortType, IntegerType, LongType)
+    # the state's key too: a join of a string with an integer compares through a cast an IN list may not make
+    if not (
+        isinstance(keys.schema[key].dataType, integral)
+        and isinstance(layers.base.schema[key].dataType, integral)
     ):
         return None
     if len(_FEW) > 64:

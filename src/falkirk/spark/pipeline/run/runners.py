@@ -25,9 +25,10 @@ import attrs
 from falkirk.spark.errors import CorruptDataError, PipelineError
 from falkirk.spark.pipeline.declare.regimes import Output
 from falkirk.spark.pipeline.run import appended as _appended
+from falkirk.spark.pipeline.run import incremental as _incremental
 from falkirk.spark.pipeline.run import layers as _layers
 from falkirk.spark.pipeline.run.guard import WriteGuard
-from falkirk.spark.pipeline.run.incremental import COLLECT_MAX_BYTES, StateCheckpoints
+from falkirk.spark.pipeline.run.incremental import StateCheckpoints
 from falkirk.spark.pipeline.run.layers import Layers
 from falkirk.spark.pipeline.run.probe import is_local_master
 from falkirk.spark.pipeline.run.session import (
@@ -298,8 +299,9 @@ class StepRunner(Runner):
         self._changes_rows: int | None = None
         #: the epoch's changes collected by :meth:`_changes_collected` (Arrow), for its delta; ``None``: not
         self._changes_table: Any = None
-        #: the Arrow bytes per row of the last changes :meth:`_changes_collected` collected
-        self._changes_row_bytes = 0.0
+        #: the Arrow bytes per row of the last changes with rows :meth:`_changes_collected` collected (``None``:
+        #: none yet)
+        self._changes_row_bytes: float | None = None
         #: the execution under way's detached new state (:class:`Attempt`)
         self._attempt: Attempt | None = None
         #: a failed execution's, kept for its retry in place (:meth:`drop_made`, :meth:`_detached`)
@@ -895,10 +897,10 @@ class StepRunner(Runner):
         most :data:`COLLECT_MAX_ROWS` rows and Spark bounds a collection (``spark.driver.maxResultSize`` at most
         :data:`COLLECT_MAX_RESULT_BYTES`), through classic Spark, the run durable, every column collectable: kept
         for the epoch's delta (:attr:`_changes_table`) and ``changes``' rows for the step's output's write
-        (:meth:`~.frames.Frames.collected`) where they are at most :data:`COLLECT_MAX_ROWS` rows and
-        :data:`COLLECT_MAX_BYTES` in Arrow (larger: their count and keys only, and the next epoch's are not
-        collected). ``None`` otherwise, or where the collection outgrew ``spark.driver.maxResultSize`` (then off
-        for the rest of the run, noted)."""
+        (:meth:`~.frames.Frames.collected`) where they are at most :data:`COLLECT_MAX_ROWS` rows (the delta:
+        and at most ``COLLECT_MAX_BYTES`` in Arrow). Not where the changes the epoch before foretell more than
+        ``COLLECT_MAX_BYTES`` (their rows by :meth:`_foretold_row_bytes`). ``None`` otherwise, or where the
+        collection outgrew ``spark.driver.maxResultSize`` (then off for the rest of the run, noted)."""
         from falkirk.spark.pipeline.store import keyed
 
         self._changes_table = None
@@ -908,7 +910,7 @@ class StepRunner(Runner):
             or not ctx.durable
             or last is None
             or last > COLLECT_MAX_ROWS
-            or last * self._changes_row_bytes > COLLECT_MAX_BYTES  # foretold by the last collected
+            or last * self._foretold_row_bytes(marked) > _incremental.COLLECT_MAX_BYTES
         ):
             return None
         if is_connect(ctx.spark):
@@ -935,13 +937,27 @@ class StepRunner(Runner):
                 "written by Spark's jobs from now on in this run"
             )
             return None
-        self._changes_row_bytes = got.nbytes / max(got.num_rows, 1)
-        if (
-            got.num_rows <= COLLECT_MAX_ROWS and got.nbytes <= COLLECT_MAX_BYTES
-        ):  # else: its count and keys only
-            self._changes_table = got
+        if got.num_rows:
+            self._changes_row_bytes = got.nbytes / got.num_rows
+        if got.num_rows <= COLLECT_MAX_ROWS:  # else: its count and keys only
+            # the output collects as many rows itself (a counted one is not bounded by its bytes)
             ctx.frames.collected(changes, got.select(changes.columns))
+            if got.nbytes <= _incremental.COLLECT_MAX_BYTES:  # the delta is written from it only then
+                self._changes_table = got
         return got
+
+    def _foretold_row_bytes(self, marked: DataFrame) -> float:
+        """The Arrow bytes per row the epoch's changes are foretold to take: the last collected changes' (with
+        rows), else, none collected yet, 9 per column where every column is of a fixed width, and 8 KiB per row
+        otherwise (strings, binaries: only the first collection of a run goes by that guess)."""
+        if self._changes_row_bytes is not None:
+            return self._changes_row_bytes
+        from pyspark.sql.types import BinaryType, StringType
+
+        fields = marked.schema.fields
+        if any(isinstance(f.dataType, (StringType, BinaryType)) for f in fields):
+            return 8192.0
+        return 9.0 * len(fields)
 
     def _restore_layers(self, m: Manifest) -> None:
         """A ``changes=True`` step's state from its checkpoint ``m``, as layers: the chain's snapshot as the
