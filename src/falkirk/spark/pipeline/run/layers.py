@@ -344,9 +344,10 @@ _FEW: dict[int, bool] = {}
 
 def _few_keys(keys: DataFrame, key: str, layers: Layers) -> Column | None:
     """Whether a row's ``key`` is one of ``keys`` (a frame of that one column), as :func:`among`'s predicate,
-    where they are at most :data:`AMONG_MAX` integers, none null, and the state's key is an integer too: collected on the driver by one job (where a
-    join would broadcast them, a job too, and the layers' two joins with them could not share it), read no
-    further than one key past the bound. ``None`` otherwise, and from then on for lookups of the same base."""
+    where they are at most :data:`AMONG_MAX` integers, none null, and the state's key is an integer too:
+    collected on the driver by one job (where a join would broadcast them, a job too, and the layers' two joins
+    with them could not share it), read no further than one key past the bound. ``None`` otherwise, and from
+    then on for lookups of the same base."""
     from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType
 
     if _FEW.get(id(layers.base)) is False:
