@@ -153,9 +153,8 @@ class StateCheckpoints:
                     *once(("delta-columns", key, cols), delta_columns)
                 )
                 held = changes if changes_held is None else changes_held
-                if (
-                    self._session_allows is None
-                ):  # asked once: a session writing Parquet otherwise collects for nothing
+                # asked once: a session writing Parquet otherwise would collect for nothing
+                if self._session_allows is None:
                     self._session_allows = collected.session_allows(self.ctx.spark)
                 if (
                     self._session_allows

@@ -655,9 +655,7 @@ class StepRunner(Runner):
             return False
         if rows >= 0:  # counted already: no foretelling
             return rows <= COLLECT_MAX_ROWS and collectable(df.schema, None)
-        if self._result_bound is None:
-            self._result_bound = result_bound(ctx.spark)
-        if not 0 < self._result_bound <= COLLECT_MAX_RESULT_BYTES:
+        if not self._collections_bounded():
             return False
         last = self._written.get(kind)
         if last is None:
@@ -674,6 +672,14 @@ class StepRunner(Runner):
             and size <= COLLECT_MAX_FILE_BYTES
             and collectable(df.schema, None)
         )
+
+    def _collections_bounded(self) -> bool:
+        """Whether Spark refuses a collection beyond :data:`COLLECT_MAX_RESULT_BYTES` here
+        (``spark.driver.maxResultSize`` set, at most that; asked once): a size foretold by the epoch before is
+        collected only then."""
+        if self._result_bound is None:
+            self._result_bound = result_bound(self.ctx.spark)
+        return 0 < self._result_bound <= COLLECT_MAX_RESULT_BYTES
 
     def _write_collected(
         self, df: DataFrame, kind: str, epoch: int, location: str | None, table: Any
@@ -915,9 +921,7 @@ class StepRunner(Runner):
             return None
         if is_connect(ctx.spark):
             return None
-        if self._result_bound is None:
-            self._result_bound = result_bound(ctx.spark)
-        if not 0 < self._result_bound <= COLLECT_MAX_RESULT_BYTES:
+        if not self._collections_bounded():
             return None
         regime = self.regime
         tagged = keyed.tagged(marked, key, regime.parallelism, regime.max_parallelism)  # type: ignore[attr-defined]
