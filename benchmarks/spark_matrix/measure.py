@@ -228,15 +228,16 @@ def session(conf: dict[str, str] | None) -> Any:
 
 
 def cluster_session(cluster: dict[str, Any], conf: dict[str, str] | None) -> Any:
-    """A driver on the standalone cluster (W5): the harness's driver settings, :data:`STREAMING_CONF`, small data."""
+    """A driver on the standalone cluster (W5): the harness's driver settings, :data:`STREAMING_CONF`, small data
+    (``SMALL_PAGES`` too, as a local session has)."""
     from pyspark.sql import SparkSession
 
-    from falkirk.spark.pipeline.run.session import CODEGEN_CACHE, SMALL_DATA
+    from falkirk.spark.pipeline.run.session import CODEGEN_CACHE, SMALL_DATA, SMALL_PAGES
 
     # Python UDFs run the driver's PYSPARK_PYTHON (``python3`` if unset), not ``spark.pyspark.python`` set here
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(cluster["master"]).appName("spark-matrix-w5")
-    for key, value in {**cluster["conf"], **CODEGEN_CACHE, **STREAMING_CONF, **SMALL_DATA,
+    for key, value in {**cluster["conf"], **CODEGEN_CACHE, **SMALL_PAGES, **STREAMING_CONF, **SMALL_DATA,
                        "spark.sql.streaming.numRecentProgressUpdates": "1000", **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
