@@ -22,7 +22,11 @@ with the same settings, among them Spark's codegen cache at 1000 classes
 (``CODEGEN_CACHE``, since 2026-11-27 20:30 UTC): at Spark's default of 100
 both systems recompiled their generated code every epoch (falkirk 87
 classes, the streaming query 42), which kept the JVM's JIT compiler busy
-for good; runs before that date carry it. Beside the whole tree's CPU per
+for good; runs before that date carry it. Since 2026-12-07 15:40 UTC they also get
+Spark's memory pages at 1 MiB (``SMALL_PAGES``, up to 8 GiB of driver memory): a
+broadcast hash join's table took a 64 MiB page on the driver each epoch, which
+cost both systems JVM CPU (falkirk's W2 changes form about 0.08 CPU-s per epoch,
+the stream 0.03-0.08); runs before that date carry that too. Beside the whole tree's CPU per
 epoch, ``cpu_nojit_median_s`` is the same epochs' CPU less the JVM's JIT
 compiler threads' (``TreeMeter.read``, since 2026-11-28): in a driver a few
 epochs old the JIT is still about 40 % of an epoch's CPU in both systems,

@@ -52,6 +52,8 @@ __all__ = [
     "LOCAL_DEFAULTS",
     "CODEGEN_CACHE",
     "SMALL_PAGES",
+    "SMALL_PAGES_UP_TO_MIB",
+    "mebibytes",
     "SMALL_DATA",
     "local_session",
     "sql_conf",
@@ -76,6 +78,22 @@ __all__ = [
     "busiest_executor",
     "process_alive",
 ]
+
+
+def mebibytes(size: str) -> float | None:
+    """A JVM memory size as Spark's ``spark.driver.memory`` takes it (a number, MiB without a unit, or with
+    ``k``, ``m``, ``g``, ``t``, optionally followed by ``b``), in MiB; ``None`` if it is none.
+
+    >>> mebibytes("2g"), mebibytes("512m"), mebibytes("1024"), mebibytes("12GB"), mebibytes("lots")
+    (2048.0, 512.0, 1024.0, 12288.0, None)
+    """
+    import re
+
+    got = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)b?\s*", size.lower())
+    if got is None:
+        return None
+    return float(int(got.group(1)) * {"k": 1 / 1024, "": 1, "m": 1, "g": 1024, "t": 1024**2}[got.group(2)])
+
 
 #: SparkContext -> the seconds :func:`local_session` took to start it (read once: :func:`take_start_seconds`)
 _STARTED: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
@@ -154,19 +172,26 @@ def check_usable(spark: object, what: str = "the pipeline") -> None:
 #: compiles anything (docs/spark.md, "Spark settings").
 CODEGEN_CACHE = {"spark.sql.codegen.cache.maxEntries": "1000"}
 
-#: The size of Spark's memory pages (static: set when the JVM starts). Spark's default, computed from the
-#: memory, is 32 MiB in a 2 GiB driver for each task's hash aggregation or sort; and a broadcast hash join's table
-#: of long keys, built on the driver by a memory manager of unbounded memory, takes a page of 64 MiB however few
-#: its rows (a ``long[]`` of 8,388,606, the JVM zeroing it). Such tables stay in the driver's block manager until
-#: Spark's cleaner drops their broadcast: measured on W2's changes form (10^4 keys, one broadcast join in its step
-#: an epoch), the driver's live heap after a full GC was 200-690 MiB (``long[]`` pages of 64 MiB) where Structured
-#: Streaming's was 79; with 1 MiB pages, 97-111, and the JVM's CPU 0.52 and 0.48 CPU-s an epoch instead of 0.60
-#: and 0.56 (its concurrent G1 marking gone; the stream's 0.33 and 0.34 instead of 0.36 and 0.42).
-#: A larger need still gets a page of its size (``allocatePage`` takes the larger of the two).
+#: The size of Spark's memory pages (static: set when the JVM starts), which :func:`local_session` applies where
+#: the driver has at most :data:`SMALL_PAGES_UP_TO_MIB` of memory. Spark sizes a page from the memory it has:
+#: 32 MiB in a 2 GiB driver on 2 cores, for each task's hash aggregation or sort. A broadcast hash join's table
+#: of integer keys (packed into a long) is built on the driver by a memory manager of the whole heap on one
+#: core: its page is 64 MiB in a heap over 1 GiB (32 MiB at 1 GiB) however few its rows, the JVM zeroing it.
+#: Such tables stay in the driver's block manager until Spark's cleaner drops their broadcast: measured on W2's
+#: changes form (10^4 keys, one broadcast join in its step an epoch, a 2 GiB driver), the driver's live heap
+#: after a full GC was 200-690 MiB, most of it 64 MiB pages, where Structured Streaming's was 79; with 1 MiB
+#: pages, 97-111, and the JVM's CPU 0.52 and 0.48 CPU-s an epoch instead of 0.60 and 0.56 (its concurrent G1
+#: marking gone; the stream's 0.33 and 0.34 instead of 0.36 and 0.42). A larger need still gets a page of its
+#: size (``allocatePage`` takes the larger of the two).
 SMALL_PAGES = {"spark.buffer.pageSize": "1m"}
 
-#: Configuration :func:`local_session` applies (small data: few partitions, no UI; :data:`CODEGEN_CACHE`,
-#: :data:`SMALL_PAGES`).
+#: The most driver memory (MiB) :func:`local_session` applies :data:`SMALL_PAGES` with: a task holds at most
+#: 8,192 pages (8 GiB of 1 MiB pages; past that it fails, it does not spill), and a task alone may be granted
+#: Spark's whole execution memory, about 0.6 of the heap: past 8 GiB of driver memory, Spark's own page size.
+SMALL_PAGES_UP_TO_MIB = 8192
+
+#: Configuration :func:`local_session` applies (small data: few partitions, no UI; :data:`CODEGEN_CACHE`; and
+#: :data:`SMALL_PAGES` where the driver's memory is at most :data:`SMALL_PAGES_UP_TO_MIB`).
 LOCAL_DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -176,7 +201,6 @@ LOCAL_DEFAULTS = {
     # between them instead of queueing a small job behind a large one (one thread at a time: the same as FIFO)
     "spark.scheduler.mode": "FAIR",
     **CODEGEN_CACHE,
-    **SMALL_PAGES,
 }
 
 #: Runtime SQL settings for epochs of a few thousand rows (``Pipeline(spark_conf=SMALL_DATA)``):
@@ -221,6 +245,10 @@ def local_session(
     builder = SparkSession.builder.master(master).appName(app_name)
     settings = dict(LOCAL_DEFAULTS)
     settings.update(conf or {})
+    if "spark.buffer.pageSize" not in settings:
+        driver = mebibytes(settings.get("spark.driver.memory", "1g"))
+        if driver is not None and driver <= SMALL_PAGES_UP_TO_MIB:
+            settings.update(SMALL_PAGES)
     for key, value in settings.items():
         builder = builder.config(key, value)
     starts_jvm = SparkContext._gateway is None
