@@ -12,6 +12,7 @@ epoch (``COMPACT_AT``).
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from pathlib import Path
@@ -554,9 +555,11 @@ def _changes_by_epoch(epochs: int) -> dict[int, list[tuple[Any, ...]]]:
     return out
 
 
-def _changes_output_pipeline(root: Path, spark: Any) -> Any:
+def _changes_output_pipeline(root: Path, spark: Any, seen: Any = None) -> Any:
     """``churn`` → ``totals`` (``Lazy(every=3, key="user", incremental=True, changes=True)``, its output its
-    changes: per user of the epoch its new totals, or a tombstone once its amount passes 60) → output ``report``."""
+    changes: per user of the epoch its new totals, or a tombstone once its amount passes 60) → output ``report``.
+    ``seen``: a function of a column giving it unchanged, applied to each user's new amount (a Python UDF that
+    counts the rows it sees)."""
     from pyspark.sql import functions as F
 
     pipe = Pipeline(root, spark, fsync=False, gc=False)
@@ -566,6 +569,8 @@ def _changes_output_pipeline(root: Path, spark: Any) -> Any:
         now = events.groupBy("user").agg(F.sum("amount").alias("amount"), F.count("*").alias("visits"))
         both = now if state is None else lookup(state, now.select("user")).unionByName(now)
         upd = both.groupBy("user").agg(F.sum("amount").alias("amount"), F.sum("visits").alias("visits"))
+        if seen is not None:
+            upd = upd.select("user", seen(F.col("amount")).alias("amount"), "visits")
         settled = F.col("amount") > 60
         changed = upd.select(
             "user", *[F.when(settled, None).otherwise(F.col(c)).alias(c) for c in ("amount", "visits")],
@@ -654,6 +659,35 @@ def test_an_output_that_is_the_changes_is_counted_by_the_job_making_them(
     assert taken == [False] + [True] * 7
     # the output, the changes themselves, was never counted by a job of its own
     assert counts and not any(counts)
+
+
+def test_collected_changes_are_computed_once_an_epoch(spark: Any, tmp_path: Path) -> None:
+    """Where an epoch's changes are collected (the changes the epoch before were small), the step's query runs
+    once: the collection's job computes the changes and caches them (``detach``), the merge reads the cache, the
+    delta and the output the collected rows, none of them the step's query again. Counted by a Python UDF in the
+    step, which adds each row it sees to an accumulator: per epoch after the first, as many rows as that epoch's
+    changes (computed in Python); the outputs are those changes."""
+    from pyspark.sql import functions as F
+
+    rows_seen = spark.sparkContext.accumulator(0)
+
+    def seen_one(value: Any) -> Any:
+        rows_seen.add(1)
+        return value
+
+    seen = F.udf(seen_one, "bigint")
+    at_end: list[int] = []  # the accumulator's value at each epoch's end
+
+    def progress(line: str) -> None:
+        if line.startswith("epoch"):
+            at_end.append(rows_seen.value)
+
+    pipe = _changes_output_pipeline(tmp_path, spark, seen)
+    pipe.run(EPOCHS, progress=progress)
+    expected = _outputs_are_the_changes(spark, tmp_path, EPOCHS)
+    assert len(at_end) == EPOCHS
+    per_epoch = [b - a for a, b in itertools.pairwise(at_end)]
+    assert per_epoch == [len(expected[e]) for e in range(1, EPOCHS)]
 
 
 def test_an_epochs_changes_are_counted_first_where_their_keys_might_be_too_many_to_broadcast(
