@@ -54,6 +54,7 @@ __all__ = [
     "SMALL_PAGES",
     "SMALL_PAGES_UP_TO_MIB",
     "mebibytes",
+    "small_pages",
     "SMALL_DATA",
     "local_session",
     "sql_conf",
@@ -93,6 +94,23 @@ def mebibytes(size: str) -> float | None:
     if got is None:
         return None
     return float(int(got.group(1)) * {"k": 1 / 1024, "": 1, "m": 1, "g": 1024, "t": 1024**2}[got.group(2)])
+
+
+def small_pages(settings: Mapping[str, str]) -> dict[str, str]:
+    """:data:`SMALL_PAGES` where a driver started with ``settings`` has at most :data:`SMALL_PAGES_UP_TO_MIB` of
+    memory (``spark.driver.memory``, else ``SPARK_DRIVER_MEMORY``, else Spark's 1 GiB) and its page size is not
+    set; else nothing.
+
+    >>> small_pages({}), small_pages({"spark.driver.memory": "8g"})
+    ({'spark.buffer.pageSize': '1m'}, {'spark.buffer.pageSize': '1m'})
+    >>> small_pages({"spark.driver.memory": "12g"}), small_pages({"spark.buffer.pageSize": "4m"})
+    ({}, {})
+    """
+    if "spark.buffer.pageSize" in settings:
+        return {}
+    size = settings.get("spark.driver.memory") or os.environ.get("SPARK_DRIVER_MEMORY") or "1g"
+    driver = mebibytes(size)
+    return dict(SMALL_PAGES) if driver is not None and driver <= SMALL_PAGES_UP_TO_MIB else {}
 
 
 #: SparkContext -> the seconds :func:`local_session` took to start it (read once: :func:`take_start_seconds`)
@@ -221,7 +239,8 @@ def local_session(
     console: bool = False,
     console_log: str | os.PathLike[str] | None = None,
 ) -> SparkSession:
-    """A local ``SparkSession`` with :data:`LOCAL_DEFAULTS` (``getOrCreate``: reuses a running one).
+    """A local ``SparkSession`` with :data:`LOCAL_DEFAULTS`, and :data:`SMALL_PAGES` where the driver has at
+    most :data:`SMALL_PAGES_UP_TO_MIB` of memory (:func:`small_pages`) (``getOrCreate``: reuses a running one).
 
     On a ``local`` master, Python workers run this interpreter (``PYSPARK_PYTHON``
     unless already set), so UDFs see the same packages as the driver.
@@ -245,10 +264,7 @@ def local_session(
     builder = SparkSession.builder.master(master).appName(app_name)
     settings = dict(LOCAL_DEFAULTS)
     settings.update(conf or {})
-    if "spark.buffer.pageSize" not in settings:
-        driver = mebibytes(settings.get("spark.driver.memory", "1g"))
-        if driver is not None and driver <= SMALL_PAGES_UP_TO_MIB:
-            settings.update(SMALL_PAGES)
+    settings.update(small_pages(settings))
     for key, value in settings.items():
         builder = builder.config(key, value)
     starts_jvm = SparkContext._gateway is None
