@@ -82,31 +82,36 @@ __all__ = [
 
 
 def mebibytes(size: str) -> float | None:
-    """A JVM memory size as Spark's ``spark.driver.memory`` takes it (a number, MiB without a unit, or with
-    ``k``, ``m``, ``g``, ``t``, optionally followed by ``b``), in MiB; ``None`` if it is none.
+    """A JVM memory size as Spark's ``spark.driver.memory`` takes it (a number: MiB; or with a unit ``b``, ``k``,
+    ``m``, ``g``, ``t``, the last four optionally followed by ``b``), in MiB; ``None`` if it is none.
 
-    >>> mebibytes("2g"), mebibytes("512m"), mebibytes("1024"), mebibytes("12GB"), mebibytes("lots")
-    (2048.0, 512.0, 1024.0, 12288.0, None)
+    >>> mebibytes("2g"), mebibytes("512m"), mebibytes("1024"), mebibytes("12GB"), mebibytes("1048576b")
+    (2048.0, 512.0, 1024.0, 12288.0, 1.0)
+    >>> mebibytes("1.5g"), mebibytes("lots")
+    (None, None)
     """
     import re
 
-    got = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)b?\s*", size.lower())
+    got = re.fullmatch(r"\s*(\d+)\s*(b|[kmgt]b?)?\s*", size.lower())
     if got is None:
         return None
-    return float(int(got.group(1)) * {"k": 1 / 1024, "": 1, "m": 1, "g": 1024, "t": 1024**2}[got.group(2)])
+    unit = {"b": 1 / 1024**2, "k": 1 / 1024, "m": 1, "g": 1024, "t": 1024**2}[(got.group(2) or "m")[0]]
+    return float(int(got.group(1)) * unit)
 
 
-def small_pages(settings: Mapping[str, str]) -> dict[str, str]:
-    """:data:`SMALL_PAGES` where a driver started with ``settings`` has at most :data:`SMALL_PAGES_UP_TO_MIB` of
-    memory (``spark.driver.memory``, else ``SPARK_DRIVER_MEMORY``, else Spark's 1 GiB) and its page size is not
-    set; else nothing.
+def small_pages(settings: Mapping[str, str], master: str = "local") -> dict[str, str]:
+    """:data:`SMALL_PAGES` for a ``local`` ``master`` whose driver, started with ``settings``, has at most
+    :data:`SMALL_PAGES_UP_TO_MIB` of memory (``spark.driver.memory``, else ``SPARK_DRIVER_MEMORY``, else Spark's
+    1 GiB) and whose page size is not set; else nothing (a cluster's executors are sized apart from the driver).
 
-    >>> small_pages({}), small_pages({"spark.driver.memory": "8g"})
+    >>> small_pages({"spark.driver.memory": "1g"}), small_pages({"spark.driver.memory": "8g"}, "local[2,3]")
     ({'spark.buffer.pageSize': '1m'}, {'spark.buffer.pageSize': '1m'})
     >>> small_pages({"spark.driver.memory": "12g"}), small_pages({"spark.buffer.pageSize": "4m"})
     ({}, {})
+    >>> small_pages({"spark.driver.memory": "1g"}, "spark://host:7077")
+    {}
     """
-    if "spark.buffer.pageSize" in settings:
+    if "spark.buffer.pageSize" in settings or not master.startswith("local"):
         return {}
     size = settings.get("spark.driver.memory") or os.environ.get("SPARK_DRIVER_MEMORY") or "1g"
     driver = mebibytes(size)
@@ -190,8 +195,8 @@ def check_usable(spark: object, what: str = "the pipeline") -> None:
 #: compiles anything (docs/spark.md, "Spark settings").
 CODEGEN_CACHE = {"spark.sql.codegen.cache.maxEntries": "1000"}
 
-#: The size of Spark's memory pages (static: set when the JVM starts), which :func:`local_session` applies where
-#: the driver has at most :data:`SMALL_PAGES_UP_TO_MIB` of memory. Spark sizes a page from the memory it has:
+#: The size of Spark's memory pages (static: set when the JVM starts), which :func:`local_session` applies on a
+#: ``local`` master whose driver has at most :data:`SMALL_PAGES_UP_TO_MIB` of memory. Spark sizes a page from the memory it has:
 #: 32 MiB in a 2 GiB driver on 2 cores, for each task's hash aggregation or sort. A broadcast hash join's table
 #: of integer keys (packed into a long) is built on the driver by a memory manager of the whole heap on one
 #: core: its page is 64 MiB in a heap over 1 GiB (32 MiB at 1 GiB) however few its rows, the JVM zeroing it.
@@ -239,8 +244,9 @@ def local_session(
     console: bool = False,
     console_log: str | os.PathLike[str] | None = None,
 ) -> SparkSession:
-    """A local ``SparkSession`` with :data:`LOCAL_DEFAULTS`, and :data:`SMALL_PAGES` where the driver has at
-    most :data:`SMALL_PAGES_UP_TO_MIB` of memory (:func:`small_pages`) (``getOrCreate``: reuses a running one).
+    """A local ``SparkSession`` with :data:`LOCAL_DEFAULTS`, and :data:`SMALL_PAGES` on a ``local`` master whose
+    driver has at most :data:`SMALL_PAGES_UP_TO_MIB` of memory (:func:`small_pages`) (``getOrCreate``: reuses a
+    running one).
 
     On a ``local`` master, Python workers run this interpreter (``PYSPARK_PYTHON``
     unless already set), so UDFs see the same packages as the driver.
@@ -264,7 +270,7 @@ def local_session(
     builder = SparkSession.builder.master(master).appName(app_name)
     settings = dict(LOCAL_DEFAULTS)
     settings.update(conf or {})
-    settings.update(small_pages(settings))
+    settings.update(small_pages(settings, master))
     for key, value in settings.items():
         builder = builder.config(key, value)
     starts_jvm = SparkContext._gateway is None
