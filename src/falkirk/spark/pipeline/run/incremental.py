@@ -82,6 +82,13 @@ class StateCheckpoints:
         #: whether the session writes Parquet as pyarrow does (:func:`~.collected.session_allows`), once asked
         self._session_allows: bool | None = None
 
+    def session_allows(self) -> bool:
+        """Whether the session writes Parquet as pyarrow does (:func:`~.collected.session_allows`), asked once
+        (the step's runner asks here too): a session writing Parquet otherwise would collect for nothing."""
+        if self._session_allows is None:
+            self._session_allows = collected.session_allows(self.ctx.spark)
+        return self._session_allows
+
     # -- writing --------------------------------------------------------------------------------
     def write(
         self,
@@ -153,11 +160,8 @@ class StateCheckpoints:
                     *once(("delta-columns", key, cols), delta_columns)
                 )
                 held = changes if changes_held is None else changes_held
-                # asked once: a session writing Parquet otherwise would collect for nothing
-                if self._session_allows is None:
-                    self._session_allows = collected.session_allows(self.ctx.spark)
                 if (
-                    self._session_allows
+                    self.session_allows()
                     and collected.collectable(laid_out.schema, keyed.SUBTASK)
                     and self.ctx.frames.rows_of(held) != 0  # none: Spark's write says what an empty item is
                     and (

@@ -39,7 +39,7 @@ from falkirk.spark.pipeline.run.session import (
     stored,
     takes_up,
 )
-from falkirk.spark.pipeline.store.collected import collectable, empty_table, session_allows
+from falkirk.spark.pipeline.store.collected import collectable, empty_table
 from falkirk.spark.pipeline.store.eagerdb import (
     DATABASE_COMMITS,
     database_errors,
@@ -313,8 +313,6 @@ class StepRunner(Runner):
         self._collect_off = False
         #: whether the session collects strings to Arrow as large strings (``toArrow``), once asked
         self._large_strings: bool | None = None
-        #: whether the session writes Parquet as pyarrow does (:func:`~.collected.session_allows`), once asked
-        self._session_allows: bool | None = None
         #: the session's ``spark.driver.maxResultSize`` in bytes (``0``: none, ``-1``: unknown), once asked
         self._result_bound: int | None = None
 
@@ -648,10 +646,7 @@ class StepRunner(Runner):
             or not shares_storage(ctx.spark, self.storage.fs.object_store)
         ):
             return False
-        # asked once: a session writing Parquet otherwise would collect for nothing
-        if self._session_allows is None:
-            self._session_allows = session_allows(ctx.spark)
-        if not self._session_allows:
+        if not self.checkpoints.session_allows():
             return False
         if rows >= 0:  # counted already: no foretelling
             return rows <= COLLECT_MAX_ROWS and collectable(df.schema, None)

@@ -196,16 +196,15 @@ def check_usable(spark: object, what: str = "the pipeline") -> None:
 CODEGEN_CACHE = {"spark.sql.codegen.cache.maxEntries": "1000"}
 
 #: The size of Spark's memory pages (static: set when the JVM starts), which :func:`local_session` applies on a
-#: ``local`` master whose driver has at most :data:`SMALL_PAGES_UP_TO_MIB` of memory. Spark sizes a page from the memory it has:
-#: 32 MiB in a 2 GiB driver on 2 cores, for each task's hash aggregation or sort. A broadcast hash join's table
-#: of integer keys (packed into a long) is built on the driver by a memory manager of the whole heap on one
-#: core: its page is 64 MiB in a heap over 1 GiB (32 MiB at 1 GiB) however few its rows, the JVM zeroing it.
-#: Such tables stay in the driver's block manager until Spark's cleaner drops their broadcast: measured on W2's
-#: changes form (10^4 keys, one broadcast join in its step an epoch, a 2 GiB driver), the driver's live heap
-#: after a full GC was 200-690 MiB, most of it 64 MiB pages, where Structured Streaming's was 79; with 1 MiB
-#: pages, 97-111, and the JVM's CPU 0.52 and 0.48 CPU-s an epoch instead of 0.60 and 0.56 (its concurrent G1
-#: marking gone; the stream's 0.33 and 0.34 instead of 0.36 and 0.42). A larger need still gets a page of its
-#: size (``allocatePage`` takes the larger of the two).
+#: ``local`` master whose driver has at most :data:`SMALL_PAGES_UP_TO_MIB` of memory. Spark sizes a page from the memory
+#: it has: 32 MiB in a 2 GiB driver on 2 cores, for each task's hash aggregation or sort. A broadcast hash join's table
+#: of integer keys (packed into a long) is built on the driver by a memory manager of the whole heap on one core: its
+#: page is 64 MiB in a heap over 1 GiB (32 MiB at 1 GiB) however few its rows, the JVM zeroing it. Such tables stay in
+#: the driver's block manager until Spark's cleaner drops their broadcast: measured on W2's changes form (10^4 keys, one
+#: broadcast join in its step an epoch, a 2 GiB driver), the driver's live heap after a full GC was 200-690 MiB, most of
+#: it 64 MiB pages, where Structured Streaming's was 79; with 1 MiB pages, 97-111, and the JVM's CPU 0.52 and 0.48 CPU-s
+#: an epoch instead of 0.60 and 0.56 (its concurrent G1 marking gone; the stream's 0.33 and 0.34 instead of 0.36 and
+#: 0.42). A larger need still gets a page of its size (``allocatePage`` takes the larger of the two).
 SMALL_PAGES = {"spark.buffer.pageSize": "1m"}
 
 #: The most driver memory (MiB) :func:`local_session` applies :data:`SMALL_PAGES` with: a task holds at most
