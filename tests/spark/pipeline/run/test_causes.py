@@ -249,3 +249,25 @@ def test_a_logged_epoch_gone_before_its_replay_is_recomputed(
     assert "up" in result.journal.recoveries[1].failed  # the item was taken as lost: up recomputed epoch 1
     monkeypatch.setattr(StepRunner, "replay", replay)
     _same_outputs(spark, tmp_path)
+
+
+def test_a_session_with_sparks_own_page_size_is_noted(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local session falkirk did not build (Spark's own memory page size, a driver of at most 8 GiB) gets one
+    run-start note naming ``spark.buffer.pageSize``; this session (local_session: 1 MiB pages) gets none."""
+    from falkirk.spark.pipeline.run import executor as executor_module
+    from falkirk.spark.pipeline.run.session import pages_note, session_pages_note
+
+    def copy(clicks: Any) -> Any:
+        return clicks.select("user", "n")
+
+    assert spark.sparkContext.getConf().get("spark.buffer.pageSize") == "1m"
+    assert session_pages_note(spark) is None
+    quiet = _pipe(tmp_path / "quiet", spark, copy).run(2)
+    assert not [n for n in quiet.journal.notes if "pageSize" in n], quiet.journal.notes
+
+    # the same session's settings as a user's builder would have left them: no page size
+    conf = {k: v for k, v in spark.sparkContext.getConf().getAll() if k != "spark.buffer.pageSize"}
+    monkeypatch.setattr(executor_module, "session_pages_note", lambda s: pages_note(conf, s.sparkContext.master))
+    noisy = _pipe(tmp_path / "noisy", spark, copy).run(2)
+    notes = [n for n in noisy.journal.notes if "pageSize" in n]
+    assert len(notes) == 1 and "spark.buffer.pageSize=1m" in notes[0] and "docs/spark.md" in notes[0], notes

@@ -54,7 +54,12 @@ from falkirk.spark.pipeline.run.queues import Queues
 from falkirk.spark.pipeline.run.recovery import Rollback
 from falkirk.spark.pipeline.run.retention import collect, settle
 from falkirk.spark.pipeline.run.runners import make_runner
-from falkirk.spark.pipeline.run.session import is_connect, local_session, take_start_seconds
+from falkirk.spark.pipeline.run.session import (
+    is_connect,
+    local_session,
+    session_pages_note,
+    take_start_seconds,
+)
 from falkirk.spark.pipeline.run.start import record_changes, recover_root
 from falkirk.spark.pipeline.run.state import RunState
 from falkirk.spark.pipeline.run.steps import EndOfEpochFailures, PlannerRecords, Steps
@@ -234,7 +239,7 @@ class Executor:
             self.storage.sweep_orphans()
         record_changes(self.rollback, self.evolution, self.storage, self.say)
         self.evolution = type(self.evolution)((), {})
-        for note in fanout_notes(self.pipeline):
+        for note in [*fanout_notes(self.pipeline), *filter(None, [session_pages_note(self.spark)])]:
             self.state.journal.note(note)
             self.say(f"note: {note}")
         # the monitor's writes of an epoch (recorded frontiers, garbage collection's discards) are one SQLite

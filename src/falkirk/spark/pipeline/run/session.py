@@ -118,6 +118,38 @@ def small_pages(settings: Mapping[str, str], master: str = "local") -> dict[str,
     return dict(SMALL_PAGES) if driver is not None and driver <= SMALL_PAGES_UP_TO_MIB else {}
 
 
+def pages_note(settings: Mapping[str, str], master: str) -> str | None:
+    """A run-start note for a session started without :data:`SMALL_PAGES` where :func:`local_session` would
+    have applied them (a ``local`` master, at most :data:`SMALL_PAGES_UP_TO_MIB` of driver memory, no page size
+    set: a session the user built); ``None`` otherwise. ``settings``: the running session's configuration.
+
+    >>> pages_note({"spark.driver.memory": "2g"}, "local[2]").split(":")[0]
+    'Spark memory pages are their default size in this local driver (2g of memory)'
+    >>> pages_note({"spark.buffer.pageSize": "1m"}, "local[2]"), pages_note({}, "spark://host:7077")
+    (None, None)
+    """
+    if not small_pages(settings, master):
+        return None
+    ((key, value),) = SMALL_PAGES.items()
+    size = settings.get("spark.driver.memory") or os.environ.get("SPARK_DRIVER_MEMORY") or "1g"
+    return (
+        f"Spark memory pages are their default size in this local driver ({size} of memory): each broadcast "
+        "join of integer keys holds a 32-64 MiB page on the driver until Spark's cleaner drops it, and the "
+        f"driver's heap and garbage collection grow with them; build the session with {key}={value} (static: "
+        "it cannot be changed once the JVM runs; falkirk.spark.local_session does it): docs/spark.md, "
+        "'Spark settings'"
+    )
+
+
+def session_pages_note(spark: SparkSession) -> str | None:
+    """:func:`pages_note` for the running session ``spark`` (``None`` through Spark Connect: its server's
+    settings are not this client's)."""
+    if is_connect(spark):
+        return None
+    sc = spark.sparkContext
+    return pages_note(dict(sc.getConf().getAll()), sc.master or "")
+
+
 #: SparkContext -> the seconds :func:`local_session` took to start it (read once: :func:`take_start_seconds`)
 _STARTED: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 
