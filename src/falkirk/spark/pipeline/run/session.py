@@ -134,8 +134,9 @@ def pages_note(settings: Mapping[str, str], master: str) -> str | None:
     size = settings.get("spark.driver.memory") or os.environ.get("SPARK_DRIVER_MEMORY") or "1g"
     return (
         f"Spark memory pages are their default size in this local driver ({size} of memory): each broadcast "
-        "join of integer keys holds a 32-64 MiB page on the driver until Spark's cleaner drops it, and the "
-        f"driver's heap and garbage collection grow with them; build the session with {key}={value} (static: "
+        "join of integer keys holds a page of up to 64 MiB (32 MiB at 1 GiB of heap) on the driver, however few "
+        "its rows, until Spark's cleaner drops it, and the driver's heap and garbage collection grow with them; "
+        f"build the session with {key}={value} (static: "
         "it cannot be changed once the JVM runs; falkirk.spark.local_session does it): docs/spark.md, "
         "'Spark settings'"
     )
