@@ -99,6 +99,12 @@ def mebibytes(size: str) -> float | None:
     return float(int(got.group(1)) * unit)
 
 
+def driver_memory(settings: Mapping[str, str]) -> str:
+    """The driver's memory as a session started with ``settings`` has it: ``spark.driver.memory``, else
+    ``SPARK_DRIVER_MEMORY``, else Spark's 1 GiB (``"1g"``)."""
+    return settings.get("spark.driver.memory") or os.environ.get("SPARK_DRIVER_MEMORY") or "1g"
+
+
 def small_pages(settings: Mapping[str, str], master: str = "local") -> dict[str, str]:
     """:data:`SMALL_PAGES` for a ``local`` ``master`` whose driver, started with ``settings``, has at most
     :data:`SMALL_PAGES_UP_TO_MIB` of memory (``spark.driver.memory``, else ``SPARK_DRIVER_MEMORY``, else Spark's
@@ -113,8 +119,7 @@ def small_pages(settings: Mapping[str, str], master: str = "local") -> dict[str,
     """
     if "spark.buffer.pageSize" in settings or not master.startswith("local"):
         return {}
-    size = settings.get("spark.driver.memory") or os.environ.get("SPARK_DRIVER_MEMORY") or "1g"
-    driver = mebibytes(size)
+    driver = mebibytes(driver_memory(settings))
     return dict(SMALL_PAGES) if driver is not None and driver <= SMALL_PAGES_UP_TO_MIB else {}
 
 
@@ -131,14 +136,12 @@ def pages_note(settings: Mapping[str, str], master: str) -> str | None:
     if not small_pages(settings, master):
         return None
     ((key, value),) = SMALL_PAGES.items()
-    size = settings.get("spark.driver.memory") or os.environ.get("SPARK_DRIVER_MEMORY") or "1g"
     return (
-        f"Spark memory pages are their default size in this local driver ({size} of memory): each broadcast "
-        "join of integer keys holds a page of up to 64 MiB (32 MiB at 1 GiB of heap) on the driver, however few "
-        "its rows, until Spark's cleaner drops it, and the driver's heap and garbage collection grow with them; "
-        f"build the session with {key}={value} (static: "
-        "it cannot be changed once the JVM runs; falkirk.spark.local_session does it): docs/spark.md, "
-        "'Spark settings'"
+        f"Spark memory pages are their default size in this local driver ({driver_memory(settings)} of memory): "
+        "each broadcast join of integer keys holds a page of up to 64 MiB (32 MiB at 1 GiB of heap) on the "
+        "driver, however few its rows, until Spark's cleaner drops it, and the driver's heap and garbage "
+        f"collection grow with them; build the session with {key}={value} (static: it cannot be changed once "
+        "the JVM runs; falkirk.spark.local_session does it): docs/spark.md, 'Spark settings'"
     )
 
 
