@@ -265,9 +265,10 @@ def test_a_session_with_sparks_own_page_size_is_noted(spark: Any, tmp_path: Path
     quiet = _pipe(tmp_path / "quiet", spark, copy).run(2)
     assert not [n for n in quiet.journal.notes if "pageSize" in n], quiet.journal.notes
 
-    # the same session's settings as a user's builder would have left them: no page size
-    conf = {k: v for k, v in spark.sparkContext.getConf().getAll() if k != "spark.buffer.pageSize"}
-    monkeypatch.setattr(executor_module, "session_pages_note", lambda s: pages_note(conf, s.sparkContext.master))
+    # the same session as a user's builder would have left it: no page size (its master and heap as they are)
+    heap = spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory() / 2**20
+    assert pages_note(False, spark.sparkContext.master, heap) is not None  # a 2 GiB local driver
+    monkeypatch.setattr(executor_module, "session_pages_note", lambda s: pages_note(False, s.sparkContext.master, heap))
     noisy = _pipe(tmp_path / "noisy", spark, copy).run(2)
     notes = [n for n in noisy.journal.notes if "pageSize" in n]
     assert len(notes) == 1 and "spark.buffer.pageSize=1m" in notes[0] and "docs/spark.md" in notes[0], notes

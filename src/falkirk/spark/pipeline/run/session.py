@@ -54,7 +54,11 @@ __all__ = [
     "SMALL_PAGES",
     "SMALL_PAGES_UP_TO_MIB",
     "mebibytes",
+    "driver_memory",
+    "local_master",
     "small_pages",
+    "pages_note",
+    "session_pages_note",
     "SMALL_DATA",
     "local_session",
     "sql_conf",
@@ -105,10 +109,20 @@ def driver_memory(settings: Mapping[str, str]) -> str:
     return settings.get("spark.driver.memory") or os.environ.get("SPARK_DRIVER_MEMORY") or "1g"
 
 
+def local_master(master: str) -> bool:
+    """Whether ``master`` runs the executor in the driver's JVM (``local``, ``local[N]``, ``local[N,F]``), not
+    ``local-cluster[…]``, whose executors are JVMs of their own, nor a cluster's.
+
+    >>> [local_master(m) for m in ("local", "local[2,3]", "local-cluster[2,1,1024]", "spark://host:7077")]
+    [True, True, False, False]
+    """
+    return master == "local" or master.startswith("local[")
+
+
 def small_pages(settings: Mapping[str, str], master: str = "local") -> dict[str, str]:
-    """:data:`SMALL_PAGES` for a ``local`` ``master`` whose driver, started with ``settings``, has at most
-    :data:`SMALL_PAGES_UP_TO_MIB` of memory (``spark.driver.memory``, else ``SPARK_DRIVER_MEMORY``, else Spark's
-    1 GiB) and whose page size is not set; else nothing (a cluster's executors are sized apart from the driver).
+    """:data:`SMALL_PAGES` for a ``local`` ``master`` (:func:`local_master`) whose driver, started with
+    ``settings``, has at most :data:`SMALL_PAGES_UP_TO_MIB` of memory (:func:`driver_memory`) and whose page size
+    is not set; else nothing (a cluster's executors are sized apart from the driver).
 
     >>> small_pages({"spark.driver.memory": "1g"}), small_pages({"spark.driver.memory": "8g"}, "local[2,3]")
     ({'spark.buffer.pageSize': '1m'}, {'spark.buffer.pageSize': '1m'})
@@ -117,27 +131,29 @@ def small_pages(settings: Mapping[str, str], master: str = "local") -> dict[str,
     >>> small_pages({"spark.driver.memory": "1g"}, "spark://host:7077")
     {}
     """
-    if "spark.buffer.pageSize" in settings or not master.startswith("local"):
+    if "spark.buffer.pageSize" in settings or not local_master(master):
         return {}
     driver = mebibytes(driver_memory(settings))
     return dict(SMALL_PAGES) if driver is not None and driver <= SMALL_PAGES_UP_TO_MIB else {}
 
 
-def pages_note(settings: Mapping[str, str], master: str) -> str | None:
-    """A run-start note for a session started without :data:`SMALL_PAGES` where :func:`local_session` would
-    have applied them (a ``local`` master, at most :data:`SMALL_PAGES_UP_TO_MIB` of driver memory, no page size
-    set: a session the user built); ``None`` otherwise. ``settings``: the running session's configuration.
+def pages_note(page_size_set: bool, master: str, heap_mib: float) -> str | None:
+    """A run-start note for a running session without :data:`SMALL_PAGES` where :func:`local_session` would have
+    applied them: no page size set (``page_size_set``), a ``local`` master, a driver whose heap (``heap_mib``, the
+    JVM's own maximum) is at most :data:`SMALL_PAGES_UP_TO_MIB` — a session the user built; ``None`` otherwise.
 
-    >>> pages_note({"spark.driver.memory": "2g"}, "local[2]").split(":")[0]
-    'Spark memory pages are their default size in this local driver (2g of memory)'
-    >>> pages_note({"spark.buffer.pageSize": "1m"}, "local[2]"), pages_note({}, "spark://host:7077")
+    >>> pages_note(False, "local[2]", 2048.0).split(":")[0]
+    'Spark memory pages are their default size in this local driver (2,048 MiB of heap)'
+    >>> pages_note(True, "local[2]", 2048.0), pages_note(False, "spark://host:7077", 2048.0)
     (None, None)
+    >>> pages_note(False, "local[2]", 12288.0) is None  # past 8 GiB local_session keeps Spark's own pages
+    True
     """
-    if not small_pages(settings, master):
+    if page_size_set or not local_master(master) or heap_mib > SMALL_PAGES_UP_TO_MIB:
         return None
     ((key, value),) = SMALL_PAGES.items()
     return (
-        f"Spark memory pages are their default size in this local driver ({driver_memory(settings)} of memory): "
+        f"Spark memory pages are their default size in this local driver ({heap_mib:,.0f} MiB of heap): "
         "each broadcast join of integer keys holds a page of up to 64 MiB (32 MiB at 1 GiB of heap) on the "
         "driver, however few its rows, until Spark's cleaner drops it, and the driver's heap and garbage "
         f"collection grow with them; build the session with {key}={value} (static: it cannot be changed once "
@@ -146,12 +162,23 @@ def pages_note(settings: Mapping[str, str], master: str) -> str | None:
 
 
 def session_pages_note(spark: SparkSession) -> str | None:
-    """:func:`pages_note` for the running session ``spark`` (``None`` through Spark Connect: its server's
-    settings are not this client's)."""
+    """:func:`pages_note` for the running session ``spark``, from its driver's JVM (the page size set or not, its
+    master, its heap's maximum: a few py4j calls); ``None`` through Spark Connect (its server's settings are not
+    this client's) or where the JVM cannot be asked (a note is not worth a failed run)."""
     if is_connect(spark):
         return None
-    sc = spark.sparkContext
-    return pages_note(dict(sc.getConf().getAll()), sc.master or "")
+    try:
+        sc = spark.sparkContext
+        master = sc.master or ""
+        if not local_master(master):
+            return None
+        if sc._jsc.sc().conf().contains("spark.buffer.pageSize"):
+            return None
+        jvm: Any = sc._jvm
+        heap = int(jvm.java.lang.Runtime.getRuntime().maxMemory())
+    except Exception:
+        return None
+    return pages_note(False, master, heap / 2**20)
 
 
 #: SparkContext -> the seconds :func:`local_session` took to start it (read once: :func:`take_start_seconds`)
