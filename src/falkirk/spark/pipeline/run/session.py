@@ -131,10 +131,21 @@ def small_pages(settings: Mapping[str, str], master: str = "local") -> dict[str,
     >>> small_pages({"spark.driver.memory": "1g"}, "spark://host:7077")
     {}
     """
-    if "spark.buffer.pageSize" in settings or not local_master(master):
-        return {}
     driver = mebibytes(driver_memory(settings))
-    return dict(SMALL_PAGES) if driver is not None and driver <= SMALL_PAGES_UP_TO_MIB else {}
+    return (
+        dict(SMALL_PAGES) if _wants_small_pages("spark.buffer.pageSize" in settings, master, driver) else {}
+    )
+
+
+def _wants_small_pages(page_size_set: bool, master: str, driver_mib: float | None) -> bool:
+    """The one rule :func:`small_pages` and :func:`pages_note` apply: no page size set, a ``local`` master, a
+    driver of at most :data:`SMALL_PAGES_UP_TO_MIB` (``None``: not known, no)."""
+    return (
+        not page_size_set
+        and local_master(master)
+        and driver_mib is not None
+        and driver_mib <= SMALL_PAGES_UP_TO_MIB
+    )
 
 
 def pages_note(page_size_set: bool, master: str, heap_mib: float) -> str | None:
@@ -149,7 +160,7 @@ def pages_note(page_size_set: bool, master: str, heap_mib: float) -> str | None:
     >>> pages_note(False, "local[2]", 12288.0) is None  # past 8 GiB local_session keeps Spark's own pages
     True
     """
-    if page_size_set or not local_master(master) or heap_mib > SMALL_PAGES_UP_TO_MIB:
+    if not _wants_small_pages(page_size_set, master, heap_mib):
         return None
     ((key, value),) = SMALL_PAGES.items()
     return (
