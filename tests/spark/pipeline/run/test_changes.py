@@ -746,12 +746,14 @@ def test_a_job_failing_inside_the_merge_releases_what_it_was_caching(
     since the base and — not collected first — the epoch's changes, which caches both): both frames are released
     (no longer referenced while the epoch runs again), the epoch is retried in place, and each output epoch is
     still the changes computed in Python. ``collected``: the changes collected on the driver first (small the
-    epoch before), the merge's job counting the new changes since the base alone; else never collected."""
+    epoch before), the merge's job counting the new changes since the base alone (those held on the executors:
+    not on the driver, where the merge runs no job); else never collected."""
     from pyspark.sql import functions as F
 
     from falkirk.spark.pipeline.run import runners
     from falkirk.spark.pipeline.run.frames import Frames
 
+    monkeypatch.setattr(layers, "DRIVER_MAX_ROWS", -1)
     if not collected:
         monkeypatch.setattr(runners, "COLLECT_MAX_ROWS", -1)
     calls: list[Any] = []  # the frame each call of the merge's count was given
@@ -805,6 +807,59 @@ def test_a_job_failing_inside_the_merge_releases_what_it_was_caching(
     assert any(df is also_seen[3] for df in released)  # the epoch's changes too
     assert [r.in_place for r in result.journal.recoveries] == [("totals", 3)]
     _outputs_are_the_changes(spark, tmp_path, EPOCHS)
+
+
+def test_few_changes_since_the_base_are_merged_and_held_on_the_driver(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where every change since the base was collected (the changes the epoch before were small) and they are
+    few, an epoch's changes are merged into them on the driver, in Arrow, and held there: no Spark job counts or
+    caches the changes since the base. Never compacted, the changes since the base held at each epoch after the
+    first are the latest row of every user changed since epoch 1 (computed in Python from the churn: the
+    epoch's changes, and the earlier ones of other users); each output epoch (the step's changes, computed from
+    its ``lookup`` of them) is the changes computed in Python. Beyond ``DRIVER_MAX_ROWS`` they are a local
+    checkpoint again, merged by a Spark job, with the same outputs."""
+    from falkirk.spark.pipeline.run import session
+
+    monkeypatch.setattr(layers, "COMPACT_AT", 1e9)
+    held: list[list[tuple[Any, ...]]] = []  # per merge on the driver: the changes since the base, by user
+    real_on_driver = layers.on_driver
+
+    def on_driver(table: Any, like: Any) -> Any:
+        cols = ["user", "amount", "visits", "_deleted"]
+        held.append(sorted(tuple(r[c] for c in cols) for r in table.to_pylist()))
+        df = real_on_driver(table, like)
+        assert session.materialised(df) and session.missing_blocks(df) == []  # made, out of executors' reach
+        return df
+
+    counted: list[Any] = []  # each count of a frame by a job of its own
+    real_counted = layers.counted
+
+    def counting(frame: Any, key: str, step: str) -> int:
+        counted.append(frame)
+        return real_counted(frame, key, step)
+
+    monkeypatch.setattr(layers, "on_driver", on_driver)
+    monkeypatch.setattr(layers, "counted", counting)
+    _changes_output_pipeline(tmp_path / "driver", spark).run(EPOCHS)
+    expected = _outputs_are_the_changes(spark, tmp_path / "driver", EPOCHS)
+    latest: dict[int, tuple[Any, ...]] = {}
+    want = []
+    for e in range(1, EPOCHS):
+        latest.update({r[0]: r for r in expected[e]})
+        want.append(sorted(latest.values()))
+    assert held == want
+    assert counted == []
+    held.clear()
+    bound = len(want[-1]) - 1
+    monkeypatch.setattr(layers, "DRIVER_MAX_ROWS", bound)
+    _changes_output_pipeline(tmp_path / "executors", spark).run(EPOCHS)
+    assert _outputs_are_the_changes(spark, tmp_path / "executors", EPOCHS) == expected
+    # held on the driver while those held and the epoch's changes fit the bound; merged by Spark's jobs after
+    fits = [e for e in range(1, EPOCHS) if (len(want[e - 2]) if e > 1 else 0) + len(expected[e]) <= bound]
+    first_out = next(e for e in range(1, EPOCHS) if e not in fits)
+    assert 1 < first_out and held == want[: first_out - 1]
+    assert counted
 
 
 def test_the_state_keeps_the_column_order_the_step_returned(

@@ -17,6 +17,12 @@ the state as :class:`Layers`:
 * ``view`` — what the step is given as ``state``: the base's rows of the
   keys the overlay does not name, and the overlay's live rows.
 
+Where every change since the base was collected on the driver (small
+changes are: the job making them collects them) and they are few, the
+overlay is held on the driver (:func:`on_driver`, :func:`merged_table`): the
+merge is an Arrow filter and concatenation, no Spark job, and an executor's
+loss takes none of it.
+
 An epoch then costs a scan of the base (the step's own reads of ``state``)
 and the changes, not a new DataFrame of every key. :func:`lookup` reads the
 rows of a few keys from the layers with the small set of keys probed first.
@@ -41,6 +47,8 @@ __all__ = [
     "BLIND_FRACTION",
     "BROADCAST_MAX",
     "COMPACT_AT",
+    "DRIVER_MAX_BYTES",
+    "DRIVER_MAX_ROWS",
     "Layers",
     "among",
     "check_changes",
@@ -53,6 +61,8 @@ __all__ = [
     "marked",
     "merge",
     "merge_blind",
+    "merged_table",
+    "on_driver",
     "register",
     "view",
 ]
@@ -65,6 +75,11 @@ COMPACT_AT = 0.1
 #: the base, for the view (beyond: a join that shuffles the base), and of an epoch's changes, to merge them into
 #: those (beyond: a join that shuffles both)
 BROADCAST_MAX = 2_000_000
+
+#: the most rows, and Arrow bytes, of the changes since the base held on the driver (:func:`on_driver`); beyond,
+#: they are a local checkpoint on the executors, merged by a Spark job
+DRIVER_MAX_ROWS = 65_536
+DRIVER_MAX_BYTES = 8 << 20
 
 #: an epoch's changes are merged by broadcasting their keys without counting them first (no job of its own)
 #: while the step's changes the epoch before had at most this fraction of :data:`BROADCAST_MAX` rows
@@ -92,6 +107,9 @@ class Layers:
     #: the overlay's keys, where the driver knows them all (the changes since the base were collected:
     #: :func:`among` names them in a plan, where a join would broadcast them with a job of its own); ``None``: not
     overlay_keys: frozenset[int] | None = None
+    #: the overlay's rows as Arrow, where it is held on the driver (:func:`on_driver`: every change since the base
+    #: was collected, and they are few); ``None``: it is a local checkpoint on the executors
+    overlay_table: Any = None
 
 
 #: the layers behind each view a runner handed out, by ``id`` of the view (for :func:`lookup`)
@@ -274,12 +292,54 @@ def _counted(frame: DataFrame, also: DataFrame | None, key: str, step: str) -> t
         )
     row = counts.first()
     n, null, rows = (int(row["n"]), int(row["null"]), int(row["also"])) if row is not None else (0, 0, 0)
+    _refuse_null_keys(null, key, step)
+    return n, rows
+
+
+def _refuse_null_keys(null: int, key: str, step: str) -> None:
     if null:
         raise PipelineError(
             f"step {step!r} (changes=True): {null} row(s) of its state have a null key {key!r}; the keys of "
             "state updated in place must not be null (filter them out, or give them a value)"
         )
-    return n, rows
+
+
+def merged_table(overlay: Any, changes: Any, key: str, step: str) -> Any:
+    """:func:`merge` on the driver: the rows of Arrow ``overlay`` (the changes since the base, ``None``: none)
+    whose key ``changes`` (an epoch's, with ``_deleted``, collected) does not name, then ``changes``, in
+    ``overlay``'s columns (else ``changes``'); a null key among the changes is refused, as :func:`counted`
+    refuses it.
+
+    >>> import pyarrow as pa
+    >>> old = pa.table({"k": [1, 2, 3], "v": [10, 20, 30], "_deleted": [False] * 3})
+    >>> new = pa.table({"v": [21, 40], "k": [2, 4], "_deleted": [False, True]})
+    >>> merged_table(old, new, "k", "s").to_pylist()  # doctest: +NORMALIZE_WHITESPACE
+    [{'k': 1, 'v': 10, '_deleted': False}, {'k': 3, 'v': 30, '_deleted': False},
+     {'k': 2, 'v': 21, '_deleted': False}, {'k': 4, 'v': 40, '_deleted': True}]
+    >>> merged_table(None, pa.table({"k": pa.array([None], pa.int64())}), "k", "s")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    falkirk.spark.errors.PipelineError: step 's' (changes=True): 1 row(s) of its state have a null key 'k'; ...
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    _refuse_null_keys(changes.column(key).null_count, key, step)
+    if overlay is None:
+        return changes
+    kept = overlay.filter(pc.invert(pc.is_in(overlay.column(key), value_set=changes.column(key))))
+    return pa.concat_tables([kept, changes.select(overlay.column_names).cast(overlay.schema)])
+
+
+def on_driver(table: Any, like: DataFrame) -> DataFrame:
+    """The rows of Arrow ``table`` as a DataFrame with ``like``'s columns (each of ``table``'s, by name), held on
+    the driver (a local relation: no job makes it, no executor holds it, so an executor's loss takes none of it:
+    :func:`~falkirk.spark.pipeline.run.session.held_on_driver`)."""
+    from pyspark.sql.types import StructType
+
+    from falkirk.spark.pipeline.run.session import held_on_driver
+
+    schema = StructType([like.schema[c] for c in table.column_names])
+    return held_on_driver(like.sparkSession.createDataFrame(table, schema), table.nbytes)
 
 
 def check_changes(rows: DataFrame, base: DataFrame, step: str) -> None:

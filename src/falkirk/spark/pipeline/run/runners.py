@@ -840,7 +840,9 @@ class StepRunner(Runner):
             overlay_keys = (
                 None  # too many to name in a plan: not kept (nor copied every epoch) until a compaction
             )
-        if overlay is None:
+        # few changes since the base, every one collected: merged on the driver (no job), held there
+        table = self._overlay_table(got, layers, overlay, marked, key)
+        if table is not None or overlay is None:
             merged = marked
         else:
             # the overlay's rows of keys the changes do not name: the changes' keys are broadcast (collected on
@@ -855,20 +857,25 @@ class StepRunner(Runner):
             merged = _layers.merge(overlay, marked, key, known, named).coalesce(parallelism)
         if base_rows < 0:  # not known: counted here (its first use reads it anyway)
             base_rows = _layers.counted(base, key, self.name)
-        new_overlay = detached(merged)
-        if known is None:
-            # one job: the step's changes computed, both cached; the changes' rows counted on the way (the
-            # step's output, when it is its changes, then needs no count job: Frames.materialise with the rows
-            # known)
-            n, rows = _layers.counted_with(new_overlay, changes, key, self.name)
-            if overlay is not None and rows > _layers.BROADCAST_MAX:
-                self.ctx.note(
-                    f"{self.name}: its changes had {rows} rows, {last} the epoch before; their keys "
-                    f"were collected on the driver to merge them (from now on they are counted first, and "
-                    f"broadcast only up to {_layers.BROADCAST_MAX})"
-                )
+        if table is not None:  # its rows and the changes' known: no job
+            assert known is not None
+            new_overlay = _layers.on_driver(table, marked)
+            n, rows = table.num_rows, known
         else:
-            n, rows = _layers.counted(new_overlay, key, self.name), known
+            new_overlay = detached(merged)
+            if known is None:
+                # one job: the step's changes computed, both cached; the changes' rows counted on the way (the
+                # step's output, when it is its changes, then needs no count job: Frames.materialise with the
+                # rows known)
+                n, rows = _layers.counted_with(new_overlay, changes, key, self.name)
+                if overlay is not None and rows > _layers.BROADCAST_MAX:
+                    self.ctx.note(
+                        f"{self.name}: its changes had {rows} rows, {last} the epoch before; their keys "
+                        f"were collected on the driver to merge them (from now on they are counted first, and "
+                        f"broadcast only up to {_layers.BROADCAST_MAX})"
+                    )
+            else:
+                n, rows = _layers.counted(new_overlay, key, self.name), known
         self.ctx.frames.known_rows(changes, rows)
         view = _layers.view(base, new_overlay, key, n, _layers.among(overlay_keys, key))
         bound = _layers.COMPACT_AT * max(base_rows, 1)
@@ -890,7 +897,25 @@ class StepRunner(Runner):
             self._changes_rows = rows  # the merge succeeded
             return compacted, Layers(compacted, compacted, None, marked, 0, whole, key)
         self._changes_rows = rows  # the merge succeeded
-        return view, Layers(view, base, new_overlay, marked, n, base_rows, key, overlay_keys)
+        return view, Layers(view, base, new_overlay, marked, n, base_rows, key, overlay_keys, table)
+
+    def _overlay_table(
+        self, got: Any, layers: Layers | None, overlay: DataFrame | None, marked: DataFrame, key: str
+    ) -> Any:
+        """The changes since the base once the epoch's (``got``, collected by :meth:`_changes_collected`) are
+        applied, as Arrow (:func:`~falkirk.spark.pipeline.run.layers.merged_table`), where the overlay is held on
+        the driver (or there is none) and the result stays within
+        :data:`~falkirk.spark.pipeline.run.layers.DRIVER_MAX_ROWS` rows and ``DRIVER_MAX_BYTES``; else ``None``
+        (merged by a Spark job, held on the executors)."""
+        if got is None:
+            return None
+        before = None if overlay is None or layers is None else layers.overlay_table
+        if overlay is not None and before is None:
+            return None
+        if got.num_rows + (0 if before is None else before.num_rows) > _layers.DRIVER_MAX_ROWS:
+            return None
+        table = _layers.merged_table(before, got.select(marked.columns), key, self.name)
+        return table if table.nbytes <= _layers.DRIVER_MAX_BYTES else None
 
     def _changes_collected(self, changes: DataFrame, marked: DataFrame, key: str) -> Any:
         """``marked`` (``changes`` with ``_deleted``) tagged with each row's partition (:func:`~.keyed.tagged`),

@@ -78,6 +78,7 @@ __all__ = [
     "take_start_seconds",
     "materialised",
     "held_bytes",
+    "held_on_driver",
     "shares_storage",
     "missing_blocks",
     "busiest_executor",
@@ -669,10 +670,19 @@ def detach(df: DataFrame, *, eager: bool = True, replicas: int = 1) -> DataFrame
 
 
 def stored(df: DataFrame) -> DataFrame:
-    """``df``, a checkpoint's files read as they were written, marked as such: a state held that way is not
-    in executor memory, so an executor's loss takes none of it (:func:`missing_blocks` gives ``[]``)."""
+    """``df``, a checkpoint's files read as they were written (or rows held on the driver), marked as such: a
+    state held that way is not in executor memory, so an executor's loss takes none of it (:func:`missing_blocks`
+    gives ``[]``)."""
     df._falkirk_stored = True  # type: ignore[attr-defined]
     return df
+
+
+def held_on_driver(df: DataFrame, nbytes: int) -> DataFrame:
+    """``df``, rows held on the driver (a local relation of ``nbytes`` Arrow bytes), marked as such: made, cut
+    from any lineage (:func:`materialised`), that size (:func:`held_bytes`), and out of an executor's reach
+    (:func:`stored`)."""
+    df._falkirk_driver_bytes = nbytes  # type: ignore[attr-defined]
+    return stored(df)
 
 
 def _columnar(spark: SparkSession, jss: Any, jdf: Any, jvm: Any, replicas: int) -> tuple[DataFrame, Any]:
@@ -841,6 +851,8 @@ def free(df: DataFrame) -> None:
 def materialised(df: DataFrame) -> bool:
     """Whether :func:`detach`-ed ``df`` has been computed and cut from its lineage (``False`` where
     unknown)."""
+    if vars(df).get("_falkirk_driver_bytes") is not None:  # (:func:`held_on_driver`)
+        return True
     if is_connect(df.sparkSession):
         return False
     try:
@@ -870,7 +882,11 @@ def held_bytes(df: DataFrame) -> int | None:
     estimate (its default, 8 EiB): the block managers' figure times :data:`COMPRESSION_BOUND` stands for it.
     Spark's status store is filled after the job that made the cache returned: for such a cache it is read again
     (backing off) for up to :data:`HELD_WAIT_S` until it lists every partition held. A cache that counts itself
-    loaded has its exact count, and is not waited for: the block managers' figure is taken where already listed."""
+    loaded has its exact count, and is not waited for: the block managers' figure is taken where already listed.
+    Rows held on the driver (:func:`held_on_driver`): their Arrow bytes."""
+    on_driver = vars(df).get("_falkirk_driver_bytes")
+    if on_driver is not None:
+        return int(on_driver)
     if is_connect(df.sparkSession):
         return None
     try:
@@ -935,7 +951,7 @@ def missing_blocks(df: DataFrame, *, wait: float = 3.0) -> list[int] | None:
 
     if is_connect(df.sparkSession):
         return None
-    if vars(df).get("_falkirk_stored"):  # read from files that outlive executors (:func:`stored`)
+    if vars(df).get("_falkirk_stored"):  # on files or the driver, which outlive executors (:func:`stored`)
         return []
     try:
         rdd = _blocks(df)
