@@ -54,6 +54,7 @@ __all__ = [
     "check_changes",
     "counted",
     "counted_with",
+    "driver_keyed",
     "keys_of",
     "layers_of",
     "live",
@@ -94,8 +95,8 @@ class Layers:
     view: Any
     #: a local checkpoint of a whole state
     base: Any
-    #: a local checkpoint of the changes since ``base`` (newest per key, ``_deleted`` marking tombstones);
-    #: ``None``: none
+    #: the changes since ``base`` (newest per key, ``_deleted`` marking tombstones): a local checkpoint, or rows
+    #: held on the driver (:attr:`overlay_table`); ``None``: none
     overlay: Any
     #: the epoch's own changes, ``_deleted`` added (an incremental checkpoint's delta)
     changes: Any
@@ -307,7 +308,8 @@ def _refuse_null_keys(null: int, key: str, step: str) -> None:
 def merged_table(overlay: Any, changes: Any, key: str, step: str) -> Any:
     """:func:`merge` on the driver: the rows of Arrow ``overlay`` (the changes since the base, ``None``: none)
     whose key ``changes`` (an epoch's, with ``_deleted``, collected) does not name, then ``changes``, in
-    ``overlay``'s columns (else ``changes``'); a null key among the changes is refused, as :func:`counted`
+    ``overlay``'s columns (else ``changes``'), every one nullable (an epoch's changes may hold a null where the
+    plan of an earlier one's promised none); a null key among the changes is refused, as :func:`counted`
     refuses it.
 
     >>> import pyarrow as pa
@@ -316,6 +318,14 @@ def merged_table(overlay: Any, changes: Any, key: str, step: str) -> Any:
     >>> merged_table(old, new, "k", "s").to_pylist()  # doctest: +NORMALIZE_WHITESPACE
     [{'k': 1, 'v': 10, '_deleted': False}, {'k': 3, 'v': 30, '_deleted': False},
      {'k': 2, 'v': 21, '_deleted': False}, {'k': 4, 'v': 40, '_deleted': True}]
+    >>> strict = pa.schema([pa.field("k", pa.int64(), False), pa.field("v", pa.int64(), False)])
+    >>> merged_table(pa.table({"k": [1], "v": [1]}, schema=strict), pa.table({"v": [None], "k": [2]}), "k", "s")
+    pyarrow.Table
+    k: int64
+    v: int64
+    ----
+    k: [[1],[2]]
+    v: [[1],[null]]
     >>> merged_table(None, pa.table({"k": pa.array([None], pa.int64())}), "k", "s")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     falkirk.spark.errors.PipelineError: step 's' (changes=True): 1 row(s) of its state have a null key 'k'; ...
@@ -325,20 +335,42 @@ def merged_table(overlay: Any, changes: Any, key: str, step: str) -> Any:
 
     _refuse_null_keys(changes.column(key).null_count, key, step)
     if overlay is None:
-        return changes
+        return changes.cast(_nullable(changes.schema))
+    schema = _nullable(overlay.schema)
     kept = overlay.filter(pc.invert(pc.is_in(overlay.column(key), value_set=changes.column(key))))
-    return pa.concat_tables([kept, changes.select(overlay.column_names).cast(overlay.schema)])
+    return pa.concat_tables([kept.cast(schema), changes.select(overlay.column_names).cast(schema)])
+
+
+def _nullable(schema: Any) -> Any:
+    """Arrow ``schema`` with every field nullable."""
+    import pyarrow as pa
+
+    return pa.schema([f.with_nullable(True) for f in schema])
+
+
+def driver_keyed(key_type: Any) -> bool:
+    """Whether a state keyed by a column of Spark type ``key_type`` may have its changes merged on the driver
+    (:func:`merged_table`): an integer, which Arrow's and Spark's joins compare alike (a float's ``-0.0`` and
+    ``NaN``, a string's collation, they may not).
+
+    >>> from pyspark.sql.types import DoubleType, LongType, StringType
+    >>> driver_keyed(LongType()), driver_keyed(DoubleType()), driver_keyed(StringType())
+    (True, False, False)
+    """
+    from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType
+
+    return isinstance(key_type, (ByteType, ShortType, IntegerType, LongType))
 
 
 def on_driver(table: Any, like: DataFrame) -> DataFrame:
-    """The rows of Arrow ``table`` as a DataFrame with ``like``'s columns (each of ``table``'s, by name), held on
-    the driver (a local relation: no job makes it, no executor holds it, so an executor's loss takes none of it:
+    """The rows of Arrow ``table`` as a DataFrame with the types of ``like``'s columns (each of ``table``'s, by
+    name; every one nullable, as :func:`merged_table` gives them), held on the driver (a local relation: no job makes it, no executor holds it, so an executor's loss takes none of it:
     :func:`~falkirk.spark.pipeline.run.session.held_on_driver`)."""
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import StructField, StructType
 
     from falkirk.spark.pipeline.run.session import held_on_driver
 
-    schema = StructType([like.schema[c] for c in table.column_names])
+    schema = StructType([StructField(c, like.schema[c].dataType, True) for c in table.column_names])
     return held_on_driver(like.sparkSession.createDataFrame(table, schema), table.nbytes)
 
 

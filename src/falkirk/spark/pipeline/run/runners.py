@@ -16,6 +16,7 @@ the injector's ``mid`` point in between, and then reports to the planner.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 from typing import TYPE_CHECKING, Any
@@ -297,6 +298,8 @@ class StepRunner(Runner):
         #: driver): :meth:`_apply` broadcasts the next epoch's keys without counting them first only below
         #: :func:`~falkirk.spark.pipeline.run.layers.merge_blind`'s bound
         self._changes_rows: int | None = None
+        #: whether an execution of this step succeeded in this driver (a restore before any is a start's)
+        self._executed = False
         #: the epoch's changes collected by :meth:`_changes_collected` (Arrow), for its delta; ``None``: not
         self._changes_table: Any = None
         #: the Arrow bytes per row of the last changes with rows :meth:`_changes_collected` collected (``None``:
@@ -591,6 +594,7 @@ class StepRunner(Runner):
                 self._release_layers(read_until=epoch)
                 self.state = new_state
         self._before, self.made, self._attempt = None, [], None  # it succeeded
+        self._executed = True
         self._drop_salvage()  # a retry whose step returned something else
         return out, rows
 
@@ -771,8 +775,8 @@ class StepRunner(Runner):
 
     def _apply(self, changes: DataFrame, snapshot: int | None) -> tuple[DataFrame, Layers]:
         """The state after ``changes`` (a ``changes=True`` step's return), as layers: the base, and every
-        change since in one small local checkpoint (the previous one's rows of other keys, and ``changes``);
-        compacted into a new base once those pass :data:`~falkirk.spark.pipeline.run.layers.COMPACT_AT` of the
+        change since in one small local checkpoint (the previous one's rows of other keys, and ``changes``) or,
+        where every one was collected and they are few, held on the driver (:meth:`_overlay_table`); compacted into a new base once those pass :data:`~falkirk.spark.pipeline.run.layers.COMPACT_AT` of the
         base, or, where the epoch's checkpoint is a snapshot and the next one ``snapshot`` epochs later, once
         they would pass it before then at this epoch's rate of changes (with ``differential=True``, at every
         snapshot: the snapshot is then the base the next deltas are the changes since). The changes are counted by the job that
@@ -906,8 +910,9 @@ class StepRunner(Runner):
         applied, as Arrow (:func:`~falkirk.spark.pipeline.run.layers.merged_table`), where the overlay is held on
         the driver (or there is none) and the result stays within
         :data:`~falkirk.spark.pipeline.run.layers.DRIVER_MAX_ROWS` rows and ``DRIVER_MAX_BYTES``; else ``None``
-        (merged by a Spark job, held on the executors)."""
-        if got is None:
+        (merged by a Spark job, held on the executors), and for a key that is no integer
+        (:func:`~falkirk.spark.pipeline.run.layers.driver_keyed`)."""
+        if got is None or not _layers.driver_keyed(marked.schema[key].dataType):
             return None
         before = None if overlay is None or layers is None else layers.overlay_table
         if overlay is not None and before is None:
@@ -986,7 +991,8 @@ class StepRunner(Runner):
     def _restore_layers(self, m: Manifest) -> None:
         """A ``changes=True`` step's state from its checkpoint ``m``, as layers: the chain's snapshot as the
         base, as a full checkpoint's restore reads it, and its deltas resolved into one overlay; both read by
-        the step's next job (no job of their own). The whole state is not rebuilt from the chain: the view
+        the step's next job (no job of their own), but an overlay of few rows, collected by one job and held on
+        the driver (:meth:`_restored_table`). The whole state is not rebuilt from the chain: the view
         applies the overlay where the step reads it (:func:`~falkirk.spark.pipeline.run.layers.lookup`: by
         its keys). Its keys are not checked for nulls again: they were when the state was made (a
         ``changes=True`` state refuses them; turning ``changes`` on over a checkpoint written without it is
@@ -998,8 +1004,13 @@ class StepRunner(Runner):
         assert chain is not None
         # the chain's snapshot: the next delta is the changes since it
         self.checkpoints.base = (base, chain[0])
+        table = None if overlay is None else self._restored_table(overlay, bound)
         if overlay is None:  # a snapshot alone
             layers = Layers(base, base, None, None, 0, base_rows, key)
+        elif table is not None:  # held on the driver, as the merges after it keep it
+            overlay, n, keys = _layers.on_driver(table, overlay), table.num_rows, _layers.keys_of(table, key)
+            view = _layers.view(base, overlay, key, n, _layers.among(keys, key))
+            layers = Layers(view, base, overlay, None, n, base_rows, key, keys, table)
         else:
             overlay = detach(overlay, eager=False, replicas=self.replicas)
             layers = Layers(
@@ -1007,6 +1018,38 @@ class StepRunner(Runner):
             )
         _layers.register(layers)
         self.layers, self.state = layers, layers.view
+        if not self._executed and m.extra.get("delta") is not None and m.rows >= 0:
+            # a start's: the first merge goes by the delta's rows, the step's changes at its epoch (a differential
+            # delta's: every change since its snapshot, more), as by the changes the epoch before
+            # (:meth:`_changes_collected`); after a recovery in a driver that ran the step it counts first
+            self._changes_rows = m.rows
+
+    def _restored_table(self, overlay: DataFrame, bound: int) -> Any:
+        """The changes since the base a restore resolved from its deltas (``overlay``, at most ``bound`` rows)
+        collected as Arrow, to be held on the driver (:func:`~falkirk.spark.pipeline.run.layers.on_driver`),
+        where they fit :data:`~falkirk.spark.pipeline.run.layers.DRIVER_MAX_ROWS` and ``DRIVER_MAX_BYTES``, the
+        run is durable, through classic Spark, Spark bounds a collection and every column is collectable: one
+        job, where the step's first job would otherwise cache them; an integer key
+        (:func:`~falkirk.spark.pipeline.run.layers.driver_keyed`). ``None`` otherwise, or where the collection
+        failed (a damaged delta, say: the step's job then reads them and meets the failure, as before)."""
+        ctx = self.ctx
+        if (
+            bound > _layers.DRIVER_MAX_ROWS
+            or not _layers.driver_keyed(overlay.schema[self.regime.key].dataType)  # type: ignore[attr-defined]
+            or not ctx.durable
+            or is_connect(ctx.spark)
+            or not self._collections_bounded()
+            or not collectable(overlay.schema, None)
+        ):
+            return None
+        try:
+            table = overlay.toArrow()
+        except Exception:  # noqa: BLE001 - read again by the step's job, which meets the failure as before
+            logging.getLogger(__name__).debug(
+                "the changes since a restored base were not collected", exc_info=True
+            )
+            return None
+        return table if table.nbytes <= _layers.DRIVER_MAX_BYTES else None
 
     def _drop_unused_layers(self) -> None:
         """Let go of the parts of layers a failed execution made that the state does not hold."""
@@ -1035,7 +1078,8 @@ class StepRunner(Runner):
         return self.deferred is None or self.deferred.made or self.deferred.state is not self.state
 
     def state_parts(self) -> list[Any]:
-        """The local checkpoints the state lives in (its layers' base and changes, or the state itself)."""
+        """The frames the state lives in (its layers' base and changes — local checkpoints, or changes held on the
+        driver — or the state itself)."""
         state = self.state
         layers = _layers.layers_of(state)
         if layers is not None:
