@@ -935,6 +935,38 @@ def test_a_start_holds_the_restored_changes_on_the_driver_and_collects_its_first
     assert collected[0] and not collected[7 - start], collected
 
 
+def _jobs(spark: Any, group: str, action: Any) -> tuple[Any, int]:
+    sc = spark.sparkContext
+    sc.setJobGroup(group, group)
+    try:
+        out = action()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    sc._jsc.sc().listenerBus().waitUntilEmpty()
+    return out, len(sc.statusTracker().getJobIdsForGroup(group))
+
+
+def test_the_keys_of_a_small_input_epoch_are_collected_without_a_job(spark: Any, tmp_path: Path) -> None:
+    """``layers.collected`` of a plan over an input epoch read on the driver (a local relation: projections,
+    filters and a limit folded into it) takes its rows without a Spark job, as a ``lookup``'s few keys are; any
+    other plan by ``toArrow``'s job. Both give ``toArrow``'s table."""
+    from pyspark.sql import functions as F
+
+    from falkirk.spark import InputLog
+
+    log = InputLog(tmp_path, "events", "user BIGINT, v BIGINT", partitions=2, key="user", fsync=False)
+    log.append([{"user": u, "v": u % 3} for u in range(40)], batch="a")
+    log.cut(0)
+    keys = log.read(spark, 0).where(F.col("v") == 1).select("user").limit(10)
+    got, jobs = _jobs(spark, "collected-local", lambda: layers.collected(keys))
+    assert jobs == 0
+    assert got.num_rows == 10 and got.schema == keys.toArrow().schema
+    assert set(got.column("user").to_pylist()) <= {u for u in range(40) if u % 3 == 1}
+    other = spark.range(0, 40, numPartitions=2).where(F.col("id") % 3 == 1).withColumnRenamed("id", "user")
+    got, jobs = _jobs(spark, "collected-scan", lambda: layers.collected(other))
+    assert jobs >= 1 and sorted(got.column("user").to_pylist()) == [u for u in range(40) if u % 3 == 1]
+
+
 def test_the_state_keeps_the_column_order_the_step_returned(
     spark: Any, tmp_path: Path, restores: list[tuple[int, bool]]
 ) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,79 @@ def test_read_returns_exactly_the_epoch(spark: Any, tmp_path: Path) -> None:
     rows = log.read(spark, 1).collect()
     assert sorted(r["user"] for r in rows) == [6, 7, 8]
     assert all(r["_offset"] >= log.get_cut(0).end[r["_partition"]] for r in rows)
+
+
+def _plan(df: Any) -> str:
+    return str(df._jdf.queryExecution().executedPlan().toString())
+
+
+def _instant(value: Any) -> Any:
+    """A timestamp as seconds since the epoch (PySpark collects it naive, in the local zone); else ``value``."""
+    import datetime
+
+    return value.timestamp() if isinstance(value, datetime.datetime) else value
+
+
+def _rows(df: Any) -> Counter[tuple[Any, ...]]:
+    return Counter(tuple(r) for r in df.collect())
+
+
+@pytest.mark.parametrize(
+    "schema, local",
+    [("user BIGINT, v INT, name STRING, ok BOOLEAN, day DATE, f DOUBLE, g FLOAT", True), ("user BIGINT, ts TIMESTAMP", False)],
+)
+def test_a_small_epoch_is_read_on_the_driver_a_large_one_by_sparks_reader(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, schema: str, local: bool
+) -> None:
+    """An epoch within ``DRIVER_MAX_ROWS`` whose types Spark reads alike from Arrow and Parquet is a local relation
+    (no Spark job reads its files), a larger one, or one holding a timestamp, Spark's Parquet scan; read either way,
+    an epoch has exactly the records appended to it, with the same partitions, offsets and schema."""
+    import datetime
+
+    from falkirk.spark.pipeline.store import inputread
+
+    log = InputLog(tmp_path, "events", schema, partitions=2, key="user", fsync=False)
+    names = [f.split()[0] for f in schema.split(", ")]
+
+    def record(u: int) -> dict[str, Any]:
+        value = {"v": u * 3, "name": f"n{u}" if u % 4 else None, "ok": u % 2 == 0, "day": datetime.date(2026, 1, 1 + u % 28),
+                 "f": u / 7, "g": u / 2, "ts": datetime.datetime(2026, 1, 1, u % 24, tzinfo=datetime.UTC)}
+        return {"user": u, **{n: value[n] for n in names[1:]}}
+
+    sizes = [5, 9]
+    for epoch, n in enumerate(sizes):
+        log.append([record(100 * epoch + i) for i in range(n)], batch=f"e{epoch}")
+        log.cut(epoch)
+    monkeypatch.setattr(inputread, "DRIVER_MAX_ROWS", 6)
+    read = [log.read(spark, e) for e in range(len(sizes))]
+    monkeypatch.setattr(inputread, "DRIVER_MAX_ROWS", -1)
+    by_spark = [log.read(spark, e) for e in range(len(sizes))]
+    assert ["LocalTableScan" in _plan(df) for df in read] == [local, False]
+    assert not any("LocalTableScan" in _plan(df) for df in by_spark)
+    for epoch, (df, ref) in enumerate(zip(read, by_spark, strict=True)):
+        assert df.schema == ref.schema
+        assert _rows(df) == _rows(ref)
+        want = Counter(tuple(_instant(record(100 * epoch + i)[n]) for n in names) for i in range(sizes[epoch]))
+        assert Counter(tuple(_instant(r[n]) for n in names) for r in df.collect()) == want
+        cut = log.get_cut(epoch)
+        assert sorted((r["_partition"], r["_offset"]) for r in df.collect()) == sorted(
+            (k, o) for k in cut.end for o in range(cut.start[k], cut.end[k])
+        )
+
+
+def test_a_small_epoch_the_driver_cannot_read_is_left_to_sparks_reader(spark: Any, tmp_path: Path) -> None:
+    """A truncated segment file: the driver's reading fails, so Spark's reader reads the epoch, and its job fails
+    naming the file (as for any epoch)."""
+    log = _log(tmp_path)
+    log.append([{"user": u, "v": u} for u in range(6)], batch="a")
+    log.cut(0)
+    assert "LocalTableScan" in _plan(log.read(spark, 0))
+    victim = next(p for p in sorted((tmp_path / "input" / "events").rglob("*.parquet")))
+    victim.write_bytes(victim.read_bytes()[:20])
+    df = log.read(spark, 0)
+    assert "LocalTableScan" not in _plan(df)
+    with pytest.raises(Exception, match=victim.name):
+        df.collect()
 
 
 # -- issue 30: what append takes, and what a segment proves ----------------------------------------------------

@@ -430,6 +430,23 @@ def lookup(state: DataFrame, keys: DataFrame) -> DataFrame:
     return _joined(found, stale, key, "left_anti", order).unionByName(live(named))
 
 
+def collected(df: DataFrame) -> Any:
+    """``df``'s rows on the driver, as Arrow: without a Spark job where its plan is rows already there (a local
+    relation — an input's small epoch, read on the driver — that Spark's optimiser folded ``df``'s projections,
+    filters and limit into), else by ``toArrow``'s job."""
+    jdf = getattr(df, "_jdf", None)  # classic Spark (through Connect: toArrow, as before)
+    if jdf is None or jdf.queryExecution().executedPlan().getClass().getSimpleName() != "LocalTableScanExec":
+        return df.toArrow()
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(df.schema)
+    rows = df.collect()  # the local scan's rows, taken on the driver: no job
+    return pa.table(
+        {f.name: pa.array([r[i] for r in rows], f.type) for i, f in enumerate(schema)}, schema=schema
+    )
+
+
 #: per base (by ``id``), whether the last :func:`lookup` of its layers found its keys few (:func:`_few_keys`)
 _FEW: dict[int, bool] = {}
 
@@ -453,7 +470,6 @@ def _few_keys(keys: DataFrame, key: str, layers: Layers) -> Column | None:
         return None
     if len(_FEW) > 64:
         _FEW.clear()
-    got = keys.limit(AMONG_MAX + 1).toArrow()
-    few = keys_of(got, key)
+    few = keys_of(collected(keys.limit(AMONG_MAX + 1)), key)
     _FEW[id(layers.base)] = few is not None
     return among(few, key)

@@ -34,12 +34,14 @@ from falkirk.spark.pipeline.run.layers import Layers
 from falkirk.spark.pipeline.run.probe import is_local_master
 from falkirk.spark.pipeline.run.session import (
     detach,
+    held_on_driver,
     is_connect,
     materialised,
     shares_storage,
     stored,
     takes_up,
 )
+from falkirk.spark.pipeline.store import inputread as _inputread
 from falkirk.spark.pipeline.store.collected import collectable, empty_table
 from falkirk.spark.pipeline.store.eagerdb import (
     DATABASE_COMMITS,
@@ -244,12 +246,15 @@ class InputRunner(Runner):
         cut = self.log.cut(epoch)
         self.cut_at = cut.at
         read = self.log.read(self.ctx.spark, epoch)
+        nbytes = _inputread.on_driver(read)
+        if nbytes is not None:  # a small epoch, read on the driver: held there, nothing to cache
+            read = held_on_driver(read, nbytes)
         df = self.ctx.injector.wrap(self.name, epoch, read, empty=cut.records == 0)
         # read again by each job that uses it, unless the input asks to be cached (by its first consumer's
         # job); an epoch with an injected failure is cached, so that the failure fires once, not in every job
         # that reads it
         out, rows = self.ctx.frames.materialise(
-            df, rows=cut.records, persist=self.input.cache or df is not read
+            df, rows=cut.records, persist=(self.input.cache and nbytes is None) or df is not read
         )
         self.made = [(out, False)]
         self.ctx.injector.at(self.name, epoch, "mid")

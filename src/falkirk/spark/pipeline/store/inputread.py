@@ -9,7 +9,8 @@ naming the lost segment manifest when its data files are still there.
 record; garbage collection's work told apart from a loss), :func:`files`
 and :func:`verify` check its data files' sizes and checksums
 (:meth:`Storage.verify <falkirk.spark.pipeline.store.storage.Storage.verify>`),
-:func:`read` gives its records to Spark and :func:`to_arrow` to the driver.
+:func:`read` gives its records to Spark (a small epoch read on the driver, as a local relation:
+:data:`DRIVER_MAX_ROWS`) and :func:`to_arrow` to the driver.
 :class:`~falkirk.spark.pipeline.store.inputlog.InputLog` exposes these
 functions as methods (``log.read(spark, epoch)``…).
 """
@@ -31,7 +32,32 @@ if TYPE_CHECKING:
 
     from falkirk.spark.pipeline.store.inputlog import InputLog
 
-__all__ = ["check", "files", "verify", "read", "to_arrow"]
+__all__ = ["check", "files", "verify", "read", "on_driver", "to_arrow", "DRIVER_MAX_ROWS", "DRIVER_MAX_BYTES"]
+
+#: an epoch of at most this many records, in Parquet files of at most :data:`DRIVER_MAX_BYTES` in all, is read on
+#: the driver (pyarrow) and given to Spark as a local relation (:func:`read`): no Spark job reads its files, each
+#: job that uses it takes its rows from the driver, and a plan over it alone (the keys of a ``lookup``, say) is
+#: collected without a job. Larger epochs are read by Spark's Parquet reader, in tasks.
+DRIVER_MAX_ROWS = 16_384
+DRIVER_MAX_BYTES = 4 << 20
+
+#: the declared types an epoch read on the driver may hold: those whose Arrow and Parquet readings Spark takes
+#: alike (a timestamp's time zone, a decimal's or a nested type's conversion are left to Spark's reader)
+_DRIVER_TYPES = frozenset(
+    {
+        "TINYINT",
+        "SMALLINT",
+        "INT",
+        "BIGINT",
+        "FLOAT",
+        "DOUBLE",
+        "BOOLEAN",
+        "STRING",
+        "VARCHAR",
+        "CHAR",
+        "DATE",
+    }
+)
 
 
 def _cut_segments(log: InputLog, cut: Cut) -> list[tuple[seg.SegmentManifest, bool, bool]]:
@@ -166,7 +192,11 @@ def verify(log: InputLog, cut: Cut) -> None:
 def read(log: InputLog, spark: SparkSession, epoch: int) -> DataFrame:
     """The records of ``epoch`` (its recorded cut) as a DataFrame with ``_partition`` and ``_offset``.
 
-    Parquet segments are read with Spark's Parquet reader (a step reads
+    An epoch within :data:`DRIVER_MAX_ROWS` and :data:`DRIVER_MAX_BYTES`, of
+    the types Spark reads alike from Arrow and Parquet, is read on the driver
+    and given as a local relation (should the driver fail to read a file,
+    Spark's reader reads it, and meets and names the damage as before).
+    Other Parquet segments are read with Spark's Parquet reader (a step reads
     only the columns it uses); JSON-line segments of older logs in
     ``FAILFAST`` mode, so a malformed line fails instead of becoming NULLs.
     """
@@ -177,6 +207,9 @@ def read(log: InputLog, spark: SparkSession, epoch: int) -> DataFrame:
         raise CorruptDataError(log.name, "input", epoch, "is missing", path=cut_path(log, epoch))
     schema = read_ddl(log.record_schema)
     found = _cut_segments(log, c)
+    held = _on_driver(log, spark, c, found, schema)
+    if held is not None:
+        return held
     frames = []
     for legacy in (False, True):
         mine = [(m, whole) for m, old, whole in found if old == legacy]
@@ -198,17 +231,69 @@ def read(log: InputLog, spark: SparkSession, epoch: int) -> DataFrame:
     return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
 
 
+def _on_driver(
+    log: InputLog,
+    spark: SparkSession,
+    cut: Cut,
+    found: list[tuple[seg.SegmentManifest, bool, bool]],
+    ddl: str,
+) -> DataFrame | None:
+    """:func:`read`'s epoch as a local relation, where it is small enough (:data:`DRIVER_MAX_ROWS`) and of
+    :data:`_DRIVER_TYPES`; ``None`` otherwise, or where a file cannot be read here."""
+    if (
+        not found
+        or cut.records > DRIVER_MAX_ROWS
+        or any(legacy for _, legacy, _ in found)
+        or any(f.type.name not in _DRIVER_TYPES for f in log.record_schema.fields)
+        or sum(f.size for m, _, _ in found for f in m.files) > DRIVER_MAX_BYTES
+    ):
+        return None
+    from pyspark.sql.types import DataType, StructType
+
+    try:
+        table = _tables(log, [m for m, _, _ in found], cut)
+    except Exception:  # noqa: BLE001 - a damaged or unreachable file: Spark's reader meets it, as for any epoch
+        return None
+    schema = DataType.fromDDL(ddl)
+    assert isinstance(schema, StructType)
+    df = spark.createDataFrame(table.select(schema.names), schema)
+    df._falkirk_input_bytes = table.nbytes  # type: ignore[attr-defined]
+    return df
+
+
+def on_driver(df: DataFrame) -> int | None:
+    """The Arrow bytes of an epoch :func:`read` gave as a local relation, read on the driver; ``None`` for one
+    Spark's reader reads."""
+    return getattr(df, "_falkirk_input_bytes", None)
+
+
+def _tables(log: InputLog, manifests: list[seg.SegmentManifest], cut: Cut | None) -> pa.Table:
+    """The records of the Parquet segments ``manifests`` (within ``cut``, if given), read with pyarrow."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    arrow_schema = pa.schema([*log.converter.arrow_schema, *log_fields()])
+    tables = []
+    for m in manifests:
+        for f in m.files:
+            with log.fs.fs.open(log.fs.full(f"{m.location}/{f.name}"), "rb") as fh:
+                t = pq.read_table(fh, schema=arrow_schema)
+            if cut is not None:
+                k = m.partition
+                t = t.filter(
+                    pc.and_(pc.greater_equal(t["_offset"], cut.start[k]), pc.less(t["_offset"], cut.end[k]))
+                )
+            tables.append(t)
+    return pa.concat_tables(tables) if tables else arrow_schema.empty_table()
+
+
 def to_arrow(log: InputLog, epoch: int | None = None) -> pa.Table:
     """The records of ``epoch`` (or of the whole log), read on the driver with pyarrow (tests, small logs).
 
     Segments written as JSON lines (older logs) are read by Spark only
     (:func:`read`): ``CorruptDataError`` names them.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    arrow_schema = pa.schema([*log.converter.arrow_schema, *log_fields()])
     if epoch is None:
         manifests = [
             (seg.read_manifest(log.fs, s, log.name, -1), s.legacy)
@@ -221,7 +306,6 @@ def to_arrow(log: InputLog, epoch: int | None = None) -> pa.Table:
         if cut is None:
             raise CorruptDataError(log.name, "input", epoch, "is missing", path=cut_path(log, epoch))
         manifests = [(m, legacy) for m, legacy, _ in _cut_segments(log, cut)]
-    tables = []
     for m, legacy in manifests:
         if legacy:
             raise CorruptDataError(
@@ -230,13 +314,4 @@ def to_arrow(log: InputLog, epoch: int | None = None) -> pa.Table:
                 -1 if epoch is None else epoch,
                 f"segment part-{m.partition}/{m.files[0].name} is JSON lines: read it with Spark",
             )
-        for f in m.files:
-            with log.fs.fs.open(log.fs.full(f"{m.location}/{f.name}"), "rb") as fh:
-                t = pq.read_table(fh, schema=arrow_schema)
-            if cut is not None:
-                k = m.partition
-                t = t.filter(
-                    pc.and_(pc.greater_equal(t["_offset"], cut.start[k]), pc.less(t["_offset"], cut.end[k]))
-                )
-            tables.append(t)
-    return pa.concat_tables(tables) if tables else arrow_schema.empty_table()
+    return _tables(log, [m for m, _ in manifests], cut)
