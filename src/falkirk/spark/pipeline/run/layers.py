@@ -364,7 +364,8 @@ def driver_keyed(key_type: Any) -> bool:
 
 def on_driver(table: Any, like: DataFrame) -> DataFrame:
     """The rows of Arrow ``table`` as a DataFrame with the types of ``like``'s columns (each of ``table``'s, by
-    name; every one nullable, as :func:`merged_table` gives them), held on the driver (a local relation: no job makes it, no executor holds it, so an executor's loss takes none of it:
+    name; every one nullable, as :func:`merged_table` gives them), held on the driver (a local relation: no job
+    makes it, no executor holds it, so an executor's loss takes none of it:
     :func:`~falkirk.spark.pipeline.run.session.held_on_driver`)."""
     from pyspark.sql.types import StructField, StructType
 

@@ -781,10 +781,11 @@ class StepRunner(Runner):
     def _apply(self, changes: DataFrame, snapshot: int | None) -> tuple[DataFrame, Layers]:
         """The state after ``changes`` (a ``changes=True`` step's return), as layers: the base, and every
         change since in one small local checkpoint (the previous one's rows of other keys, and ``changes``) or,
-        where every one was collected and they are few, held on the driver (:meth:`_overlay_table`); compacted into a new base once those pass :data:`~falkirk.spark.pipeline.run.layers.COMPACT_AT` of the
-        base, or, where the epoch's checkpoint is a snapshot and the next one ``snapshot`` epochs later, once
-        they would pass it before then at this epoch's rate of changes (with ``differential=True``, at every
-        snapshot: the snapshot is then the base the next deltas are the changes since). The changes are counted by the job that
+        where every one was collected and they are few, held on the driver (:meth:`_overlay_table`); compacted
+        into a new base once those pass :data:`~falkirk.spark.pipeline.run.layers.COMPACT_AT` of the base, or,
+        where the epoch's checkpoint is a snapshot and the next one ``snapshot`` epochs later, once they would
+        pass it before then at this epoch's rate of changes (with ``differential=True``, at every snapshot: the
+        snapshot is then the base the next deltas are the changes since). The changes are counted by the job that
         applies them, or first, by a job of their own, where their keys might be too many to broadcast
         (:func:`~falkirk.spark.pipeline.run.layers.merge_blind`). Nothing of the step's is changed (done by
         :meth:`execute` once the epoch succeeded) but :attr:`_changes_rows`, which only guides the next merge.

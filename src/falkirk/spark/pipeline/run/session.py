@@ -947,8 +947,6 @@ def missing_blocks(df: DataFrame, *, wait: float = 3.0) -> list[int] | None:
     ``None`` through Spark Connect or for a DataFrame that is not a local
     checkpoint; ``[]`` for one read from a checkpoint's files (:func:`stored`).
     """
-    import time
-
     if is_connect(df.sparkSession):
         return None
     if vars(df).get("_falkirk_stored"):  # on files or the driver, which outlive executors (:func:`stored`)

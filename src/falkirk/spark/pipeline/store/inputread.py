@@ -23,6 +23,7 @@ from falkirk.spark.errors import CorruptDataError
 from falkirk.spark.pipeline.store import segments as seg
 from falkirk.spark.pipeline.store.arrowschema import log_fields, read_ddl
 from falkirk.spark.pipeline.store.inputcuts import Cut, cut_path
+from falkirk.spark.pipeline.store.jvm import once
 from falkirk.spark.pipeline.store.manifest import Manifest
 from falkirk.spark.pipeline.store.storage import Storage
 
@@ -254,7 +255,7 @@ def _on_driver(
         table = _tables(log, [m for m, _, _ in found], cut)
     except Exception:  # noqa: BLE001 - a damaged or unreachable file: Spark's reader meets it, as for any epoch
         return None
-    schema = DataType.fromDDL(ddl)
+    schema = once(("input-schema", ddl), lambda: DataType.fromDDL(ddl))  # parsed by the JVM: once a run
     assert isinstance(schema, StructType)
     df = spark.createDataFrame(table.select(schema.names), schema)
     df._falkirk_input_bytes = table.nbytes  # type: ignore[attr-defined]
