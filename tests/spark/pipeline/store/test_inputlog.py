@@ -156,20 +156,26 @@ def _plan(df: Any) -> str:
     return str(df._jdf.queryExecution().executedPlan().toString())
 
 
-def _instant(value: Any) -> Any:
-    """A timestamp as seconds since the epoch (PySpark collects it naive, in the local zone); else ``value``."""
+def _plain(value: Any) -> Any:
+    """A timestamp as seconds since the epoch (PySpark collects it naive, in the local zone), a NaN as a string
+    (it equals nothing, itself included); else ``value``."""
     import datetime
 
-    return value.timestamp() if isinstance(value, datetime.datetime) else value
+    if isinstance(value, datetime.datetime):
+        return value.timestamp()
+    return "NaN" if isinstance(value, float) and value != value else value
 
 
 def _rows(df: Any) -> Counter[tuple[Any, ...]]:
-    return Counter(tuple(r) for r in df.collect())
+    return Counter(tuple(_plain(v) for v in r) for r in df.collect())
 
 
 @pytest.mark.parametrize(
     "schema, local",
-    [("user BIGINT, v INT, name STRING, ok BOOLEAN, day DATE, f DOUBLE, g FLOAT", True), ("user BIGINT, ts TIMESTAMP", False)],
+    [
+        ("user BIGINT NOT NULL, v INT, name STRING, code VARCHAR(4), ok BOOLEAN, day DATE, f DOUBLE, g FLOAT", True),
+        ("user BIGINT, ts TIMESTAMP", False),
+    ],
 )
 def test_a_small_epoch_is_read_on_the_driver_a_large_one_by_sparks_reader(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, schema: str, local: bool
@@ -178,6 +184,7 @@ def test_a_small_epoch_is_read_on_the_driver_a_large_one_by_sparks_reader(
     (no Spark job reads its files), a larger one, or one holding a timestamp, Spark's Parquet scan; read either way,
     an epoch has exactly the records appended to it, with the same partitions, offsets and schema."""
     import datetime
+    import math
 
     from falkirk.spark.pipeline.store import inputread
 
@@ -185,25 +192,29 @@ def test_a_small_epoch_is_read_on_the_driver_a_large_one_by_sparks_reader(
     names = [f.split()[0] for f in schema.split(", ")]
 
     def record(u: int) -> dict[str, Any]:
-        value = {"v": u * 3, "name": f"n{u}" if u % 4 else None, "ok": u % 2 == 0, "day": datetime.date(2026, 1, 1 + u % 28),
-                 "f": u / 7, "g": u / 2, "ts": datetime.datetime(2026, 1, 1, u % 24, tzinfo=datetime.UTC)}
+        value = {"v": u * 3, "name": f"n{u}" if u % 4 else None, "code": f"c{u % 100}", "ok": u % 2 == 0,
+                 "day": datetime.date(2026, 1, 1 + u % 28), "f": math.nan if u % 5 == 0 else u / 7, "g": u / 2,
+                 "ts": datetime.datetime(2026, 1, 1, u % 24, tzinfo=datetime.UTC)}
         return {"user": u, **{n: value[n] for n in names[1:]}}
 
     sizes = [5, 9]
     for epoch, n in enumerate(sizes):
         log.append([record(100 * epoch + i) for i in range(n)], batch=f"e{epoch}")
         log.cut(epoch)
+    read = [log.read(spark, e) for e in range(len(sizes))]  # within the bound
     monkeypatch.setattr(inputread, "DRIVER_MAX_ROWS", 6)
-    read = [log.read(spark, e) for e in range(len(sizes))]
+    routed = [log.read(spark, e) for e in range(len(sizes))]
     monkeypatch.setattr(inputread, "DRIVER_MAX_ROWS", -1)
     by_spark = [log.read(spark, e) for e in range(len(sizes))]
-    assert ["LocalTableScan" in _plan(df) for df in read] == [local, False]
-    assert not any("LocalTableScan" in _plan(df) for df in by_spark)
+    assert ["LocalTableScan" in _plan(df) for df in read] == [local, local]
+    assert [inputread.on_driver(df) is not None for df in read] == [local, local]
+    assert ["LocalTableScan" in _plan(df) for df in routed] == [local, False]
+    assert not any("LocalTableScan" in _plan(df) or inputread.on_driver(df) is not None for df in by_spark)
     for epoch, (df, ref) in enumerate(zip(read, by_spark, strict=True)):
         assert df.schema == ref.schema
         assert _rows(df) == _rows(ref)
-        want = Counter(tuple(_instant(record(100 * epoch + i)[n]) for n in names) for i in range(sizes[epoch]))
-        assert Counter(tuple(_instant(r[n]) for n in names) for r in df.collect()) == want
+        want = Counter(tuple(_plain(record(100 * epoch + i)[n]) for n in names) for i in range(sizes[epoch]))
+        assert Counter(tuple(_plain(r[n]) for n in names) for r in df.collect()) == want
         cut = log.get_cut(epoch)
         assert sorted((r["_partition"], r["_offset"]) for r in df.collect()) == sorted(
             (k, o) for k in cut.end for o in range(cut.start[k], cut.end[k])

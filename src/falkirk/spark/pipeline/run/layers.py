@@ -434,9 +434,11 @@ def lookup(state: DataFrame, keys: DataFrame) -> DataFrame:
 def collected(df: DataFrame) -> Any:
     """``df``'s rows on the driver, as Arrow: without a Spark job where its plan is rows already there (a local
     relation — an input's small epoch, read on the driver — that Spark's optimiser folded ``df``'s projections,
-    filters and limit into), else by ``toArrow``'s job."""
-    jdf = getattr(df, "_jdf", None)  # classic Spark (through Connect: toArrow, as before)
-    if jdf is None or jdf.queryExecution().executedPlan().getClass().getSimpleName() != "LocalTableScanExec":
+    filters and limit into), else by ``toArrow``'s job. For columns of plain types (a lookup's keys): rows taken
+    without a job are converted from Python values, a timestamp with no time zone."""
+    from falkirk.spark.pipeline.run.session import local_scan
+
+    if not local_scan(df):
         return df.toArrow()
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema

@@ -79,6 +79,7 @@ __all__ = [
     "materialised",
     "held_bytes",
     "held_on_driver",
+    "local_scan",
     "shares_storage",
     "missing_blocks",
     "busiest_executor",
@@ -675,6 +676,16 @@ def stored(df: DataFrame) -> DataFrame:
     gives ``[]``)."""
     df._falkirk_stored = True  # type: ignore[attr-defined]
     return df
+
+
+def local_scan(df: DataFrame) -> bool:
+    """Whether ``df``'s physical plan is rows on the driver alone (a local relation Spark's optimiser folded its
+    projections, filters and limit into): collected without a job (classic Spark; through Connect ``False``)."""
+    jdf = vars(df).get("_jdf")
+    return (
+        jdf is not None
+        and jdf.queryExecution().executedPlan().getClass().getSimpleName() == "LocalTableScanExec"
+    )
 
 
 def held_on_driver(df: DataFrame, nbytes: int) -> DataFrame:

@@ -17,6 +17,7 @@ functions as methods (``log.read(spark, epoch)``…).
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from falkirk.spark.errors import CorruptDataError
@@ -33,12 +34,15 @@ if TYPE_CHECKING:
 
     from falkirk.spark.pipeline.store.inputlog import InputLog
 
+_log = logging.getLogger(__name__)
+
 __all__ = ["check", "files", "verify", "read", "on_driver", "to_arrow", "DRIVER_MAX_ROWS", "DRIVER_MAX_BYTES"]
 
-#: an epoch of at most this many records, in Parquet files of at most :data:`DRIVER_MAX_BYTES` in all, is read on
-#: the driver (pyarrow) and given to Spark as a local relation (:func:`read`): no Spark job reads its files, each
-#: job that uses it takes its rows from the driver, and a plan over it alone (the keys of a ``lookup``, say) is
-#: collected without a job. Larger epochs are read by Spark's Parquet reader, in tasks.
+#: an epoch of at most this many records, in Parquet files of at most :data:`DRIVER_MAX_BYTES` in all and as
+#: many again in Arrow once read, is read on the driver (pyarrow) and given to Spark as a local relation
+#: (:func:`read`): no Spark job reads its files, each job that uses it takes its rows from the driver, and a plan
+#: over it alone (the keys of a ``lookup``, say) is collected without a job. Larger epochs are read by Spark's
+#: Parquet reader, in tasks.
 DRIVER_MAX_ROWS = 16_384
 DRIVER_MAX_BYTES = 4 << 20
 
@@ -240,7 +244,8 @@ def _on_driver(
     ddl: str,
 ) -> DataFrame | None:
     """:func:`read`'s epoch as a local relation, where it is small enough (:data:`DRIVER_MAX_ROWS`) and of
-    :data:`_DRIVER_TYPES`; ``None`` otherwise, or where a file cannot be read here."""
+    :data:`_DRIVER_TYPES`; ``None`` otherwise, where a file cannot be read here (logged), or where its rows
+    grow past :data:`DRIVER_MAX_BYTES` in Arrow (a dictionary-encoded column, say)."""
     if (
         not found
         or cut.records > DRIVER_MAX_ROWS
@@ -249,11 +254,18 @@ def _on_driver(
         or sum(f.size for m, _, _ in found for f in m.files) > DRIVER_MAX_BYTES
     ):
         return None
+    import pyarrow as pa
     from pyspark.sql.types import DataType, StructType
 
     try:
         table = _tables(log, [m for m, _, _ in found], cut)
-    except Exception:  # noqa: BLE001 - a damaged or unreachable file: Spark's reader meets it, as for any epoch
+    except (
+        OSError,
+        pa.ArrowException,
+    ) as exc:  # damaged or unreachable: Spark's reader meets it, as for any epoch
+        _log.info("input %s@%d: read by Spark, not on the driver: %s", log.name, cut.epoch, exc)
+        return None
+    if table.nbytes > DRIVER_MAX_BYTES:
         return None
     schema = once(("input-schema", ddl), lambda: DataType.fromDDL(ddl))  # parsed by the JVM: once a run
     assert isinstance(schema, StructType)
@@ -264,8 +276,14 @@ def _on_driver(
 
 def on_driver(df: DataFrame) -> int | None:
     """The Arrow bytes of an epoch :func:`read` gave as a local relation, read on the driver; ``None`` for one
-    Spark's reader reads."""
-    return getattr(df, "_falkirk_input_bytes", None)
+    Spark's reader reads.
+
+    >>> class Remote:  # a Spark Connect DataFrame takes an unknown attribute for a column
+    ...     def __getattr__(self, name): return f"Column<{name}>"
+    >>> on_driver(Remote()) is None
+    True
+    """
+    return vars(df).get("_falkirk_input_bytes")  # not getattr: a Connect DataFrame takes a name for a column
 
 
 def _tables(log: InputLog, manifests: list[seg.SegmentManifest], cut: Cut | None) -> pa.Table:
