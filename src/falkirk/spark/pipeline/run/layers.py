@@ -350,8 +350,9 @@ def _nullable(schema: Any) -> Any:
 
 def driver_keyed(key_type: Any) -> bool:
     """Whether a state keyed by a column of Spark type ``key_type`` may have its changes merged on the driver
-    (:func:`merged_table`): an integer, which Arrow's and Spark's joins compare alike (a float's ``-0.0`` and
-    ``NaN``, a string's collation, they may not).
+    (:func:`merged_table`), or its keys named in a plan (:func:`_few_keys`): an integer, which Arrow's and
+    Spark's joins and an IN list compare alike (a float's ``-0.0`` and ``NaN``, a string's collation, they may
+    not).
 
     >>> from pyspark.sql.types import DoubleType, LongType, StringType
     >>> driver_keyed(LongType()), driver_keyed(DoubleType()), driver_keyed(StringType())
@@ -460,16 +461,10 @@ def _few_keys(keys: DataFrame, key: str, layers: Layers) -> Column | None:
     collected on the driver by one job (where a join would broadcast them, a job too, and the layers' two joins
     with them could not share it), read no further than one key past the bound. ``None`` otherwise, and from
     then on for lookups of the same base."""
-    from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType
-
     if _FEW.get(id(layers.base)) is False:
         return None
-    integral = (ByteType, ShortType, IntegerType, LongType)
     # the state's key too: a join of a string with an integer compares through a cast an IN list may not make
-    if not (
-        isinstance(keys.schema[key].dataType, integral)
-        and isinstance(layers.base.schema[key].dataType, integral)
-    ):
+    if not (driver_keyed(keys.schema[key].dataType) and driver_keyed(layers.base.schema[key].dataType)):
         return None
     if len(_FEW) > 64:
         _FEW.clear()

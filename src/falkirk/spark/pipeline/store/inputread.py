@@ -259,10 +259,8 @@ def _on_driver(
 
     try:
         table = _tables(log, [m for m, _, _ in found], cut)
-    except (
-        OSError,
-        pa.ArrowException,
-    ) as exc:  # damaged or unreachable: Spark's reader meets it, as for any epoch
+    except (OSError, pa.ArrowException) as exc:
+        # damaged or unreachable: Spark's reader meets it, as for any epoch
         _log.info("input %s@%d: read by Spark, not on the driver: %s", log.name, cut.epoch, exc)
         return None
     if table.nbytes > DRIVER_MAX_BYTES:
