@@ -221,6 +221,25 @@ def test_a_small_epoch_is_read_on_the_driver_a_large_one_by_sparks_reader(
         )
 
 
+def test_a_small_epoch_is_read_on_the_driver_from_any_root(spark: Any, place: Place) -> None:
+    """On a local directory and on a real S3 server, a small epoch is read on the driver through the root's own
+    filesystem: a local relation holding exactly the records appended to it, at the cut's offsets."""
+    from falkirk.spark.pipeline.store import inputread
+
+    log = _log(place)
+    log.append([{"user": u, "v": u} for u in range(6)], batch="a")
+    log.cut(0)
+    log.append([{"user": u, "v": 10 * u} for u in range(6, 11)], batch="b")
+    log.cut(1)
+    df = log.read(spark, 1)
+    assert "LocalTableScan" in _plan(df) and inputread.on_driver(df) is not None
+    assert Counter((r["user"], r["v"]) for r in df.collect()) == Counter((u, 10 * u) for u in range(6, 11))
+    cut = log.get_cut(1)
+    assert sorted((r["_partition"], r["_offset"]) for r in df.collect()) == sorted(
+        (k, o) for k in cut.end for o in range(cut.start[k], cut.end[k])
+    )
+
+
 def test_a_small_epoch_the_driver_cannot_read_is_left_to_sparks_reader(spark: Any, tmp_path: Path) -> None:
     """A truncated segment file: the driver's reading fails, so Spark's reader reads the epoch, and its job fails
     naming the file (as for any epoch)."""
