@@ -8,6 +8,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,3 +91,42 @@ def test_a_sweep_removes_the_markers_of_drivers_that_are_gone_and_nothing_else(t
     assert set(os.listdir(tmp_path)) == before - {dead, old}
     assert sweep_markers(str(tmp_path)) == []  # nothing more to sweep
     assert sweep_markers(str(tmp_path / "missing")) == []  # a directory that is not there: nothing, no error
+
+
+def test_a_task_that_runs_after_the_run_settled_leaves_no_marker(spark: Any, tmp_path: Path) -> None:
+    """A run's markers live in its own directory of markers, which :meth:`Injector.settle` removes: a straggling
+    task of the failed job (Spark does not interrupt a cancelled task's thread), run here by asking for the wrapped
+    frame again after the settle, fails as before but finds no directory to leave its marker in, so the driver's
+    temporary directory is as it was before the run; the settle found the fired job failure fired and the empty
+    frame's task failure unfired."""
+    inj = Injector(["s@1:job", "s@2:task"])
+    inj.here = str(tmp_path)
+    rows = spark.range(4, numPartitions=2)
+    failing = inj.wrap("s", 1, rows)
+    empty = inj.wrap("s", 2, rows.where("id < 0"))
+    with pytest.raises(Exception, match="falkirk injected task failure"):
+        failing.collect()
+    assert empty.collect() == []
+    (run,) = os.listdir(tmp_path)
+    assert run.startswith(f"falkirk-injections-{_place()}-{os.getpid()}-")
+    assert len(os.listdir(tmp_path / run)) == 1  # the job failure's marker; the empty frame's task saw no row
+    assert [str(i) for i in inj.settle()] == ["s@2:task"]
+    assert [str(i) for i in inj.fired] == ["s@1:job"] and os.listdir(tmp_path) == []
+    with pytest.raises(Exception, match="falkirk injected task failure"):
+        failing.collect()  # the late task: it fails all the same ...
+    assert os.listdir(tmp_path) == []  # ... and leaves nothing behind
+
+
+def test_a_sweep_removes_the_directories_of_markers_of_drivers_that_are_gone(tmp_path: Path) -> None:
+    """A dead driver's directory of markers goes with what is in it; a live driver's (this one's) and another
+    place's stay."""
+    here = _place()
+    elsewhere = "0" * 8 if here != "0" * 8 else "1" * 8
+    dead = f"falkirk-injections-{here}-{_dead_pid()}-{uuid.uuid4().hex}"
+    alive = f"falkirk-injections-{here}-{os.getpid()}-{uuid.uuid4().hex}"
+    other = f"falkirk-injections-{elsewhere}-{_dead_pid()}-{uuid.uuid4().hex}"
+    for name in (dead, alive, other):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / _marker_name()).touch()
+    assert sweep_markers(str(tmp_path)) == [dead]
+    assert sorted(os.listdir(tmp_path)) == sorted([alive, other])

@@ -30,12 +30,14 @@ fire that epoch — they stay pending, are in :attr:`RunResult.unfired
 <falkirk.spark.pipeline.run.executor.RunResult.unfired>`, not in ``fired``, and a warning on the
 ``falkirk.spark`` logger says so once. An output empty by its data (a filter no row passes; or any empty
 output through Spark Connect, where the plan is not asked) runs its job, and no task sees a row: on a local
-master the run finds at its end that no task left the injection's marker in the driver's temporary directory,
-and moves it to ``unfired`` with a warning (:meth:`Injector.settle`). On a cluster or through Spark Connect the
-driver cannot see the executors' temporary directories, and such an injection still counts as fired. A run
-removes its markers as it ends; those a killed or interrupted driver left behind are swept by the next run with
-a ``task`` or ``job`` injection on this machine (:func:`sweep_markers`). The ``executor`` kills' markers, in the
-executors' own temporary directories, are not.
+master the run finds at its end that no task left the injection's marker in its directory of markers (one a
+run, in the driver's temporary directory), and moves it to ``unfired`` with a warning (:meth:`Injector.settle`).
+On a cluster or through Spark Connect the driver cannot see the executors' temporary directories, and such an
+injection still counts as fired. A run removes its directory of markers as it ends, so that a straggling task of
+a failed job (Spark does not interrupt a cancelled task's thread) finds no directory to leave a marker in; what a
+killed or interrupted driver left behind is swept by the next run with a ``task`` or ``job`` injection on this
+machine (:func:`sweep_markers`). The ``executor`` kills' markers, in the executors' own temporary directories,
+are not.
 
 A failed step loses its memory (state, queued input); falkirk plans the
 rollback and the executor applies it. A failed job that lost nothing is
@@ -58,6 +60,7 @@ import hashlib
 import logging
 import os
 import re
+import shutil
 import signal
 import socket
 import tempfile
@@ -113,6 +116,8 @@ def _marker(name: str, directory: str | None = None) -> str:
 #: a ``task`` or ``job`` injection's marker: the place of the driver that named it (:func:`_place`), its process
 #: id, and the injection's own id (:func:`_marker_name`); the older form had neither place nor process id
 _MARKER = re.compile(r"falkirk-injection-(?:([0-9a-f]{8})-(\d{1,9})-)?[0-9a-f]{32}")
+#: a run's directory of markers (:attr:`Injector.here`): named as a marker is, ``injections`` for ``injection``
+_RUN_MARKERS = re.compile(r"falkirk-injections-([0-9a-f]{8})-(\d{1,9})-[0-9a-f]{32}")
 #: how old a marker of the older form (no process id to ask after) is before a sweep removes it, in seconds
 STALE_MARKER_SECONDS = 24 * 3600
 
@@ -131,18 +136,19 @@ def _place() -> str:
 def _marker_name(kind: str = "injection") -> str:
     """A new marker's name (:func:`_marker`), unique to it, naming the driver process that made it and where it
     runs (so that :func:`sweep_markers` can tell a live run's ``injection`` markers from those a killed driver
-    left); ``kind``: ``executor`` for an executor kill's, which no sweep touches."""
+    left); ``kind``: ``executor`` for an executor kill's, which no sweep touches; ``injections`` for a run's
+    directory of markers."""
     return f"falkirk-{kind}-{_place()}-{os.getpid()}-{uuid.uuid4().hex}"
 
 
 def sweep_markers(directory: str) -> list[str]:
-    """Remove from ``directory`` the injection markers no run will settle (:meth:`Injector.settle`): those of
-    driver processes of this machine and process namespace that are gone — killed by a ``kill`` injection or a
-    signal before their run ended, or whose task left its marker after the run settled (an interrupted run) —
-    and markers of the older form, with no process id, a day old. A live driver's markers, this one's
-    included, those named elsewhere (another host, another container), executor kills' markers and anything
-    else in ``directory`` are left alone. (A dead driver whose process id a live process took since keeps its
-    markers.) The names removed."""
+    """Remove from ``directory`` the injection markers no run will settle (:meth:`Injector.settle`): the
+    directories of markers of driver processes of this machine and process namespace that are gone — killed by a
+    ``kill`` injection or a signal before their run ended — with what is in them, markers of such drivers made
+    before runs kept theirs in a directory, and markers of the older form still, with no process id, a day old. A
+    live driver's markers, this one's included, those named elsewhere (another host, another container), executor
+    kills' markers and anything else in ``directory`` are left alone. (A dead driver whose process id a live
+    process took since keeps its markers.) The names removed."""
     removed: list[str] = []
     try:
         names = os.listdir(directory)
@@ -150,10 +156,15 @@ def sweep_markers(directory: str) -> list[str]:
         return removed
     now, here = time.time(), _place()
     for name in names:
+        path = os.path.join(directory, name)
+        run = _RUN_MARKERS.fullmatch(name)
+        if run is not None:
+            if run.group(1) == here and not process_alive(int(run.group(2))) and _remove_tree(path):
+                removed.append(name)
+            continue
         m = _MARKER.fullmatch(name)
         if m is None or (m.group(1) is not None and m.group(1) != here):
             continue
-        path = os.path.join(directory, name)
         try:
             if m.group(2) is not None:
                 if process_alive(int(m.group(2))):
@@ -161,10 +172,20 @@ def sweep_markers(directory: str) -> list[str]:
             elif now - os.stat(path).st_mtime < STALE_MARKER_SECONDS:
                 continue
             os.remove(path)
-        except OSError:  # gone already, or not ours to remove
+        except OSError:  # gone already, not ours to remove, or a directory (no marker)
             continue
         removed.append(name)
     return removed
+
+
+def _remove_tree(path: str) -> bool:
+    """Remove directory ``path`` with what is in it, again while a late task leaves a marker in it as it goes:
+    once it is gone, no task can (a task makes no directory). Whether it is gone."""
+    for _ in range(8):
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.lexists(path):
+            return True
+    return False
 
 
 def _failing_filter(
@@ -175,7 +196,8 @@ def _failing_filter(
     cluster), or (``every_attempt``) every attempt of every task with a row — a job fails wherever its rows are,
     even where the first partition is empty. Either leaves ``marker`` behind: the failure fired. A frame without
     rows runs no filter and cannot fail this way (and leaves no marker). Where the marker cannot be written (a
-    full or read-only temporary directory), a ``task`` failure falls back to partition 0's first attempt."""
+    full or read-only temporary directory; ``directory`` gone, its run settled), a ``task`` failure falls back to
+    partition 0's first attempt."""
     from pyspark import TaskContext
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType
@@ -296,6 +318,9 @@ class Injector:
         #: the driver's temporary directory where its executors' tasks can write to it (a local master, not
         #: through Spark Connect): the markers go there, and :meth:`settle` knows which failures fired
         self.here: str | None = None
+        #: this run's directory of markers in :attr:`here`, made by the first :meth:`wrap` to need it and removed
+        #: by :meth:`settle`
+        self._run: str | None = None
         # a concurrent run's executions reach their injection points on several threads
         self._lock = threading.Lock()
 
@@ -373,7 +398,24 @@ class Injector:
         name = _marker_name()
         with self._lock:
             self.markers[name] = taken
-        return _failing_filter(df, str(taken), taken.where == "job", name, self.here)
+            run = self._markers_here()
+        return _failing_filter(df, str(taken), taken.where == "job", name, run)
+
+    def _markers_here(self) -> str | None:
+        """This run's directory of markers (under the lock), made now if it is not there; ``None`` where the
+        driver cannot see its tasks' markers. Where it cannot be made, tasks find no place for their markers
+        (see :func:`_failing_filter`)."""
+        if self.here is None:
+            return None
+        if self._run is None:
+            self._run = os.path.join(self.here, _marker_name("injections"))
+            try:
+                os.mkdir(self._run)
+            except OSError as e:
+                logging.getLogger("falkirk.spark").info(
+                    "no directory of injection markers %s: %s", self._run, e
+                )
+        return self._run
 
     def settle(self) -> list[Injection]:
         """At the end of a run: the ``task`` and ``job`` injections that were wrapped but whose filter no task
@@ -381,18 +423,22 @@ class Injector:
         moved from :attr:`fired` back to :attr:`pending` (:attr:`RunResult.unfired
         <falkirk.spark.pipeline.run.executor.RunResult.unfired>`), each with a warning, and returned. Known only
         where the markers are the driver's to see (:attr:`here`); elsewhere they stay fired. The markers this
-        machine holds are removed."""
+        machine holds are removed, with the run's directory of them: a straggling task of a failed job that reaches
+        its filter after this finds no directory to leave its marker in."""
         with self._lock:
             markers, self.markers = self.markers, {}
+            run, self._run = self._run, None
         missed: list[Injection] = []
         for name, i in markers.items():
-            path = _marker(name, self.here)
-            if self.here is not None and not os.path.exists(path):
+            path = _marker(name, run)
+            if run is not None and not os.path.exists(path):
                 missed.append(i)
             try:
                 os.remove(path)
             except OSError:
                 pass
+        if run is not None and not _remove_tree(run):
+            logging.getLogger("falkirk.spark").warning("could not remove the injection markers in %s", run)
         with self._lock:
             for i in missed:
                 if i in self.fired:
