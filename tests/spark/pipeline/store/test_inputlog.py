@@ -182,7 +182,8 @@ def test_a_small_epoch_is_read_on_the_driver_a_large_one_by_sparks_reader(
 ) -> None:
     """An epoch within ``DRIVER_MAX_ROWS`` whose types Spark reads alike from Arrow and Parquet is a local relation
     (no Spark job reads its files), a larger one, or one holding a timestamp, Spark's Parquet scan; read either way,
-    an epoch has exactly the records appended to it, with the same partitions, offsets and schema."""
+    an epoch has exactly the records appended to it, with the same partitions, offsets and schema (dates before
+    the Gregorian calendar's start in 1582 included)."""
     import datetime
     import math
 
@@ -193,7 +194,7 @@ def test_a_small_epoch_is_read_on_the_driver_a_large_one_by_sparks_reader(
 
     def record(u: int) -> dict[str, Any]:
         value = {"v": u * 3, "name": f"n{u}" if u % 4 else None, "code": f"c{u % 100}", "ok": u % 2 == 0,
-                 "day": datetime.date(2026, 1, 1 + u % 28), "f": math.nan if u % 5 == 0 else u / 7, "g": u / 2,
+                 "day": datetime.date(1200 + u, 3, 1) if u % 6 == 1 else datetime.date(2026, 1, 1 + u % 28), "f": math.nan if u % 5 == 0 else u / 7, "g": u / 2,
                  "ts": datetime.datetime(2026, 1, 1, u % 24, tzinfo=datetime.UTC)}
         return {"user": u, **{n: value[n] for n in names[1:]}}
 
@@ -253,6 +254,40 @@ def test_a_small_epoch_the_driver_cannot_read_is_left_to_sparks_reader(spark: An
     assert "LocalTableScan" not in _plan(df)
     with pytest.raises(Exception, match=victim.name):
         df.collect()
+
+
+@pytest.mark.parametrize("damage", ["a record less", "offsets shifted"])
+def test_a_small_epoch_whose_records_differ_from_its_manifests_is_refused_by_name(
+    spark: Any, tmp_path: Path, damage: str
+) -> None:
+    """A segment file replaced by a readable one holding a record less than its manifest says, or as many records
+    at other offsets: the driver's read refuses the epoch with ``CorruptDataError`` naming the input, the epoch
+    and the file or partition, instead of giving records the log never held (Spark's reader, which does not count
+    them, would)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from falkirk.spark.errors import CorruptDataError
+
+    log = _log(tmp_path)
+    log.append([{"user": u, "v": u} for u in range(12)], batch="a")
+    log.cut(0)
+    assert "LocalTableScan" in _plan(log.read(spark, 0))
+    victim = next(p for p in sorted((tmp_path / "input" / "events").rglob("*.parquet")))
+    table = pq.read_table(victim)
+    if damage == "a record less":
+        table = table.slice(1)
+    else:
+        table = table.set_column(
+            table.schema.get_field_index("_offset"), "_offset", pc.add(table.column("_offset"), 100)
+        )
+    pq.write_table(table, victim)
+    with pytest.raises(CorruptDataError) as err:
+        log.read(spark, 0)
+    e = err.value
+    assert (e.step, e.kind, e.epoch) == ("events", "input", 0), str(e)
+    named = victim.name if damage == "a record less" else victim.parent.name
+    assert named in str(e), str(e)
 
 
 # -- issue 30: what append takes, and what a segment proves ----------------------------------------------------

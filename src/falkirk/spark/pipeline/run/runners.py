@@ -264,7 +264,11 @@ class InputRunner(Runner):
 
     def replay(self, epoch: int) -> DataFrame:
         cut = self.log.get_cut(epoch)
-        return self.ctx.frames.known_rows(self.log.read(self.ctx.spark, epoch), cut.records if cut else 0)
+        read = self.log.read(self.ctx.spark, epoch)
+        nbytes = _inputread.on_driver(read)
+        if nbytes is not None:  # read on the driver (as execute marks it): held there
+            read = held_on_driver(read, nbytes)
+        return self.ctx.frames.known_rows(read, cut.records if cut else 0)
 
     def collect(self, lw: int, lw_consumers: int) -> None:
         m = min(lw, lw_consumers)

@@ -259,6 +259,8 @@ def _on_driver(
 
     try:
         table = _tables(log, [m for m, _, _ in found], cut)
+    except CorruptDataError:
+        raise  # records the manifests do not account for: Spark's reader would read them without a word
     except (OSError, pa.ArrowException) as exc:
         # damaged or unreachable: Spark's reader meets it, as for any epoch
         _log.info("input %s@%d: read by Spark, not on the driver: %s", log.name, cut.epoch, exc)
@@ -285,23 +287,47 @@ def on_driver(df: DataFrame) -> int | None:
 
 
 def _tables(log: InputLog, manifests: list[seg.SegmentManifest], cut: Cut | None) -> pa.Table:
-    """The records of the Parquet segments ``manifests`` (within ``cut``, if given), read with pyarrow."""
+    """The records of the Parquet segments ``manifests`` (within ``cut``, if given), read with pyarrow;
+    ``CorruptDataError`` (with ``cut``) where a segment's files hold more or fewer records than its manifest
+    says, or the cut's offsets of a partition more or fewer than the cut holds."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     arrow_schema = pa.schema([*log.converter.arrow_schema, *log_fields()])
     tables = []
+    held: dict[int, int] = {}  # the cut's records found, by partition
     for m in manifests:
+        rows = 0
         for f in m.files:
             with log.fs.fs.open(log.fs.full(f"{m.location}/{f.name}"), "rb") as fh:
                 t = pq.read_table(fh, schema=arrow_schema)
+            rows += t.num_rows
             if cut is not None:
                 k = m.partition
                 t = t.filter(
                     pc.and_(pc.greater_equal(t["_offset"], cut.start[k]), pc.less(t["_offset"], cut.end[k]))
                 )
+                held[k] = held.get(k, 0) + t.num_rows
             tables.append(t)
+        if cut is not None and rows != m.rows and m.files:
+            raise CorruptDataError(
+                log.name,
+                "input",
+                cut.epoch,
+                f"holds {rows} records where its segment manifest says {m.rows} (partition {m.partition})",
+                path=f"{m.location}/{m.files[0].name}" if len(m.files) == 1 else f"{m.location}/",
+            )
+    for k in [] if cut is None else sorted(held):
+        if held[k] != cut.end[k] - cut.start[k]:
+            raise CorruptDataError(
+                log.name,
+                "input",
+                cut.epoch,
+                f"has {held[k]} records at offsets {cut.start[k]}..{cut.end[k] - 1} of partition {k}, where its "
+                f"cut holds {cut.end[k] - cut.start[k]}: a segment's offsets differ from its manifest's",
+                path=f"{log.dir}/part-{k}/",
+            )
     return pa.concat_tables(tables) if tables else arrow_schema.empty_table()
 
 
