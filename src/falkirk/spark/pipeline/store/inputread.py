@@ -318,7 +318,8 @@ def _tables(log: InputLog, manifests: list[seg.SegmentManifest], cut: Cut | None
                 f"holds {rows} records where its segment manifest says {m.rows} (partition {m.partition})",
                 path=f"{m.location}/{m.files[0].name}" if len(m.files) == 1 else f"{m.location}/",
             )
-    for k in [] if cut is None else sorted(held):
+    for k in sorted(held):  # (held only with a cut)
+        assert cut is not None
         if held[k] != cut.end[k] - cut.start[k]:
             raise CorruptDataError(
                 log.name,
