@@ -444,7 +444,7 @@ def test_the_driver_reports_an_injection_found_unfired_at_the_runs_end(
 ) -> None:
     """The driver's hook on ``Injector.settle``: a task failure taken (reported ``fired``) whose marker no task
     left is reported ``unfired`` with ``why: "no-row"`` and is pending again; one whose marker is there stays
-    fired, and its marker is removed."""
+    fired, and its marker is removed with the run's directory of markers."""
     from falkirk.spark.pipeline.run import failures
 
     _driver_hooks(monkeypatch)
@@ -452,7 +452,9 @@ def test_the_driver_reports_an_injection_found_unfired_at_the_runs_end(
     injector.here = str(tmp_path)
     taken = [injector._take("alerts", 3, ("task",)), injector._take("report", 4, ("job",))]
     injector.markers = {"falkirk-injection-a": taken[0], "falkirk-injection-b": taken[1]}  # type: ignore[dict-item]
-    (tmp_path / "falkirk-injection-b").touch()  # report@4's job ran a task with a row
+    run = injector._markers_here()  # the run's directory of markers, as its first wrap makes it
+    assert run is not None
+    (Path(run) / "falkirk-injection-b").touch()  # report@4's job ran a task with a row
     assert injector.settle() == [taken[0]]
     events = [json.loads(line[5:]) for line in capsys.readouterr().out.splitlines() if line.startswith("SOAK ")]
     assert [(e["event"], e["fault"], e.get("why")) for e in events] == [
