@@ -245,10 +245,7 @@ class InputRunner(Runner):
                 )
         cut = self.log.cut(epoch)
         self.cut_at = cut.at
-        read = self.log.read(self.ctx.spark, epoch)
-        nbytes = _inputread.on_driver(read)
-        if nbytes is not None:  # a small epoch, read on the driver: held there, nothing to cache
-            read = held_on_driver(read, nbytes)
+        read, nbytes = self._read(epoch)
         df = self.ctx.injector.wrap(self.name, epoch, read, empty=cut.records == 0)
         # read again by each job that uses it, unless the input asks to be cached (by its first consumer's
         # job); an epoch with an injected failure is cached, so that the failure fires once, not in every job
@@ -264,11 +261,14 @@ class InputRunner(Runner):
 
     def replay(self, epoch: int) -> DataFrame:
         cut = self.log.get_cut(epoch)
+        return self.ctx.frames.known_rows(self._read(epoch)[0], cut.records if cut else 0)
+
+    def _read(self, epoch: int) -> tuple[DataFrame, int | None]:
+        """Epoch ``epoch`` of the log, and its Arrow bytes where it is small and read on the driver: then marked
+        held there (nothing to cache, out of an executor's reach)."""
         read = self.log.read(self.ctx.spark, epoch)
         nbytes = _inputread.on_driver(read)
-        if nbytes is not None:  # read on the driver (as execute marks it): held there
-            read = held_on_driver(read, nbytes)
-        return self.ctx.frames.known_rows(read, cut.records if cut else 0)
+        return (read if nbytes is None else held_on_driver(read, nbytes)), nbytes
 
     def collect(self, lw: int, lw_consumers: int) -> None:
         m = min(lw, lw_consumers)
