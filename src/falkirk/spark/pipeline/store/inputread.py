@@ -200,7 +200,9 @@ def read(log: InputLog, spark: SparkSession, epoch: int) -> DataFrame:
     An epoch within :data:`DRIVER_MAX_ROWS` and :data:`DRIVER_MAX_BYTES`, of
     the types Spark reads alike from Arrow and Parquet, is read on the driver
     and given as a local relation (should the driver fail to read a file,
-    Spark's reader reads it, and meets and names the damage as before).
+    Spark's reader reads it, and meets and names the damage as before;
+    records its manifests do not account for are refused with
+    ``CorruptDataError``).
     Other Parquet segments are read with Spark's Parquet reader (a step reads
     only the columns it uses); JSON-line segments of older logs in
     ``FAILFAST`` mode, so a malformed line fails instead of becoming NULLs.
@@ -296,8 +298,12 @@ def _tables(log: InputLog, manifests: list[seg.SegmentManifest], cut: Cut | None
 
     arrow_schema = pa.schema([*log.converter.arrow_schema, *log_fields()])
     tables = []
-    held: dict[int, int] = {}  # the cut's records found, by partition
+    # the cut's records found, by partition (each it holds records of), and the partition's first file
+    held = {} if cut is None else {k: 0 for k in cut.end if cut.end[k] > cut.start[k]}
+    where: dict[int, str] = {}
     for m in manifests:
+        first = f"{m.location}/{m.files[0].name}" if m.files else f"{m.location}/"
+        where.setdefault(m.partition, first)
         rows = 0
         for f in m.files:
             with log.fs.fs.open(log.fs.full(f"{m.location}/{f.name}"), "rb") as fh:
@@ -310,13 +316,14 @@ def _tables(log: InputLog, manifests: list[seg.SegmentManifest], cut: Cut | None
                 )
                 held[k] = held.get(k, 0) + t.num_rows
             tables.append(t)
-        if cut is not None and rows != m.rows and m.files:
+        if cut is not None and rows != m.rows:
             raise CorruptDataError(
                 log.name,
                 "input",
                 cut.epoch,
-                f"holds {rows} records where its segment manifest says {m.rows} (partition {m.partition})",
-                path=f"{m.location}/{m.files[0].name}" if len(m.files) == 1 else f"{m.location}/",
+                f"holds {rows} records where its segment manifest says {m.rows} (partition {m.partition}, the "
+                f"segment from offset {m.start}, {len(m.files)} file(s), this its first)",
+                path=first,
             )
     for k in sorted(held):  # (held only with a cut)
         assert cut is not None
@@ -326,8 +333,9 @@ def _tables(log: InputLog, manifests: list[seg.SegmentManifest], cut: Cut | None
                 "input",
                 cut.epoch,
                 f"has {held[k]} records at offsets {cut.start[k]}..{cut.end[k] - 1} of partition {k}, where its "
-                f"cut holds {cut.end[k] - cut.start[k]}: a segment's offsets differ from its manifest's",
-                path=f"{log.dir}/part-{k}/",
+                f"cut holds {cut.end[k] - cut.start[k]}: a segment's offsets differ from its manifest's (this the "
+                "partition's first file)",
+                path=where.get(k, f"{log.dir}/part-{k}/"),
             )
     return pa.concat_tables(tables) if tables else arrow_schema.empty_table()
 
